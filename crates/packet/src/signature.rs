@@ -132,7 +132,7 @@ pub struct ValidityPeriod {
 }
 
 impl ValidityPeriod {
-    const VALUE_LEN: usize = 2 * (2 + 15);
+    const VALUE_LEN: usize = 2 * tlv::tlv_len(NOT_BEFORE, 15);
 
     /// True when `t` (Unix seconds) lies inside the period.
     pub fn contains(&self, t: i64) -> bool {
@@ -177,6 +177,9 @@ pub struct SignatureInfo {
     pub time: Option<u64>,
     /// SignatureSeqNum (signed Interests).
     pub seq_num: Option<u64>,
+    /// Unrecognised non-critical elements (e.g. AdditionalDescription),
+    /// whole TLVs in wire order, re-encoded after the known ones.
+    pub other: Vec<Bytes>,
 }
 
 impl SignatureInfo {
@@ -193,6 +196,7 @@ impl SignatureInfo {
             + self.nonce.as_ref().map_or(0, |n| tlv::tlv_len(SIGNATURE_NONCE, n.len()))
             + self.time.map_or(0, |t| tlv::nni_tlv_len(SIGNATURE_TIME, t))
             + self.seq_num.map_or(0, |s| tlv::nni_tlv_len(SIGNATURE_SEQ_NUM, s))
+            + self.other.iter().map(Bytes::len).sum::<usize>()
     }
 
     /// Size of the whole element with the given outer type (22 or 44).
@@ -219,6 +223,9 @@ impl SignatureInfo {
         if let Some(s) = self.seq_num {
             tlv::put_nni_tlv(buf, SIGNATURE_SEQ_NUM, s);
         }
+        for o in &self.other {
+            buf.put_slice(o);
+        }
     }
 
     /// Decodes the element `el` read by `r`.
@@ -240,10 +247,20 @@ impl SignatureInfo {
                 SIGNATURE_SEQ_NUM => 5,
                 _ => {
                     inner.unknown(&e, el.typ)?;
+                    si.other.push(inner.buffer().slice(e.start..e.end));
                     continue;
                 }
             };
-            if order <= field_order(last) {
+            // KeyLocator comes first; the others must not repeat. Their
+            // relative order is not enforced: NDNts writes ValidityPeriod last.
+            let seen = match e.typ {
+                KEY_LOCATOR => si.key_locator.is_some(),
+                VALIDITY_PERIOD => si.validity.is_some(),
+                SIGNATURE_NONCE => si.nonce.is_some(),
+                SIGNATURE_TIME => si.time.is_some(),
+                _ => si.seq_num.is_some(),
+            };
+            if seen || (order == 1 && last != SIGNATURE_TYPE) {
                 return Err(Error::new(e.start, ErrorKind::OutOfOrder).with_type(e.typ));
             }
             last = e.typ;
@@ -256,17 +273,6 @@ impl SignatureInfo {
             }
         }
         Ok(si)
-    }
-}
-
-fn field_order(t: u64) -> u8 {
-    match t {
-        KEY_LOCATOR => 1,
-        VALIDITY_PERIOD => 2,
-        SIGNATURE_NONCE => 3,
-        SIGNATURE_TIME => 4,
-        SIGNATURE_SEQ_NUM => 5,
-        _ => 0,
     }
 }
 

@@ -50,7 +50,7 @@ const HMAC_KEY = pattern(32, 42);
 function addName(name, note) {
   const wire = Encoder.encode(name);
   const uri = decodeName(wire).toString();
-  records.push({ kind: "name", hex: hex(wire), uri, alt_uri: altUri(name), note });
+  records.push({ kind: "name", hex: hex(wire), uri, alt_uri: altUri(name), fields: {}, note });
 }
 
 function keyMaterial(signer) {
@@ -189,7 +189,8 @@ function genNames() {
     }
   }
   for (const n of [0, 1, 1_700_000_000_000, 8_787_511_468_039]) {
-    addName(new Name("/8=ts").append(Timestamp.ms, n), `Timestamp rev3 (56), milliseconds ${n}`);
+    addName(new Name("/8=ts").append(Timestamp.ms, n),
+      `Timestamp rev3 (56) from milliseconds ${n} (wire value is microseconds)`);
   }
   for (const n of [0, 1, 1_700_000_000_000_123, Number.MAX_SAFE_INTEGER]) {
     addName(new Name("/8=ts").append(Timestamp.us, n), `Timestamp rev3 (56), microseconds ${n}`);
@@ -523,14 +524,10 @@ async function genCertificates(signers) {
       `ValidityPeriod ${FIXED_VALIDITY}`, s);
   }
   for (const s of asym) {
+    // selfSign picks IssuerId "self" and a version component of the current time in milliseconds.
     const cert = await Certificate.selfSign({ privateKey: s.privateKey, publicKey: s.publicKey });
-    // selfSign names the certificate with the current time; rename deterministically and re-sign.
-    const renamed = await Certificate.build({
-      name: CertNaming.makeCertName(s.keyName, { issuerId: CertNaming.ISSUER_SELF, version: Version.create(2) }),
-      validity: cert.validity, publicKeySpki: cert.publicKeySpki, signer: s.privateKey,
-    });
-    addData(renamed.data, `self-signed certificate with ValidityPeriod.MAX ${cert.validity}, SigType ${s.sigType}`,
-      { ...s, certData: renamed.data });
+    addData(cert.data, `Certificate.selfSign defaults (ValidityPeriod.MAX ${cert.validity}, version = current time), ` +
+      `SigType ${s.sigType} (${s.label})`, { ...s, certData: cert.data });
   }
   const validities = [
     ["expired", new ValidityPeriod(Date.UTC(2000, 0, 1), Date.UTC(2001, 0, 1))],

@@ -17,7 +17,7 @@ import json
 import random
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from hashlib import sha256
 
 from Cryptodome.PublicKey import ECC, RSA
@@ -581,7 +581,7 @@ def add_interests(out: Records, rng: random.Random, ring: Keyring, names: list[l
                 index += 1
     # As for Data: the ECDSA SignatureValue is shrunk after signing, which can
     # move the outer TLV-LENGTH across the 253-byte boundary.
-    for size in range(48, 66, 2):
+    for size in range(40, 58, 2):
         out.interest('/interop/signed/ecdsa-boundary', InterestParam(nonce=size), bytes(size),
                      ecdsa.signer(), note=f'ECDSA-signed Interest near the 253-byte outer-length '
                                           f'boundary ({size}-byte AppParams)')

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tempfile
 
+from ndn.encoding import Name, parse_interest
+
 import gen_packets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,13 +147,13 @@ def check_fields(records: list[dict], problems: list[str]):
                 raw, fields = raw_interest_fields(wire), dict(rec['fields'])
                 # Compare hint names as TLV hex: re-encode the printed URIs.
                 fields['forwarding_hint'] = [
-                    gen_packets.Name.to_bytes(gen_packets.Name.from_str(u)).hex()
+                    Name.to_bytes(Name.from_str(u)).hex()
                     for u in fields['forwarding_hint']]
             elif rec['kind'] == 'data':
                 raw, fields = raw_data_fields(wire), dict(rec['fields'])
                 if fields['key_locator'] and 'name' in fields['key_locator']:
-                    fields['key_locator'] = {'name': gen_packets.Name.to_bytes(
-                        gen_packets.Name.from_str(fields['key_locator']['name'])).hex()}
+                    fields['key_locator'] = {'name': Name.to_bytes(
+                        Name.from_str(fields['key_locator']['name'])).hex()}
             elif rec['kind'] == 'lp':
                 raw, fields = raw_lp_fields(wire), rec['fields']
             else:
@@ -183,7 +185,7 @@ def check_verify(records, ring, tmp, problems):
         locator = fields.get('key_locator')
         if rec['kind'] == 'interest':
             # Interest fields carry no key locator; read it back from the wire.
-            sig = gen_packets.parse_interest(bytes.fromhex(rec['hex']))[3].signature_info
+            sig = parse_interest(bytes.fromhex(rec['hex']))[3].signature_info
             locator = gen_packets.key_locator_fields(sig)
         kind = rec['kind']
         cert_hex = None
