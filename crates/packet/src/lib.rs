@@ -16,6 +16,8 @@
 
 pub mod data;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod interest;
 pub mod lp;
 pub mod name;

@@ -10,6 +10,15 @@ is the same on every run; only key material, signature bytes and the timestamps
 python-ndn inserts itself (certificate versions, DigestSha256 Interest signatures)
 change between runs.
 
+Every signed Data and signed Interest record also carries what is needed to verify
+it, after `note` (the same extra keys NDNts's gen_packets.mjs writes):
+  cert_hex     — RSA (1), ECDSA (3) and Ed25519 (5) signatures: the signer's
+                 certificate (a python-ndn certificate v2 Data whose Content is the
+                 SubjectPublicKeyInfo DER); null for a self-signed certificate, the
+                 issuer's certificate for a certificate issued by another certificate
+  hmac_key_hex — HMAC (4) signatures: the raw HMAC key
+Records with no signature, DigestSha256 (0) or Null (200) carry neither key.
+
 The module can also be imported: generate() returns the records together with the
 keys that signed them (used by selfcheck.py).
 """
@@ -103,10 +112,15 @@ class AsymKey:
     def signer(self, locator_name=None) -> Signer:
         locator = self.key_name if locator_name is None else locator_name
         if self.sig_type == SignatureType.SHA256_WITH_RSA:
-            return Sha256WithRsaSigner(locator, self.private_der)
-        if self.sig_type == SignatureType.SHA256_WITH_ECDSA:
-            return Sha256WithEcdsaSigner(locator, self.private_der)
-        return Ed25519Signer(locator, self.private_der)
+            signer = Sha256WithRsaSigner(locator, self.private_der)
+        elif self.sig_type == SignatureType.SHA256_WITH_ECDSA:
+            signer = Sha256WithEcdsaSigner(locator, self.private_der)
+        else:
+            signer = Ed25519Signer(locator, self.private_der)
+        # Remembered on the signer so the record it signs can carry the certificate
+        # (see key_material); None only while the key's own self_sign() runs.
+        signer.interop_cert_wire = self.cert_wire
+        return signer
 
 
 @dataclass
@@ -115,18 +129,6 @@ class Keyring:
     keys: dict = field(default_factory=dict)       # label -> AsymKey
     certs: list = field(default_factory=list)      # every certificate wire generated
     hmac: dict = field(default_factory=dict)       # key name URI -> raw key bytes
-
-    def cert_for_locator(self, locator: dict | None) -> bytes | None:
-        """The self-signed certificate matching a `key_locator` fields value."""
-        if not locator:
-            return None
-        for key in self.keys.values():
-            if 'digest_hex' in locator and locator['digest_hex'] == key.key_digest.hex():
-                return key.cert_wire
-            if 'name' in locator and locator['name'] in (Name.to_str(key.key_name),
-                                                         Name.to_str(key.cert_name)):
-                return key.cert_wire
-        return None
 
 
 def make_keyring(rng: random.Random) -> Keyring:
@@ -184,6 +186,20 @@ def data_signers(ring: Keyring) -> list[SignerChoice]:
                      lambda: ExtendedSigner(ecdsa.signer(), key_digest=ecdsa.key_digest)),
         SignerChoice('ECDSA P-384 (SHA-256), KeyLocator=key name', lambda: ecdsa384.signer()),
     ]
+
+
+def key_material(signer: Signer | None) -> dict:
+    """The extra record keys a verifier needs for what `signer` signs: `cert_hex`
+    for RSA/ECDSA/Ed25519 (from AsymKey.signer), `hmac_key_hex` for HMAC, nothing
+    for DigestSha256, Null or no signer."""
+    while isinstance(signer, ExtendedSigner):
+        signer = signer.inner
+    if isinstance(signer, HmacSha256Signer):
+        return {'hmac_key_hex': bytes(signer.key_bytes).hex()}
+    cert_wire = getattr(signer, 'interop_cert_wire', None)
+    if cert_wire is not None:
+        return {'cert_hex': cert_wire.hex()}
+    return {}
 
 
 # ---------------------------------------------------------------------------
@@ -311,21 +327,22 @@ class Records:
         if signer is None:
             assert fields['app_params_hex'] == hex_or_none(app_param), note
         self.items.append({'kind': 'interest', 'hex': wire.hex(), 'uri': uri,
-                           'fields': fields, 'note': note})
+                           'fields': fields, 'note': note, **key_material(signer)})
 
     def data(self, name, meta: MetaInfo | None, content, signer, note=''):
         wire = bytes(make_data(name, meta, content, signer))
-        fields = self.data_wire(wire, note)
+        fields = self.data_wire(wire, note, key_material(signer))
         if meta is not None:
             assert fields['content_type'] == meta.content_type, note
             assert fields['freshness_period'] == meta.freshness_period, note
             assert fields['final_block_id_hex'] == hex_or_none(meta.final_block_id), note
         assert fields['content_hex'] == hex_or_none(content), note
 
-    def data_wire(self, wire: bytes, note: str) -> dict:
+    def data_wire(self, wire: bytes, note: str, keys: dict) -> dict:
+        """`keys`: the record's key material (see key_material)."""
         uri, fields = data_fields(wire)
         self.items.append({'kind': 'data', 'hex': wire.hex(), 'uri': uri,
-                           'fields': fields, 'note': note})
+                           'fields': fields, 'note': note, **keys})
         return fields
 
     def lp(self, note: str, model=LpPacketValue, **values):
@@ -659,7 +676,8 @@ def add_certificates(out: Records, rng: random.Random, ring: Keyring):
     for key in ring.keys.values():
         out.data_wire(key.cert_wire,
                       f'self-signed certificate ({key.label}), KeyLocator=key name, '
-                      'ValidityPeriod 19700101T000000 .. now+20y')
+                      'ValidityPeriod 19700101T000000 .. now+20y',
+                      {'cert_hex': None})   # self-signed: verified with its own key
 
     start = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
     issued = [
@@ -680,7 +698,8 @@ def add_certificates(out: Records, rng: random.Random, ring: Keyring):
         ring.certs.append(wire)
         out.data_wire(wire, f'certificate for {subject_label} key issued by {issuer_label} '
                             f'(KeyLocator=issuer cert name), ValidityPeriod {seconds}s from '
-                            f'20240102T030405' + (', AdditionalDescription' if description else ''))
+                            f'20240102T030405' + (', AdditionalDescription' if description else ''),
+                      key_material(signer))   # the issuer's certificate
 
 
 # ---------------------------------------------------------------------------

@@ -6,8 +6,9 @@ Usage: selfcheck.py
 1. generates the records (gen_packets.generate), writes them as gen_packets.py
    would, and checks every `fields` object against an independent TLV walk of
    the record's hex;
-2. feeds every generated Interest, Data and certificate (plus a few tampered
-   ones) through verify.py with the matching certificate / HMAC key;
+2. checks each record's `cert_hex` / `hmac_key_hex` against its SignatureType and
+   KeyLocator, then feeds every generated Interest, Data and certificate (plus a
+   few tampered ones) through verify.py with those keys;
 3. feeds every generated URI through uri.py and checks it gives back the same
    Name TLV and the same URI.
 
@@ -18,7 +19,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from hashlib import sha256
 
+from ndn.app_support.security_v2 import parse_certificate
 from ndn.encoding import Name, parse_interest
 
 import gen_packets
@@ -175,31 +178,70 @@ def read_jsonl(path: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def record_locator(rec: dict) -> dict | None:
+    if rec['kind'] == 'data':
+        return rec['fields']['key_locator']
+    # Interest fields carry no key locator; read it back from the wire.
+    sig = parse_interest(bytes.fromhex(rec['hex']))[3].signature_info
+    return gen_packets.key_locator_fields(sig)
+
+
+def is_cert_record(rec: dict) -> bool:
+    return rec['kind'] == 'data' and 'certificate' in rec['note']
+
+
+def check_key_material(records, ring, problems):
+    """Each signed record's cert_hex / hmac_key_hex, judged independently of how
+    gen_packets chose them: present exactly for the SignatureTypes that need them,
+    and matching the packet's KeyLocator (name prefix of the certificate or the
+    SHA-256 of its public key; the HMAC key registered under the locator name)."""
+    for i, rec in enumerate(records):
+        if rec['kind'] not in ('interest', 'data'):
+            if 'cert_hex' in rec or 'hmac_key_hex' in rec:
+                problems.append(f'record {i} ({rec["note"]}): key material on a {rec["kind"]} record')
+            continue
+        sig_type, locator = rec['fields']['sig_type'], record_locator(rec)
+        where = f'record {i} ({rec["note"]})'
+        want_keys = {1: {'cert_hex'}, 3: {'cert_hex'}, 5: {'cert_hex'},
+                     4: {'hmac_key_hex'}}.get(sig_type, set())
+        have_keys = {k for k in ('cert_hex', 'hmac_key_hex') if k in rec}
+        if have_keys != want_keys:
+            problems.append(f'{where}: sig_type {sig_type} carries {sorted(have_keys)}, '
+                            f'expected {sorted(want_keys)}')
+            continue
+        if sig_type == 4:
+            if bytes.fromhex(rec['hmac_key_hex']) != ring.hmac.get(locator['name']):
+                problems.append(f'{where}: hmac_key_hex is not the key named {locator["name"]}')
+            continue
+        if 'cert_hex' not in rec:
+            continue
+        own_key_name = rec['uri'].rsplit('/', 2)[0]
+        self_signed = is_cert_record(rec) and locator.get('name') == own_key_name
+        if self_signed != (rec['cert_hex'] is None):
+            problems.append(f'{where}: self-signed={self_signed} but cert_hex='
+                            f'{"null" if rec["cert_hex"] is None else "a certificate"}')
+            continue
+        if rec['cert_hex'] is None:
+            continue
+        cert = parse_certificate(bytes.fromhex(rec['cert_hex']))
+        cert_uri = Name.to_str(cert.name)
+        if 'digest_hex' in locator:
+            ok = sha256(bytes(cert.content)).hexdigest() == locator['digest_hex']
+        else:
+            ok = cert_uri == locator['name'] or cert_uri.startswith(locator['name'] + '/')
+        if not ok:
+            problems.append(f'{where}: cert_hex {cert_uri} does not match KeyLocator {locator}')
+
+
 def check_verify(records, ring, tmp, problems):
     inputs, expected = [], []
-    hmac_by_name = ring.hmac
     for i, rec in enumerate(records):
         if rec['kind'] not in ('interest', 'data'):
             continue
         fields = rec['fields']
-        locator = fields.get('key_locator')
-        if rec['kind'] == 'interest':
-            # Interest fields carry no key locator; read it back from the wire.
-            sig = parse_interest(bytes.fromhex(rec['hex']))[3].signature_info
-            locator = gen_packets.key_locator_fields(sig)
-        kind = rec['kind']
-        cert_hex = None
-        if kind == 'data' and 'certificate' in rec['note']:
-            kind = 'cert'
-            own_key_name = rec['uri'].rsplit('/', 2)[0]
-            self_signed = locator and locator.get('name') == own_key_name
-            if not self_signed:
-                cert_hex = ring.cert_for_locator(locator).hex()
-        elif fields['sig_type'] in (1, 3, 5):
-            cert_hex = ring.cert_for_locator(locator).hex()
-        hmac_key = hmac_by_name.get(locator.get('name')) if locator else None
-        inputs.append({'id': f'r{i}', 'kind': kind, 'hex': rec['hex'], 'cert_hex': cert_hex,
-                       'hmac_key_hex': hmac_key.hex() if fields['sig_type'] == 4 else None})
+        kind = 'cert' if is_cert_record(rec) else rec['kind']
+        inputs.append({'id': f'r{i}', 'kind': kind, 'hex': rec['hex'],
+                       'cert_hex': rec.get('cert_hex'), 'hmac_key_hex': rec.get('hmac_key_hex')})
         content = fields['content_hex'] if rec['kind'] == 'data' else fields['app_params_hex']
         expected.append({'id': f'r{i}', 'decoded': True, 'uri': rec['uri'],
                          'sig_type': fields['sig_type'],
@@ -290,6 +332,7 @@ def main() -> int:
         run('gen_packets.py', gen_path)
         if len(read_jsonl(gen_path)) != len(records):
             problems.append('gen_packets.py CLI wrote a different number of records')
+        check_key_material(records, ring, problems)
         check_verify(records, ring, tmp, problems)
         check_uri(records, tmp, problems)
     for problem in problems:

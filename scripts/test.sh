@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test: formatting, lints, unit tests, interop tests against real
+# python-ndn and NDNts, fuzz-corpus regression. Installs test dependencies first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-test-deps.sh
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
