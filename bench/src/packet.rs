@@ -29,27 +29,50 @@ fn measure(label: &str, note: &str, secs: f64, mut f: impl FnMut()) {
 }
 
 fn main() {
-    let secs: f64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1.0);
-    let name = Name::from_uri("/granary/cmip6/CMIP/NCAR/CESM2/historical/tas/v=1700000000000000").unwrap();
+    let secs: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    let name =
+        Name::from_uri("/granary/cmip6/CMIP/NCAR/CESM2/historical/tas/v=1700000000000000").unwrap();
     let seg = name.append(&Component::segment(12345));
     let payload = Bytes::from(vec![0x42u8; 8192]);
 
     // --- Data, 8 KiB payload, digest-signed (the signature is not the point here)
     let data = Signer::Digest
-        .sign_data(DataBuilder::new(seg.clone()).content(payload.clone()).freshness_period(10_000))
+        .sign_data(
+            DataBuilder::new(seg.clone())
+                .content(payload.clone())
+                .freshness_period(10_000),
+        )
         .unwrap();
     let wire = data.wire().clone();
-    measure("data8k.decode", "Data::decode, 8 KiB content, zero-copy", secs, || {
-        black_box(Data::decode(black_box(wire.clone())).unwrap());
-    });
+    measure(
+        "data8k.decode",
+        "Data::decode, 8 KiB content, zero-copy",
+        secs,
+        || {
+            black_box(Data::decode(black_box(wire.clone())).unwrap());
+        },
+    );
     let builder = data.to_builder();
     let sig = data.sig_value().clone();
-    measure("data8k.encode", "DataBuilder encode with precomputed SignatureValue", secs, || {
-        black_box(builder.encode_with_signature(sig.clone()));
-    });
-    measure("data8k.encode+digest", "encode + DigestSha256 over 8 KiB", secs, || {
-        black_box(Signer::Digest.sign_data(builder.clone()).unwrap());
-    });
+    measure(
+        "data8k.encode",
+        "DataBuilder encode with precomputed SignatureValue",
+        secs,
+        || {
+            black_box(builder.encode_with_signature(sig.clone()));
+        },
+    );
+    measure(
+        "data8k.encode+digest",
+        "encode + DigestSha256 over 8 KiB",
+        secs,
+        || {
+            black_box(Signer::Digest.sign_data(builder.clone()).unwrap());
+        },
+    );
 
     // --- Interest, typical consumer Interest
     let mut f = InterestFields::new(seg.clone());
@@ -59,9 +82,14 @@ fn main() {
     f.lifetime = Some(4000);
     let interest = f.encode();
     let iw = interest.wire().clone();
-    measure("interest.decode", "Interest::decode (9-component name)", secs, || {
-        black_box(Interest::decode(black_box(iw.clone())).unwrap());
-    });
+    measure(
+        "interest.decode",
+        "Interest::decode (9-component name)",
+        secs,
+        || {
+            black_box(Interest::decode(black_box(iw.clone())).unwrap());
+        },
+    );
     measure("interest.encode", "InterestFields::encode", secs, || {
         black_box(f.encode());
     });
@@ -77,23 +105,43 @@ fn main() {
         let v = Verifier::from_spki(&key.public_key_spki().unwrap()).unwrap();
         let sigv = key.sign(&small).unwrap();
         let st = t.sig_type();
-        measure(&format!("sign.{}", t.as_str()), "32-byte message", secs, || {
-            black_box(key.sign(black_box(&small)).unwrap());
-        });
-        measure(&format!("verify.{}", t.as_str()), "32-byte message", secs, || {
-            v.verify(st, black_box(&small), &sigv).unwrap();
-        });
+        measure(
+            &format!("sign.{}", t.as_str()),
+            "32-byte message",
+            secs,
+            || {
+                black_box(key.sign(black_box(&small)).unwrap());
+            },
+        );
+        measure(
+            &format!("verify.{}", t.as_str()),
+            "32-byte message",
+            secs,
+            || {
+                v.verify(st, black_box(&small), &sigv).unwrap();
+            },
+        );
         let signer = Signer::new(key.clone(), Name::from_uri("/k/KEY/1").unwrap());
         let b = DataBuilder::new(seg.clone()).content(payload.clone());
-        measure(&format!("data8k.sign.{}", t.as_str()), "whole signed 8 KiB Data packet", secs, || {
-            black_box(signer.sign_data(b.clone()).unwrap());
-        });
+        measure(
+            &format!("data8k.sign.{}", t.as_str()),
+            "whole signed 8 KiB Data packet",
+            secs,
+            || {
+                black_box(signer.sign_data(b.clone()).unwrap());
+            },
+        );
     }
     let hk = PrivateKey::generate(KeyType::Hmac).unwrap();
     measure("hmac.8k", "HMAC-SHA256 over 8192 bytes", secs, || {
         black_box(hk.sign(black_box(&payload)).unwrap());
     });
-    measure("sha256.8k", "SHA-256 over 8192 bytes (packet crate, implicit digest)", secs, || {
-        black_box(granary_packet::sha256(black_box(&payload)));
-    });
+    measure(
+        "sha256.8k",
+        "SHA-256 over 8192 bytes (packet crate, implicit digest)",
+        secs,
+        || {
+            black_box(granary_packet::sha256(black_box(&payload)));
+        },
+    );
 }

@@ -24,7 +24,15 @@ pub fn render_text(buf: &Bytes) -> anyhow::Result<String> {
 }
 
 fn text_node(n: &Node, depth: usize, out: &mut String) {
-    let _ = write!(out, "{:indent$}{} ({}) (size: {})", "", n.typ, n.name(), n.length, indent = depth * 2);
+    let _ = write!(
+        out,
+        "{:indent$}{} ({}) (size: {})",
+        "",
+        n.typ,
+        n.name(),
+        n.length,
+        indent = depth * 2
+    );
     match &n.children {
         Some(kids) => {
             if n.typ == types::NAME {
@@ -92,7 +100,15 @@ fn leaf_text(n: &Node) -> String {
 /// JSON form: one object per top-level TLV.
 pub fn render_json(buf: &Bytes) -> anyhow::Result<Vec<Value>> {
     let nodes = tree::parse(buf).map_err(|e| anyhow::anyhow!("not a TLV stream: {e}"))?;
-    Ok(nodes.iter().map(|n| packet_json(buf.slice(n.offset..n.offset + n.header_len + n.length), n.offset)).collect())
+    Ok(nodes
+        .iter()
+        .map(|n| {
+            packet_json(
+                buf.slice(n.offset..n.offset + n.header_len + n.length),
+                n.offset,
+            )
+        })
+        .collect())
 }
 
 fn hexs(b: &[u8]) -> String {
@@ -105,7 +121,9 @@ fn opt<T: Into<Value>>(v: Option<T>) -> Value {
 
 /// JSON for one packet's wire.
 pub fn packet_json(wire: Bytes, offset: usize) -> Value {
-    let typ = granary_packet::tlv::read_var_number(&wire, 0).map(|x| x.0).unwrap_or(0);
+    let typ = granary_packet::tlv::read_var_number(&wire, 0)
+        .map(|x| x.0)
+        .unwrap_or(0);
     let mut o = Map::new();
     o.insert("offset".into(), offset.into());
     o.insert("tlv_type".into(), typ.into());
@@ -196,7 +214,10 @@ fn data_json(d: &Data, o: &mut Map<String, Value>) {
             "key_locator": key_locator_json(&d.sig_info().key_locator),
         }),
     );
-    o.insert("signature".into(), signature_json(d.sig_info(), d.sig_value()));
+    o.insert(
+        "signature".into(),
+        signature_json(d.sig_info(), d.sig_value()),
+    );
     o.insert("implicit_digest".into(), hexs(&d.implicit_digest()).into());
 }
 
@@ -257,8 +278,13 @@ fn lp_json(p: &LpPacket, o: &mut Map<String, Value>) {
 /// Reads the input: raw bytes, or hex / base64 text.
 pub fn decode_input(raw: Vec<u8>, hex_in: bool, base64_in: bool) -> anyhow::Result<Bytes> {
     if hex_in {
-        let text: String = String::from_utf8_lossy(&raw).chars().filter(|c| !c.is_whitespace()).collect();
-        return Ok(Bytes::from(hex::decode(text).map_err(|e| anyhow::anyhow!("input is not hexadecimal: {e}"))?));
+        let text: String = String::from_utf8_lossy(&raw)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        return Ok(Bytes::from(
+            hex::decode(text).map_err(|e| anyhow::anyhow!("input is not hexadecimal: {e}"))?,
+        ));
     }
     if base64_in {
         return Ok(granary_security::keychain::decode_binary_or_base64(&raw)?);

@@ -60,7 +60,12 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
         KeyCmd::Gen { name, key_type } => {
             let t: KeyType = key_type.parse()?;
             let e = kc.generate(&parse_name(&name)?, t)?;
-            println!("{}", e.cert.as_ref().map_or(e.name.to_string(), |c| c.name().to_string()));
+            println!(
+                "{}",
+                e.cert
+                    .as_ref()
+                    .map_or(e.name.to_string(), |c| c.name().to_string())
+            );
             if e.is_default {
                 eprintln!("(default key)");
             }
@@ -68,7 +73,10 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
         KeyCmd::List => {
             let keys = kc.list()?;
             if keys.is_empty() {
-                eprintln!("no keys in {} — create one with `granary key gen /my/identity`", kc.dir().display());
+                eprintln!(
+                    "no keys in {} — create one with `granary key gen /my/identity`",
+                    kc.dir().display()
+                );
             }
             for k in keys {
                 let mark = if k.is_default { "*" } else { " " };
@@ -91,12 +99,21 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
                 println!("  anchor {}", a.name());
             }
         }
-        KeyCmd::Export { name, private, output } => {
+        KeyCmd::Export {
+            name,
+            private,
+            output,
+        } => {
             let n = parse_name(&name)?;
             if private {
-                let out = output.ok_or_else(|| anyhow::anyhow!("--private needs -o FILE (the key is not printed)"))?;
+                let out = output.ok_or_else(|| {
+                    anyhow::anyhow!("--private needs -o FILE (the key is not printed)")
+                })?;
                 write_atomic(&out, &kc.export_private(&n)?, true)?;
-                eprintln!("wrote private key bag to {} (mode 0600, unencrypted)", out.display());
+                eprintln!(
+                    "wrote private key bag to {} (mode 0600, unencrypted)",
+                    out.display()
+                );
             } else {
                 let text = kc.export_cert(&n)?;
                 match output {
@@ -112,7 +129,12 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
         KeyCmd::Default { name } => match name {
             Some(n) => {
                 kc.set_default(&parse_name(&n)?)?;
-                println!("{}", kc.default_name()?.map(|n| n.to_string()).unwrap_or_default());
+                println!(
+                    "{}",
+                    kc.default_name()?
+                        .map(|n| n.to_string())
+                        .unwrap_or_default()
+                );
             }
             None => match kc.default_name()? {
                 Some(n) => println!("{n}"),

@@ -56,7 +56,9 @@ fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME") {
         return PathBuf::from(x).join("granary");
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/granary")
 }
 
@@ -64,7 +66,8 @@ fn read_input(file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
     let mut buf = Vec::new();
     match file {
         Some(p) if p.as_os_str() != "-" => {
-            buf = std::fs::read(p).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            buf = std::fs::read(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
         }
         _ => {
             std::io::stdin().read_to_end(&mut buf)?;
@@ -76,7 +79,12 @@ fn read_input(file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
 fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(default_data_dir);
     match cli.command {
-        Command::Dissect { file, hex, base64, json } => {
+        Command::Dissect {
+            file,
+            hex,
+            base64,
+            json,
+        } => {
             let input = dissect::decode_input(read_input(file.as_ref())?, hex, base64)?;
             if json {
                 let mut out = String::new();

@@ -21,11 +21,19 @@ fn rate(mut f: impl FnMut()) -> f64 {
 pub fn run() -> anyhow::Result<()> {
     println!("granary {} self-check", env!("CARGO_PKG_VERSION"));
     let name = Name::from_uri("/granary/selfcheck/file/v=1/seg=0")?;
-    anyhow::ensure!(name.to_string() == "/granary/selfcheck/file/v=1/seg=0", "URI round trip");
+    anyhow::ensure!(
+        name.to_string() == "/granary/selfcheck/file/v=1/seg=0",
+        "URI round trip"
+    );
     let payload = Bytes::from(vec![0x5Au8; 8192]);
     let identity = Name::from_uri("/granary/selfcheck")?;
     let mut failures = 0;
-    for t in [KeyType::Ed25519, KeyType::Ecdsa, KeyType::Rsa, KeyType::Hmac] {
+    for t in [
+        KeyType::Ed25519,
+        KeyType::Ecdsa,
+        KeyType::Rsa,
+        KeyType::Hmac,
+    ] {
         let key = Arc::new(PrivateKey::generate(t)?);
         let key_name = new_key_name(&identity)?;
         let signer = Signer::new(key.clone(), key_name.clone());
@@ -43,11 +51,14 @@ pub fn run() -> anyhow::Result<()> {
         let ok = verifier.verify_data(&decoded).is_ok();
         let mut bad = d.wire().to_vec();
         bad[40] ^= 1;
-        let tamper_caught = Data::decode(Bytes::from(bad)).map(|b| verifier.verify_data(&b).is_err()).unwrap_or(true);
+        let tamper_caught = Data::decode(Bytes::from(bad))
+            .map(|b| verifier.verify_data(&b).is_err())
+            .unwrap_or(true);
         let i = signer.sign_interest(InterestFields::new(Name::from_uri("/granary/cmd")?), None)?;
         let i2 = Interest::decode(i.wire().clone())?;
         let mut rc = ReplayChecker::default();
-        let interest_ok = verifier.verify_interest(&i2).is_ok() && rc.check(&i2, granary_security::now_ms()).is_ok();
+        let interest_ok = verifier.verify_interest(&i2).is_ok()
+            && rc.check(&i2, granary_security::now_ms()).is_ok();
         let replay_caught = rc.check(&i2, granary_security::now_ms()).is_err();
         let sign_rate = rate(|| {
             let _ = signer.sign(decoded.signed_portion());
@@ -71,11 +82,17 @@ pub fn run() -> anyhow::Result<()> {
     let decode_rate = rate(|| {
         let _ = Data::decode(wire.clone());
     });
-    let digest_ok = Verifier::Digest.verify_data(&Data::decode(wire.clone())?).is_ok();
+    let digest_ok = Verifier::Digest
+        .verify_data(&Data::decode(wire.clone())?)
+        .is_ok();
     if !digest_ok {
         failures += 1;
     }
-    println!("  digest   sign+verify {}  8 KiB Data decode ~{:.2} M/s", if digest_ok { "ok" } else { "FAIL" }, decode_rate / 1e6);
+    println!(
+        "  digest   sign+verify {}  8 KiB Data decode ~{:.2} M/s",
+        if digest_ok { "ok" } else { "FAIL" },
+        decode_rate / 1e6
+    );
     anyhow::ensure!(failures == 0, "{failures} check(s) failed");
     println!("all checks passed");
     Ok(())

@@ -5,16 +5,31 @@ mod common;
 use common::granary;
 
 fn ok(args: &[&str], dir: &std::path::Path) -> String {
-    let out = granary().args(args).env("GRANARY_DATA_DIR", dir).output().unwrap();
-    assert!(out.status.success(), "granary {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = granary()
+        .args(args)
+        .env("GRANARY_DATA_DIR", dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "granary {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
 fn fails(args: &[&str], dir: &std::path::Path) -> String {
-    let out = granary().args(args).env("GRANARY_DATA_DIR", dir).output().unwrap();
+    let out = granary()
+        .args(args)
+        .env("GRANARY_DATA_DIR", dir)
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "granary {args:?} should fail");
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(!err.contains("panicked"), "panic instead of an error: {err}");
+    assert!(
+        !err.contains("panicked"),
+        "panic instead of an error: {err}"
+    );
     err
 }
 
@@ -23,12 +38,19 @@ fn key_lifecycle() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let cert = ok(&["key", "gen", "/lab/alice", "--type", "ecdsa"], d);
-    assert!(cert.starts_with("/lab/alice/KEY/") && cert.contains("/self/v="), "{cert}");
+    assert!(
+        cert.starts_with("/lab/alice/KEY/") && cert.contains("/self/v="),
+        "{cert}"
+    );
     ok(&["key", "gen", "/lab/bob"], d);
     ok(&["key", "gen", "/lab/mac", "-t", "hmac"], d);
     let list = ok(&["key", "list"], d);
     assert_eq!(list.lines().count(), 3, "{list}");
-    assert!(list.lines().any(|l| l.starts_with("* /lab/alice/KEY/") && l.contains("ecdsa")), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.starts_with("* /lab/alice/KEY/") && l.contains("ecdsa")),
+        "{list}"
+    );
     ok(&["key", "default", "/lab/bob"], d);
     assert!(ok(&["key", "default"], d).starts_with("/lab/bob/KEY/"));
 
@@ -37,21 +59,43 @@ fn key_lifecycle() {
     let f = d.join("alice.ndncert");
     std::fs::write(&f, &exported).unwrap();
     let text = ok(&["dissect", "--base64", f.to_str().unwrap()], d);
-    assert!(text.contains("6 (Data)") && text.contains("253 (ValidityPeriod)"), "{text}");
+    assert!(
+        text.contains("6 (Data)") && text.contains("253 (ValidityPeriod)"),
+        "{text}"
+    );
     let json: serde_json::Value =
-        serde_json::from_str(ok(&["dissect", "--base64", "--json", f.to_str().unwrap()], d).trim()).unwrap();
+        serde_json::from_str(ok(&["dissect", "--base64", "--json", f.to_str().unwrap()], d).trim())
+            .unwrap();
     assert_eq!(json["signature"]["type"], 3);
     assert_eq!(json["fields"]["content_type"], 2);
-    assert!(json["signature"]["validity"]["not_after"].as_str().unwrap().len() == 15);
+    assert!(
+        json["signature"]["validity"]["not_after"]
+            .as_str()
+            .unwrap()
+            .len()
+            == 15
+    );
 
     // Private export needs -o, then imports into another keychain.
     assert!(fails(&["key", "export", "/lab/alice", "--private"], d).contains("-o FILE"));
     let bag = d.join("alice.bag");
-    ok(&["key", "export", "/lab/alice", "--private", "-o", bag.to_str().unwrap()], d);
+    ok(
+        &[
+            "key",
+            "export",
+            "/lab/alice",
+            "--private",
+            "-o",
+            bag.to_str().unwrap(),
+        ],
+        d,
+    );
     let other = tempfile::tempdir().unwrap();
     let imported = ok(&["key", "import", bag.to_str().unwrap()], other.path());
     assert!(imported.starts_with("/lab/alice/KEY/"));
-    assert!(fails(&["key", "import", bag.to_str().unwrap()], other.path()).contains("already exists"));
+    assert!(
+        fails(&["key", "import", bag.to_str().unwrap()], other.path()).contains("already exists")
+    );
     // A certificate of an unknown key is refused by import, accepted by trust.
     let bob = d.join("bob.ndncert");
     std::fs::write(&bob, ok(&["key", "export", "/lab/bob"], d)).unwrap();
@@ -71,7 +115,10 @@ fn dissect_reports_errors_with_offsets_and_never_panics() {
     let f = d.join("bad.bin");
     std::fs::write(&f, [6u8, 9, 7, 0]).unwrap();
     let err = fails(&["dissect", f.to_str().unwrap()], d);
-    assert!(err.contains("offset 0") && err.contains("truncated"), "{err}");
+    assert!(
+        err.contains("offset 0") && err.contains("truncated"),
+        "{err}"
+    );
     // Hex input; nested damage is reported inside the tree, not fatal.
     let f = d.join("pkt.hex");
     std::fs::write(&f, "06 04 07 02 08 05\n").unwrap();
@@ -79,7 +126,9 @@ fn dissect_reports_errors_with_offsets_and_never_panics() {
     assert!(text.contains("!!") && text.contains("truncated"), "{text}");
     let json = ok(&["dissect", "--hex", "--json", f.to_str().unwrap()], d);
     assert!(json.contains("\"error\""), "{json}");
-    assert!(fails(&["dissect", "--hex", f.to_str().unwrap(), "--base64"], d).contains("cannot be used"));
+    assert!(
+        fails(&["dissect", "--hex", f.to_str().unwrap(), "--base64"], d).contains("cannot be used")
+    );
     // Random garbage: an error or a tree, never a crash.
     let mut x: u32 = 12345;
     for i in 0..50 {
@@ -93,8 +142,14 @@ fn dissect_reports_errors_with_offsets_and_never_panics() {
             .collect();
         let f = d.join(format!("g{i}"));
         std::fs::write(&f, &bytes).unwrap();
-        let out = granary().args(["dissect", "--json", f.to_str().unwrap()]).output().unwrap();
-        assert!(out.status.code().is_some_and(|c| c == 0 || c == 1), "crash on garbage {i}");
+        let out = granary()
+            .args(["dissect", "--json", f.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().is_some_and(|c| c == 0 || c == 1),
+            "crash on garbage {i}"
+        );
         assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     }
 }

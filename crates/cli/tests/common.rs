@@ -14,7 +14,11 @@ pub fn interop_dir() -> PathBuf {
 /// scripts/setup-test-deps.sh). Missing is a failure, never a skip.
 pub fn python() -> PathBuf {
     let p = interop_dir().join(".venv/bin/python");
-    assert!(p.exists(), "{} missing: run scripts/setup-test-deps.sh (the README's test command does)", p.display());
+    assert!(
+        p.exists(),
+        "{} missing: run scripts/setup-test-deps.sh (the README's test command does)",
+        p.display()
+    );
     p
 }
 
@@ -37,7 +41,9 @@ pub fn python_script(name: &str) -> Command {
 }
 
 pub fn run(mut c: Command) {
-    let out = c.output().unwrap_or_else(|e| panic!("cannot start {c:?}: {e}"));
+    let out = c
+        .output()
+        .unwrap_or_else(|e| panic!("cannot start {c:?}: {e}"));
     assert!(
         out.status.success(),
         "{c:?} failed: {}\nstdout: {}\nstderr: {}",

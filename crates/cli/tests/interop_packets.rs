@@ -38,7 +38,9 @@ fn hex_of(v: &Value) -> Bytes {
 /// comparable and are counted, not ignored silently.
 fn python_uri_incomparable(name: &Name, note: &str) -> bool {
     note.starts_with("lossy-uri")
-        || name.components().any(|c| c.value.iter().all(|&b| b == b'.'))
+        || name
+            .components()
+            .any(|c| c.value.iter().all(|&b| b == b'.'))
 }
 
 fn check_round_trips(lib: Lib, records: &[Value]) -> BTreeMap<String, usize> {
@@ -74,7 +76,13 @@ fn check_round_trips(lib: Lib, records: &[Value]) -> BTreeMap<String, usize> {
                 Ok(d) => {
                     let sig = d.sig_info().sig_type;
                     *counts.entry(format!("data sig {sig}")).or_default() += 1;
-                    (d.to_builder().encode_with_signature(d.sig_value().clone()).wire().clone(), Some(d.name().clone()))
+                    (
+                        d.to_builder()
+                            .encode_with_signature(d.sig_value().clone())
+                            .wire()
+                            .clone(),
+                        Some(d.name().clone()),
+                    )
                 }
                 Err(e) => {
                     failures.push(format!("#{i} data decode: {e} ({note})"));
@@ -110,7 +118,11 @@ fn check_round_trips(lib: Lib, records: &[Value]) -> BTreeMap<String, usize> {
             }
             // ...and Granary prints what the library prints in ndn-cxx style
             // (python-ndn's to_str, NDNts's AltUri).
-            let theirs = if lib == Lib::Ndnts { r["alt_uri"].as_str().unwrap_or(uri) } else { uri };
+            let theirs = if lib == Lib::Ndnts {
+                r["alt_uri"].as_str().unwrap_or(uri)
+            } else {
+                uri
+            };
             if lib == Lib::Python && name.to_string() != theirs {
                 failures.push(format!("#{i} Granary prints {name}, python-ndn {theirs}"));
             }
@@ -124,14 +136,24 @@ fn check_round_trips(lib: Lib, records: &[Value]) -> BTreeMap<String, usize> {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
-    counts.insert("uri not comparable (python-ndn literal dots/empties)".into(), incomparable);
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    counts.insert(
+        "uri not comparable (python-ndn literal dots/empties)".into(),
+        incomparable,
+    );
     counts
 }
 
 fn normalise_fields(mut theirs: Value, ours: &Value) -> Value {
     // NDNts reports an absent Content as "" rather than null.
-    if theirs.get("content_hex") == Some(&Value::String(String::new())) && ours["content_hex"].is_null() {
+    if theirs.get("content_hex") == Some(&Value::String(String::new()))
+        && ours["content_hex"].is_null()
+    {
         theirs["content_hex"] = Value::Null;
     }
     // Names are compared as names: reprint the library's URIs in Granary's form.
@@ -148,7 +170,11 @@ fn normalise_fields(mut theirs: Value, ours: &Value) -> Value {
             other => other,
         };
     }
-    if let Some(n) = theirs.get("key_locator").and_then(|k| k.get("name")).cloned() {
+    if let Some(n) = theirs
+        .get("key_locator")
+        .and_then(|k| k.get("name"))
+        .cloned()
+    {
         theirs["key_locator"]["name"] = reprint(&n);
     }
     theirs
@@ -162,10 +188,21 @@ fn check_dissect_fields(lib: Lib, records: &[Value], dir: &std::path::Path) -> u
     }
     let f = dir.join("stream.bin");
     std::fs::write(&f, &stream).unwrap();
-    let out = granary().args(["dissect", "--json"]).arg(&f).output().unwrap();
-    assert!(out.status.success(), "dissect failed: {}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let out = granary()
+        .args(["dissect", "--json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "dissect failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), packets.len(), "one JSON object per packet");
     let mut failures = Vec::new();
     let mut compared = 0;
@@ -178,20 +215,34 @@ fn check_dissect_fields(lib: Lib, records: &[Value], dir: &std::path::Path) -> u
         for (k, v) in theirs.as_object().unwrap() {
             compared += 1;
             if ours["fields"].get(k) != Some(v) {
-                failures.push(format!("{}: field {k}: library {v}, dissect {}", r["note"], ours["fields"].get(k).unwrap_or(&Value::Null)));
+                failures.push(format!(
+                    "{}: field {k}: library {v}, dissect {}",
+                    r["note"],
+                    ours["fields"].get(k).unwrap_or(&Value::Null)
+                ));
             }
         }
         if let Some(uri) = r["uri"].as_str() {
             let ours_name = Name::from_uri(ours["name"].as_str().unwrap()).unwrap();
             if let Ok(n) = Name::from_uri(uri) {
                 let note = r["note"].as_str().unwrap_or("");
-                if n != ours_name && !(lib == Lib::Python && python_uri_incomparable(&ours_name, note)) {
-                    failures.push(format!("{}: name {uri} vs dissect {}", r["note"], ours["name"]));
+                if n != ours_name
+                    && !(lib == Lib::Python && python_uri_incomparable(&ours_name, note))
+                {
+                    failures.push(format!(
+                        "{}: name {uri} vs dissect {}",
+                        r["note"], ours["name"]
+                    ));
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{} dissect mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} dissect mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     compared
 }
 
@@ -201,13 +252,22 @@ fn library_packets(lib: Lib) {
     assert!(records.len() >= 500, "only {} records", records.len());
     let counts = check_round_trips(lib, &records);
     for kind in ["name", "interest", "data", "lp"] {
-        assert!(counts.get(kind).copied().unwrap_or(0) > 0, "no {kind} records");
+        assert!(
+            counts.get(kind).copied().unwrap_or(0) > 0,
+            "no {kind} records"
+        );
     }
     for sig in [0, 1, 3, 4, 5] {
-        assert!(counts.contains_key(&format!("data sig {sig}")), "no Data with signature type {sig}");
+        assert!(
+            counts.contains_key(&format!("data sig {sig}")),
+            "no Data with signature type {sig}"
+        );
     }
     let compared = check_dissect_fields(lib, &records, tmp.path());
-    eprintln!("{} records {counts:?}; {compared} dissect fields compared", records.len());
+    eprintln!(
+        "{} records {counts:?}; {compared} dissect fields compared",
+        records.len()
+    );
 }
 
 #[test]

@@ -22,12 +22,25 @@ struct Case {
 
 fn granary_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    let contents: [Bytes; 4] =
-        [Bytes::new(), Bytes::from_static(b"x"), Bytes::from(vec![0xA5u8; 8192]), Bytes::from_static(b"hello granary")];
-    let mut add = |id: String, kind: &str, wire: &Bytes, cert: Option<&Certificate>, hmac: Option<&[u8]>, ok: bool, name: &Name| {
+    let contents: [Bytes; 4] = [
+        Bytes::new(),
+        Bytes::from_static(b"x"),
+        Bytes::from(vec![0xA5u8; 8192]),
+        Bytes::from_static(b"hello granary"),
+    ];
+    let mut add = |id: String,
+                   kind: &str,
+                   wire: &Bytes,
+                   cert: Option<&Certificate>,
+                   hmac: Option<&[u8]>,
+                   ok: bool,
+                   name: &Name| {
         let validity = if kind == "cert" {
             let c = Certificate::decode(wire.clone()).unwrap();
-            Some((c.validity().not_before.format(), c.validity().not_after.format()))
+            Some((
+                c.validity().not_before.format(),
+                c.validity().not_after.format(),
+            ))
         } else {
             None
         };
@@ -44,20 +57,36 @@ fn granary_cases() -> Vec<Case> {
             validity,
         });
     };
-    for t in [None, Some(KeyType::Rsa), Some(KeyType::Ecdsa), Some(KeyType::Hmac), Some(KeyType::Ed25519)] {
+    for t in [
+        None,
+        Some(KeyType::Rsa),
+        Some(KeyType::Ecdsa),
+        Some(KeyType::Hmac),
+        Some(KeyType::Ed25519),
+    ] {
         let label = t.map_or("digest", |t| t.as_str());
         let (signer, cert, secret) = match t {
             None => (Signer::Digest, None, None),
             Some(t) => {
                 let key = Arc::new(PrivateKey::generate(t).unwrap());
-                let kn = new_key_name(&Name::from_uri(&format!("/granary/test/{label}")).unwrap()).unwrap();
-                let cert = (t != KeyType::Hmac).then(|| Certificate::self_signed(key.clone(), &kn, 30).unwrap());
+                let kn = new_key_name(&Name::from_uri(&format!("/granary/test/{label}")).unwrap())
+                    .unwrap();
+                let cert = (t != KeyType::Hmac)
+                    .then(|| Certificate::self_signed(key.clone(), &kn, 30).unwrap());
                 let secret = (t == KeyType::Hmac).then(|| key.secret().to_vec());
                 (Signer::new(key, kn), cert, secret)
             }
         };
         if let Some(c) = &cert {
-            add(format!("{label}-selfsigned-cert"), "cert", c.data().wire(), None, None, true, c.name());
+            add(
+                format!("{label}-selfsigned-cert"),
+                "cert",
+                c.data().wire(),
+                None,
+                None,
+                true,
+                c.name(),
+            );
             // A certificate issued by this key for another key.
             let other = Arc::new(PrivateKey::generate(KeyType::Ecdsa).unwrap());
             let okn = new_key_name(&Name::from_uri("/granary/test/issued").unwrap()).unwrap();
@@ -70,16 +99,36 @@ fn granary_cases() -> Vec<Case> {
                 &signer,
             )
             .unwrap();
-            add(format!("{label}-issued-cert"), "cert", issued.data().wire(), Some(c), None, true, issued.name());
+            add(
+                format!("{label}-issued-cert"),
+                "cert",
+                issued.data().wire(),
+                Some(c),
+                None,
+                true,
+                issued.name(),
+            );
         }
         for (j, content) in contents.iter().enumerate() {
-            let name = Name::from_uri(&format!("/granary/{label}/file/v=1700000000000000")).unwrap().append(&Component::segment(j as u64));
+            let name = Name::from_uri(&format!("/granary/{label}/file/v=1700000000000000"))
+                .unwrap()
+                .append(&Component::segment(j as u64));
             let mut b = DataBuilder::new(name.clone()).content(content.clone());
             if j % 2 == 1 {
-                b = b.freshness_period(10_000).final_block_id(Component::segment(3));
+                b = b
+                    .freshness_period(10_000)
+                    .final_block_id(Component::segment(3));
             }
             let d = signer.sign_data(b).unwrap();
-            add(format!("{label}-data-{j}"), "data", d.wire(), cert.as_ref(), secret.as_deref(), true, &name);
+            add(
+                format!("{label}-data-{j}"),
+                "data",
+                d.wire(),
+                cert.as_ref(),
+                secret.as_deref(),
+                true,
+                &name,
+            );
             if j == 2 {
                 // Negative control: one flipped content byte must not verify.
                 let mut forged = d.to_builder();
@@ -87,14 +136,30 @@ fn granary_cases() -> Vec<Case> {
                 body[100] ^= 0x01;
                 forged.content = Some(Bytes::from(body));
                 let forged = forged.encode_with_signature(d.sig_value().clone());
-                add(format!("{label}-data-tampered"), "data", forged.wire(), cert.as_ref(), secret.as_deref(), false, &name);
+                add(
+                    format!("{label}-data-tampered"),
+                    "data",
+                    forged.wire(),
+                    cert.as_ref(),
+                    secret.as_deref(),
+                    false,
+                    &name,
+                );
             }
         }
         let mut f = InterestFields::new(Name::from_uri(&format!("/granary/cmd/{label}")).unwrap());
         f.app_params = Some(Bytes::from_static(b"{\"op\":\"insert\"}"));
         f.nonce = Some(0x01020304);
         let i = signer.sign_interest(f, Some(42)).unwrap();
-        add(format!("{label}-interest"), "interest", i.wire(), cert.as_ref(), secret.as_deref(), true, &i.name);
+        add(
+            format!("{label}-interest"),
+            "interest",
+            i.wire(),
+            cert.as_ref(),
+            secret.as_deref(),
+            true,
+            &i.name,
+        );
     }
     cases
 }
@@ -102,7 +167,10 @@ fn granary_cases() -> Vec<Case> {
 fn verify_with(cmd: std::process::Command, cases: &[Case], dir: &std::path::Path, lib: &str) {
     let input = dir.join(format!("{lib}-in.jsonl"));
     let output = dir.join(format!("{lib}-out.jsonl"));
-    write_jsonl(&input, &cases.iter().map(|c| c.rec.clone()).collect::<Vec<_>>());
+    write_jsonl(
+        &input,
+        &cases.iter().map(|c| c.rec.clone()).collect::<Vec<_>>(),
+    );
     let mut cmd = cmd;
     cmd.arg(&input).arg(&output);
     run(cmd);
@@ -117,7 +185,10 @@ fn verify_with(cmd: std::process::Command, cases: &[Case], dir: &std::path::Path
             continue;
         }
         if r["verified"] != c.expect_verified {
-            failures.push(format!("{id}: {lib} verified={} expected {} ({})", r["verified"], c.expect_verified, r["error"]));
+            failures.push(format!(
+                "{id}: {lib} verified={} expected {} ({})",
+                r["verified"], c.expect_verified, r["error"]
+            ));
         }
         match r["uri"].as_str().map(Name::from_uri) {
             Some(Ok(n)) if n == c.name => {}
@@ -132,19 +203,32 @@ fn verify_with(cmd: std::process::Command, cases: &[Case], dir: &std::path::Path
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let verified = results.iter().filter(|r| r["verified"] == true).count();
-    eprintln!("{lib}: {verified}/{} Granary packets verified (negative controls rejected)", results.len());
+    eprintln!(
+        "{lib}: {verified}/{} Granary packets verified (negative controls rejected)",
+        results.len()
+    );
 }
 
 #[test]
 fn granary_signed_packets_verify_in_python_ndn() {
     let tmp = tempfile::tempdir().unwrap();
-    verify_with(python_script("verify.py"), &granary_cases(), tmp.path(), "python-ndn");
+    verify_with(
+        python_script("verify.py"),
+        &granary_cases(),
+        tmp.path(),
+        "python-ndn",
+    );
 }
 
 #[test]
 fn granary_signed_packets_verify_in_ndnts() {
     let tmp = tempfile::tempdir().unwrap();
-    verify_with(node_script("verify.mjs"), &granary_cases(), tmp.path(), "NDNts");
+    verify_with(
+        node_script("verify.mjs"),
+        &granary_cases(),
+        tmp.path(),
+        "NDNts",
+    );
 }
 
 /// Library-signed packets that carry their key material verify in Granary.
@@ -190,9 +274,16 @@ fn library_signatures_verify_in_granary(mut gen: std::process::Command, lib: &st
             Err(e) => failures.push(format!("{}: {e}", r["note"])),
         }
     }
-    assert!(failures.is_empty(), "{lib} signatures Granary rejected:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{lib} signatures Granary rejected:\n{}",
+        failures.join("\n")
+    );
     for st in [0u64, 1, 3, 4, 5] {
-        assert!(checked.get(&st).copied().unwrap_or(0) > 0, "no {lib} packet with signature type {st} was verified");
+        assert!(
+            checked.get(&st).copied().unwrap_or(0) > 0,
+            "no {lib} packet with signature type {st} was verified"
+        );
     }
     eprintln!("{lib}: Granary verified {checked:?} (by signature type)");
 }
@@ -226,7 +317,11 @@ fn uri_corpus() -> Vec<Name> {
         v.push(Name::from_uri(u).unwrap());
     }
     v.push(Name::new().append(&Component::implicit_digest(&[0xAB; 32])));
-    v.push(Name::from_uri("/p").unwrap().append(&Component::params_digest(&[0x0F; 32])));
+    v.push(
+        Name::from_uri("/p")
+            .unwrap()
+            .append(&Component::params_digest(&[0x0F; 32])),
+    );
     for b in 0u8..=255 {
         v.push(Name::new().append(&Component::generic(&[b, b'x'])));
         v.push(Name::new().append(&Component::number(8 + 2 * (b as u64 % 30), b as u64 * 1000)));
@@ -242,7 +337,14 @@ fn uris_both_ways(cmd: std::process::Command, lib: &str, skip_periods: bool) {
         .collect();
     let input = tmp.path().join("uris.txt");
     let output = tmp.path().join("out.jsonl");
-    std::fs::write(&input, names.iter().map(|n| n.to_string() + "\n").collect::<String>()).unwrap();
+    std::fs::write(
+        &input,
+        names
+            .iter()
+            .map(|n| n.to_string() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
     let mut cmd = cmd;
     cmd.arg(&input).arg(&output);
     run(cmd);
@@ -260,7 +362,10 @@ fn uris_both_ways(cmd: std::process::Command, lib: &str, skip_periods: bool) {
         // And the library's own printing parses back in Granary to the same name.
         match r["uri"].as_str().map(Name::from_uri) {
             Some(Ok(m)) if &m == n => {}
-            other => failures.push(format!("{lib} prints {n} as {:?}, Granary reads it as {other:?}", r["uri"])),
+            other => failures.push(format!(
+                "{lib} prints {n} as {:?}, Granary reads it as {other:?}",
+                r["uri"]
+            )),
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

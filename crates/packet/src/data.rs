@@ -24,9 +24,15 @@ pub struct MetaInfo {
 
 impl MetaInfo {
     fn value_len(&self) -> usize {
-        self.content_type.map_or(0, |t| tlv::nni_tlv_len(CONTENT_TYPE, t))
-            + self.freshness_period.map_or(0, |f| tlv::nni_tlv_len(FRESHNESS_PERIOD, f))
-            + self.final_block_id.as_ref().map_or(0, |c| tlv::tlv_len(FINAL_BLOCK_ID, c.wire().len()))
+        self.content_type
+            .map_or(0, |t| tlv::nni_tlv_len(CONTENT_TYPE, t))
+            + self
+                .freshness_period
+                .map_or(0, |f| tlv::nni_tlv_len(FRESHNESS_PERIOD, f))
+            + self
+                .final_block_id
+                .as_ref()
+                .map_or(0, |c| tlv::tlv_len(FINAL_BLOCK_ID, c.wire().len()))
     }
 
     fn encoded_len(&self) -> usize {
@@ -69,8 +75,10 @@ impl MetaInfo {
                 CONTENT_TYPE => mi.content_type = Some(inner.nni(&e)?),
                 FRESHNESS_PERIOD => mi.freshness_period = Some(inner.nni(&e)?),
                 _ => {
-                    mi.final_block_id =
-                        Some(Component::decode(inner.value(&e)).map_err(|err| err.shifted(e.value_start))?)
+                    mi.final_block_id = Some(
+                        Component::decode(inner.value(&e))
+                            .map_err(|err| err.shifted(e.value_start))?,
+                    )
                 }
             }
         }
@@ -109,12 +117,16 @@ impl Data {
     /// rebased onto the element's own wire).
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Data> {
         if el.typ != DATA {
-            return Err(Error::new(el.start, ErrorKind::Unexpected { expected: DATA }).with_type(el.typ));
+            return Err(
+                Error::new(el.start, ErrorKind::Unexpected { expected: DATA }).with_type(el.typ),
+            );
         }
         let mut inner = Reader::inside(r.buffer(), el);
         let first = inner.read()?;
         if first.typ != NAME {
-            return Err(Error::new(first.start, ErrorKind::Missing { element: NAME }).with_type(DATA));
+            return Err(
+                Error::new(first.start, ErrorKind::Missing { element: NAME }).with_type(DATA),
+            );
         }
         let name = Name::decode_element(&inner, &first)?;
         let mut meta_info = None;
@@ -149,10 +161,24 @@ impl Data {
                 _ => sig_value = Some(inner.value(&e)),
             }
         }
-        let sig_info = sig_info
-            .ok_or_else(|| Error::new(el.start, ErrorKind::Missing { element: SIGNATURE_INFO }).with_type(DATA))?;
-        let sig_value = sig_value
-            .ok_or_else(|| Error::new(el.start, ErrorKind::Missing { element: SIGNATURE_VALUE }).with_type(DATA))?;
+        let sig_info = sig_info.ok_or_else(|| {
+            Error::new(
+                el.start,
+                ErrorKind::Missing {
+                    element: SIGNATURE_INFO,
+                },
+            )
+            .with_type(DATA)
+        })?;
+        let sig_value = sig_value.ok_or_else(|| {
+            Error::new(
+                el.start,
+                ErrorKind::Missing {
+                    element: SIGNATURE_VALUE,
+                },
+            )
+            .with_type(DATA)
+        })?;
         Ok(Data {
             name,
             meta_info,
@@ -176,17 +202,25 @@ impl Data {
 
     /// ContentType (absent means BLOB).
     pub fn content_type(&self) -> u64 {
-        self.meta_info.as_ref().and_then(|m| m.content_type).unwrap_or(content_type::BLOB)
+        self.meta_info
+            .as_ref()
+            .and_then(|m| m.content_type)
+            .unwrap_or(content_type::BLOB)
     }
 
     /// FreshnessPeriod in ms (absent means 0).
     pub fn freshness_period(&self) -> u64 {
-        self.meta_info.as_ref().and_then(|m| m.freshness_period).unwrap_or(0)
+        self.meta_info
+            .as_ref()
+            .and_then(|m| m.freshness_period)
+            .unwrap_or(0)
     }
 
     /// FinalBlockId.
     pub fn final_block_id(&self) -> Option<&Component> {
-        self.meta_info.as_ref().and_then(|m| m.final_block_id.as_ref())
+        self.meta_info
+            .as_ref()
+            .and_then(|m| m.final_block_id.as_ref())
     }
 
     /// Content (empty when absent).
@@ -226,7 +260,8 @@ impl Data {
 
     /// The name with the implicit digest component appended.
     pub fn full_name(&self) -> Name {
-        self.name.append(&Component::implicit_digest(&self.implicit_digest()))
+        self.name
+            .append(&Component::implicit_digest(&self.implicit_digest()))
     }
 
     /// A builder holding this packet's fields (to re-encode or derive).
@@ -276,7 +311,12 @@ const HEADROOM: usize = 1 + 9;
 impl DataBuilder {
     /// A Data with `name`, no MetaInfo, no Content, DigestSha256 SignatureInfo.
     pub fn new(name: Name) -> Self {
-        DataBuilder { name, meta_info: None, content: None, sig_info: SignatureInfo::new(sig_type::DIGEST_SHA256) }
+        DataBuilder {
+            name,
+            meta_info: None,
+            content: None,
+            sig_info: SignatureInfo::new(sig_type::DIGEST_SHA256),
+        }
     }
 
     /// Sets the content.
@@ -287,19 +327,25 @@ impl DataBuilder {
 
     /// Sets the FreshnessPeriod (ms).
     pub fn freshness_period(mut self, ms: u64) -> Self {
-        self.meta_info.get_or_insert_with(Default::default).freshness_period = Some(ms);
+        self.meta_info
+            .get_or_insert_with(Default::default)
+            .freshness_period = Some(ms);
         self
     }
 
     /// Sets the ContentType.
     pub fn content_type(mut self, t: u64) -> Self {
-        self.meta_info.get_or_insert_with(Default::default).content_type = Some(t);
+        self.meta_info
+            .get_or_insert_with(Default::default)
+            .content_type = Some(t);
         self
     }
 
     /// Sets the FinalBlockId.
     pub fn final_block_id(mut self, c: Component) -> Self {
-        self.meta_info.get_or_insert_with(Default::default).final_block_id = Some(c);
+        self.meta_info
+            .get_or_insert_with(Default::default)
+            .final_block_id = Some(c);
         self
     }
 
@@ -307,7 +353,10 @@ impl DataBuilder {
     pub fn signed_len(&self) -> usize {
         self.name.encoded_len()
             + self.meta_info.as_ref().map_or(0, |m| m.encoded_len())
-            + self.content.as_ref().map_or(0, |c| tlv::tlv_len(CONTENT, c.len()))
+            + self
+                .content
+                .as_ref()
+                .map_or(0, |c| tlv::tlv_len(CONTENT, c.len()))
             + self.sig_info.encoded_len(SIGNATURE_INFO)
     }
 
@@ -375,14 +424,21 @@ mod tests {
             .content(vec![7u8; 8192])
             .freshness_period(4000)
             .final_block_id(Component::segment(9));
-        let d = b.sign_with(32, |m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec()))).unwrap();
+        let d = b
+            .sign_with(32, |m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec())))
+            .unwrap();
         let d2 = Data::decode(d.wire().clone()).unwrap();
         assert_eq!(d, d2);
         assert_eq!(d2.content().len(), 8192);
         assert_eq!(d2.freshness_period(), 4000);
         assert_eq!(d2.final_block_id().unwrap().as_ref().as_segment(), Some(9));
-        assert_eq!(d2.sig_value().as_ref(), Sha256::digest(d2.signed_portion()).as_slice());
-        let again = d2.to_builder().encode_with_signature(d2.sig_value().clone());
+        assert_eq!(
+            d2.sig_value().as_ref(),
+            Sha256::digest(d2.signed_portion()).as_slice()
+        );
+        let again = d2
+            .to_builder()
+            .encode_with_signature(d2.sig_value().clone());
         assert_eq!(again.wire(), d.wire());
     }
 
@@ -401,10 +457,16 @@ mod tests {
     #[test]
     fn unknown_noncritical_ignored_critical_rejected() {
         let trailing = Bytes::from_static(&[6, 11, 7, 0, 0xFC, 0, 22, 3, 27, 1, 0, 23, 0, 0]);
-        assert_eq!(Data::decode(trailing).unwrap_err().kind, ErrorKind::Trailing);
+        assert_eq!(
+            Data::decode(trailing).unwrap_err().kind,
+            ErrorKind::Trailing
+        );
         let ok = Bytes::from_static(&[6, 11, 7, 0, 0xFC, 0, 22, 3, 27, 1, 0, 23, 0]);
         assert!(Data::decode(ok).is_ok());
         let bad = Bytes::from_static(&[6, 11, 7, 0, 0xFB, 0, 22, 3, 27, 1, 0, 23, 0]);
-        assert!(matches!(Data::decode(bad).unwrap_err().kind, ErrorKind::UnknownCritical { .. }));
+        assert!(matches!(
+            Data::decode(bad).unwrap_err().kind,
+            ErrorKind::UnknownCritical { .. }
+        ));
     }
 }

@@ -52,7 +52,11 @@ pub enum ErrorKind {
 impl Error {
     /// An error at `offset`.
     pub fn new(offset: usize, kind: ErrorKind) -> Self {
-        Error { offset, tlv_type: None, kind }
+        Error {
+            offset,
+            tlv_type: None,
+            kind,
+        }
     }
 
     /// Attaches the TLV type of the offending element.
@@ -87,20 +91,33 @@ impl fmt::Display for Error {
             ErrorKind::Truncated { needed, available } => {
                 write!(f, "truncated: needs {needed} bytes, {available} available")
             }
-            ErrorKind::NonMinimalVarNumber => f.write_str("VAR-NUMBER not in its shortest encoding"),
+            ErrorKind::NonMinimalVarNumber => {
+                f.write_str("VAR-NUMBER not in its shortest encoding")
+            }
             ErrorKind::ZeroType => f.write_str("TLV-TYPE 0 is invalid"),
             ErrorKind::TooLong { length } => write!(f, "TLV-LENGTH {length} exceeds the limit"),
             ErrorKind::BadNni { length } => {
-                write!(f, "NonNegativeInteger of {length} bytes (must be 1, 2, 4 or 8)")
+                write!(
+                    f,
+                    "NonNegativeInteger of {length} bytes (must be 1, 2, 4 or 8)"
+                )
             }
             ErrorKind::Unexpected { expected } => {
                 write!(f, "expected TLV type {expected} ({})", type_name(*expected))
             }
             ErrorKind::Missing { element } => {
-                write!(f, "required element {element} ({}) is missing", type_name(*element))
+                write!(
+                    f,
+                    "required element {element} ({}) is missing",
+                    type_name(*element)
+                )
             }
             ErrorKind::UnknownCritical { context } => {
-                write!(f, "unrecognised critical element inside {context} ({})", type_name(*context))
+                write!(
+                    f,
+                    "unrecognised critical element inside {context} ({})",
+                    type_name(*context)
+                )
             }
             ErrorKind::OutOfOrder => f.write_str("element repeated or out of order"),
             ErrorKind::Trailing => f.write_str("trailing bytes after the element"),

@@ -47,7 +47,8 @@ pub fn interest(data: &[u8]) {
     if let Ok(i) = Interest::decode(Bytes::copy_from_slice(data)) {
         let _ = i.signed_portion();
         if i.params_digest_ok() {
-            let again = Interest::decode(i.to_fields().encode().wire().clone()).expect("re-encoded Interest decodes");
+            let again = Interest::decode(i.to_fields().encode().wire().clone())
+                .expect("re-encoded Interest decodes");
             let mut expected = i.to_fields();
             expected.sig_info.iter_mut().for_each(|s| s.other.clear());
             let mut got = again.to_fields();

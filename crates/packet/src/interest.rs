@@ -72,14 +72,22 @@ impl Interest {
     /// Decodes the Interest element `el` of a larger buffer.
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Interest> {
         if el.typ != INTEREST {
-            return Err(Error::new(el.start, ErrorKind::Unexpected { expected: INTEREST }).with_type(el.typ));
+            return Err(
+                Error::new(el.start, ErrorKind::Unexpected { expected: INTEREST })
+                    .with_type(el.typ),
+            );
         }
         let mut inner = Reader::inside(r.buffer(), el);
         let first = inner.read()?;
         if first.typ != NAME {
-            return Err(Error::new(first.start, ErrorKind::Missing { element: NAME }).with_type(INTEREST));
+            return Err(
+                Error::new(first.start, ErrorKind::Missing { element: NAME }).with_type(INTEREST),
+            );
         }
-        let mut f = InterestFields { name: Name::decode_element(&inner, &first)?, ..Default::default() };
+        let mut f = InterestFields {
+            name: Name::decode_element(&inner, &first)?,
+            ..Default::default()
+        };
         let (mut params_at, mut sig_value_at) = (0, 0);
         let mut last = 0u8;
         while !inner.is_empty() {
@@ -146,11 +154,23 @@ impl Interest {
                 }
             }
         }
-        if f.sig_info.is_some() != f.sig_value.is_some() || (f.sig_info.is_some() && f.app_params.is_none()) {
-            return Err(Error::new(el.start, ErrorKind::Invalid("signed Interest needs ApplicationParameters, SignatureInfo and SignatureValue"))
-                .with_type(INTEREST));
+        if f.sig_info.is_some() != f.sig_value.is_some()
+            || (f.sig_info.is_some() && f.app_params.is_none())
+        {
+            return Err(Error::new(
+                el.start,
+                ErrorKind::Invalid(
+                    "signed Interest needs ApplicationParameters, SignatureInfo and SignatureValue",
+                ),
+            )
+            .with_type(INTEREST));
         }
-        Ok(Interest { fields: f, wire: r.buffer().slice(el.start..el.end), params_at, sig_value_at })
+        Ok(Interest {
+            fields: f,
+            wire: r.buffer().slice(el.start..el.end),
+            params_at,
+            sig_value_at,
+        })
     }
 
     /// All fields.
@@ -178,7 +198,11 @@ impl Interest {
     /// ApplicationParameters, exactly one digest component equal to SHA-256 of
     /// the parameters region; without, none.
     pub fn params_digest_ok(&self) -> bool {
-        let mut digests = self.fields.name.components().filter(|c| c.typ == COMP_PARAMS_DIGEST);
+        let mut digests = self
+            .fields
+            .name
+            .components()
+            .filter(|c| c.typ == COMP_PARAMS_DIGEST);
         match (self.params_region(), digests.next(), digests.next()) {
             (None, None, _) => true,
             (Some(region), Some(d), None) => d.value == Sha256::digest(region).as_slice(),
@@ -215,7 +239,10 @@ fn signed_portion(name: &Name, tail: &[u8]) -> Vec<u8> {
 impl InterestFields {
     /// An Interest for `name` with no other fields.
     pub fn new(name: Name) -> Self {
-        InterestFields { name, ..Default::default() }
+        InterestFields {
+            name,
+            ..Default::default()
+        }
     }
 
     fn hint_len(&self) -> usize {
@@ -225,9 +252,15 @@ impl InterestFields {
     fn head_len(&self) -> usize {
         (if self.can_be_prefix { 2 } else { 0 })
             + (if self.must_be_fresh { 2 } else { 0 })
-            + if self.forwarding_hint.is_empty() { 0 } else { tlv::tlv_len(FORWARDING_HINT, self.hint_len()) }
+            + if self.forwarding_hint.is_empty() {
+                0
+            } else {
+                tlv::tlv_len(FORWARDING_HINT, self.hint_len())
+            }
             + self.nonce.map_or(0, |_| 6)
-            + self.lifetime.map_or(0, |l| tlv::nni_tlv_len(INTEREST_LIFETIME, l))
+            + self
+                .lifetime
+                .map_or(0, |l| tlv::nni_tlv_len(INTEREST_LIFETIME, l))
             + self.hop_limit.map_or(0, |_| 3)
     }
 
@@ -326,13 +359,22 @@ impl InterestFields {
         tlv::put_header(&mut buf, INTEREST, value_len);
         fields.name.encode_to(&mut buf);
         fields.put_head(&mut buf);
-        let params_at = if fields.app_params.is_some() { buf.len() } else { 0 };
+        let params_at = if fields.app_params.is_some() {
+            buf.len()
+        } else {
+            0
+        };
         buf.put_slice(&tail);
         let sig_value_at = match &fields.sig_value {
             Some(sv) => buf.len() - tlv::tlv_len(INTEREST_SIGNATURE_VALUE, sv.len()),
             None => 0,
         };
-        Interest { fields, wire: buf.freeze(), params_at, sig_value_at }
+        Interest {
+            fields,
+            wire: buf.freeze(),
+            params_at,
+            sig_value_at,
+        }
     }
 }
 
@@ -385,7 +427,10 @@ mod tests {
         let d = Interest::decode(i.wire().clone()).unwrap();
         assert!(d.params_digest_ok());
         let sp = d.signed_portion().unwrap();
-        assert_eq!(d.sig_value.as_ref().unwrap().as_ref(), Sha256::digest(&sp).as_slice());
+        assert_eq!(
+            d.sig_value.as_ref().unwrap().as_ref(),
+            Sha256::digest(&sp).as_slice()
+        );
         assert!(sp.starts_with(&[8, 3, b'c', b'm', b'd', 36, 0, 44]));
     }
 
@@ -393,7 +438,10 @@ mod tests {
     fn bad_fields() {
         // Nonce of 3 bytes.
         let w = Bytes::from_static(&[5, 7, 7, 0, 10, 3, 1, 2, 3]);
-        assert!(matches!(Interest::decode(w).unwrap_err().kind, ErrorKind::Invalid(_)));
+        assert!(matches!(
+            Interest::decode(w).unwrap_err().kind,
+            ErrorKind::Invalid(_)
+        ));
         // No name.
         let w = Bytes::from_static(&[5, 2, 33, 0]);
         assert!(Interest::decode(w).is_err());

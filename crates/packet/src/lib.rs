@@ -52,7 +52,9 @@ impl Packet {
             types::INTEREST => Interest::decode(wire).map(Packet::Interest),
             types::DATA => Data::decode(wire).map(Packet::Data),
             types::LP_PACKET => LpPacket::decode(wire).map(Packet::Lp),
-            t => Err(Error::new(0, ErrorKind::Invalid("not an Interest, Data or LpPacket")).with_type(t)),
+            t => Err(
+                Error::new(0, ErrorKind::Invalid("not an Interest, Data or LpPacket")).with_type(t),
+            ),
         }
     }
 }

@@ -43,7 +43,11 @@ pub struct LpPacket {
 fn fixed_u64(r: &Reader<'_>, e: &Element) -> Result<u64> {
     let v = r.value_ref(e);
     if v.is_empty() || v.len() > 8 {
-        return Err(Error::new(e.start, ErrorKind::Invalid("fixed-width integer must be 1-8 bytes")).with_type(e.typ));
+        return Err(Error::new(
+            e.start,
+            ErrorKind::Invalid("fixed-width integer must be 1-8 bytes"),
+        )
+        .with_type(e.typ));
     }
     Ok(v.iter().fold(0u64, |a, b| (a << 8) | *b as u64))
 }
@@ -71,14 +75,23 @@ impl LpPacket {
     /// ignored; any other unknown field is an error, as NDNLPv2 requires.
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<LpPacket> {
         if el.typ != LP_PACKET {
-            return Err(Error::new(el.start, ErrorKind::Unexpected { expected: LP_PACKET }).with_type(el.typ));
+            return Err(Error::new(
+                el.start,
+                ErrorKind::Unexpected {
+                    expected: LP_PACKET,
+                },
+            )
+            .with_type(el.typ));
         }
         let mut inner = Reader::inside(r.buffer(), el);
         let mut p = LpPacket::default();
         while !inner.is_empty() {
             let e = inner.read()?;
             if p.fragment.is_some() {
-                return Err(Error::new(e.start, ErrorKind::Invalid("field after Fragment")).with_type(e.typ));
+                return Err(
+                    Error::new(e.start, ErrorKind::Invalid("field after Fragment"))
+                        .with_type(e.typ),
+                );
             }
             match e.typ {
                 LP_FRAGMENT => p.fragment = Some(inner.value(&e)),
@@ -105,7 +118,12 @@ impl LpPacket {
                     let mut c = Reader::inside(inner.buffer(), &e);
                     let x = c.read()?;
                     if x.typ != LP_CACHE_POLICY_TYPE {
-                        return Err(Error::new(x.start, ErrorKind::Missing { element: LP_CACHE_POLICY_TYPE }));
+                        return Err(Error::new(
+                            x.start,
+                            ErrorKind::Missing {
+                                element: LP_CACHE_POLICY_TYPE,
+                            },
+                        ));
                     }
                     p.cache_policy = Some(c.nni(&x)?);
                 }
@@ -116,7 +134,11 @@ impl LpPacket {
                 LP_PREFIX_ANNOUNCEMENT => p.prefix_announcement = Some(inner.value(&e)),
                 t if (800..=959).contains(&t) && t & 3 == 0 => {}
                 t => {
-                    return Err(Error::new(e.start, ErrorKind::UnknownCritical { context: LP_PACKET }).with_type(t))
+                    return Err(Error::new(
+                        e.start,
+                        ErrorKind::UnknownCritical { context: LP_PACKET },
+                    )
+                    .with_type(t))
                 }
             }
         }
@@ -129,17 +151,34 @@ impl LpPacket {
         fixed(&self.sequence, LP_SEQUENCE)
             + nni(&self.frag_index, LP_FRAG_INDEX)
             + nni(&self.frag_count, LP_FRAG_COUNT)
-            + self.pit_token.as_ref().map_or(0, |t| tlv::tlv_len(LP_PIT_TOKEN, t.len()))
-            + self.nack.map_or(0, |r| tlv::tlv_len(LP_NACK, nack_value_len(r)))
+            + self
+                .pit_token
+                .as_ref()
+                .map_or(0, |t| tlv::tlv_len(LP_PIT_TOKEN, t.len()))
+            + self
+                .nack
+                .map_or(0, |r| tlv::tlv_len(LP_NACK, nack_value_len(r)))
             + nni(&self.incoming_face_id, LP_INCOMING_FACE_ID)
             + nni(&self.next_hop_face_id, LP_NEXT_HOP_FACE_ID)
-            + self.cache_policy.map_or(0, |c| tlv::tlv_len(LP_CACHE_POLICY, tlv::nni_tlv_len(LP_CACHE_POLICY_TYPE, c)))
+            + self.cache_policy.map_or(0, |c| {
+                tlv::tlv_len(LP_CACHE_POLICY, tlv::nni_tlv_len(LP_CACHE_POLICY_TYPE, c))
+            })
             + nni(&self.congestion_mark, LP_CONGESTION_MARK)
             + self.acks.len() * tlv::tlv_len(LP_ACK, 8)
             + fixed(&self.tx_sequence, LP_TX_SEQUENCE)
-            + if self.non_discovery { tlv::tlv_len(LP_NON_DISCOVERY, 0) } else { 0 }
-            + self.prefix_announcement.as_ref().map_or(0, |p| tlv::tlv_len(LP_PREFIX_ANNOUNCEMENT, p.len()))
-            + self.fragment.as_ref().map_or(0, |f| tlv::tlv_len(LP_FRAGMENT, f.len()))
+            + if self.non_discovery {
+                tlv::tlv_len(LP_NON_DISCOVERY, 0)
+            } else {
+                0
+            }
+            + self
+                .prefix_announcement
+                .as_ref()
+                .map_or(0, |p| tlv::tlv_len(LP_PREFIX_ANNOUNCEMENT, p.len()))
+            + self
+                .fragment
+                .as_ref()
+                .map_or(0, |f| tlv::tlv_len(LP_FRAGMENT, f.len()))
     }
 
     /// Size of the encoded LpPacket.
@@ -176,7 +215,11 @@ impl LpPacket {
             tlv::put_nni_tlv(buf, LP_NEXT_HOP_FACE_ID, f);
         }
         if let Some(c) = self.cache_policy {
-            tlv::put_header(buf, LP_CACHE_POLICY, tlv::nni_tlv_len(LP_CACHE_POLICY_TYPE, c));
+            tlv::put_header(
+                buf,
+                LP_CACHE_POLICY,
+                tlv::nni_tlv_len(LP_CACHE_POLICY_TYPE, c),
+            );
             tlv::put_nni_tlv(buf, LP_CACHE_POLICY_TYPE, c);
         }
         if let Some(m) = self.congestion_mark {

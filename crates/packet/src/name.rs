@@ -33,17 +33,23 @@ impl<'a> ComponentRef<'a> {
 
     /// Segment number, for a SegmentNameComponent.
     pub fn as_segment(&self) -> Option<u64> {
-        (self.typ == COMP_SEGMENT).then(|| self.as_number()).flatten()
+        (self.typ == COMP_SEGMENT)
+            .then(|| self.as_number())
+            .flatten()
     }
 
     /// Version number, for a VersionNameComponent.
     pub fn as_version(&self) -> Option<u64> {
-        (self.typ == COMP_VERSION).then(|| self.as_number()).flatten()
+        (self.typ == COMP_VERSION)
+            .then(|| self.as_number())
+            .flatten()
     }
 
     /// An owned copy.
     pub fn to_owned(&self) -> Component {
-        Component { wire: Bytes::copy_from_slice(self.wire) }
+        Component {
+            wire: Bytes::copy_from_slice(self.wire),
+        }
     }
 
     /// Canonical order of components: TLV-TYPE, then TLV-LENGTH, then bytes.
@@ -184,7 +190,11 @@ impl Component {
         // The wire was validated at construction; parse it again without failing.
         let (typ, tl) = read_var_number(&self.wire, 0).unwrap_or((0, 0));
         let (_, ll) = read_var_number(&self.wire, tl).unwrap_or((0, 0));
-        ComponentRef { typ, value: &self.wire[(tl + ll).min(self.wire.len())..], wire: &self.wire }
+        ComponentRef {
+            typ,
+            value: &self.wire[(tl + ll).min(self.wire.len())..],
+            wire: &self.wire,
+        }
     }
 
     /// The whole component TLV.
@@ -207,12 +217,18 @@ impl fmt::Debug for Component {
 
 fn check_component(typ: u64, len: usize, offset: usize) -> Result<()> {
     if typ == 0 || typ > 0xFFFF {
-        return Err(Error::new(offset, ErrorKind::Invalid("name component type out of range 1..=65535"))
-            .with_type(typ));
+        return Err(Error::new(
+            offset,
+            ErrorKind::Invalid("name component type out of range 1..=65535"),
+        )
+        .with_type(typ));
     }
     if (typ == COMP_IMPLICIT_DIGEST || typ == COMP_PARAMS_DIGEST) && len != 32 {
-        return Err(Error::new(offset, ErrorKind::Invalid("digest component must be 32 bytes"))
-            .with_type(typ));
+        return Err(Error::new(
+            offset,
+            ErrorKind::Invalid("digest component must be 32 bytes"),
+        )
+        .with_type(typ));
     }
     Ok(())
 }
@@ -233,7 +249,9 @@ impl Name {
     /// Decodes the value of a Name element read by `r`, sharing its buffer.
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Self> {
         if el.typ != NAME {
-            return Err(Error::new(el.start, ErrorKind::Unexpected { expected: NAME }).with_type(el.typ));
+            return Err(
+                Error::new(el.start, ErrorKind::Unexpected { expected: NAME }).with_type(el.typ),
+            );
         }
         let mut inner = Reader::inside(r.buffer(), el);
         while !inner.is_empty() {
@@ -299,7 +317,9 @@ impl Name {
             self.components().nth(i as usize)
         } else {
             let n = self.len() as isize;
-            (n + i >= 0).then(|| self.components().nth((n + i) as usize)).flatten()
+            (n + i >= 0)
+                .then(|| self.components().nth((n + i) as usize))
+                .flatten()
         }
     }
 
@@ -311,12 +331,18 @@ impl Name {
     /// The first `n` components (a slice of the same buffer). A negative `n`
     /// drops that many components from the end.
     pub fn prefix(&self, n: isize) -> Name {
-        let count = if n >= 0 { n as usize } else { self.len().saturating_sub(n.unsigned_abs()) };
+        let count = if n >= 0 {
+            n as usize
+        } else {
+            self.len().saturating_sub(n.unsigned_abs())
+        };
         let mut end = 0;
         for c in self.components().take(count) {
             end += c.wire.len();
         }
-        Name { value: self.value.slice(..end) }
+        Name {
+            value: self.value.slice(..end),
+        }
     }
 
     /// A new name with `c` appended.
@@ -447,7 +473,11 @@ impl<'a> Iterator for Components<'a> {
         let end = tl + ll + len as usize;
         let wire = self.rest.get(..end)?;
         self.rest = &self.rest[end..];
-        Some(ComponentRef { typ, value: &wire[tl + ll..], wire })
+        Some(ComponentRef {
+            typ,
+            value: &wire[tl + ll..],
+            wire,
+        })
     }
 }
 
@@ -482,7 +512,9 @@ fn parse_uri(uri: &str) -> Result<Name> {
 
 fn parse_component(part: &str, out: &mut BytesMut) -> Result<()> {
     if part.is_empty() {
-        return Err(Error::uri("empty component (write '...' for an empty generic component)"));
+        return Err(Error::uri(
+            "empty component (write '...' for an empty generic component)",
+        ));
     }
     let (typ, text) = match part.split_once('=') {
         Some((t, v)) => match t {
@@ -494,9 +526,13 @@ fn parse_component(part: &str, out: &mut BytesMut) -> Result<()> {
             "t" => return put_number(COMP_TIMESTAMP, v, out),
             "seq" => return put_number(COMP_SEQUENCE_NUM, v, out),
             _ if !t.is_empty() && t.bytes().all(|c| c.is_ascii_digit()) => {
-                let typ: u64 = t.parse().map_err(|_| Error::uri("component type too large"))?;
+                let typ: u64 = t
+                    .parse()
+                    .map_err(|_| Error::uri("component type too large"))?;
                 if typ == 0 || typ > 0xFFFF {
-                    return Err(Error::uri(format!("component type {typ} out of range 1..=65535")));
+                    return Err(Error::uri(format!(
+                        "component type {typ} out of range 1..=65535"
+                    )));
                 }
                 (typ, v)
             }
@@ -531,9 +567,13 @@ fn put_digest(typ: u64, hex: &str, out: &mut BytesMut) -> Result<()> {
 
 fn put_number(typ: u64, text: &str, out: &mut BytesMut) -> Result<()> {
     if text.is_empty() || !text.bytes().all(|c| c.is_ascii_digit()) {
-        return Err(Error::uri(format!("{text:?} is not a non-negative decimal number")));
+        return Err(Error::uri(format!(
+            "{text:?} is not a non-negative decimal number"
+        )));
     }
-    let n: u64 = text.parse().map_err(|_| Error::uri("number exceeds 64 bits"))?;
+    let n: u64 = text
+        .parse()
+        .map_err(|_| Error::uri("number exceeds 64 bits"))?;
     put_header(out, typ, tlv::nni_len(n));
     put_nni(out, n);
     Ok(())
@@ -545,7 +585,9 @@ fn unescape(text: &str) -> Result<Vec<u8>> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3).ok_or_else(|| Error::uri("truncated percent-escape"))?;
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .ok_or_else(|| Error::uri("truncated percent-escape"))?;
             let s = std::str::from_utf8(hex).map_err(|_| Error::uri("bad percent-escape"))?;
             let b = u8::from_str_radix(s, 16).map_err(|_| Error::uri("bad percent-escape"))?;
             v.push(b);
@@ -577,7 +619,10 @@ mod tests {
         assert_eq!(rt("/"), "/");
         assert_eq!(rt("ndn:/a/b"), "/a/b");
         assert_eq!(rt("/a/b/"), "/a/b");
-        assert_eq!(rt("/seg=3/v=1000/off=0/t=5/seq=9"), "/seg=3/v=1000/off=0/t=5/seq=9");
+        assert_eq!(
+            rt("/seg=3/v=1000/off=0/t=5/seq=9"),
+            "/seg=3/v=1000/off=0/t=5/seq=9"
+        );
         assert_eq!(rt("/50=%03"), "/seg=3");
         assert_eq!(rt("/50=%00%03"), "/seg=3");
         assert_eq!(rt("/50=%00%00%03"), "/50=%00%00%03");
@@ -597,7 +642,17 @@ mod tests {
 
     #[test]
     fn uri_errors() {
-        for bad in ["a", "/a//b", "/.", "/..", "/seg=x", "/0=a", "/65536=a", "/sha256digest=00", "/%4"] {
+        for bad in [
+            "a",
+            "/a//b",
+            "/.",
+            "/..",
+            "/seg=x",
+            "/0=a",
+            "/65536=a",
+            "/sha256digest=00",
+            "/%4",
+        ] {
             assert!(Name::from_uri(bad).is_err(), "{bad}");
         }
     }

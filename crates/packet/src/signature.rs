@@ -43,8 +43,11 @@ impl KeyLocator {
             NAME => KeyLocator::Name(Name::decode_element(&inner, &first)?),
             KEY_DIGEST => KeyLocator::Digest(inner.value(&first)),
             t => {
-                return Err(Error::new(first.start, ErrorKind::Invalid("KeyLocator holds neither Name nor KeyDigest"))
-                    .with_type(t))
+                return Err(Error::new(
+                    first.start,
+                    ErrorKind::Invalid("KeyLocator holds neither Name nor KeyDigest"),
+                )
+                .with_type(t))
             }
         };
         Ok(kl)
@@ -65,15 +68,24 @@ impl Timestamp {
         let num = |r: std::ops::Range<usize>| -> Option<i64> {
             let part = &s[r];
             part.iter().all(u8::is_ascii_digit).then(|| {
-                part.iter().fold(0i64, |acc, d| acc * 10 + (d - b'0') as i64)
+                part.iter()
+                    .fold(0i64, |acc, d| acc * 10 + (d - b'0') as i64)
             })
         };
         let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
         let (h, mi, se) = (num(9..11)?, num(11..13)?, num(13..15)?);
-        if !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59 {
+        if !(1..=12).contains(&mo)
+            || d < 1
+            || d > days_in_month(y, mo)
+            || h > 23
+            || mi > 59
+            || se > 59
+        {
             return None;
         }
-        Some(Timestamp(days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se))
+        Some(Timestamp(
+            days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se,
+        ))
     }
 
     /// Formats as `YYYYMMDDThhmmss` (years clamped to 0000..=9999).
@@ -82,7 +94,12 @@ impl Timestamp {
         let days = secs.div_euclid(86400);
         let rem = secs.rem_euclid(86400);
         let (y, m, d) = civil_from_days(days);
-        format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+        format!(
+            "{y:04}{m:02}{d:02}T{:02}{:02}{:02}",
+            rem / 3600,
+            rem % 3600 / 60,
+            rem % 60
+        )
     }
 }
 
@@ -119,7 +136,15 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, m, d)
+    (
+        if m <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        m,
+        d,
+    )
 }
 
 /// A certificate's ValidityPeriod.
@@ -150,15 +175,24 @@ impl ValidityPeriod {
         let mut get = |typ: u64| -> Result<Timestamp> {
             let e = inner.read()?;
             if e.typ != typ {
-                return Err(Error::new(e.start, ErrorKind::Unexpected { expected: typ }).with_type(e.typ));
+                return Err(
+                    Error::new(e.start, ErrorKind::Unexpected { expected: typ }).with_type(e.typ)
+                );
             }
             Timestamp::parse(inner.value_ref(&e)).ok_or_else(|| {
-                Error::new(e.start, ErrorKind::Invalid("timestamp is not YYYYMMDDThhmmss")).with_type(typ)
+                Error::new(
+                    e.start,
+                    ErrorKind::Invalid("timestamp is not YYYYMMDDThhmmss"),
+                )
+                .with_type(typ)
             })
         };
         let not_before = get(NOT_BEFORE)?;
         let not_after = get(NOT_AFTER)?;
-        Ok(ValidityPeriod { not_before, not_after })
+        Ok(ValidityPeriod {
+            not_before,
+            not_after,
+        })
     }
 }
 
@@ -185,17 +219,27 @@ pub struct SignatureInfo {
 impl SignatureInfo {
     /// A SignatureInfo with only a type.
     pub fn new(sig_type: u64) -> Self {
-        SignatureInfo { sig_type, ..Default::default() }
+        SignatureInfo {
+            sig_type,
+            ..Default::default()
+        }
     }
 
     /// Length of the TLV-VALUE.
     pub fn value_len(&self) -> usize {
         tlv::nni_tlv_len(SIGNATURE_TYPE, self.sig_type)
             + self.key_locator.as_ref().map_or(0, |k| k.encoded_len())
-            + self.validity.map_or(0, |_| tlv::tlv_len(VALIDITY_PERIOD, ValidityPeriod::VALUE_LEN))
-            + self.nonce.as_ref().map_or(0, |n| tlv::tlv_len(SIGNATURE_NONCE, n.len()))
+            + self.validity.map_or(0, |_| {
+                tlv::tlv_len(VALIDITY_PERIOD, ValidityPeriod::VALUE_LEN)
+            })
+            + self
+                .nonce
+                .as_ref()
+                .map_or(0, |n| tlv::tlv_len(SIGNATURE_NONCE, n.len()))
             + self.time.map_or(0, |t| tlv::nni_tlv_len(SIGNATURE_TIME, t))
-            + self.seq_num.map_or(0, |s| tlv::nni_tlv_len(SIGNATURE_SEQ_NUM, s))
+            + self
+                .seq_num
+                .map_or(0, |s| tlv::nni_tlv_len(SIGNATURE_SEQ_NUM, s))
             + self.other.iter().map(Bytes::len).sum::<usize>()
     }
 
@@ -233,7 +277,13 @@ impl SignatureInfo {
         let mut inner = Reader::inside(r.buffer(), el);
         let first = inner.read()?;
         if first.typ != SIGNATURE_TYPE {
-            return Err(Error::new(first.start, ErrorKind::Missing { element: SIGNATURE_TYPE }).with_type(el.typ));
+            return Err(Error::new(
+                first.start,
+                ErrorKind::Missing {
+                    element: SIGNATURE_TYPE,
+                },
+            )
+            .with_type(el.typ));
         }
         let mut si = SignatureInfo::new(inner.nni(&first)?);
         let mut last = SIGNATURE_TYPE;
@@ -282,13 +332,28 @@ mod tests {
 
     #[test]
     fn timestamps_round_trip() {
-        for s in ["19700101T000000", "20261122T030248", "20000229T235959", "99991231T235959", "00010101T000000"] {
+        for s in [
+            "19700101T000000",
+            "20261122T030248",
+            "20000229T235959",
+            "99991231T235959",
+            "00010101T000000",
+        ] {
             let t = Timestamp::parse(s.as_bytes()).unwrap();
             assert_eq!(t.format(), s);
         }
         assert_eq!(Timestamp::parse(b"19700101T000001").unwrap().0, 1);
-        assert_eq!(Timestamp::parse(b"20261122T000000").unwrap().0, 1_795_305_600);
-        for bad in ["20250229T000000", "2025013T0000000", "20251301T000000", "20250101X000000", "20250101T240000"] {
+        assert_eq!(
+            Timestamp::parse(b"20261122T000000").unwrap().0,
+            1_795_305_600
+        );
+        for bad in [
+            "20250229T000000",
+            "2025013T0000000",
+            "20251301T000000",
+            "20250101X000000",
+            "20250101T240000",
+        ] {
             assert!(Timestamp::parse(bad.as_bytes()).is_none(), "{bad}");
         }
     }

@@ -54,9 +54,15 @@ pub fn put_var_number(buf: &mut impl BufMut, n: u64) {
 /// decode to the same packet, which breaks signatures and digests.
 #[inline]
 pub fn read_var_number(buf: &[u8], pos: usize) -> Result<(u64, usize)> {
-    let first = *buf
-        .get(pos)
-        .ok_or_else(|| Error::new(pos, ErrorKind::Truncated { needed: 1, available: 0 }))?;
+    let first = *buf.get(pos).ok_or_else(|| {
+        Error::new(
+            pos,
+            ErrorKind::Truncated {
+                needed: 1,
+                available: 0,
+            },
+        )
+    })?;
     let (len, n) = match first {
         0..=252 => return Ok((first as u64, 1)),
         253 => (3usize, read_be(buf, pos, 2)?),
@@ -79,7 +85,10 @@ fn read_be(buf: &[u8], pos: usize, width: usize) -> Result<u64> {
     let bytes = buf.get(pos + 1..pos + 1 + width).ok_or_else(|| {
         Error::new(
             pos,
-            ErrorKind::Truncated { needed: 1 + width, available: buf.len().saturating_sub(pos) },
+            ErrorKind::Truncated {
+                needed: 1 + width,
+                available: buf.len().saturating_sub(pos),
+            },
         )
     })?;
     Ok(bytes.iter().fold(0u64, |acc, b| (acc << 8) | *b as u64))
@@ -194,12 +203,20 @@ pub struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A reader over the whole buffer.
     pub fn new(buf: &'a Bytes) -> Self {
-        Reader { buf, pos: 0, end: buf.len() }
+        Reader {
+            buf,
+            pos: 0,
+            end: buf.len(),
+        }
     }
 
     /// A reader over the value of `el`.
     pub fn inside(buf: &'a Bytes, el: &Element) -> Self {
-        Reader { buf, pos: el.value_start, end: el.end }
+        Reader {
+            buf,
+            pos: el.value_start,
+            end: el.end,
+        }
     }
 
     /// The underlying shared buffer.
@@ -234,13 +251,21 @@ impl<'a> Reader<'a> {
         if len as usize > available {
             return Err(Error::new(
                 start,
-                ErrorKind::Truncated { needed: len as usize, available },
+                ErrorKind::Truncated {
+                    needed: len as usize,
+                    available,
+                },
             )
             .with_type(typ));
         }
         let end = value_start + len as usize;
         self.pos = end;
-        Ok(Element { typ, start, value_start, end })
+        Ok(Element {
+            typ,
+            start,
+            value_start,
+            end,
+        })
     }
 
     /// Peeks at the type of the next element without consuming it.
@@ -248,7 +273,9 @@ impl<'a> Reader<'a> {
         if self.is_empty() {
             return None;
         }
-        read_var_number(&self.buf[..self.end], self.pos).ok().map(|(t, _)| t)
+        read_var_number(&self.buf[..self.end], self.pos)
+            .ok()
+            .map(|(t, _)| t)
     }
 
     /// Value of an element as a shared slice (no copy).
@@ -266,7 +293,13 @@ impl<'a> Reader<'a> {
     /// Decodes an element's value as a NonNegativeInteger.
     pub fn nni(&self, el: &Element) -> Result<u64> {
         decode_nni(self.value_ref(el)).ok_or_else(|| {
-            Error::new(el.start, ErrorKind::BadNni { length: el.value_len() }).with_type(el.typ)
+            Error::new(
+                el.start,
+                ErrorKind::BadNni {
+                    length: el.value_len(),
+                },
+            )
+            .with_type(el.typ)
         })
     }
 

@@ -33,8 +33,9 @@ impl Node {
     pub fn name(&self) -> &'static str {
         if self.parent == NAME || self.parent == FINAL_BLOCK_ID {
             return match self.typ {
-                COMP_IMPLICIT_DIGEST | COMP_PARAMS_DIGEST | COMP_GENERIC | COMP_KEYWORD | COMP_SEGMENT
-                | COMP_BYTE_OFFSET | COMP_VERSION | COMP_TIMESTAMP | COMP_SEQUENCE_NUM => type_name(self.typ),
+                COMP_IMPLICIT_DIGEST | COMP_PARAMS_DIGEST | COMP_GENERIC | COMP_KEYWORD
+                | COMP_SEGMENT | COMP_BYTE_OFFSET | COMP_VERSION | COMP_TIMESTAMP
+                | COMP_SEQUENCE_NUM => type_name(self.typ),
                 _ => "NameComponent",
             };
         }
@@ -44,8 +45,17 @@ impl Node {
 
 fn nests(parent: u64, typ: u64) -> bool {
     match typ {
-        INTEREST | DATA | NAME | META_INFO | SIGNATURE_INFO | KEY_LOCATOR | FORWARDING_HINT
-        | INTEREST_SIGNATURE_INFO | VALIDITY_PERIOD | LP_PACKET | FINAL_BLOCK_ID => parent != NAME,
+        INTEREST
+        | DATA
+        | NAME
+        | META_INFO
+        | SIGNATURE_INFO
+        | KEY_LOCATOR
+        | FORWARDING_HINT
+        | INTEREST_SIGNATURE_INFO
+        | VALIDITY_PERIOD
+        | LP_PACKET
+        | FINAL_BLOCK_ID => parent != NAME,
         LP_NACK | LP_CACHE_POLICY | LP_FRAGMENT => parent == LP_PACKET,
         _ => false,
     }
@@ -116,8 +126,21 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].name(), "Data");
         let name = &t[0].children.as_ref().unwrap()[0];
-        let comps: Vec<&str> = name.children.as_ref().unwrap().iter().map(|c| c.name()).collect();
-        assert_eq!(comps, ["GenericNameComponent", "SegmentNameComponent", "NameComponent"]);
+        let comps: Vec<&str> = name
+            .children
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(
+            comps,
+            [
+                "GenericNameComponent",
+                "SegmentNameComponent",
+                "NameComponent"
+            ]
+        );
     }
 
     #[test]

@@ -11,7 +11,9 @@ fn each_input(target: &str, f: fn(&[u8])) -> usize {
     let mut n = 0;
     for sub in ["corpus", "regressions"] {
         let dir = root.join(sub).join(target);
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         for e in rd.flatten() {
             let bytes = std::fs::read(e.path()).unwrap();
             f(&bytes);

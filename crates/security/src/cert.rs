@@ -24,14 +24,17 @@ pub struct Certificate {
 
 /// True when `name` is a key name: `/<identity>/KEY/<key-id>`.
 pub fn is_key_name(name: &Name) -> bool {
-    name.get(-2).is_some_and(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == KEY_COMPONENT)
+    name.get(-2)
+        .is_some_and(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == KEY_COMPONENT)
 }
 
 /// A fresh key name under `identity`: `/<identity>/KEY/<8 random bytes>`.
 pub fn new_key_name(identity: &Name) -> Result<Name> {
     let mut id = [0u8; 8];
     aws_lc_rs::rand::fill(&mut id).map_err(|e| Error::Key(e.to_string()))?;
-    Ok(identity.append(&Component::generic(KEY_COMPONENT)).append(&Component::generic(&id)))
+    Ok(identity
+        .append(&Component::generic(KEY_COMPONENT))
+        .append(&Component::generic(&id)))
 }
 
 impl Certificate {
@@ -39,10 +42,15 @@ impl Certificate {
     pub fn from_data(data: Data) -> Result<Certificate> {
         let name = data.name();
         if name.len() < 4 || !is_key_name(&name.prefix(-2)) {
-            return Err(Error::Cert(format!("{name} is not /<identity>/KEY/<key-id>/<issuer>/<version>")));
+            return Err(Error::Cert(format!(
+                "{name} is not /<identity>/KEY/<key-id>/<issuer>/<version>"
+            )));
         }
         if data.content_type() != content_type::KEY {
-            return Err(Error::Cert(format!("ContentType {} is not KEY (2)", data.content_type())));
+            return Err(Error::Cert(format!(
+                "ContentType {} is not KEY (2)",
+                data.content_type()
+            )));
         }
         let validity = data
             .sig_info()
@@ -69,9 +77,13 @@ impl Certificate {
         signer: &Signer,
     ) -> Result<Certificate> {
         if !is_key_name(key_name) {
-            return Err(Error::Cert(format!("{key_name} is not a key name /<identity>/KEY/<key-id>")));
+            return Err(Error::Cert(format!(
+                "{key_name} is not a key name /<identity>/KEY/<key-id>"
+            )));
         }
-        let name = key_name.append(&Component::generic(issuer)).append(&Component::version(version));
+        let name = key_name
+            .append(&Component::generic(issuer))
+            .append(&Component::version(version));
         let mut b = DataBuilder::new(name)
             .content_type(content_type::KEY)
             .freshness_period(3_600_000)
@@ -82,9 +94,14 @@ impl Certificate {
 
     /// A self-signed certificate (issuer `self`) valid for `days` from now.
     pub fn self_signed(key: Arc<PrivateKey>, key_name: &Name, days: i64) -> Result<Certificate> {
-        let spki = key.public_key_spki().ok_or_else(|| Error::Cert("HMAC keys have no certificate".into()))?;
+        let spki = key
+            .public_key_spki()
+            .ok_or_else(|| Error::Cert("HMAC keys have no certificate".into()))?;
         let now = (crate::now_ms() / 1000) as i64;
-        let validity = ValidityPeriod { not_before: Timestamp(now - 60), not_after: Timestamp(now + days * 86_400) };
+        let validity = ValidityPeriod {
+            not_before: Timestamp(now - 60),
+            not_after: Timestamp(now + days * 86_400),
+        };
         let signer = Signer::new(key, key_name.clone());
         Self::build(key_name, b"self", crate::now_ms(), &spki, validity, &signer)
     }
@@ -159,9 +176,13 @@ mod tests {
 
     #[test]
     fn non_certificates_are_refused() {
-        let d = Signer::Digest.sign_data(DataBuilder::new(Name::from_uri("/a/KEY/b/c/v=1").unwrap())).unwrap();
+        let d = Signer::Digest
+            .sign_data(DataBuilder::new(Name::from_uri("/a/KEY/b/c/v=1").unwrap()))
+            .unwrap();
         assert!(matches!(Certificate::from_data(d), Err(Error::Cert(_))));
-        let d = Signer::Digest.sign_data(DataBuilder::new(Name::from_uri("/a/b").unwrap())).unwrap();
+        let d = Signer::Digest
+            .sign_data(DataBuilder::new(Name::from_uri("/a/b").unwrap()))
+            .unwrap();
         assert!(Certificate::from_data(d).is_err());
     }
 }

@@ -8,7 +8,9 @@ use aws_lc_rs::signature::{self as sig, KeyPair};
 use aws_lc_rs::{hmac, rsa};
 use bytes::Bytes;
 use granary_packet::types::sig_type;
-use granary_packet::{Data, DataBuilder, Interest, InterestFields, KeyLocator, Name, SignatureInfo};
+use granary_packet::{
+    Data, DataBuilder, Interest, InterestFields, KeyLocator, Name, SignatureInfo,
+};
 
 use crate::error::{Error, Result};
 
@@ -65,11 +67,15 @@ impl std::str::FromStr for KeyType {
             "ecdsa" | "ec" | "p256" | "ecdsa-p256" => Ok(KeyType::Ecdsa),
             "rsa" | "rsa2048" => Ok(KeyType::Rsa),
             "hmac" => Ok(KeyType::Hmac),
-            _ => Err(Error::Key(format!("unknown key type {s:?} (ed25519, ecdsa, rsa, hmac)"))),
+            _ => Err(Error::Key(format!(
+                "unknown key type {s:?} (ed25519, ecdsa, rsa, hmac)"
+            ))),
         }
     }
 }
 
+// Keys are few and long-lived; boxing the large variant would only add an indirection.
+#[allow(clippy::large_enum_variant)]
 enum Inner {
     Ed25519(sig::Ed25519KeyPair),
     Ecdsa(sig::EcdsaKeyPair),
@@ -101,11 +107,16 @@ impl PrivateKey {
     pub fn generate(typ: KeyType) -> Result<PrivateKey> {
         let rng = SystemRandom::new();
         let secret = match typ {
-            KeyType::Ed25519 => sig::Ed25519KeyPair::generate_pkcs8(&rng).map_err(rejected)?.as_ref().to_vec(),
-            KeyType::Ecdsa => sig::EcdsaKeyPair::generate_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+            KeyType::Ed25519 => sig::Ed25519KeyPair::generate_pkcs8(&rng)
                 .map_err(rejected)?
                 .as_ref()
                 .to_vec(),
+            KeyType::Ecdsa => {
+                sig::EcdsaKeyPair::generate_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, &rng)
+                    .map_err(rejected)?
+                    .as_ref()
+                    .to_vec()
+            }
             KeyType::Rsa => {
                 let kp = rsa::KeyPair::generate(rsa::KeySize::Rsa2048).map_err(rejected)?;
                 let der: aws_lc_rs::encoding::Pkcs8V1Der = kp.as_der().map_err(rejected)?;
@@ -123,10 +134,13 @@ impl PrivateKey {
     /// Loads a key from PKCS#8 DER (or a raw secret for HMAC).
     pub fn from_secret(typ: KeyType, secret: &[u8]) -> Result<PrivateKey> {
         let inner = match typ {
-            KeyType::Ed25519 => Inner::Ed25519(sig::Ed25519KeyPair::from_pkcs8(secret).map_err(rejected)?),
-            KeyType::Ecdsa => {
-                Inner::Ecdsa(sig::EcdsaKeyPair::from_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, secret).map_err(rejected)?)
+            KeyType::Ed25519 => {
+                Inner::Ed25519(sig::Ed25519KeyPair::from_pkcs8(secret).map_err(rejected)?)
             }
+            KeyType::Ecdsa => Inner::Ecdsa(
+                sig::EcdsaKeyPair::from_pkcs8(&sig::ECDSA_P256_SHA256_ASN1_SIGNING, secret)
+                    .map_err(rejected)?,
+            ),
             KeyType::Rsa => Inner::Rsa(rsa::KeyPair::from_pkcs8(secret).map_err(rejected)?),
             KeyType::Hmac => {
                 if secret.is_empty() {
@@ -135,7 +149,12 @@ impl PrivateKey {
                 Inner::Hmac(hmac::Key::new(hmac::HMAC_SHA256, secret))
             }
         };
-        Ok(PrivateKey { typ, inner, secret: secret.to_vec(), rng: SystemRandom::new() })
+        Ok(PrivateKey {
+            typ,
+            inner,
+            secret: secret.to_vec(),
+            rng: SystemRandom::new(),
+        })
     }
 
     /// The key type.
@@ -163,10 +182,13 @@ impl PrivateKey {
     pub fn sign(&self, msg: &[u8]) -> Result<Bytes> {
         Ok(match &self.inner {
             Inner::Ed25519(k) => Bytes::copy_from_slice(k.sign(msg).as_ref()),
-            Inner::Ecdsa(k) => Bytes::copy_from_slice(k.sign(&self.rng, msg).map_err(rejected)?.as_ref()),
+            Inner::Ecdsa(k) => {
+                Bytes::copy_from_slice(k.sign(&self.rng, msg).map_err(rejected)?.as_ref())
+            }
             Inner::Rsa(k) => {
                 let mut out = vec![0u8; k.public_modulus_len()];
-                k.sign(&sig::RSA_PKCS1_SHA256, &self.rng, msg, &mut out).map_err(rejected)?;
+                k.sign(&sig::RSA_PKCS1_SHA256, &self.rng, msg, &mut out)
+                    .map_err(rejected)?;
                 Bytes::from(out)
             }
             Inner::Hmac(k) => Bytes::copy_from_slice(hmac::sign(k, msg).as_ref()),
@@ -191,7 +213,10 @@ pub enum Signer {
 impl Signer {
     /// A signer for `key` whose KeyLocator names `name`.
     pub fn new(key: Arc<PrivateKey>, name: Name) -> Signer {
-        Signer::Key { key, locator: KeyLocator::Name(name) }
+        Signer::Key {
+            key,
+            locator: KeyLocator::Name(name),
+        }
     }
 
     /// The NDN SignatureType.

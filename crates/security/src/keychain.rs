@@ -63,8 +63,14 @@ fn hashed(name: &Name) -> String {
 
 /// Writes `bytes` to `path` atomically and durably (temp, fsync, rename, fsync dir).
 pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
-    let dir = path.parent().ok_or_else(|| Error::KeyChain(format!("{} has no parent", path.display())))?;
-    let tmp = dir.join(format!(".tmp-{}-{}", std::process::id(), path.file_name().and_then(|f| f.to_str()).unwrap_or("f")));
+    let dir = path
+        .parent()
+        .ok_or_else(|| Error::KeyChain(format!("{} has no parent", path.display())))?;
+    let tmp = dir.join(format!(
+        ".tmp-{}-{}",
+        std::process::id(),
+        path.file_name().and_then(|f| f.to_str()).unwrap_or("f")
+    ));
     let mut opts = fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -72,9 +78,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(if private { 0o600 } else { 0o644 });
     }
-    let mut f = opts.open(&tmp).map_err(Error::io(format!("creating {}", tmp.display())))?;
-    f.write_all(bytes).map_err(Error::io(format!("writing {}", tmp.display())))?;
-    f.sync_all().map_err(Error::io(format!("syncing {}", tmp.display())))?;
+    let mut f = opts
+        .open(&tmp)
+        .map_err(Error::io(format!("creating {}", tmp.display())))?;
+    f.write_all(bytes)
+        .map_err(Error::io(format!("writing {}", tmp.display())))?;
+    f.sync_all()
+        .map_err(Error::io(format!("syncing {}", tmp.display())))?;
     fs::rename(&tmp, path).map_err(Error::io(format!("renaming to {}", path.display())))?;
     if let Ok(d) = fs::File::open(dir) {
         let _ = d.sync_all();
@@ -91,7 +101,11 @@ pub fn decode_binary_or_base64(input: &[u8]) -> Result<Bytes> {
     match input.first() {
         Some(&b) if b == 6 || b as u64 == TT_KEY_BAG => Ok(Bytes::copy_from_slice(input)),
         _ => {
-            let text: Vec<u8> = input.iter().copied().filter(|c| !c.is_ascii_whitespace()).collect();
+            let text: Vec<u8> = input
+                .iter()
+                .copied()
+                .filter(|c| !c.is_ascii_whitespace())
+                .collect();
             base64::engine::general_purpose::STANDARD
                 .decode(text)
                 .map(Bytes::from)
@@ -105,14 +119,18 @@ impl KeyChain {
     pub fn open(dir: impl AsRef<Path>) -> Result<KeyChain> {
         let dir = dir.as_ref().to_path_buf();
         for sub in ["keys", "trust"] {
-            fs::create_dir_all(dir.join(sub)).map_err(Error::io(format!("creating {}", dir.join(sub).display())))?;
+            fs::create_dir_all(dir.join(sub))
+                .map_err(Error::io(format!("creating {}", dir.join(sub).display())))?;
         }
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
             let _ = fs::set_permissions(dir.join("keys"), fs::Permissions::from_mode(0o700));
         }
-        Ok(KeyChain { dir, cache: Mutex::new(HashMap::new()) })
+        Ok(KeyChain {
+            dir,
+            cache: Mutex::new(HashMap::new()),
+        })
     }
 
     /// The keychain directory.
@@ -128,17 +146,28 @@ impl KeyChain {
     /// `identity` already is one), with a self-signed certificate. The first
     /// key becomes the default.
     pub fn generate(&self, identity: &Name, typ: KeyType) -> Result<KeyEntry> {
-        let key_name = if is_key_name(identity) { identity.clone() } else { new_key_name(identity)? };
+        let key_name = if is_key_name(identity) {
+            identity.clone()
+        } else {
+            new_key_name(identity)?
+        };
         if self.key_dir(&key_name).exists() {
             return Err(Error::KeyChain(format!("key {key_name} already exists")));
         }
         let key = Arc::new(PrivateKey::generate(typ)?);
         let cert = match typ {
             KeyType::Hmac => None,
-            _ => Some(Certificate::self_signed(key.clone(), &key_name, DEFAULT_CERT_DAYS)?),
+            _ => Some(Certificate::self_signed(
+                key.clone(),
+                &key_name,
+                DEFAULT_CERT_DAYS,
+            )?),
         };
         self.store(&key_name, &key, cert.as_ref())?;
-        self.cache.lock().map_err(|_| Error::KeyChain("cache poisoned".into()))?.insert(key_name.clone(), key);
+        self.cache
+            .lock()
+            .map_err(|_| Error::KeyChain("cache poisoned".into()))?
+            .insert(key_name.clone(), key);
         if self.default_name()?.is_none() {
             self.set_default(&key_name)?;
         }
@@ -178,10 +207,21 @@ impl KeyChain {
         if !d.join("name").exists() {
             return Err(Error::KeyChain(format!("no key {key_name}")));
         }
-        let key_type: KeyType = String::from_utf8_lossy(&read(&d.join("type"))?).trim().parse()?;
-        let cert = if d.join("cert").exists() { Some(Certificate::decode(read(&d.join("cert"))?.into())?) } else { None };
+        let key_type: KeyType = String::from_utf8_lossy(&read(&d.join("type"))?)
+            .trim()
+            .parse()?;
+        let cert = if d.join("cert").exists() {
+            Some(Certificate::decode(read(&d.join("cert"))?.into())?)
+        } else {
+            None
+        };
         let is_default = self.default_name()?.as_ref() == Some(key_name);
-        Ok(KeyEntry { name: key_name.clone(), key_type, cert, is_default })
+        Ok(KeyEntry {
+            name: key_name.clone(),
+            key_type,
+            cert,
+            is_default,
+        })
     }
 
     /// Resolves a name that is a key name, an identity with keys, or a
@@ -193,14 +233,20 @@ impl KeyChain {
         if name.len() >= 2 && self.key_dir(&name.prefix(-2)).join("name").exists() {
             return Ok(name.prefix(-2));
         }
-        let mut under: Vec<KeyEntry> = self.list()?.into_iter().filter(|k| name.is_prefix_of(&k.name)).collect();
+        let mut under: Vec<KeyEntry> = self
+            .list()?
+            .into_iter()
+            .filter(|k| name.is_prefix_of(&k.name))
+            .collect();
         if let Some(d) = under.iter().position(|k| k.is_default) {
             return Ok(under.swap_remove(d).name);
         }
         match under.len() {
             1 => Ok(under.remove(0).name),
             0 => Err(Error::KeyChain(format!("no key for {name}"))),
-            n => Err(Error::KeyChain(format!("{n} keys under {name}: name one of them"))),
+            n => Err(Error::KeyChain(format!(
+                "{n} keys under {name}: name one of them"
+            ))),
         }
     }
 
@@ -210,23 +256,35 @@ impl KeyChain {
         if !p.exists() {
             return Ok(None);
         }
-        Ok(Some(Name::from_uri(String::from_utf8_lossy(&read(&p)?).trim())?))
+        Ok(Some(Name::from_uri(
+            String::from_utf8_lossy(&read(&p)?).trim(),
+        )?))
     }
 
     /// Makes `key_name` the default.
     pub fn set_default(&self, key_name: &Name) -> Result<()> {
         let key_name = self.resolve(key_name)?;
-        write_atomic(&self.dir.join("keys").join("default"), key_name.to_string().as_bytes(), false)
+        write_atomic(
+            &self.dir.join("keys").join("default"),
+            key_name.to_string().as_bytes(),
+            false,
+        )
     }
 
     /// The private key, loaded once and cached.
     pub fn private_key(&self, key_name: &Name) -> Result<Arc<PrivateKey>> {
-        let mut cache = self.cache.lock().map_err(|_| Error::KeyChain("cache poisoned".into()))?;
+        let mut cache = self
+            .cache
+            .lock()
+            .map_err(|_| Error::KeyChain("cache poisoned".into()))?;
         if let Some(k) = cache.get(key_name) {
             return Ok(k.clone());
         }
         let entry = self.get(key_name)?;
-        let key = Arc::new(PrivateKey::from_secret(entry.key_type, &read(&self.key_dir(key_name).join("secret"))?)?);
+        let key = Arc::new(PrivateKey::from_secret(
+            entry.key_type,
+            &read(&self.key_dir(key_name).join("secret"))?,
+        )?);
         cache.insert(key_name.clone(), key.clone());
         Ok(key)
     }
@@ -239,14 +297,18 @@ impl KeyChain {
 
     /// A signer for the default key.
     pub fn default_signer(&self) -> Result<Signer> {
-        let n = self.default_name()?.ok_or_else(|| Error::KeyChain("no default key: run `granary key gen NAME`".into()))?;
+        let n = self
+            .default_name()?
+            .ok_or_else(|| Error::KeyChain("no default key: run `granary key gen NAME`".into()))?;
         self.signer(&n)
     }
 
     /// The certificate of a key, as base64 text (ndnsec's `.ndncert` form).
     pub fn export_cert(&self, name: &Name) -> Result<String> {
         let e = self.get(&self.resolve(name)?)?;
-        let cert = e.cert.ok_or_else(|| Error::KeyChain(format!("{} has no certificate (HMAC key)", e.name)))?;
+        let cert = e
+            .cert
+            .ok_or_else(|| Error::KeyChain(format!("{} has no certificate (HMAC key)", e.name)))?;
         Ok(base64_lines(cert.data().wire()))
     }
 
@@ -283,12 +345,20 @@ impl KeyChain {
                     Error::KeyChain(format!("no private key for {key_name}; to trust this certificate use `granary key trust`"))
                 })?;
                 if key.public_key_spki().as_deref() != Some(cert.public_key()) {
-                    return Err(Error::Cert("certificate does not carry this key's public key".into()));
+                    return Err(Error::Cert(
+                        "certificate does not carry this key's public key".into(),
+                    ));
                 }
-                write_atomic(&self.key_dir(&key_name).join("cert"), cert.data().wire(), false)?;
+                write_atomic(
+                    &self.key_dir(&key_name).join("cert"),
+                    cert.data().wire(),
+                    false,
+                )?;
                 Ok(key_name)
             }
-            t => Err(Error::KeyChain(format!("TLV type {t} is neither a key bag nor a certificate"))),
+            t => Err(Error::KeyChain(format!(
+                "TLV type {t} is neither a key bag nor a certificate"
+            ))),
         }
     }
 
@@ -299,7 +369,9 @@ impl KeyChain {
             let e = inner.read()?;
             match e.typ {
                 7 => name = Some(Name::decode_element(&inner, &e)?),
-                TT_BAG_TYPE => typ = Some(String::from_utf8_lossy(inner.value_ref(&e)).parse::<KeyType>()?),
+                TT_BAG_TYPE => {
+                    typ = Some(String::from_utf8_lossy(inner.value_ref(&e)).parse::<KeyType>()?)
+                }
                 TT_BAG_SECRET => secret = Some(inner.value(&e)),
                 6 => cert = Some(Certificate::from_data(Data::decode_element(&inner, &e)?)?),
                 _ => {}
@@ -315,7 +387,9 @@ impl KeyChain {
         let key = PrivateKey::from_secret(typ, &secret)?;
         if let Some(c) = &cert {
             if key.public_key_spki().as_deref() != Some(c.public_key()) || c.key_name() != name {
-                return Err(Error::Cert("certificate in the bag does not match its key".into()));
+                return Err(Error::Cert(
+                    "certificate in the bag does not match its key".into(),
+                ));
             }
         }
         if self.key_dir(&name).join("name").exists() {
@@ -335,14 +409,24 @@ impl KeyChain {
         if cert.is_self_signed() {
             cert.verifier()?.verify_data(cert.data())?;
         }
-        write_atomic(&self.dir.join("trust").join(format!("{}.cert", hashed(cert.name()))), cert.data().wire(), false)?;
+        write_atomic(
+            &self
+                .dir
+                .join("trust")
+                .join(format!("{}.cert", hashed(cert.name()))),
+            cert.data().wire(),
+            false,
+        )?;
         Ok(cert)
     }
 
     /// All trust anchors.
     pub fn trust_anchors(&self) -> Result<Vec<Certificate>> {
         let mut out = Vec::new();
-        for e in fs::read_dir(self.dir.join("trust")).map_err(Error::io("listing trust anchors"))?.flatten() {
+        for e in fs::read_dir(self.dir.join("trust"))
+            .map_err(Error::io("listing trust anchors"))?
+            .flatten()
+        {
             if e.path().extension().is_some_and(|x| x == "cert") {
                 out.push(Certificate::decode(read(&e.path())?.into())?);
             }
@@ -371,20 +455,37 @@ mod tests {
     fn generate_list_default_export_import() {
         let tmp = tempfile::tempdir().unwrap();
         let kc = KeyChain::open(tmp.path()).unwrap();
-        let a = kc.generate(&Name::from_uri("/lab/alice").unwrap(), KeyType::Ed25519).unwrap();
-        let b = kc.generate(&Name::from_uri("/lab/bob").unwrap(), KeyType::Ecdsa).unwrap();
-        let h = kc.generate(&Name::from_uri("/lab/mac").unwrap(), KeyType::Hmac).unwrap();
+        let a = kc
+            .generate(&Name::from_uri("/lab/alice").unwrap(), KeyType::Ed25519)
+            .unwrap();
+        let b = kc
+            .generate(&Name::from_uri("/lab/bob").unwrap(), KeyType::Ecdsa)
+            .unwrap();
+        let h = kc
+            .generate(&Name::from_uri("/lab/mac").unwrap(), KeyType::Hmac)
+            .unwrap();
         assert!(a.is_default && !b.is_default && h.cert.is_none());
         assert_eq!(kc.list().unwrap().len(), 3);
-        kc.set_default(&Name::from_uri("/lab/bob").unwrap()).unwrap();
+        kc.set_default(&Name::from_uri("/lab/bob").unwrap())
+            .unwrap();
         assert_eq!(kc.default_name().unwrap().unwrap(), b.name);
         assert_eq!(kc.default_signer().unwrap().sig_type(), 3);
 
         // Reopen: keys persist, signer works, signature verifies with the cert.
         let kc2 = KeyChain::open(tmp.path()).unwrap();
         let s = kc2.signer(&a.name).unwrap();
-        let d = s.sign_data(granary_packet::DataBuilder::new(Name::from_uri("/x").unwrap())).unwrap();
-        a.cert.as_ref().unwrap().verifier().unwrap().verify_data(&d).unwrap();
+        let d = s
+            .sign_data(granary_packet::DataBuilder::new(
+                Name::from_uri("/x").unwrap(),
+            ))
+            .unwrap();
+        a.cert
+            .as_ref()
+            .unwrap()
+            .verifier()
+            .unwrap()
+            .verify_data(&d)
+            .unwrap();
 
         // Export the private key, import into a fresh keychain.
         let bag = kc.export_private(&a.name).unwrap();
@@ -395,8 +496,11 @@ mod tests {
         let cert_b64 = kc.export_cert(&a.name).unwrap();
         assert_eq!(kc3.import(cert_b64.as_bytes()).unwrap(), a.name);
         // A certificate for an unknown key is refused by import, accepted as a trust anchor.
-        assert!(kc3.import(kc.export_cert(&b.name).unwrap().as_bytes()).is_err());
-        kc3.add_trust_anchor(kc.export_cert(&b.name).unwrap().as_bytes()).unwrap();
+        assert!(kc3
+            .import(kc.export_cert(&b.name).unwrap().as_bytes())
+            .is_err());
+        kc3.add_trust_anchor(kc.export_cert(&b.name).unwrap().as_bytes())
+            .unwrap();
         assert_eq!(kc3.trust_anchors().unwrap().len(), 1);
         assert!(kc.export_cert(&h.name).is_err());
     }
@@ -407,8 +511,13 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let tmp = tempfile::tempdir().unwrap();
         let kc = KeyChain::open(tmp.path()).unwrap();
-        let k = kc.generate(&Name::from_uri("/p").unwrap(), KeyType::Ed25519).unwrap();
-        let mode = fs::metadata(kc.key_dir(&k.name).join("secret")).unwrap().permissions().mode();
+        let k = kc
+            .generate(&Name::from_uri("/p").unwrap(), KeyType::Ed25519)
+            .unwrap();
+        let mode = fs::metadata(kc.key_dir(&k.name).join("secret"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o077, 0);
     }
 }

@@ -40,12 +40,18 @@ impl ReplayChecker {
     /// Checks `i` (already signature-verified) at time `now_ms`, and records
     /// it when accepted.
     pub fn check(&mut self, i: &Interest, now_ms: u64) -> Result<()> {
-        let si = i.sig_info.as_ref().ok_or(Error::Replay("Interest is not signed"))?;
+        let si = i
+            .sig_info
+            .as_ref()
+            .ok_or(Error::Replay("Interest is not signed"))?;
         let time = si.time.ok_or(Error::Replay("no SignatureTime"))?;
         if time.abs_diff(now_ms) > self.window_ms {
             return Err(Error::Replay("SignatureTime outside the accepted window"));
         }
-        let nonce = si.nonce.as_ref().ok_or(Error::Replay("no SignatureNonce"))?;
+        let nonce = si
+            .nonce
+            .as_ref()
+            .ok_or(Error::Replay("no SignatureNonce"))?;
         if self.nonces.contains(nonce.as_ref()) {
             return Err(Error::Replay("SignatureNonce seen before"));
         }
@@ -56,7 +62,9 @@ impl ReplayChecker {
         };
         if let Some(&(last_time, last_seq)) = self.last.get(&key) {
             if time < last_time {
-                return Err(Error::Replay("SignatureTime older than the last accepted for this key"));
+                return Err(Error::Replay(
+                    "SignatureTime older than the last accepted for this key",
+                ));
             }
             if let (Some(s), Some(l)) = (si.seq_num, last_seq) {
                 if s <= l {
@@ -93,7 +101,9 @@ mod tests {
     use crate::key::Signer;
 
     fn signed(seq: Option<u64>) -> Interest {
-        Signer::Digest.sign_interest(InterestFields::new(Name::from_uri("/cmd").unwrap()), seq).unwrap()
+        Signer::Digest
+            .sign_interest(InterestFields::new(Name::from_uri("/cmd").unwrap()), seq)
+            .unwrap()
     }
 
     #[test]
@@ -102,10 +112,19 @@ mod tests {
         let now = crate::now_ms();
         let i = signed(Some(1));
         rc.check(&i, now).unwrap();
-        assert!(matches!(rc.check(&i, now), Err(Error::Replay(_))), "same nonce twice");
-        assert!(rc.check(&signed(Some(1)), now).is_err(), "seq not increasing");
+        assert!(
+            matches!(rc.check(&i, now), Err(Error::Replay(_))),
+            "same nonce twice"
+        );
+        assert!(
+            rc.check(&signed(Some(1)), now).is_err(),
+            "seq not increasing"
+        );
         rc.check(&signed(Some(2)), now).unwrap();
-        assert!(rc.check(&signed(Some(3)), now + 60_000).is_err(), "outside the window");
+        assert!(
+            rc.check(&signed(Some(3)), now + 60_000).is_err(),
+            "outside the window"
+        );
         assert!(rc.check(&signed(None), now).is_ok());
     }
 

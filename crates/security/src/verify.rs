@@ -19,7 +19,9 @@ pub enum PublicKeyKind {
 }
 
 const OID_EC: &[u8] = &[0x06, 0x07, 0x2A, 0x86, 0x48, 0xCE, 0x3D, 0x02, 0x01];
-const OID_RSA: &[u8] = &[0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01];
+const OID_RSA: &[u8] = &[
+    0x06, 0x09, 0x2A, 0x86, 0x48, 0x86, 0xF7, 0x0D, 0x01, 0x01, 0x01,
+];
 const OID_ED25519: &[u8] = &[0x06, 0x03, 0x2B, 0x65, 0x70];
 
 /// Identifies the algorithm of a SubjectPublicKeyInfo by its OID.
@@ -38,6 +40,7 @@ pub fn spki_kind(spki: &[u8]) -> Option<PublicKeyKind> {
 }
 
 /// Verifies signatures of one kind with one key, parsed once.
+#[allow(clippy::large_enum_variant)] // few, long-lived; no indirection on the verify path
 pub enum Verifier {
     /// DigestSha256 (no key).
     Digest,
@@ -68,7 +71,8 @@ impl std::fmt::Debug for Verifier {
 impl Verifier {
     /// A verifier for a public key in SubjectPublicKeyInfo DER.
     pub fn from_spki(spki: &[u8]) -> Result<Verifier> {
-        let kind = spki_kind(spki).ok_or_else(|| Error::Key("unsupported public key algorithm".into()))?;
+        let kind =
+            spki_kind(spki).ok_or_else(|| Error::Key("unsupported public key algorithm".into()))?;
         let alg: &'static dyn sig::VerificationAlgorithm = match kind {
             PublicKeyKind::Ec => &sig::ECDSA_P256_SHA256_ASN1,
             PublicKeyKind::Rsa => &sig::RSA_PKCS1_2048_8192_SHA256,
@@ -101,7 +105,8 @@ impl Verifier {
                         | (PublicKeyKind::Ed25519, sig_type::ED25519)
                 ) =>
             {
-                key.verify_sig(signed, value).map_err(|_| Error::BadSignature("public-key signature invalid"))
+                key.verify_sig(signed, value)
+                    .map_err(|_| Error::BadSignature("public-key signature invalid"))
             }
             (Verifier::Null, sig_type::NULL) => Ok(()),
             (v, got) => Err(Error::WrongSigType {
@@ -110,9 +115,18 @@ impl Verifier {
                     Verifier::Digest => "digest",
                     Verifier::Hmac(_) => "HMAC",
                     Verifier::Null => "null",
-                    Verifier::Public { kind: PublicKeyKind::Ec, .. } => "ECDSA",
-                    Verifier::Public { kind: PublicKeyKind::Rsa, .. } => "RSA",
-                    Verifier::Public { kind: PublicKeyKind::Ed25519, .. } => "Ed25519",
+                    Verifier::Public {
+                        kind: PublicKeyKind::Ec,
+                        ..
+                    } => "ECDSA",
+                    Verifier::Public {
+                        kind: PublicKeyKind::Rsa,
+                        ..
+                    } => "RSA",
+                    Verifier::Public {
+                        kind: PublicKeyKind::Ed25519,
+                        ..
+                    } => "Ed25519",
                 },
             }),
         }
@@ -126,7 +140,9 @@ impl Verifier {
     /// Verifies a signed Interest (and its parameters digest).
     pub fn verify_interest(&self, i: &Interest) -> Result<()> {
         if !i.params_digest_ok() {
-            return Err(Error::BadSignature("ParametersSha256DigestComponent mismatch"));
+            return Err(Error::BadSignature(
+                "ParametersSha256DigestComponent mismatch",
+            ));
         }
         let (si, sv, signed) = match (&i.sig_info, &i.sig_value, i.signed_portion()) {
             (Some(si), Some(sv), Some(signed)) => (si, sv, signed),
@@ -147,27 +163,45 @@ mod tests {
 
     #[test]
     fn every_algorithm_signs_and_verifies_and_rejects_tampering() {
-        for t in [KeyType::Ed25519, KeyType::Ecdsa, KeyType::Rsa, KeyType::Hmac] {
+        for t in [
+            KeyType::Ed25519,
+            KeyType::Ecdsa,
+            KeyType::Rsa,
+            KeyType::Hmac,
+        ] {
             let k = Arc::new(PrivateKey::generate(t).unwrap());
             let signer = Signer::new(k.clone(), Name::from_uri("/k/KEY/1").unwrap());
             let v = match t {
                 KeyType::Hmac => Verifier::hmac(k.secret()),
                 _ => Verifier::from_spki(&k.public_key_spki().unwrap()).unwrap(),
             };
-            let d = signer.sign_data(DataBuilder::new(Name::from_uri("/x").unwrap()).content(&b"abc"[..])).unwrap();
+            let d = signer
+                .sign_data(DataBuilder::new(Name::from_uri("/x").unwrap()).content(&b"abc"[..]))
+                .unwrap();
             v.verify_data(&d).unwrap();
             let mut w = d.wire().to_vec();
             let at = w.len() - d.sig_value().len() - 4 - 10;
             w[at] ^= 0x55;
             if let Ok(bad) = Data::decode(w.into()) {
-                assert!(v.verify_data(&bad).is_err(), "{t:?} accepted a tampered packet");
+                assert!(
+                    v.verify_data(&bad).is_err(),
+                    "{t:?} accepted a tampered packet"
+                );
             }
-            let i = signer.sign_interest(InterestFields::new(Name::from_uri("/cmd").unwrap()), Some(1)).unwrap();
-            v.verify_interest(&Interest::decode(i.wire().clone()).unwrap()).unwrap();
+            let i = signer
+                .sign_interest(
+                    InterestFields::new(Name::from_uri("/cmd").unwrap()),
+                    Some(1),
+                )
+                .unwrap();
+            v.verify_interest(&Interest::decode(i.wire().clone()).unwrap())
+                .unwrap();
             // Wrong algorithm is refused, not mis-verified.
             assert!(Verifier::Digest.verify_data(&d).is_err());
         }
-        let d = Signer::Digest.sign_data(DataBuilder::new(Name::from_uri("/d").unwrap())).unwrap();
+        let d = Signer::Digest
+            .sign_data(DataBuilder::new(Name::from_uri("/d").unwrap()))
+            .unwrap();
         Verifier::Digest.verify_data(&d).unwrap();
     }
 }
