@@ -1,0 +1,1 @@
+//! Content Store (in progress).

@@ -1,0 +1,3 @@
+//! NDN forwarder (in progress).
+#![forbid(unsafe_code)]
+pub mod cs;

@@ -1,0 +1,1 @@
+//! NFD management protocol (in progress).
