@@ -221,6 +221,60 @@ impl Interest {
         Some(signed_portion(&self.fields.name, tail))
     }
 
+    /// The same Interest with Nonce and HopLimit set, every other element kept
+    /// byte-for-byte (so signatures and the parameters digest stay valid).
+    /// This is how a forwarder rewrites an Interest; re-encoding from fields
+    /// would drop unknown elements.
+    pub fn with_nonce_and_hop_limit(&self, nonce: u32, hop_limit: Option<u8>) -> Interest {
+        let mut outer = Reader::new(&self.wire);
+        let Ok(el) = outer.read() else { return self.clone() };
+        let mut inner = Reader::inside(&self.wire, &el);
+        // Name, CanBePrefix, MustBeFresh, ForwardingHint; then Nonce,
+        // InterestLifetime, HopLimit; then everything else in its order.
+        let (mut before, mut lifetime, mut after) = (Vec::new(), None, Vec::new());
+        while !inner.is_empty() {
+            let Ok(e) = inner.read() else { return self.clone() };
+            let span = &self.wire[e.start..e.end];
+            match e.typ {
+                NAME | CAN_BE_PREFIX | MUST_BE_FRESH | FORWARDING_HINT => before.push(span),
+                NONCE | HOP_LIMIT => {}
+                INTEREST_LIFETIME => lifetime = Some(span),
+                _ => after.push((e.start, span)),
+            }
+        }
+        let mut value = Vec::with_capacity(self.wire.len() + 9);
+        for s in before {
+            value.extend_from_slice(s);
+        }
+        tlv::put_header(&mut value, NONCE, 4);
+        value.extend_from_slice(&nonce.to_be_bytes());
+        if let Some(l) = lifetime {
+            value.extend_from_slice(l);
+        }
+        if let Some(h) = hop_limit {
+            tlv::put_header(&mut value, HOP_LIMIT, 1);
+            value.push(h);
+        }
+        let hdr = tlv::var_number_len(INTEREST) + tlv::var_number_len(value.len() as u64 + after.iter().map(|(_, s)| s.len() as u64).sum::<u64>());
+        let (mut params_at, mut sig_value_at) = (0, 0);
+        for (start, s) in &after {
+            if *start == self.params_at && self.params_at != 0 {
+                params_at = hdr + value.len();
+            }
+            if *start == self.sig_value_at && self.sig_value_at != 0 {
+                sig_value_at = hdr + value.len();
+            }
+            value.extend_from_slice(s);
+        }
+        let mut buf = BytesMut::with_capacity(hdr + value.len());
+        tlv::put_header(&mut buf, INTEREST, value.len());
+        buf.put_slice(&value);
+        let mut fields = self.fields.clone();
+        fields.nonce = Some(nonce);
+        fields.hop_limit = hop_limit;
+        Interest { fields, wire: buf.freeze(), params_at, sig_value_at }
+    }
+
     /// A copy of the fields, for building a derived Interest.
     pub fn to_fields(&self) -> InterestFields {
         self.fields.clone()
@@ -432,6 +486,23 @@ mod tests {
             Sha256::digest(&sp).as_slice()
         );
         assert!(sp.starts_with(&[8, 3, b'c', b'm', b'd', 36, 0, 44]));
+    }
+
+    #[test]
+    fn rewriting_nonce_and_hop_limit_keeps_signature_and_digest() {
+        let mut f = InterestFields::new(Name::from_uri("/cmd").unwrap());
+        f.lifetime = Some(1000);
+        f.app_params = Some(Bytes::from_static(b"p"));
+        f.sig_info = Some(SignatureInfo::new(sig_type::DIGEST_SHA256));
+        let i = f.sign_with(|m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec()))).unwrap();
+        let r = i.with_nonce_and_hop_limit(7, Some(3));
+        let d = Interest::decode(r.wire().clone()).unwrap();
+        assert_eq!(d, r);
+        assert_eq!((d.nonce, d.hop_limit, d.lifetime), (Some(7), Some(3), Some(1000)));
+        assert!(d.params_digest_ok());
+        assert_eq!(d.signed_portion(), i.signed_portion());
+        let again = d.with_nonce_and_hop_limit(8, None);
+        assert_eq!(Interest::decode(again.wire().clone()).unwrap().hop_limit, None);
     }
 
     #[test]
