@@ -1,0 +1,277 @@
+//! # granary-face
+//!
+//! Faces: the forwarder's links. Unix stream and TCP faces frame TLVs out of a
+//! byte stream; UDP faces carry one packet per datagram with NDNLPv2
+//! fragmentation and reassembly; in-process faces connect components of the
+//! daemon without a socket. Every face decodes what it receives on its own
+//! task (so decoding runs on all cores), hands whole network-layer packets to
+//! the forwarder through one bounded channel, and drains a bounded send queue
+//! of its own, writing many packets per system call.
+//!
+//! A face that sends garbage or oversized packets is closed (stream faces
+//! cannot resynchronise) or has the datagram dropped (UDP); nothing else is
+//! disturbed. Queues are bounded: a slow consumer loses packets (counted), it
+//! does not grow memory.
+//!
+//! Depends only on `granary-packet`. Knows nothing of PIT, FIB or CS.
+#![forbid(unsafe_code)]
+
+pub mod framing;
+pub mod internal;
+pub mod link;
+pub mod stream;
+pub mod udp;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use granary_packet::{Data, Interest};
+use tokio::sync::mpsc;
+
+/// Face identifier. 0 is invalid; 1 is reserved for the management face.
+pub type FaceId = u64;
+
+/// Where a face leads: local faces may carry `/localhost` traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Same host (Unix sockets, in-process faces).
+    Local,
+    /// Another host (TCP, UDP).
+    NonLocal,
+}
+
+/// NFD FacePersistency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Persistency {
+    /// Created on accept; closed when idle or on error.
+    OnDemand = 0,
+    /// Created by command; closed on error.
+    Persistent = 1,
+    /// Kept up.
+    Permanent = 2,
+}
+
+/// Static facts about a face.
+#[derive(Debug, Clone)]
+pub struct FaceInfo {
+    /// Face id.
+    pub id: FaceId,
+    /// Remote URI (`unix:///…`, `tcp4://1.2.3.4:6363`, `udp4://…`, `internal://…`).
+    pub remote_uri: String,
+    /// Local URI.
+    pub local_uri: String,
+    /// Scope.
+    pub scope: Scope,
+    /// Persistency.
+    pub persistency: Persistency,
+    /// MTU for datagram faces (packets above it are fragmented); `None` for streams.
+    pub mtu: Option<usize>,
+}
+
+/// Traffic counters, shared between a face's tasks and the forwarder.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Interests received.
+    pub in_interests: AtomicU64,
+    /// Data received.
+    pub in_data: AtomicU64,
+    /// Nacks received.
+    pub in_nacks: AtomicU64,
+    /// Interests sent.
+    pub out_interests: AtomicU64,
+    /// Data sent.
+    pub out_data: AtomicU64,
+    /// Nacks sent.
+    pub out_nacks: AtomicU64,
+    /// Bytes received.
+    pub in_bytes: AtomicU64,
+    /// Bytes sent.
+    pub out_bytes: AtomicU64,
+    /// Packets dropped because the send queue was full.
+    pub out_dropped: AtomicU64,
+    /// Malformed packets received.
+    pub in_errors: AtomicU64,
+    /// Packets sent with a congestion mark.
+    pub out_marked: AtomicU64,
+}
+
+impl Counters {
+    /// Adds one to a counter.
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    /// Adds `n` to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+    /// Reads a counter.
+    pub fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+/// A network-layer packet as it arrived, with its link-layer fields.
+#[derive(Debug, Clone)]
+pub enum NetPacket {
+    /// An Interest.
+    Interest(Interest),
+    /// A Data.
+    Data(Data),
+    /// A Nack: the Interest it refers to and the reason.
+    Nack(Interest, u64),
+}
+
+/// Link-layer fields that travel with a packet.
+#[derive(Debug, Clone, Default)]
+pub struct LinkFields {
+    /// PitToken, echoed on the reply.
+    pub pit_token: Option<Bytes>,
+    /// CongestionMark.
+    pub congestion_mark: Option<u64>,
+    /// NextHopFaceId (honoured from local faces only).
+    pub next_hop_face_id: Option<u64>,
+}
+
+/// What faces tell the forwarder.
+#[derive(Debug)]
+pub enum FaceEvent {
+    /// A new face (accepted connection, new UDP endpoint, created by command).
+    Created(FaceHandle),
+    /// A packet arrived on `face`.
+    Packet {
+        /// Incoming face.
+        face: FaceId,
+        /// The packet.
+        packet: NetPacket,
+        /// Its link-layer fields.
+        link: LinkFields,
+    },
+    /// The face went down (peer closed, error, or garbage).
+    Closed {
+        /// The face.
+        face: FaceId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A packet for a face to send.
+#[derive(Debug, Clone)]
+pub struct OutPacket {
+    /// Network-layer wire (Interest or Data TLV).
+    pub wire: Bytes,
+    /// Kind, for counters and Nack encoding.
+    pub kind: OutKind,
+    /// PitToken to attach.
+    pub pit_token: Option<Bytes>,
+    /// CongestionMark to attach.
+    pub congestion_mark: Option<u64>,
+}
+
+/// What an [`OutPacket`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutKind {
+    /// Interest.
+    Interest,
+    /// Data.
+    Data,
+    /// Nack with this reason (the wire is the Interest).
+    Nack(u64),
+}
+
+/// Limits applied to every face.
+#[derive(Debug, Clone)]
+pub struct FaceLimits {
+    /// Largest network-layer packet accepted or sent (default 8800, as NFD).
+    pub max_packet: usize,
+    /// Send-queue length in packets (default 4096).
+    pub send_queue: usize,
+    /// Reassembly: partial packets kept at once per face (default 64).
+    pub reassembly_slots: usize,
+    /// Reassembly timeout in ms (default 1000).
+    pub reassembly_timeout_ms: u64,
+    /// CoDel target sojourn time in ms (default 5).
+    pub codel_target_ms: u64,
+    /// CoDel interval in ms (default 100).
+    pub codel_interval_ms: u64,
+}
+
+impl Default for FaceLimits {
+    fn default() -> Self {
+        FaceLimits {
+            max_packet: 8800,
+            send_queue: 4096,
+            reassembly_slots: 64,
+            reassembly_timeout_ms: 1000,
+            codel_target_ms: 5,
+            codel_interval_ms: 100,
+        }
+    }
+}
+
+/// The forwarder's handle on a face: its facts, counters and send queue.
+#[derive(Debug, Clone)]
+pub struct FaceHandle {
+    /// Facts.
+    pub info: FaceInfo,
+    /// Counters.
+    pub counters: Arc<Counters>,
+    tx: mpsc::Sender<(OutPacket, tokio::time::Instant)>,
+    closer: Arc<tokio::sync::Notify>,
+}
+
+impl FaceHandle {
+    /// Queues a packet; drops it (and counts) when the queue is full or the
+    /// face is gone. Never blocks.
+    pub fn send(&self, p: OutPacket) -> bool {
+        match self.tx.try_send((p, tokio::time::Instant::now())) {
+            Ok(()) => true,
+            Err(_) => {
+                Counters::inc(&self.counters.out_dropped);
+                false
+            }
+        }
+    }
+
+    /// Packets waiting in the send queue.
+    pub fn queue_len(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Asks the face's tasks to stop.
+    pub fn close(&self) {
+        self.closer.notify_waiters();
+        self.closer.notify_one();
+    }
+}
+
+/// Sender half the forwarder gives to every face.
+pub type EventSender = mpsc::Sender<FaceEvent>;
+
+/// Allocates face ids.
+#[derive(Debug)]
+pub struct FaceIds(AtomicU64);
+
+impl Default for FaceIds {
+    fn default() -> Self {
+        // 1..=255 are reserved (NFD: 1 internal, 254 content store, 255 null).
+        FaceIds(AtomicU64::new(256))
+    }
+}
+
+impl FaceIds {
+    /// Next free id.
+    pub fn next(&self) -> FaceId {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+pub(crate) fn new_handle(
+    info: FaceInfo,
+    limits: &FaceLimits,
+) -> (FaceHandle, mpsc::Receiver<(OutPacket, tokio::time::Instant)>, Arc<tokio::sync::Notify>) {
+    let (tx, rx) = mpsc::channel(limits.send_queue.max(1));
+    let closer = Arc::new(tokio::sync::Notify::new());
+    (FaceHandle { info, counters: Arc::new(Counters::default()), tx, closer: closer.clone() }, rx, closer)
+}

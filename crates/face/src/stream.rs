@@ -1,0 +1,354 @@
+//! Stream faces (Unix stream sockets, TCP): TLV framing, many packets per
+//! read and per write, CoDel-style congestion marking on the send queue.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, Notify};
+
+use crate::framing::next_frame;
+use crate::link::{decode_incoming, encode_outgoing, Reassembler};
+use crate::{new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, NetPacket, OutKind, OutPacket};
+
+/// CoDel-style marking state for one send queue.
+#[derive(Debug, Default)]
+pub struct Codel {
+    first_above: Option<tokio::time::Instant>,
+    marking: bool,
+    count: u32,
+    next_mark: Option<tokio::time::Instant>,
+}
+
+impl Codel {
+    /// Decides whether the packet dequeued now after `sojourn` is marked.
+    pub fn should_mark(&mut self, now: tokio::time::Instant, sojourn: Duration, target: Duration, interval: Duration) -> bool {
+        if sojourn < target {
+            self.first_above = None;
+            self.marking = false;
+            return false;
+        }
+        let Some(fa) = self.first_above else {
+            self.first_above = Some(now + interval);
+            return false;
+        };
+        if now < fa {
+            return false;
+        }
+        if !self.marking {
+            self.marking = true;
+            self.count = 1;
+            self.next_mark = Some(now);
+        }
+        match self.next_mark {
+            Some(t) if now >= t => {
+                self.count += 1;
+                let gap = interval.as_secs_f64() / (self.count as f64).sqrt();
+                self.next_mark = Some(now + Duration::from_secs_f64(gap));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+struct Shared {
+    closed: AtomicBool,
+    events: EventSender,
+    id: u64,
+}
+
+impl Shared {
+    async fn close(&self, reason: String, closer: &Notify) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            if reason.starts_with("protocol") {
+                tracing::warn!(face = self.id, "closing face: {reason}");
+            } else {
+                tracing::debug!(face = self.id, "face closed: {reason}");
+            }
+            let _ = self.events.send(FaceEvent::Closed { face: self.id, reason }).await;
+        }
+        closer.notify_waiters();
+        closer.notify_one();
+    }
+}
+
+/// Starts a stream face on a connected socket's halves. The forwarder learns
+/// of it through the returned handle (the caller announces it).
+pub fn spawn<R, W>(info: FaceInfo, reader: R, writer: W, limits: FaceLimits, events: EventSender) -> FaceHandle
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (handle, rx, closer) = new_handle(info, &limits);
+    let shared = Arc::new(Shared { closed: AtomicBool::new(false), events, id: handle.info.id });
+    tokio::spawn(rx_loop(reader, handle.counters.clone(), limits.clone(), shared.clone(), closer.clone()));
+    tokio::spawn(tx_loop(writer, rx, handle.counters.clone(), limits, shared, closer, None));
+    handle
+}
+
+async fn rx_loop<R: AsyncRead + Unpin>(
+    mut reader: R,
+    counters: Arc<Counters>,
+    limits: FaceLimits,
+    shared: Arc<Shared>,
+    closer: Arc<Notify>,
+) {
+    let mut buf = BytesMut::with_capacity(128 * 1024);
+    let mut reasm = Reassembler::new(limits.reassembly_slots, Duration::from_millis(limits.reassembly_timeout_ms), limits.max_packet);
+    let reason = loop {
+        if buf.capacity() - buf.len() < 16 * 1024 {
+            buf.reserve(128 * 1024);
+        }
+        let n = tokio::select! {
+            r = reader.read_buf(&mut buf) => match r {
+                Ok(0) => break "peer closed".to_string(),
+                Ok(n) => n,
+                Err(e) => break format!("read error: {e}"),
+            },
+            _ = closer.notified() => break "closed".to_string(),
+        };
+        Counters::add(&counters.in_bytes, n as u64);
+        let mut failed = None;
+        loop {
+            match next_frame(&mut buf, limits.max_packet) {
+                Ok(Some(frame)) => {
+                    if let Err(e) = deliver(frame, &mut reasm, &counters, &shared).await {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    failed = Some(format!("protocol error: {e}"));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failed {
+            Counters::inc(&counters.in_errors);
+            break e;
+        }
+    };
+    shared.close(reason, &closer).await;
+}
+
+/// Decodes one frame and hands it to the forwarder. Err closes the face.
+async fn deliver(
+    frame: Bytes,
+    reasm: &mut Reassembler,
+    counters: &Counters,
+    shared: &Shared,
+) -> Result<(), String> {
+    match decode_incoming(frame, reasm, Instant::now()) {
+        Ok(Some((packet, link))) => {
+            count_in(counters, &packet);
+            shared
+                .events
+                .send(FaceEvent::Packet { face: shared.id, packet, link })
+                .await
+                .map_err(|_| "forwarder gone".to_string())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(format!("protocol error: {e}")),
+    }
+}
+
+pub(crate) fn count_in(counters: &Counters, p: &NetPacket) {
+    match p {
+        NetPacket::Interest(_) => Counters::inc(&counters.in_interests),
+        NetPacket::Data(_) => Counters::inc(&counters.in_data),
+        NetPacket::Nack(..) => Counters::inc(&counters.in_nacks),
+    }
+}
+
+pub(crate) fn count_out(counters: &Counters, p: &OutPacket) {
+    match p.kind {
+        OutKind::Interest => Counters::inc(&counters.out_interests),
+        OutKind::Data => Counters::inc(&counters.out_data),
+        OutKind::Nack(_) => Counters::inc(&counters.out_nacks),
+    }
+}
+
+async fn tx_loop<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
+    counters: Arc<Counters>,
+    limits: FaceLimits,
+    shared: Arc<Shared>,
+    closer: Arc<Notify>,
+    mtu: Option<usize>,
+) {
+    let mut codel = Codel::default();
+    let target = Duration::from_millis(limits.codel_target_ms);
+    let interval = Duration::from_millis(limits.codel_interval_ms);
+    let mut seq: u64 = 0;
+    let mut frames = Vec::with_capacity(64);
+    let mut out = BytesMut::with_capacity(256 * 1024);
+    let reason = loop {
+        let first = tokio::select! {
+            p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
+            _ = closer.notified() => break "closed".to_string(),
+        };
+        let mut batch = vec![first];
+        while batch.len() < 64 {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
+        }
+        let now = tokio::time::Instant::now();
+        out.clear();
+        for (mut p, enq) in batch {
+            if codel.should_mark(now, now.saturating_duration_since(enq), target, interval) && p.congestion_mark.is_none() {
+                p.congestion_mark = Some(1);
+                Counters::inc(&counters.out_marked);
+            }
+            count_out(&counters, &p);
+            frames.clear();
+            encode_outgoing(&p, mtu, &mut seq, &mut frames);
+            for f in &frames {
+                out.extend_from_slice(f);
+            }
+        }
+        Counters::add(&counters.out_bytes, out.len() as u64);
+        if let Err(e) = writer.write_all(&out).await {
+            break format!("write error: {e}");
+        }
+    };
+    let _ = writer.shutdown().await;
+    shared.close(reason, &closer).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codel_marks_only_after_an_interval_above_target() {
+        let mut c = Codel::default();
+        let t0 = tokio::time::Instant::now();
+        let (tgt, iv) = (Duration::from_millis(5), Duration::from_millis(100));
+        assert!(!c.should_mark(t0, Duration::from_millis(1), tgt, iv));
+        assert!(!c.should_mark(t0, Duration::from_millis(20), tgt, iv));
+        assert!(!c.should_mark(t0 + Duration::from_millis(50), Duration::from_millis(20), tgt, iv));
+        assert!(c.should_mark(t0 + Duration::from_millis(101), Duration::from_millis(20), tgt, iv));
+        assert!(!c.should_mark(t0 + Duration::from_millis(102), Duration::from_millis(20), tgt, iv), "spaced");
+        assert!(c.should_mark(t0 + Duration::from_millis(200), Duration::from_millis(20), tgt, iv));
+        assert!(!c.should_mark(t0 + Duration::from_millis(201), Duration::from_millis(1), tgt, iv), "queue drained");
+    }
+}
+
+/// Listens on a Unix stream socket (removing a stale socket file first) and
+/// announces every accepted connection as a local, on-demand face.
+pub async fn listen_unix(
+    path: &std::path::Path,
+    limits: FaceLimits,
+    events: EventSender,
+    ids: Arc<crate::FaceIds>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    if path.exists() {
+        // Refuse to steal a socket another live daemon is serving.
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                format!("{} is in use by another process", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let listener = tokio::net::UnixListener::bind(path)?;
+    let local = format!("unix://{}", path.display());
+    Ok(tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else { continue };
+            let info = FaceInfo {
+                id: ids.next(),
+                remote_uri: "fd://".to_string() + &ids_hint(&sock),
+                local_uri: local.clone(),
+                scope: crate::Scope::Local,
+                persistency: crate::Persistency::OnDemand,
+                mtu: None,
+            };
+            let (r, w) = sock.into_split();
+            let h = spawn(info, r, w, limits.clone(), events.clone());
+            if events.send(FaceEvent::Created(h)).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+fn ids_hint(sock: &tokio::net::UnixStream) -> String {
+    use std::os::fd::AsRawFd;
+    sock.as_raw_fd().to_string()
+}
+
+fn tcp_uri(a: &std::net::SocketAddr) -> String {
+    match a {
+        std::net::SocketAddr::V4(_) => format!("tcp4://{a}"),
+        std::net::SocketAddr::V6(_) => format!("tcp6://{a}"),
+    }
+}
+
+fn tcp_face(
+    sock: tokio::net::TcpStream,
+    id: u64,
+    persistency: crate::Persistency,
+    limits: FaceLimits,
+    events: EventSender,
+) -> std::io::Result<FaceHandle> {
+    let _ = sock.set_nodelay(true);
+    let info = FaceInfo {
+        id,
+        remote_uri: tcp_uri(&sock.peer_addr()?),
+        local_uri: tcp_uri(&sock.local_addr()?),
+        scope: crate::Scope::NonLocal,
+        persistency,
+        mtu: None,
+    };
+    let (r, w) = sock.into_split();
+    Ok(spawn(info, r, w, limits, events))
+}
+
+/// Listens on TCP and announces every accepted connection as a non-local,
+/// on-demand face. Returns the bound address.
+pub async fn listen_tcp(
+    addr: std::net::SocketAddr,
+    limits: FaceLimits,
+    events: EventSender,
+    ids: Arc<crate::FaceIds>,
+) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else { continue };
+            let Ok(h) = tcp_face(sock, ids.next(), crate::Persistency::OnDemand, limits.clone(), events.clone()) else {
+                continue;
+            };
+            if events.send(FaceEvent::Created(h)).await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(bound)
+}
+
+/// Connects to a TCP peer; the caller announces the face.
+pub async fn connect_tcp(
+    remote: std::net::SocketAddr,
+    id: u64,
+    limits: FaceLimits,
+    events: EventSender,
+) -> std::io::Result<FaceHandle> {
+    let sock = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(remote))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {remote} timed out")))??;
+    tcp_face(sock, id, crate::Persistency::Persistent, limits, events)
+}
