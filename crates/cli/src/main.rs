@@ -2,6 +2,7 @@
 
 mod dissect;
 mod key;
+mod node;
 mod selfcheck;
 
 use std::io::Read;
@@ -18,6 +19,14 @@ struct Cli {
     /// or ~/.local/share/granary.
     #[arg(long, global = true, env = "GRANARY_DATA_DIR", value_name = "DIR")]
     data_dir: Option<PathBuf>,
+
+    /// The node's Unix socket. Default: <data-dir>/granary.sock.
+    #[arg(long, global = true, env = "GRANARY_SOCKET", value_name = "PATH")]
+    socket: Option<PathBuf>,
+
+    /// Log filter for the daemon (e.g. info, debug, granary_face=debug).
+    #[arg(long, global = true, env = "GRANARY_LOG", default_value = "info")]
+    log: String,
 
     #[command(subcommand)]
     command: Command,
@@ -47,6 +56,47 @@ enum Command {
     /// Manage keys and certificates in the data directory's keychain.
     #[command(subcommand)]
     Key(key::KeyCmd),
+    /// Run the node: forwarder with Unix, TCP and UDP listeners and NFD
+    /// management. No config file needed; stops cleanly on SIGTERM/SIGINT.
+    Daemon(node::DaemonArgs),
+    /// Show the node's general status.
+    Status,
+    /// List, create or destroy faces.
+    #[command(subcommand)]
+    Face(node::FaceCmd),
+    /// List, add or remove routes.
+    #[command(subcommand)]
+    Route(node::RouteCmd),
+    /// Show strategy choices, or set one: `granary strategy set PREFIX best-route|multicast`.
+    Strategy {
+        /// `set` to change a choice (omit to list).
+        #[arg(value_parser = ["set", "list"])]
+        action: Option<String>,
+        /// Name prefix.
+        prefix: Option<String>,
+        /// Strategy: best-route, multicast, or a full strategy name.
+        strategy: Option<String>,
+    },
+    /// Content Store information and configuration.
+    #[command(subcommand)]
+    Cs(node::CsCmd),
+    /// Express one Interest and print the Data's content (or the Nack).
+    Peek {
+        /// Name.
+        name: String,
+        /// CanBePrefix.
+        #[arg(long)]
+        prefix: bool,
+        /// MustBeFresh.
+        #[arg(long)]
+        fresh: bool,
+        /// InterestLifetime in ms.
+        #[arg(long, default_value_t = 4000)]
+        lifetime: u64,
+        /// Print the content as hex.
+        #[arg(long)]
+        hex: bool,
+    },
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
@@ -78,7 +128,39 @@ fn read_input(file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(default_data_dir);
+    let socket = node::socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
+        Command::Daemon(args) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_new(&cli.log)
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            node::run_daemon(args, socket, &data_dir)
+        }
+        Command::Status => node::status(&socket),
+        Command::Face(c) => node::face(&socket, c),
+        Command::Route(c) => node::route(&socket, c),
+        Command::Strategy {
+            action,
+            prefix,
+            strategy,
+        } => {
+            if action.as_deref() == Some("set") && (prefix.is_none() || strategy.is_none()) {
+                anyhow::bail!("usage: granary strategy set PREFIX STRATEGY");
+            }
+            node::strategy(&socket, prefix, strategy)
+        }
+        Command::Cs(c) => node::cs(&socket, c),
+        Command::Peek {
+            name,
+            prefix,
+            fresh,
+            lifetime,
+            hex,
+        } => node::peek(&socket, &name, prefix, fresh, lifetime, hex),
         Command::Dissect {
             file,
             hex,

@@ -55,7 +55,10 @@ mod tests {
         b.extend_from_slice(&[5, 3, 7, 1]);
         assert_eq!(next_frame(&mut b, 8800).unwrap(), None);
         b.extend_from_slice(&[8, 6, 0]);
-        assert_eq!(next_frame(&mut b, 8800).unwrap().unwrap().as_ref(), &[5, 3, 7, 1, 8]);
+        assert_eq!(
+            next_frame(&mut b, 8800).unwrap().unwrap().as_ref(),
+            &[5, 3, 7, 1, 8]
+        );
         assert_eq!(next_frame(&mut b, 8800).unwrap().unwrap().as_ref(), &[6, 0]);
         assert_eq!(next_frame(&mut b, 8800).unwrap(), None);
     }
@@ -63,7 +66,10 @@ mod tests {
     #[test]
     fn oversized_and_garbage_rejected() {
         let mut b = BytesMut::from(&[6u8, 0xFE, 0, 1, 0, 0][..]);
-        assert!(matches!(next_frame(&mut b, 8800), Err(FrameError::TooLarge(..))));
+        assert!(matches!(
+            next_frame(&mut b, 8800),
+            Err(FrameError::TooLarge(..))
+        ));
         let mut b = BytesMut::from(&[0u8, 1, 2][..]);
         assert!(next_frame(&mut b, 8800).is_err());
         let mut b = BytesMut::from(&[0xFDu8, 0, 5, 0][..]);

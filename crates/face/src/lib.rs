@@ -134,6 +134,8 @@ pub struct LinkFields {
 }
 
 /// What faces tell the forwarder.
+// Packets are the common case; boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum FaceEvent {
     /// A new face (accepted connection, new UDP endpoint, created by command).
@@ -270,8 +272,21 @@ impl FaceIds {
 pub(crate) fn new_handle(
     info: FaceInfo,
     limits: &FaceLimits,
-) -> (FaceHandle, mpsc::Receiver<(OutPacket, tokio::time::Instant)>, Arc<tokio::sync::Notify>) {
+) -> (
+    FaceHandle,
+    mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
+    Arc<tokio::sync::Notify>,
+) {
     let (tx, rx) = mpsc::channel(limits.send_queue.max(1));
     let closer = Arc::new(tokio::sync::Notify::new());
-    (FaceHandle { info, counters: Arc::new(Counters::default()), tx, closer: closer.clone() }, rx, closer)
+    (
+        FaceHandle {
+            info,
+            counters: Arc::new(Counters::default()),
+            tx,
+            closer: closer.clone(),
+        },
+        rx,
+        closer,
+    )
 }

@@ -47,7 +47,12 @@ pub struct Reassembler {
 impl Reassembler {
     /// A reassembler keeping at most `slots` partial packets for `timeout`.
     pub fn new(slots: usize, timeout: Duration, max_packet: usize) -> Self {
-        Reassembler { partial: HashMap::new(), slots: slots.max(1), timeout, max_packet }
+        Reassembler {
+            partial: HashMap::new(),
+            slots: slots.max(1),
+            timeout,
+            max_packet,
+        }
     }
 
     /// Partial packets held.
@@ -58,14 +63,21 @@ impl Reassembler {
     fn add(&mut self, p: LpPacket, now: Instant) -> Result<Option<(Bytes, LpPacket)>, LinkError> {
         let count = p.frag_count.unwrap_or(1);
         let index = p.frag_index.unwrap_or(0);
-        let seq = p.sequence.ok_or(LinkError::Fragment("fragment without Sequence"))?;
+        let seq = p
+            .sequence
+            .ok_or(LinkError::Fragment("fragment without Sequence"))?;
         if count == 0 || index >= count || count > 256 {
             return Err(LinkError::Fragment("FragIndex/FragCount out of range"));
         }
         let base = seq.wrapping_sub(index);
         self.partial.retain(|_, v| v.deadline > now);
         if !self.partial.contains_key(&base) && self.partial.len() >= self.slots {
-            if let Some(oldest) = self.partial.iter().min_by_key(|(_, v)| v.deadline).map(|(k, _)| *k) {
+            if let Some(oldest) = self
+                .partial
+                .iter()
+                .min_by_key(|(_, v)| v.deadline)
+                .map(|(k, _)| *k)
+            {
                 self.partial.remove(&oldest);
             }
         }
@@ -98,7 +110,10 @@ impl Reassembler {
         if entry.have < entry.pieces.len() {
             return Ok(None);
         }
-        let done = self.partial.remove(&base).ok_or(LinkError::Fragment("lost partial"))?;
+        let done = self
+            .partial
+            .remove(&base)
+            .ok_or(LinkError::Fragment("lost partial"))?;
         let mut whole = BytesMut::with_capacity(done.bytes);
         for piece in done.pieces.into_iter().flatten() {
             whole.put_slice(&piece);
@@ -173,7 +188,10 @@ pub fn encode_outgoing(p: &OutPacket, mtu: Option<usize>, seq: &mut u64, out: &m
         congestion_mark: p.congestion_mark,
         ..Default::default()
     };
-    let whole = LpPacket { fragment: Some(p.wire.clone()), ..head.clone() };
+    let whole = LpPacket {
+        fragment: Some(p.wire.clone()),
+        ..head.clone()
+    };
     match mtu {
         Some(m) if whole.encoded_len() > m => {
             // Room per fragment: MTU less the LpPacket envelope and headers.
@@ -184,7 +202,11 @@ pub fn encode_outgoing(p: &OutPacket, mtu: Option<usize>, seq: &mut u64, out: &m
             let room = m.saturating_sub(overhead).max(64);
             let count = p.wire.len().div_ceil(room) as u64;
             for (i, chunk) in p.wire.chunks(room).enumerate() {
-                let mut f = if i == 0 { head.clone() } else { LpPacket::default() };
+                let mut f = if i == 0 {
+                    head.clone()
+                } else {
+                    LpPacket::default()
+                };
                 f.sequence = Some(*seq);
                 f.frag_index = Some(i as u64);
                 f.frag_count = Some(count);
@@ -211,11 +233,20 @@ mod tests {
     #[test]
     fn fragments_reassemble_in_any_order() {
         let d = data(8192);
-        let p = OutPacket { wire: d.wire().clone(), kind: OutKind::Data, pit_token: Some(Bytes::from_static(b"tk")), congestion_mark: None };
+        let p = OutPacket {
+            wire: d.wire().clone(),
+            kind: OutKind::Data,
+            pit_token: Some(Bytes::from_static(b"tk")),
+            congestion_mark: None,
+        };
         let mut seq = 1000;
         let mut frags = Vec::new();
         encode_outgoing(&p, Some(1400), &mut seq, &mut frags);
-        assert!(frags.len() >= 6 && frags.iter().all(|f| f.len() <= 1400), "{}", frags.len());
+        assert!(
+            frags.len() >= 6 && frags.iter().all(|f| f.len() <= 1400),
+            "{}",
+            frags.len()
+        );
         let mut r = Reassembler::new(4, Duration::from_secs(1), 8800);
         let now = Instant::now();
         let mut got = None;
@@ -236,12 +267,21 @@ mod tests {
     #[test]
     fn bare_when_possible_and_idle_ignored() {
         let d = data(10);
-        let p = OutPacket { wire: d.wire().clone(), kind: OutKind::Data, pit_token: None, congestion_mark: None };
+        let p = OutPacket {
+            wire: d.wire().clone(),
+            kind: OutKind::Data,
+            pit_token: None,
+            congestion_mark: None,
+        };
         let mut out = Vec::new();
         encode_outgoing(&p, None, &mut 0, &mut out);
         assert_eq!(out, vec![d.wire().clone()]);
         let mut r = Reassembler::new(4, Duration::from_secs(1), 8800);
-        assert!(decode_incoming(Bytes::from_static(&[100, 0]), &mut r, Instant::now()).unwrap().is_none());
+        assert!(
+            decode_incoming(Bytes::from_static(&[100, 0]), &mut r, Instant::now())
+                .unwrap()
+                .is_none()
+        );
         assert!(decode_incoming(Bytes::from_static(&[7, 0]), &mut r, Instant::now()).is_err());
     }
 
@@ -250,11 +290,23 @@ mod tests {
         let mut r = Reassembler::new(2, Duration::from_millis(10), 8800);
         let now = Instant::now();
         for s in 0..10u64 {
-            let f = LpPacket { sequence: Some(s * 10), frag_index: Some(0), frag_count: Some(3), fragment: Some(Bytes::from_static(b"x")), ..Default::default() };
+            let f = LpPacket {
+                sequence: Some(s * 10),
+                frag_index: Some(0),
+                frag_count: Some(3),
+                fragment: Some(Bytes::from_static(b"x")),
+                ..Default::default()
+            };
             assert!(decode_incoming(f.encode(), &mut r, now).unwrap().is_none());
             assert!(r.pending() <= 2);
         }
-        let f = LpPacket { sequence: Some(999), frag_index: Some(0), frag_count: Some(3), fragment: Some(Bytes::from_static(b"x")), ..Default::default() };
+        let f = LpPacket {
+            sequence: Some(999),
+            frag_index: Some(0),
+            frag_count: Some(3),
+            fragment: Some(Bytes::from_static(b"x")),
+            ..Default::default()
+        };
         decode_incoming(f.encode(), &mut r, now + Duration::from_secs(1)).unwrap();
         assert_eq!(r.pending(), 1, "expired partials dropped");
     }

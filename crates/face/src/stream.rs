@@ -11,7 +11,10 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::framing::next_frame;
 use crate::link::{decode_incoming, encode_outgoing, Reassembler};
-use crate::{new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, NetPacket, OutKind, OutPacket};
+use crate::{
+    new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, NetPacket,
+    OutKind, OutPacket,
+};
 
 /// CoDel-style marking state for one send queue.
 #[derive(Debug, Default)]
@@ -24,7 +27,13 @@ pub struct Codel {
 
 impl Codel {
     /// Decides whether the packet dequeued now after `sojourn` is marked.
-    pub fn should_mark(&mut self, now: tokio::time::Instant, sojourn: Duration, target: Duration, interval: Duration) -> bool {
+    pub fn should_mark(
+        &mut self,
+        now: tokio::time::Instant,
+        sojourn: Duration,
+        target: Duration,
+        interval: Duration,
+    ) -> bool {
         if sojourn < target {
             self.first_above = None;
             self.marking = false;
@@ -68,24 +77,56 @@ impl Shared {
             } else {
                 tracing::debug!(face = self.id, "face closed: {reason}");
             }
-            let _ = self.events.send(FaceEvent::Closed { face: self.id, reason }).await;
+            let _ = self
+                .events
+                .send(FaceEvent::Closed {
+                    face: self.id,
+                    reason,
+                })
+                .await;
         }
         closer.notify_waiters();
         closer.notify_one();
     }
 }
 
-/// Starts a stream face on a connected socket's halves. The forwarder learns
-/// of it through the returned handle (the caller announces it).
-pub fn spawn<R, W>(info: FaceInfo, reader: R, writer: W, limits: FaceLimits, events: EventSender) -> FaceHandle
+/// Starts a stream face on a connected socket's halves. The face is
+/// announced to the forwarder ([`FaceEvent::Created`]) before its first
+/// packet can be, so no packet arrives from an unknown face.
+pub async fn spawn<R, W>(
+    info: FaceInfo,
+    reader: R,
+    writer: W,
+    limits: FaceLimits,
+    events: EventSender,
+) -> FaceHandle
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (handle, rx, closer) = new_handle(info, &limits);
-    let shared = Arc::new(Shared { closed: AtomicBool::new(false), events, id: handle.info.id });
-    tokio::spawn(rx_loop(reader, handle.counters.clone(), limits.clone(), shared.clone(), closer.clone()));
-    tokio::spawn(tx_loop(writer, rx, handle.counters.clone(), limits, shared, closer, None));
+    let _ = events.send(FaceEvent::Created(handle.clone())).await;
+    let shared = Arc::new(Shared {
+        closed: AtomicBool::new(false),
+        events,
+        id: handle.info.id,
+    });
+    tokio::spawn(rx_loop(
+        reader,
+        handle.counters.clone(),
+        limits.clone(),
+        shared.clone(),
+        closer.clone(),
+    ));
+    tokio::spawn(tx_loop(
+        writer,
+        rx,
+        handle.counters.clone(),
+        limits,
+        shared,
+        closer,
+        None,
+    ));
     handle
 }
 
@@ -97,7 +138,11 @@ async fn rx_loop<R: AsyncRead + Unpin>(
     closer: Arc<Notify>,
 ) {
     let mut buf = BytesMut::with_capacity(128 * 1024);
-    let mut reasm = Reassembler::new(limits.reassembly_slots, Duration::from_millis(limits.reassembly_timeout_ms), limits.max_packet);
+    let mut reasm = Reassembler::new(
+        limits.reassembly_slots,
+        Duration::from_millis(limits.reassembly_timeout_ms),
+        limits.max_packet,
+    );
     let reason = loop {
         if buf.capacity() - buf.len() < 16 * 1024 {
             buf.reserve(128 * 1024);
@@ -147,7 +192,11 @@ async fn deliver(
             count_in(counters, &packet);
             shared
                 .events
-                .send(FaceEvent::Packet { face: shared.id, packet, link })
+                .send(FaceEvent::Packet {
+                    face: shared.id,
+                    packet,
+                    link,
+                })
                 .await
                 .map_err(|_| "forwarder gone".to_string())
         }
@@ -202,7 +251,9 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
         let now = tokio::time::Instant::now();
         out.clear();
         for (mut p, enq) in batch {
-            if codel.should_mark(now, now.saturating_duration_since(enq), target, interval) && p.congestion_mark.is_none() {
+            if codel.should_mark(now, now.saturating_duration_since(enq), target, interval)
+                && p.congestion_mark.is_none()
+            {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
             }
@@ -233,11 +284,42 @@ mod tests {
         let (tgt, iv) = (Duration::from_millis(5), Duration::from_millis(100));
         assert!(!c.should_mark(t0, Duration::from_millis(1), tgt, iv));
         assert!(!c.should_mark(t0, Duration::from_millis(20), tgt, iv));
-        assert!(!c.should_mark(t0 + Duration::from_millis(50), Duration::from_millis(20), tgt, iv));
-        assert!(c.should_mark(t0 + Duration::from_millis(101), Duration::from_millis(20), tgt, iv));
-        assert!(!c.should_mark(t0 + Duration::from_millis(102), Duration::from_millis(20), tgt, iv), "spaced");
-        assert!(c.should_mark(t0 + Duration::from_millis(200), Duration::from_millis(20), tgt, iv));
-        assert!(!c.should_mark(t0 + Duration::from_millis(201), Duration::from_millis(1), tgt, iv), "queue drained");
+        assert!(!c.should_mark(
+            t0 + Duration::from_millis(50),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(c.should_mark(
+            t0 + Duration::from_millis(101),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(
+            !c.should_mark(
+                t0 + Duration::from_millis(102),
+                Duration::from_millis(20),
+                tgt,
+                iv
+            ),
+            "spaced"
+        );
+        assert!(c.should_mark(
+            t0 + Duration::from_millis(200),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(
+            !c.should_mark(
+                t0 + Duration::from_millis(201),
+                Duration::from_millis(1),
+                tgt,
+                iv
+            ),
+            "queue drained"
+        );
     }
 }
 
@@ -266,7 +348,9 @@ pub async fn listen_unix(
     let local = format!("unix://{}", path.display());
     Ok(tokio::spawn(async move {
         loop {
-            let Ok((sock, _)) = listener.accept().await else { continue };
+            let Ok((sock, _)) = listener.accept().await else {
+                continue;
+            };
             let info = FaceInfo {
                 id: ids.next(),
                 remote_uri: "fd://".to_string() + &ids_hint(&sock),
@@ -276,10 +360,7 @@ pub async fn listen_unix(
                 mtu: None,
             };
             let (r, w) = sock.into_split();
-            let h = spawn(info, r, w, limits.clone(), events.clone());
-            if events.send(FaceEvent::Created(h)).await.is_err() {
-                return;
-            }
+            spawn(info, r, w, limits.clone(), events.clone()).await;
         }
     }))
 }
@@ -296,7 +377,7 @@ fn tcp_uri(a: &std::net::SocketAddr) -> String {
     }
 }
 
-fn tcp_face(
+async fn tcp_face(
     sock: tokio::net::TcpStream,
     id: u64,
     persistency: crate::Persistency,
@@ -313,7 +394,7 @@ fn tcp_face(
         mtu: None,
     };
     let (r, w) = sock.into_split();
-    Ok(spawn(info, r, w, limits, events))
+    Ok(spawn(info, r, w, limits, events).await)
 }
 
 /// Listens on TCP and announces every accepted connection as a non-local,
@@ -328,27 +409,39 @@ pub async fn listen_tcp(
     let bound = listener.local_addr()?;
     tokio::spawn(async move {
         loop {
-            let Ok((sock, _)) = listener.accept().await else { continue };
-            let Ok(h) = tcp_face(sock, ids.next(), crate::Persistency::OnDemand, limits.clone(), events.clone()) else {
+            let Ok((sock, _)) = listener.accept().await else {
                 continue;
             };
-            if events.send(FaceEvent::Created(h)).await.is_err() {
-                return;
-            }
+            let _ = tcp_face(
+                sock,
+                ids.next(),
+                crate::Persistency::OnDemand,
+                limits.clone(),
+                events.clone(),
+            )
+            .await;
         }
     });
     Ok(bound)
 }
 
-/// Connects to a TCP peer; the caller announces the face.
+/// Connects to a TCP peer (the face is announced to the forwarder).
 pub async fn connect_tcp(
     remote: std::net::SocketAddr,
     id: u64,
     limits: FaceLimits,
     events: EventSender,
 ) -> std::io::Result<FaceHandle> {
-    let sock = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(remote))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("connecting to {remote} timed out")))??;
-    tcp_face(sock, id, crate::Persistency::Persistent, limits, events)
+    let sock = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::TcpStream::connect(remote),
+    )
+    .await
+    .map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("connecting to {remote} timed out"),
+        )
+    })??;
+    tcp_face(sock, id, crate::Persistency::Persistent, limits, events).await
 }

@@ -13,7 +13,10 @@ use tokio::sync::mpsc;
 
 use crate::link::{encode_outgoing, Reassembler};
 use crate::stream::count_out;
-use crate::{new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceIds, FaceInfo, FaceLimits, OutPacket, Persistency, Scope};
+use crate::{
+    new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceIds, FaceInfo, FaceLimits,
+    OutPacket, Persistency, Scope,
+};
 
 /// Default UDP MTU (bytes of LpPacket per datagram).
 pub const DEFAULT_MTU: usize = 1400;
@@ -54,7 +57,15 @@ impl UdpChannel {
     ) -> std::io::Result<UdpChannel> {
         let socket = Arc::new(UdpSocket::bind(addr).await?);
         let local = socket.local_addr()?;
-        let ch = UdpChannel { socket, peers: Arc::default(), limits, mtu, events, ids, local };
+        let ch = UdpChannel {
+            socket,
+            peers: Arc::default(),
+            limits,
+            mtu,
+            events,
+            ids,
+            local,
+        };
         tokio::spawn(ch.clone().rx_loop());
         Ok(ch)
     }
@@ -80,13 +91,27 @@ impl UdpChannel {
             mtu: Some(self.mtu),
         };
         let (handle, rx, closer) = new_handle(info, &self.limits);
-        tokio::spawn(tx_loop(self.socket.clone(), remote, rx, handle.counters.clone(), self.mtu, closer, self.peers.clone()));
+        tokio::spawn(tx_loop(
+            self.socket.clone(),
+            remote,
+            rx,
+            handle.counters.clone(),
+            self.mtu,
+            closer,
+            self.peers.clone(),
+        ));
         let reasm = Reassembler::new(
             self.limits.reassembly_slots,
             Duration::from_millis(self.limits.reassembly_timeout_ms),
             self.limits.max_packet,
         );
-        peers.insert(remote, Peer { handle: handle.clone(), reasm });
+        peers.insert(
+            remote,
+            Peer {
+                handle: handle.clone(),
+                reasm,
+            },
+        );
         (handle, true)
     }
 
@@ -103,21 +128,38 @@ impl UdpChannel {
             };
             let dgram = Bytes::copy_from_slice(&buf[..n]);
             let (handle, new) = self.connect(from, Persistency::OnDemand);
-            if new && self.events.send(FaceEvent::Created(handle.clone())).await.is_err() {
+            if new
+                && self
+                    .events
+                    .send(FaceEvent::Created(handle.clone()))
+                    .await
+                    .is_err()
+            {
                 return;
             }
             Counters::add(&handle.counters.in_bytes, n as u64);
             let decoded = {
                 let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
                 match peers.get_mut(&from) {
-                    Some(p) => crate::link::decode_incoming(dgram, &mut p.reasm, std::time::Instant::now()),
+                    Some(p) => {
+                        crate::link::decode_incoming(dgram, &mut p.reasm, std::time::Instant::now())
+                    }
                     None => continue,
                 }
             };
             match decoded {
                 Ok(Some((packet, link))) => {
                     crate::stream::count_in(&handle.counters, &packet);
-                    if self.events.send(FaceEvent::Packet { face: handle.info.id, packet, link }).await.is_err() {
+                    if self
+                        .events
+                        .send(FaceEvent::Packet {
+                            face: handle.info.id,
+                            packet,
+                            link,
+                        })
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
@@ -157,10 +199,16 @@ async fn tx_loop(
             }
         }
     }
-    peers.lock().unwrap_or_else(|e| e.into_inner()).remove(&remote);
+    peers
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&remote);
 }
 
 fn rand_seed(a: &SocketAddr) -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1);
     t ^ (a.port() as u64) << 48
 }

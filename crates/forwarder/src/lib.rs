@@ -1,3 +1,21 @@
-//! NDN forwarder (in progress).
+//! # granary-forwarder
+//!
+//! The NDN forwarder: PIT with aggregation and loop detection (nonces and a
+//! dead-nonce list), FIB computed from a RIB, Content Store with LRU / LFU /
+//! FIFO / Random replacement, best-route and multicast strategies with
+//! per-prefix choice, Nack generation, `/localhost` and `/localhop` scope,
+//! NFD management, and the daemon that wires faces to it.
+//!
+//! Depends on `granary-packet`, `granary-face` and `granary-mgmt`; knows
+//! nothing of repositories or applications.
 #![forbid(unsafe_code)]
+
 pub mod cs;
+pub mod daemon;
+pub mod fib;
+pub mod forwarder;
+pub mod mgmt;
+pub mod pit;
+pub mod strategy;
+
+pub use forwarder::{FaceContext, Forwarder, ForwarderConfig};

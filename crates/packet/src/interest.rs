@@ -227,13 +227,17 @@ impl Interest {
     /// would drop unknown elements.
     pub fn with_nonce_and_hop_limit(&self, nonce: u32, hop_limit: Option<u8>) -> Interest {
         let mut outer = Reader::new(&self.wire);
-        let Ok(el) = outer.read() else { return self.clone() };
+        let Ok(el) = outer.read() else {
+            return self.clone();
+        };
         let mut inner = Reader::inside(&self.wire, &el);
         // Name, CanBePrefix, MustBeFresh, ForwardingHint; then Nonce,
         // InterestLifetime, HopLimit; then everything else in its order.
         let (mut before, mut lifetime, mut after) = (Vec::new(), None, Vec::new());
         while !inner.is_empty() {
-            let Ok(e) = inner.read() else { return self.clone() };
+            let Ok(e) = inner.read() else {
+                return self.clone();
+            };
             let span = &self.wire[e.start..e.end];
             match e.typ {
                 NAME | CAN_BE_PREFIX | MUST_BE_FRESH | FORWARDING_HINT => before.push(span),
@@ -255,7 +259,10 @@ impl Interest {
             tlv::put_header(&mut value, HOP_LIMIT, 1);
             value.push(h);
         }
-        let hdr = tlv::var_number_len(INTEREST) + tlv::var_number_len(value.len() as u64 + after.iter().map(|(_, s)| s.len() as u64).sum::<u64>());
+        let hdr = tlv::var_number_len(INTEREST)
+            + tlv::var_number_len(
+                value.len() as u64 + after.iter().map(|(_, s)| s.len() as u64).sum::<u64>(),
+            );
         let (mut params_at, mut sig_value_at) = (0, 0);
         for (start, s) in &after {
             if *start == self.params_at && self.params_at != 0 {
@@ -272,7 +279,12 @@ impl Interest {
         let mut fields = self.fields.clone();
         fields.nonce = Some(nonce);
         fields.hop_limit = hop_limit;
-        Interest { fields, wire: buf.freeze(), params_at, sig_value_at }
+        Interest {
+            fields,
+            wire: buf.freeze(),
+            params_at,
+            sig_value_at,
+        }
     }
 
     /// A copy of the fields, for building a derived Interest.
@@ -494,15 +506,23 @@ mod tests {
         f.lifetime = Some(1000);
         f.app_params = Some(Bytes::from_static(b"p"));
         f.sig_info = Some(SignatureInfo::new(sig_type::DIGEST_SHA256));
-        let i = f.sign_with(|m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec()))).unwrap();
+        let i = f
+            .sign_with(|m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec())))
+            .unwrap();
         let r = i.with_nonce_and_hop_limit(7, Some(3));
         let d = Interest::decode(r.wire().clone()).unwrap();
         assert_eq!(d, r);
-        assert_eq!((d.nonce, d.hop_limit, d.lifetime), (Some(7), Some(3), Some(1000)));
+        assert_eq!(
+            (d.nonce, d.hop_limit, d.lifetime),
+            (Some(7), Some(3), Some(1000))
+        );
         assert!(d.params_digest_ok());
         assert_eq!(d.signed_portion(), i.signed_portion());
         let again = d.with_nonce_and_hop_limit(8, None);
-        assert_eq!(Interest::decode(again.wire().clone()).unwrap().hop_limit, None);
+        assert_eq!(
+            Interest::decode(again.wire().clone()).unwrap().hop_limit,
+            None
+        );
     }
 
     #[test]

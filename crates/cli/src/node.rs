@@ -1,0 +1,452 @@
+//! `granary daemon` and the management commands that talk to it.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use granary_app::{Client, Reply};
+use granary_forwarder::daemon::{self, DaemonConfig};
+use granary_mgmt::{
+    decode_dataset, ControlParameters, CsInfo, FaceStatus, FibEntry, GeneralStatus, RibEntry,
+    StrategyChoice, TlvElement,
+};
+use granary_packet::{InterestFields, Name};
+
+#[derive(Args)]
+pub struct DaemonArgs {
+    /// TOML config file (keys: socket, nfd_socket, listen, cs_capacity,
+    /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu).
+    /// Flags override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Extra listener: tcp://IP:PORT, udp://IP:PORT or unix:///PATH (repeatable).
+    #[arg(long = "listen", value_name = "URI")]
+    listen: Vec<String>,
+    /// Also listen at /run/nfd/nfd.sock so unmodified NFD apps use this node.
+    #[arg(long)]
+    nfd_socket: bool,
+    /// Content Store capacity in packets.
+    #[arg(long)]
+    cs_capacity: Option<usize>,
+    /// Content Store replacement policy.
+    #[arg(long, value_parser = ["lru", "lfu", "fifo", "random"])]
+    cs_policy: Option<String>,
+    /// UDP MTU in bytes (packets above it are fragmented).
+    #[arg(long)]
+    udp_mtu: Option<usize>,
+}
+
+pub fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
+    socket
+        .cloned()
+        .unwrap_or_else(|| data_dir.join("granary.sock"))
+}
+
+pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
+    let mut cfg = match &args.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
+            toml::from_str::<DaemonConfig>(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+        }
+        None => DaemonConfig::default(),
+    };
+    if args.config.is_none() || cfg.socket == DaemonConfig::default().socket {
+        cfg.socket = socket;
+    }
+    cfg.listen.extend(args.listen);
+    if args.nfd_socket {
+        cfg.nfd_socket = Some(PathBuf::from(daemon::NFD_SOCKET));
+    }
+    if let Some(c) = args.cs_capacity {
+        cfg.cs_capacity = c;
+    }
+    if let Some(p) = args.cs_policy {
+        cfg.cs_policy = p;
+    }
+    if let Some(m) = args.udp_mtu {
+        cfg.udp_mtu = m;
+    }
+    std::fs::create_dir_all(data_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
+        for s in &running.sockets {
+            println!("listening unix://{}", s.display());
+        }
+        for a in &running.tcp {
+            println!("listening tcp://{a}");
+        }
+        if let Some(a) = running.udp {
+            println!("listening udp://{a}");
+        }
+        println!("ready");
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term.recv() => {},
+        }
+        eprintln!("granary: shutting down");
+        running.stop().await;
+        Ok::<_, anyhow::Error>(())
+    })
+}
+
+#[derive(Subcommand)]
+pub enum FaceCmd {
+    /// List faces with counters.
+    List,
+    /// Create a face to a remote node: tcp4://IP:PORT or udp4://IP:PORT.
+    Create {
+        /// Remote FaceUri.
+        uri: String,
+    },
+    /// Destroy a face.
+    Destroy {
+        /// Face id.
+        id: u64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum RouteCmd {
+    /// List the RIB (routes) and FIB (next hops).
+    List,
+    /// Add a route: PREFIX via FACE-ID (or a FaceUri, created if needed).
+    Add {
+        /// Name prefix.
+        prefix: String,
+        /// Face id, or tcp4://… / udp4://… (the face is created first).
+        face: String,
+        /// Cost.
+        #[arg(long, default_value_t = 0)]
+        cost: u64,
+        /// Origin (255 = static).
+        #[arg(long, default_value_t = 255)]
+        origin: u64,
+    },
+    /// Remove a route.
+    Remove {
+        /// Name prefix.
+        prefix: String,
+        /// Face id.
+        face: u64,
+        /// Origin.
+        #[arg(long, default_value_t = 255)]
+        origin: u64,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum CsCmd {
+    /// Content Store capacity, entries, hits and misses.
+    Info,
+    /// Change capacity or admit/serve.
+    Config {
+        /// Capacity in packets.
+        #[arg(long)]
+        capacity: Option<u64>,
+        /// Admit new Data (on/off).
+        #[arg(long)]
+        admit: Option<Toggle>,
+        /// Serve from the CS (on/off).
+        #[arg(long)]
+        serve: Option<Toggle>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Toggle {
+    On,
+    Off,
+}
+
+fn nfd() -> Name {
+    Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default()
+}
+
+fn name(s: &str) -> anyhow::Result<Name> {
+    Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
+    Ok(c.dataset(&name(uri)?).await?)
+}
+
+pub fn status(socket: &Path) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        let g = GeneralStatus::decode(&dataset(&mut c, "/localhost/nfd/status/general").await?)?;
+        let up = (g.current_timestamp.saturating_sub(g.start_timestamp)) / 1000;
+        println!("version          {}", g.nfd_version);
+        println!("uptime           {up} s");
+        println!("fib entries      {}", g.n_fib_entries);
+        println!("pit entries      {}", g.n_pit_entries);
+        println!("cs entries       {}", g.n_cs_entries);
+        println!(
+            "interests        in {}  out {}",
+            g.n_in_interests, g.n_out_interests
+        );
+        println!("data             in {}  out {}", g.n_in_data, g.n_out_data);
+        println!(
+            "nacks            in {}  out {}",
+            g.n_in_nacks, g.n_out_nacks
+        );
+        println!(
+            "satisfied        {}  unsatisfied {}",
+            g.n_satisfied_interests, g.n_unsatisfied_interests
+        );
+        Ok(())
+    })
+}
+
+pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        match cmd {
+            FaceCmd::List => {
+                for f in decode_dataset::<FaceStatus>(&dataset(&mut c, "/localhost/nfd/faces/list").await?)? {
+                    println!(
+                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}",
+                        f.face_id,
+                        f.uri,
+                        f.local_uri,
+                        if f.face_scope == 1 { "local" } else { "non-local" },
+                        f.n_in_interests,
+                        f.n_in_data,
+                        f.n_in_nacks,
+                        f.n_out_interests,
+                        f.n_out_data,
+                        f.n_out_nacks,
+                        f.n_in_bytes,
+                        f.n_out_bytes
+                    );
+                }
+            }
+            FaceCmd::Create { uri } => {
+                let id = create_face(&mut c, &uri).await?;
+                println!("{id}");
+            }
+            FaceCmd::Destroy { id } => {
+                let mut p = ControlParameters::new();
+                p.face_id = Some(id);
+                c.command(&nfd(), "faces", "destroy", &p).await?;
+                println!("destroyed face {id}");
+            }
+        }
+        Ok(())
+    })
+}
+
+async fn create_face(c: &mut Client, uri: &str) -> anyhow::Result<u64> {
+    let mut p = ControlParameters::new();
+    p.uri = Some(uri.to_string());
+    match c.command(&nfd(), "faces", "create", &p).await {
+        Ok(r) => r
+            .face_id
+            .ok_or_else(|| anyhow::anyhow!("no FaceId in the response")),
+        Err(granary_app::Error::Refused { code: 409, .. }) => {
+            // Already there: look it up.
+            let faces =
+                decode_dataset::<FaceStatus>(&dataset(c, "/localhost/nfd/faces/list").await?)?;
+            let canonical = uri
+                .replacen("tcp://", "tcp4://", 1)
+                .replacen("udp://", "udp4://", 1);
+            faces
+                .iter()
+                .find(|f| f.uri == canonical)
+                .map(|f| f.face_id)
+                .ok_or_else(|| anyhow::anyhow!("face exists but is not listed"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        match cmd {
+            RouteCmd::List => {
+                for r in
+                    decode_dataset::<RibEntry>(&dataset(&mut c, "/localhost/nfd/rib/list").await?)?
+                {
+                    for rt in r.routes {
+                        println!(
+                            "route {} face={} origin={} cost={} flags={}",
+                            r.name, rt.face_id, rt.origin, rt.cost, rt.flags
+                        );
+                    }
+                }
+                for f in
+                    decode_dataset::<FibEntry>(&dataset(&mut c, "/localhost/nfd/fib/list").await?)?
+                {
+                    let hops: Vec<String> = f
+                        .next_hops
+                        .iter()
+                        .map(|h| format!("{}({})", h.face_id, h.cost))
+                        .collect();
+                    println!("fib {} nexthops={}", f.name, hops.join(","));
+                }
+            }
+            RouteCmd::Add {
+                prefix,
+                face,
+                cost,
+                origin,
+            } => {
+                let face_id = match face.parse::<u64>() {
+                    Ok(id) => id,
+                    Err(_) => create_face(&mut c, &face).await?,
+                };
+                let mut p = ControlParameters::new();
+                p.name = Some(name(&prefix)?);
+                p.face_id = Some(face_id);
+                p.cost = Some(cost);
+                p.origin = Some(origin);
+                let r = c.command(&nfd(), "rib", "register", &p).await?;
+                println!(
+                    "route {} via face {} cost {}",
+                    prefix,
+                    r.face_id.unwrap_or(face_id),
+                    r.cost.unwrap_or(cost)
+                );
+            }
+            RouteCmd::Remove {
+                prefix,
+                face,
+                origin,
+            } => {
+                let mut p = ControlParameters::new();
+                p.name = Some(name(&prefix)?);
+                p.face_id = Some(face);
+                p.origin = Some(origin);
+                c.command(&nfd(), "rib", "unregister", &p).await?;
+                println!("removed route {prefix} via face {face}");
+            }
+        }
+        Ok(())
+    })
+}
+
+pub fn strategy(
+    socket: &Path,
+    prefix: Option<String>,
+    strategy: Option<String>,
+) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        if let (Some(prefix), Some(s)) = (prefix, strategy) {
+            let full = if s.starts_with('/') {
+                s
+            } else {
+                format!("/localhost/nfd/strategy/{s}")
+            };
+            let mut p = ControlParameters::new();
+            p.name = Some(name(&prefix)?);
+            p.strategy = Some(name(&full)?);
+            let r = c.command(&nfd(), "strategy-choice", "set", &p).await?;
+            println!(
+                "{prefix} -> {}",
+                r.strategy.map(|s| s.to_string()).unwrap_or(full)
+            );
+        }
+        for s in decode_dataset::<StrategyChoice>(
+            &dataset(&mut c, "/localhost/nfd/strategy-choice/list").await?,
+        )? {
+            println!("{} {}", s.name, s.strategy);
+        }
+        Ok(())
+    })
+}
+
+pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        if let CsCmd::Config {
+            capacity,
+            admit,
+            serve,
+        } = cmd
+        {
+            let mut p = ControlParameters::new();
+            p.capacity = capacity;
+            let (mut flags, mut mask) = (0, 0);
+            if let Some(a) = admit {
+                mask |= 1;
+                flags |= matches!(a, Toggle::On) as u64;
+            }
+            if let Some(s) = serve {
+                mask |= 2;
+                flags |= (matches!(s, Toggle::On) as u64) << 1;
+            }
+            if mask != 0 {
+                p.flags = Some(flags);
+                p.mask = Some(mask);
+            }
+            c.command(&nfd(), "cs", "config", &p).await?;
+        }
+        let i = CsInfo::decode(&dataset(&mut c, "/localhost/nfd/cs/info").await?)?;
+        println!(
+            "capacity={} admit={} serve={} entries={} hits={} misses={}",
+            i.capacity,
+            i.flags & 1 != 0,
+            i.flags & 2 != 0,
+            i.n_entries,
+            i.n_hits,
+            i.n_misses
+        );
+        Ok(())
+    })
+}
+
+/// `granary peek NAME`: one Interest, print what came back.
+pub fn peek(
+    socket: &Path,
+    uri: &str,
+    can_be_prefix: bool,
+    must_be_fresh: bool,
+    lifetime: u64,
+    hex_out: bool,
+) -> anyhow::Result<()> {
+    rt()?.block_on(async {
+        let mut c = Client::connect(socket).await?;
+        let mut f = InterestFields::new(name(uri)?);
+        f.can_be_prefix = can_be_prefix;
+        f.must_be_fresh = must_be_fresh;
+        f.lifetime = Some(lifetime);
+        let t = Instant::now();
+        match c.express(f).await? {
+            Reply::Data(d) => {
+                eprintln!(
+                    "data {} ({} bytes content, {:.1} ms)",
+                    d.name(),
+                    d.content().len(),
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                if hex_out {
+                    println!("{}", hex::encode(d.content()));
+                } else {
+                    use std::io::Write;
+                    std::io::stdout().write_all(d.content())?;
+                }
+                Ok(())
+            }
+            Reply::Nack(r) => anyhow::bail!(
+                "nack {} for {uri}",
+                granary_packet::types::nack_reason::name(r)
+            ),
+        }
+    })
+}

@@ -1,0 +1,175 @@
+//! `granary daemon`: binds the listeners, starts the forwarder, stops cleanly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use granary_face::udp::{UdpChannel, DEFAULT_MTU};
+use granary_face::{FaceIds, FaceLimits};
+use serde::Deserialize;
+use tokio::sync::{mpsc, Notify};
+
+use crate::cs::{CsConfig, Policy};
+use crate::forwarder::{FaceContext, Forwarder, ForwarderConfig};
+
+/// Where NFD listens; `--nfd-socket` also listens here.
+pub const NFD_SOCKET: &str = "/run/nfd/nfd.sock";
+
+/// Daemon settings (TOML file and command-line flags share these names).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Unix socket for local apps and the CLI.
+    pub socket: PathBuf,
+    /// Also listen at /run/nfd/nfd.sock (or this path) for unmodified NFD apps.
+    pub nfd_socket: Option<PathBuf>,
+    /// Extra listeners: `tcp://IP:PORT`, `udp://IP:PORT`, `unix:///path`.
+    pub listen: Vec<String>,
+    /// CS capacity in packets.
+    pub cs_capacity: usize,
+    /// CS capacity in bytes.
+    pub cs_bytes: usize,
+    /// CS replacement policy: lru, lfu, fifo, random.
+    pub cs_policy: String,
+    /// PIT capacity in entries.
+    pub pit_max: usize,
+    /// Send queue per face, in packets.
+    pub send_queue: usize,
+    /// Largest packet accepted (bytes).
+    pub max_packet: usize,
+    /// UDP MTU (bytes per datagram).
+    pub udp_mtu: usize,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        let cs = CsConfig::default();
+        let limits = FaceLimits::default();
+        DaemonConfig {
+            socket: PathBuf::from("granary.sock"),
+            nfd_socket: None,
+            listen: Vec::new(),
+            cs_capacity: cs.max_packets,
+            cs_bytes: cs.max_bytes,
+            cs_policy: cs.policy.to_string(),
+            pit_max: ForwarderConfig::default().pit_max,
+            send_queue: limits.send_queue,
+            max_packet: limits.max_packet,
+            udp_mtu: DEFAULT_MTU,
+        }
+    }
+}
+
+/// A started daemon.
+pub struct Running {
+    /// Notify to stop.
+    pub shutdown: Arc<Notify>,
+    /// The forwarder task.
+    pub task: tokio::task::JoinHandle<()>,
+    /// Unix sockets listened on.
+    pub sockets: Vec<PathBuf>,
+    /// TCP addresses bound.
+    pub tcp: Vec<SocketAddr>,
+    /// UDP address bound.
+    pub udp: Option<SocketAddr>,
+}
+
+impl Running {
+    /// Stops the forwarder and removes the socket files.
+    pub async fn stop(self) {
+        self.shutdown.notify_one();
+        let _ = self.task.await;
+        for s in &self.sockets {
+            let _ = std::fs::remove_file(s);
+        }
+    }
+}
+
+fn parse_addr(uri: &str, scheme: &str) -> Result<SocketAddr, String> {
+    uri.strip_prefix(scheme)
+        .and_then(|rest| rest.trim_end_matches('/').parse().ok())
+        .ok_or_else(|| format!("listener {uri:?}: expected {scheme}IP:PORT"))
+}
+
+/// Binds every listener and starts the forwarder.
+pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
+    let policy: Policy = cfg.cs_policy.parse().map_err(|e| format!("{e}"))?;
+    let limits = FaceLimits {
+        send_queue: cfg.send_queue.max(1),
+        max_packet: cfg.max_packet,
+        ..Default::default()
+    };
+    let fcfg = ForwarderConfig {
+        cs: CsConfig {
+            max_packets: cfg.cs_capacity,
+            max_bytes: cfg.cs_bytes,
+            policy,
+            admit: true,
+            serve: true,
+        },
+        pit_max: cfg.pit_max,
+        ..Default::default()
+    };
+    let (events_tx, events_rx) = mpsc::channel(8192);
+    let ids = Arc::new(FaceIds::default());
+    let mut sockets = vec![cfg.socket.clone()];
+    sockets.extend(cfg.nfd_socket.clone());
+    let mut tcp = Vec::new();
+    let mut udp = None;
+    let mut udp_channel = None;
+    for l in &cfg.listen {
+        if l.starts_with("tcp://") || l.starts_with("tcp4://") || l.starts_with("tcp6://") {
+            let scheme = &l[..l.find("://").unwrap_or(0) + 3];
+            let a = parse_addr(l, scheme)?;
+            let bound =
+                granary_face::stream::listen_tcp(a, limits.clone(), events_tx.clone(), ids.clone())
+                    .await
+                    .map_err(|e| format!("listen {l}: {e}"))?;
+            tcp.push(bound);
+        } else if l.starts_with("udp://") || l.starts_with("udp4://") || l.starts_with("udp6://") {
+            if udp_channel.is_some() {
+                return Err("only one UDP listener is supported".into());
+            }
+            let scheme = &l[..l.find("://").unwrap_or(0) + 3];
+            let a = parse_addr(l, scheme)?;
+            let ch = UdpChannel::bind(
+                a,
+                cfg.udp_mtu,
+                limits.clone(),
+                events_tx.clone(),
+                ids.clone(),
+            )
+            .await
+            .map_err(|e| format!("listen {l}: {e}"))?;
+            udp = Some(ch.local_addr());
+            udp_channel = Some(ch);
+        } else if let Some(p) = l.strip_prefix("unix://") {
+            sockets.push(PathBuf::from(p));
+        } else {
+            return Err(format!(
+                "listener {l:?}: use tcp://IP:PORT, udp://IP:PORT or unix:///path"
+            ));
+        }
+    }
+    for s in &sockets {
+        granary_face::stream::listen_unix(s, limits.clone(), events_tx.clone(), ids.clone())
+            .await
+            .map_err(|e| format!("listen on {}: {e}", s.display()))?;
+    }
+    let ctx = FaceContext {
+        events: events_tx,
+        ids,
+        limits,
+        udp: udp_channel,
+    };
+    let fw = Forwarder::new(fcfg, ctx);
+    let shutdown = Arc::new(Notify::new());
+    let task = tokio::spawn(fw.run(events_rx, shutdown.clone()));
+    Ok(Running {
+        shutdown,
+        task,
+        sockets,
+        tcp,
+        udp,
+    })
+}

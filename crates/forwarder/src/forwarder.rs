@@ -1,0 +1,521 @@
+//! The forwarding pipelines, run on one task that owns every table: faces
+//! hand it decoded packets through one bounded channel; it answers through
+//! the faces' bounded send queues. No locks on the data path.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use granary_face::udp::UdpChannel;
+use granary_face::{
+    Counters, EventSender, FaceEvent, FaceHandle, FaceId, FaceIds, FaceLimits, LinkFields,
+    NetPacket, OutKind, OutPacket, Scope,
+};
+use granary_packet::types::nack_reason;
+use granary_packet::{Data, Interest, Name};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+use crate::cs::{ContentStore, CsConfig};
+use crate::fib::Tables;
+use crate::pit::{DeadNonceList, InRecord, OutRecord, Pit, PitKey};
+use crate::strategy::{Strategy, StrategyChoice, SUPPRESS_INITIAL, SUPPRESS_MAX};
+
+/// Forwarder limits and defaults.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// Content Store configuration.
+    pub cs: CsConfig,
+    /// PIT capacity (entries).
+    pub pit_max: usize,
+    /// Dead-nonce list lifetime.
+    pub dead_nonce_lifetime: Duration,
+    /// Dead-nonce list capacity.
+    pub dead_nonce_max: usize,
+}
+
+impl Default for ForwarderConfig {
+    fn default() -> Self {
+        ForwarderConfig {
+            cs: CsConfig::default(),
+            pit_max: 1 << 20,
+            dead_nonce_lifetime: Duration::from_secs(6),
+            dead_nonce_max: 1 << 18,
+        }
+    }
+}
+
+/// What the forwarder needs to create faces on command.
+#[derive(Clone)]
+pub struct FaceContext {
+    /// Channel every face reports to.
+    pub events: EventSender,
+    /// Face id allocator.
+    pub ids: Arc<FaceIds>,
+    /// Limits for new faces.
+    pub limits: FaceLimits,
+    /// UDP channel for `udp4://` faces, if listening.
+    pub udp: Option<UdpChannel>,
+}
+
+/// Forwarder-wide counters (faces keep their own).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Stats {
+    /// PIT entries satisfied by Data.
+    pub satisfied: u64,
+    /// PIT entries that expired.
+    pub unsatisfied: u64,
+    /// Nacks NoRoute generated.
+    pub no_route: u64,
+    /// Loops detected (Nack Duplicate sent).
+    pub loops: u64,
+    /// Interests dropped for scope or HopLimit.
+    pub scope_drops: u64,
+}
+
+/// The forwarder.
+pub struct Forwarder {
+    pub(crate) faces: HashMap<FaceId, FaceHandle>,
+    pub(crate) tables: Tables,
+    pub(crate) pit: Pit,
+    pub(crate) dnl: DeadNonceList,
+    pub(crate) cs: ContentStore,
+    pub(crate) strategies: StrategyChoice,
+    pub(crate) ctx: FaceContext,
+    pub(crate) stats: Stats,
+    pub(crate) started: std::time::SystemTime,
+    pub(crate) mgmt: crate::mgmt::MgmtState,
+    rng: u64,
+}
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn is_localhost(n: &Name) -> bool {
+    n.get(0)
+        .is_some_and(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == b"localhost")
+}
+
+fn is_localhop(n: &Name) -> bool {
+    n.get(0)
+        .is_some_and(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == b"localhop")
+}
+
+impl Forwarder {
+    /// A forwarder with no faces yet.
+    pub fn new(cfg: ForwarderConfig, ctx: FaceContext) -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(42);
+        Forwarder {
+            faces: HashMap::new(),
+            tables: Tables::default(),
+            pit: Pit::new(cfg.pit_max),
+            dnl: DeadNonceList::new(cfg.dead_nonce_lifetime, cfg.dead_nonce_max),
+            cs: ContentStore::new(cfg.cs, seed),
+            strategies: StrategyChoice::default(),
+            ctx,
+            stats: Stats::default(),
+            started: std::time::SystemTime::now(),
+            mgmt: Default::default(),
+            rng: seed,
+        }
+    }
+
+    /// Adds a face (in-process faces are added this way before `run`).
+    pub fn add_face(&mut self, h: FaceHandle) {
+        tracing::info!(face = h.info.id, remote = %h.info.remote_uri, local = %h.info.local_uri, "face up");
+        self.faces.insert(h.info.id, h);
+    }
+
+    /// Registers a route directly (for in-process producers).
+    pub fn add_route(&mut self, prefix: Name, face: FaceId, cost: u64) {
+        self.tables.register(
+            prefix,
+            crate::fib::Route {
+                face,
+                origin: 0,
+                cost,
+                flags: crate::fib::CHILD_INHERIT,
+                expires: None,
+            },
+        );
+    }
+
+    /// Runs until `shutdown` is notified or every face sender is gone.
+    pub async fn run(mut self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+        let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
+        loop {
+            let next = self
+                .pit
+                .next_timer()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                ev = events.recv() => {
+                    let Some(ev) = ev else { break };
+                    let now = Instant::now();
+                    self.on_event(ev, now);
+                    // Drain what is already queued before looking at timers.
+                    for _ in 0..256 {
+                        match events.try_recv() {
+                            Ok(ev) => self.on_event(ev, now),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = tokio::time::sleep_until(next) => self.on_timers(Instant::now()),
+                _ = housekeeping.tick() => {
+                    let now = Instant::now();
+                    self.tables.expire(now);
+                    self.mgmt.expire(now);
+                }
+                _ = shutdown.notified() => break,
+            }
+        }
+        for f in self.faces.values() {
+            f.close();
+        }
+    }
+
+    pub(crate) fn on_event(&mut self, ev: FaceEvent, now: Instant) {
+        match ev {
+            FaceEvent::Created(h) => self.add_face(h),
+            FaceEvent::Closed { face, reason } => {
+                tracing::info!(face, "face down: {reason}");
+                self.faces.remove(&face);
+                self.tables.remove_face(face);
+            }
+            FaceEvent::Packet { face, packet, link } => {
+                if !self.faces.contains_key(&face) {
+                    return;
+                }
+                match packet {
+                    NetPacket::Interest(i) => self.on_interest(face, i, link, now),
+                    NetPacket::Data(d) => self.on_data(face, d, link, now),
+                    NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
+                }
+            }
+        }
+    }
+
+    fn scope(&self, face: FaceId) -> Scope {
+        self.faces
+            .get(&face)
+            .map_or(Scope::NonLocal, |f| f.info.scope)
+    }
+
+    pub(crate) fn send(&self, face: FaceId, p: OutPacket) {
+        if let Some(f) = self.faces.get(&face) {
+            f.send(p);
+        }
+    }
+
+    pub(crate) fn send_data(
+        &self,
+        face: FaceId,
+        d: &Data,
+        pit_token: Option<Bytes>,
+        mark: Option<u64>,
+    ) {
+        self.send(
+            face,
+            OutPacket {
+                wire: d.wire().clone(),
+                kind: OutKind::Data,
+                pit_token,
+                congestion_mark: mark,
+            },
+        );
+    }
+
+    fn send_nack(&self, face: FaceId, i: &Interest, reason: u64, pit_token: Option<Bytes>) {
+        self.send(
+            face,
+            OutPacket {
+                wire: i.wire().clone(),
+                kind: OutKind::Nack(reason),
+                pit_token,
+                congestion_mark: None,
+            },
+        );
+    }
+
+    fn on_interest(&mut self, face: FaceId, i: Interest, link: LinkFields, now: Instant) {
+        let local = self.scope(face) == Scope::Local;
+        if !local && (is_localhost(&i.name) || i.hop_limit == Some(0)) {
+            self.stats.scope_drops += 1;
+            return;
+        }
+        if is_localhost(&i.name) || is_localhop(&i.name) {
+            if let Some(handled) = self.handle_mgmt(face, &i, &link, now) {
+                if handled {
+                    return;
+                }
+            }
+        }
+        let nonce = match i.nonce {
+            Some(n) => n,
+            None => splitmix(&mut self.rng) as u32,
+        };
+        if self.dnl.contains(&i.name, nonce, now) {
+            self.stats.loops += 1;
+            self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
+            return;
+        }
+        let key = PitKey::of(&i);
+        // Loop: the same nonce already seen from another face, or sent upstream.
+        if let Some(e) = self.pit.get_mut(&key) {
+            let looped = e
+                .in_records
+                .iter()
+                .any(|r| r.nonce == nonce && r.face != face)
+                || e.out_records.iter().any(|r| r.nonce == nonce);
+            if looped {
+                self.stats.loops += 1;
+                self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
+                return;
+            }
+        } else if let Some(d) = self.cs.find(&i, now.into_std()) {
+            self.send_data(face, &d, link.pit_token, None);
+            return;
+        }
+        let lifetime = Duration::from_millis(i.lifetime_ms());
+        let Some((entry, _new)) = self.pit.get_or_insert(&key, now) else {
+            self.send_nack(face, &i, nack_reason::CONGESTION, link.pit_token);
+            return;
+        };
+        let expiry = now + lifetime;
+        match entry.in_records.iter_mut().find(|r| r.face == face) {
+            Some(r) => {
+                r.nonce = nonce;
+                r.expiry = expiry;
+                r.pit_token = link.pit_token.clone();
+                r.interest = i.clone();
+            }
+            None => entry.in_records.push(InRecord {
+                face,
+                nonce,
+                expiry,
+                pit_token: link.pit_token.clone(),
+                interest: i.clone(),
+            }),
+        }
+        if expiry > entry.expiry {
+            entry.expiry = expiry;
+            self.pit.schedule(&key, expiry);
+        }
+        self.forward(
+            face,
+            &key,
+            &i,
+            nonce,
+            link.next_hop_face_id.filter(|_| local),
+            link.pit_token,
+            now,
+        );
+    }
+
+    /// Strategy: choose upstreams for a (possibly retransmitted) Interest.
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &mut self,
+        from: FaceId,
+        key: &PitKey,
+        i: &Interest,
+        nonce: u32,
+        next_hop: Option<FaceId>,
+        pit_token: Option<Bytes>,
+        now: Instant,
+    ) {
+        let from_local = self.scope(from) == Scope::Local;
+        let localhost = is_localhost(&i.name);
+        let localhop = is_localhop(&i.name);
+        let eligible = |f: FaceId, faces: &HashMap<FaceId, FaceHandle>| -> bool {
+            if f == from {
+                return false;
+            }
+            match faces.get(&f) {
+                None => false,
+                Some(h) => {
+                    let out_local = h.info.scope == Scope::Local;
+                    // /localhost only between local faces; /localhop from a non-local
+                    // face only to local ones.
+                    out_local || !(localhost || (localhop && !from_local))
+                }
+            }
+        };
+        let hops: Vec<FaceId> = match next_hop {
+            Some(f) if self.faces.contains_key(&f) => vec![f],
+            _ => self
+                .tables
+                .lookup(&i.name)
+                .map(|(_, hops)| {
+                    hops.iter()
+                        .map(|h| h.face)
+                        .filter(|f| eligible(*f, &self.faces))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let strategy = self.strategies.find(&i.name);
+        let Some(entry) = self.pit.get_mut(key) else {
+            return;
+        };
+        if hops.is_empty() {
+            // Nothing to try: NoRoute to this downstream.
+            entry.in_records.retain(|r| r.face != from);
+            let empty = entry.in_records.is_empty();
+            if empty {
+                self.pit.remove(key);
+            }
+            self.stats.no_route += 1;
+            self.send_nack(from, i, nack_reason::NO_ROUTE, pit_token);
+            return;
+        }
+        let first = entry.out_records.is_empty();
+        if !first {
+            // Retransmission: suppressed within the interval.
+            if now < entry.suppress_until {
+                return;
+            }
+            entry.suppress_interval = (entry.suppress_interval * 2).min(SUPPRESS_MAX);
+        } else {
+            entry.suppress_interval = SUPPRESS_INITIAL;
+        }
+        entry.suppress_until = now + entry.suppress_interval;
+        let targets: Vec<FaceId> = match strategy {
+            Strategy::Multicast => hops,
+            Strategy::BestRoute => {
+                let unused = hops
+                    .iter()
+                    .copied()
+                    .find(|f| !entry.out_records.iter().any(|r| r.face == *f));
+                vec![unused.unwrap_or(hops[0])]
+            }
+        };
+        let wire_interest = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
+            i.with_nonce_and_hop_limit(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
+        } else {
+            i.clone()
+        };
+        for t in targets {
+            match entry.out_records.iter_mut().find(|r| r.face == t) {
+                Some(r) => {
+                    r.nonce = nonce;
+                    r.sent = now;
+                    r.nack = None;
+                }
+                None => entry.out_records.push(OutRecord {
+                    face: t,
+                    nonce,
+                    sent: now,
+                    nack: None,
+                }),
+            }
+            if let Some(f) = self.faces.get(&t) {
+                f.send(OutPacket {
+                    wire: wire_interest.wire().clone(),
+                    kind: OutKind::Interest,
+                    pit_token: None,
+                    congestion_mark: None,
+                });
+            }
+        }
+    }
+
+    fn on_data(&mut self, face: FaceId, d: Data, link: LinkFields, now: Instant) {
+        if is_localhost(d.name()) && self.scope(face) != Scope::Local {
+            self.stats.scope_drops += 1;
+            return;
+        }
+        let keys = self.pit.matches(&d);
+        if keys.is_empty() {
+            return; // unsolicited
+        }
+        self.cs.insert(d.clone(), now.into_std());
+        let mut sent_to: Vec<FaceId> = Vec::new();
+        for k in keys {
+            let Some(e) = self.pit.remove(&k) else {
+                continue;
+            };
+            self.stats.satisfied += 1;
+            for r in &e.out_records {
+                self.dnl.add(&e.key.name, r.nonce, now);
+            }
+            for r in e.in_records {
+                if r.expiry < now || sent_to.contains(&r.face) {
+                    continue;
+                }
+                sent_to.push(r.face);
+                self.send_data(r.face, &d, r.pit_token, link.congestion_mark);
+            }
+        }
+    }
+
+    fn on_nack(&mut self, face: FaceId, i: Interest, reason: u64, now: Instant) {
+        let key = PitKey::of(&i);
+        let Some(e) = self.pit.get_mut(&key) else {
+            return;
+        };
+        let Some(out) = e
+            .out_records
+            .iter_mut()
+            .find(|r| r.face == face && Some(r.nonce) == i.nonce)
+        else {
+            return;
+        };
+        out.nack = Some(reason);
+        if e.out_records.iter().any(|r| r.nack.is_none()) {
+            return;
+        }
+        // Every upstream said no: pass on the least severe reason.
+        let least = e
+            .out_records
+            .iter()
+            .filter_map(|r| r.nack)
+            .min_by_key(|r| match *r {
+                nack_reason::CONGESTION => 0,
+                nack_reason::DUPLICATE => 1,
+                nack_reason::NO_ROUTE => 2,
+                _ => 3,
+            });
+        let Some(e) = self.pit.remove(&key) else {
+            return;
+        };
+        for r in &e.out_records {
+            self.dnl.add(&key.name, r.nonce, now);
+        }
+        for r in e.in_records {
+            self.send_nack(
+                r.face,
+                &r.interest,
+                least.unwrap_or(nack_reason::NO_ROUTE),
+                r.pit_token,
+            );
+        }
+    }
+
+    fn on_timers(&mut self, now: Instant) {
+        for e in self.pit.expired(now) {
+            self.stats.unsatisfied += 1;
+            for r in &e.out_records {
+                self.dnl.add(&e.key.name, r.nonce, now);
+            }
+        }
+    }
+
+    /// Sum of a counter over all faces.
+    pub(crate) fn face_total(&self, f: impl Fn(&Counters) -> &std::sync::atomic::AtomicU64) -> u64 {
+        self.faces
+            .values()
+            .map(|h| Counters::get(f(&h.counters)))
+            .sum()
+    }
+}

@@ -1,0 +1,548 @@
+//! NFD management on `/localhost/nfd` (and `/localhop/nfd`): commands and
+//! status datasets, answered on the forwarder task with direct table access.
+//!
+//! Commands from local faces are accepted whether signed (either form) or
+//! not, as NFD's default `localhost` policy does. Commands arriving on
+//! non-local faces are refused (403) until trust-anchor verification lands.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use granary_face::{Counters, FaceId, LinkFields, Persistency, Scope};
+use granary_mgmt::values::{
+    cs_flags, face_persistency, face_scope, link_type, route_flags, route_origin,
+};
+use granary_mgmt::{
+    encode_dataset, parse_command, segment_dataset, status, Command, ControlParameters,
+    ControlResponse, CsInfo, FaceStatus, FibEntry, GeneralStatus, NextHopRecord, RibEntry,
+    StrategyChoice as ScEntry, TlvElement, MAX_DATASET_SEGMENT,
+};
+use granary_packet::{Data, DataBuilder, Interest, Name};
+use tokio::time::Instant;
+
+use crate::fib::Route;
+use crate::forwarder::Forwarder;
+use crate::strategy::Strategy;
+
+/// Recently generated datasets, so later segments can be fetched.
+#[derive(Default)]
+pub struct MgmtState {
+    datasets: Vec<(Instant, Vec<Data>)>,
+}
+
+impl MgmtState {
+    pub(crate) fn expire(&mut self, now: Instant) {
+        self.datasets
+            .retain(|(t, _)| now.duration_since(*t) < std::time::Duration::from_secs(5));
+    }
+}
+
+fn sign(b: DataBuilder) -> Data {
+    b.sign_with(32, |m| {
+        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
+    })
+    .unwrap_or_else(|never| match never {})
+}
+
+fn response(name: &Name, r: ControlResponse) -> Data {
+    sign(DataBuilder::new(name.clone()).content(r.encode()))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn persistency_code(p: Persistency) -> u64 {
+    match p {
+        Persistency::OnDemand => face_persistency::ON_DEMAND,
+        Persistency::Persistent => face_persistency::PERSISTENT,
+        Persistency::Permanent => face_persistency::PERMANENT,
+    }
+}
+
+impl Forwarder {
+    /// Handles management Interests. `Some(true)`: answered here.
+    pub(crate) fn handle_mgmt(
+        &mut self,
+        face: FaceId,
+        i: &Interest,
+        link: &LinkFields,
+        now: Instant,
+    ) -> Option<bool> {
+        let first2 = i.name.prefix(2).to_string();
+        if first2 != granary_mgmt::LOCALHOST_NFD && first2 != granary_mgmt::LOCALHOP_NFD {
+            return Some(false);
+        }
+        let prefix = i.name.prefix(2);
+        let module = i
+            .name
+            .get(2)
+            .map(|c| String::from_utf8_lossy(c.value).into_owned())
+            .unwrap_or_default();
+        let verb = i
+            .name
+            .get(3)
+            .map(|c| String::from_utf8_lossy(c.value).into_owned())
+            .unwrap_or_default();
+        let reply = |fw: &Forwarder, d: Data| fw.send_data(face, &d, link.pit_token.clone(), None);
+
+        let dataset = matches!(
+            (module.as_str(), verb.as_str()),
+            ("faces", "list")
+                | ("fib", "list")
+                | ("rib", "list")
+                | ("strategy-choice", "list")
+                | ("cs", "info")
+                | ("status", "general")
+        );
+        if dataset {
+            let base = i.name.prefix(4);
+            if i.name.len() > 4 {
+                // A specific version/segment: from the cache, or not at all.
+                let hit = self
+                    .mgmt
+                    .datasets
+                    .iter()
+                    .flat_map(|(_, segs)| segs.iter())
+                    .find(|d| d.matches_name(&i.name, i.can_be_prefix))
+                    .cloned();
+                if let Some(d) = hit {
+                    reply(self, d);
+                }
+                return Some(true);
+            }
+            let payload = self.dataset_payload(&module, &verb, now);
+            let segs: Vec<Data> = segment_dataset(&base, now_ms(), &payload, MAX_DATASET_SEGMENT)
+                .into_iter()
+                .map(sign)
+                .collect();
+            if let Some(first) = segs.first().cloned() {
+                self.mgmt.datasets.push((now, segs));
+                reply(self, first);
+            }
+            return Some(true);
+        }
+
+        let cmd = match parse_command(i, &prefix) {
+            Ok(c) => c,
+            Err(e) => {
+                reply(
+                    self,
+                    response(
+                        &i.name,
+                        ControlResponse::new(
+                            status::BAD_REQUEST,
+                            format!("malformed command: {e}"),
+                        ),
+                    ),
+                );
+                return Some(true);
+            }
+        };
+        if self.faces.get(&face).map(|f| f.info.scope) != Some(Scope::Local) {
+            let r = ControlResponse::new(
+                status::FORBIDDEN,
+                "commands from non-local faces are not accepted",
+            );
+            reply(self, response(&i.name, r));
+            return Some(true);
+        }
+        let r = self.command(face, &cmd, i, link, now);
+        tracing::debug!(face, module = %cmd.module, verb = %cmd.verb, status = ?r.as_ref().map(|r| r.status_code), "management command");
+        if let Some(r) = r {
+            reply(self, response(&i.name, r));
+        }
+        Some(true)
+    }
+
+    fn command(
+        &mut self,
+        face: FaceId,
+        cmd: &Command,
+        i: &Interest,
+        link: &LinkFields,
+        now: Instant,
+    ) -> Option<ControlResponse> {
+        let p = &cmd.params;
+        let bad = |t: &str| Some(ControlResponse::new(status::BAD_REQUEST, t.to_string()));
+        match (cmd.module.as_str(), cmd.verb.as_str()) {
+            ("rib", "register") => {
+                let Some(name) = p.name.clone() else {
+                    return bad("Name is required");
+                };
+                let face_id = p.face_id.filter(|f| *f != 0).unwrap_or(face);
+                if !self.faces.contains_key(&face_id) {
+                    return Some(ControlResponse::new(
+                        status::GONE,
+                        format!("face {face_id} does not exist"),
+                    ));
+                }
+                let origin = p.origin.unwrap_or(route_origin::APP);
+                let cost = p.cost.unwrap_or(0);
+                let flags = p.flags.unwrap_or(route_flags::CHILD_INHERIT);
+                let expires = p
+                    .expiration_period
+                    .map(|ms| now + std::time::Duration::from_millis(ms));
+                self.tables.register(
+                    name.clone(),
+                    Route {
+                        face: face_id,
+                        origin,
+                        cost,
+                        flags,
+                        expires,
+                    },
+                );
+                tracing::info!(
+                    face = face_id,
+                    "route {name} registered (cost {cost}, origin {origin})"
+                );
+                let mut out = ControlParameters::new();
+                out.name = Some(name);
+                out.face_id = Some(face_id);
+                out.origin = Some(origin);
+                out.cost = Some(cost);
+                out.flags = Some(flags);
+                out.expiration_period = p.expiration_period;
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            ("rib", "unregister") => {
+                let Some(name) = p.name.clone() else {
+                    return bad("Name is required");
+                };
+                let face_id = p.face_id.filter(|f| *f != 0).unwrap_or(face);
+                let origin = p.origin.unwrap_or(route_origin::APP);
+                self.tables.unregister(&name, face_id, origin);
+                let mut out = ControlParameters::new();
+                out.name = Some(name);
+                out.face_id = Some(face_id);
+                out.origin = Some(origin);
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            ("faces", "create") => self.faces_create(face, p, i, link),
+            ("faces", "destroy") => {
+                let Some(id) = p.face_id else {
+                    return bad("FaceId is required");
+                };
+                if let Some(h) = self.faces.remove(&id) {
+                    h.close();
+                    self.tables.remove_face(id);
+                }
+                let mut out = ControlParameters::new();
+                out.face_id = Some(id);
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            ("strategy-choice", "set") => {
+                let (Some(name), Some(sname)) = (p.name.clone(), p.strategy.clone()) else {
+                    return bad("Name and Strategy are required");
+                };
+                let Some(s) = Strategy::from_name(&sname) else {
+                    return Some(ControlResponse::new(
+                        status::NOT_FOUND,
+                        format!("unknown strategy {sname}"),
+                    ));
+                };
+                self.strategies.set(name.clone(), s);
+                let mut out = ControlParameters::new();
+                out.name = Some(name);
+                out.strategy = Some(s.name());
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            ("strategy-choice", "unset") => {
+                let Some(name) = p.name.clone() else {
+                    return bad("Name is required");
+                };
+                if name.is_empty() {
+                    return bad("the root strategy cannot be unset");
+                }
+                self.strategies.unset(&name);
+                let mut out = ControlParameters::new();
+                out.name = Some(name);
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            ("cs", "config") => {
+                let mut cfg = self.cs.config().clone();
+                if let Some(c) = p.capacity {
+                    cfg.max_packets = c as usize;
+                }
+                let mask = p.mask.unwrap_or(0);
+                let flags = p.flags.unwrap_or(0);
+                if mask & cs_flags::ENABLE_ADMIT != 0 {
+                    cfg.admit = flags & cs_flags::ENABLE_ADMIT != 0;
+                }
+                if mask & cs_flags::ENABLE_SERVE != 0 {
+                    cfg.serve = flags & cs_flags::ENABLE_SERVE != 0;
+                }
+                self.cs.set_config(cfg.clone());
+                let mut out = ControlParameters::new();
+                out.capacity = Some(cfg.max_packets as u64);
+                out.flags = Some(self.cs_flag_bits());
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
+            (m, v) => Some(ControlResponse::new(
+                status::NOT_IMPLEMENTED,
+                format!("unsupported command {m}/{v}"),
+            )),
+        }
+    }
+
+    fn cs_flag_bits(&self) -> u64 {
+        let c = self.cs.config();
+        (if c.admit { cs_flags::ENABLE_ADMIT } else { 0 })
+            | (if c.serve { cs_flags::ENABLE_SERVE } else { 0 })
+    }
+
+    fn face_params(&self, id: FaceId) -> ControlParameters {
+        let mut out = ControlParameters::new();
+        if let Some(h) = self.faces.get(&id) {
+            out.face_id = Some(id);
+            out.uri = Some(h.info.remote_uri.clone());
+            out.local_uri = Some(h.info.local_uri.clone());
+            out.face_persistency = Some(persistency_code(h.info.persistency));
+            out.flags = Some(0);
+            out.mtu = h.info.mtu.map(|m| m as u64);
+        }
+        out
+    }
+
+    fn faces_create(
+        &mut self,
+        face: FaceId,
+        p: &ControlParameters,
+        i: &Interest,
+        link: &LinkFields,
+    ) -> Option<ControlResponse> {
+        let Some(uri) = p.uri.clone() else {
+            return Some(ControlResponse::new(status::BAD_REQUEST, "Uri is required"));
+        };
+        let (scheme, rest) = match uri.split_once("://") {
+            Some(x) => x,
+            None => {
+                return Some(ControlResponse::new(
+                    status::BAD_REQUEST,
+                    format!("bad FaceUri {uri}"),
+                ))
+            }
+        };
+        let addr: SocketAddr = match rest.trim_end_matches('/').parse() {
+            Ok(a) => a,
+            Err(_) => {
+                return Some(ControlResponse::new(
+                    status::BAD_REQUEST,
+                    format!("FaceUri {uri}: expected scheme://IP:port (names are not resolved)"),
+                ))
+            }
+        };
+        let canonical = match (scheme, addr) {
+            ("tcp" | "tcp4", SocketAddr::V4(_)) => format!("tcp4://{addr}"),
+            ("tcp" | "tcp6", SocketAddr::V6(_)) => format!("tcp6://{addr}"),
+            ("udp" | "udp4", SocketAddr::V4(_)) => format!("udp4://{addr}"),
+            ("udp" | "udp6", SocketAddr::V6(_)) => format!("udp6://{addr}"),
+            _ => {
+                return Some(ControlResponse::new(
+                    status::NOT_ACCEPTABLE,
+                    format!("unsupported FaceUri {uri}"),
+                ))
+            }
+        };
+        if let Some(existing) = self
+            .faces
+            .values()
+            .find(|h| h.info.remote_uri == canonical)
+            .map(|h| h.info.id)
+        {
+            return Some(ControlResponse::with_params(
+                status::CONFLICT,
+                "Face with remote URI already exists",
+                &self.face_params(existing),
+            ));
+        }
+        if canonical.starts_with("udp") {
+            let Some(ch) = self.ctx.udp.clone() else {
+                return Some(ControlResponse::new(
+                    status::NOT_ACCEPTABLE,
+                    "no UDP listener: start the daemon with --listen udp://…",
+                ));
+            };
+            let (h, new) = ch.connect(addr, Persistency::Persistent);
+            let id = h.info.id;
+            if new {
+                self.add_face(h);
+            }
+            return Some(ControlResponse::with_params(
+                status::OK,
+                "OK",
+                &self.face_params(id),
+            ));
+        }
+        // TCP: connect off the forwarder task; announce the face first, then answer.
+        let ctx = self.ctx.clone();
+        let requester = self.faces.get(&face).cloned()?;
+        let name = i.name.clone();
+        let token = link.pit_token.clone();
+        tokio::spawn(async move {
+            let id = ctx.ids.next();
+            let r = match granary_face::stream::connect_tcp(
+                addr,
+                id,
+                ctx.limits.clone(),
+                ctx.events.clone(),
+            )
+            .await
+            {
+                Ok(h) => {
+                    let mut out = ControlParameters::new();
+                    out.face_id = Some(id);
+                    out.uri = Some(h.info.remote_uri.clone());
+                    out.local_uri = Some(h.info.local_uri.clone());
+                    out.face_persistency = Some(face_persistency::PERSISTENT);
+                    out.flags = Some(0);
+                    ControlResponse::with_params(status::OK, "OK", &out)
+                }
+                Err(e) => ControlResponse::new(
+                    status::GATEWAY_TIMEOUT,
+                    format!("cannot connect to {addr}: {e}"),
+                ),
+            };
+            let d = response(&name, r);
+            requester.send(granary_face::OutPacket {
+                wire: d.wire().clone(),
+                kind: granary_face::OutKind::Data,
+                pit_token: token,
+                congestion_mark: None,
+            });
+        });
+        None
+    }
+
+    fn dataset_payload(&self, module: &str, verb: &str, _now: Instant) -> Bytes {
+        match (module, verb) {
+            ("faces", "list") => {
+                let mut v: Vec<FaceStatus> = self
+                    .faces
+                    .values()
+                    .map(|h| {
+                        let c = &h.counters;
+                        FaceStatus {
+                            face_id: h.info.id,
+                            uri: h.info.remote_uri.clone(),
+                            local_uri: h.info.local_uri.clone(),
+                            expiration_period: None,
+                            face_scope: if h.info.scope == Scope::Local {
+                                face_scope::LOCAL
+                            } else {
+                                face_scope::NON_LOCAL
+                            },
+                            face_persistency: persistency_code(h.info.persistency),
+                            link_type: link_type::POINT_TO_POINT,
+                            base_congestion_marking_interval: None,
+                            default_congestion_threshold: None,
+                            mtu: h.info.mtu.map(|m| m as u64),
+                            n_in_interests: Counters::get(&c.in_interests),
+                            n_in_data: Counters::get(&c.in_data),
+                            n_in_nacks: Counters::get(&c.in_nacks),
+                            n_out_interests: Counters::get(&c.out_interests),
+                            n_out_data: Counters::get(&c.out_data),
+                            n_out_nacks: Counters::get(&c.out_nacks),
+                            n_in_bytes: Counters::get(&c.in_bytes),
+                            n_out_bytes: Counters::get(&c.out_bytes),
+                            flags: 0,
+                        }
+                    })
+                    .collect();
+                v.sort_by_key(|f| f.face_id);
+                encode_dataset(&v)
+            }
+            ("fib", "list") => {
+                let mut v: Vec<FibEntry> = self
+                    .tables
+                    .fib()
+                    .map(|(n, hops)| FibEntry {
+                        name: n.clone(),
+                        next_hops: hops
+                            .iter()
+                            .map(|h| NextHopRecord {
+                                face_id: h.face,
+                                cost: h.cost,
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.name.cmp(&b.name));
+                encode_dataset(&v)
+            }
+            ("rib", "list") => {
+                let mut v: Vec<RibEntry> = self
+                    .tables
+                    .rib()
+                    .map(|(n, routes)| RibEntry {
+                        name: n.clone(),
+                        routes: routes
+                            .iter()
+                            .map(|r| granary_mgmt::Route {
+                                face_id: r.face,
+                                origin: r.origin,
+                                cost: r.cost,
+                                flags: r.flags,
+                                expiration_period: r.expires.map(|e| {
+                                    e.saturating_duration_since(Instant::now()).as_millis() as u64
+                                }),
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.name.cmp(&b.name));
+                encode_dataset(&v)
+            }
+            ("strategy-choice", "list") => {
+                let mut v: Vec<ScEntry> = self
+                    .strategies
+                    .iter()
+                    .map(|(n, s)| ScEntry {
+                        name: n.clone(),
+                        strategy: s.name(),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.name.cmp(&b.name));
+                encode_dataset(&v)
+            }
+            ("cs", "info") => CsInfo {
+                capacity: self.cs.config().max_packets as u64,
+                flags: self.cs_flag_bits(),
+                n_entries: self.cs.len() as u64,
+                n_hits: self.cs.hits(),
+                n_misses: self.cs.misses(),
+            }
+            .encode(),
+            _ => {
+                let start = self
+                    .started
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or(0);
+                GeneralStatus {
+                    nfd_version: format!("granary-{}", env!("CARGO_PKG_VERSION")),
+                    start_timestamp: start,
+                    current_timestamp: now_ms(),
+                    n_name_tree_entries: 0,
+                    n_fib_entries: self.tables.fib().count() as u64,
+                    n_pit_entries: self.pit.len() as u64,
+                    n_measurements_entries: 0,
+                    n_cs_entries: self.cs.len() as u64,
+                    n_in_interests: self.face_total(|c| &c.in_interests),
+                    n_in_data: self.face_total(|c| &c.in_data),
+                    n_in_nacks: self.face_total(|c| &c.in_nacks),
+                    n_out_interests: self.face_total(|c| &c.out_interests),
+                    n_out_data: self.face_total(|c| &c.out_data),
+                    n_out_nacks: self.face_total(|c| &c.out_nacks),
+                    n_satisfied_interests: self.stats.satisfied,
+                    n_unsatisfied_interests: self.stats.unsatisfied,
+                }
+                .encode()
+            }
+        }
+    }
+}
