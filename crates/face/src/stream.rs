@@ -273,56 +273,6 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
     shared.close(reason, &closer).await;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codel_marks_only_after_an_interval_above_target() {
-        let mut c = Codel::default();
-        let t0 = tokio::time::Instant::now();
-        let (tgt, iv) = (Duration::from_millis(5), Duration::from_millis(100));
-        assert!(!c.should_mark(t0, Duration::from_millis(1), tgt, iv));
-        assert!(!c.should_mark(t0, Duration::from_millis(20), tgt, iv));
-        assert!(!c.should_mark(
-            t0 + Duration::from_millis(50),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(c.should_mark(
-            t0 + Duration::from_millis(101),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(
-            !c.should_mark(
-                t0 + Duration::from_millis(102),
-                Duration::from_millis(20),
-                tgt,
-                iv
-            ),
-            "spaced"
-        );
-        assert!(c.should_mark(
-            t0 + Duration::from_millis(200),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(
-            !c.should_mark(
-                t0 + Duration::from_millis(201),
-                Duration::from_millis(1),
-                tgt,
-                iv
-            ),
-            "queue drained"
-        );
-    }
-}
-
 /// Listens on a Unix stream socket (removing a stale socket file first) and
 /// announces every accepted connection as a local, on-demand face.
 pub async fn listen_unix(
@@ -444,4 +394,54 @@ pub async fn connect_tcp(
         )
     })??;
     tcp_face(sock, id, crate::Persistency::Persistent, limits, events).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codel_marks_only_after_an_interval_above_target() {
+        let mut c = Codel::default();
+        let t0 = tokio::time::Instant::now();
+        let (tgt, iv) = (Duration::from_millis(5), Duration::from_millis(100));
+        assert!(!c.should_mark(t0, Duration::from_millis(1), tgt, iv));
+        assert!(!c.should_mark(t0, Duration::from_millis(20), tgt, iv));
+        assert!(!c.should_mark(
+            t0 + Duration::from_millis(50),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(c.should_mark(
+            t0 + Duration::from_millis(101),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(
+            !c.should_mark(
+                t0 + Duration::from_millis(102),
+                Duration::from_millis(20),
+                tgt,
+                iv
+            ),
+            "spaced"
+        );
+        assert!(c.should_mark(
+            t0 + Duration::from_millis(200),
+            Duration::from_millis(20),
+            tgt,
+            iv
+        ));
+        assert!(
+            !c.should_mark(
+                t0 + Duration::from_millis(201),
+                Duration::from_millis(1),
+                tgt,
+                iv
+            ),
+            "queue drained"
+        );
+    }
 }
