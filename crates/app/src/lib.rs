@@ -219,3 +219,34 @@ impl Client {
         granary_mgmt::reassemble_dataset(&segs).map_err(|e| Error::Bad(e.to_string()))
     }
 }
+
+impl Client {
+    /// Registers `prefix` for this connection (rib/register with FaceId 0).
+    pub async fn register(&mut self, prefix: &Name) -> Result<(), Error> {
+        let mut p = ControlParameters::new();
+        p.name = Some(prefix.clone());
+        self.command(
+            &Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default(),
+            "rib",
+            "register",
+            &p,
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Serves Interests forever: `answer` turns each Interest into a Data
+    /// (already encoded), or `None` to stay silent.
+    pub async fn serve(
+        &mut self,
+        mut answer: impl FnMut(&granary_packet::Interest) -> Option<Data>,
+    ) -> Result<(), Error> {
+        loop {
+            if let NetPacket::Interest(i) = self.next_packet().await? {
+                if let Some(d) = answer(&i) {
+                    self.sock.write_all(d.wire()).await?;
+                }
+            }
+        }
+    }
+}

@@ -97,6 +97,21 @@ enum Command {
         #[arg(long)]
         hex: bool,
     },
+    /// Serve synthetic Data under a prefix (a producer for tests and
+    /// measurements): content is SIZE bytes derived from the name.
+    Serve {
+        /// Name prefix to register.
+        prefix: String,
+        /// Content size in bytes.
+        #[arg(long, default_value_t = 1024)]
+        size: usize,
+        /// FreshnessPeriod in ms.
+        #[arg(long, default_value_t = 10_000)]
+        freshness: u64,
+        /// Wait this long before answering each Interest (ms).
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
+    },
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
@@ -154,6 +169,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             node::strategy(&socket, prefix, strategy)
         }
         Command::Cs(c) => node::cs(&socket, c),
+        Command::Serve {
+            prefix,
+            size,
+            freshness,
+            delay_ms,
+        } => node::serve(&socket, &prefix, size, freshness, delay_ms),
         Command::Peek {
             name,
             prefix,

@@ -450,3 +450,44 @@ pub fn peek(
         }
     })
 }
+
+/// Content of `size` bytes derived from a name (SHA-256 of its URI, repeated).
+pub fn synthetic_content(name: &Name, size: usize) -> Vec<u8> {
+    let seed = granary_packet::sha256(name.to_string().as_bytes());
+    seed.iter().copied().cycle().take(size).collect()
+}
+
+/// `granary serve`: register a prefix, answer every Interest under it.
+pub fn serve(
+    socket: &Path,
+    prefix: &str,
+    size: usize,
+    freshness: u64,
+    delay_ms: u64,
+) -> anyhow::Result<()> {
+    let prefix = name(prefix)?;
+    rt()?.block_on(async move {
+        let mut c = Client::connect(socket).await?;
+        c.register(&prefix).await?;
+        println!("ready");
+        let mut served = 0u64;
+        c.serve(|i| {
+            if delay_ms > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            }
+            served += 1;
+            println!("served {} #{served}", i.name);
+            let b = granary_packet::DataBuilder::new(i.name.clone())
+                .content(synthetic_content(&i.name, size))
+                .freshness_period(freshness);
+            b.sign_with(32, |m| {
+                Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(
+                    m,
+                )))
+            })
+            .ok()
+        })
+        .await?;
+        Ok(())
+    })
+}

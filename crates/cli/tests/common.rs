@@ -74,3 +74,145 @@ pub fn write_jsonl(p: &Path, v: &[Value]) {
 pub fn granary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_granary"))
 }
+
+/// A `granary daemon` process for a test; SIGTERM on drop.
+pub struct Daemon {
+    pub child: std::process::Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub tcp: Option<String>,
+    pub udp: Option<String>,
+}
+
+impl Daemon {
+    /// Starts a daemon with extra args (e.g. `--listen tcp://127.0.0.1:0`)
+    /// and waits for it to say `ready`.
+    pub fn start(extra: &[&str]) -> Daemon {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("g.sock");
+        let mut child = granary()
+            .args([
+                "--data-dir",
+                dir.path().to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+                "daemon",
+            ])
+            .args(extra)
+            .env("GRANARY_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(out).lines();
+        let (mut tcp, mut udp) = (None, None);
+        loop {
+            let l = lines.next().expect("daemon exited before ready").unwrap();
+            if let Some(a) = l.strip_prefix("listening tcp://") {
+                tcp = Some(a.to_string());
+            }
+            if let Some(a) = l.strip_prefix("listening udp://") {
+                udp = Some(a.to_string());
+            }
+            if l == "ready" {
+                break;
+            }
+        }
+        Daemon {
+            child,
+            dir,
+            socket,
+            tcp,
+            udp,
+        }
+    }
+
+    /// Runs a granary client command against this daemon.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        granary()
+            .args([
+                "--data-dir",
+                self.dir.path().to_str().unwrap(),
+                "--socket",
+                self.socket.to_str().unwrap(),
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Like `cli`, asserting success and returning stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.cli(args);
+        assert!(
+            o.status.success(),
+            "granary {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// Starts `granary serve PREFIX ...` on this daemon; waits for `ready`.
+    pub fn serve(&self, prefix: &str, extra: &[&str]) -> Producer {
+        use std::io::BufRead;
+        let mut child = granary()
+            .args(["--socket", self.socket.to_str().unwrap(), "serve", prefix])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(out).lines();
+        assert_eq!(lines.next().unwrap().unwrap(), "ready");
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let s2 = served.clone();
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                if l.starts_with("served ") {
+                    s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        });
+        Producer { child, served }
+    }
+
+    /// A counter from `cs info` (entries, hits, misses…).
+    pub fn cs_stat(&self, key: &str) -> u64 {
+        let s = self.ok(&["cs", "info"]);
+        s.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key} in {s}"))
+            .parse()
+            .unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+/// A producer process.
+pub struct Producer {
+    pub child: std::process::Child,
+    pub served: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Producer {
+    pub fn served(&self) -> usize {
+        self.served.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

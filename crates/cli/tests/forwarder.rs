@@ -1,0 +1,223 @@
+//! The forwarder as a running process: real daemons, real sockets.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::*;
+use granary_packet::{Data, Interest, InterestFields, Name};
+
+fn peek(d: &Daemon, name: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["peek", name, "--hex"];
+    args.extend_from_slice(extra);
+    d.cli(&args)
+}
+
+#[test]
+fn no_route_gives_a_prompt_nack() {
+    let d = Daemon::start(&[]);
+    let t = Instant::now();
+    let o = peek(&d, "/nowhere/x", &[]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("nack NoRoute"), "{err}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "Nack took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn local_producer_consumer_and_cache() {
+    let d = Daemon::start(&[]);
+    let p = d.serve("/local/p", &["--size", "8192"]);
+    let o = peek(&d, "/local/p/a", &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        hex::decode(String::from_utf8_lossy(&o.stdout).trim())
+            .unwrap()
+            .len(),
+        8192
+    );
+    let hits = d.cs_stat("hits");
+    assert!(peek(&d, "/local/p/a", &[]).status.success());
+    assert_eq!(d.cs_stat("hits"), hits + 1, "second fetch from the CS");
+    assert_eq!(p.served(), 1);
+    // Status and face list show the traffic.
+    assert!(d.ok(&["status"]).contains("satisfied"));
+    assert!(d.ok(&["face", "list"]).contains("scope=local"));
+    assert!(d.ok(&["route", "list"]).contains("fib /local/p"));
+}
+
+#[test]
+fn garbage_face_is_dropped_and_others_unaffected() {
+    let d = Daemon::start(&[]);
+    let _p = d.serve("/g", &["--size", "100"]);
+    let mut bad = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    // Random bytes (an invalid TLV type 0 right away, then noise).
+    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let noise: Vec<u8> = std::iter::once(0u8)
+        .chain((0..4096).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }))
+        .collect();
+    let _ = bad.write_all(&noise);
+    bad.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut buf = [0u8; 16];
+    let n = bad.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "the forwarder closes a face that sends garbage");
+    for i in 0..5 {
+        assert!(
+            peek(&d, &format!("/g/{i}"), &[]).status.success(),
+            "fetch {i} after garbage"
+        );
+    }
+    // An oversized packet is refused the same way.
+    let mut big = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let _ = big.write_all(&[5, 0xFE, 0x00, 0x10, 0x00, 0x00]);
+    big.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    assert_eq!(big.read(&mut buf).unwrap_or(0), 0);
+    assert!(peek(&d, "/g/after", &[]).status.success());
+}
+
+#[test]
+fn localhost_is_unreachable_from_non_local_faces() {
+    let d = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let mut s = std::net::TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
+    let mut f = InterestFields::new(Name::from_uri("/localhost/nfd/status/general").unwrap());
+    f.can_be_prefix = true;
+    f.nonce = Some(1);
+    f.lifetime = Some(1000);
+    s.write_all(f.encode().wire()).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(1500)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let r = s.read(&mut buf);
+    assert!(
+        r.is_err(),
+        "no answer to /localhost from a TCP face, got {r:?}"
+    );
+    // The same from the local socket works.
+    assert!(d.ok(&["status"]).contains("granary-"));
+    // And /localhost is never forwarded to a non-local face.
+    let other = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let addr = format!("tcp4://{}", other.tcp.as_ref().unwrap());
+    d.ok(&["route", "add", "/localhost/x", &addr]);
+    let o = peek(&d, "/localhost/x/y", &[]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("NoRoute"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A — B over TCP, B — C over UDP with MTU 1400 (8 KiB Data fragmented).
+#[test]
+fn three_daemons_chained_with_cache_aggregation_and_loops() {
+    let c = Daemon::start(&["--listen", "udp://127.0.0.1:0"]);
+    let b = Daemon::start(&[
+        "--listen",
+        "tcp://127.0.0.1:0",
+        "--listen",
+        "udp://127.0.0.1:0",
+        "--udp-mtu",
+        "1400",
+    ]);
+    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let c_udp = format!("udp4://{}", c.udp.as_ref().unwrap());
+    let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
+    a.ok(&["route", "add", "/chain", &b_tcp]);
+    b.ok(&["route", "add", "/chain", &c_udp]);
+    let p = c.serve("/chain", &["--size", "8192", "--delay-ms", "300"]);
+
+    let o = peek(&a, "/chain/file/1", &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let content = hex::decode(String::from_utf8_lossy(&o.stdout).trim()).unwrap();
+    assert_eq!(content.len(), 8192);
+    assert_eq!(p.served(), 1);
+
+    // Second fetch: A's cache is disabled so B answers from its CS.
+    a.ok(&["cs", "config", "--serve", "off"]);
+    let hits = b.cs_stat("hits");
+    let o = peek(&a, "/chain/file/1", &[]);
+    assert!(o.status.success());
+    assert_eq!(
+        hex::decode(String::from_utf8_lossy(&o.stdout).trim()).unwrap(),
+        content
+    );
+    assert_eq!(b.cs_stat("hits"), hits + 1, "served from B's cache");
+    assert_eq!(p.served(), 1, "producer not asked again");
+
+    // Aggregation: two consumers at A at once, one Interest reaches C.
+    let t1 = std::thread::spawn({
+        let sock = a.socket.clone();
+        move || {
+            granary()
+                .args(["--socket", sock.to_str().unwrap(), "peek", "/chain/agg"])
+                .output()
+                .unwrap()
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let o2 = peek(&a, "/chain/agg", &[]);
+    let o1 = t1.join().unwrap();
+    assert!(o1.status.success() && o2.status.success());
+    assert_eq!(p.served(), 2, "one Interest upstream for two consumers");
+
+    // Loop: B routes /loop back to A, A routes /loop to B.
+    let a_tcp = format!("tcp4://{}", a.tcp.as_ref().unwrap());
+    a.ok(&["route", "add", "/loop", &b_tcp]);
+    b.ok(&["route", "add", "/loop", &a_tcp]);
+    let t = Instant::now();
+    let o = peek(&a, "/loop/x", &["--lifetime", "3000"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("nack"),
+        "loop ends in a Nack, not a timeout: {err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+/// Raw check that the forwarder decrements HopLimit and adds a Nonce without
+/// touching the rest (signature intact).
+#[test]
+fn forwarded_interest_keeps_its_bytes_except_nonce_and_hop_limit() {
+    let d = Daemon::start(&[]);
+    let mut producer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    // Register /raw from this raw connection.
+    let mut p = granary_mgmt::ControlParameters::new();
+    p.name = Some(Name::from_uri("/raw").unwrap());
+    let cmd = granary_mgmt::make_command(
+        &Name::from_uri("/localhost/nfd").unwrap(),
+        "rib",
+        "register",
+        &p,
+    )
+    .encode();
+    producer.write_all(cmd.wire()).unwrap();
+    producer
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = producer.read(&mut buf).unwrap();
+    let resp = Data::decode(bytes::Bytes::copy_from_slice(&buf[..n])).unwrap();
+    assert!(resp.content().starts_with(&[0x65]), "ControlResponse");
+    let mut consumer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let mut f = InterestFields::new(Name::from_uri("/raw/x").unwrap());
+    f.hop_limit = Some(5);
+    f.app_params = Some(bytes::Bytes::from_static(b"payload"));
+    let i = f.encode();
+    consumer.write_all(i.wire()).unwrap();
+    let n = producer.read(&mut buf).unwrap();
+    let got = Interest::decode(bytes::Bytes::copy_from_slice(&buf[..n])).unwrap();
+    assert_eq!(got.hop_limit, Some(4));
+    assert!(got.nonce.is_some());
+    assert!(got.params_digest_ok());
+    assert_eq!(got.name, i.name);
+    assert_eq!(got.app_params, i.app_params);
+}
