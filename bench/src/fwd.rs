@@ -1,0 +1,226 @@
+//! Forwarder throughput tool: a pipelined consumer and a producer of 8 KiB
+//! Data, over Unix sockets, either through a forwarder or directly.
+//!
+//!   granary-bench-fwd producer --listen PATH [--size N]          (direct)
+//!   granary-bench-fwd producer --connect PATH --prefix /p [--size N]
+//!   granary-bench-fwd consumer --connect PATH --prefix /p [--window W] [--flows F] [--secs S] [--repeat]
+//!
+//! The consumer prints `exchanges_per_sec<TAB>gbit_per_sec<TAB>sent<TAB>received`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use granary_face::framing::next_frame;
+use granary_mgmt::{make_command, ControlParameters};
+use granary_packet::{Component, DataBuilder, Interest, InterestFields, Name};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+
+fn arg(args: &[String], key: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == key)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+async fn serve_conn(sock: UnixStream, size: usize) {
+    let (mut r, mut w) = sock.into_split();
+    let content = Bytes::from(vec![0xABu8; size]);
+    let mut buf = BytesMut::with_capacity(1 << 20);
+    let mut out = BytesMut::with_capacity(1 << 20);
+    loop {
+        match r.read_buf(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        out.clear();
+        while let Ok(Some(frame)) = next_frame(&mut buf, 9000) {
+            if let Ok(i) = Interest::decode(frame) {
+                let d = DataBuilder::new(i.name.clone())
+                    .content(content.clone())
+                    .freshness_period(1000)
+                    .encode_with_signature(Bytes::from_static(&[0u8; 32]));
+                out.extend_from_slice(d.wire());
+            }
+        }
+        if !out.is_empty() && w.write_all(&out).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn producer(args: Vec<String>) {
+    let size: usize = arg(&args, "--size")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8192);
+    if let Some(path) = arg(&args, "--listen") {
+        let _ = std::fs::remove_file(&path);
+        let l = UnixListener::bind(&path).expect("bind");
+        println!("ready");
+        loop {
+            let (s, _) = l.accept().await.expect("accept");
+            tokio::spawn(serve_conn(s, size));
+        }
+    }
+    let path = arg(&args, "--connect").expect("--connect or --listen");
+    let prefix =
+        Name::from_uri(&arg(&args, "--prefix").unwrap_or("/bench".into())).expect("prefix");
+    let mut s = UnixStream::connect(&path).await.expect("connect");
+    let mut p = ControlParameters::new();
+    p.name = Some(prefix);
+    let cmd = make_command(
+        &Name::from_uri("/localhost/nfd").unwrap(),
+        "rib",
+        "register",
+        &p,
+    )
+    .encode();
+    s.write_all(cmd.wire()).await.unwrap();
+    let mut buf = vec![0u8; 65536];
+    let _ = s.read(&mut buf).await.unwrap();
+    println!("ready");
+    serve_conn(s, size).await;
+}
+
+async fn flow(
+    path: String,
+    prefix: Name,
+    flow: usize,
+    window: usize,
+    deadline: Instant,
+    repeat: bool,
+    sent: Arc<AtomicU64>,
+    recv: Arc<AtomicU64>,
+    bytes: Arc<AtomicU64>,
+) {
+    let s = UnixStream::connect(&path).await.expect("connect");
+    let (mut r, mut w) = s.into_split();
+    let base = prefix.append(&Component::generic(format!("f{flow}").as_bytes()));
+    let outstanding = Arc::new(tokio::sync::Semaphore::new(window));
+    let o2 = outstanding.clone();
+    let (recv2, bytes2) = (recv.clone(), bytes.clone());
+    let reader = tokio::spawn(async move {
+        let mut buf = BytesMut::with_capacity(1 << 20);
+        loop {
+            match r.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            while let Ok(Some(frame)) = next_frame(&mut buf, 9000) {
+                recv2.fetch_add(1, Ordering::Relaxed);
+                bytes2.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                o2.add_permits(1);
+            }
+        }
+    });
+    let mut seq: u64 = 0;
+    let mut out = BytesMut::with_capacity(64 * 1024);
+    while Instant::now() < deadline {
+        let Ok(permit) = tokio::time::timeout(
+            Duration::from_millis(500),
+            outstanding.clone().acquire_many_owned(1),
+        )
+        .await
+        else {
+            // Lost packets: release the window and go on.
+            outstanding.add_permits(1);
+            continue;
+        };
+        let Ok(p) = permit else { break };
+        p.forget();
+        let mut n = 1;
+        while n < 64 {
+            match outstanding.try_acquire() {
+                Ok(p) => {
+                    p.forget();
+                    n += 1;
+                }
+                Err(_) => break,
+            }
+        }
+        out.clear();
+        for _ in 0..n {
+            let s = if repeat { seq % 1000 } else { seq };
+            let mut f = InterestFields::new(base.append(&Component::segment(s)));
+            f.nonce = Some(seq as u32 ^ (flow as u32) << 24);
+            f.lifetime = Some(2000);
+            out.extend_from_slice(f.encode().wire());
+            seq += 1;
+        }
+        sent.fetch_add(n as u64, Ordering::Relaxed);
+        if w.write_all(&out).await.is_err() {
+            break;
+        }
+    }
+    reader.abort();
+}
+
+async fn consumer(args: Vec<String>) {
+    let path = arg(&args, "--connect").expect("--connect");
+    let prefix =
+        Name::from_uri(&arg(&args, "--prefix").unwrap_or("/bench".into())).expect("prefix");
+    let window: usize = arg(&args, "--window")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let flows: usize = arg(&args, "--flows")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let secs: f64 = arg(&args, "--secs")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5.0);
+    let repeat = args.iter().any(|a| a == "--repeat");
+    let (sent, recv, bytes) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    // Warm-up second not counted.
+    let warm = Instant::now() + Duration::from_millis(500);
+    let start = warm;
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut tasks = Vec::new();
+    for f in 0..flows {
+        tasks.push(tokio::spawn(flow(
+            path.clone(),
+            prefix.clone(),
+            f,
+            window,
+            deadline,
+            repeat,
+            sent.clone(),
+            recv.clone(),
+            bytes.clone(),
+        )));
+    }
+    tokio::time::sleep_until(warm.into()).await;
+    let (r0, b0) = (recv.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+    tokio::time::sleep_until(deadline.into()).await;
+    let (r1, b1) = (recv.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+    let el = secs;
+    let ex = (r1 - r0) as f64 / el;
+    let gbps = (b1 - b0) as f64 * 8.0 / el / 1e9;
+    println!(
+        "{ex:.0}\t{gbps:.3}\t{}\t{}",
+        sent.load(Ordering::Relaxed),
+        recv.load(Ordering::Relaxed)
+    );
+    for t in tasks {
+        t.abort();
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    match args.get(1).map(String::as_str) {
+        Some("producer") => rt.block_on(producer(args)),
+        Some("consumer") => rt.block_on(consumer(args)),
+        _ => eprintln!("usage: granary-bench-fwd producer|consumer …"),
+    }
+}
