@@ -69,6 +69,9 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     if let Some(m) = args.udp_mtu {
         cfg.udp_mtu = m;
     }
+    if cfg.trust_dir.is_none() {
+        cfg.trust_dir = Some(data_dir.join("keychain").join("trust"));
+    }
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -221,3 +221,163 @@ fn forwarded_interest_keeps_its_bytes_except_nonce_and_hop_limit() {
     assert_eq!(got.name, i.name);
     assert_eq!(got.app_params, i.app_params);
 }
+
+fn command_over(
+    stream: &mut std::net::TcpStream,
+    wire: &[u8],
+) -> Option<granary_mgmt::ControlResponse> {
+    use granary_mgmt::TlvElement;
+    stream.write_all(wire).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let n = stream.read(&mut buf).ok()?;
+    let d = Data::decode(bytes::Bytes::copy_from_slice(&buf[..n])).ok()?;
+    granary_mgmt::ControlResponse::decode(&bytes::Bytes::copy_from_slice(d.content())).ok()
+}
+
+/// `/localhop/nfd` commands from a non-local face: only signed v0.3 commands
+/// by a trust anchor's key are obeyed, once.
+#[test]
+fn localhop_commands_need_a_trusted_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let dd = dir.path().to_str().unwrap();
+    let key = |args: &[&str]| {
+        let o = granary()
+            .args(["--data-dir", dd, "key"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    key(&["gen", "/admin", "--type", "ecdsa"]);
+    key(&["gen", "/stranger"]);
+    let cert = dir.path().join("admin.ndncert");
+    std::fs::write(&cert, key(&["export", "/admin"])).unwrap();
+    key(&["trust", cert.to_str().unwrap()]);
+    // A daemon on that data directory (it reads keychain/trust at start).
+    let sock = dir.path().join("g.sock");
+    let mut child = granary()
+        .args([
+            "--data-dir",
+            dd,
+            "--socket",
+            sock.to_str().unwrap(),
+            "daemon",
+            "--listen",
+            "tcp://127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut tcp = None;
+    {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        for l in lines.by_ref() {
+            let l = l.unwrap();
+            if let Some(a) = l.strip_prefix("listening tcp://") {
+                tcp = Some(a.to_string());
+            }
+            if l == "ready" {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines {});
+    }
+    let kc = granary_security::KeyChain::open(dir.path().join("keychain")).unwrap();
+    let localhop = Name::from_uri("/localhop/nfd").unwrap();
+    let mut p = granary_mgmt::ControlParameters::new();
+    p.name = Some(Name::from_uri("/remote/route").unwrap());
+    let cmd = || granary_mgmt::make_command(&localhop, "rib", "register", &p);
+    let mut s = std::net::TcpStream::connect(tcp.unwrap()).unwrap();
+
+    let unsigned = cmd().encode();
+    assert_eq!(
+        command_over(&mut s, unsigned.wire()).unwrap().status_code,
+        403
+    );
+    let stranger = kc
+        .signer(&Name::from_uri("/stranger").unwrap())
+        .unwrap()
+        .sign_interest(cmd(), None)
+        .unwrap();
+    assert_eq!(
+        command_over(&mut s, stranger.wire()).unwrap().status_code,
+        403
+    );
+    let good = kc
+        .signer(&Name::from_uri("/admin").unwrap())
+        .unwrap()
+        .sign_interest(cmd(), None)
+        .unwrap();
+    let r = command_over(&mut s, good.wire()).unwrap();
+    assert_eq!(r.status_code, 200, "{}", r.status_text);
+    // The same signed command again is a replay (new Nonce, same SignatureNonce).
+    let replay = good.with_nonce_and_hop_limit(12345, None);
+    assert_eq!(
+        command_over(&mut s, replay.wire()).unwrap().status_code,
+        403
+    );
+    let _ = std::process::Command::new("kill")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
+}
+
+#[test]
+fn multicast_strategy_reaches_every_next_hop() {
+    let d = Daemon::start(&[]);
+    let p1 = d.serve("/mc", &["--size", "10"]);
+    let p2 = d.serve("/mc", &["--size", "10"]);
+    assert!(peek(&d, "/mc/best", &[]).status.success());
+    assert_eq!(p1.served() + p2.served(), 1, "best-route asks one producer");
+    d.ok(&["strategy", "set", "/mc", "multicast"]);
+    assert!(d
+        .ok(&["strategy"])
+        .contains("/mc /localhost/nfd/strategy/multicast"));
+    assert!(peek(&d, "/mc/all", &[]).status.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(p1.served() + p2.served(), 3, "multicast asks both");
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .unwrap()
+        .trim()
+        .trim_end_matches(" kB")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// A consumer that asks for 30,000 × 8 KiB and never reads: the forwarder's
+/// memory stays bounded (send queue), and others are served meanwhile.
+#[test]
+fn slow_consumer_cannot_grow_memory() {
+    let d = Daemon::start(&["--cs-capacity", "0"]);
+    let _p = d.serve("/slow", &["--size", "8192"]);
+    let mut hog = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let mut batch = Vec::new();
+    for i in 0..30_000u32 {
+        let mut f = InterestFields::new(Name::from_uri(&format!("/slow/{i}")).unwrap());
+        f.nonce = Some(i);
+        batch.extend_from_slice(f.encode().wire());
+    }
+    hog.set_write_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let _ = hog.write_all(&batch);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        peek(&d, "/slow/other", &[]).status.success(),
+        "another consumer is still served"
+    );
+    let kib = vm_hwm_kib(d.child.id());
+    // 30,000 × 8 KiB would be 240 MiB; the send queue bounds it far lower.
+    assert!(kib < 120 * 1024, "forwarder peak RSS {kib} KiB");
+    drop(hog);
+}

@@ -39,6 +39,9 @@ pub struct DaemonConfig {
     pub max_packet: usize,
     /// UDP MTU (bytes per datagram).
     pub udp_mtu: usize,
+    /// Directory of trust-anchor certificates (`*.cert`, binary) for
+    /// commands from non-local faces; usually `<data-dir>/keychain/trust`.
+    pub trust_dir: Option<PathBuf>,
 }
 
 impl Default for DaemonConfig {
@@ -56,6 +59,7 @@ impl Default for DaemonConfig {
             send_queue: limits.send_queue,
             max_packet: limits.max_packet,
             udp_mtu: DEFAULT_MTU,
+            trust_dir: None,
         }
     }
 }
@@ -99,7 +103,24 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         max_packet: cfg.max_packet,
         ..Default::default()
     };
+    let mut trust_anchors = Vec::new();
+    if let Some(dir) = &cfg.trust_dir {
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let path = e.path();
+                if path.extension().is_some_and(|x| x == "cert") {
+                    let bytes =
+                        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    let cert = granary_security::Certificate::decode(bytes.into())
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    tracing::info!("trust anchor {}", cert.name());
+                    trust_anchors.push(cert);
+                }
+            }
+        }
+    }
     let fcfg = ForwarderConfig {
+        trust_anchors,
         cs: CsConfig {
             max_packets: cfg.cs_capacity,
             max_bytes: cfg.cs_bytes,

@@ -33,6 +33,9 @@ pub struct ForwarderConfig {
     pub dead_nonce_lifetime: Duration,
     /// Dead-nonce list capacity.
     pub dead_nonce_max: usize,
+    /// Certificates whose keys may sign management commands arriving on
+    /// non-local faces (`/localhop/nfd`).
+    pub trust_anchors: Vec<granary_security::Certificate>,
 }
 
 impl Default for ForwarderConfig {
@@ -42,6 +45,7 @@ impl Default for ForwarderConfig {
             pit_max: 1 << 20,
             dead_nonce_lifetime: Duration::from_secs(6),
             dead_nonce_max: 1 << 18,
+            trust_anchors: Vec::new(),
         }
     }
 }
@@ -86,6 +90,8 @@ pub struct Forwarder {
     pub(crate) stats: Stats,
     pub(crate) started: std::time::SystemTime,
     pub(crate) mgmt: crate::mgmt::MgmtState,
+    pub(crate) trust: Vec<granary_security::Certificate>,
+    pub(crate) replay: granary_security::ReplayChecker,
     rng: u64,
 }
 
@@ -119,12 +125,14 @@ impl Forwarder {
             tables: Tables::default(),
             pit: Pit::new(cfg.pit_max),
             dnl: DeadNonceList::new(cfg.dead_nonce_lifetime, cfg.dead_nonce_max),
-            cs: ContentStore::new(cfg.cs, seed),
+            cs: ContentStore::new(cfg.cs.clone(), seed),
             strategies: StrategyChoice::default(),
             ctx,
             stats: Stats::default(),
             started: std::time::SystemTime::now(),
             mgmt: Default::default(),
+            trust: cfg.trust_anchors,
+            replay: granary_security::ReplayChecker::default(),
             rng: seed,
         }
     }

@@ -3,7 +3,9 @@
 //!
 //! Commands from local faces are accepted whether signed (either form) or
 //! not, as NFD's default `localhost` policy does. Commands arriving on
-//! non-local faces are refused (403) until trust-anchor verification lands.
+//! non-local faces (`/localhop/nfd`) must be signed Interests v0.3 whose
+//! KeyLocator names a key of a configured trust anchor, must verify, and
+//! must pass the replay checker (SignatureTime window, nonce memory).
 
 use std::net::SocketAddr;
 
@@ -143,12 +145,19 @@ impl Forwarder {
             }
         };
         if self.faces.get(&face).map(|f| f.info.scope) != Some(Scope::Local) {
-            let r = ControlResponse::new(
-                status::FORBIDDEN,
-                "commands from non-local faces are not accepted",
-            );
-            reply(self, response(&i.name, r));
-            return Some(true);
+            if let Err(why) = self.authorize(&cmd, i) {
+                tracing::warn!(
+                    face,
+                    "refused management command {}/{}: {why}",
+                    cmd.module,
+                    cmd.verb
+                );
+                reply(
+                    self,
+                    response(&i.name, ControlResponse::new(status::FORBIDDEN, why)),
+                );
+                return Some(true);
+            }
         }
         let r = self.command(face, &cmd, i, link, now);
         tracing::debug!(face, module = %cmd.module, verb = %cmd.verb, status = ?r.as_ref().map(|r| r.status_code), "management command");
@@ -156,6 +165,32 @@ impl Forwarder {
             reply(self, response(&i.name, r));
         }
         Some(true)
+    }
+
+    /// Checks a command from a non-local face against the trust anchors.
+    fn authorize(&mut self, cmd: &Command, i: &Interest) -> Result<(), String> {
+        let granary_mgmt::SignedForm::V03(signed) = &cmd.signed else {
+            return Err("commands from non-local faces must be signed Interests v0.3".into());
+        };
+        let locator = match &signed.sig_info.key_locator {
+            Some(granary_packet::KeyLocator::Name(n)) => n.clone(),
+            _ => return Err("the signature has no KeyLocator name".into()),
+        };
+        let anchor = self
+            .trust
+            .iter()
+            .find(|c| c.key_name().is_prefix_of(&locator) || locator.is_prefix_of(&c.key_name()))
+            .ok_or_else(|| format!("{locator} is not a trusted key"))?;
+        let now_secs = (granary_security::now_ms() / 1000) as i64;
+        if !anchor.is_valid_at(now_secs) {
+            return Err(format!("certificate {} is not valid now", anchor.name()));
+        }
+        let v = anchor.verifier().map_err(|e| e.to_string())?;
+        v.verify_interest(i).map_err(|e| e.to_string())?;
+        self.replay
+            .check(i, granary_security::now_ms())
+            .map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     fn command(
