@@ -84,6 +84,7 @@ async fn producer(args: Vec<String>) {
     serve_conn(s, size).await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn flow(
     path: String,
     prefix: Name,
