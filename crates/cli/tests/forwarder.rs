@@ -381,3 +381,23 @@ fn slow_consumer_cannot_grow_memory() {
     assert!(kib < 120 * 1024, "forwarder peak RSS {kib} KiB");
     drop(hog);
 }
+
+/// `--nfd-socket` also listens where unmodified NFD apps look.
+#[test]
+fn nfd_socket_listener() {
+    let path = std::path::Path::new(granary_forwarder::daemon::NFD_SOCKET);
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        panic!(
+            "{} is already served by another process; stop it to run this test",
+            path.display()
+        );
+    }
+    let d = Daemon::start(&["--nfd-socket"]);
+    let o = granary()
+        .args(["--socket", path.to_str().unwrap(), "status"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    drop(d);
+    assert!(!path.exists(), "socket file removed on shutdown");
+}
