@@ -102,12 +102,8 @@ pub struct Data {
 impl Data {
     /// Decodes a Data TLV; `wire` must hold exactly one.
     pub fn decode(wire: Bytes) -> Result<Data> {
+        let el = tlv::read_single(&wire)?;
         let r = Reader::new(&wire);
-        let mut rr = r.clone();
-        let el = rr.read()?;
-        if !rr.is_empty() {
-            return Err(Error::new(el.end, ErrorKind::Trailing).with_type(el.typ));
-        }
         let mut d = Self::decode_element(&r, &el)?;
         d.wire = wire;
         Ok(d)
@@ -116,11 +112,7 @@ impl Data {
     /// Decodes the Data element `el` of a larger buffer (positions are
     /// rebased onto the element's own wire).
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Data> {
-        if el.typ != DATA {
-            return Err(
-                Error::new(el.start, ErrorKind::Unexpected { expected: DATA }).with_type(el.typ),
-            );
-        }
+        el.expect(DATA)?;
         let mut inner = Reader::inside(r.buffer(), el);
         let first = inner.read()?;
         if first.typ != NAME {

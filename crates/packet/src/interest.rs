@@ -60,23 +60,14 @@ impl std::ops::Deref for Interest {
 impl Interest {
     /// Decodes an Interest TLV; `wire` must hold exactly one.
     pub fn decode(wire: Bytes) -> Result<Interest> {
+        let el = tlv::read_single(&wire)?;
         let r = Reader::new(&wire);
-        let mut rr = r.clone();
-        let el = rr.read()?;
-        if !rr.is_empty() {
-            return Err(Error::new(el.end, ErrorKind::Trailing).with_type(el.typ));
-        }
         Self::decode_element(&r, &el)
     }
 
     /// Decodes the Interest element `el` of a larger buffer.
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Interest> {
-        if el.typ != INTEREST {
-            return Err(
-                Error::new(el.start, ErrorKind::Unexpected { expected: INTEREST })
-                    .with_type(el.typ),
-            );
-        }
+        el.expect(INTEREST)?;
         let mut inner = Reader::inside(r.buffer(), el);
         let first = inner.read()?;
         if first.typ != NAME {

@@ -60,12 +60,8 @@ impl LpPacket {
 
     /// Decodes an LpPacket TLV; `wire` must hold exactly one.
     pub fn decode(wire: Bytes) -> Result<LpPacket> {
+        let el = tlv::read_single(&wire)?;
         let r = Reader::new(&wire);
-        let mut rr = r.clone();
-        let el = rr.read()?;
-        if !rr.is_empty() {
-            return Err(Error::new(el.end, ErrorKind::Trailing).with_type(el.typ));
-        }
         Self::decode_element(&r, &el)
     }
 
@@ -74,15 +70,7 @@ impl LpPacket {
     /// Unknown header fields in 800..=959 whose two low bits are 0 are
     /// ignored; any other unknown field is an error, as NDNLPv2 requires.
     pub fn decode_element(r: &Reader<'_>, el: &Element) -> Result<LpPacket> {
-        if el.typ != LP_PACKET {
-            return Err(Error::new(
-                el.start,
-                ErrorKind::Unexpected {
-                    expected: LP_PACKET,
-                },
-            )
-            .with_type(el.typ));
-        }
+        el.expect(LP_PACKET)?;
         let mut inner = Reader::inside(r.buffer(), el);
         let mut p = LpPacket::default();
         while !inner.is_empty() {

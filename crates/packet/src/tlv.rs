@@ -189,6 +189,27 @@ impl Element {
     }
 }
 
+/// Reads the one element `wire` must consist of (trailing bytes are an error).
+pub fn read_single(wire: &Bytes) -> Result<Element> {
+    let mut r = Reader::new(wire);
+    let el = r.read()?;
+    if !r.is_empty() {
+        return Err(Error::new(el.end, ErrorKind::Trailing).with_type(el.typ));
+    }
+    Ok(el)
+}
+
+impl Element {
+    /// Errors unless this element has type `typ`.
+    pub fn expect(&self, typ: u64) -> Result<()> {
+        if self.typ == typ {
+            Ok(())
+        } else {
+            Err(Error::new(self.start, ErrorKind::Unexpected { expected: typ }).with_type(self.typ))
+        }
+    }
+}
+
 /// Walks consecutive TLV elements in `buf[pos..end]`.
 ///
 /// All positions are absolute offsets into `buf`, so errors carry the offset
