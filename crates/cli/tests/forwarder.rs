@@ -356,11 +356,14 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 /// A consumer that asks for 30,000 × 8 KiB and never reads: the forwarder's
-/// memory stays bounded (send queue), and others are served meanwhile.
+/// memory stays bounded (send queue), and a consumer of another producer is
+/// served meanwhile. (Consumers of the flooded producer queue behind the
+/// flood: queues are FIFO, there is no per-consumer fairness yet.)
 #[test]
 fn slow_consumer_cannot_grow_memory() {
     let d = Daemon::start(&["--cs-capacity", "0"]);
     let _p = d.serve("/slow", &["--size", "8192"]);
+    let _q = d.serve("/other", &["--size", "100"]);
     let mut hog = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     let mut batch = Vec::new();
     for i in 0..30_000u32 {
