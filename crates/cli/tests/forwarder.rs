@@ -375,9 +375,11 @@ fn slow_consumer_cannot_grow_memory() {
         .unwrap();
     let _ = hog.write_all(&batch);
     std::thread::sleep(Duration::from_secs(2));
+    let o = peek(&d, "/other/x", &[]);
     assert!(
-        peek(&d, "/slow/other", &[]).status.success(),
-        "another consumer is still served"
+        o.status.success(),
+        "another consumer is still served: {}",
+        String::from_utf8_lossy(&o.stderr)
     );
     let kib = vm_hwm_kib(d.child.id());
     // 30,000 × 8 KiB would be 240 MiB; the send queue bounds it far lower.
