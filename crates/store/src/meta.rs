@@ -1,0 +1,165 @@
+//! Per-file metadata: `user.granary.*` extended attributes on the file
+//! itself, or a `<file>.meta` JSON sidecar where the file system refuses user
+//! xattrs (chosen automatically when the store opens).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use granary_packet::Name;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Metadata of one stored file version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileMeta {
+    /// Object name (without version), canonical URI.
+    pub name: String,
+    /// Version number (the `v=` component).
+    pub version: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Segment size in bytes (content bytes per Data).
+    pub segment_size: u32,
+    /// Chunking scheme (`fixed:<bytes>` today).
+    pub chunking: String,
+    /// SHA-256 of the whole file, hex.
+    pub sha256: String,
+    /// Digest of the signed manifest, hex, once one is made.
+    pub manifest: Option<String>,
+    /// Key name that signs this version, if any.
+    pub signer: Option<String>,
+    /// MIME-like content type, if known.
+    pub content_type: Option<String>,
+    /// Publication time, ms since the Unix epoch.
+    pub created_ms: u64,
+}
+
+impl FileMeta {
+    /// The object name.
+    pub fn name(&self) -> Result<Name> {
+        Name::from_uri(&self.name)
+            .map_err(|e| Error::Corrupt(format!("metadata name {:?}: {e}", self.name)))
+    }
+
+    /// Number of segments.
+    pub fn segments(&self) -> u64 {
+        if self.size == 0 {
+            1
+        } else {
+            self.size.div_ceil(self.segment_size as u64)
+        }
+    }
+}
+
+/// Where metadata lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `user.granary.*` xattrs.
+    Xattr,
+    /// `<file>.meta` sidecar files.
+    Sidecar,
+}
+
+const PREFIX: &str = "user.granary.";
+const FIELDS: [&str; 10] = [
+    "name",
+    "version",
+    "size",
+    "segment_size",
+    "chunking",
+    "sha256",
+    "manifest",
+    "signer",
+    "content_type",
+    "created_ms",
+];
+
+/// Finds out whether `dir`'s file system takes user xattrs.
+pub fn detect(dir: &Path) -> Backend {
+    let probe = dir.join(".xattr-probe");
+    let ok =
+        fs::write(&probe, b"").is_ok() && xattr::set(&probe, "user.granary.probe", b"1").is_ok();
+    let _ = fs::remove_file(&probe);
+    if ok {
+        Backend::Xattr
+    } else {
+        Backend::Sidecar
+    }
+}
+
+/// The sidecar path of a data file.
+pub fn sidecar(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".meta");
+    PathBuf::from(s)
+}
+
+fn to_map(m: &FileMeta) -> Result<serde_json::Map<String, serde_json::Value>> {
+    match serde_json::to_value(m).map_err(|e| Error::Corrupt(e.to_string()))? {
+        serde_json::Value::Object(o) => Ok(o),
+        _ => Err(Error::Corrupt("metadata is not an object".into())),
+    }
+}
+
+/// Writes metadata for the data file at `path` (which must exist).
+pub fn write(backend: Backend, path: &Path, m: &FileMeta) -> Result<()> {
+    match backend {
+        Backend::Xattr => {
+            for (k, v) in to_map(m)? {
+                let key = format!("{PREFIX}{k}");
+                match v {
+                    serde_json::Value::Null => {
+                        let _ = xattr::remove(path, &key);
+                    }
+                    serde_json::Value::String(s) => {
+                        xattr::set(path, &key, s.as_bytes()).map_err(Error::io(path))?
+                    }
+                    other => xattr::set(path, &key, other.to_string().as_bytes())
+                        .map_err(Error::io(path))?,
+                }
+            }
+            Ok(())
+        }
+        Backend::Sidecar => {
+            let json = serde_json::to_vec_pretty(m).map_err(|e| Error::Corrupt(e.to_string()))?;
+            crate::write_atomic(&sidecar(path), &json)
+        }
+    }
+}
+
+/// Reads the metadata of the data file at `path`.
+pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
+    match backend {
+        Backend::Xattr => {
+            let mut o = serde_json::Map::new();
+            for k in FIELDS {
+                let key = format!("{PREFIX}{k}");
+                if let Some(v) = xattr::get(path, &key).map_err(Error::io(path))? {
+                    let s = String::from_utf8_lossy(&v).into_owned();
+                    let val = match k {
+                        "version" | "size" | "segment_size" | "created_ms" => {
+                            serde_json::Value::Number(
+                                s.parse::<u64>()
+                                    .map_err(|_| {
+                                        Error::Corrupt(format!("{}: {key}={s:?}", path.display()))
+                                    })?
+                                    .into(),
+                            )
+                        }
+                        _ => serde_json::Value::String(s),
+                    };
+                    o.insert(k.to_string(), val);
+                }
+            }
+            serde_json::from_value(serde_json::Value::Object(o))
+                .map_err(|e| Error::Corrupt(format!("{}: metadata: {e}", path.display())))
+        }
+        Backend::Sidecar => {
+            let p = sidecar(path);
+            let bytes = fs::read(&p).map_err(Error::io(&p))?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+        }
+    }
+}

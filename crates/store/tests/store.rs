@@ -1,0 +1,260 @@
+//! The store on real files: round trips at segment boundaries, versions,
+//! listing, O(1) rename, removal, crash leftovers, hostile names, and the
+//! sidecar fallback on a file system without user xattrs.
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+
+use granary_packet::Name;
+use granary_store::{Backend, Error, PutOptions, Store};
+use sha2::{Digest, Sha256};
+
+fn n(s: &str) -> Name {
+    Name::from_uri(s).unwrap()
+}
+
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn read_all(store: &Store, e: &granary_store::Entry) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for s in 0..e.meta.segments() {
+        store.read_segment(e, s, &mut buf).unwrap();
+        assert_eq!(
+            store.segment_hash(e, s).unwrap(),
+            <[u8; 32]>::from(Sha256::digest(&buf)),
+            "segment {s} hash"
+        );
+        out.extend_from_slice(&buf);
+    }
+    out
+}
+
+fn exercise(store: &Store) {
+    for (i, len) in [0usize, 1, 8191, 8192, 8193, 3 * 8192, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let data = bytes(len, i as u64 + 1);
+        let name = n(&format!("/t/file{len}"));
+        let mut seen = 0;
+        let e = store
+            .put(&name, &data[..], &PutOptions::default(), |b| seen = b)
+            .unwrap();
+        assert_eq!(seen as usize, len);
+        assert_eq!(e.meta.size as usize, len);
+        assert_eq!(
+            e.meta.segments(),
+            if len == 0 {
+                1
+            } else {
+                len.div_ceil(8192) as u64
+            }
+        );
+        assert_eq!(e.meta.sha256, hex::encode(Sha256::digest(&data)));
+        let got = store.get(&name, None).unwrap();
+        assert_eq!(got.meta, e.meta);
+        assert_eq!(read_all(store, &got), data, "round trip of {len} bytes");
+        // The file is the file: same bytes on disk.
+        assert_eq!(std::fs::read(&got.path).unwrap(), data);
+    }
+    // Versions.
+    let name = n("/t/versioned");
+    store
+        .put(
+            &name,
+            &b"one"[..],
+            &PutOptions {
+                version: Some(1),
+                ..Default::default()
+            },
+            |_| {},
+        )
+        .unwrap();
+    store
+        .put(
+            &name,
+            &b"two"[..],
+            &PutOptions {
+                version: Some(2),
+                ..Default::default()
+            },
+            |_| {},
+        )
+        .unwrap();
+    assert_eq!(store.versions(&name).unwrap(), vec![1, 2]);
+    assert_eq!(store.get(&name, None).unwrap().meta.version, 2);
+    assert!(matches!(
+        store.put(
+            &name,
+            &b"dup"[..],
+            &PutOptions {
+                version: Some(2),
+                ..Default::default()
+            },
+            |_| {}
+        ),
+        Err(Error::Exists(_))
+    ));
+    assert_eq!(store.list(&n("/t")).unwrap().len(), 7 + 2);
+    // Rename: the data file keeps its inode (nothing copied), metadata follows.
+    let before = store.get(&n("/t/file1048576"), None).unwrap();
+    let ino = std::fs::metadata(&before.path).unwrap().ino();
+    store
+        .rename(&n("/t/file1048576"), &n("/moved/big"))
+        .unwrap();
+    let after = store.get(&n("/moved/big"), None).unwrap();
+    assert_eq!(std::fs::metadata(&after.path).unwrap().ino(), ino);
+    assert_eq!(after.meta.name, "/moved/big");
+    assert!(matches!(
+        store.get(&n("/t/file1048576"), None),
+        Err(Error::NotFound(_))
+    ));
+    assert_eq!(read_all(store, &after).len(), 1 << 20);
+    assert!(matches!(
+        store.rename(&n("/moved/big"), &n("/t/versioned")),
+        Err(Error::Exists(_))
+    ));
+    // Remove.
+    assert_eq!(store.remove(&n("/t/versioned"), Some(1)).unwrap(), 1);
+    assert_eq!(store.versions(&n("/t/versioned")).unwrap(), vec![2]);
+    assert_eq!(store.remove(&n("/t/versioned"), None).unwrap(), 1);
+    assert!(store.remove(&n("/t/versioned"), None).is_err());
+}
+
+#[test]
+fn store_with_xattrs() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.backend(), Backend::Xattr);
+    exercise(&store);
+    // Metadata really is in xattrs, not a sidecar.
+    let e = store.get(&n("/moved/big"), None).unwrap();
+    assert_eq!(
+        xattr::get(&e.path, "user.granary.name").unwrap().unwrap(),
+        b"/moved/big"
+    );
+    assert!(!granary_store::meta::sidecar(&e.path).exists());
+}
+
+/// ramfs has no user xattrs: the store notices and uses sidecar files.
+#[test]
+fn store_on_a_file_system_without_user_xattrs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("ramfs");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "ramfs", "ramfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "mounting ramfs needs root (CI and the dev machines run as root)"
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let store = Store::open(&mnt).unwrap();
+    assert_eq!(store.backend(), Backend::Sidecar);
+    exercise(&store);
+    let e = store.get(&n("/moved/big"), None).unwrap();
+    assert!(granary_store::meta::sidecar(&e.path).exists());
+}
+
+struct FailAfter(usize);
+
+impl Read for FailAfter {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.0 == 0 {
+            return Err(std::io::Error::other("source went away"));
+        }
+        let k = buf.len().min(self.0).min(4096);
+        buf[..k].fill(7);
+        self.0 -= k;
+        Ok(k)
+    }
+}
+
+#[test]
+fn interrupted_ingest_leaves_nothing_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let name = n("/half");
+    assert!(store
+        .put(&name, FailAfter(100_000), &PutOptions::default(), |_| {})
+        .is_err());
+    assert!(store.versions(&name).unwrap().is_empty());
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0
+    );
+    // A crash leaves temp files behind; opening the store removes them.
+    std::fs::write(dir.path().join("tmp/123.data"), b"partial").unwrap();
+    std::fs::write(dir.path().join("tmp/123.hashes"), b"partial").unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("tmp")).unwrap().count(),
+        0
+    );
+    assert!(store.list(&Name::new()).unwrap().is_empty());
+}
+
+#[test]
+fn hostile_names_create_nothing_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let store = Store::open(&root).unwrap();
+    let huge = Name::new().append(&granary_packet::Component::generic(&vec![b'x'; 1 << 20]));
+    for name in [
+        n("/..../x"),
+        n("/a%2F..%2F..%2Fescape"),
+        n("/%00nul"),
+        Name::new().append(&granary_packet::Component::generic(b"..")),
+        Name::new().append(&granary_packet::Component::generic(&vec![b'L'; 300])),
+    ] {
+        let e = store
+            .put(&name, &b"x"[..], &PutOptions::default(), |_| {})
+            .unwrap();
+        assert!(
+            e.path.starts_with(root.join("objects")),
+            "{name} -> {}",
+            e.path.display()
+        );
+        assert_eq!(store.get(&name, None).unwrap().meta.name, name.to_string());
+    }
+    assert!(matches!(
+        store.put(
+            &n(&"/c".repeat(10_000)),
+            &b"x"[..],
+            &PutOptions::default(),
+            |_| {}
+        ),
+        Err(Error::Name(_))
+    ));
+    assert!(matches!(
+        store.put(&huge, &b"x"[..], &PutOptions::default(), |_| {}),
+        Err(Error::Name(_))
+    ));
+    // Nothing appeared next to the store.
+    let siblings: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(siblings, vec![std::ffi::OsString::from("store")]);
+}
