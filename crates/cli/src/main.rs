@@ -3,6 +3,7 @@
 mod dissect;
 mod key;
 mod node;
+mod repo;
 mod selfcheck;
 
 use std::io::Read;
@@ -13,7 +14,7 @@ use clap::{Parser, Subcommand};
 /// Granary: a named-data (NDN) node, repository and distribution tools for
 /// big-science data.
 #[derive(Parser)]
-#[command(name = "granary", version, about, long_about = None, propagate_version = true)]
+#[command(name = "granary", version, about, long_about = None)]
 struct Cli {
     /// Data directory (keychain, repository). Default: $XDG_DATA_HOME/granary
     /// or ~/.local/share/granary.
@@ -97,6 +98,51 @@ enum Command {
         #[arg(long)]
         hex: bool,
     },
+    /// Publish a file (or `-` for standard input) into the repository under
+    /// NAME; a version component is added. Served as soon as this returns.
+    Put {
+        /// File to publish, or `-`.
+        file: PathBuf,
+        /// Name (without version), e.g. /cmip6/tas/file.nc.
+        name: String,
+        /// Version number (default: now, in microseconds).
+        #[arg(long)]
+        version: Option<u64>,
+    },
+    /// Fetch a file by name through the node (RDR version discovery,
+    /// digest-verified segments).
+    Get {
+        /// Name (with or without version).
+        name: String,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// List published files under a prefix.
+    Ls {
+        /// Prefix (default: everything).
+        prefix: Option<String>,
+    },
+    /// Show a published file's metadata.
+    Stat {
+        /// Name.
+        name: String,
+    },
+    /// Rename a published file (all versions); O(1), nothing re-signed.
+    Mv {
+        /// Current name.
+        old: String,
+        /// New name.
+        new: String,
+    },
+    /// Remove a published file (all versions, or one).
+    Rm {
+        /// Name.
+        name: String,
+        /// Only this version.
+        #[arg(long)]
+        version: Option<u64>,
+    },
     /// Serve synthetic Data under a prefix (a producer for tests and
     /// measurements): content is SIZE bytes derived from the name.
     Serve {
@@ -169,6 +215,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             node::strategy(&socket, prefix, strategy)
         }
         Command::Cs(c) => node::cs(&socket, c),
+        Command::Put {
+            file,
+            name,
+            version,
+        } => repo::put(&data_dir, &file, &name, version),
+        Command::Get { name, output } => repo::get(&socket, &name, output.as_deref()),
+        Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
+        Command::Stat { name } => repo::stat(&data_dir, &name),
+        Command::Mv { old, new } => repo::mv(&data_dir, &old, &new),
+        Command::Rm { name, version } => repo::rm(&data_dir, &name, version),
         Command::Serve {
             prefix,
             size,
@@ -211,5 +267,14 @@ fn main() {
     if let Err(e) = run(cli) {
         eprintln!("granary: error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

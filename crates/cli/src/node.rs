@@ -35,6 +35,9 @@ pub struct DaemonArgs {
     /// UDP MTU in bytes (packets above it are fragmented).
     #[arg(long)]
     udp_mtu: Option<usize>,
+    /// Do not serve the repository in <data-dir>/repo.
+    #[arg(long)]
+    no_repo: bool,
 }
 
 pub fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
@@ -74,11 +77,16 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     }
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
+    let repo_dir = data_dir.join("repo");
+    let no_repo = args.no_repo;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
+        if !no_repo {
+            attach_repo(&running, &repo_dir).await?;
+        }
         for s in &running.sockets {
             println!("listening unix://{}", s.display());
         }
@@ -99,6 +107,39 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         running.stop().await;
         Ok::<_, anyhow::Error>(())
     })
+}
+
+/// Serves `<data-dir>/repo` through an in-process face; its route `/` does
+/// not propagate to longer prefixes (so other producers win), and unknown
+/// names are Nacked at once.
+async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()> {
+    let store = std::sync::Arc::new(granary_store::Store::open(dir)?);
+    let (handle, app) = granary_face::internal::pair(
+        running.ids.next(),
+        "repo",
+        &running.limits,
+        running.events.clone(),
+    );
+    running
+        .events
+        .send(granary_face::FaceEvent::Created(handle))
+        .await
+        .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
+    let mut p = ControlParameters::new();
+    p.name = Some(Name::new());
+    p.flags = Some(0);
+    p.cost = Some(100);
+    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
+    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
+    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
+        .await;
+    tracing::info!(
+        "repository {} ({:?} metadata)",
+        dir.display(),
+        store.backend()
+    );
+    tokio::spawn(granary_repo::serve(store, app));
+    Ok(())
 }
 
 #[derive(Subcommand)]

@@ -76,6 +76,12 @@ pub struct Running {
     pub tcp: Vec<SocketAddr>,
     /// UDP address bound.
     pub udp: Option<SocketAddr>,
+    /// Channel to the forwarder, for in-process faces added later.
+    pub events: granary_face::EventSender,
+    /// Face id allocator.
+    pub ids: Arc<FaceIds>,
+    /// Face limits in force.
+    pub limits: FaceLimits,
 }
 
 impl Running {
@@ -178,9 +184,9 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             .map_err(|e| format!("listen on {}: {e}", s.display()))?;
     }
     let ctx = FaceContext {
-        events: events_tx,
-        ids,
-        limits,
+        events: events_tx.clone(),
+        ids: ids.clone(),
+        limits: limits.clone(),
         udp: udp_channel,
     };
     let fw = Forwarder::new(fcfg, ctx);
@@ -192,5 +198,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         sockets,
         tcp,
         udp,
+        events: events_tx,
+        ids,
+        limits,
     })
 }

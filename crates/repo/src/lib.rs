@@ -1,0 +1,217 @@
+//! # granary-repo
+//!
+//! Serves a [`granary_store::Store`] over NDN through an in-process face.
+#![forbid(unsafe_code)]
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use granary_face::internal::AppFace;
+use granary_face::{LinkFields, NetPacket};
+use granary_packet::tlv;
+use granary_packet::types::{nack_reason, COMP_KEYWORD, COMP_SEGMENT, COMP_VERSION};
+use granary_packet::{Component, Data, DataBuilder, Interest, Name};
+use granary_store::{Entry, Store};
+
+/// FileMetadata TLV types (as the NDN-DPDK file server uses them).
+pub mod file_metadata {
+    /// SegmentSize.
+    pub const SEGMENT_SIZE: u64 = 0xF500;
+    /// Size.
+    pub const SIZE: u64 = 0xF502;
+    /// Mode.
+    pub const MODE: u64 = 0xF504;
+    /// Atime (ns).
+    pub const ATIME: u64 = 0xF506;
+    /// Btime (ns).
+    pub const BTIME: u64 = 0xF508;
+    /// Ctime (ns).
+    pub const CTIME: u64 = 0xF50A;
+    /// Mtime (ns).
+    pub const MTIME: u64 = 0xF50C;
+}
+
+/// Freshness of segment Data (immutable: versioned names).
+pub const SEGMENT_FRESHNESS_MS: u64 = 3_600_000;
+/// Freshness of RDR metadata (the latest version can change).
+pub const METADATA_FRESHNESS_MS: u64 = 1;
+
+fn digest_sign(b: DataBuilder) -> Data {
+    match b.sign_with(32, |m| {
+        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
+    }) {
+        Ok(d) => d,
+        Err(never) => match never {},
+    }
+}
+
+fn is_keyword(c: Option<granary_packet::ComponentRef<'_>>, word: &[u8]) -> bool {
+    c.is_some_and(|c| c.typ == COMP_KEYWORD && c.value == word)
+}
+
+/// What the repository answers to one Interest.
+#[allow(clippy::large_enum_variant)] // one per Interest, moved straight to the face
+pub enum Answer {
+    /// A Data.
+    Data(Data),
+    /// A Nack with this reason.
+    Nack(u64),
+}
+
+/// Answers one Interest from the store.
+pub fn answer(store: &Store, i: &Interest) -> Answer {
+    let name = &i.name;
+    if is_keyword(name.last(), b"metadata") {
+        return match store.get(&name.prefix(-1), None) {
+            Ok(e) => Answer::Data(metadata(name, &e)),
+            Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
+        };
+    }
+    let last = name.last();
+    let prev = name.get(-2);
+    if let (Some(s), Some(v)) = (last, prev) {
+        if s.typ == COMP_SEGMENT && v.typ == COMP_VERSION {
+            if let (Some(seg), Some(ver)) = (s.as_number(), v.as_number()) {
+                return match store.get(&name.prefix(-2), Some(ver)) {
+                    Ok(e) => segment(store, &e, name.clone(), seg)
+                        .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
+                    Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
+                };
+            }
+        }
+    }
+    if i.can_be_prefix {
+        // The object itself, or object/v=V: first segment of that (or the latest) version.
+        let (object, version) = match last {
+            Some(v) if v.typ == COMP_VERSION => (name.prefix(-1), v.as_number()),
+            _ => (name.clone(), None),
+        };
+        if let Ok(e) = store.get(&object, version) {
+            let full = object
+                .append(&Component::version(e.meta.version))
+                .append(&Component::segment(0));
+            if let Some(d) = segment(store, &e, full, 0) {
+                return Answer::Data(d);
+            }
+        }
+    }
+    Answer::Nack(nack_reason::NO_ROUTE)
+}
+
+/// The Data of one segment, encoded straight from the file bytes.
+pub fn segment(store: &Store, e: &Entry, name: Name, seg: u64) -> Option<Data> {
+    let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
+    store.read_segment(e, seg, &mut buf).ok()?;
+    let last = e.meta.segments() - 1;
+    Some(digest_sign(
+        DataBuilder::new(name)
+            .content(Bytes::from(buf))
+            .freshness_period(SEGMENT_FRESHNESS_MS)
+            .final_block_id(Component::segment(last)),
+    ))
+}
+
+/// RDR metadata: `<name>/32=metadata/v=<now>/seg=0`, content = the versioned
+/// name, FinalBlockId and FileMetadata fields.
+pub fn metadata(interest_name: &Name, e: &Entry) -> Data {
+    let object = interest_name.prefix(-1);
+    let versioned = object.append(&Component::version(e.meta.version));
+    let mut c = BytesMut::new();
+    versioned.encode_to(&mut c);
+    let last = Component::segment(e.meta.segments() - 1);
+    tlv::put_tlv(&mut c, granary_packet::types::FINAL_BLOCK_ID, last.wire());
+    tlv::put_nni_tlv(
+        &mut c,
+        file_metadata::SEGMENT_SIZE,
+        e.meta.segment_size as u64,
+    );
+    tlv::put_nni_tlv(&mut c, file_metadata::SIZE, e.meta.size);
+    let md = std::fs::metadata(&e.path).ok();
+    use std::os::unix::fs::MetadataExt;
+    tlv::put_nni_tlv(
+        &mut c,
+        file_metadata::MODE,
+        md.as_ref().map_or(0o100644, |m| m.mode() as u64),
+    );
+    let ns = |s: i64, n: i64| (s.max(0) as u64) * 1_000_000_000 + n.max(0) as u64;
+    if let Some(m) = &md {
+        tlv::put_nni_tlv(&mut c, file_metadata::ATIME, ns(m.atime(), m.atime_nsec()));
+        tlv::put_nni_tlv(&mut c, file_metadata::BTIME, e.meta.created_ms * 1_000_000);
+        tlv::put_nni_tlv(&mut c, file_metadata::CTIME, ns(m.ctime(), m.ctime_nsec()));
+        tlv::put_nni_tlv(&mut c, file_metadata::MTIME, ns(m.mtime(), m.mtime_nsec()));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let name = interest_name
+        .append(&Component::version(now))
+        .append(&Component::segment(0));
+    digest_sign(
+        DataBuilder::new(name)
+            .content(c.freeze())
+            .freshness_period(METADATA_FRESHNESS_MS)
+            .final_block_id(Component::segment(0)),
+    )
+}
+
+/// Parsed RDR metadata content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdrMetadata {
+    /// Versioned name.
+    pub versioned: Name,
+    /// Last segment number, if given.
+    pub last_segment: Option<u64>,
+    /// SegmentSize.
+    pub segment_size: Option<u64>,
+    /// Size.
+    pub size: Option<u64>,
+}
+
+/// Parses RDR metadata content (versioned Name first, then optional fields).
+pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Error> {
+    let mut r = tlv::Reader::new(content);
+    let first = r.read()?;
+    let versioned = Name::decode_element(&r, &first)?;
+    let mut m = RdrMetadata {
+        versioned,
+        last_segment: None,
+        segment_size: None,
+        size: None,
+    };
+    while !r.is_empty() {
+        let e = r.read()?;
+        match e.typ {
+            granary_packet::types::FINAL_BLOCK_ID => {
+                m.last_segment = Component::decode(r.value(&e))
+                    .ok()
+                    .and_then(|c| c.as_ref().as_number())
+            }
+            file_metadata::SEGMENT_SIZE => m.segment_size = Some(r.nni(&e)?),
+            file_metadata::SIZE => m.size = Some(r.nni(&e)?),
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// Serves the store on an in-process face until the forwarder goes away.
+pub async fn serve(store: Arc<Store>, mut face: AppFace) {
+    while let Some((pkt, link)) = face.recv().await {
+        let NetPacket::Interest(i) = pkt else {
+            continue;
+        };
+        let reply = answer(&store, &i);
+        let back = LinkFields {
+            pit_token: link.pit_token,
+            ..Default::default()
+        };
+        let sent = match reply {
+            Answer::Data(d) => face.send(NetPacket::Data(d), back).await,
+            Answer::Nack(r) => face.send(NetPacket::Nack(i, r), back).await,
+        };
+        if !sent {
+            break;
+        }
+    }
+}
