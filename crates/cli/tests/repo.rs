@@ -102,3 +102,52 @@ fn publish_from_stdin_and_refuse_hostile_names() {
             && !d.dir.path().parent().unwrap().join("escape").exists()
     );
 }
+
+/// `kill -9` in the middle of a large ingest: nothing partial becomes
+/// visible, what was published before is intact, leftovers are cleaned.
+#[test]
+fn kill_dash_nine_mid_ingest_loses_nothing_acknowledged() {
+    use std::io::Write;
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("a");
+    std::fs::write(&src, data(300_000)).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/safe/a"]);
+    let mut child = granary()
+        .args([
+            "--data-dir",
+            d.dir.path().to_str().unwrap(),
+            "put",
+            "-",
+            "/safe/big",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let chunk = vec![0x5Au8; 1 << 20];
+    // Stream part of a 2 GiB file, then kill the ingest mid-way.
+    for _ in 0..128 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    let tmp = d.dir.path().join("repo/tmp");
+    assert!(
+        std::fs::read_dir(&tmp).unwrap().count() > 0,
+        "ingest in progress"
+    );
+    std::process::Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    drop(stdin);
+    // Not visible, not served; the earlier file is intact and verifies.
+    assert_eq!(d.ok(&["ls"]).lines().count(), 1);
+    assert!(!d.cli(&["get", "/safe/big"]).status.success());
+    let out = d.dir.path().join("a.out");
+    d.ok(&["get", "/safe/a", "-o", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), data(300_000));
+    // The next store open (here: `ls`) removed the dead ingest's temp files.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}

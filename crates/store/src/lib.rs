@@ -153,8 +153,19 @@ impl Store {
         for d in [&objects, &tmp] {
             fs::create_dir_all(d).map_err(Error::io(d))?;
         }
+        // Leftovers of interrupted ingests: temp files are named
+        // `<pid>-<id>.*`; those of processes that are gone are removed,
+        // those of a live ingest (another `granary put`) are left alone.
         for e in fs::read_dir(&tmp).map_err(Error::io(&tmp))?.flatten() {
-            let _ = fs::remove_file(e.path());
+            let fname = e.file_name();
+            let owner = fname
+                .to_str()
+                .and_then(|f| f.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok());
+            let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+            if !alive {
+                let _ = fs::remove_file(e.path());
+            }
         }
         let backend = meta::detect(&tmp);
         Ok(Store {
@@ -189,7 +200,7 @@ impl Store {
         let dir = self.objects.join(path::object_dir(name)?);
         let seg = opts.segment_size.max(1) as usize;
         let version = opts.version.unwrap_or_else(now_us);
-        let id = unique();
+        let id = format!("{}-{}", std::process::id(), unique());
         let tmp_data = self.tmp.join(format!("{id}.data"));
         let tmp_hash = self.tmp.join(format!("{id}.hashes"));
         let result = (|| -> Result<Entry> {
