@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Repository ingest and rename, side by side with cp on the same disk in one run.
+# Usage: bash bench/repo.sh [SIZES_MIB...]   (default: 1024 4096)
+# Prints wall time, MB/s, peak RSS for: cp, cp + fsync, granary put; and the
+# time of granary mv for each size.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+sizes=("${@:-1024 4096}")
+# shellcheck disable=SC2206
+sizes=(${sizes[*]})
+cargo build --release -q -p granary
+G=$PWD/target/release/granary
+work=$(mktemp -d -p "${BENCH_DIR:-$PWD/target}")
+trap 'rm -rf "$work"' EXIT
+# Wall seconds and peak RSS (KiB) of one command, after flushing dirty pages
+# so that one run's write-back is not charged to the next.
+m() { sync; /usr/bin/time -f "%e %M" "$@" 2>&1 >/dev/null | tail -1; }
+echo "disk: $(df -h "$work" | tail -1 | awk '{print $1, $2}'); files made with /dev/urandom; page cache warm for the source"
+printf "%-10s %-22s %10s %10s %12s\n" size what seconds MB/s "peak RSS"
+for mib in "${sizes[@]}"; do
+  src="$work/src-$mib"
+  head -c $((mib << 20)) /dev/urandom > "$src"
+  cat "$src" > /dev/null
+  bytes=$((mib << 20))
+  row() { read -r s k <<<"$2"; printf "%-10s %-22s %10.2f %10.0f %10.1f MiB\n" "${mib}MiB" "$1" "$s" "$(awk -v b=$bytes -v s=$s 'BEGIN{print b/s/1e6}')" "$(awk -v k=$k 'BEGIN{print k/1024}')"; }
+  row "cp" "$(m cp "$src" "$work/cp-$mib")"; rm -f "$work/cp-$mib"
+  row "cp + fsync" "$(m python3 -c 'import shutil,os,sys; shutil.copyfile(sys.argv[1],sys.argv[2]); f=os.open(sys.argv[2],os.O_RDONLY); os.fsync(f)' "$src" "$work/cp2-$mib")"; rm -f "$work/cp2-$mib"
+  row "granary put (fsync)" "$(m "$G" --data-dir "$work/gd" put "$src" "/bench/f$mib")"
+  mv_ms=$("$G" --data-dir "$work/gd" mv "/bench/f$mib" "/bench/renamed$mib" 2>&1 | sed -n 's/renamed in \(.*\) ms/\1/p')
+  printf "%-10s %-22s %10s ms\n" "${mib}MiB" "granary mv" "$mv_ms"
+  rm -f "$src"; rm -rf "$work/gd"
+done
