@@ -108,6 +108,14 @@ enum Command {
         /// Version number (default: now, in microseconds).
         #[arg(long)]
         version: Option<u64>,
+        /// Signing: `manifest` (one signed manifest per version, segments
+        /// checked against it), `ed25519`/`ecdsa` (every packet signed when
+        /// served), `digest` (integrity only).
+        #[arg(long, default_value = "manifest", value_parser = ["manifest", "ed25519", "ecdsa", "digest"])]
+        sign: String,
+        /// Key (default: the keychain's default; one is created if there is none).
+        #[arg(long)]
+        key: Option<String>,
     },
     /// Fetch a file by name through the node (RDR version discovery,
     /// digest-verified segments).
@@ -219,8 +227,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             file,
             name,
             version,
-        } => repo::put(&data_dir, &file, &name, version),
-        Command::Get { name, output } => repo::get(&socket, &name, output.as_deref()),
+            sign,
+            key,
+        } => repo::put(&data_dir, &file, &name, version, &sign, key.as_deref()),
+        Command::Get { name, output } => repo::get(&socket, &data_dir, &name, output.as_deref()),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
         Command::Mv { old, new } => repo::mv(&data_dir, &old, &new),

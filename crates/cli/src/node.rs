@@ -113,7 +113,10 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
 /// not propagate to longer prefixes (so other producers win), and unknown
 /// names are Nacked at once.
 async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()> {
-    let store = std::sync::Arc::new(granary_store::Store::open(dir)?);
+    let store = granary_store::Store::open(dir)?;
+    let keychain = dir
+        .parent()
+        .and_then(|d| granary_security::KeyChain::open(d.join("keychain")).ok());
     let (handle, app) = granary_face::internal::pair(
         running.ids.next(),
         "repo",
@@ -138,7 +141,8 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
         dir.display(),
         store.backend()
     );
-    tokio::spawn(granary_repo::serve(store, app));
+    let repo = std::sync::Arc::new(granary_repo::Repo::new(store, keychain));
+    tokio::spawn(granary_repo::serve(repo, app));
     Ok(())
 }
 

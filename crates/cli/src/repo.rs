@@ -21,8 +21,57 @@ fn store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open(data_dir.join("repo"))?)
 }
 
-pub fn put(data_dir: &Path, file: &Path, uri: &str, version: Option<u64>) -> anyhow::Result<()> {
+/// The signer for a put: the named key, the default key, or a new default
+/// Ed25519 key `/granary/publisher` when the keychain is empty.
+fn publisher(
+    data_dir: &Path,
+    key: Option<&str>,
+    policy: &str,
+) -> anyhow::Result<granary_security::Signer> {
+    if policy == "digest" {
+        return Ok(granary_security::Signer::Digest);
+    }
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    let signer = match key {
+        Some(k) => kc.signer(&name(k)?)?,
+        None => match kc.default_signer() {
+            Ok(s) => s,
+            Err(_) => {
+                let t = if policy == "ecdsa" {
+                    granary_security::KeyType::Ecdsa
+                } else {
+                    granary_security::KeyType::Ed25519
+                };
+                let e = kc.generate(&name("/granary/publisher")?, t)?;
+                eprintln!("created default publisher key {} ({})", e.name, t.as_str());
+                kc.signer(&e.name)?
+            }
+        },
+    };
+    let want = match policy {
+        "ed25519" => Some(granary_packet::types::sig_type::ED25519),
+        "ecdsa" => Some(granary_packet::types::sig_type::SHA256_WITH_ECDSA),
+        _ => None,
+    };
+    if let Some(w) = want {
+        anyhow::ensure!(
+            signer.sig_type() == w,
+            "--sign {policy} needs a {policy} key; pass --key NAME"
+        );
+    }
+    Ok(signer)
+}
+
+pub fn put(
+    data_dir: &Path,
+    file: &Path,
+    uri: &str,
+    version: Option<u64>,
+    policy: &str,
+    key: Option<&str>,
+) -> anyhow::Result<()> {
     let n = name(uri)?;
+    let signer = publisher(data_dir, key, policy)?;
     let s = store(data_dir)?;
     let opts = PutOptions {
         version,
@@ -49,6 +98,8 @@ pub fn put(data_dir: &Path, file: &Path, uri: &str, version: Option<u64>) -> any
     let t = Instant::now();
     let e = s.put(&n, reader, &opts, |b| bar.set_position(b))?;
     bar.finish_and_clear();
+    granary_repo::manifest::publish(&s, &e, &signer, policy)
+        .map_err(|x| anyhow::anyhow!("manifest: {x}"))?;
     let secs = t.elapsed().as_secs_f64();
     println!("{}", n.append(&Component::version(e.meta.version)));
     eprintln!(
@@ -81,7 +132,26 @@ pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
 
 pub fn mv(data_dir: &Path, old: &str, new: &str) -> anyhow::Result<()> {
     let t = Instant::now();
-    store(data_dir)?.rename(&name(old)?, &name(new)?)?;
+    let s = store(data_dir)?;
+    let new_name = name(new)?;
+    s.rename(&name(old)?, &new_name)?;
+    // The manifest root carries the name: sign it again (one signature per
+    // version; segments and manifest blocks are untouched).
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    for v in s.versions(&new_name)? {
+        let e = s.get(&new_name, Some(v))?;
+        if e.meta.manifest.is_none() {
+            continue;
+        }
+        let signer = match e.meta.signer.as_deref().map(name).transpose()? {
+            Some(k) => kc
+                .signer(&k)
+                .map_err(|x| anyhow::anyhow!("re-signing the manifest of v={v}: {x}"))?,
+            None => granary_security::Signer::Digest,
+        };
+        granary_repo::manifest::rename_root(&s, &e, &signer)
+            .map_err(|x| anyhow::anyhow!("manifest of v={v}: {x}"))?;
+    }
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     Ok(())
 }
@@ -92,53 +162,108 @@ pub fn rm(data_dir: &Path, uri: &str, version: Option<u64>) -> anyhow::Result<()
     Ok(())
 }
 
-pub fn get(socket: &Path, uri: &str, output: Option<&Path>) -> anyhow::Result<()> {
+/// How fetched content is checked.
+enum Check {
+    /// Against a signed manifest.
+    Manifest(granary_repo::manifest::Checker),
+    /// Each packet's own signature.
+    PerPacket,
+}
+
+/// A verifier for a signature, from the local keychain and trust anchors.
+fn verifier_for(
+    kc: &granary_security::KeyChain,
+    d: &granary_packet::Data,
+) -> anyhow::Result<granary_security::Verifier> {
+    use granary_packet::types::sig_type;
+    let si = d.sig_info();
+    if si.sig_type == sig_type::DIGEST_SHA256 {
+        return Ok(granary_security::Verifier::Digest);
+    }
+    let Some(granary_packet::KeyLocator::Name(key)) = &si.key_locator else {
+        anyhow::bail!("{}: signature has no KeyLocator name", d.name());
+    };
+    let certs = kc
+        .list()?
+        .into_iter()
+        .filter_map(|k| k.cert)
+        .chain(kc.trust_anchors()?);
+    for c in certs {
+        if c.key_name().is_prefix_of(key) || key.is_prefix_of(&c.key_name()) {
+            return Ok(c.verifier()?);
+        }
+    }
+    anyhow::bail!("{}: signed by {key}, which is not in the keychain or its trust anchors (add it with `granary key trust`)", d.name())
+}
+
+pub fn get(socket: &Path, data_dir: &Path, uri: &str, output: Option<&Path>) -> anyhow::Result<()> {
     let n = name(uri)?;
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let mut c = Client::connect(socket).await?;
         // Version discovery (RDR) unless the name already ends with a version.
-        let versioned = if n
-            .last()
-            .is_some_and(|c| c.typ == granary_packet::types::COMP_VERSION)
-        {
+        let versioned = if n.last().is_some_and(|c| c.typ == granary_packet::types::COMP_VERSION) {
             n.clone()
         } else {
             let mut f = InterestFields::new(n.append(&Component::keyword(b"metadata")));
             f.can_be_prefix = true;
             f.must_be_fresh = true;
             match c.express(f).await? {
-                Reply::Data(d) => {
-                    granary_repo::parse_metadata(&Bytes::copy_from_slice(d.content()))?.versioned
-                }
-                Reply::Nack(r) => anyhow::bail!(
-                    "{uri}: not found (Nack {})",
-                    granary_packet::types::nack_reason::name(r)
-                ),
+                Reply::Data(d) => granary_repo::parse_metadata(&Bytes::copy_from_slice(d.content()))?.versioned,
+                Reply::Nack(r) => anyhow::bail!("{uri}: not found (Nack {})", granary_packet::types::nack_reason::name(r)),
             }
         };
+        let t = Instant::now();
+        // The signed manifest, if the producer has one.
+        let mname = granary_repo::manifest::manifest_name(&versioned);
+        let mut f = InterestFields::new(mname.append(&Component::segment(0)));
+        f.lifetime = Some(2000);
+        let mut how = String::from("each segment's own signature");
+        let mut check = Check::PerPacket;
+        if let Reply::Data(root) = c.express(f).await? {
+            verifier_for(&kc, &root)?.verify_data(&root).map_err(|e| anyhow::anyhow!("manifest of {versioned}: {e}"))?;
+            let r = granary_repo::manifest::Root::decode(&Bytes::copy_from_slice(root.content())).map_err(|e| anyhow::anyhow!(e))?;
+            let mut ck = granary_repo::manifest::Checker::new(r);
+            for s in 1..ck.manifest_segments() {
+                let mut f = InterestFields::new(mname.append(&Component::segment(s)));
+                f.lifetime = Some(4000);
+                match c.express(f).await? {
+                    Reply::Data(d) => ck.accept_block(s, d.content()).map_err(|e| anyhow::anyhow!(e))?,
+                    Reply::Nack(r) => anyhow::bail!("manifest segment {s}: Nack {}", granary_packet::types::nack_reason::name(r)),
+                }
+            }
+            how = match &root.sig_info().key_locator {
+                Some(granary_packet::KeyLocator::Name(k)) => format!("the manifest signed by {k}"),
+                _ => "the manifest (DigestSha256: integrity only)".into(),
+            };
+            check = Check::Manifest(ck);
+        }
         let mut out: Box<dyn Write> = match output {
             Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p)?)),
             None => Box::new(std::io::stdout().lock()),
         };
-        let verifier = granary_security::Verifier::Digest;
-        let t = Instant::now();
         let (mut seg, mut bytes) = (0u64, 0u64);
+        let mut per_packet: Option<granary_security::Verifier> = None;
         loop {
             let mut f = InterestFields::new(versioned.append(&Component::segment(seg)));
             f.lifetime = Some(4000);
             let d = match c.express(f).await? {
                 Reply::Data(d) => d,
-                Reply::Nack(r) => anyhow::bail!(
-                    "segment {seg}: Nack {}",
-                    granary_packet::types::nack_reason::name(r)
-                ),
+                Reply::Nack(r) => anyhow::bail!("segment {seg}: Nack {}", granary_packet::types::nack_reason::name(r)),
             };
-            verifier.verify_data(&d).map_err(|e| {
-                anyhow::anyhow!("segment {seg} of {versioned}: {e}; nothing more written")
-            })?;
+            let ok = match &check {
+                Check::Manifest(ck) => ck.check_segment(seg, d.content()).map_err(|e| anyhow::anyhow!(e)),
+                Check::PerPacket => {
+                    if per_packet.is_none() {
+                        per_packet = Some(verifier_for(&kc, &d)?);
+                    }
+                    per_packet.as_ref().map_or(Ok(()), |v| v.verify_data(&d).map_err(|e| anyhow::anyhow!("{e}")))
+                }
+            };
+            ok.map_err(|e| anyhow::anyhow!("segment {seg} of {versioned}: {e}; stopped, nothing unverified written"))?;
             out.write_all(d.content())?;
             bytes += d.content().len() as u64;
             let last = d.final_block_id().and_then(|c| c.as_ref().as_segment());
@@ -148,11 +273,7 @@ pub fn get(socket: &Path, uri: &str, output: Option<&Path>) -> anyhow::Result<()
             seg += 1;
         }
         out.flush()?;
-        eprintln!(
-            "{versioned}: {bytes} bytes, {} segments, {:.1} ms, every segment digest-verified",
-            seg + 1,
-            t.elapsed().as_secs_f64() * 1e3
-        );
+        eprintln!("{versioned}: {bytes} bytes, {} segments, {:.1} ms, every segment verified against {how}", seg + 1, t.elapsed().as_secs_f64() * 1e3);
         Ok(())
     })
 }

@@ -3,6 +3,8 @@
 //! Serves a [`granary_store::Store`] over NDN through an in-process face.
 #![forbid(unsafe_code)]
 
+pub mod manifest;
+
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -36,6 +38,81 @@ pub const SEGMENT_FRESHNESS_MS: u64 = 3_600_000;
 /// Freshness of RDR metadata (the latest version can change).
 pub const METADATA_FRESHNESS_MS: u64 = 1;
 
+/// Signs served Data per each version's policy: DigestSha256, or the
+/// publisher's key for `ed25519` / `ecdsa` (computed when served, never
+/// stored; the forwarder's CS keeps recent ones).
+pub struct Repo {
+    /// The store served.
+    pub store: Store,
+    keychain: Option<granary_security::KeyChain>,
+}
+
+impl Repo {
+    /// A repo over `store`; `keychain` provides keys for per-packet signing.
+    pub fn new(store: Store, keychain: Option<granary_security::KeyChain>) -> Self {
+        Repo { store, keychain }
+    }
+
+    fn signer(&self, e: &Entry) -> Option<granary_security::Signer> {
+        match e.meta.signing.as_deref() {
+            Some("ed25519") | Some("ecdsa") => {
+                let key = Name::from_uri(e.meta.signer.as_deref()?).ok()?;
+                self.keychain.as_ref()?.signer(&key).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// Answers one Interest.
+    pub fn answer(&self, i: &Interest) -> Answer {
+        if let Some(a) = self.manifest_answer(i) {
+            return a;
+        }
+        answer_with(&self.store, i, |e| self.signer(e))
+    }
+
+    fn manifest_answer(&self, i: &Interest) -> Option<Answer> {
+        let n = &i.name;
+        let seg = n.last().filter(|c| c.typ == COMP_SEGMENT)?.as_number()?;
+        if !is_keyword(n.get(-2), b"manifest") {
+            return None;
+        }
+        let ver = n.get(-3).filter(|c| c.typ == COMP_VERSION)?.as_number()?;
+        let nack = Some(Answer::Nack(nack_reason::NO_ROUTE));
+        let Ok(e) = self.store.get(&n.prefix(-3), Some(ver)) else {
+            return nack;
+        };
+        if seg == 0 {
+            let wire = self.store.read_extra(&e, "manifest")?;
+            return Some(
+                Data::decode(Bytes::from(wire))
+                    .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
+            );
+        }
+        let layout = manifest::Layout::new(e.meta.segments());
+        let Some((level, block)) = layout.locate(seg) else {
+            return nack;
+        };
+        let count = layout.counts[level];
+        let start = block * manifest::FANOUT;
+        let len = ((count - start).min(manifest::FANOUT) * 32) as usize;
+        let bytes = if level == 0 {
+            self.store.read_extra_at(&e, "hashes", start * 32, len)
+        } else {
+            let before: u64 = layout.counts[1..level].iter().sum();
+            self.store
+                .read_extra_at(&e, "levels", (before + start) * 32, len)
+        };
+        let Ok(bytes) = bytes else { return nack };
+        Some(Answer::Data(digest_sign(
+            DataBuilder::new(n.clone())
+                .content(Bytes::from(bytes))
+                .freshness_period(SEGMENT_FRESHNESS_MS)
+                .final_block_id(Component::segment(layout.total_segments() - 1)),
+        )))
+    }
+}
+
 fn digest_sign(b: DataBuilder) -> Data {
     match b.sign_with(32, |m| {
         Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
@@ -58,8 +135,16 @@ pub enum Answer {
     Nack(u64),
 }
 
-/// Answers one Interest from the store.
+/// Answers one Interest from the store (DigestSha256 on everything).
 pub fn answer(store: &Store, i: &Interest) -> Answer {
+    answer_with(store, i, |_| None)
+}
+
+fn answer_with(
+    store: &Store,
+    i: &Interest,
+    signer: impl Fn(&Entry) -> Option<granary_security::Signer>,
+) -> Answer {
     let name = &i.name;
     if is_keyword(name.last(), b"metadata") {
         return match store.get(&name.prefix(-1), None) {
@@ -73,11 +158,19 @@ pub fn answer(store: &Store, i: &Interest) -> Answer {
         if s.typ == COMP_SEGMENT && v.typ == COMP_VERSION {
             if let (Some(seg), Some(ver)) = (s.as_number(), v.as_number()) {
                 return match store.get(&name.prefix(-2), Some(ver)) {
-                    Ok(e) => segment(store, &e, name.clone(), seg)
+                    Ok(e) => segment(store, &e, name.clone(), seg, signer(&e).as_ref())
                         .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
                     Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
                 };
             }
+        }
+    }
+    // `<name>/seg=<n>` without a version (as ndn-python-repo's GetfileClient
+    // asks): the latest version's segment, under the name asked.
+    if let Some(s) = last.filter(|c| c.typ == COMP_SEGMENT) {
+        if let (Some(seg), Ok(e)) = (s.as_number(), store.get(&name.prefix(-1), None)) {
+            return segment(store, &e, name.clone(), seg, signer(&e).as_ref())
+                .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data);
         }
     }
     if i.can_be_prefix {
@@ -90,7 +183,7 @@ pub fn answer(store: &Store, i: &Interest) -> Answer {
             let full = object
                 .append(&Component::version(e.meta.version))
                 .append(&Component::segment(0));
-            if let Some(d) = segment(store, &e, full, 0) {
+            if let Some(d) = segment(store, &e, full, 0, signer(&e).as_ref()) {
                 return Answer::Data(d);
             }
         }
@@ -98,17 +191,26 @@ pub fn answer(store: &Store, i: &Interest) -> Answer {
     Answer::Nack(nack_reason::NO_ROUTE)
 }
 
-/// The Data of one segment, encoded straight from the file bytes.
-pub fn segment(store: &Store, e: &Entry, name: Name, seg: u64) -> Option<Data> {
+/// The Data of one segment, encoded straight from the file bytes, signed
+/// with `signer` or DigestSha256.
+pub fn segment(
+    store: &Store,
+    e: &Entry,
+    name: Name,
+    seg: u64,
+    signer: Option<&granary_security::Signer>,
+) -> Option<Data> {
     let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
     store.read_segment(e, seg, &mut buf).ok()?;
     let last = e.meta.segments() - 1;
-    Some(digest_sign(
-        DataBuilder::new(name)
-            .content(Bytes::from(buf))
-            .freshness_period(SEGMENT_FRESHNESS_MS)
-            .final_block_id(Component::segment(last)),
-    ))
+    let b = DataBuilder::new(name)
+        .content(Bytes::from(buf))
+        .freshness_period(SEGMENT_FRESHNESS_MS)
+        .final_block_id(Component::segment(last));
+    match signer {
+        Some(s) => s.sign_data(b).ok(),
+        None => Some(digest_sign(b)),
+    }
 }
 
 /// RDR metadata: `<name>/32=metadata/v=<now>/seg=0`, content = the versioned
@@ -195,13 +297,13 @@ pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Er
     Ok(m)
 }
 
-/// Serves the store on an in-process face until the forwarder goes away.
-pub async fn serve(store: Arc<Store>, mut face: AppFace) {
+/// Serves the repo on an in-process face until the forwarder goes away.
+pub async fn serve(repo: Arc<Repo>, mut face: AppFace) {
     while let Some((pkt, link)) = face.recv().await {
         let NetPacket::Interest(i) = pkt else {
             continue;
         };
-        let reply = answer(&store, &i);
+        let reply = repo.answer(&i);
         let back = LinkFields {
             pit_token: link.pit_token,
             ..Default::default()

@@ -262,6 +262,7 @@ impl Store {
                 sha256: hex::encode(whole.finalize()),
                 manifest: None,
                 signer: None,
+                signing: None,
                 content_type: opts.content_type.clone(),
                 created_ms: now_us() / 1000,
             };
@@ -397,10 +398,9 @@ impl Store {
         // Move the versions (children objects under `old` stay where they are).
         fs::create_dir_all(&to).map_err(Error::io(&to))?;
         for v in &versions {
-            for suffix in ["", ".hashes", ".meta"] {
-                let f = from.join(format!("@{v}{suffix}"));
-                if f.exists() {
-                    fs::rename(&f, to.join(format!("@{v}{suffix}"))).map_err(Error::io(&f))?;
+            for f in version_files(&from, *v) {
+                if let Some(fname) = f.file_name() {
+                    fs::rename(&f, to.join(fname)).map_err(Error::io(&f))?;
                 }
             }
             let p = to.join(format!("@{v}"));
@@ -426,8 +426,9 @@ impl Store {
             let f = dir.join(format!("@{v}"));
             if fs::remove_file(&f).is_ok() {
                 n += 1;
-                let _ = fs::remove_file(dir.join(format!("@{v}.hashes")));
-                let _ = fs::remove_file(meta::sidecar(&f));
+                for extra in version_files(&dir, v) {
+                    let _ = fs::remove_file(extra);
+                }
             }
         }
         if n == 0 {
@@ -436,6 +437,63 @@ impl Store {
         sync_dir(&dir);
         let _ = fs::remove_dir(&dir);
         Ok(n)
+    }
+}
+
+/// The data file of version `v` in `dir` and every file beside it
+/// (`@<v>.hashes`, `.meta`, `.manifest`, `.levels`).
+fn version_files(dir: &Path, v: u64) -> Vec<PathBuf> {
+    let base = format!("@{v}");
+    let dotted = format!("@{v}.");
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|f| f == base || f.starts_with(&dotted))
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+fn extra_path(data: &Path, suffix: &str) -> PathBuf {
+    let mut s = data.as_os_str().to_owned();
+    s.push(".");
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+impl Store {
+    /// Writes a file beside a version (`@<v>.<suffix>`), atomically.
+    pub fn write_extra(&self, e: &Entry, suffix: &str, bytes: &[u8]) -> Result<()> {
+        write_atomic(&extra_path(&e.path, suffix), bytes)
+    }
+
+    /// Reads a whole file beside a version, if present.
+    pub fn read_extra(&self, e: &Entry, suffix: &str) -> Option<Vec<u8>> {
+        fs::read(extra_path(&e.path, suffix)).ok()
+    }
+
+    /// Reads `len` bytes at `offset` of a file beside a version.
+    pub fn read_extra_at(
+        &self,
+        e: &Entry,
+        suffix: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>> {
+        let p = extra_path(&e.path, suffix);
+        let f = fs::File::open(&p).map_err(Error::io(&p))?;
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(&mut buf, offset).map_err(Error::io(&p))?;
+        Ok(buf)
+    }
+
+    /// Replaces a version's metadata.
+    pub fn set_meta(&self, e: &Entry, m: &FileMeta) -> Result<()> {
+        meta::write(self.backend, &e.path, m)
     }
 }
 

@@ -29,6 +29,9 @@ pub struct FileMeta {
     pub manifest: Option<String>,
     /// Key name that signs this version, if any.
     pub signer: Option<String>,
+    /// Signing policy: `manifest`, `ed25519`, `ecdsa` or `digest`.
+    #[serde(default)]
+    pub signing: Option<String>,
     /// MIME-like content type, if known.
     pub content_type: Option<String>,
     /// Publication time, ms since the Unix epoch.
@@ -62,18 +65,6 @@ pub enum Backend {
 }
 
 const PREFIX: &str = "user.granary.";
-const FIELDS: [&str; 10] = [
-    "name",
-    "version",
-    "size",
-    "segment_size",
-    "chunking",
-    "sha256",
-    "manifest",
-    "signer",
-    "content_type",
-    "created_ms",
-];
 
 /// Finds out whether `dir`'s file system takes user xattrs.
 pub fn detect(dir: &Path) -> Backend {
@@ -133,7 +124,16 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
     match backend {
         Backend::Xattr => {
             let mut o = serde_json::Map::new();
-            for k in FIELDS {
+            // Every `user.granary.*` attribute present (so new fields need no list here).
+            let keys: Vec<String> = xattr::list(path)
+                .map_err(Error::io(path))?
+                .filter_map(|k| {
+                    k.to_str()
+                        .and_then(|k| k.strip_prefix(PREFIX))
+                        .map(str::to_string)
+                })
+                .collect();
+            for k in keys.iter().map(String::as_str) {
                 let key = format!("{PREFIX}{k}");
                 if let Some(v) = xattr::get(path, &key).map_err(Error::io(path))? {
                     let s = String::from_utf8_lossy(&v).into_owned();
