@@ -132,6 +132,8 @@ pub struct Entry {
     pub path: PathBuf,
     /// Its metadata.
     pub meta: FileMeta,
+    /// The file, open (shared), when the entry came from a lookup.
+    pub file: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -141,7 +143,19 @@ pub struct Store {
     objects: PathBuf,
     tmp: PathBuf,
     backend: Backend,
+    /// Recently resolved versions and their open files, for serving: a
+    /// lookup costs a `readdir`, an `open` and a dozen `getxattr`s
+    /// otherwise. A hit costs one `stat` (so renames and removals by other
+    /// processes are seen at once); a new version published by another
+    /// process is seen within [`CACHE_TTL`].
+    cache: std::sync::Mutex<
+        std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>,
+    >,
 }
+
+/// How long a cached lookup is trusted.
+pub const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
+const CACHE_MAX: usize = 4096;
 
 impl Store {
     /// Opens (creating) a store at `root`, detects the metadata backend and
@@ -173,6 +187,7 @@ impl Store {
             objects,
             tmp,
             backend,
+            cache: Default::default(),
         })
     }
 
@@ -285,6 +300,7 @@ impl Store {
             Ok(Entry {
                 path: final_data,
                 meta: m,
+                file: None,
             })
         })();
         if result.is_err() {
@@ -310,6 +326,34 @@ impl Store {
 
     /// A version of `name` (the latest when `version` is `None`).
     pub fn get(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
+        let key = (name.clone(), version);
+        let now = std::time::Instant::now();
+        if let Ok(c) = self.cache.lock() {
+            if let Some((t, e)) = c.get(&key) {
+                // Still fresh, and the file is still there (one stat: a
+                // rename or removal by another process is seen at once).
+                if now.duration_since(*t) < CACHE_TTL && e.path.exists() {
+                    return Ok(e.clone());
+                }
+            }
+        }
+        let e = self.get_uncached(name, version)?;
+        if let Ok(mut c) = self.cache.lock() {
+            if c.len() >= CACHE_MAX {
+                c.clear();
+            }
+            c.insert(key, (now, e.clone()));
+        }
+        Ok(e)
+    }
+
+    fn forget(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.clear();
+        }
+    }
+
+    fn get_uncached(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
         let v = match version {
             Some(v) => v,
             None => *self
@@ -321,8 +365,10 @@ impl Store {
         if !p.is_file() {
             return Err(Error::NotFound(format!("{name} version {v}")));
         }
+        let file = fs::File::open(&p).map_err(Error::io(&p))?;
         Ok(Entry {
             meta: meta::read(self.backend, &p)?,
+            file: Some(std::sync::Arc::new(file)),
             path: p,
         })
     }
@@ -344,8 +390,13 @@ impl Store {
         let start = seg * e.meta.segment_size as u64;
         let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64) as usize;
         buf.resize(len, 0);
-        let f = fs::File::open(&e.path).map_err(Error::io(&e.path))?;
-        f.read_exact_at(buf, start).map_err(Error::io(&e.path))?;
+        match &e.file {
+            Some(f) => f.read_exact_at(buf, start).map_err(Error::io(&e.path))?,
+            None => {
+                let f = fs::File::open(&e.path).map_err(Error::io(&e.path))?;
+                f.read_exact_at(buf, start).map_err(Error::io(&e.path))?;
+            }
+        }
         Ok(())
     }
 
@@ -383,6 +434,7 @@ impl Store {
     /// Renames an object (all its versions) in O(1): one directory rename
     /// and a metadata update per version; no data is read or rewritten.
     pub fn rename(&self, old: &Name, new: &Name) -> Result<()> {
+        self.forget();
         let from = self.objects.join(path::object_dir(old)?);
         let to = self.objects.join(path::object_dir(new)?);
         let versions = self.versions(old)?;
@@ -416,6 +468,7 @@ impl Store {
 
     /// Removes one version, or every version when `version` is `None`.
     pub fn remove(&self, name: &Name, version: Option<u64>) -> Result<usize> {
+        self.forget();
         let dir = self.objects.join(path::object_dir(name)?);
         let versions = match version {
             Some(v) => vec![v],
@@ -493,6 +546,7 @@ impl Store {
 
     /// Replaces a version's metadata.
     pub fn set_meta(&self, e: &Entry, m: &FileMeta) -> Result<()> {
+        self.forget();
         meta::write(self.backend, &e.path, m)
     }
 }
