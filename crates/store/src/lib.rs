@@ -148,10 +148,10 @@ pub struct Store {
     /// otherwise. A hit costs one `stat` (so renames and removals by other
     /// processes are seen at once); a new version published by another
     /// process is seen within [`CACHE_TTL`].
-    cache: std::sync::Mutex<
-        std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>,
-    >,
+    cache: std::sync::Mutex<LookupCache>,
 }
+
+type LookupCache = std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>;
 
 /// How long a cached lookup is trusted.
 pub const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
