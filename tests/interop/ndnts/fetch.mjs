@@ -145,11 +145,7 @@ class Failure extends Error {}
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   outPath = opts.out;
-  setTimeout(() => {
-    result.error = `overall deadline of ${opts.timeout} s passed`;
-    process.stderr.write(`fetch.mjs: ${result.error}\n`);
-    process.stdout.write(`${toJsonLine(result)}\n`, () => process.exit(3));
-  }, opts.timeout * 1000).unref();
+  setTimeout(() => void finish(3, `overall deadline of ${opts.timeout} s passed`), opts.timeout * 1000).unref();
 
   const fw = Forwarder.getDefault();
   let l3face;
@@ -205,7 +201,9 @@ async function main() {
       verifier, retx: 2, signal: abort.signal, describe: "granary-interop-fetch-rdr",
     });
   } catch (err) {
-    return finish(1, reason ?? `version discovery (${AltUri.ofName(discovery)}) failed: ${errorText(err)}`);
+    const text = errorText(err);
+    return finish(1, reason ?? (/verify/i.test(text) ? `signature check failed: ${text}` :
+      `version discovery (${AltUri.ofName(discovery)}) failed: ${text}`));
   }
   const mdVerified = nVerified === 1;
   nVerified = 0;
@@ -225,11 +223,11 @@ async function main() {
   // 2. segmented fetch, verified
   const hash = createHash("sha256");
   let fh;
+  let bytes = 0;
+  let seg = 0; // segments written to OUT
   try {
     fh = await open(opts.out, "w");
     outCreated = true;
-    let bytes = 0;
-    let seg = 0;
     const fetching = fetch(versioned, {
       verifier, signal: abort.signal, describe: "granary-interop-fetch",
       segmentRange: finalSeg === null ? undefined : [0, finalSeg + 1],
@@ -250,13 +248,13 @@ async function main() {
     result.segments = seg;
     result.bytes = bytes;
   } catch (err) {
-    result.segments = nVerified;
+    result.segments = seg;
     await fh?.close();
     if (err instanceof Failure) {
       return finish(1, err.message);
     }
     const text = errorText(err);
-    return finish(1, reason ?? (/sig|digest/i.test(text) ? `signature check failed: ${text}` : `fetch of ${result.versioned} failed: ${text}`));
+    return finish(1, reason ?? (/verify|sig/i.test(text) ? `signature check failed: ${text}` : `fetch of ${result.versioned} failed: ${text}`));
   }
   await fh.close();
   result.sha256 = hash.digest("hex");
