@@ -233,8 +233,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Get { name, output } => repo::get(&socket, &data_dir, &name, output.as_deref()),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
-        Command::Mv { old, new } => repo::mv(&data_dir, &old, &new),
-        Command::Rm { name, version } => repo::rm(&data_dir, &name, version),
+        Command::Mv { old, new } => repo::mv(&data_dir, &socket, &old, &new),
+        Command::Rm { name, version } => repo::rm(&data_dir, &socket, &name, version),
         Command::Serve {
             prefix,
             size,

@@ -130,11 +130,12 @@ pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn mv(data_dir: &Path, old: &str, new: &str) -> anyhow::Result<()> {
+pub fn mv(data_dir: &Path, socket: &Path, old: &str, new: &str) -> anyhow::Result<()> {
     let t = Instant::now();
     let s = store(data_dir)?;
     let new_name = name(new)?;
-    s.rename(&name(old)?, &new_name)?;
+    let old_name = name(old)?;
+    s.rename(&old_name, &new_name)?;
     // The manifest root carries the name: sign it again (one signature per
     // version; segments and manifest blocks are untouched).
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
@@ -153,13 +154,39 @@ pub fn mv(data_dir: &Path, old: &str, new: &str) -> anyhow::Result<()> {
             .map_err(|x| anyhow::anyhow!("manifest of v={v}: {x}"))?;
     }
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    evict(socket, &old_name);
     Ok(())
 }
 
-pub fn rm(data_dir: &Path, uri: &str, version: Option<u64>) -> anyhow::Result<()> {
-    let n = store(data_dir)?.remove(&name(uri)?, version)?;
+pub fn rm(data_dir: &Path, socket: &Path, uri: &str, version: Option<u64>) -> anyhow::Result<()> {
+    let nm = name(uri)?;
+    let n = store(data_dir)?.remove(&nm, version)?;
     eprintln!("removed {n} version(s)");
+    evict(socket, &nm);
     Ok(())
+}
+
+/// Best effort: ask a running node to drop cached packets under `prefix`
+/// (NFD's cs/erase), so a removed or renamed file is not served from cache.
+fn evict(socket: &Path, prefix: &Name) {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    rt.block_on(async {
+        if let Ok(mut c) = Client::connect(socket).await {
+            let mut p = granary_mgmt::ControlParameters::new();
+            p.name = Some(prefix.clone());
+            let nfd = Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default();
+            if let Ok(r) = c.command(&nfd, "cs", "erase", &p).await {
+                if let Some(k) = r.count.filter(|k| *k > 0) {
+                    eprintln!("evicted {k} cached packet(s) under {prefix}");
+                }
+            }
+        }
+    });
 }
 
 /// How fetched content is checked.

@@ -43,9 +43,22 @@ fn rename_serves_under_the_new_name_only() {
     let d = Daemon::start(&[]);
     let src = d.dir.path().join("in");
     std::fs::write(&src, data(100_000)).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/old/name"]);
-    // Versioned fetch works before; bypass caches afterwards by asking fresh metadata.
+    let versioned = d
+        .ok(&["put", src.to_str().unwrap(), "/old/name"])
+        .trim()
+        .to_string();
+    // Fetch once so the node's cache holds the old name's packets.
+    d.ok(&[
+        "get",
+        "/old/name",
+        "-o",
+        d.dir.path().join("warm").to_str().unwrap(),
+    ]);
+    assert!(d.cs_stat("entries") > 0);
     d.ok(&["mv", "/old/name", "/new/name"]);
+    // The old name no longer answers, not even from the cache.
+    let o = d.cli(&["peek", &format!("{versioned}/seg=0"), "--lifetime", "1000"]);
+    assert!(!o.status.success(), "old versioned name still served");
     let dst = d.dir.path().join("out");
     d.ok(&["get", "/new/name", "-o", dst.to_str().unwrap()]);
     assert_eq!(std::fs::read(&dst).unwrap(), data(100_000));

@@ -298,6 +298,18 @@ impl Forwarder {
                 out.name = Some(name);
                 Some(ControlResponse::with_params(status::OK, "OK", &out))
             }
+            ("cs", "erase") => {
+                // NFD's cs/erase: Name, optional Count (limit); reports Count erased.
+                let Some(name) = p.name.clone() else {
+                    return bad("Name is required");
+                };
+                let limit = p.count.map_or(usize::MAX, |c| c as usize);
+                let n = self.cs.erase_prefix(&name, limit);
+                let mut out = ControlParameters::new();
+                out.name = Some(name);
+                out.count = Some(n as u64);
+                Some(ControlResponse::with_params(status::OK, "OK", &out))
+            }
             ("cs", "config") => {
                 let mut cfg = self.cs.config().clone();
                 if let Some(c) = p.capacity {
