@@ -5,6 +5,23 @@ mod common;
 
 use common::*;
 
+/// `granary put - NAME` with its standard input piped.
+fn put_from_stdin(d: &Daemon, name: &str) -> std::process::Child {
+    granary()
+        .args([
+            "--data-dir",
+            d.dir.path().to_str().unwrap(),
+            "put",
+            "-",
+            name,
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 fn data(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 % 251) as u8).collect()
 }
@@ -74,18 +91,7 @@ fn rename_serves_under_the_new_name_only() {
 #[test]
 fn publish_from_stdin_and_refuse_hostile_names() {
     let d = Daemon::start(&[]);
-    let mut child = granary()
-        .args([
-            "--data-dir",
-            d.dir.path().to_str().unwrap(),
-            "put",
-            "-",
-            "/stdin/file",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = put_from_stdin(&d, "/stdin/file");
     use std::io::Write;
     child
         .stdin
@@ -125,19 +131,7 @@ fn kill_dash_nine_mid_ingest_loses_nothing_acknowledged() {
     let src = d.dir.path().join("a");
     std::fs::write(&src, data(300_000)).unwrap();
     d.ok(&["put", src.to_str().unwrap(), "/safe/a"]);
-    let mut child = granary()
-        .args([
-            "--data-dir",
-            d.dir.path().to_str().unwrap(),
-            "put",
-            "-",
-            "/safe/big",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = put_from_stdin(&d, "/safe/big");
     let mut stdin = child.stdin.take().unwrap();
     let chunk = vec![0x5Au8; 1 << 20];
     // Stream part of a 2 GiB file, then kill the ingest mid-way.
