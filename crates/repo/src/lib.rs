@@ -1,9 +1,13 @@
 //! # granary-repo
 //!
-//! Serves a [`granary_store::Store`] over NDN through an in-process face.
+//! Serves a [`granary_store::Store`] over NDN through an in-process face,
+//! and takes network inserts and deletes in ndn-python-repo 0.3's command
+//! protocol ([`net`], [`command`]; `docs/repo-protocol.md`).
 #![forbid(unsafe_code)]
 
+pub mod command;
 pub mod manifest;
+pub mod net;
 
 use std::sync::Arc;
 
@@ -37,6 +41,11 @@ pub mod file_metadata {
 pub const SEGMENT_FRESHNESS_MS: u64 = 3_600_000;
 /// Freshness of RDR metadata (the latest version can change).
 pub const METADATA_FRESHNESS_MS: u64 = 1;
+/// Freshness of unversioned `<name>/seg=<n>` answers (the latest version's
+/// segment under a name that a new version or a delete changes; the
+/// repository's own network-insert fetches ask MustBeFresh so that they
+/// never get these back from a Content Store).
+pub const LATEST_SEGMENT_FRESHNESS_MS: u64 = 1;
 
 /// Signs served Data per each version's policy: DigestSha256, or the
 /// publisher's key for `ed25519` / `ecdsa` (computed when served, never
@@ -113,7 +122,7 @@ impl Repo {
     }
 }
 
-fn digest_sign(b: DataBuilder) -> Data {
+pub(crate) fn digest_sign(b: DataBuilder) -> Data {
     match b.sign_with(32, |m| {
         Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
     }) {
@@ -169,8 +178,15 @@ fn answer_with(
     // asks): the latest version's segment, under the name asked.
     if let Some(s) = last.filter(|c| c.typ == COMP_SEGMENT) {
         if let (Some(seg), Ok(e)) = (s.as_number(), store.get(&name.prefix(-1), None)) {
-            return segment(store, &e, name.clone(), seg, signer(&e).as_ref())
-                .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data);
+            return segment_with(
+                store,
+                &e,
+                name.clone(),
+                seg,
+                signer(&e).as_ref(),
+                LATEST_SEGMENT_FRESHNESS_MS,
+            )
+            .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data);
         }
     }
     if i.can_be_prefix {
@@ -200,12 +216,23 @@ pub fn segment(
     seg: u64,
     signer: Option<&granary_security::Signer>,
 ) -> Option<Data> {
+    segment_with(store, e, name, seg, signer, SEGMENT_FRESHNESS_MS)
+}
+
+fn segment_with(
+    store: &Store,
+    e: &Entry,
+    name: Name,
+    seg: u64,
+    signer: Option<&granary_security::Signer>,
+    freshness_ms: u64,
+) -> Option<Data> {
     let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
     store.read_segment(e, seg, &mut buf).ok()?;
     let last = e.meta.segments() - 1;
     let b = DataBuilder::new(name)
         .content(Bytes::from(buf))
-        .freshness_period(SEGMENT_FRESHNESS_MS)
+        .freshness_period(freshness_ms)
         .final_block_id(Component::segment(last));
     match signer {
         Some(s) => s.sign_data(b).ok(),
@@ -297,23 +324,63 @@ pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Er
     Ok(m)
 }
 
-/// Serves the repo on an in-process face until the forwarder goes away.
-pub async fn serve(repo: Arc<Repo>, mut face: AppFace) {
-    while let Some((pkt, link)) = face.recv().await {
-        let NetPacket::Interest(i) = pkt else {
-            continue;
-        };
-        let reply = repo.answer(&i);
-        let back = LinkFields {
-            pit_token: link.pit_token,
-            ..Default::default()
-        };
-        let sent = match reply {
-            Answer::Data(d) => face.send(NetPacket::Data(d), back).await,
-            Answer::Nack(r) => face.send(NetPacket::Nack(i, r), back).await,
-        };
-        if !sent {
-            break;
+/// Serves the repo on an in-process face until the forwarder goes away,
+/// with the network commands' defaults ([`net::ServeConfig::default`]).
+pub async fn serve(repo: Arc<Repo>, face: AppFace) {
+    serve_with(repo, face, net::ServeConfig::default()).await
+}
+
+/// Serves the repo on an in-process face: answers Interests for stored
+/// objects, answers ndn-python-repo insert/delete/check commands under the
+/// repo names, and sends the Interests of network inserts (Data and Nacks
+/// that come back are matched to them by name).
+pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfig) {
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<(NetPacket, LinkFields)>(256);
+    let service = Arc::new(net::Net::new(repo.clone(), cfg, out_tx));
+    {
+        let s = service.clone();
+        tokio::spawn(async move { s.register().await });
+    }
+    loop {
+        tokio::select! {
+            got = face.recv() => {
+                let Some((pkt, link)) = got else { break };
+                let reply = match pkt {
+                    NetPacket::Interest(i) => match service.on_interest(&i, &link) {
+                        net::Handled::Reply(p) => Some((p, link.pit_token)),
+                        net::Handled::Taken => None,
+                        net::Handled::NotMine => Some((
+                            match repo.answer(&i) {
+                                Answer::Data(d) => NetPacket::Data(d),
+                                Answer::Nack(r) => NetPacket::Nack(i, r),
+                            },
+                            link.pit_token,
+                        )),
+                    },
+                    NetPacket::Data(d) => {
+                        service.consumer.on_data(&d);
+                        None
+                    }
+                    NetPacket::Nack(i, r) => {
+                        service.consumer.on_nack(&i, r);
+                        None
+                    }
+                };
+                if let Some((p, pit_token)) = reply {
+                    let back = LinkFields {
+                        pit_token,
+                        ..Default::default()
+                    };
+                    if !face.send(p, back).await {
+                        break;
+                    }
+                }
+            }
+            Some((p, link)) = out_rx.recv() => {
+                if !face.send(p, link).await {
+                    break;
+                }
+            }
         }
     }
 }
