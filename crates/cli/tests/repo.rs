@@ -251,3 +251,32 @@ fn unknown_publisher_is_refused_until_trusted() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.stdout, data(50_000));
 }
+
+/// `<prefix>/32=ls` lists a prefix's children, as the NDN-DPDK file server does.
+#[test]
+fn directory_listing() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("x");
+    std::fs::write(&src, b"x").unwrap();
+    for n in [
+        "/dir/a.nc",
+        "/dir/sub/b.nc",
+        "/dir/sub/c.nc",
+        "/dir/both",
+        "/dir/both/inner",
+    ] {
+        d.ok(&["put", src.to_str().unwrap(), n]);
+    }
+    let o = d.cli(&["peek", "/dir/32=ls", "--prefix", "--fresh"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "a.nc\nboth\nboth/\nsub/\n"
+    );
+    let o = d.cli(&["peek", "/dir/sub/32=ls", "--prefix", "--fresh"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "b.nc\nc.nc\n");
+    assert!(!d
+        .cli(&["peek", "/nothing/here/32=ls", "--prefix", "--fresh"])
+        .status
+        .success());
+}

@@ -155,6 +155,9 @@ fn answer_with(
     signer: impl Fn(&Entry) -> Option<granary_security::Signer>,
 ) -> Answer {
     let name = &i.name;
+    if let Some(a) = listing(store, i) {
+        return a;
+    }
     if is_keyword(name.last(), b"metadata") {
         return match store.get(&name.prefix(-1), None) {
             Ok(e) => Answer::Data(metadata(name, &e)),
@@ -205,6 +208,62 @@ fn answer_with(
         }
     }
     Answer::Nack(nack_reason::NO_ROUTE)
+}
+
+/// Directory listing, as the NDN-DPDK file server offers it: `<prefix>/32=ls`
+/// answers `<prefix>/32=ls/v=<ms>/seg=<n>`; content is one line per child
+/// (its component in URI form), `/` appended to prefixes that have children
+/// of their own (a name that is both a file and a prefix appears twice).
+pub fn listing(store: &Store, i: &Interest) -> Option<Answer> {
+    let n = &i.name;
+    let (prefix, seg, version) = if is_keyword(n.last(), b"ls") {
+        (n.prefix(-1), 0, None)
+    } else if is_keyword(n.get(-3), b"ls") {
+        let v = n.get(-2).filter(|c| c.typ == COMP_VERSION)?.as_number()?;
+        let s = n.last().filter(|c| c.typ == COMP_SEGMENT)?.as_number()?;
+        (n.prefix(-3), s, Some(v))
+    } else {
+        return None;
+    };
+    let kids = store.children(&prefix).ok()?;
+    if kids.is_empty() && !prefix.is_empty() {
+        return Some(Answer::Nack(nack_reason::NO_ROUTE));
+    }
+    let mut text = String::new();
+    for (c, object, children) in kids {
+        if object {
+            text.push_str(&c);
+            text.push('\n');
+        }
+        if children {
+            text.push_str(&c);
+            text.push_str("/\n");
+        }
+    }
+    let bytes = Bytes::from(text);
+    const SEG: usize = 8000;
+    let last = (bytes.len().max(1) - 1) / SEG;
+    if seg as usize > last {
+        return Some(Answer::Nack(nack_reason::NO_ROUTE));
+    }
+    let v = version.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    });
+    let start = seg as usize * SEG;
+    let content = bytes.slice(start..(start + SEG).min(bytes.len()));
+    let name = prefix
+        .append(&Component::keyword(b"ls"))
+        .append(&Component::version(v))
+        .append(&Component::segment(seg));
+    Some(Answer::Data(digest_sign(
+        DataBuilder::new(name)
+            .content(content)
+            .freshness_period(METADATA_FRESHNESS_MS)
+            .final_block_id(Component::segment(last as u64)),
+    )))
 }
 
 /// The Data of one segment, encoded straight from the file bytes, signed

@@ -400,6 +400,62 @@ impl Store {
         Ok(())
     }
 
+    /// The direct children of `prefix`: `(component URI text, is a
+    /// published object, has children)`, sorted by name.
+    pub fn children(&self, prefix: &Name) -> Result<Vec<(String, bool, bool)>> {
+        let mut dir = self.objects.clone();
+        for c in prefix.components() {
+            dir.push(path::object_dir(&Name::new().append(&c.to_owned()))?);
+        }
+        let mut out = Vec::new();
+        let Ok(rd) = fs::read_dir(&dir) else {
+            return Ok(out);
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            let Some(fname) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let (mut object, mut children, mut version_file) = (false, false, None);
+            for sub in fs::read_dir(&p).map_err(Error::io(&p))?.flatten() {
+                let sp = sub.path();
+                if sp.is_dir() {
+                    children = true;
+                } else if sub
+                    .file_name()
+                    .to_str()
+                    .and_then(path::parse_version_file)
+                    .is_some()
+                {
+                    object = true;
+                    version_file.get_or_insert(sp);
+                }
+            }
+            // A hashed (over-long) component: its text comes from a version's metadata.
+            let text = if fname.starts_with('#') {
+                match version_file
+                    .and_then(|v| meta::read(self.backend, &v).ok())
+                    .and_then(|m| m.name().ok())
+                {
+                    Some(n) => n
+                        .get(prefix.len() as isize)
+                        .map_or(fname.clone(), |c| c.to_string()),
+                    None => fname.clone(),
+                }
+            } else {
+                fname
+            };
+            if object || children {
+                out.push((text, object, children));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Every stored version under `prefix`, in name order.
     pub fn list(&self, prefix: &Name) -> Result<Vec<FileMeta>> {
         let mut start = self.objects.clone();
