@@ -116,6 +116,10 @@ enum Command {
         /// Key (default: the keychain's default; one is created if there is none).
         #[arg(long)]
         key: Option<String>,
+        /// Keep only the newest N versions of this name (older ones are removed
+        /// once the new one is published). Default: keep all.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        keep: Option<u64>,
     },
     /// Fetch a file by name through the node (RDR version discovery,
     /// digest-verified segments).
@@ -229,7 +233,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             version,
             sign,
             key,
-        } => repo::put(&data_dir, &file, &name, version, &sign, key.as_deref()),
+            keep,
+        } => repo::put(
+            &data_dir,
+            &socket,
+            &file,
+            &name,
+            version,
+            &sign,
+            key.as_deref(),
+            keep,
+        ),
         Command::Get { name, output } => repo::get(&socket, &data_dir, &name, output.as_deref()),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),

@@ -62,13 +62,16 @@ fn publisher(
     Ok(signer)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn put(
     data_dir: &Path,
+    socket: &Path,
     file: &Path,
     uri: &str,
     version: Option<u64>,
     policy: &str,
     key: Option<&str>,
+    keep: Option<u64>,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     let signer = publisher(data_dir, key, policy)?;
@@ -100,6 +103,18 @@ pub fn put(
     bar.finish_and_clear();
     granary_repo::manifest::publish(&s, &e, &signer, policy)
         .map_err(|x| anyhow::anyhow!("manifest: {x}"))?;
+    if let Some(k) = keep {
+        // Retention: the newest `k` versions stay; older ones go (and leave the cache).
+        let versions = s.versions(&n)?;
+        let old = versions.len().saturating_sub(k as usize);
+        for v in &versions[..old] {
+            s.remove(&n, Some(*v))?;
+        }
+        if old > 0 {
+            eprintln!("removed {old} older version(s) (--keep {k})");
+            evict(socket, &n);
+        }
+    }
     let secs = t.elapsed().as_secs_f64();
     println!("{}", n.append(&Component::version(e.meta.version)));
     eprintln!(

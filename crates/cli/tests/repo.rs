@@ -280,3 +280,26 @@ fn directory_listing() {
         .status
         .success());
 }
+
+#[test]
+fn versions_kept_per_policy() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("x");
+    for i in 0..4u8 {
+        std::fs::write(&src, [i; 10]).unwrap();
+        d.ok(&[
+            "put",
+            src.to_str().unwrap(),
+            "/kept",
+            "--version",
+            &(i as u64 + 1).to_string(),
+            "--keep",
+            "2",
+        ]);
+    }
+    let ls = d.ok(&["ls", "/kept"]);
+    assert_eq!(ls, "/kept/v=3 10 bytes\n/kept/v=4 10 bytes\n");
+    let o = d.cli(&["get", "/kept"]);
+    assert_eq!(o.stdout, vec![3u8; 10], "latest version served");
+    assert!(!d.cli(&["get", "/kept/v=1"]).status.success());
+}
