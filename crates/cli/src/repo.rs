@@ -11,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use granary_app::{Client, Reply};
 use granary_packet::{Component, InterestFields, Name};
-use granary_store::{PutOptions, Store};
+use granary_store::Store;
 
 fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
@@ -21,47 +21,10 @@ fn store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open(data_dir.join("repo"))?)
 }
 
-/// The signer for a put: the named key, the default key, or a new default
-/// Ed25519 key `/granary/publisher` when the keychain is empty.
-fn publisher(
-    data_dir: &Path,
-    key: Option<&str>,
-    policy: &str,
-) -> anyhow::Result<granary_security::Signer> {
-    if policy == "digest" {
-        return Ok(granary_security::Signer::Digest);
-    }
-    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    let signer = match key {
-        Some(k) => kc.signer(&name(k)?)?,
-        None => match kc.default_signer() {
-            Ok(s) => s,
-            Err(_) => {
-                let t = if policy == "ecdsa" {
-                    granary_security::KeyType::Ecdsa
-                } else {
-                    granary_security::KeyType::Ed25519
-                };
-                let e = kc.generate(&name("/granary/publisher")?, t)?;
-                eprintln!("created default publisher key {} ({})", e.name, t.as_str());
-                kc.signer(&e.name)?
-            }
-        },
-    };
-    let want = match policy {
-        "ed25519" => Some(granary_packet::types::sig_type::ED25519),
-        "ecdsa" => Some(granary_packet::types::sig_type::SHA256_WITH_ECDSA),
-        _ => None,
-    };
-    if let Some(w) = want {
-        anyhow::ensure!(
-            signer.sig_type() == w,
-            "--sign {policy} needs a {policy} key; pass --key NAME"
-        );
-    }
-    Ok(signer)
-}
-
+/// `granary put`. A file is streamed in by the daemon when one is running
+/// (`/localhost/granary/repo/put`, with a progress bar fed by
+/// `…/progress/<id>`); standard input, or no daemon, is ingested here into
+/// the same data directory (the daemon serves from the files either way).
 #[allow(clippy::too_many_arguments)]
 pub fn put(
     data_dir: &Path,
@@ -74,19 +37,17 @@ pub fn put(
     keep: Option<u64>,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
-    let signer = publisher(data_dir, key, policy)?;
-    let s = store(data_dir)?;
-    let opts = PutOptions {
-        version,
-        ..Default::default()
-    };
-    let (reader, total): (Box<dyn std::io::Read>, Option<u64>) = if file.as_os_str() == "-" {
-        (Box::new(std::io::stdin().lock()), None)
+    granary_store::path::check(&n)?;
+    let key = key.map(name).transpose()?;
+    let stdin = file.as_os_str() == "-";
+    let total = if stdin {
+        None
     } else {
-        let f = std::fs::File::open(file)
-            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?;
-        let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), len)
+        Some(
+            std::fs::metadata(file)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?
+                .len(),
+        )
     };
     let bar = match total {
         Some(t) => indicatif::ProgressBar::new(t),
@@ -98,33 +59,164 @@ pub fn put(
     ) {
         bar.set_style(style);
     }
-    let t = Instant::now();
-    let e = s.put(&n, reader, &opts, |b| bar.set_position(b))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let by_daemon = if stdin {
+        None
+    } else {
+        rt.block_on(Client::connect(socket)).ok()
+    };
+    let result = match by_daemon {
+        Some(client) => {
+            let path = std::fs::canonicalize(file)?;
+            rt.block_on(put_via_daemon(
+                client,
+                socket,
+                &path,
+                &n,
+                version,
+                policy,
+                key.as_ref(),
+                keep,
+                &bar,
+            ))?
+        }
+        None => {
+            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let (signer, created) =
+                granary_repo::local::publisher_signer(&kc, key.as_ref(), policy)
+                    .map_err(|e| anyhow::anyhow!(e))?;
+            if let Some(k) = created {
+                eprintln!("created default publisher key {k}");
+            }
+            let repo = granary_repo::Repo::new(store(data_dir)?, None);
+            let reader: Box<dyn std::io::Read> = if stdin {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(
+                    std::fs::File::open(file)
+                        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?,
+                )
+            };
+            granary_repo::local::publish(
+                &repo,
+                &n,
+                reader,
+                &granary_repo::local::Publish {
+                    version,
+                    signer: &signer,
+                    policy,
+                    keep,
+                },
+                |b| bar.set_position(b),
+            )
+            .map_err(|e| anyhow::anyhow!(e))?
+        }
+    };
     bar.finish_and_clear();
-    granary_repo::manifest::publish(&s, &e, &signer, policy)
-        .map_err(|x| anyhow::anyhow!("manifest: {x}"))?;
-    if let Some(k) = keep {
-        // Retention: the newest `k` versions stay; older ones go (and leave the cache).
-        let versions = s.versions(&n)?;
-        let old = versions.len().saturating_sub(k as usize);
-        for v in &versions[..old] {
-            s.remove(&n, Some(*v))?;
-        }
-        if old > 0 {
-            eprintln!("removed {old} older version(s) (--keep {k})");
-            evict(socket, &n);
-        }
+    if result["ok"] != true {
+        anyhow::bail!(
+            "{}",
+            result["error"].as_str().unwrap_or("publishing failed")
+        );
     }
-    let secs = t.elapsed().as_secs_f64();
-    println!("{}", n.append(&Component::version(e.meta.version)));
+    println!("{}", result["versioned"].as_str().unwrap_or_default());
+    let size = result["size"].as_f64().unwrap_or(0.0);
+    let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
     eprintln!(
-        "published {} bytes in {} segments ({:.1} MB/s), sha256 {}",
-        e.meta.size,
-        e.meta.segments(),
-        e.meta.size as f64 / secs.max(1e-9) / 1e6,
-        e.meta.sha256
+        "published {} bytes in {} segments ({:.1} MB/s{}), sha256 {}",
+        size,
+        result["segments"],
+        size / secs / 1e6,
+        if by_daemon_used(&result) {
+            ", streamed in by the daemon"
+        } else {
+            ""
+        },
+        result["sha256"].as_str().unwrap_or_default()
     );
+    if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
+        eprintln!("removed {r} older version(s) (--keep)");
+        evict(socket, &n);
+    }
     Ok(())
+}
+
+fn by_daemon_used(v: &serde_json::Value) -> bool {
+    v["daemon"] == true
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn put_via_daemon(
+    mut c: Client,
+    socket: &Path,
+    path: &Path,
+    n: &Name,
+    version: Option<u64>,
+    policy: &str,
+    key: Option<&Name>,
+    keep: Option<u64>,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<serde_json::Value> {
+    let id = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_nanos()
+    );
+    let params = serde_json::json!({
+        "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
+        "name": n.to_string(),
+        "version": version,
+        "sign": policy,
+        "key": key.map(|k| k.to_string()),
+        "keep": keep,
+        "id": id,
+    });
+    let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
+    let mut f = InterestFields::new(cmd);
+    f.app_params = Some(Bytes::from(params.to_string()));
+    f.lifetime = Some(24 * 3600 * 1000);
+    let progress_name = name(granary_repo::local::PREFIX)?
+        .append(&Component::generic(b"progress"))
+        .append(&Component::generic(id.as_bytes()));
+    let poll = async {
+        let Ok(mut p) = Client::connect(socket).await else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let mut q = InterestFields::new(progress_name.clone());
+            q.lifetime = Some(1000);
+            if let Ok(Reply::Data(d)) = p.express(q).await {
+                if let Some(b) = serde_json::from_slice::<serde_json::Value>(d.content())
+                    .ok()
+                    .and_then(|v| v["bytes"].as_u64())
+                {
+                    bar.set_position(b);
+                }
+            }
+        }
+    };
+    let run = async {
+        match c.express(f).await? {
+            Reply::Data(d) => {
+                let mut v: serde_json::Value = serde_json::from_slice(d.content())?;
+                v["daemon"] = serde_json::Value::Bool(true);
+                Ok(v)
+            }
+            Reply::Nack(r) => anyhow::bail!(
+                "the daemon's repository did not take the command (Nack {}); is it running without --no-repo?",
+                granary_packet::types::nack_reason::name(r)
+            ),
+        }
+    };
+    tokio::select! {
+        r = run => r,
+        _ = poll => anyhow::bail!("progress polling stopped"),
+    }
 }
 
 pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {

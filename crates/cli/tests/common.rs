@@ -79,6 +79,8 @@ pub fn granary() -> Command {
 pub struct Daemon {
     pub child: std::process::Child,
     pub dir: tempfile::TempDir,
+    /// The daemon's data directory (`dir` unless started with `start_at`).
+    pub data: PathBuf,
     pub socket: PathBuf,
     pub tcp: Option<String>,
     pub udp: Option<String>,
@@ -88,13 +90,19 @@ impl Daemon {
     /// Starts a daemon with extra args (e.g. `--listen tcp://127.0.0.1:0`)
     /// and waits for it to say `ready`.
     pub fn start(extra: &[&str]) -> Daemon {
-        use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("g.sock");
+        let data = dir.path().to_path_buf();
+        Self::start_at(dir, data, extra)
+    }
+
+    /// Starts a daemon on an existing data directory.
+    pub fn start_at(dir: tempfile::TempDir, data: PathBuf, extra: &[&str]) -> Daemon {
+        use std::io::BufRead;
+        let socket = data.join("g.sock");
         let mut child = granary()
             .args([
                 "--data-dir",
-                dir.path().to_str().unwrap(),
+                data.to_str().unwrap(),
                 "--socket",
                 socket.to_str().unwrap(),
                 "daemon",
@@ -123,6 +131,7 @@ impl Daemon {
         Daemon {
             child,
             dir,
+            data,
             socket,
             tcp,
             udp,
@@ -134,7 +143,7 @@ impl Daemon {
         granary()
             .args([
                 "--data-dir",
-                self.dir.path().to_str().unwrap(),
+                self.data.to_str().unwrap(),
                 "--socket",
                 self.socket.to_str().unwrap(),
             ])

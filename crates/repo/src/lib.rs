@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
+pub mod local;
 pub mod manifest;
 pub mod net;
 
@@ -57,6 +58,11 @@ pub struct Repo {
 }
 
 impl Repo {
+    /// The keychain, if any.
+    pub fn keychain(&self) -> Option<&granary_security::KeyChain> {
+        self.keychain.as_ref()
+    }
+
     /// A repo over `store`; `keychain` provides keys for per-packet signing.
     pub fn new(store: Store, keychain: Option<granary_security::KeyChain>) -> Self {
         Repo { store, keychain }
@@ -395,6 +401,7 @@ pub async fn serve(repo: Arc<Repo>, face: AppFace) {
 /// that come back are matched to them by name).
 pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfig) {
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<(NetPacket, LinkFields)>(256);
+    let local = local::Local::new(repo.clone(), out_tx.clone());
     let service = Arc::new(net::Net::new(repo.clone(), cfg, out_tx));
     {
         let s = service.clone();
@@ -405,6 +412,7 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfi
             got = face.recv() => {
                 let Some((pkt, link)) = got else { break };
                 let reply = match pkt {
+                    NetPacket::Interest(i) if local.is_mine(&i) => local.on_interest(&i, &link).map(|p| (p, link.pit_token)),
                     NetPacket::Interest(i) => match service.on_interest(&i, &link) {
                         net::Handled::Reply(p) => Some((p, link.pit_token)),
                         net::Handled::Taken => None,

@@ -1,0 +1,256 @@
+//! Local commands of the daemon's repository, under `/localhost/granary/repo`
+//! (the forwarder never lets `/localhost` in from a non-local face):
+//!
+//! - `…/put` with JSON ApplicationParameters `{"path", "name", "version"?,
+//!   "sign"?, "key"?, "keep"?, "id"?}`: the daemon streams the file in
+//!   (copy + hashing in one pass, constant memory, atomic publish), builds
+//!   the signed manifest, applies retention, and answers with a JSON result
+//!   when done.
+//! - `…/progress/<id>`: bytes ingested so far by the put with that id.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use granary_face::{LinkFields, NetPacket};
+use granary_packet::{Component, Data, DataBuilder, Interest, Name};
+use granary_security::{KeyChain, KeyType, Signer};
+use granary_store::PutOptions;
+use serde_json::{json, Value};
+
+use crate::Repo;
+
+/// Prefix of the local commands.
+pub const PREFIX: &str = "/localhost/granary/repo";
+
+/// Identity of the key made when a keychain has none and a signature is needed.
+pub const DEFAULT_PUBLISHER: &str = "/granary/publisher";
+
+/// The signer for a signing policy: the named key, the default key, or a new
+/// default key under [`DEFAULT_PUBLISHER`] (Ed25519, or ECDSA for `ecdsa`).
+/// Returns the signer and, when one was created, the new key's name.
+pub fn publisher_signer(
+    kc: &KeyChain,
+    key: Option<&Name>,
+    policy: &str,
+) -> Result<(Signer, Option<Name>), String> {
+    if policy == "digest" {
+        return Ok((Signer::Digest, None));
+    }
+    let mut created = None;
+    let signer = match key {
+        Some(k) => kc.signer(k).map_err(|e| e.to_string())?,
+        None => match kc.default_signer() {
+            Ok(s) => s,
+            Err(_) => {
+                let t = if policy == "ecdsa" {
+                    KeyType::Ecdsa
+                } else {
+                    KeyType::Ed25519
+                };
+                let id = Name::from_uri(DEFAULT_PUBLISHER).map_err(|e| e.to_string())?;
+                let e = kc.generate(&id, t).map_err(|e| e.to_string())?;
+                created = Some(e.name.clone());
+                kc.signer(&e.name).map_err(|e| e.to_string())?
+            }
+        },
+    };
+    let want = match policy {
+        "ed25519" => Some(granary_packet::types::sig_type::ED25519),
+        "ecdsa" => Some(granary_packet::types::sig_type::SHA256_WITH_ECDSA),
+        "manifest" => None,
+        other => {
+            return Err(format!(
+                "unknown signing policy {other:?} (manifest, ed25519, ecdsa, digest)"
+            ))
+        }
+    };
+    if let Some(w) = want {
+        if signer.sig_type() != w {
+            return Err(format!(
+                "--sign {policy} needs a {policy} key; name one with --key"
+            ));
+        }
+    }
+    Ok((signer, created))
+}
+
+/// How to publish: version, signing, retention.
+pub struct Publish<'a> {
+    /// Version (default: now in µs).
+    pub version: Option<u64>,
+    /// Signer of the manifest (and of packets for `ed25519`/`ecdsa`).
+    pub signer: &'a Signer,
+    /// Signing policy.
+    pub policy: &'a str,
+    /// Keep only the newest N versions.
+    pub keep: Option<u64>,
+}
+
+/// Publishes a file already open for reading: store, manifest, retention.
+/// Returns the result as JSON.
+pub fn publish(
+    repo: &Repo,
+    name: &Name,
+    reader: impl std::io::Read,
+    how: &Publish<'_>,
+    progress: impl FnMut(u64),
+) -> Result<Value, String> {
+    let (version, signer, policy, keep) = (how.version, how.signer, how.policy, how.keep);
+    let t = std::time::Instant::now();
+    let opts = PutOptions {
+        version,
+        ..Default::default()
+    };
+    let e = repo
+        .store
+        .put(name, reader, &opts, progress)
+        .map_err(|e| e.to_string())?;
+    crate::manifest::publish(&repo.store, &e, signer, policy)
+        .map_err(|x| format!("manifest: {x}"))?;
+    let mut removed = 0;
+    if let Some(k) = keep {
+        let versions = repo.store.versions(name).map_err(|e| e.to_string())?;
+        let old = versions.len().saturating_sub(k as usize);
+        for v in &versions[..old] {
+            repo.store
+                .remove(name, Some(*v))
+                .map_err(|e| e.to_string())?;
+        }
+        removed = old;
+    }
+    Ok(json!({
+        "ok": true,
+        "versioned": name.append(&Component::version(e.meta.version)).to_string(),
+        "size": e.meta.size,
+        "segments": e.meta.segments(),
+        "sha256": e.meta.sha256,
+        "seconds": t.elapsed().as_secs_f64(),
+        "removed_versions": removed,
+    }))
+}
+
+/// The local command service.
+pub struct Local {
+    repo: Arc<Repo>,
+    out: tokio::sync::mpsc::Sender<(NetPacket, LinkFields)>,
+    prefix: Name,
+    progress: Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>,
+}
+
+fn reply(name: &Name, v: &Value) -> Data {
+    let b = DataBuilder::new(name.clone())
+        .content(Bytes::from(v.to_string()))
+        .freshness_period(0);
+    match b.sign_with(32, |m| {
+        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
+    }) {
+        Ok(d) => d,
+        Err(never) => match never {},
+    }
+}
+
+impl Local {
+    /// A service sending its delayed answers through `out`.
+    pub fn new(repo: Arc<Repo>, out: tokio::sync::mpsc::Sender<(NetPacket, LinkFields)>) -> Self {
+        Local {
+            repo,
+            out,
+            prefix: Name::from_uri(PREFIX).unwrap_or_default(),
+            progress: Arc::default(),
+        }
+    }
+
+    /// True for Interests under [`PREFIX`].
+    pub fn is_mine(&self, i: &Interest) -> bool {
+        self.prefix.is_prefix_of(&i.name)
+    }
+
+    /// Handles a local command; `Some` is an immediate answer, `None` means
+    /// the answer follows through the outbox.
+    pub fn on_interest(&self, i: &Interest, link: &LinkFields) -> Option<NetPacket> {
+        let verb = i
+            .name
+            .get(self.prefix.len() as isize)
+            .map(|c| String::from_utf8_lossy(c.value).into_owned());
+        match verb.as_deref() {
+            Some("progress") => {
+                let id = i
+                    .name
+                    .get(self.prefix.len() as isize + 1)
+                    .map(|c| String::from_utf8_lossy(c.value).into_owned());
+                let bytes = id.and_then(|id| {
+                    self.progress
+                        .lock()
+                        .ok()
+                        .and_then(|m| m.get(&id).map(|a| a.load(Ordering::Relaxed)))
+                });
+                Some(NetPacket::Data(reply(&i.name, &json!({ "bytes": bytes }))))
+            }
+            Some("put") => {
+                let params: Value = match i.app_params.as_ref().map(|p| serde_json::from_slice(p)) {
+                    Some(Ok(v)) => v,
+                    _ => {
+                        return Some(NetPacket::Data(reply(
+                            &i.name,
+                            &json!({"ok": false, "error": "parameters must be JSON"}),
+                        )))
+                    }
+                };
+                let (repo, out, progress) =
+                    (self.repo.clone(), self.out.clone(), self.progress.clone());
+                let (name, token) = (i.name.clone(), link.pit_token.clone());
+                tokio::spawn(async move {
+                    let id = params["id"].as_str().unwrap_or("").to_string();
+                    let counter = Arc::new(AtomicU64::new(0));
+                    if let Ok(mut m) = progress.lock() {
+                        m.insert(id.clone(), counter.clone());
+                    }
+                    let r2 = repo.clone();
+                    let result = tokio::task::spawn_blocking(move || put(&r2, &params, &counter))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("ingest task failed: {e}")));
+                    if let Ok(mut m) = progress.lock() {
+                        m.remove(&id);
+                    }
+                    let v = result.unwrap_or_else(|e| json!({"ok": false, "error": e}));
+                    let link = LinkFields {
+                        pit_token: token,
+                        ..Default::default()
+                    };
+                    let _ = out.send((NetPacket::Data(reply(&name, &v)), link)).await;
+                });
+                None
+            }
+            _ => Some(NetPacket::Nack(
+                i.clone(),
+                granary_packet::types::nack_reason::NO_ROUTE,
+            )),
+        }
+    }
+}
+
+fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
+    let path = p["path"].as_str().ok_or("path is required")?;
+    let name =
+        Name::from_uri(p["name"].as_str().ok_or("name is required")?).map_err(|e| e.to_string())?;
+    let policy = p["sign"].as_str().unwrap_or("manifest");
+    let key = p["key"]
+        .as_str()
+        .map(Name::from_uri)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let kc = repo.keychain().ok_or("the daemon has no keychain")?;
+    let (signer, _) = publisher_signer(kc, key.as_ref(), policy)?;
+    let f = std::fs::File::open(path).map_err(|e| format!("the daemon cannot open {path}: {e}"))?;
+    let how = Publish {
+        version: p["version"].as_u64(),
+        signer: &signer,
+        policy,
+        keep: p["keep"].as_u64(),
+    };
+    publish(repo, &name, f, &how, |b| {
+        counter.store(b, Ordering::Relaxed)
+    })
+}
