@@ -25,7 +25,16 @@ for mib in "${sizes[@]}"; do
   row() { read -r s k <<<"$2"; printf "%-10s %-22s %10.2f %10.0f %10.1f MiB\n" "${mib}MiB" "$1" "$s" "$(awk -v b=$bytes -v s=$s 'BEGIN{print b/s/1e6}')" "$(awk -v k=$k 'BEGIN{print k/1024}')"; }
   row "cp" "$(m cp "$src" "$work/cp-$mib")"; rm -f "$work/cp-$mib"
   row "cp + fsync" "$(m python3 -c 'import shutil,os,sys; shutil.copyfile(sys.argv[1],sys.argv[2]); f=os.open(sys.argv[2],os.O_RDONLY); os.fsync(f)' "$src" "$work/cp2-$mib")"; rm -f "$work/cp2-$mib"
-  row "granary put (fsync)" "$(m "$G" --data-dir "$work/gd" put "$src" "/bench/f$mib")"
+  row "granary put (fsync)" "$(m "$G" --data-dir "$work/gd" put "$src" "/bench/f$mib" --sign digest)"
+  # The same through a running daemon (it streams the file in); its peak RSS.
+  "$G" --data-dir "$work/gdd" daemon > "$work/dd.out" 2>/dev/null & dpid=$!
+  for _ in $(seq 100); do grep -q ready "$work/dd.out" 2>/dev/null && break; sleep 0.05; done
+  sync
+  r=$(/usr/bin/time -f "%e %M" "$G" --data-dir "$work/gdd" put "$src" "/bench/f$mib" --sign digest 2>&1 >/dev/null | tail -1)
+  drss=$(awk '/VmHWM/{print $2}' /proc/$dpid/status)
+  kill $dpid; wait $dpid 2>/dev/null || true; rm -rf "$work/gdd"
+  read -r s _ <<<"$r"
+  row "put via daemon" "$s $drss"
   mv_ms=$("$G" --data-dir "$work/gd" mv "/bench/f$mib" "/bench/renamed$mib" 2>&1 | sed -n 's/renamed in \(.*\) ms/\1/p')
   printf "%-10s %-22s %10s ms\n" "${mib}MiB" "granary mv" "$mv_ms"
   rm -f "$src"; rm -rf "$work/gd"
