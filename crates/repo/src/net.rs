@@ -943,13 +943,7 @@ mod tests {
     use granary_packet::SignatureInfo;
 
     fn hex(s: &str) -> Bytes {
-        let s: String = s.split_whitespace().collect();
-        Bytes::from(
-            (0..s.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-                .collect::<Vec<u8>>(),
-        )
+        Bytes::from(::hex::decode(s.split_whitespace().collect::<String>()).unwrap())
     }
 
     fn name(s: &str) -> Name {
