@@ -227,3 +227,61 @@ sys.exit(repo_client.main(['repo_client.py'] + sys.argv[1:]))
     assert_eq!(v["status_code"], 400, "{v}");
     assert!(d.ok(&["ls"]).is_empty());
 }
+
+/// An app that registers `/` with ChildInherit at cost 0 and never answers
+/// (ndn-python-repo's server does this with its default `register_root`),
+/// connected before the client: the client's own prefix still wins the
+/// equal-cost tie, so the repo's Interests for the command message and the
+/// segments reach the client, not the silent app.
+#[test]
+fn a_silent_root_registrant_does_not_capture_the_clients_prefix() {
+    let d = Daemon::start(&[]);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let socket = d.socket.clone();
+    let silent = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut c = granary_app::Client::connect(&socket).await.unwrap();
+            let mut p = granary_mgmt::ControlParameters::new();
+            p.name = Some(granary_packet::Name::new());
+            p.cost = Some(0);
+            p.flags = Some(1); // ChildInherit
+            let nfd = granary_packet::Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap();
+            c.command(&nfd, "rib", "register", &p).await.unwrap();
+            ready_tx.send(()).unwrap();
+            // Swallow every Interest, answer none, until the test ends.
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_secs(60), c.serve(|_| None)).await;
+        });
+    });
+    ready_rx.recv().unwrap();
+    let routes = d.ok(&["route", "list"]);
+    assert!(
+        routes
+            .lines()
+            .any(|l| l.starts_with("route / ") && l.contains("flags=1")),
+        "the silent app's / route is registered:\n{routes}"
+    );
+    let src = d.dir.path().join("in");
+    std::fs::write(&src, data(100_000, 9)).unwrap();
+    let t = std::time::Instant::now();
+    let v = put(&d, REPO, &src, "/science/silent/f");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(8),
+        "insert took {:?} (misrouted Interests wait out their lifetimes): {v}",
+        t.elapsed()
+    );
+    // Stored whole (read from the published file itself: a consumer's
+    // Interests would also meet the silent `/` route first, by design).
+    let stat = d.ok(&["stat", "/science/silent/f"]);
+    let path = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .unwrap_or_else(|| panic!("no path in stat:\n{stat}"));
+    assert_eq!(std::fs::read(path).unwrap(), data(100_000, 9));
+    drop(d);
+    let _ = silent.join();
+}

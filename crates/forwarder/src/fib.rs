@@ -94,20 +94,40 @@ impl Tables {
         any
     }
 
+    /// Recomputes the FIB. Next hops are ordered by cost, then — at equal
+    /// cost — routes registered for a longer prefix first (a prefix's own
+    /// routes before inherited ones: an app that registered `/` with
+    /// ChildInherit must not win ties against the app that registered the
+    /// prefix itself), then by face id so the order is deterministic.
     fn rebuild(&mut self) {
         self.fib.clear();
         self.max_len = 0;
         for name in self.rib.keys() {
-            let mut hops: Vec<NextHop> = Vec::new();
-            let mut add = |r: &Route| match hops.iter_mut().find(|h| h.face == r.face) {
-                Some(h) => h.cost = h.cost.min(r.cost),
-                None => hops.push(NextHop {
-                    face: r.face,
-                    cost: r.cost,
-                }),
-            };
+            // (hop, length of the prefix whose route gave its cost)
+            let mut hops: Vec<(NextHop, usize)> = Vec::new();
+            let mut add =
+                |r: &Route, depth: usize| match hops.iter_mut().find(|h| h.0.face == r.face) {
+                    Some(h) => {
+                        if (r.cost, std::cmp::Reverse(depth)) < (h.0.cost, std::cmp::Reverse(h.1)) {
+                            *h = (
+                                NextHop {
+                                    face: r.face,
+                                    cost: r.cost,
+                                },
+                                depth,
+                            );
+                        }
+                    }
+                    None => hops.push((
+                        NextHop {
+                            face: r.face,
+                            cost: r.cost,
+                        },
+                        depth,
+                    )),
+                };
             let own = &self.rib[name];
-            own.iter().for_each(&mut add);
+            own.iter().for_each(|r| add(r, name.len()));
             if !own.iter().any(|r| r.flags & CAPTURE != 0) {
                 // Ancestors' routes with ChildInherit, nearest first, until a Capture.
                 for len in (0..name.len()).rev() {
@@ -115,16 +135,17 @@ impl Tables {
                         routes
                             .iter()
                             .filter(|r| r.flags & CHILD_INHERIT != 0)
-                            .for_each(&mut add);
+                            .for_each(|r| add(r, len));
                         if routes.iter().any(|r| r.flags & CAPTURE != 0) {
                             break;
                         }
                     }
                 }
             }
-            hops.sort_by_key(|h| (h.cost, h.face));
+            hops.sort_by_key(|(h, depth)| (h.cost, std::cmp::Reverse(*depth), h.face));
             self.max_len = self.max_len.max(name.len());
-            self.fib.insert(name.clone(), hops);
+            self.fib
+                .insert(name.clone(), hops.into_iter().map(|(h, _)| h).collect());
         }
     }
 
@@ -204,6 +225,31 @@ mod tests {
         assert_eq!(t.lookup(&n("/a/b")).unwrap().0, &n("/a"));
         assert!(t.unregister(&n("/a"), 300, 0));
         assert!(t.lookup(&n("/a/b")).is_none());
+    }
+
+    #[test]
+    fn equal_cost_prefers_own_route_over_inherited() {
+        // An app on face 260 registers `/` with ChildInherit at cost 0; the app
+        // on face 263 registers its own prefix at cost 0. Interests for that
+        // prefix go to 263 first, whatever the face ids.
+        let mut t = Tables::default();
+        t.register(n("/"), r(260, 0, CHILD_INHERIT));
+        t.register(n("/client/x"), r(263, 0, CHILD_INHERIT));
+        let hops = t.lookup(&n("/client/x/msg/1")).unwrap().1;
+        assert_eq!(
+            hops,
+            &[
+                NextHop { face: 263, cost: 0 },
+                NextHop { face: 260, cost: 0 }
+            ]
+        );
+        // Cost still comes first: a cheaper inherited route wins.
+        t.register(n("/"), r(261, 0, CHILD_INHERIT));
+        t.register(n("/client/x"), r(263, 5, CHILD_INHERIT));
+        let hops = t.lookup(&n("/client/x")).unwrap().1;
+        assert_eq!(hops[0], NextHop { face: 260, cost: 0 });
+        assert_eq!(hops[1], NextHop { face: 261, cost: 0 });
+        assert_eq!(hops[2], NextHop { face: 263, cost: 5 });
     }
 
     #[test]
