@@ -2,7 +2,10 @@
 # Repository ingest and rename, side by side with cp on the same disk in one run.
 # Usage: bash bench/repo.sh [SIZES_MIB...]   (default: 1024 4096)
 # Prints wall time, MB/s, peak RSS for: cp, cp + fsync, granary put; and the
-# time of granary mv for each size.
+# time of granary mv for each size. Runs on the build disk (ext4 here), then —
+# when root and mkfs.xfs are available (NO_XFS=1 turns it off) — again on an
+# XFS file system made on a loop file on the same disk, where `granary put`
+# reflinks the file into the store (no data written; one read pass to hash).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sizes=("${@:-1024 4096}")
@@ -10,32 +13,47 @@ sizes=("${@:-1024 4096}")
 sizes=(${sizes[*]})
 cargo build --release -q -p granary
 G=$PWD/target/release/granary
-work=$(mktemp -d -p "${BENCH_DIR:-$PWD/target}")
-trap 'rm -rf "$work"' EXIT
+base=$(mktemp -d -p "${BENCH_DIR:-$PWD/target}")
+cleanup() { mountpoint -q "$base/xfs" 2>/dev/null && umount "$base/xfs"; rm -rf "$base"; }
+trap cleanup EXIT
 # Wall seconds and peak RSS (KiB) of one command, after flushing dirty pages
 # so that one run's write-back is not charged to the next.
 m() { sync; /usr/bin/time -f "%e %M" "$@" 2>&1 >/dev/null | tail -1; }
-echo "disk: $(df -h "$work" | tail -1 | awk '{print $1, $2}'); files made with /dev/urandom; page cache warm for the source"
-printf "%-10s %-22s %10s %10s %12s\n" size what seconds MB/s "peak RSS"
-for mib in "${sizes[@]}"; do
-  src="$work/src-$mib"
-  head -c $((mib << 20)) /dev/urandom > "$src"
-  cat "$src" > /dev/null
-  bytes=$((mib << 20))
-  row() { read -r s k <<<"$2"; printf "%-10s %-22s %10.2f %10.0f %10.1f MiB\n" "${mib}MiB" "$1" "$s" "$(awk -v b=$bytes -v s=$s 'BEGIN{print b/s/1e6}')" "$(awk -v k=$k 'BEGIN{print k/1024}')"; }
-  row "cp" "$(m cp "$src" "$work/cp-$mib")"; rm -f "$work/cp-$mib"
-  row "cp + fsync" "$(m python3 -c 'import shutil,os,sys; shutil.copyfile(sys.argv[1],sys.argv[2]); f=os.open(sys.argv[2],os.O_RDONLY); os.fsync(f)' "$src" "$work/cp2-$mib")"; rm -f "$work/cp2-$mib"
-  row "granary put (fsync)" "$(m "$G" --data-dir "$work/gd" put "$src" "/bench/f$mib" --sign digest)"
-  # The same through a running daemon (it streams the file in); its peak RSS.
-  "$G" --data-dir "$work/gdd" daemon > "$work/dd.out" 2>/dev/null & dpid=$!
-  for _ in $(seq 100); do grep -q ready "$work/dd.out" 2>/dev/null && break; sleep 0.05; done
-  sync
-  r=$(/usr/bin/time -f "%e %M" "$G" --data-dir "$work/gdd" put "$src" "/bench/f$mib" --sign digest 2>&1 >/dev/null | tail -1)
-  drss=$(awk '/VmHWM/{print $2}' /proc/$dpid/status)
-  kill $dpid; wait $dpid 2>/dev/null || true; rm -rf "$work/gdd"
-  read -r s _ <<<"$r"
-  row "put via daemon" "$s $drss"
-  mv_ms=$("$G" --data-dir "$work/gd" mv "/bench/f$mib" "/bench/renamed$mib" 2>&1 | sed -n 's/renamed in \(.*\) ms/\1/p')
-  printf "%-10s %-22s %10s ms\n" "${mib}MiB" "granary mv" "$mv_ms"
-  rm -f "$src"; rm -rf "$work/gd"
-done
+
+run() { # run DIR LABEL
+  local work=$1 fs=$2
+  echo "disk: $fs on $(df -h "$work" | tail -1 | awk '{print $1, $2}'); files made with /dev/urandom; page cache warm for the source"
+  printf "%-6s %-10s %-24s %10s %10s %12s\n" fs size what seconds MB/s "peak RSS"
+  for mib in "${sizes[@]}"; do
+    src="$work/src-$mib"
+    head -c $((mib << 20)) /dev/urandom > "$src"
+    cat "$src" > /dev/null
+    bytes=$((mib << 20))
+    row() { read -r s k <<<"$2"; printf "%-6s %-10s %-24s %10.2f %10.0f %10.1f MiB\n" "$fs" "${mib}MiB" "$1" "$s" "$(awk -v b=$bytes -v s=$s 'BEGIN{print b/s/1e6}')" "$(awk -v k=$k 'BEGIN{print k/1024}')"; }
+    row "cp" "$(m cp --reflink=never "$src" "$work/cp-$mib")"; rm -f "$work/cp-$mib"
+    row "cp + fsync" "$(m python3 -c 'import shutil,os,sys; shutil.copyfile(sys.argv[1],sys.argv[2]); f=os.open(sys.argv[2],os.O_RDONLY); os.fsync(f)' "$src" "$work/cp2-$mib")"; rm -f "$work/cp2-$mib"
+    row "granary put (fsync)" "$(m "$G" --data-dir "$work/gd" put "$src" "/bench/f$mib" --sign digest)"
+    # The same through a running daemon (it streams the file in); its peak RSS.
+    "$G" --data-dir "$work/gdd" daemon > "$work/dd.out" 2>/dev/null & dpid=$!
+    for _ in $(seq 100); do grep -q ready "$work/dd.out" 2>/dev/null && break; sleep 0.05; done
+    sync
+    r=$(/usr/bin/time -f "%e %M" "$G" --data-dir "$work/gdd" put "$src" "/bench/f$mib" --sign digest 2>&1 >/dev/null | tail -1)
+    drss=$(awk '/VmHWM/{print $2}' /proc/$dpid/status)
+    kill $dpid; wait $dpid 2>/dev/null || true; rm -rf "$work/gdd"
+    read -r s _ <<<"$r"
+    row "put via daemon" "$s $drss"
+    mv_ms=$("$G" --data-dir "$work/gd" mv "/bench/f$mib" "/bench/renamed$mib" 2>&1 | sed -n 's/renamed in \(.*\) ms/\1/p')
+    printf "%-6s %-10s %-24s %10s ms\n" "$fs" "${mib}MiB" "granary mv" "$mv_ms"
+    rm -f "$src"; rm -rf "$work/gd"
+  done
+}
+
+run "$base" "$(findmnt -no FSTYPE -T "$base" 2>/dev/null || stat -f -c %T "$base")"
+if [ "${NO_XFS:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v mkfs.xfs >/dev/null; then
+  max=0; for s in "${sizes[@]}"; do [ "$s" -gt "$max" ] && max=$s; done
+  truncate -s $(( (3 * max + 1024) << 20 )) "$base/xfs.img"
+  mkfs.xfs -q -f -m reflink=1 "$base/xfs.img"
+  mkdir -p "$base/xfs" && mount -o loop "$base/xfs.img" "$base/xfs"
+  echo
+  run "$base/xfs" xfs
+fi

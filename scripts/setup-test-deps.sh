@@ -2,13 +2,24 @@
 # Installs what the tests need into the checkout (idempotent, offline-safe once done):
 #   - python-ndn (PyPI, pinned) in tests/interop/.venv
 #   - NDNts 0.0.20250307 (npm, pinned by package-lock.json) in tests/interop/ndnts/node_modules
-# Needs: python3 (with venv), node + npm, cargo. Nothing is installed system-wide.
+#   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
+# Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 interop=tests/interop
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' is required but not installed" >&2; exit 1; }; }
 need python3; need node; need npm; need cargo
+
+# mkfs.xfs for the reflink-ingest test (an XFS file system on a loop device).
+if ! command -v mkfs.xfs >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing xfsprogs (apt) for the reflink test"
+    (apt-get install -y -qq xfsprogs >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq xfsprogs >/dev/null; })
+  else
+    echo "setup: mkfs.xfs (xfsprogs) is missing and cannot be installed here; the reflink test will fail" >&2
+  fi
+fi
 
 req="$interop/python/requirements.txt"
 stamp="$interop/.venv/.installed"

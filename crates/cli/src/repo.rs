@@ -91,26 +91,18 @@ pub fn put(
                 eprintln!("created default publisher key {k}");
             }
             let repo = granary_repo::Repo::new(store(data_dir)?, None);
-            let reader: Box<dyn std::io::Read> = if stdin {
-                Box::new(std::io::stdin().lock())
-            } else {
-                Box::new(
-                    std::fs::File::open(file)
-                        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", file.display()))?,
-                )
+            let how = granary_repo::local::Publish {
+                version,
+                signer: &signer,
+                policy,
+                keep,
             };
-            granary_repo::local::publish(
-                &repo,
-                &n,
-                reader,
-                &granary_repo::local::Publish {
-                    version,
-                    signer: &signer,
-                    policy,
-                    keep,
-                },
-                |b| bar.set_position(b),
-            )
+            if stdin {
+                let reader = std::io::stdin().lock();
+                granary_repo::local::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
+            } else {
+                granary_repo::local::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
+            }
             .map_err(|e| anyhow::anyhow!(e))?
         }
     };
@@ -129,10 +121,11 @@ pub fn put(
         size,
         result["segments"],
         size / secs / 1e6,
-        if by_daemon_used(&result) {
-            ", streamed in by the daemon"
-        } else {
-            ""
+        match (by_daemon_used(&result), result["reflinked"] == true) {
+            (true, true) => ", reflinked by the daemon: no data copied",
+            (true, false) => ", streamed in by the daemon",
+            (false, true) => ", reflinked: no data copied",
+            (false, false) => "",
         },
         result["sha256"].as_str().unwrap_or_default()
     );

@@ -88,8 +88,8 @@ pub struct Publish<'a> {
     pub keep: Option<u64>,
 }
 
-/// Publishes a file already open for reading: store, manifest, retention.
-/// Returns the result as JSON.
+/// Publishes a stream (standard input, a network insert): store, manifest,
+/// retention. Returns the result as JSON.
 pub fn publish(
     repo: &Repo,
     name: &Name,
@@ -97,20 +97,51 @@ pub fn publish(
     how: &Publish<'_>,
     progress: impl FnMut(u64),
 ) -> Result<Value, String> {
-    let (version, signer, policy, keep) = (how.version, how.signer, how.policy, how.keep);
     let t = std::time::Instant::now();
-    let opts = PutOptions {
-        version,
-        ..Default::default()
-    };
     let e = repo
         .store
-        .put(name, reader, &opts, progress)
+        .put(name, reader, &put_options(how), progress)
         .map_err(|e| e.to_string())?;
-    crate::manifest::publish(&repo.store, &e, signer, policy)
+    finish(repo, name, e, how, t, false)
+}
+
+/// Publishes the file at `path`: reflinked into the store where the file
+/// system allows (no data copied; one read pass to hash), copied otherwise.
+pub fn publish_file(
+    repo: &Repo,
+    name: &Name,
+    path: &std::path::Path,
+    how: &Publish<'_>,
+    progress: impl FnMut(u64),
+) -> Result<Value, String> {
+    let t = std::time::Instant::now();
+    let (e, reflinked) = repo
+        .store
+        .put_file(name, path, &put_options(how), progress)
+        .map_err(|e| e.to_string())?;
+    finish(repo, name, e, how, t, reflinked)
+}
+
+fn put_options(how: &Publish<'_>) -> PutOptions {
+    PutOptions {
+        version: how.version,
+        ..Default::default()
+    }
+}
+
+/// After the store has the version: manifest, retention, the JSON result.
+fn finish(
+    repo: &Repo,
+    name: &Name,
+    e: granary_store::Entry,
+    how: &Publish<'_>,
+    t: std::time::Instant,
+    reflinked: bool,
+) -> Result<Value, String> {
+    crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
         .map_err(|x| format!("manifest: {x}"))?;
     let mut removed = 0;
-    if let Some(k) = keep {
+    if let Some(k) = how.keep {
         let versions = repo.store.versions(name).map_err(|e| e.to_string())?;
         let old = versions.len().saturating_sub(k as usize);
         for v in &versions[..old] {
@@ -128,6 +159,7 @@ pub fn publish(
         "sha256": e.meta.sha256,
         "seconds": t.elapsed().as_secs_f64(),
         "removed_versions": removed,
+        "reflinked": reflinked,
     }))
 }
 
@@ -243,14 +275,14 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         .map_err(|e| e.to_string())?;
     let kc = repo.keychain().ok_or("the daemon has no keychain")?;
     let (signer, _) = publisher_signer(kc, key.as_ref(), policy)?;
-    let f = std::fs::File::open(path).map_err(|e| format!("the daemon cannot open {path}: {e}"))?;
+    std::fs::File::open(path).map_err(|e| format!("the daemon cannot open {path}: {e}"))?;
     let how = Publish {
         version: p["version"].as_u64(),
         signer: &signer,
         policy,
         keep: p["keep"].as_u64(),
     };
-    publish(repo, &name, f, &how, |b| {
+    publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)
     })
 }

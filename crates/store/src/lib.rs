@@ -208,18 +208,72 @@ impl Store {
     pub fn put(
         &self,
         name: &Name,
+        reader: impl Read,
+        opts: &PutOptions,
+        progress: impl FnMut(u64),
+    ) -> Result<Entry> {
+        let id = format!("{}-{}", std::process::id(), unique());
+        self.ingest(name, reader, None, &id, opts, progress)
+    }
+
+    /// Ingests the file at `src`. Where the file system can share extents
+    /// (reflink: XFS, btrfs; source and store on the same file system) the
+    /// temp file is a copy-on-write clone of `src` and the ingest only reads
+    /// it once to hash it — no data is written; elsewhere this is [`put`]
+    /// on the opened file. The hashes are computed from the clone, so they
+    /// describe exactly the stored bytes even if `src` changes meanwhile.
+    /// Returns the entry and whether the data was reflinked.
+    ///
+    /// [`put`]: Store::put
+    pub fn put_file(
+        &self,
+        name: &Name,
+        src: &Path,
+        opts: &PutOptions,
+        progress: impl FnMut(u64),
+    ) -> Result<(Entry, bool)> {
+        path::object_dir(name)?;
+        let id = format!("{}-{}", std::process::id(), unique());
+        let clone = self.tmp.join(format!("{id}.data"));
+        if reflink_copy::reflink(src, &clone).is_ok() {
+            let f = fs::File::open(&clone).map_err(Error::io(&clone));
+            let r = f.and_then(|f| self.ingest(name, f, Some(&clone), &id, opts, progress));
+            if r.is_err() {
+                let _ = fs::remove_file(&clone);
+            }
+            return r.map(|e| (e, true));
+        }
+        let _ = fs::remove_file(&clone);
+        let f = fs::File::open(src).map_err(Error::io(src))?;
+        self.ingest(name, f, None, &id, opts, progress)
+            .map(|e| (e, false))
+    }
+
+    /// One streaming pass over `reader`: per-segment and whole-file hashes,
+    /// and the copy into the temp data file — unless `cloned` names a temp
+    /// data file that already holds the bytes (a reflink of `reader`'s file).
+    fn ingest(
+        &self,
+        name: &Name,
         mut reader: impl Read,
+        cloned: Option<&Path>,
+        id: &str,
         opts: &PutOptions,
         mut progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let dir = self.objects.join(path::object_dir(name)?);
         let seg = opts.segment_size.max(1) as usize;
         let version = opts.version.unwrap_or_else(now_us);
-        let id = format!("{}-{}", std::process::id(), unique());
         let tmp_data = self.tmp.join(format!("{id}.data"));
         let tmp_hash = self.tmp.join(format!("{id}.hashes"));
         let result = (|| -> Result<Entry> {
-            let mut data = fs::File::create(&tmp_data).map_err(Error::io(&tmp_data))?;
+            let mut data = match cloned {
+                Some(c) => fs::OpenOptions::new()
+                    .write(true)
+                    .open(c)
+                    .map_err(Error::io(c))?,
+                None => fs::File::create(&tmp_data).map_err(Error::io(&tmp_data))?,
+            };
             let mut hashes =
                 std::io::BufWriter::new(fs::File::create(&tmp_hash).map_err(Error::io(&tmp_hash))?);
             let mut whole = Sha256::new();
@@ -239,7 +293,9 @@ impl Store {
                         })
                     }
                 };
-                data.write_all(&buf[..n]).map_err(Error::io(&tmp_data))?;
+                if cloned.is_none() {
+                    data.write_all(&buf[..n]).map_err(Error::io(&tmp_data))?;
+                }
                 whole.update(&buf[..n]);
                 let mut rest = &buf[..n];
                 while !rest.is_empty() {
