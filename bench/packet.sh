@@ -40,7 +40,7 @@ def row(k, ref=None):
         print(f"{k:<24}{v:>15,.0f}{ref:>15,.0f}{v/ref:>8.2f}  {note}")
     else:
         print(f"{k:<24}{v:>15,.0f}{'':>15}{'':>8}  {note}")
-for k in ["data8k.decode", "data8k.encode", "data8k.encode+digest", "interest.decode", "interest.encode", "name.parse_uri"]:
+for k in ["data8k.decode", "data8k.encode", "data8k.encode+digest", "interest.decode", "interest.encode", "name.parse_uri", "cs.insert+find"]:
     row(k)
 for alg in ["ecdsa", "ed25519", "rsa"]:
     ref = o.get(alg, (None, None))

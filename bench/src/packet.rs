@@ -93,6 +93,43 @@ fn main() {
     measure("interest.encode", "InterestFields::encode", secs, || {
         black_box(f.encode());
     });
+    // --- Content Store: a full store (65,536 × 8 KiB segments of one object),
+    // each op inserts the next segment (evicting the oldest) and looks up a
+    // cached one — what a forwarder does per Data passing through.
+    {
+        use granary_forwarder::cs::{ContentStore, CsConfig};
+        let cfg = CsConfig {
+            max_bytes: usize::MAX,
+            ..CsConfig::default()
+        };
+        let mut cs = ContentStore::new(cfg, 1);
+        let now = Instant::now();
+        let make = |i: u64| {
+            DataBuilder::new(name.append(&Component::segment(i)))
+                .content(payload.clone())
+                .freshness_period(10_000)
+                .encode_with_signature(sig.clone())
+        };
+        let pool: Vec<Data> = (0..70_000).map(make).collect();
+        let lookups: Vec<Interest> = (0..70_000)
+            .map(|i| InterestFields::new(name.append(&Component::segment(i))).encode())
+            .collect();
+        for d in &pool[..65_536] {
+            cs.insert(d.clone(), now);
+        }
+        let mut i = 65_536usize;
+        measure(
+            "cs.insert+find",
+            "CS full at 65,536 8 KiB segments: insert one (evict one) + exact lookup",
+            secs,
+            || {
+                cs.insert(pool[i % pool.len()].clone(), now);
+                black_box(cs.find(&lookups[(i * 7919) % lookups.len()], now));
+                i += 1;
+            },
+        );
+    }
+
     let uri = seg.to_string();
     measure("name.parse_uri", "Name::from_uri", secs, || {
         black_box(Name::from_uri(black_box(&uri)).unwrap());

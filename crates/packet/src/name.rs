@@ -435,21 +435,26 @@ impl PartialOrd for Name {
 }
 
 impl Ord for Name {
-    /// NDN canonical order: component by component; a prefix sorts first.
+    /// NDN canonical order: component by component (type, then length, then
+    /// value bytes); a prefix sorts first.
+    ///
+    /// Computed as one `memcmp` of the two TLV-VALUEs, which gives the same
+    /// order because every `Name` holds *minimal* VAR-NUMBER encodings (the
+    /// decoder rejects others, the encoders write only them):
+    /// - equal components have identical bytes, so the first differing byte
+    ///   lies in the first differing component (or one name is a prefix of
+    ///   the other, and the shorter sorts first in both orders);
+    /// - minimal VAR-NUMBERs are prefix-free (the first byte fixes the width:
+    ///   < 253 one byte, 253/254/255 then 2/4/8 big-endian bytes) and ordered
+    ///   like the numbers they encode (a wider form starts with a larger
+    ///   first byte and encodes a larger number), so within that component
+    ///   the first differing byte is in the TYPE if the types differ, else in
+    ///   the LENGTH if the lengths differ, else in the value.
+    ///
+    /// `tests::byte_order_is_canonical_order` checks this against the
+    /// component-by-component definition.
     fn cmp(&self, other: &Self) -> Ordering {
-        let mut a = self.components();
-        let mut b = other.components();
-        loop {
-            match (a.next(), b.next()) {
-                (None, None) => return Ordering::Equal,
-                (None, Some(_)) => return Ordering::Less,
-                (Some(_), None) => return Ordering::Greater,
-                (Some(x), Some(y)) => match x.canonical_cmp(&y) {
-                    Ordering::Equal => {}
-                    o => return o,
-                },
-            }
-        }
+        self.value.as_ref().cmp(other.value.as_ref())
     }
 }
 
@@ -609,6 +614,65 @@ fn unescape(text: &str) -> Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The definition: component by component, a prefix first.
+    fn component_order(a: &Name, b: &Name) -> Ordering {
+        let (mut x, mut y) = (a.components(), b.components());
+        loop {
+            match (x.next(), y.next()) {
+                (None, None) => return Ordering::Equal,
+                (None, Some(_)) => return Ordering::Less,
+                (Some(_), None) => return Ordering::Greater,
+                (Some(p), Some(q)) => match p.canonical_cmp(&q) {
+                    Ordering::Equal => {}
+                    o => return o,
+                },
+            }
+        }
+    }
+
+    #[test]
+    fn byte_order_is_canonical_order() {
+        // Types and lengths chosen to straddle every VAR-NUMBER width
+        // boundary (252/253, 65535/65536), values that share prefixes.
+        let types = [3u64, 8, 9, 32, 50, 252, 253, 254, 255, 256, 65535];
+        let lens = [0usize, 1, 2, 252, 253, 254, 300, 65535, 65536];
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut comp = |next: &mut dyn FnMut() -> u64| {
+            let t = types[(next() % types.len() as u64) as usize];
+            let l = lens[(next() % lens.len() as u64) as usize];
+            let fill = (next() % 3) as u8;
+            let mut v = vec![fill; l];
+            if l > 0 && next() % 2 == 0 {
+                v[l - 1] = fill + 1;
+            }
+            Component::new(t, &v).unwrap()
+        };
+        let mut names = vec![Name::new()];
+        for _ in 0..300 {
+            let n = (next() % 4) as usize;
+            let mut name = if next() % 3 == 0 {
+                names[(next() % names.len() as u64) as usize].clone()
+            } else {
+                Name::new()
+            };
+            for _ in 0..n {
+                name = name.append(&comp(&mut next));
+            }
+            names.push(name);
+        }
+        for a in &names {
+            for b in &names {
+                assert_eq!(a.cmp(b), component_order(a, b), "{a} vs {b}");
+            }
+        }
+    }
 
     fn rt(uri: &str) -> String {
         Name::from_uri(uri).unwrap().to_string()
