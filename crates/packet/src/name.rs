@@ -644,7 +644,7 @@ mod tests {
             x ^= x << 17;
             x
         };
-        let mut comp = |next: &mut dyn FnMut() -> u64| {
+        let comp = |next: &mut dyn FnMut() -> u64| {
             let t = types[(next() % types.len() as u64) as usize];
             let l = lens[(next() % lens.len() as u64) as usize];
             let fill = (next() % 3) as u8;
