@@ -2,6 +2,7 @@
 
 mod dissect;
 mod key;
+mod linkem;
 mod node;
 mod repo;
 mod selfcheck;
@@ -170,6 +171,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
     },
+    /// Emulate a link for UDP: relay datagrams with delay, loss, rate and a
+    /// bounded queue per direction (for testbeds on kernels without netem).
+    Linkem(linkem::LinkemArgs),
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
@@ -283,6 +287,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Key(cmd) => key::run(cmd, &data_dir),
         Command::Selfcheck => selfcheck::run(),
+        Command::Linkem(a) => linkem::run(a),
     }
 }
 
