@@ -22,6 +22,7 @@
 //! next testbed starts.
 #![forbid(unsafe_code)]
 
+pub mod probe;
 pub mod relay;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -11,9 +11,10 @@
 //! 3. it is delivered at `link_free + delay` (or `t + delay` without a rate).
 //!
 //! Delivery times never decrease, so each direction is one FIFO drained by
-//! one task. tokio's timer has 1 ms granularity; the sender wakes 0.5 ms
-//! before a deadline and sends everything due within 0.5 ms, so a delay is
-//! exact on average and within ±0.5 ms for each datagram.
+//! one sender thread. Receiving is tokio; sending is a plain thread that
+//! sleeps until each deadline (`nanosleep`, ~0.1 ms late at most on an idle
+//! machine), because tokio's timer wheel has 1 ms granularity and measured
+//! round trips came out 1.5–2 ms long with it.
 //!
 //! Clients are told apart by source address: each gets its own upstream
 //! socket (so the far side sees one peer per client), up to
@@ -27,7 +28,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// At most this many clients per relay; datagrams from further ones are dropped.
@@ -153,8 +153,30 @@ impl Rng {
 struct Item {
     due: Instant,
     data: Bytes,
-    socket: Arc<UdpSocket>,
+    socket: Arc<std::net::UdpSocket>,
     to: SocketAddr,
+}
+
+/// A socket for tokio's receive side and a clone of it for a sender thread.
+fn bind_pair(addr: SocketAddr) -> std::io::Result<(Arc<UdpSocket>, Arc<std::net::UdpSocket>)> {
+    let s = std::net::UdpSocket::bind(addr)?;
+    s.set_nonblocking(true)?;
+    let clone = s.try_clone()?;
+    Ok((Arc::new(UdpSocket::from_std(s)?), Arc::new(clone)))
+}
+
+/// Sends on a non-blocking socket, waiting out a full send buffer.
+fn send_blocking(s: &std::net::UdpSocket, data: &[u8], to: SocketAddr) -> bool {
+    for _ in 0..20_000 {
+        match s.send_to(data, to) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_micros(50))
+            }
+            Err(_) => return false,
+        }
+    }
+    false
 }
 
 /// The admission decision of one direction (pure, so it can be unit-tested).
@@ -212,7 +234,7 @@ impl Shaper {
 /// One direction: admission under a lock, then a FIFO to its sender task.
 struct Pipe {
     shaper: Mutex<Shaper>,
-    tx: mpsc::UnboundedSender<Item>,
+    tx: Mutex<std::sync::mpsc::Sender<Item>>,
     held: Arc<AtomicU64>,
     stats: Arc<RelayStats>,
     up: bool,
@@ -220,25 +242,25 @@ struct Pipe {
 
 impl Pipe {
     fn new(imp: Impairment, seed: u64, stats: Arc<RelayStats>, up: bool) -> Arc<Pipe> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Item>();
+        let (tx, rx) = std::sync::mpsc::channel::<Item>();
         let held = Arc::new(AtomicU64::new(0));
         let pipe = Arc::new(Pipe {
             shaper: Mutex::new(Shaper::new(imp, seed)),
-            tx,
+            tx: Mutex::new(tx),
             held: held.clone(),
             stats: stats.clone(),
             up,
         });
-        tokio::spawn(async move {
-            let half = Duration::from_micros(500);
-            while let Some(it) = rx.recv().await {
+        // Ends when the pipe (and with it the sending half) is dropped.
+        std::thread::spawn(move || {
+            while let Ok(it) = rx.recv() {
                 let now = Instant::now();
-                if it.due > now + half {
-                    tokio::time::sleep_until(it.due - half).await;
+                if it.due > now {
+                    std::thread::sleep(it.due - now);
                 }
                 held.fetch_sub(it.data.len() as u64, Ordering::Relaxed);
                 let d = if up { &stats.up } else { &stats.down };
-                if it.socket.send_to(&it.data, it.to).await.is_ok() {
+                if send_blocking(&it.socket, &it.data, it.to) {
                     d.sent.fetch_add(1, Ordering::Relaxed);
                     d.sent_bytes
                         .fetch_add(it.data.len() as u64, Ordering::Relaxed);
@@ -248,7 +270,7 @@ impl Pipe {
         pipe
     }
 
-    fn push(&self, data: Bytes, socket: Arc<UdpSocket>, to: SocketAddr) {
+    fn push(&self, data: Bytes, socket: Arc<std::net::UdpSocket>, to: SocketAddr) {
         let d = if self.up {
             &self.stats.up
         } else {
@@ -273,12 +295,14 @@ impl Pipe {
             }
             Verdict::Deliver(due) => {
                 self.held.fetch_add(len, Ordering::Relaxed);
-                let _ = self.tx.send(Item {
-                    due,
-                    data,
-                    socket,
-                    to,
-                });
+                if let Ok(tx) = self.tx.lock() {
+                    let _ = tx.send(Item {
+                        due,
+                        data,
+                        socket,
+                        to,
+                    });
+                }
             }
         }
     }
@@ -310,7 +334,7 @@ impl Relay {
     /// Binds the listen address and starts relaying (on the current tokio
     /// runtime).
     pub async fn start(cfg: RelayConfig) -> std::io::Result<Relay> {
-        let listen = Arc::new(UdpSocket::bind(cfg.listen).await?);
+        let (listen, listen_tx) = bind_pair(cfg.listen)?;
         let local = listen.local_addr()?;
         let stats = Arc::new(RelayStats::default());
         let up = Pipe::new(cfg.up.clone(), cfg.seed, stats.clone(), true);
@@ -320,7 +344,7 @@ impl Relay {
             stats.clone(),
             false,
         );
-        let task = tokio::spawn(run(cfg, listen, up, down, stats.clone()));
+        let task = tokio::spawn(run(cfg, listen, listen_tx, up, down, stats.clone()));
         Ok(Relay { local, stats, task })
     }
 
@@ -344,11 +368,13 @@ impl Drop for Relay {
 async fn run(
     cfg: RelayConfig,
     listen: Arc<UdpSocket>,
+    listen_tx: Arc<std::net::UdpSocket>,
     up: Arc<Pipe>,
     down: Arc<Pipe>,
     stats: Arc<RelayStats>,
 ) {
-    let sessions: Arc<Mutex<HashMap<SocketAddr, Arc<UdpSocket>>>> = Arc::default();
+    type Session = (Arc<UdpSocket>, Arc<std::net::UdpSocket>);
+    let sessions: Arc<Mutex<HashMap<SocketAddr, Session>>> = Arc::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let bind_any: SocketAddr = if cfg.upstream.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
@@ -364,20 +390,20 @@ async fn run(
         let data = Bytes::copy_from_slice(&buf[..n]);
         let existing = sessions.lock().ok().and_then(|m| m.get(&from).cloned());
         let sock = match existing {
-            Some(s) => s,
+            Some((_, tx)) => tx,
             None => {
                 if sessions.lock().map(|m| m.len()).unwrap_or(MAX_SESSIONS) >= MAX_SESSIONS {
                     continue;
                 }
-                let s = match UdpSocket::bind(bind_any).await {
-                    Ok(s) => Arc::new(s),
+                let (s, s_tx) = match bind_pair(bind_any) {
+                    Ok(p) => p,
                     Err(_) => continue,
                 };
                 if let Ok(mut m) = sessions.lock() {
-                    m.insert(from, s.clone());
+                    m.insert(from, (s.clone(), s_tx.clone()));
                 }
                 stats.sessions.fetch_add(1, Ordering::Relaxed);
-                let (s2, down2, listen2) = (s.clone(), down.clone(), listen.clone());
+                let (s2, down2, listen2) = (s, down.clone(), listen_tx.clone());
                 tokio::spawn(async move {
                     let mut b = vec![0u8; MAX_DATAGRAM];
                     loop {
@@ -390,7 +416,7 @@ async fn run(
                         }
                     }
                 });
-                s
+                s_tx
             }
         };
         up.push(data, sock, cfg.upstream);

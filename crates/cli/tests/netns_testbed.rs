@@ -1,0 +1,192 @@
+//! The emulated testbed measures what it is configured to do: round-trip
+//! time, loss within binomial bounds, rate — in whichever emulation the
+//! kernel allows (netem, or tbf plus the `granary linkem` relay), and the
+//! relay's own rate model. Needs root (see netns/mod.rs).
+
+mod netns;
+
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_testbed::probe;
+use granary_testbed::{Impairment, LinkSpec, RateBy};
+
+fn any() -> SocketAddr {
+    "0.0.0.0:0".parse().unwrap()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+#[test]
+fn rtt_matches_configured_delay() {
+    let Some(mut tb) = netns::testbed(|_| {}) else {
+        return;
+    };
+    let a = tb.add_host("a").unwrap();
+    let b = tb.add_host("b").unwrap();
+    let spec = LinkSpec {
+        ab: Impairment {
+            delay: Duration::from_millis(4),
+            ..Default::default()
+        },
+        ba: Impairment {
+            delay: Duration::from_millis(16),
+            ..Default::default()
+        },
+    };
+    let l = tb.link(a, b, spec).unwrap();
+    let echo = tb.udp_socket(b, any()).unwrap();
+    let port = echo.local_addr().unwrap().port();
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = probe::echo(echo, stop.clone());
+    let client = tb.udp_socket(a, any()).unwrap();
+
+    // Straight to b's address: the delay only applies on the emulated path
+    // in relay mode, all traffic under netem.
+    let path = tb.udp_path(l, a, port).unwrap();
+    let r = probe::rtts(&client, path, 60, Duration::from_secs(1));
+    let (min, med, p90) = (
+        probe::quantile(&r, 0.0),
+        probe::quantile(&r, 0.5),
+        probe::quantile(&r, 0.9),
+    );
+    eprintln!(
+        "{:?}: emulated 4 ms + 16 ms: min {:.2} median {:.2} p90 {:.2} ms ({} answers)",
+        tb.emulation(),
+        ms(min),
+        ms(med),
+        ms(p90),
+        r.len()
+    );
+    assert_eq!(r.len(), 60, "no loss configured, every probe answered");
+    assert!(ms(min) >= 19.0, "faster than the configured 20 ms: {min:?}");
+    assert!(ms(med) <= 21.5, "median {med:?} too far above 20 ms");
+    if tb.emulation() == granary_testbed::Emulation::Relay {
+        let direct = SocketAddr::new(tb.link_addr(l, b).unwrap().into(), port);
+        let r = probe::rtts(&client, direct, 20, Duration::from_secs(1));
+        let med = probe::quantile(&r, 0.5);
+        eprintln!("direct (no relay): median {:.3} ms", ms(med));
+        assert!(ms(med) < 5.0, "the veth itself adds no delay: {med:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+/// Sends `n` datagrams one way across the link (a → b, or b → a) and
+/// returns how many arrived.
+fn one_way(
+    tb: &mut granary_testbed::Testbed,
+    l: granary_testbed::LinkId,
+    from: granary_testbed::HostId,
+    to: granary_testbed::HostId,
+    n: u64,
+) -> u64 {
+    let s = tb.udp_socket(to, any()).unwrap();
+    let port = s.local_addr().unwrap().port();
+    let h = probe::sink(s, Duration::from_millis(500), Duration::from_secs(10));
+    let path = tb.udp_path(l, from, port).unwrap();
+    let c = tb.udp_socket(from, any()).unwrap();
+    probe::send_paced(&c, path, n, 200, 16e6);
+    let r = h.join().unwrap();
+    assert_eq!(r.packets, r.distinct, "no duplicates");
+    r.packets
+}
+
+#[test]
+fn loss_matches_configured_rate() {
+    let Some(mut tb) = netns::testbed(|o| o.seed = 42) else {
+        return;
+    };
+    let a = tb.add_host("a").unwrap();
+    let b = tb.add_host("b").unwrap();
+    let spec = LinkSpec {
+        ab: Impairment {
+            delay: Duration::from_millis(5),
+            loss: 0.05,
+            ..Default::default()
+        },
+        ba: Impairment {
+            delay: Duration::from_millis(5),
+            loss: 0.005,
+            ..Default::default()
+        },
+    };
+    let l = tb.link(a, b, spec).unwrap();
+    let n = 20_000u64;
+    // Binomial(n, p): accept mean ± 5 standard deviations.
+    for (from, to, p) in [(a, b, 0.05), (b, a, 0.005)] {
+        let got = one_way(&mut tb, l, from, to, n);
+        let lost = (n - got) as f64;
+        let (mean, sd) = (n as f64 * p, (n as f64 * p * (1.0 - p)).sqrt());
+        eprintln!(
+            "{:?}: loss {p}: lost {lost} of {n} (expected {mean:.0} ± {:.0})",
+            tb.emulation(),
+            5.0 * sd
+        );
+        assert!(
+            (lost - mean).abs() <= 5.0 * sd,
+            "lost {lost}, expected {mean} ± {}",
+            5.0 * sd
+        );
+    }
+    // A clean link loses nothing: the losses above are the emulator's.
+    let c = tb.add_host("c").unwrap();
+    let l2 = tb
+        .link(a, c, LinkSpec::symmetric(None, Duration::from_millis(5), 0.0))
+        .unwrap();
+    assert_eq!(one_way(&mut tb, l2, a, c, n), n);
+}
+
+fn rate_check(rate_by: RateBy) {
+    let Some(mut tb) = netns::testbed(|o| o.rate_by = rate_by) else {
+        return;
+    };
+    let a = tb.add_host("a").unwrap();
+    let b = tb.add_host("b").unwrap();
+    let rate = 100_000_000u64;
+    let l = tb
+        .link(
+            a,
+            b,
+            LinkSpec::symmetric(Some(rate), Duration::from_millis(10), 0.0),
+        )
+        .unwrap();
+    let s = tb.udp_socket(b, any()).unwrap();
+    let port = s.local_addr().unwrap().port();
+    let h = probe::sink(s, Duration::from_millis(500), Duration::from_secs(10));
+    let path = tb.udp_path(l, a, port).unwrap();
+    let c = tb.udp_socket(a, any()).unwrap();
+    // 1.5 s offered at 150 Mbit/s: the link must cut it to its rate.
+    let size = 1400;
+    let count = (150e6 * 1.5 / 8.0 / size as f64) as u64;
+    probe::send_paced(&c, path, count, size, 150e6);
+    let r = h.join().unwrap();
+    let got = r.rate_bps();
+    eprintln!(
+        "{:?}, rate by {rate_by:?}: configured {} Mbit/s, measured {:.1} Mbit/s ({} of {count} datagrams)",
+        tb.emulation(),
+        rate / 1_000_000,
+        got / 1e6,
+        r.packets
+    );
+    assert!(
+        (got - rate as f64).abs() <= 0.08 * rate as f64,
+        "measured {:.1} Mbit/s, configured {}",
+        got / 1e6,
+        rate / 1_000_000
+    );
+}
+
+#[test]
+fn rate_matches_configured_rate_tbf() {
+    rate_check(RateBy::Tbf);
+}
+
+#[test]
+fn rate_matches_configured_rate_relay() {
+    rate_check(RateBy::Relay);
+}
