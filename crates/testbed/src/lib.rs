@@ -195,7 +195,7 @@ impl Options {
         Options {
             granary: granary.into(),
             emulation: None,
-            rate_by: RateBy::Tbf,
+            rate_by: RateBy::Relay,
             seed: 1,
         }
     }

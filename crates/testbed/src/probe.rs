@@ -59,6 +59,9 @@ pub struct SinkReport {
     pub last: Option<Instant>,
     /// Distinct sequence numbers seen (first 8 bytes of each datagram).
     pub distinct: u64,
+    /// One-way delay of each datagram (from the send time in bytes 8..16,
+    /// nanoseconds since the `base` both sides share).
+    pub delays: Vec<Duration>,
 }
 
 impl SinkReport {
@@ -77,7 +80,12 @@ impl SinkReport {
 
 /// Counts datagrams until nothing arrives for `idle` after the first one
 /// (or `max_wait` passes with nothing at all).
-pub fn sink(sock: UdpSocket, idle: Duration, max_wait: Duration) -> JoinHandle<SinkReport> {
+pub fn sink(
+    sock: UdpSocket,
+    base: Instant,
+    idle: Duration,
+    max_wait: Duration,
+) -> JoinHandle<SinkReport> {
     std::thread::spawn(move || {
         let mut r = SinkReport::default();
         let mut seen = std::collections::HashSet::new();
@@ -100,6 +108,11 @@ pub fn sink(sock: UdpSocket, idle: Duration, max_wait: Duration) -> JoinHandle<S
                     if n >= 8 {
                         seen.insert(u64::from_be_bytes(b[..8].try_into().expect("8 bytes")));
                     }
+                    if n >= 16 {
+                        let ns = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+                        let sent = base + Duration::from_nanos(ns);
+                        r.delays.push(now.saturating_duration_since(sent));
+                    }
                 }
                 Err(_) => {
                     if r.first.is_some() || start.elapsed() >= max_wait {
@@ -113,10 +126,18 @@ pub fn sink(sock: UdpSocket, idle: Duration, max_wait: Duration) -> JoinHandle<S
     })
 }
 
-/// Sends `count` datagrams of `size` bytes (≥ 8; numbered in the first 8
-/// bytes) at `rate_bps`, paced in 1 ms batches. Returns when done.
-pub fn send_paced(sock: &UdpSocket, to: SocketAddr, count: u64, size: usize, rate_bps: f64) {
-    let mut buf = vec![0u8; size.max(8)];
+/// Sends `count` datagrams of `size` bytes (≥ 16: a sequence number, then
+/// the send time in ns since `base`) at `rate_bps`, paced in 1 ms batches.
+/// Returns when done.
+pub fn send_paced(
+    sock: &UdpSocket,
+    to: SocketAddr,
+    base: Instant,
+    count: u64,
+    size: usize,
+    rate_bps: f64,
+) {
+    let mut buf = vec![0u8; size.max(16)];
     let per_ms = (rate_bps / 8.0 / 1000.0 / buf.len() as f64).max(0.01);
     let start = Instant::now();
     let mut sent = 0u64;
@@ -124,6 +145,8 @@ pub fn send_paced(sock: &UdpSocket, to: SocketAddr, count: u64, size: usize, rat
         let due = (start.elapsed().as_secs_f64() * 1000.0 * per_ms) as u64 + 1;
         while sent < count && sent < due {
             buf[..8].copy_from_slice(&sent.to_be_bytes());
+            let t = base.elapsed().as_nanos() as u64;
+            buf[8..16].copy_from_slice(&t.to_be_bytes());
             let _ = sock.send_to(&buf, to);
             sent += 1;
         }
