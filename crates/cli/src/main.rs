@@ -122,6 +122,11 @@ enum Command {
         /// once the new one is published). Default: keep all.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         keep: Option<u64>,
+        /// Content bytes per segment (256 … 1048576; default 8192). Above
+        /// 8 KiB every node on the path needs a larger `max_packet` (daemon
+        /// config), as NDN-DPDK and ndn-cxx apps keep the 8800-byte default.
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
+        segment_size: Option<u32>,
     },
     /// Fetch files by name through the node: pipelined (CUBIC by default),
     /// verified, resumable.
@@ -276,6 +281,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sign,
             key,
             keep,
+            segment_size,
         } => repo::put(
             &data_dir,
             &socket,
@@ -285,6 +291,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &sign,
             key.as_deref(),
             keep,
+            segment_size,
         ),
         Command::Get {
             names,

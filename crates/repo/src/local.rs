@@ -86,6 +86,19 @@ pub struct Publish<'a> {
     pub policy: &'a str,
     /// Keep only the newest N versions.
     pub keep: Option<u64>,
+    /// Content bytes per segment (default 8192); see [`check_segment_size`].
+    pub segment_size: Option<u32>,
+}
+
+/// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
+/// Data no longer fits the default 8800-byte packet limit, so every node on
+/// the path needs a larger `max_packet`.
+pub fn check_segment_size(n: u64) -> Result<u32, String> {
+    if (256..=1 << 20).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(format!("segment size {n}: must be 256 … 1048576 bytes"))
+    }
 }
 
 /// Publishes a file already open for reading: store, manifest, retention.
@@ -99,10 +112,13 @@ pub fn publish(
 ) -> Result<Value, String> {
     let (version, signer, policy, keep) = (how.version, how.signer, how.policy, how.keep);
     let t = std::time::Instant::now();
-    let opts = PutOptions {
+    let mut opts = PutOptions {
         version,
         ..Default::default()
     };
+    if let Some(s) = how.segment_size {
+        opts.segment_size = check_segment_size(s as u64)?;
+    }
     let e = repo
         .store
         .put(name, reader, &opts, progress)
@@ -249,6 +265,10 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         signer: &signer,
         policy,
         keep: p["keep"].as_u64(),
+        segment_size: p["segment_size"]
+            .as_u64()
+            .map(check_segment_size)
+            .transpose()?,
     };
     publish(repo, &name, f, &how, |b| {
         counter.store(b, Ordering::Relaxed)

@@ -640,6 +640,12 @@ impl Testbed {
         Ok(pid)
     }
 
+    /// Keeps a child started from [`Testbed::command`] (e.g. one whose
+    /// output the caller reads first): it is stopped when the testbed drops.
+    pub fn adopt(&mut self, child: Child) {
+        self.children.push(child);
+    }
+
     /// A UDP socket bound to `bind` inside `host`'s namespace (a socket
     /// stays in the namespace it was made in, so the caller can use it from
     /// any thread). Made on a short-lived thread that enters the namespace.
