@@ -598,8 +598,6 @@ impl Testbed {
                 break;
             }
         }
-        // Keep draining stdout (the stop-time counters) so linkem never blocks.
-        std::thread::spawn(move || for _ in lines.by_ref() {});
         let addr = match addr {
             Some(a) => a,
             None => {
@@ -611,6 +609,14 @@ impl Testbed {
                 });
             }
         };
+        // Keep draining stdout so linkem never blocks; its stop-time
+        // counters go to stderr (test output, bench logs).
+        let tag = format!("linkem {addr:?} in {ns}");
+        std::thread::spawn(move || {
+            for l in lines.map_while(|l| l.ok()) {
+                eprintln!("{tag}: {l}");
+            }
+        });
         self.relays.push(RelayProc { child });
         Ok(addr)
     }
@@ -638,6 +644,27 @@ impl Testbed {
         let pid = child.id();
         self.children.push(child);
         Ok(pid)
+    }
+
+    /// UDP counters of a host's kernel (`/proc/net/snmp`): InErrors,
+    /// RcvbufErrors, SndbufErrors — datagrams the kernel dropped, which the
+    /// emulator did not.
+    pub fn udp_kernel_drops(&self, host: HostId) -> Result<(u64, u64, u64)> {
+        let mut c = self.command(host, "cat");
+        c.arg("/proc/net/snmp");
+        let s = run(c)?;
+        let mut udp = s.lines().filter(|l| l.starts_with("Udp:"));
+        let (Some(h), Some(v)) = (udp.next(), udp.next()) else {
+            return Err(Error::Other("no Udp lines in /proc/net/snmp".into()));
+        };
+        let get = |k: &str| {
+            h.split_whitespace()
+                .position(|x| x == k)
+                .and_then(|i| v.split_whitespace().nth(i))
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0)
+        };
+        Ok((get("InErrors"), get("RcvbufErrors"), get("SndbufErrors")))
     }
 
     /// Keeps a child started from [`Testbed::command`] (e.g. one whose

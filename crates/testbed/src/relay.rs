@@ -161,6 +161,10 @@ struct Item {
 fn bind_pair(addr: SocketAddr) -> std::io::Result<(Arc<UdpSocket>, Arc<std::net::UdpSocket>)> {
     let s = std::net::UdpSocket::bind(addr)?;
     s.set_nonblocking(true)?;
+    // Bursts of fragments arrive at link speed (capped by net.core.rmem_max).
+    let sr = socket2::SockRef::from(&s);
+    let _ = sr.set_recv_buffer_size(4 << 20);
+    let _ = sr.set_send_buffer_size(4 << 20);
     let clone = s.try_clone()?;
     Ok((Arc::new(UdpSocket::from_std(s)?), Arc::new(clone)))
 }
