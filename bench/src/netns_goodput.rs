@@ -49,8 +49,11 @@ struct Args {
     /// UDP MTU of the faces.
     #[arg(long, default_value_t = 1400)]
     udp_mtu: usize,
+    /// Device MTU of the links (e.g. 9000: jumbo frames).
+    #[arg(long)]
+    link_mtu: Option<u32>,
     /// Extra `granary get` flags (one string, split on spaces).
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
     get_args: String,
     /// Also fetch with NDNts (node + tests/interop/ndnts) at these sizes
     /// (≤ 8192; NDNts keeps the 8800-byte packet limit).
@@ -190,10 +193,12 @@ fn main() {
     let c = tb.add_host("consumer").unwrap();
     let r = tb.add_host("router").unwrap();
     let p = tb.add_host("producer").unwrap();
-    let wan = tb
-        .link(c, r, LinkSpec::symmetric(Some(a.rate), a.delay, a.loss))
-        .unwrap();
-    let lan = tb.link(r, p, LinkSpec::clean()).unwrap();
+    let mut spec = LinkSpec::symmetric(Some(a.rate), a.delay, a.loss);
+    spec.mtu = a.link_mtu;
+    let wan = tb.link(c, r, spec).unwrap();
+    let mut clean = LinkSpec::clean();
+    clean.mtu = a.link_mtu;
+    let lan = tb.link(r, p, clean).unwrap();
     let max_seg = a.sizes.iter().copied().max().unwrap_or(8192);
     let extra = vec![
         "--udp-mtu".to_string(),

@@ -37,6 +37,7 @@ fn rtt_matches_configured_delay() {
             delay: Duration::from_millis(16),
             ..Default::default()
         },
+        mtu: None,
     };
     let l = tb.link(a, b, spec).unwrap();
     let echo = tb.udp_socket(b, any()).unwrap();
@@ -115,6 +116,7 @@ fn loss_matches_configured_rate() {
             loss: 0.005,
             ..Default::default()
         },
+        mtu: None,
     };
     let l = tb.link(a, b, spec).unwrap();
     let n = 20_000u64;
@@ -217,6 +219,7 @@ fn queue_check(rate_by: RateBy) -> (f64, Duration, u64, u64) {
             LinkSpec {
                 ab: imp.clone(),
                 ba: imp,
+                mtu: None,
             },
         )
         .unwrap();

@@ -153,6 +153,8 @@ pub struct LinkSpec {
     pub ab: Impairment,
     /// From the second host to the first.
     pub ba: Impairment,
+    /// Device MTU of the veths (default 1500), e.g. 9000 for jumbo frames.
+    pub mtu: Option<u32>,
 }
 
 impl LinkSpec {
@@ -167,6 +169,7 @@ impl LinkSpec {
         LinkSpec {
             ab: i.clone(),
             ba: i,
+            mtu: None,
         }
     }
     /// No impairment at all (a fast LAN cable).
@@ -390,6 +393,9 @@ impl Testbed {
         let addr_a = Ipv4Addr::new(10, 1, n as u8, 1);
         let addr_b = Ipv4Addr::new(10, 1, n as u8, 2);
         for (ns, addr) in [(&na, addr_a), (&nb, addr_b)] {
+            if let Some(m) = spec.mtu {
+                ip(&["-n", ns, "link", "set", &dev, "mtu", &m.to_string()])?;
+            }
             ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", &dev])?;
             ip(&["-n", ns, "link", "set", &dev, "up"])?;
         }
@@ -429,6 +435,10 @@ impl Testbed {
                 "netns", &sw,
             ])?;
             let addr = Ipv4Addr::new(10, 2, n as u8, i as u8 + 1);
+            if let Some(m) = spec.mtu {
+                ip(&["-n", &ns, "link", "set", &dev, "mtu", &m.to_string()])?;
+                ip(&["-n", &sw, "link", "set", &port, "mtu", &m.to_string()])?;
+            }
             ip(&["-n", &ns, "addr", "add", &format!("{addr}/24"), "dev", &dev])?;
             ip(&["-n", &ns, "link", "set", &dev, "up"])?;
             ip(&["-n", &sw, "link", "set", &port, "master", "br0"])?;
