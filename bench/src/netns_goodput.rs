@@ -37,7 +37,11 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     small_mib: u64,
     /// Segment sizes (bytes), comma-separated.
-    #[arg(long, default_value = "1024,2048,4096,8192,16384,32768", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "1024,2048,4096,8192,16384,32768",
+        value_delimiter = ','
+    )]
     sizes: Vec<u32>,
     /// Pipelines: fixed:N, aimd, cubic (comma-separated).
     #[arg(
@@ -80,11 +84,22 @@ fn start_node(tb: &mut Testbed, host: granary_testbed::HostId, g: &Path, extra: 
     std::fs::create_dir_all(&dir).unwrap();
     let socket = dir.join("g.sock");
     let mut c = tb.command(host, g);
-    c.args(["--data-dir", dir.to_str().unwrap(), "--socket", socket.to_str().unwrap()])
-        .args(["daemon", "--listen", "udp://0.0.0.0:6363", "--cs-capacity", "0"])
-        .args(extra)
-        .env("GRANARY_LOG", "warn")
-        .stdout(Stdio::piped());
+    c.args([
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ])
+    .args([
+        "daemon",
+        "--listen",
+        "udp://0.0.0.0:6363",
+        "--cs-capacity",
+        "0",
+    ])
+    .args(extra)
+    .env("GRANARY_LOG", "warn")
+    .stdout(Stdio::piped());
     let mut child = c.spawn().expect("start daemon");
     let pid = child.id();
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
@@ -100,7 +115,12 @@ fn start_node(tb: &mut Testbed, host: granary_testbed::HostId, g: &Path, extra: 
 
 fn cli(g: &Path, n: &Node, args: &[&str]) -> String {
     let o = Command::new(g)
-        .args(["--data-dir", n.dir.to_str().unwrap(), "--socket", n.socket.to_str().unwrap()])
+        .args([
+            "--data-dir",
+            n.dir.to_str().unwrap(),
+            "--socket",
+            n.socket.to_str().unwrap(),
+        ])
         .args(args)
         .output()
         .unwrap();
@@ -211,13 +231,34 @@ fn main() {
     let producer = start_node(&mut tb, p, &g, &extra);
     let to_router = tb.udp_path(wan, c, 6363).unwrap();
     let to_producer = tb.link_addr(lan, p).unwrap();
-    cli(&g, &consumer, &["route", "add", "/bench", &format!("udp4://{to_router}")]);
-    cli(&g, &router, &["route", "add", "/bench", &format!("udp4://{to_producer}:6363")]);
-    cli(&g, &producer, &["key", "gen", "/bench/producer", "--type", "ed25519"]);
+    cli(
+        &g,
+        &consumer,
+        &["route", "add", "/bench", &format!("udp4://{to_router}")],
+    );
+    cli(
+        &g,
+        &router,
+        &[
+            "route",
+            "add",
+            "/bench",
+            &format!("udp4://{to_producer}:6363"),
+        ],
+    );
+    cli(
+        &g,
+        &producer,
+        &["key", "gen", "/bench/producer", "--type", "ed25519"],
+    );
     let cert = cli(&g, &producer, &["key", "export", "/bench/producer"]);
     let cert_path = producer.dir.join("producer.ndncert");
     std::fs::write(&cert_path, cert).unwrap();
-    cli(&g, &consumer, &["key", "trust", cert_path.to_str().unwrap()]);
+    cli(
+        &g,
+        &consumer,
+        &["key", "trust", cert_path.to_str().unwrap()],
+    );
 
     let big = producer.dir.join("big.bin");
     let small = producer.dir.join("small.bin");
@@ -227,9 +268,31 @@ fn main() {
     for &size in &a.sizes {
         for (file, tag) in [(&big, "big"), (&small, "small")] {
             let seg = size.to_string();
-            cli(&g, &producer, &["put", file.to_str().unwrap(), &format!("/bench/{tag}/{size}"), "--segment-size", &seg]);
+            cli(
+                &g,
+                &producer,
+                &[
+                    "put",
+                    file.to_str().unwrap(),
+                    &format!("/bench/{tag}/{size}"),
+                    "--segment-size",
+                    &seg,
+                ],
+            );
             if a.ndnts.is_some() && size <= 8192 {
-                cli(&g, &producer, &["put", file.to_str().unwrap(), &format!("/bench/{tag}d/{size}"), "--segment-size", &seg, "--sign", "digest"]);
+                cli(
+                    &g,
+                    &producer,
+                    &[
+                        "put",
+                        file.to_str().unwrap(),
+                        &format!("/bench/{tag}d/{size}"),
+                        "--segment-size",
+                        &seg,
+                        "--sign",
+                        "digest",
+                    ],
+                );
             }
         }
         for pl in &a.pipelines {
@@ -238,12 +301,29 @@ fn main() {
                 _ => (pl.as_str(), 0),
             };
             let small_run = kind == "fixed" && window < 16;
-            let (tag, file) = if small_run { ("small", &small) } else { ("big", &big) };
+            let (tag, file) = if small_run {
+                ("small", &small)
+            } else {
+                ("big", &big)
+            };
             let name = format!("/bench/{tag}/{size}");
             let dest = consumer.dir.join("out.bin");
             let mut cmd = Command::new(&g);
-            cmd.args(["--data-dir", consumer.dir.to_str().unwrap(), "--socket", consumer.socket.to_str().unwrap()])
-                .args(["get", &name, "-o", dest.to_str().unwrap(), "--json", "--pipeline-type", kind]);
+            cmd.args([
+                "--data-dir",
+                consumer.dir.to_str().unwrap(),
+                "--socket",
+                consumer.socket.to_str().unwrap(),
+            ])
+            .args([
+                "get",
+                &name,
+                "-o",
+                dest.to_str().unwrap(),
+                "--json",
+                "--pipeline-type",
+                kind,
+            ]);
             if kind == "fixed" {
                 cmd.args(["--pipeline-size", &window.to_string()]);
             }
@@ -256,7 +336,8 @@ fn main() {
             let st = &json["stats"];
             let bytes = st["bytes"].as_f64().unwrap_or(0.0);
             let secs = st["seconds"].as_f64().unwrap_or(f64::NAN);
-            let same = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0) == std::fs::metadata(file).unwrap().len();
+            let same = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0)
+                == std::fs::metadata(file).unwrap().len();
             assert!(same, "{name}: output has the wrong size:\n{se}");
             let mbps = bytes * 8.0 / secs / 1e6;
             let line = format!(
@@ -276,12 +357,21 @@ fn main() {
             let name = format!("/bench/bigd/{size}");
             let dest = consumer.dir.join("out-ndnts.bin");
             let mut cmd = Command::new("node");
-            cmd.arg(dir.join("fetch.mjs"))
-                .args([consumer.socket.to_str().unwrap(), &name, dest.to_str().unwrap(), "--timeout", "3000"]);
+            cmd.arg(dir.join("fetch.mjs")).args([
+                consumer.socket.to_str().unwrap(),
+                &name,
+                dest.to_str().unwrap(),
+                "--timeout",
+                "3000",
+            ]);
             let (so, se, peak, wall) = run_sampled(cmd);
-            let v: serde_json::Value = serde_json::from_str(so.lines().last().unwrap_or("{}")).unwrap_or_default();
+            let v: serde_json::Value =
+                serde_json::from_str(so.lines().last().unwrap_or("{}")).unwrap_or_default();
             let bytes = v["bytes"].as_f64().unwrap_or(0.0);
-            assert!(v["error"].is_null() && bytes > 0.0, "NDNts fetch failed: {so}\n{se}");
+            assert!(
+                v["error"].is_null() && bytes > 0.0,
+                "NDNts fetch failed: {so}\n{se}"
+            );
             let mbps = bytes * 8.0 / wall / 1e6;
             let line = format!(
                 "ndnts,{size},ndnts-default,0,{},{mbps:.2},{:.3},{wall:.2},,,,,{peak}\n",

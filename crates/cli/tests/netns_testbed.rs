@@ -139,7 +139,11 @@ fn loss_matches_configured_rate() {
     // A clean link loses nothing: the losses above are the emulator's.
     let c = tb.add_host("c").unwrap();
     let l2 = tb
-        .link(a, c, LinkSpec::symmetric(None, Duration::from_millis(5), 0.0))
+        .link(
+            a,
+            c,
+            LinkSpec::symmetric(None, Duration::from_millis(5), 0.0),
+        )
         .unwrap();
     assert_eq!(one_way(&mut tb, l2, a, c, n), n);
 }
@@ -230,11 +234,18 @@ fn queue_check(rate_by: RateBy) -> (f64, Duration, u64, u64) {
     let path = tb.udp_path(l, a, port).unwrap();
     let client = tb.udp_socket(a, any()).unwrap();
     client.send_to(b"hello", path).unwrap();
-    server.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    server
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let mut buf = [0u8; 64];
     let (_, session) = server.recv_from(&mut buf).unwrap();
     let base = Instant::now();
-    let h = probe::sink(client, base, Duration::from_millis(500), Duration::from_secs(10));
+    let h = probe::sink(
+        client,
+        base,
+        Duration::from_millis(500),
+        Duration::from_secs(10),
+    );
     let size = 1400;
     let count = (150e6 * 1.5 / 8.0 / size as f64) as u64;
     probe::send_paced(&server, session, base, count, size, 150e6);
@@ -261,8 +272,14 @@ fn queue_is_bounded_and_tail_drops() {
     assert!((rate - 100e6).abs() <= 8e6, "rate {rate}");
     // delay 10 ms + a full queue (250 kB / 12.5 MB/s = 20 ms) = 30 ms, plus
     // scheduling slack on a loaded machine (tbf here: p99 ≈ 800 ms).
-    assert!(ms(p99) <= 45.0, "p99 one-way delay {p99:?}: queue not bounded");
-    assert!(got < sent * 3 / 4, "excess must be dropped: {got} of {sent}");
+    assert!(
+        ms(p99) <= 45.0,
+        "p99 one-way delay {p99:?}: queue not bounded"
+    );
+    assert!(
+        got < sent * 3 / 4,
+        "excess must be dropped: {got} of {sent}"
+    );
 }
 
 /// Measurement behind the default (`RateBy::Relay`): with tbf in the kernel
@@ -273,4 +290,116 @@ fn queue_is_bounded_and_tail_drops() {
 #[ignore]
 fn queue_with_tbf_for_comparison() {
     queue_check(RateBy::Tbf);
+}
+
+/// carepo's Fig. 3 (server —slow link— gateway — LAN of clients), as the
+/// content-addressable distribution tests will use it: rates and delay of
+/// the slow link each way, the LAN fast, and an NDN fetch from a client
+/// through the gateway to the server's repository.
+#[test]
+fn carepo_fig3_four_hosts() {
+    use granary_testbed::topology::CarepoFig3;
+    let Some(mut tb) = netns::testbed(|_| {}) else {
+        return;
+    };
+    let t = CarepoFig3::build(&mut tb, 2).unwrap();
+    let (c1, c2) = (t.clients[0], t.clients[1]);
+
+    // Gateway → server (up, 0.5 Mbit/s) with the relay on the server side.
+    let s = tb.udp_socket(t.server, any()).unwrap();
+    let port = s.local_addr().unwrap().port();
+    let base = Instant::now();
+    let h = probe::sink(
+        s.try_clone().unwrap(),
+        base,
+        Duration::from_millis(800),
+        Duration::from_secs(10),
+    );
+    let path = tb.udp_path(t.wan, t.gateway, port).unwrap();
+    let g = tb.udp_socket(t.gateway, any()).unwrap();
+    probe::send_paced(&g, path, base, 180, 1400, 1e6);
+    let up = h.join().unwrap();
+    // Server → gateway (down, 2.5 Mbit/s): the server answers the session.
+    g.send_to(b"hello", path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut b = [0u8; 2048];
+    let session = loop {
+        let (n, a) = s.recv_from(&mut b).unwrap();
+        if n == 5 {
+            break a;
+        }
+    };
+    let h = probe::sink(
+        g.try_clone().unwrap(),
+        base,
+        Duration::from_millis(800),
+        Duration::from_secs(10),
+    );
+    probe::send_paced(&s, session, base, 500, 1400, 4e6);
+    let down = h.join().unwrap();
+    // Round trip gateway → server → gateway: 20 ms each way.
+    let stop = Arc::new(AtomicBool::new(false));
+    let es = tb.udp_socket(t.server, any()).unwrap();
+    let echo_port = es.local_addr().unwrap().port();
+    probe::echo(es, stop.clone());
+    let epath = tb.udp_path(t.wan, t.gateway, echo_port).unwrap();
+    let rtt = probe::quantile(&probe::rtts(&g, epath, 10, Duration::from_secs(2)), 0.5);
+    // LAN: client1 → client2 directly, no emulation.
+    let s2 = tb.udp_socket(c2, any()).unwrap();
+    let p2 = s2.local_addr().unwrap().port();
+    probe::echo(s2, stop.clone());
+    let c1s = tb.udp_socket(c1, any()).unwrap();
+    let lan_addr = SocketAddr::new(tb.lan_addr(t.lan, c2).unwrap().into(), p2);
+    let lan_rtt = probe::quantile(
+        &probe::rtts(&c1s, lan_addr, 10, Duration::from_secs(1)),
+        0.5,
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "carepo Fig. 3 ({:?}): down {:.2} Mbit/s, up {:.2} Mbit/s, WAN RTT {:.1} ms, LAN RTT {:.3} ms",
+        tb.emulation(),
+        down.rate_bps() / 1e6,
+        up.rate_bps() / 1e6,
+        ms(rtt),
+        ms(lan_rtt)
+    );
+    assert!(
+        (down.rate_bps() - 2.5e6).abs() <= 0.12 * 2.5e6,
+        "down {}",
+        down.rate_bps()
+    );
+    assert!(
+        (up.rate_bps() - 0.5e6).abs() <= 0.12 * 0.5e6,
+        "up {}",
+        up.rate_bps()
+    );
+    assert!((39.0..=44.0).contains(&ms(rtt)), "WAN RTT {rtt:?}");
+    assert!(ms(lan_rtt) < 5.0, "LAN RTT {lan_rtt:?}");
+
+    // NDN across it: client1 → gateway (LAN) → server (slow link).
+    let server = netns::Node::start(&mut tb, t.server, &[]);
+    let gw = netns::Node::start(&mut tb, t.gateway, &[]);
+    let client = netns::Node::start(&mut tb, c1, &[]);
+    let to_server = tb.udp_path(t.wan, t.gateway, 6363).unwrap();
+    let gw_lan = tb.lan_addr(t.lan, t.gateway).unwrap();
+    gw.ok(&["route", "add", "/carepo", &format!("udp4://{to_server}")]);
+    client.ok(&["route", "add", "/carepo", &format!("udp4://{gw_lan}:6363")]);
+    let file = server.dir.path().join("f.bin");
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    std::fs::write(&file, &data).unwrap();
+    server.ok(&[
+        "put",
+        file.to_str().unwrap(),
+        "/carepo/f",
+        "--sign",
+        "digest",
+    ]);
+    let out = client.dir.path().join("f.out");
+    let t0 = Instant::now();
+    client.ok(&["get", "/carepo/f", "-o", out.to_str().unwrap()]);
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(std::fs::read(&out).unwrap(), data);
+    // 300 kB over 2.5 Mbit/s takes ≥ 0.96 s: the data crossed the slow link.
+    eprintln!("client1 fetched 300 kB through the gateway in {secs:.2} s");
+    assert!(secs >= 0.9, "too fast for a 2.5 Mbit/s link: {secs} s");
 }

@@ -104,7 +104,12 @@ fn run(big_mib: usize) -> Option<Figures> {
     let to_router = tb.udp_path(wan, c, 6363).unwrap();
     let to_producer = tb.link_addr(lan, p).unwrap();
     consumer.ok(&["route", "add", "/netns", &format!("udp4://{to_router}")]);
-    router.ok(&["route", "add", "/netns", &format!("udp4://{to_producer}:6363")]);
+    router.ok(&[
+        "route",
+        "add",
+        "/netns",
+        &format!("udp4://{to_producer}:6363"),
+    ]);
 
     // The consumer trusts the producer's publisher key.
     producer.ok(&["key", "gen", "/netns/producer", "--type", "ed25519"]);
@@ -178,10 +183,18 @@ fn goodput_over_emulated_wan() {
         f.cubic / 1e6,
         f.aimd / 1e6
     );
-    assert!(f.fixed1 > 0.3e6, "window 1 stalled: {:.3} Mbit/s", f.fixed1 / 1e6);
+    assert!(
+        f.fixed1 > 0.3e6,
+        "window 1 stalled: {:.3} Mbit/s",
+        f.fixed1 / 1e6
+    );
     // Floors against a collapse (measured: 20–30 Mbit/s, see module docs).
     for (n, g) in [("CUBIC", f.cubic), ("AIMD", f.aimd)] {
-        assert!(g >= 0.1 * RATE as f64, "{n} collapsed: {:.1} Mbit/s", g / 1e6);
+        assert!(
+            g >= 0.1 * RATE as f64,
+            "{n} collapsed: {:.1} Mbit/s",
+            g / 1e6
+        );
     }
 }
 
@@ -193,7 +206,15 @@ fn goodput_goal_70_percent() {
         return;
     };
     let floor = 0.7 * RATE as f64;
-    assert!(f.cubic >= floor, "CUBIC {:.1} Mbit/s < 70 Mbit/s", f.cubic / 1e6);
-    assert!(f.aimd >= floor, "AIMD {:.1} Mbit/s < 70 Mbit/s", f.aimd / 1e6);
+    assert!(
+        f.cubic >= floor,
+        "CUBIC {:.1} Mbit/s < 70 Mbit/s",
+        f.cubic / 1e6
+    );
+    assert!(
+        f.aimd >= floor,
+        "AIMD {:.1} Mbit/s < 70 Mbit/s",
+        f.aimd / 1e6
+    );
     assert!(f.fixed1 * 5.0 < f.cubic.min(f.aimd));
 }

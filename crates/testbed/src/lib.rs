@@ -24,6 +24,7 @@
 
 pub mod probe;
 pub mod relay;
+pub mod topology;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -103,7 +104,9 @@ pub fn check_requirements() -> Result<()> {
         let mut c = Command::new(tool);
         c.arg("-V");
         run(c).map_err(|e| {
-            Error::Requirement(format!("`{tool}` from iproute2 (apt-get install iproute2): {e}"))
+            Error::Requirement(format!(
+                "`{tool}` from iproute2 (apt-get install iproute2): {e}"
+            ))
         })?;
     }
     Ok(())
@@ -114,7 +117,11 @@ pub fn check_requirements() -> Result<()> {
 pub fn netem_available() -> bool {
     static NETEM: OnceLock<bool> = OnceLock::new();
     *NETEM.get_or_init(|| {
-        let name = format!("gtb{}probe{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        let name = format!(
+            "gtb{}probe{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
         if ip(&["netns", "add", &name]).is_err() {
             return false;
         }
@@ -266,9 +273,11 @@ fn our_pid(name: &str) -> Option<u32> {
     let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
     let pid = digits.parse::<u32>().ok()?;
     let after = &rest[digits.len()..];
-    let n = after
-        .strip_prefix("probe")
-        .or_else(|| after.strip_prefix('x').map(|a| a.split('-').next().unwrap_or("")))?;
+    let n = after.strip_prefix("probe").or_else(|| {
+        after
+            .strip_prefix('x')
+            .map(|a| a.split('-').next().unwrap_or(""))
+    })?;
     (!n.is_empty() && n.chars().all(|c| c.is_ascii_digit())).then_some(pid)
 }
 
@@ -431,8 +440,8 @@ impl Testbed {
             let ns = self.hosts[h.0].ns.clone();
             let port = format!("p{i}");
             ip(&[
-                "link", "add", &dev, "netns", &ns, "type", "veth", "peer", "name", &port,
-                "netns", &sw,
+                "link", "add", &dev, "netns", &ns, "type", "veth", "peer", "name", &port, "netns",
+                &sw,
             ])?;
             let addr = Ipv4Addr::new(10, 2, n as u8, i as u8 + 1);
             if let Some(m) = spec.mtu {
@@ -454,7 +463,9 @@ impl Testbed {
     /// Installs the kernel part of an impairment on a device's egress.
     fn shape(&self, ns: &str, dev: &str, imp: &Impairment) -> Result<()> {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root"]);
+        c.args([
+            "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
+        ]);
         match self.emulation {
             Emulation::Netem => {
                 if imp.delay.is_zero() && imp.loss == 0.0 && imp.rate_bps.is_none() {

@@ -95,7 +95,9 @@ pub fn sink(
             let wait = if r.first.is_some() {
                 idle
             } else {
-                max_wait.saturating_sub(start.elapsed()).max(Duration::from_millis(1))
+                max_wait
+                    .saturating_sub(start.elapsed())
+                    .max(Duration::from_millis(1))
             };
             let _ = sock.set_read_timeout(Some(wait));
             match sock.recv_from(&mut b) {

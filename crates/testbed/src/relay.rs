@@ -470,15 +470,10 @@ pub fn parse_loss(s: &str) -> Result<f64, String> {
 /// `12500000` (bits/s).
 pub fn parse_rate(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
-    let (num, mul) = [
-        ("gbit", 1e9),
-        ("mbit", 1e6),
-        ("kbit", 1e3),
-        ("bit", 1.0),
-    ]
-    .iter()
-    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.to_string(), *m)))
-    .unwrap_or((t.clone(), 1.0));
+    let (num, mul) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+        .iter()
+        .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.to_string(), *m)))
+        .unwrap_or((t.clone(), 1.0));
     let v: f64 = num
         .trim()
         .parse()

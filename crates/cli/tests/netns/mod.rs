@@ -67,10 +67,7 @@ impl Node {
         let mut child = c.spawn().unwrap();
         let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         loop {
-            let l = lines
-                .next()
-                .expect("daemon exited before ready")
-                .unwrap();
+            let l = lines.next().expect("daemon exited before ready").unwrap();
             if l == "ready" {
                 break;
             }
