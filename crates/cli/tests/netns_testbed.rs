@@ -23,7 +23,7 @@ fn ms(d: Duration) -> f64 {
 
 #[test]
 fn rtt_matches_configured_delay() {
-    let Some(mut tb) = netns::testbed(|_| {}) else {
+    let Some((mut tb, _turn)) = netns::testbed(|_| {}) else {
         return;
     };
     let a = tb.add_host("a").unwrap();
@@ -65,7 +65,7 @@ fn rtt_matches_configured_delay() {
     );
     assert_eq!(r.len(), 60, "no loss configured, every probe answered");
     assert!(ms(min) >= 19.0, "faster than the configured 20 ms: {min:?}");
-    assert!(ms(med) <= 21.5, "median {med:?} too far above 20 ms");
+    assert!(ms(med) <= 22.0, "median {med:?} too far above 20 ms");
     if tb.emulation() == granary_testbed::Emulation::Relay {
         let direct = SocketAddr::new(tb.link_addr(l, b).unwrap().into(), port);
         let r = probe::rtts(&client, direct, 20, Duration::from_secs(1));
@@ -100,7 +100,7 @@ fn one_way(
 
 #[test]
 fn loss_matches_configured_rate() {
-    let Some(mut tb) = netns::testbed(|o| o.seed = 42) else {
+    let Some((mut tb, _turn)) = netns::testbed(|o| o.seed = 42) else {
         return;
     };
     let a = tb.add_host("a").unwrap();
@@ -149,7 +149,7 @@ fn loss_matches_configured_rate() {
 }
 
 fn rate_check(rate_by: RateBy) {
-    let Some(mut tb) = netns::testbed(|o| o.rate_by = rate_by) else {
+    let Some((mut tb, _turn)) = netns::testbed(|o| o.rate_by = rate_by) else {
         return;
     };
     let a = tb.add_host("a").unwrap();
@@ -203,7 +203,7 @@ fn rate_matches_configured_rate_relay() {
 /// node's Data takes (far side → relay → near side): offered 150 Mbit/s
 /// into 100 Mbit/s, no datagram waits longer than delay + queue / rate.
 fn queue_check(rate_by: RateBy) -> (f64, Duration, u64, u64) {
-    let Some(mut tb) = netns::testbed(|o| o.rate_by = rate_by) else {
+    let Some((mut tb, _turn)) = netns::testbed(|o| o.rate_by = rate_by) else {
         return (0.0, Duration::ZERO, 0, 0);
     };
     let a = tb.add_host("a").unwrap();
@@ -299,7 +299,7 @@ fn queue_with_tbf_for_comparison() {
 #[test]
 fn carepo_fig3_four_hosts() {
     use granary_testbed::topology::CarepoFig3;
-    let Some(mut tb) = netns::testbed(|_| {}) else {
+    let Some((mut tb, _turn)) = netns::testbed(|_| {}) else {
         return;
     };
     let t = CarepoFig3::build(&mut tb, 2).unwrap();

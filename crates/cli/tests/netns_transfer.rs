@@ -85,7 +85,7 @@ struct Figures {
 /// Builds the testbed, publishes, fetches with CUBIC, AIMD (a `big_mib`
 /// file each) and a fixed window of 1 (2 MiB); checks every output.
 fn run(big_mib: usize) -> Option<Figures> {
-    let mut tb = netns::testbed(|o| o.seed = 5)?;
+    let (mut tb, _turn) = netns::testbed(|o| o.seed = 5)?;
     let c = tb.add_host("consumer").unwrap();
     let r = tb.add_host("router").unwrap();
     let p = tb.add_host("producer").unwrap();

@@ -5,18 +5,26 @@
 
 use granary_testbed::{Options, Testbed};
 
-/// A testbed, or None when the user asked to skip netns tests.
-pub fn testbed(opts: impl FnOnce(&mut Options)) -> Option<Testbed> {
+/// Tests of one binary take turns: measured delays and rates must not
+/// depend on what the other tests in the binary do at the same time.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A testbed and the turn of the calling test (hold both to the end), or
+/// None when the user asked to skip netns tests.
+pub fn testbed(
+    opts: impl FnOnce(&mut Options),
+) -> Option<(Testbed, std::sync::MutexGuard<'static, ()>)> {
     if std::env::var("GRANARY_SKIP_NETNS").as_deref() == Ok("1") {
         eprintln!(
             "\n!!!!!!!! SKIPPED: netns test (GRANARY_SKIP_NETNS=1); nothing was tested !!!!!!!!\n"
         );
         return None;
     }
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let mut o = Options::new(env!("CARGO_BIN_EXE_granary"));
     opts(&mut o);
     match Testbed::new(o) {
-        Ok(t) => Some(t),
+        Ok(t) => Some((t, turn)),
         Err(e) => panic!(
             "{e}\nThe netns tests need root and iproute2 (CI runs as root). \
              Set GRANARY_SKIP_NETNS=1 to skip them explicitly."
