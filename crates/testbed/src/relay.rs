@@ -380,6 +380,9 @@ async fn run(
     type Session = (Arc<UdpSocket>, Arc<std::net::UdpSocket>);
     let sessions: Arc<Mutex<HashMap<SocketAddr, Session>>> = Arc::default();
     let mut buf = vec![0u8; MAX_DATAGRAM];
+    // Session receivers live in this set: when the relay stops (this task is
+    // aborted), dropping the set aborts them too.
+    let mut receivers = tokio::task::JoinSet::new();
     let bind_any: SocketAddr = if cfg.upstream.is_ipv4() {
         "0.0.0.0:0".parse().expect("literal")
     } else {
@@ -408,7 +411,7 @@ async fn run(
                 }
                 stats.sessions.fetch_add(1, Ordering::Relaxed);
                 let (s2, down2, listen2) = (s, down.clone(), listen_tx.clone());
-                tokio::spawn(async move {
+                receivers.spawn(async move {
                     let mut b = vec![0u8; MAX_DATAGRAM];
                     loop {
                         match s2.recv_from(&mut b).await {
