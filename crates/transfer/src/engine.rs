@@ -515,6 +515,8 @@ impl Engine {
                                     );
                                 }
                                 Verdict::Instead(r) => {
+                                    st.rejected += 1;
+                                    st.retransmissions += 1;
                                     e.req = r;
                                     e.retx = 0;
                                     self.requeue(

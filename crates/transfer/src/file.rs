@@ -256,10 +256,16 @@ pub async fn fetch_objects<L: Link>(
             }
             Output::Stdout => None,
         };
+        let size = info.map.file_size().or_else(|| {
+            path.as_ref()
+                .filter(|_| error.is_none())
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+        });
         reports.push(Report {
             versioned: info.versioned.to_string(),
             path,
-            size: info.map.file_size(),
+            size,
             segments: info.map.count(),
             reused_segments: reused,
             verified_by,

@@ -306,7 +306,8 @@ pub async fn discover<L: Link>(
         let mut r = Request::new(name.append(&Component::keyword(b"metadata")));
         r.can_be_prefix = true;
         r.must_be_fresh = true;
-        r.retries = Some(2);
+        r.retries = Some(1);
+        r.lifetime = Some(Duration::from_millis(1000));
         match fetch_one(engine, link, r).await {
             Ok(d) => {
                 let (v, _) = trust.verifier_for(&d).map_err(Error::Verify)?;
