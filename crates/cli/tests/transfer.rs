@@ -149,16 +149,16 @@ fn hashes_done(p: &std::path::Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn interrupted_download_resumes_and_fetches_only_the_rest() {
-    let d = Daemon::start(&[]);
-    let body = random(48 << 20, 4);
-    let src = d.dir.path().join("src");
-    std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/big/r"]);
-    let total = (48u64 << 20).div_ceil(8192);
-    let out = d.dir.path().join("out");
-    // A slow fetch (fixed window of 2), killed with SIGKILL midway.
+/// Starts a slow `granary get NAME -o OUT` (fixed window of `window`) and
+/// SIGKILLs it once `at_least` segments are recorded in OUT.part.hashes.
+/// Returns how many were recorded.
+fn get_and_kill_midway(
+    d: &Daemon,
+    name: &str,
+    out: &std::path::Path,
+    window: &str,
+    at_least: usize,
+) -> u64 {
     let mut child = granary()
         .args([
             "--data-dir",
@@ -166,21 +166,21 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
             "--socket",
             d.socket.to_str().unwrap(),
             "get",
-            "/big/r",
+            name,
             "-o",
             out.to_str().unwrap(),
             "--pipeline-type",
             "fixed",
             "--pipeline-size",
-            "2",
+            window,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let hashes = d.dir.path().join("out.part.hashes");
+    let hashes = granary_transfer_part(out, ".part.hashes");
     let t0 = std::time::Instant::now();
-    while hashes_done(&hashes) < 300 {
+    while hashes_done(&hashes) < at_least {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the fetch ended before it could be interrupted"
@@ -191,16 +191,33 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!out.exists());
-    let before = hashes_done(&hashes) as u64;
-    assert!(before < total, "killed too late");
+    hashes_done(&hashes) as u64
+}
+
+fn granary_transfer_part(out: &std::path::Path, ext: &str) -> std::path::PathBuf {
+    let mut s = out.as_os_str().to_owned();
+    s.push(ext);
+    s.into()
+}
+
+/// Resumes OUT and checks: byte-identical, the damaged segment re-fetched,
+/// fewer segments fetched than the whole, side files gone.
+fn resume_and_check(
+    d: &Daemon,
+    name: &str,
+    out: &std::path::Path,
+    body: &[u8],
+    total: u64,
+    before: u64,
+) {
     // Damage one completed segment on disk: resume must re-verify and refetch it.
-    let part = d.dir.path().join("out.part");
+    let part = granary_transfer_part(out, ".part");
     let mut p = std::fs::read(&part).unwrap();
     p[10] ^= 1;
     std::fs::write(&part, &p).unwrap();
-    let (ok, v, err) = get_json(&d, &["/big/r", "-o", out.to_str().unwrap(), "--resume"]);
+    let (ok, v, err) = get_json(d, &[name, "-o", out.to_str().unwrap(), "--resume"]);
     assert!(ok, "{err}");
-    assert!(std::fs::read(&out).unwrap() == body, "not byte-identical");
+    assert!(std::fs::read(out).unwrap() == body, "not byte-identical");
     let v = v.unwrap();
     let fetched = v["stats"]["segments"].as_u64().unwrap();
     let reused = v["objects"][0]["reused_segments"].as_u64().unwrap();
@@ -208,9 +225,42 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
     assert_eq!(fetched, total - reused, "{v}");
     assert!(fetched < total, "fetched everything again: {v}");
     assert!(err.contains("already on disk, re-verified"), "{err}");
-    for f in ["out.part", "out.part.state", "out.part.hashes"] {
-        assert!(!d.dir.path().join(f).exists(), "{f} left behind");
+    for ext in [".part", ".part.state", ".part.hashes"] {
+        assert!(
+            !granary_transfer_part(out, ext).exists(),
+            "{ext} left behind"
+        );
     }
+}
+
+#[test]
+fn interrupted_download_resumes_and_fetches_only_the_rest() {
+    let d = Daemon::start(&[]);
+    let body = random(48 << 20, 4);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/big/r"]);
+    let total = (48u64 << 20).div_ceil(8192);
+    let out = d.dir.path().join("out");
+    let before = get_and_kill_midway(&d, "/big/r", &out, "2", 300);
+    assert!(before < total, "killed too late");
+    resume_and_check(&d, "/big/r", &out, &body, total, before);
+}
+
+#[test]
+fn interrupted_per_packet_download_resumes_from_recorded_hashes() {
+    // No manifest (python-ndn producer): resume trusts only segments whose
+    // bytes on disk match the hash recorded when they were verified.
+    let d = Daemon::start(&[]);
+    let body = random(3_000_000, 8);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    let _p = python_producer(&d, "/py/resume", &src, &["--version", "3"]);
+    let total = 3_000_000u64.div_ceil(8000);
+    let out = d.dir.path().join("out");
+    let before = get_and_kill_midway(&d, "/py/resume", &out, "1", 40);
+    assert!(before < total, "killed too late");
+    resume_and_check(&d, "/py/resume", &out, &body, total, before);
 }
 
 #[test]

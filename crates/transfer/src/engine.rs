@@ -458,7 +458,9 @@ impl Engine {
                             st.ignored += 1;
                             continue;
                         }
-                        for t in tokens {
+                        let mut d = Some(d);
+                        let n_tokens = tokens.len();
+                        for (ti, t) in tokens.into_iter().enumerate() {
                             let Some(mut e) = entries.remove(&t) else {
                                 continue;
                             };
@@ -488,7 +490,13 @@ impl Engine {
                             if !running[e.job] {
                                 continue;
                             }
-                            match jobs[e.job].on_data(e.key, d.clone()) {
+                            let data = if ti + 1 == n_tokens {
+                                d.take()
+                            } else {
+                                d.clone()
+                            };
+                            let Some(data) = data else { continue };
+                            match jobs[e.job].on_data(e.key, data) {
                                 Verdict::Done(b) => {
                                     st.segments += 1;
                                     st.bytes += b;

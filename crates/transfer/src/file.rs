@@ -139,11 +139,10 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
             if file.read_exact_at(b, start).is_err() {
                 continue;
             }
-            let ok = <[u8; 32]>::from(sha2::Sha256::digest(&*b)) == h
-                && match &info.check {
-                    Check::Manifest(ck) => ck.check_segment(seg, b).is_ok(),
-                    Check::PerPacket(_) => true,
-                };
+            let ok = match &info.check {
+                Check::Manifest(ck) => ck.check_segment(seg, b).is_ok(),
+                Check::PerPacket(_) => <[u8; 32]>::from(sha2::Sha256::digest(&*b)) == h,
+            };
             if ok {
                 keep.push(seg);
             } else {
@@ -155,6 +154,7 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
         file,
         base: 0,
         hashes: Some(hashes),
+        record_hash: matches!(info.check, Check::PerPacket(_)),
     };
     let mut job = ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(sink));
     for s in keep {

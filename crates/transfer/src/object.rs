@@ -470,9 +470,18 @@ pub struct FileSink {
     pub file: std::fs::File,
     /// Offset in the object that maps to file offset 0.
     pub base: u64,
-    /// Per-segment SHA-256 side file (resume), if any.
+    /// Per-segment side file (resume), if any: 32 bytes per segment,
+    /// written after the segment's bytes.
     pub hashes: Option<std::fs::File>,
+    /// What goes in the side file: the segment's SHA-256 (per-packet
+    /// verification: resume checks the bytes against it), or a marker (the
+    /// manifest has the hashes; resume checks against it, and the fetch
+    /// does not hash every segment twice).
+    pub record_hash: bool,
 }
+
+/// Side-file entry of a stored segment when the manifest holds its hash.
+pub const STORED_MARK: [u8; 32] = [0xA5; 32];
 
 impl Sink for FileSink {
     fn put(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
@@ -484,7 +493,11 @@ impl Sink for FileSink {
         use sha2::Digest;
         use std::os::unix::fs::FileExt;
         if let Some(h) = &self.hashes {
-            h.write_all_at(&sha2::Sha256::digest(content), seg * 32)?;
+            if self.record_hash {
+                h.write_all_at(&sha2::Sha256::digest(content), seg * 32)?;
+            } else {
+                h.write_all_at(&STORED_MARK, seg * 32)?;
+            }
         }
         Ok(())
     }
