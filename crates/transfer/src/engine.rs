@@ -94,6 +94,17 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What a job does about a failed request.
+#[derive(Debug)]
+pub enum Recovery {
+    /// Ask this instead, with fresh retries.
+    Instead(Request),
+    /// Forget the request; the job goes on without it.
+    GiveUp,
+    /// The job fails (with the request's name and the reason).
+    Fail,
+}
+
 /// Where a job stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobState {
@@ -112,12 +123,12 @@ pub trait Job {
     fn next_request(&mut self) -> Option<(u64, Request)>;
     /// A Data answered request `key`.
     fn on_data(&mut self, key: u64, data: Data) -> Verdict;
-    /// Request `key` failed; return another request to try instead (e.g.
-    /// the producer's name after a neighbour's), or `None` to fail the job.
-    fn on_failure(&mut self, key: u64, why: &Failure) -> Option<Request>;
+    /// Request `key` failed: try another request instead (e.g. the
+    /// producer's name after a neighbour's), give it up, or fail the job.
+    fn on_failure(&mut self, key: u64, why: &Failure) -> Recovery;
     /// The job's state; the engine stops serving it when not Running.
     fn state(&self) -> JobState;
-    /// The engine gave up on the job (after `on_failure` said `None` or a
+    /// The engine gave up on the job (after `on_failure` said `Fail` or a
     /// Fatal verdict): record the error.
     fn fail(&mut self, error: String);
 }
@@ -709,16 +720,17 @@ impl Engine {
 }
 
 /// The request ran out of chances: ask the job for an alternative (the
-/// entry then carries it, with fresh retries) or fail the job (the entry is
-/// marked dead with `retx = u32::MAX`).
+/// entry then carries it, with fresh retries), or drop it / fail the job
+/// (the entry is marked dead with `retx = u32::MAX`).
 fn fail_or_replace(jobs: &mut [&mut dyn Job], e: &mut Entry, why: Failure) {
     let job = &mut jobs[e.job];
     match job.on_failure(e.key, &why) {
-        Some(r) => {
+        Recovery::Instead(r) => {
             e.req = r;
             e.retx = 0;
         }
-        None => {
+        Recovery::GiveUp => e.retx = u32::MAX,
+        Recovery::Fail => {
             if job.state() == JobState::Running {
                 job.fail(format!("{}: {why}", e.req.name));
             }
@@ -733,5 +745,210 @@ fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
         if v.is_empty() {
             by_name.remove(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::ChannelLink;
+    use granary_face::LinkFields;
+    use granary_packet::{Component, DataBuilder};
+    use tokio::sync::mpsc;
+
+    /// Answers `/a/seg=N` (every 5th with a congestion mark); `/slow/…`
+    /// never; `/dup/…` first with Nack Duplicate, then Data; `/none/…`
+    /// with Nack NoRoute.
+    fn responder() -> ChannelLink {
+        let (tx, mut from_engine) = mpsc::channel::<Incoming>(1024);
+        let (to_engine, rx) = mpsc::channel::<Incoming>(1024);
+        tokio::spawn(async move {
+            let mut dup_seen = std::collections::HashSet::new();
+            while let Some((p, _)) = from_engine.recv().await {
+                let NetPacket::Interest(i) = p else { continue };
+                let first = i.name.get(0).map(|c| c.value.to_vec()).unwrap_or_default();
+                let reply = |mark: bool| {
+                    let d = DataBuilder::new(i.name.clone())
+                        .content(vec![1u8; 10])
+                        .encode_with_signature(bytes::Bytes::from_static(&[0; 32]));
+                    let lf = LinkFields {
+                        congestion_mark: mark.then_some(1),
+                        ..Default::default()
+                    };
+                    (NetPacket::Data(d), lf)
+                };
+                let out = match first.as_slice() {
+                    b"a" => {
+                        let n = i.name.last().and_then(|c| c.as_segment()).unwrap_or(0);
+                        Some(reply(n % 5 == 4))
+                    }
+                    b"dup" if dup_seen.insert(i.name.clone()) => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::DUPLICATE),
+                        LinkFields::default(),
+                    )),
+                    b"dup" => Some(reply(false)),
+                    b"none" => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
+                        LinkFields::default(),
+                    )),
+                    _ => None,
+                };
+                if let Some(o) = out {
+                    if to_engine.send(o).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ChannelLink { tx, rx }
+    }
+
+    /// Fetches a list of alternatives per key.
+    struct Alts {
+        todo: Vec<(u64, Vec<Request>)>,
+        alts: HashMap<u64, Vec<Request>>,
+        got: HashMap<u64, Name>,
+        given_up: Vec<u64>,
+        want: usize,
+        error: Option<String>,
+        give_up_instead_of_fail: bool,
+    }
+
+    impl Alts {
+        fn new(items: Vec<Vec<Request>>, give_up: bool) -> Alts {
+            let want = items.len();
+            Alts {
+                todo: items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, v)| (k as u64, v))
+                    .rev()
+                    .collect(),
+                alts: HashMap::new(),
+                got: HashMap::new(),
+                given_up: Vec::new(),
+                want,
+                error: None,
+                give_up_instead_of_fail: give_up,
+            }
+        }
+    }
+
+    impl Job for Alts {
+        fn next_request(&mut self) -> Option<(u64, Request)> {
+            let (k, mut v) = self.todo.pop()?;
+            let first = v.remove(0);
+            self.alts.insert(k, v);
+            Some((k, first))
+        }
+        fn on_data(&mut self, key: u64, data: Data) -> Verdict {
+            self.got.insert(key, data.name().clone());
+            Verdict::Done(data.content().len() as u64)
+        }
+        fn on_failure(&mut self, key: u64, _: &Failure) -> Recovery {
+            match self.alts.get_mut(&key).filter(|v| !v.is_empty()) {
+                Some(v) => Recovery::Instead(v.remove(0)),
+                None if self.give_up_instead_of_fail => {
+                    self.given_up.push(key);
+                    Recovery::GiveUp
+                }
+                None => Recovery::Fail,
+            }
+        }
+        fn state(&self) -> JobState {
+            match &self.error {
+                Some(e) => JobState::Failed(e.clone()),
+                None if self.got.len() + self.given_up.len() == self.want => JobState::Done,
+                None => JobState::Running,
+            }
+        }
+        fn fail(&mut self, error: String) {
+            self.error = Some(error);
+        }
+    }
+
+    fn req(uri: &str, lifetime_ms: Option<u64>, retries: Option<u32>) -> Request {
+        let mut r = Request::new(Name::from_uri(uri).unwrap());
+        r.lifetime = lifetime_ms.map(Duration::from_millis);
+        r.retries = retries;
+        r
+    }
+
+    #[tokio::test]
+    async fn window_marks_alternatives_and_nacks() {
+        let mut link = responder();
+        // A first window of 100: its 20 marks arrive within one RTT.
+        let mut e = Engine::new(Config {
+            init_cwnd: 100.0,
+            ..Config::default()
+        });
+        let base = Name::from_uri("/a").unwrap();
+        let mut items: Vec<Vec<Request>> = (0..200)
+            .map(|s| vec![Request::new(base.append(&Component::segment(s)))])
+            .collect();
+        // A neighbour that never answers (short lifetime, no retries), then the producer.
+        items.push(vec![
+            req("/slow/x", Some(50), Some(0)),
+            req("/a/alt", None, None),
+        ]);
+        // Nack Duplicate is retransmitted with a new Nonce.
+        items.push(vec![req("/dup/y", None, None)]);
+        let mut job = Alts::new(items, false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.got[&200].to_string(), "/a/alt");
+        assert_eq!(st.segments, 202);
+        assert_eq!(st.timeouts, 1);
+        assert_eq!(st.nacks_duplicate, 1);
+        assert_eq!(st.congestion_marks, 40);
+        assert!(st.decreases_mark >= 1, "{st:?}");
+        // Conservative adaptation: one decrease for the first window's 20
+        // marks; the later, smaller windows each see about one mark.
+        assert!(st.decreases_mark <= 40 - 19, "{st:?}");
+        assert!(st.max_cwnd >= 100.0);
+    }
+
+    #[tokio::test]
+    async fn no_route_fails_the_job_or_is_given_up() {
+        let mut link = responder();
+        let mut e = Engine::new(Config::default());
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            false,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        match job.state() {
+            JobState::Failed(m) => assert!(m.contains("/none/z") && m.contains("NoRoute"), "{m}"),
+            s => panic!("{s:?}"),
+        }
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            true,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.given_up, vec![0]);
+    }
+
+    #[tokio::test]
+    async fn retries_run_out_on_timeouts() {
+        let mut link = responder();
+        let mut e = Engine::new(Config {
+            min_rto: Duration::from_millis(10),
+            max_rto: Duration::from_millis(20),
+            retries: 2,
+            ..Config::default()
+        });
+        let mut job = Alts::new(vec![vec![req("/slow/q", Some(30), None)]], false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert!(matches!(job.state(), JobState::Failed(_)));
+        assert_eq!(st.timeouts, 3, "first try + 2 retries");
+        assert_eq!(st.retransmissions, 2);
     }
 }

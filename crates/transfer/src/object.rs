@@ -14,7 +14,7 @@ use granary_packet::types::{sig_type, COMP_VERSION};
 use granary_packet::{Component, Data, KeyLocator, Name};
 use granary_security::{KeyChain, Verifier};
 
-use crate::engine::{Engine, Failure, Job, JobState, Request, Verdict};
+use crate::engine::{Engine, Failure, Job, JobState, Recovery, Request, Verdict};
 use crate::link::Link;
 use crate::segmap::SegmentMap;
 use crate::Error;
@@ -186,8 +186,8 @@ impl Job for OneShot {
         self.result = Some(Ok(data));
         Verdict::Done(n)
     }
-    fn on_failure(&mut self, _: u64, _: &Failure) -> Option<Request> {
-        None
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
     }
     fn state(&self) -> JobState {
         match &self.result {
@@ -267,8 +267,8 @@ impl Job for ManifestJob {
         Verdict::Done(n)
     }
 
-    fn on_failure(&mut self, _: u64, _: &Failure) -> Option<Request> {
-        None
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
     }
 
     fn state(&self) -> JobState {
@@ -737,8 +737,8 @@ impl Job for ObjectJob {
         Verdict::Done(to.saturating_sub(from) as u64)
     }
 
-    fn on_failure(&mut self, _: u64, _: &Failure) -> Option<Request> {
-        None
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
     }
 
     fn state(&self) -> JobState {
