@@ -207,16 +207,30 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// `granary get NAME… [-o FILE|DIR] [--resume] [--json]`.
+/// Switches of `granary get`.
+pub struct GetFlags {
+    /// --resume.
+    pub resume: bool,
+    /// --json.
+    pub json: bool,
+    /// --quiet.
+    pub quiet: bool,
+}
+
+/// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
 pub fn get(
     socket: &Path,
     data_dir: &Path,
     names: &[String],
     output: Option<&Path>,
-    resume: bool,
-    json: bool,
+    flags: GetFlags,
     args: &FetchArgs,
 ) -> anyhow::Result<()> {
+    let GetFlags {
+        resume,
+        json,
+        quiet,
+    } = flags;
     let cfg = args.config()?;
     let names: Vec<Name> = names
         .iter()
@@ -246,7 +260,7 @@ pub fn get(
             objects.push((info, out));
         }
         let total: Option<u64> = objects.iter().map(|(i, _)| i.map.file_size()).sum();
-        if let Some(bar) = progress_bar(total) {
+        if let Some(bar) = progress_bar(total).filter(|_| !quiet) {
             engine.on_progress(move |b| bar.inc(b));
         }
         let (reports, stats) = fetch_objects(&mut engine, &mut link, objects, resume).await?;
@@ -258,6 +272,7 @@ pub fn get(
         let mut failed = 0;
         for r in &reports {
             match &r.error {
+                None if quiet => {}
                 None => eprintln!(
                     "{}: {} bytes, {} segments{}, every segment verified against {}",
                     r.versioned,
@@ -276,7 +291,9 @@ pub fn get(
                 }
             }
         }
-        print_stats(&stats);
+        if !quiet {
+            print_stats(&stats);
+        }
         if json {
             let v = serde_json::json!({"objects": reports, "stats": stats});
             if output.is_some() {
