@@ -75,6 +75,10 @@ pub struct FetchArgs {
     /// Do not look for a signed manifest; verify each packet's signature.
     #[arg(long)]
     pub no_manifest: bool,
+    /// Stay in slow start until a loss or mark (by default slow start also
+    /// ends when RTT samples rise above the path's minimum, as HyStart).
+    #[arg(long)]
+    pub no_hystart: bool,
 }
 
 impl FetchArgs {
@@ -116,6 +120,7 @@ impl FetchArgs {
             max_rto: Duration::from_millis(self.max_rto),
             lifetime: Duration::from_millis(self.lifetime),
             retries: self.retries,
+            hystart: !self.no_hystart,
             ..Config::default()
         })
     }
@@ -185,8 +190,8 @@ fn print_stats(st: &Stats) {
         st.rejected
     );
     eprintln!(
-        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}",
-        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd
+        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
+        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
     );
 }
 

@@ -176,6 +176,8 @@ pub struct Stats {
     pub max_cwnd: f64,
     /// Unsolicited or late packets ignored.
     pub ignored: u64,
+    /// Times slow start ended on rising delay (HyStart).
+    pub slow_start_exits: u64,
 }
 
 impl Stats {
@@ -209,6 +211,7 @@ impl Stats {
         self.decreases_mark += o.decreases_mark;
         self.decreases_nack += o.decreases_nack;
         self.ignored += o.ignored;
+        self.slow_start_exits += o.slow_start_exits;
         self.max_cwnd = self.max_cwnd.max(o.max_cwnd);
     }
 }
@@ -241,6 +244,7 @@ pub struct Engine {
     /// Statistics over all runs.
     pub total: Stats,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
+    last_backoff: Instant,
 }
 
 impl Engine {
@@ -265,6 +269,7 @@ impl Engine {
             nonce: seed | 1,
             total: Stats::default(),
             progress: None,
+            last_backoff: now,
         }
     }
 
@@ -483,7 +488,11 @@ impl Engine {
                             }
                             // Karn: sample only Interests sent once.
                             if e.retx == 0 && e.slot == Slot::InFlight {
-                                self.rtt.add(now.duration_since(e.sent));
+                                let r = now.duration_since(e.sent);
+                                self.rtt.add(r);
+                                if self.window.rtt_sample(r.as_secs_f64()) {
+                                    st.slow_start_exits += 1;
+                                }
                             }
                             if lf.congestion_mark.unwrap_or(0) > 0 {
                                 st.congestion_marks += 1;
@@ -635,8 +644,11 @@ impl Engine {
                 };
                 in_flight -= 1;
                 st.timeouts += 1;
-                if !backed_off {
+                // Back off once per loss episode: only for an Interest sent
+                // after the previous backoff.
+                if !backed_off && e.sent >= self.last_backoff {
                     self.rtt.backoff();
+                    self.last_backoff = now;
                     backed_off = true;
                 }
                 if self.may_decrease(e.sent) && self.window.decrease(now) {

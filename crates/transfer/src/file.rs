@@ -150,12 +150,12 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
             }
         }
     }
-    let sink = FileSink {
+    let sink = FileSink::new(
         file,
-        base: 0,
-        hashes: Some(hashes),
-        record_hash: matches!(info.check, Check::PerPacket(_)),
-    };
+        0,
+        Some(hashes),
+        matches!(info.check, Check::PerPacket(_)),
+    );
     let mut job = ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(sink));
     for s in keep {
         job.already_have(s);
