@@ -412,3 +412,54 @@ fn several_names_share_one_window() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("/no/such/thing"));
 }
+
+/// The library's random-access API over a node's socket.
+#[test]
+fn remote_file_stat_and_read_at() {
+    use granary_transfer::{Config, Engine, OpenOptions, RemoteFile, Trust, UnixLink};
+    let d = Daemon::start(&[]);
+    let size = 5 * 8192 + 7;
+    let body = random(size, 9);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/lib/f"]);
+    let kc = granary_security::KeyChain::open(d.data.join("keychain")).unwrap();
+    let trust = std::sync::Arc::new(Trust::from_keychain(&kc).unwrap());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let link = UnixLink::connect(&d.socket).await.unwrap();
+        let name = granary_packet::Name::from_uri("/lib/f").unwrap();
+        let mut f = RemoteFile::open(
+            link,
+            Engine::new(Config::default()),
+            &name,
+            trust,
+            &OpenOptions::default(),
+        )
+        .await
+        .unwrap();
+        let st = f.stat();
+        assert_eq!(st.size, Some(size as u64));
+        assert_eq!((st.segment_size, st.segments), (8192, 6));
+        assert!(
+            st.verified_by.contains("manifest signed by"),
+            "{}",
+            st.verified_by
+        );
+        for (off, len) in [
+            (0usize, 10usize),
+            (8191, 2),
+            (8192, 8192),
+            (size - 7, 7),
+            (size - 3, 100),
+            (100, 3 * 8192),
+        ] {
+            let got = f.read_at(off as u64, len as u64).await.unwrap();
+            assert_eq!(got, body[off..(off + len).min(size)], "{off}+{len}");
+        }
+        assert!(f.read_at(size as u64, 10).await.unwrap().is_empty());
+    });
+}
