@@ -43,6 +43,8 @@ pub struct Request {
     pub lifetime: Option<Duration>,
     /// Retransmissions allowed; `None` uses the engine's `retries`.
     pub retries: Option<u32>,
+    /// ForwardingHint.
+    pub forwarding_hint: Vec<Name>,
 }
 
 impl Request {
@@ -54,6 +56,7 @@ impl Request {
             must_be_fresh: false,
             lifetime: None,
             retries: None,
+            forwarding_hint: Vec::new(),
         }
     }
 }
@@ -117,7 +120,7 @@ pub enum JobState {
 }
 
 /// A unit of work for the engine (a file, a manifest, one packet…).
-pub trait Job {
+pub trait Job: Send {
     /// The next request to send, with a key of the job's choosing; `None`
     /// when the job has nothing more to ask for now.
     fn next_request(&mut self) -> Option<(u64, Request)>;
@@ -131,6 +134,12 @@ pub trait Job {
     /// The engine gave up on the job (after `on_failure` said `Fail` or a
     /// Fatal verdict): record the error.
     fn fail(&mut self, error: String);
+    /// True while the job waits on something outside the engine (e.g. a
+    /// full output queue): the engine then polls it every millisecond
+    /// instead of declaring it stalled.
+    fn blocked(&self) -> bool {
+        false
+    }
 }
 
 /// Transfer statistics (ndncatchunks' summary).
@@ -397,6 +406,7 @@ impl Engine {
                     name: e.req.name.clone(),
                     can_be_prefix: e.req.can_be_prefix,
                     must_be_fresh: e.req.must_be_fresh,
+                    forwarding_hint: e.req.forwarding_hint.clone(),
                     nonce: Some(nonce),
                     lifetime: Some(lifetime.as_millis() as u64),
                     ..Default::default()
@@ -413,9 +423,16 @@ impl Engine {
             if !batch.is_empty() {
                 link.send(&batch).await?;
             }
+            let blocked = jobs
+                .iter()
+                .any(|j| j.state() == JobState::Running && j.blocked());
             if entries.is_empty() {
                 if jobs.iter().all(|j| j.state() != JobState::Running) {
                     break;
+                }
+                if blocked {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
                 }
                 // Running jobs with nothing to ask and nothing pending can
                 // never finish.
@@ -437,6 +454,12 @@ impl Engine {
                     },
                     None => break None,
                 }
+            };
+            let deadline = if blocked {
+                let soon = Instant::now() + Duration::from_millis(1);
+                Some(deadline.map_or(soon, |d| d.min(soon)))
+            } else {
+                deadline
             };
             incoming.clear();
             let got = match deadline {
