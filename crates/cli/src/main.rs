@@ -151,9 +151,13 @@ enum Command {
         /// are re-verified and kept; only the rest is fetched.
         #[arg(long)]
         resume: bool,
-        /// Also print the statistics and per-object results as JSON.
+        /// Also print the statistics and per-object results as JSON (on
+        /// standard output with -o, else on standard error).
         #[arg(long)]
         json: bool,
+        /// No summary on standard error (errors are still reported).
+        #[arg(short, long)]
+        quiet: bool,
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
@@ -298,14 +302,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             output,
             resume,
             json,
+            quiet,
             fetch,
         } => fetch::get(
             &socket,
             &data_dir,
             &names,
             output.as_deref(),
-            resume,
-            json,
+            fetch::GetFlags {
+                resume,
+                json,
+                quiet,
+            },
             &fetch,
         ),
         Command::Cat {
