@@ -386,7 +386,9 @@ impl Testbed {
     }
 
     /// Connects two hosts by a veth pair with addresses 10.1.<n>.1 (a) and
-    /// 10.1.<n>.2 (b), /24, impaired per `spec`.
+    /// 10.1.<n>.2 (b), /24, impaired per `spec`: under netem for all traffic;
+    /// in relay mode only for UDP sent through [`Testbed::udp_path`] (the
+    /// addresses themselves reach the far side unimpaired).
     pub fn link(&mut self, a: HostId, b: HostId, spec: LinkSpec) -> Result<LinkId> {
         let n = self.links.len();
         if n >= 250 {
@@ -422,8 +424,18 @@ impl Testbed {
 
     /// Puts hosts on one LAN: a bridge in its own namespace, one veth per
     /// member (addresses 10.2.<lan>.<i+1>/24). `spec` impairs each member's
-    /// port: `ab` is member → LAN, `ba` is LAN → member (usually clean).
+    /// port (`ab` member → LAN, `ba` LAN → member) under netem only; in relay
+    /// mode a LAN must be clean (an error otherwise: impair point-to-point
+    /// links, reached through [`Testbed::udp_path`]).
     pub fn lan(&mut self, members: &[HostId], spec: LinkSpec) -> Result<LanId> {
+        let clean = |i: &Impairment| i.delay.is_zero() && i.loss == 0.0 && i.rate_bps.is_none();
+        if self.emulation == Emulation::Relay && !(clean(&spec.ab) && clean(&spec.ba)) {
+            return Err(Error::Other(
+                "LAN impairments need netem; in relay mode impair a point-to-point link and \
+                 reach it with udp_path"
+                    .into(),
+            ));
+        }
         let n = self.lans.len();
         if n >= 250 || members.len() >= 250 {
             return Err(Error::Other("at most 250 LANs of at most 249 hosts".into()));
