@@ -75,6 +75,10 @@ pub struct FetchArgs {
     /// Do not look for a signed manifest; verify each packet's signature.
     #[arg(long)]
     pub no_manifest: bool,
+    /// Stay in slow start until a loss or mark (by default slow start also
+    /// ends when RTT samples rise above the path's minimum, as HyStart).
+    #[arg(long)]
+    pub no_hystart: bool,
 }
 
 impl FetchArgs {
@@ -116,6 +120,7 @@ impl FetchArgs {
             max_rto: Duration::from_millis(self.max_rto),
             lifetime: Duration::from_millis(self.lifetime),
             retries: self.retries,
+            hystart: !self.no_hystart,
             ..Config::default()
         })
     }
@@ -185,8 +190,8 @@ fn print_stats(st: &Stats) {
         st.rejected
     );
     eprintln!(
-        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}",
-        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd
+        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
+        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
     );
 }
 
@@ -207,16 +212,30 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// `granary get NAME… [-o FILE|DIR] [--resume] [--json]`.
+/// Switches of `granary get`.
+pub struct GetFlags {
+    /// --resume.
+    pub resume: bool,
+    /// --json.
+    pub json: bool,
+    /// --quiet.
+    pub quiet: bool,
+}
+
+/// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
 pub fn get(
     socket: &Path,
     data_dir: &Path,
     names: &[String],
     output: Option<&Path>,
-    resume: bool,
-    json: bool,
+    flags: GetFlags,
     args: &FetchArgs,
 ) -> anyhow::Result<()> {
+    let GetFlags {
+        resume,
+        json,
+        quiet,
+    } = flags;
     let cfg = args.config()?;
     let names: Vec<Name> = names
         .iter()
@@ -246,7 +265,7 @@ pub fn get(
             objects.push((info, out));
         }
         let total: Option<u64> = objects.iter().map(|(i, _)| i.map.file_size()).sum();
-        if let Some(bar) = progress_bar(total) {
+        if let Some(bar) = progress_bar(total).filter(|_| !quiet) {
             engine.on_progress(move |b| bar.inc(b));
         }
         let (reports, stats) = fetch_objects(&mut engine, &mut link, objects, resume).await?;
@@ -258,6 +277,7 @@ pub fn get(
         let mut failed = 0;
         for r in &reports {
             match &r.error {
+                None if quiet => {}
                 None => eprintln!(
                     "{}: {} bytes, {} segments{}, every segment verified against {}",
                     r.versioned,
@@ -276,7 +296,9 @@ pub fn get(
                 }
             }
         }
-        print_stats(&stats);
+        if !quiet {
+            print_stats(&stats);
+        }
         if json {
             let v = serde_json::json!({"objects": reports, "stats": stats});
             if output.is_some() {

@@ -3,6 +3,7 @@
 mod dissect;
 mod fetch;
 mod key;
+mod linkem;
 mod node;
 mod repo;
 mod selfcheck;
@@ -121,6 +122,11 @@ enum Command {
         /// once the new one is published). Default: keep all.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         keep: Option<u64>,
+        /// Content bytes per segment (256 … 1048576; default 8192). Above
+        /// 8 KiB every node on the path needs a larger `max_packet` (daemon
+        /// config), as NDN-DPDK and ndn-cxx apps keep the 8800-byte default.
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
+        segment_size: Option<u32>,
     },
     /// Fetch files by name through the node: pipelined (CUBIC by default),
     /// verified, resumable.
@@ -145,9 +151,13 @@ enum Command {
         /// are re-verified and kept; only the rest is fetched.
         #[arg(long)]
         resume: bool,
-        /// Also print the statistics and per-object results as JSON.
+        /// Also print the statistics and per-object results as JSON (on
+        /// standard output with -o, else on standard error).
         #[arg(long)]
         json: bool,
+        /// No summary on standard error (errors are still reported).
+        #[arg(short, long)]
+        quiet: bool,
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
@@ -208,6 +218,9 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
     },
+    /// Emulate a link for UDP: relay datagrams with delay, loss, rate and a
+    /// bounded queue per direction (for testbeds on kernels without netem).
+    Linkem(linkem::LinkemArgs),
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
@@ -272,6 +285,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sign,
             key,
             keep,
+            segment_size,
         } => repo::put(
             &data_dir,
             &socket,
@@ -281,20 +295,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &sign,
             key.as_deref(),
             keep,
+            segment_size,
         ),
         Command::Get {
             names,
             output,
             resume,
             json,
+            quiet,
             fetch,
         } => fetch::get(
             &socket,
             &data_dir,
             &names,
             output.as_deref(),
-            resume,
-            json,
+            fetch::GetFlags {
+                resume,
+                json,
+                quiet,
+            },
             &fetch,
         ),
         Command::Cat {
@@ -342,6 +361,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Key(cmd) => key::run(cmd, &data_dir),
         Command::Selfcheck => selfcheck::run(),
+        Command::Linkem(a) => linkem::run(a),
     }
 }
 

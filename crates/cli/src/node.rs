@@ -35,6 +35,11 @@ pub struct DaemonArgs {
     /// UDP MTU in bytes (packets above it are fragmented).
     #[arg(long)]
     udp_mtu: Option<usize>,
+    /// Largest packet accepted or sent, bytes (default 8800, the NDN
+    /// interop limit; raise it on Granary-to-Granary paths for larger
+    /// segments, e.g. `put --segment-size 32768` needs ≥ 33000).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1024..=16_777_216))]
+    max_packet: Option<u32>,
     /// Do not serve the repository in <data-dir>/repo.
     #[arg(long)]
     no_repo: bool,
@@ -71,6 +76,9 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     }
     if let Some(m) = args.udp_mtu {
         cfg.udp_mtu = m;
+    }
+    if let Some(m) = args.max_packet {
+        cfg.max_packet = m as usize;
     }
     if cfg.trust_dir.is_none() {
         cfg.trust_dir = Some(data_dir.join("keychain").join("trust"));

@@ -34,6 +34,7 @@ pub fn put(
     policy: &str,
     key: Option<&str>,
     keep: Option<u64>,
+    segment_size: Option<u32>,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     granary_store::path::check(&n)?;
@@ -78,6 +79,7 @@ pub fn put(
                 policy,
                 key.as_ref(),
                 keep,
+                segment_size,
                 &bar,
             ))?
         }
@@ -95,6 +97,7 @@ pub fn put(
                 signer: &signer,
                 policy,
                 keep,
+                segment_size,
             };
             if stdin {
                 let reader = std::io::stdin().lock();
@@ -149,6 +152,7 @@ async fn put_via_daemon(
     policy: &str,
     key: Option<&Name>,
     keep: Option<u64>,
+    segment_size: Option<u32>,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<serde_json::Value> {
     let id = format!(
@@ -165,6 +169,7 @@ async fn put_via_daemon(
         "sign": policy,
         "key": key.map(|k| k.to_string()),
         "keep": keep,
+        "segment_size": segment_size,
         "id": id,
     });
     let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));

@@ -86,6 +86,19 @@ pub struct Publish<'a> {
     pub policy: &'a str,
     /// Keep only the newest N versions.
     pub keep: Option<u64>,
+    /// Content bytes per segment (default 8192); see [`check_segment_size`].
+    pub segment_size: Option<u32>,
+}
+
+/// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
+/// Data no longer fits the default 8800-byte packet limit, so every node on
+/// the path needs a larger `max_packet`.
+pub fn check_segment_size(n: u64) -> Result<u32, String> {
+    if (256..=1 << 20).contains(&n) {
+        Ok(n as u32)
+    } else {
+        Err(format!("segment size {n}: must be 256 … 1048576 bytes"))
+    }
 }
 
 /// Publishes a stream (standard input, a network insert): store, manifest,
@@ -100,7 +113,7 @@ pub fn publish(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put(name, reader, &put_options(how), progress)
+        .put(name, reader, &put_options(how)?, progress)
         .map_err(|e| e.to_string())?;
     finish(repo, name, e, how, t, false)
 }
@@ -117,16 +130,20 @@ pub fn publish_file(
     let t = std::time::Instant::now();
     let (e, reflinked) = repo
         .store
-        .put_file(name, path, &put_options(how), progress)
+        .put_file(name, path, &put_options(how)?, progress)
         .map_err(|e| e.to_string())?;
     finish(repo, name, e, how, t, reflinked)
 }
 
-fn put_options(how: &Publish<'_>) -> PutOptions {
-    PutOptions {
+fn put_options(how: &Publish<'_>) -> Result<PutOptions, String> {
+    let mut opts = PutOptions {
         version: how.version,
         ..Default::default()
+    };
+    if let Some(s) = how.segment_size {
+        opts.segment_size = check_segment_size(s as u64)?;
     }
+    Ok(opts)
 }
 
 /// After the store has the version: manifest, retention, the JSON result.
@@ -281,6 +298,10 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         signer: &signer,
         policy,
         keep: p["keep"].as_u64(),
+        segment_size: p["segment_size"]
+            .as_u64()
+            .map(check_segment_size)
+            .transpose()?,
     };
     publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)

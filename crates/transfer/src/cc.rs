@@ -27,6 +27,8 @@ pub struct Window {
     w_max: f64,
     last_w_max: f64,
     last_decrease: Instant,
+    hystart: bool,
+    min_rtt: f64,
 }
 
 impl Window {
@@ -50,7 +52,27 @@ impl Window {
             w_max: 0.0,
             last_w_max: 0.0,
             last_decrease: now,
+            hystart: cfg.hystart && cfg.pipeline_type != PipelineType::Fixed,
+            min_rtt: f64::MAX,
         }
+    }
+
+    /// An RTT sample (s): in slow start, a sample well above the path's
+    /// minimum means a queue is building: leave slow start (HyStart delay
+    /// increase; ssthresh = cwnd, no decrease). True when it left.
+    pub fn rtt_sample(&mut self, rtt: f64) -> bool {
+        self.min_rtt = self.min_rtt.min(rtt);
+        if !self.hystart || self.cwnd >= self.ssthresh || self.cwnd < 16.0 {
+            return false;
+        }
+        let eta = (self.min_rtt / 8.0).clamp(0.004, 0.016);
+        if rtt > self.min_rtt + eta {
+            self.ssthresh = self.cwnd;
+            // CUBIC grows from here as after a decrease to this window.
+            self.w_max = self.cwnd;
+            return true;
+        }
+        false
     }
 
     /// The window, in Interests.
@@ -174,6 +196,22 @@ mod tests {
             w.increase(t, 0.01);
         }
         assert!(w.cwnd() > 95.0, "{}", w.cwnd());
+    }
+
+    #[test]
+    fn hystart_leaves_slow_start_on_delay_increase() {
+        let now = Instant::now();
+        let mut w = Window::new(&cfg(PipelineType::Cubic), now);
+        for _ in 0..30 {
+            w.increase(now, 0.001);
+            assert!(!w.rtt_sample(0.001));
+        }
+        assert_eq!(w.cwnd(), 32.0);
+        assert!(!w.rtt_sample(0.004), "within min + 4 ms");
+        assert!(w.rtt_sample(0.0055));
+        assert_eq!(w.ssthresh(), 32.0);
+        w.increase(now, 0.001);
+        assert!(w.cwnd() < 33.0, "no longer slow start: {}", w.cwnd());
     }
 
     #[test]

@@ -76,6 +76,11 @@ pub struct Config {
     pub retries: u32,
     /// Upper bound on the window (memory guard; not an ndncatchunks flag).
     pub max_cwnd: f64,
+    /// Leave slow start when RTT samples rise above the path's minimum by
+    /// `clamp(min/8, 4 ms, 16 ms)` (HyStart's delay test, as Linux CUBIC
+    /// does), instead of only on loss or a congestion mark; `--no-hystart`
+    /// turns it off. Not an ndncatchunks flag.
+    pub hystart: bool,
 }
 
 impl Default for Config {
@@ -100,6 +105,7 @@ impl Default for Config {
             lifetime: Duration::from_secs(4),
             retries: 15,
             max_cwnd: 65_536.0,
+            hystart: true,
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct Request {
     pub lifetime: Option<Duration>,
     /// Retransmissions allowed; `None` uses the engine's `retries`.
     pub retries: Option<u32>,
+    /// ForwardingHint.
+    pub forwarding_hint: Vec<Name>,
 }
 
 impl Request {
@@ -54,6 +56,7 @@ impl Request {
             must_be_fresh: false,
             lifetime: None,
             retries: None,
+            forwarding_hint: Vec::new(),
         }
     }
 }
@@ -94,6 +97,17 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// What a job does about a failed request.
+#[derive(Debug)]
+pub enum Recovery {
+    /// Ask this instead, with fresh retries.
+    Instead(Request),
+    /// Forget the request; the job goes on without it.
+    GiveUp,
+    /// The job fails (with the request's name and the reason).
+    Fail,
+}
+
 /// Where a job stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobState {
@@ -106,20 +120,26 @@ pub enum JobState {
 }
 
 /// A unit of work for the engine (a file, a manifest, one packet…).
-pub trait Job {
+pub trait Job: Send {
     /// The next request to send, with a key of the job's choosing; `None`
     /// when the job has nothing more to ask for now.
     fn next_request(&mut self) -> Option<(u64, Request)>;
     /// A Data answered request `key`.
     fn on_data(&mut self, key: u64, data: Data) -> Verdict;
-    /// Request `key` failed; return another request to try instead (e.g.
-    /// the producer's name after a neighbour's), or `None` to fail the job.
-    fn on_failure(&mut self, key: u64, why: &Failure) -> Option<Request>;
+    /// Request `key` failed: try another request instead (e.g. the
+    /// producer's name after a neighbour's), give it up, or fail the job.
+    fn on_failure(&mut self, key: u64, why: &Failure) -> Recovery;
     /// The job's state; the engine stops serving it when not Running.
     fn state(&self) -> JobState;
-    /// The engine gave up on the job (after `on_failure` said `None` or a
+    /// The engine gave up on the job (after `on_failure` said `Fail` or a
     /// Fatal verdict): record the error.
     fn fail(&mut self, error: String);
+    /// True while the job waits on something outside the engine (e.g. a
+    /// full output queue): the engine then polls it every millisecond
+    /// instead of declaring it stalled.
+    fn blocked(&self) -> bool {
+        false
+    }
 }
 
 /// Transfer statistics (ndncatchunks' summary).
@@ -165,6 +185,8 @@ pub struct Stats {
     pub max_cwnd: f64,
     /// Unsolicited or late packets ignored.
     pub ignored: u64,
+    /// Times slow start ended on rising delay (HyStart).
+    pub slow_start_exits: u64,
 }
 
 impl Stats {
@@ -198,6 +220,7 @@ impl Stats {
         self.decreases_mark += o.decreases_mark;
         self.decreases_nack += o.decreases_nack;
         self.ignored += o.ignored;
+        self.slow_start_exits += o.slow_start_exits;
         self.max_cwnd = self.max_cwnd.max(o.max_cwnd);
     }
 }
@@ -230,6 +253,7 @@ pub struct Engine {
     /// Statistics over all runs.
     pub total: Stats,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
+    last_backoff: Instant,
 }
 
 impl Engine {
@@ -254,6 +278,7 @@ impl Engine {
             nonce: seed | 1,
             total: Stats::default(),
             progress: None,
+            last_backoff: now,
         }
     }
 
@@ -381,6 +406,7 @@ impl Engine {
                     name: e.req.name.clone(),
                     can_be_prefix: e.req.can_be_prefix,
                     must_be_fresh: e.req.must_be_fresh,
+                    forwarding_hint: e.req.forwarding_hint.clone(),
                     nonce: Some(nonce),
                     lifetime: Some(lifetime.as_millis() as u64),
                     ..Default::default()
@@ -397,9 +423,16 @@ impl Engine {
             if !batch.is_empty() {
                 link.send(&batch).await?;
             }
+            let blocked = jobs
+                .iter()
+                .any(|j| j.state() == JobState::Running && j.blocked());
             if entries.is_empty() {
                 if jobs.iter().all(|j| j.state() != JobState::Running) {
                     break;
+                }
+                if blocked {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
                 }
                 // Running jobs with nothing to ask and nothing pending can
                 // never finish.
@@ -421,6 +454,12 @@ impl Engine {
                     },
                     None => break None,
                 }
+            };
+            let deadline = if blocked {
+                let soon = Instant::now() + Duration::from_millis(1);
+                Some(deadline.map_or(soon, |d| d.min(soon)))
+            } else {
+                deadline
             };
             incoming.clear();
             let got = match deadline {
@@ -458,7 +497,9 @@ impl Engine {
                             st.ignored += 1;
                             continue;
                         }
-                        for t in tokens {
+                        let mut d = Some(d);
+                        let n_tokens = tokens.len();
+                        for (ti, t) in tokens.into_iter().enumerate() {
                             let Some(mut e) = entries.remove(&t) else {
                                 continue;
                             };
@@ -470,7 +511,11 @@ impl Engine {
                             }
                             // Karn: sample only Interests sent once.
                             if e.retx == 0 && e.slot == Slot::InFlight {
-                                self.rtt.add(now.duration_since(e.sent));
+                                let r = now.duration_since(e.sent);
+                                self.rtt.add(r);
+                                if self.window.rtt_sample(r.as_secs_f64()) {
+                                    st.slow_start_exits += 1;
+                                }
                             }
                             if lf.congestion_mark.unwrap_or(0) > 0 {
                                 st.congestion_marks += 1;
@@ -488,7 +533,13 @@ impl Engine {
                             if !running[e.job] {
                                 continue;
                             }
-                            match jobs[e.job].on_data(e.key, d.clone()) {
+                            let data = if ti + 1 == n_tokens {
+                                d.take()
+                            } else {
+                                d.clone()
+                            };
+                            let Some(data) = data else { continue };
+                            match jobs[e.job].on_data(e.key, data) {
                                 Verdict::Done(b) => {
                                     st.segments += 1;
                                     st.bytes += b;
@@ -515,6 +566,8 @@ impl Engine {
                                     );
                                 }
                                 Verdict::Instead(r) => {
+                                    st.rejected += 1;
+                                    st.retransmissions += 1;
                                     e.req = r;
                                     e.retx = 0;
                                     self.requeue(
@@ -614,8 +667,11 @@ impl Engine {
                 };
                 in_flight -= 1;
                 st.timeouts += 1;
-                if !backed_off {
+                // Back off once per loss episode: only for an Interest sent
+                // after the previous backoff.
+                if !backed_off && e.sent >= self.last_backoff {
                     self.rtt.backoff();
+                    self.last_backoff = now;
                     backed_off = true;
                 }
                 if self.may_decrease(e.sent) && self.window.decrease(now) {
@@ -699,16 +755,17 @@ impl Engine {
 }
 
 /// The request ran out of chances: ask the job for an alternative (the
-/// entry then carries it, with fresh retries) or fail the job (the entry is
-/// marked dead with `retx = u32::MAX`).
+/// entry then carries it, with fresh retries), or drop it / fail the job
+/// (the entry is marked dead with `retx = u32::MAX`).
 fn fail_or_replace(jobs: &mut [&mut dyn Job], e: &mut Entry, why: Failure) {
     let job = &mut jobs[e.job];
     match job.on_failure(e.key, &why) {
-        Some(r) => {
+        Recovery::Instead(r) => {
             e.req = r;
             e.retx = 0;
         }
-        None => {
+        Recovery::GiveUp => e.retx = u32::MAX,
+        Recovery::Fail => {
             if job.state() == JobState::Running {
                 job.fail(format!("{}: {why}", e.req.name));
             }
@@ -723,5 +780,210 @@ fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
         if v.is_empty() {
             by_name.remove(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::ChannelLink;
+    use granary_face::LinkFields;
+    use granary_packet::{Component, DataBuilder};
+    use tokio::sync::mpsc;
+
+    /// Answers `/a/seg=N` (every 5th with a congestion mark); `/slow/…`
+    /// never; `/dup/…` first with Nack Duplicate, then Data; `/none/…`
+    /// with Nack NoRoute.
+    fn responder() -> ChannelLink {
+        let (tx, mut from_engine) = mpsc::channel::<Incoming>(1024);
+        let (to_engine, rx) = mpsc::channel::<Incoming>(1024);
+        tokio::spawn(async move {
+            let mut dup_seen = std::collections::HashSet::new();
+            while let Some((p, _)) = from_engine.recv().await {
+                let NetPacket::Interest(i) = p else { continue };
+                let first = i.name.get(0).map(|c| c.value.to_vec()).unwrap_or_default();
+                let reply = |mark: bool| {
+                    let d = DataBuilder::new(i.name.clone())
+                        .content(vec![1u8; 10])
+                        .encode_with_signature(bytes::Bytes::from_static(&[0; 32]));
+                    let lf = LinkFields {
+                        congestion_mark: mark.then_some(1),
+                        ..Default::default()
+                    };
+                    (NetPacket::Data(d), lf)
+                };
+                let out = match first.as_slice() {
+                    b"a" => {
+                        let n = i.name.last().and_then(|c| c.as_segment()).unwrap_or(0);
+                        Some(reply(n % 5 == 4))
+                    }
+                    b"dup" if dup_seen.insert(i.name.clone()) => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::DUPLICATE),
+                        LinkFields::default(),
+                    )),
+                    b"dup" => Some(reply(false)),
+                    b"none" => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
+                        LinkFields::default(),
+                    )),
+                    _ => None,
+                };
+                if let Some(o) = out {
+                    if to_engine.send(o).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ChannelLink { tx, rx }
+    }
+
+    /// Fetches a list of alternatives per key.
+    struct Alts {
+        todo: Vec<(u64, Vec<Request>)>,
+        alts: HashMap<u64, Vec<Request>>,
+        got: HashMap<u64, Name>,
+        given_up: Vec<u64>,
+        want: usize,
+        error: Option<String>,
+        give_up_instead_of_fail: bool,
+    }
+
+    impl Alts {
+        fn new(items: Vec<Vec<Request>>, give_up: bool) -> Alts {
+            let want = items.len();
+            Alts {
+                todo: items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, v)| (k as u64, v))
+                    .rev()
+                    .collect(),
+                alts: HashMap::new(),
+                got: HashMap::new(),
+                given_up: Vec::new(),
+                want,
+                error: None,
+                give_up_instead_of_fail: give_up,
+            }
+        }
+    }
+
+    impl Job for Alts {
+        fn next_request(&mut self) -> Option<(u64, Request)> {
+            let (k, mut v) = self.todo.pop()?;
+            let first = v.remove(0);
+            self.alts.insert(k, v);
+            Some((k, first))
+        }
+        fn on_data(&mut self, key: u64, data: Data) -> Verdict {
+            self.got.insert(key, data.name().clone());
+            Verdict::Done(data.content().len() as u64)
+        }
+        fn on_failure(&mut self, key: u64, _: &Failure) -> Recovery {
+            match self.alts.get_mut(&key).filter(|v| !v.is_empty()) {
+                Some(v) => Recovery::Instead(v.remove(0)),
+                None if self.give_up_instead_of_fail => {
+                    self.given_up.push(key);
+                    Recovery::GiveUp
+                }
+                None => Recovery::Fail,
+            }
+        }
+        fn state(&self) -> JobState {
+            match &self.error {
+                Some(e) => JobState::Failed(e.clone()),
+                None if self.got.len() + self.given_up.len() == self.want => JobState::Done,
+                None => JobState::Running,
+            }
+        }
+        fn fail(&mut self, error: String) {
+            self.error = Some(error);
+        }
+    }
+
+    fn req(uri: &str, lifetime_ms: Option<u64>, retries: Option<u32>) -> Request {
+        let mut r = Request::new(Name::from_uri(uri).unwrap());
+        r.lifetime = lifetime_ms.map(Duration::from_millis);
+        r.retries = retries;
+        r
+    }
+
+    #[tokio::test]
+    async fn window_marks_alternatives_and_nacks() {
+        let mut link = responder();
+        // A first window of 100: its 20 marks arrive within one RTT.
+        let mut e = Engine::new(Config {
+            init_cwnd: 100.0,
+            ..Config::default()
+        });
+        let base = Name::from_uri("/a").unwrap();
+        let mut items: Vec<Vec<Request>> = (0..200)
+            .map(|s| vec![Request::new(base.append(&Component::segment(s)))])
+            .collect();
+        // A neighbour that never answers (short lifetime, no retries), then the producer.
+        items.push(vec![
+            req("/slow/x", Some(50), Some(0)),
+            req("/a/alt", None, None),
+        ]);
+        // Nack Duplicate is retransmitted with a new Nonce.
+        items.push(vec![req("/dup/y", None, None)]);
+        let mut job = Alts::new(items, false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.got[&200].to_string(), "/a/alt");
+        assert_eq!(st.segments, 202);
+        assert_eq!(st.timeouts, 1);
+        assert_eq!(st.nacks_duplicate, 1);
+        assert_eq!(st.congestion_marks, 40);
+        assert!(st.decreases_mark >= 1, "{st:?}");
+        // Conservative adaptation: one decrease for the first window's 20
+        // marks; the later, smaller windows each see about one mark.
+        assert!(st.decreases_mark <= 40 - 19, "{st:?}");
+        assert!(st.max_cwnd >= 100.0);
+    }
+
+    #[tokio::test]
+    async fn no_route_fails_the_job_or_is_given_up() {
+        let mut link = responder();
+        let mut e = Engine::new(Config::default());
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            false,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        match job.state() {
+            JobState::Failed(m) => assert!(m.contains("/none/z") && m.contains("NoRoute"), "{m}"),
+            s => panic!("{s:?}"),
+        }
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            true,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.given_up, vec![0]);
+    }
+
+    #[tokio::test]
+    async fn retries_run_out_on_timeouts() {
+        let mut link = responder();
+        let mut e = Engine::new(Config {
+            min_rto: Duration::from_millis(10),
+            max_rto: Duration::from_millis(20),
+            retries: 2,
+            ..Config::default()
+        });
+        let mut job = Alts::new(vec![vec![req("/slow/q", Some(30), None)]], false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert!(matches!(job.state(), JobState::Failed(_)));
+        assert_eq!(st.timeouts, 3, "first try + 2 retries");
+        assert_eq!(st.retransmissions, 2);
     }
 }

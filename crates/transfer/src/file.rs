@@ -139,11 +139,10 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
             if file.read_exact_at(b, start).is_err() {
                 continue;
             }
-            let ok = <[u8; 32]>::from(sha2::Sha256::digest(&*b)) == h
-                && match &info.check {
-                    Check::Manifest(ck) => ck.check_segment(seg, b).is_ok(),
-                    Check::PerPacket(_) => true,
-                };
+            let ok = match &info.check {
+                Check::Manifest(ck) => ck.check_segment(seg, b).is_ok(),
+                Check::PerPacket(_) => <[u8; 32]>::from(sha2::Sha256::digest(&*b)) == h,
+            };
             if ok {
                 keep.push(seg);
             } else {
@@ -151,11 +150,12 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
             }
         }
     }
-    let sink = FileSink {
+    let sink = FileSink::new(
         file,
-        base: 0,
-        hashes: Some(hashes),
-    };
+        0,
+        Some(hashes),
+        matches!(info.check, Check::PerPacket(_)),
+    );
     let mut job = ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(sink));
     for s in keep {
         job.already_have(s);
@@ -256,10 +256,16 @@ pub async fn fetch_objects<L: Link>(
             }
             Output::Stdout => None,
         };
+        let size = info.map.file_size().or_else(|| {
+            path.as_ref()
+                .filter(|_| error.is_none())
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+        });
         reports.push(Report {
             versioned: info.versioned.to_string(),
             path,
-            size: info.map.file_size(),
+            size,
             segments: info.map.count(),
             reused_segments: reused,
             verified_by,

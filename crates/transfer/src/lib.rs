@@ -22,7 +22,7 @@ pub mod rtt;
 pub mod segmap;
 
 pub use config::{Config, PipelineType};
-pub use engine::{Engine, Failure, Job, JobState, Request, Stats, Verdict};
+pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use object::{discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust};

@@ -1,0 +1,406 @@
+//! Goodput of `granary get` over an emulated WAN (driven by
+//! bench/netns-goodput.sh): consumer — router — producer in network
+//! namespaces, the consumer—router link impaired (rate, delay, loss), the
+//! producer's repository serving one random file per segment size. For each
+//! segment size and each pipeline (fixed N, aimd, cubic) it fetches the file
+//! (Content Stores off, so nothing is served from a cache) and prints one CSV
+//! line: the shape of seed 004's Fig. 4/5 (goodput against pipeline size and
+//! packet size). Optionally NDNts's fetch (@ndn/segmented-object) runs on the
+//! same path for a side-by-side figure.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use granary_testbed::{relay, LinkSpec, Options, Testbed};
+
+#[derive(Parser)]
+struct Args {
+    /// The granary binary.
+    #[arg(long)]
+    granary: PathBuf,
+    /// Link rate.
+    #[arg(long, default_value = "100mbit", value_parser = relay::parse_rate)]
+    rate: u64,
+    /// One-way delay (RTT is twice this).
+    #[arg(long, default_value = "10ms", value_parser = relay::parse_duration)]
+    delay: Duration,
+    /// Loss per datagram, each direction.
+    #[arg(long, default_value = "0.5%", value_parser = relay::parse_loss)]
+    loss: f64,
+    /// File size in MiB for adaptive pipelines and windows ≥ 16.
+    #[arg(long, default_value_t = 64)]
+    file_mib: u64,
+    /// File size in MiB for windows < 16 (they are slow).
+    #[arg(long, default_value_t = 4)]
+    small_mib: u64,
+    /// Segment sizes (bytes), comma-separated.
+    #[arg(
+        long,
+        default_value = "1024,2048,4096,8192,16384,32768",
+        value_delimiter = ','
+    )]
+    sizes: Vec<u32>,
+    /// Pipelines: fixed:N, aimd, cubic (comma-separated).
+    #[arg(
+        long,
+        default_value = "fixed:1,fixed:4,fixed:16,fixed:64,aimd,cubic",
+        value_delimiter = ','
+    )]
+    pipelines: Vec<String>,
+    /// UDP MTU of the faces.
+    #[arg(long, default_value_t = 1400)]
+    udp_mtu: usize,
+    /// Device MTU of the links (e.g. 9000: jumbo frames).
+    #[arg(long)]
+    link_mtu: Option<u32>,
+    /// Extra `granary get` flags (one string, split on spaces).
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    get_args: String,
+    /// Also fetch with NDNts (node + tests/interop/ndnts) at these sizes
+    /// (≤ 8192; NDNts keeps the 8800-byte packet limit).
+    #[arg(long)]
+    ndnts: Option<PathBuf>,
+    /// CSV output (also printed).
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+struct Node {
+    dir: PathBuf,
+    socket: PathBuf,
+    pid: u32,
+}
+
+fn start_node(tb: &mut Testbed, host: granary_testbed::HostId, g: &Path, extra: &[String]) -> Node {
+    let dir = std::env::temp_dir().join(format!(
+        "granary-netns-bench-{}-{}",
+        std::process::id(),
+        tb.host_name(host)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("g.sock");
+    let mut c = tb.command(host, g);
+    c.args([
+        "--data-dir",
+        dir.to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ])
+    .args([
+        "daemon",
+        "--listen",
+        "udp://0.0.0.0:6363",
+        "--cs-capacity",
+        "0",
+    ])
+    .args(extra)
+    .env("GRANARY_LOG", "warn")
+    .stdout(Stdio::piped());
+    let mut child = c.spawn().expect("start daemon");
+    let pid = child.id();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        if l.unwrap() == "ready" {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    tb.adopt(child);
+    Node { dir, socket, pid }
+}
+
+fn cli(g: &Path, n: &Node, args: &[&str]) -> String {
+    let o = Command::new(g)
+        .args([
+            "--data-dir",
+            n.dir.to_str().unwrap(),
+            "--socket",
+            n.socket.to_str().unwrap(),
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "granary {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn vm_hwm_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Runs a command, sampling its peak RSS; returns (stdout, stderr, peak KiB, wall s).
+fn run_sampled(mut c: Command) -> (String, String, u64, f64) {
+    let t = Instant::now();
+    let mut child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (mut o, mut e) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let ho = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut o, &mut s).ok();
+        s
+    });
+    let he = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut e, &mut s).ok();
+        s
+    });
+    let mut peak = 0;
+    loop {
+        peak = peak.max(vm_hwm_kib(pid));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let wall = t.elapsed().as_secs_f64();
+    (ho.join().unwrap(), he.join().unwrap(), peak, wall)
+}
+
+fn write_random(p: &Path, len: u64, seed: u64) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
+    let mut x = seed | 1;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        for c in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+        }
+        let n = left.min(buf.len() as u64) as usize;
+        f.write_all(&buf[..n]).unwrap();
+        left -= n as u64;
+    }
+}
+
+fn main() {
+    let a = Args::parse();
+    let g = a.granary.clone();
+    let mut out = String::from(
+        "tool,segment_size,pipeline,window,file_bytes,goodput_mbps,link_share,seconds,retransmissions,timeouts,max_cwnd,rtt_avg_ms,get_peak_rss_kib\n",
+    );
+    print!("{out}");
+    let mut tb = Testbed::new(Options::new(&g)).expect("testbed");
+    eprintln!(
+        "emulation {:?}: {} Mbit/s, {:?} one-way, {}% loss per datagram each way, UDP MTU {}",
+        tb.emulation(),
+        a.rate / 1_000_000,
+        a.delay,
+        a.loss * 100.0,
+        a.udp_mtu
+    );
+    let c = tb.add_host("consumer").unwrap();
+    let r = tb.add_host("router").unwrap();
+    let p = tb.add_host("producer").unwrap();
+    let mut spec = LinkSpec::symmetric(Some(a.rate), a.delay, a.loss);
+    spec.mtu = a.link_mtu;
+    let wan = tb.link(c, r, spec).unwrap();
+    let mut clean = LinkSpec::clean();
+    clean.mtu = a.link_mtu;
+    let lan = tb.link(r, p, clean).unwrap();
+    let max_seg = a.sizes.iter().copied().max().unwrap_or(8192);
+    let extra = vec![
+        "--udp-mtu".to_string(),
+        a.udp_mtu.to_string(),
+        "--max-packet".to_string(),
+        (max_seg as usize + 2048).max(8800).to_string(),
+    ];
+    let consumer = start_node(&mut tb, c, &g, &extra);
+    let router = start_node(&mut tb, r, &g, &extra);
+    let producer = start_node(&mut tb, p, &g, &extra);
+    let to_router = tb.udp_path(wan, c, 6363).unwrap();
+    let to_producer = tb.link_addr(lan, p).unwrap();
+    cli(
+        &g,
+        &consumer,
+        &["route", "add", "/bench", &format!("udp4://{to_router}")],
+    );
+    cli(
+        &g,
+        &router,
+        &[
+            "route",
+            "add",
+            "/bench",
+            &format!("udp4://{to_producer}:6363"),
+        ],
+    );
+    cli(
+        &g,
+        &producer,
+        &["key", "gen", "/bench/producer", "--type", "ed25519"],
+    );
+    let cert = cli(&g, &producer, &["key", "export", "/bench/producer"]);
+    let cert_path = producer.dir.join("producer.ndncert");
+    std::fs::write(&cert_path, cert).unwrap();
+    cli(
+        &g,
+        &consumer,
+        &["key", "trust", cert_path.to_str().unwrap()],
+    );
+
+    let big = producer.dir.join("big.bin");
+    let small = producer.dir.join("small.bin");
+    write_random(&big, a.file_mib << 20, 1);
+    write_random(&small, a.small_mib << 20, 2);
+    let get_extra: Vec<&str> = a.get_args.split_whitespace().collect();
+    for &size in &a.sizes {
+        for (file, tag) in [(&big, "big"), (&small, "small")] {
+            let seg = size.to_string();
+            cli(
+                &g,
+                &producer,
+                &[
+                    "put",
+                    file.to_str().unwrap(),
+                    &format!("/bench/{tag}/{size}"),
+                    "--segment-size",
+                    &seg,
+                ],
+            );
+            if a.ndnts.is_some() && size <= 8192 {
+                cli(
+                    &g,
+                    &producer,
+                    &[
+                        "put",
+                        file.to_str().unwrap(),
+                        &format!("/bench/{tag}d/{size}"),
+                        "--segment-size",
+                        &seg,
+                        "--sign",
+                        "digest",
+                    ],
+                );
+            }
+        }
+        for pl in &a.pipelines {
+            let (kind, window) = match pl.split_once(':') {
+                Some(("fixed", w)) => ("fixed", w.parse::<u32>().expect("fixed:N")),
+                _ => (pl.as_str(), 0),
+            };
+            let small_run = kind == "fixed" && window < 16;
+            let (tag, file) = if small_run {
+                ("small", &small)
+            } else {
+                ("big", &big)
+            };
+            let name = format!("/bench/{tag}/{size}");
+            let dest = consumer.dir.join("out.bin");
+            let mut cmd = Command::new(&g);
+            cmd.args([
+                "--data-dir",
+                consumer.dir.to_str().unwrap(),
+                "--socket",
+                consumer.socket.to_str().unwrap(),
+            ])
+            .args([
+                "get",
+                &name,
+                "-o",
+                dest.to_str().unwrap(),
+                "--json",
+                "--pipeline-type",
+                kind,
+            ]);
+            if kind == "fixed" {
+                cmd.args(["--pipeline-size", &window.to_string()]);
+            }
+            cmd.args(&get_extra);
+            let (so, se, peak, _) = run_sampled(cmd);
+            let json = so
+                .lines()
+                .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .unwrap_or_else(|| panic!("no JSON from get:\n{so}\n{se}"));
+            let st = &json["stats"];
+            let bytes = st["bytes"].as_f64().unwrap_or(0.0);
+            let secs = st["seconds"].as_f64().unwrap_or(f64::NAN);
+            let same = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0)
+                == std::fs::metadata(file).unwrap().len();
+            assert!(same, "{name}: output has the wrong size:\n{se}");
+            let mbps = bytes * 8.0 / secs / 1e6;
+            let line = format!(
+                "granary,{size},{kind},{window},{},{mbps:.2},{:.3},{secs:.2},{},{},{},{:.1},{peak}\n",
+                bytes as u64,
+                mbps * 1e6 / a.rate as f64,
+                st["retransmissions"],
+                st["timeouts"],
+                st["max_cwnd"],
+                st["rtt_avg_ms"].as_f64().unwrap_or(0.0),
+            );
+            print!("{line}");
+            out.push_str(&line);
+            let _ = std::fs::remove_file(&dest);
+        }
+        if let (Some(dir), true) = (&a.ndnts, size <= 8192) {
+            let name = format!("/bench/bigd/{size}");
+            let dest = consumer.dir.join("out-ndnts.bin");
+            let mut cmd = Command::new("node");
+            cmd.arg(dir.join("fetch.mjs")).args([
+                consumer.socket.to_str().unwrap(),
+                &name,
+                dest.to_str().unwrap(),
+                "--timeout",
+                "3000",
+            ]);
+            let (so, se, peak, wall) = run_sampled(cmd);
+            let v: serde_json::Value =
+                serde_json::from_str(so.lines().last().unwrap_or("{}")).unwrap_or_default();
+            let bytes = v["bytes"].as_f64().unwrap_or(0.0);
+            assert!(
+                v["error"].is_null() && bytes > 0.0,
+                "NDNts fetch failed: {so}\n{se}"
+            );
+            let mbps = bytes * 8.0 / wall / 1e6;
+            let line = format!(
+                "ndnts,{size},ndnts-default,0,{},{mbps:.2},{:.3},{wall:.2},,,,,{peak}\n",
+                bytes as u64,
+                mbps * 1e6 / a.rate as f64
+            );
+            print!("{line}");
+            out.push_str(&line);
+            let _ = std::fs::remove_file(&dest);
+        }
+    }
+    eprintln!(
+        "peak RSS: consumer daemon {} KiB, router {} KiB, producer {} KiB",
+        vm_hwm_kib(consumer.pid),
+        vm_hwm_kib(router.pid),
+        vm_hwm_kib(producer.pid)
+    );
+    for h in [c, r, p] {
+        eprintln!(
+            "kernel UDP drops in {} (InErrors, RcvbufErrors, SndbufErrors): {:?}",
+            tb.host_name(h),
+            tb.udp_kernel_drops(h).unwrap()
+        );
+    }
+    if let Some(p) = &a.csv {
+        std::fs::write(p, out).unwrap();
+    }
+    drop(tb);
+    for n in [consumer, router, producer] {
+        let _ = std::fs::remove_dir_all(&n.dir);
+    }
+}

@@ -1,0 +1,110 @@
+//! Shared set-up for the network-namespace tests: they need root and
+//! iproute2. Missing either is a failure with the reason; only an explicit
+//! `GRANARY_SKIP_NETNS=1` skips them, loudly.
+#![allow(dead_code)]
+
+use granary_testbed::{Options, Testbed};
+
+/// Tests of one binary take turns: measured delays and rates must not
+/// depend on what the other tests in the binary do at the same time.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A testbed and the turn of the calling test (hold both to the end), or
+/// None when the user asked to skip netns tests.
+pub fn testbed(
+    opts: impl FnOnce(&mut Options),
+) -> Option<(Testbed, std::sync::MutexGuard<'static, ()>)> {
+    if std::env::var("GRANARY_SKIP_NETNS").as_deref() == Ok("1") {
+        eprintln!(
+            "\n!!!!!!!! SKIPPED: netns test (GRANARY_SKIP_NETNS=1); nothing was tested !!!!!!!!\n"
+        );
+        return None;
+    }
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut o = Options::new(env!("CARGO_BIN_EXE_granary"));
+    opts(&mut o);
+    match Testbed::new(o) {
+        Ok(t) => Some((t, turn)),
+        Err(e) => panic!(
+            "{e}\nThe netns tests need root and iproute2 (CI runs as root). \
+             Set GRANARY_SKIP_NETNS=1 to skip them explicitly."
+        ),
+    }
+}
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use granary_testbed::HostId;
+
+/// A `granary daemon` running inside a testbed host (stopped with the
+/// testbed). Its Unix socket is a path, so CLI commands reach it from the
+/// root namespace.
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    pub data: PathBuf,
+    pub socket: PathBuf,
+}
+
+pub fn granary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_granary"))
+}
+
+impl Node {
+    /// Starts a daemon in `host` with a UDP listener on 0.0.0.0:6363 plus
+    /// `extra` daemon flags; waits for `ready`.
+    pub fn start(tb: &mut granary_testbed::Testbed, host: HostId, extra: &[&str]) -> Node {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        let socket = data.join("g.sock");
+        let mut c = tb.command(host, env!("CARGO_BIN_EXE_granary"));
+        c.args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+            "daemon",
+            "--listen",
+            "udp://0.0.0.0:6363",
+        ])
+        .args(extra)
+        .env("GRANARY_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        let mut child = c.spawn().unwrap();
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        loop {
+            let l = lines.next().expect("daemon exited before ready").unwrap();
+            if l == "ready" {
+                break;
+            }
+        }
+        std::thread::spawn(move || for _ in lines.by_ref() {});
+        tb.adopt(child);
+        Node { dir, data, socket }
+    }
+
+    pub fn cli(&self, args: &[&str]) -> Output {
+        granary()
+            .args([
+                "--data-dir",
+                self.data.to_str().unwrap(),
+                "--socket",
+                self.socket.to_str().unwrap(),
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let o = self.cli(args);
+        assert!(
+            o.status.success(),
+            "granary {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    }
+}

@@ -1,0 +1,220 @@
+//! Transfer over an emulated WAN: namespaces consumer — router — producer,
+//! a `granary daemon` in each with UDP faces and routes added through the
+//! CLI; the consumer—router link is 100 Mbit/s, 20 ms RTT, 0.5% loss each
+//! way (netem when the kernel has it, else the `granary linkem` relay: see
+//! crates/testbed/README.md); router—producer is a clean veth. The producer
+//! is the daemon's repository with a published 200 MiB random file.
+//!
+//! Issue 5 asks CUBIC and AIMD to reach ≥ 70% of the link rate on a 200 MiB
+//! file. They do not yet: at 0.5% loss per datagram an 8 KiB segment (six
+//! 1400-byte fragments plus its Interest) is lost ~4% of the time, and the
+//! engine's loss-driven windows settle near 20–30 Mbit/s (bench/RESULTS.md,
+//! "netns goodput"). So `goodput_over_emulated_wan` asserts what holds
+//! (byte-identical output, every pipeline far faster than a window of 1,
+//! floors against collapse) on 64 MiB, and `goodput_goal_70_percent` — the
+//! issue's test as written, 200 MiB, ≥ 70% — is `#[ignore]`d with the
+//! reason until link-layer recovery or a loss-tolerant window lands.
+//! Each test is one function so its fetches do not share the CPU. Needs
+//! root (see netns/mod.rs).
+
+mod netns;
+
+use std::path::Path;
+use std::time::Duration;
+
+use granary_testbed::LinkSpec;
+use netns::Node;
+
+const RATE: u64 = 100_000_000;
+
+fn random_file(p: &Path, len: usize, seed: u64) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
+    let mut x = seed | 1;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = len;
+    while left > 0 {
+        for c in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
+        }
+        let n = left.min(buf.len());
+        f.write_all(&buf[..n]).unwrap();
+        left -= n;
+    }
+    f.flush().unwrap();
+}
+
+/// `granary get` with `flags`; returns goodput in bit/s from its statistics.
+fn fetch(consumer: &Node, name: &str, out: &Path, flags: &[&str]) -> (f64, serde_json::Value) {
+    let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];
+    args.extend_from_slice(flags);
+    let o = consumer.cli(&args);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "granary {args:?} failed:\n{stderr}\n{stdout}"
+    );
+    let json = stdout
+        .lines()
+        .chain(stderr.lines())
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .unwrap_or_else(|| panic!("no JSON statistics in:\n{stdout}\n{stderr}"));
+    let st = &json["stats"];
+    let bits = st["bytes"].as_f64().unwrap() * 8.0;
+    let secs = st["seconds"].as_f64().unwrap();
+    (bits / secs, json)
+}
+
+fn same_file(a: &Path, b: &Path) {
+    let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b).unwrap());
+    assert_eq!(x.len(), y.len(), "{} has the wrong size", b.display());
+    assert!(x == y, "{} differs from what was published", b.display());
+}
+
+struct Figures {
+    emulation: granary_testbed::Emulation,
+    cubic: f64,
+    aimd: f64,
+    fixed1: f64,
+}
+
+/// Builds the testbed, publishes, fetches with CUBIC, AIMD (a `big_mib`
+/// file each) and a fixed window of 1 (2 MiB); checks every output.
+fn run(big_mib: usize) -> Option<Figures> {
+    let (mut tb, _turn) = netns::testbed(|o| o.seed = 5)?;
+    let c = tb.add_host("consumer").unwrap();
+    let r = tb.add_host("router").unwrap();
+    let p = tb.add_host("producer").unwrap();
+    let wan = tb
+        .link(
+            c,
+            r,
+            LinkSpec::symmetric(Some(RATE), Duration::from_millis(10), 0.005),
+        )
+        .unwrap();
+    let lan = tb.link(r, p, LinkSpec::clean()).unwrap();
+    let consumer = Node::start(&mut tb, c, &[]);
+    let router = Node::start(&mut tb, r, &[]);
+    let producer = Node::start(&mut tb, p, &[]);
+
+    let to_router = tb.udp_path(wan, c, 6363).unwrap();
+    let to_producer = tb.link_addr(lan, p).unwrap();
+    consumer.ok(&["route", "add", "/netns", &format!("udp4://{to_router}")]);
+    router.ok(&[
+        "route",
+        "add",
+        "/netns",
+        &format!("udp4://{to_producer}:6363"),
+    ]);
+
+    // The consumer trusts the producer's publisher key.
+    producer.ok(&["key", "gen", "/netns/producer", "--type", "ed25519"]);
+    let cert = producer.dir.path().join("producer.ndncert");
+    std::fs::write(&cert, producer.ok(&["key", "export", "/netns/producer"])).unwrap();
+    consumer.ok(&["key", "trust", cert.to_str().unwrap()]);
+
+    // One big file published under two names (no cache serves the second
+    // fetch), and a 2 MiB one for the window of 1.
+    let big = producer.dir.path().join("big.bin");
+    random_file(&big, big_mib << 20, 0x5eed);
+    let small = producer.dir.path().join("small.bin");
+    random_file(&small, 2 << 20, 0xbeef);
+    for n in ["/netns/cubic", "/netns/aimd"] {
+        producer.ok(&["put", big.to_str().unwrap(), n]);
+    }
+    producer.ok(&["put", small.to_str().unwrap(), "/netns/fixed1"]);
+
+    let out = consumer.dir.path();
+    let mut got = vec![];
+    for (name, file, flags) in [
+        ("cubic", &big, &["--pipeline-type", "cubic"][..]),
+        ("aimd", &big, &["--pipeline-type", "aimd"][..]),
+        (
+            "fixed1",
+            &small,
+            &["--pipeline-type", "fixed", "--pipeline-size", "1"][..],
+        ),
+    ] {
+        let dest = out.join(name);
+        let (g, json) = fetch(&consumer, &format!("/netns/{name}"), &dest, flags);
+        same_file(file, &dest);
+        std::fs::remove_file(&dest).unwrap();
+        eprintln!("{name}: {:.2} Mbit/s {}", g / 1e6, json["stats"]);
+        got.push(g);
+    }
+    for h in [c, r, p] {
+        eprintln!(
+            "kernel UDP drops in {} (InErrors, RcvbufErrors, SndbufErrors): {:?}",
+            tb.host_name(h),
+            tb.udp_kernel_drops(h).unwrap()
+        );
+    }
+    let f = Figures {
+        emulation: tb.emulation(),
+        cubic: got[0],
+        aimd: got[1],
+        fixed1: got[2],
+    };
+    eprintln!(
+        "{:?}: 100 Mbit/s, 20 ms RTT, 0.5% loss, {big_mib} MiB: CUBIC {:.1} Mbit/s, AIMD {:.1} Mbit/s, fixed window 1 {:.2} Mbit/s",
+        f.emulation,
+        f.cubic / 1e6,
+        f.aimd / 1e6,
+        f.fixed1 / 1e6
+    );
+    Some(f)
+}
+
+#[test]
+fn goodput_over_emulated_wan() {
+    let Some(f) = run(64) else {
+        return;
+    };
+    // One 8 KiB segment per 20 ms round trip is at most 3.3 Mbit/s: a window
+    // of 1 must be far slower than either adaptive pipeline, but must move.
+    assert!(
+        f.fixed1 * 5.0 < f.cubic.min(f.aimd),
+        "a window of 1 ({:.2} Mbit/s) should be far slower than CUBIC {:.1} / AIMD {:.1}",
+        f.fixed1 / 1e6,
+        f.cubic / 1e6,
+        f.aimd / 1e6
+    );
+    assert!(
+        f.fixed1 > 0.3e6,
+        "window 1 stalled: {:.3} Mbit/s",
+        f.fixed1 / 1e6
+    );
+    // Floors against a collapse (measured: 20–30 Mbit/s, see module docs).
+    for (n, g) in [("CUBIC", f.cubic), ("AIMD", f.aimd)] {
+        assert!(
+            g >= 0.1 * RATE as f64,
+            "{n} collapsed: {:.1} Mbit/s",
+            g / 1e6
+        );
+    }
+}
+
+/// Issue 5's goodput test as written. Fails today (see the module docs).
+#[test]
+#[ignore = "issue 5 goal not met yet: CUBIC/AIMD reach ~20-30 Mbit/s, not 70, at 0.5% loss per 1400-byte datagram (bench/RESULTS.md)"]
+fn goodput_goal_70_percent() {
+    let Some(f) = run(200) else {
+        return;
+    };
+    let floor = 0.7 * RATE as f64;
+    assert!(
+        f.cubic >= floor,
+        "CUBIC {:.1} Mbit/s < 70 Mbit/s",
+        f.cubic / 1e6
+    );
+    assert!(
+        f.aimd >= floor,
+        "AIMD {:.1} Mbit/s < 70 Mbit/s",
+        f.aimd / 1e6
+    );
+    assert!(f.fixed1 * 5.0 < f.cubic.min(f.aimd));
+}
