@@ -25,6 +25,7 @@ pub struct Item {
 }
 
 /// What became of an item.
+#[allow(clippy::large_enum_variant)] // one per item, moved once
 pub enum Outcome {
     /// Fetched and checked: the Data and which request (index) gave it.
     Got(Data, usize),
@@ -39,6 +40,9 @@ struct Slot {
     outcome: Option<Outcome>,
 }
 
+/// Called as each item completes.
+pub type OnDone = Box<dyn FnMut(usize, &Outcome) + Send>;
+
 /// Rejections of one request's Data before moving to the next request.
 const REJECTS_PER_REQUEST: u32 = 2;
 
@@ -49,7 +53,7 @@ pub struct ItemsJob {
     todo: VecDeque<usize>,
     left: usize,
     error: Option<String>,
-    on_done: Option<Box<dyn FnMut(usize, &Outcome) + Send>>,
+    on_done: Option<OnDone>,
 }
 
 impl ItemsJob {
