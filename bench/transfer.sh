@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
 runs=${2:-1}
-shift 2 || true
+shift $(( $# < 2 ? $# : 2 ))
 cargo build --release -q -p granary
 G=$PWD/target/release/granary
 NTS=$PWD/tests/interop/ndnts/fetch.mjs

@@ -142,8 +142,17 @@ fn trust(data_dir: &Path) -> anyhow::Result<Arc<Trust>> {
     Ok(Arc::new(Trust::from_keychain(&kc)?))
 }
 
+/// Two worker threads: the socket reader (framing, NDNLPv2 decoding) runs
+/// beside the engine (verification, writes). `GRANARY_FETCH_THREADS=1` for
+/// one.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
+    let threads = std::env::var("GRANARY_FETCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .max(1);
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
         .enable_all()
         .build()?)
 }

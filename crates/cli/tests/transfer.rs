@@ -463,3 +463,66 @@ fn remote_file_stat_and_read_at() {
         assert!(f.read_at(size as u64, 10).await.unwrap().is_empty());
     });
 }
+
+#[test]
+fn every_pipeline_type_fetches_the_same_bytes() {
+    let d = Daemon::start(&[]);
+    let body = random(700_000, 12);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/pipes/f"]);
+    let out = d.dir.path().join("out");
+    for flags in [
+        &["--pipeline-type", "fixed", "--pipeline-size", "8"][..],
+        &[
+            "--pipeline-type",
+            "aimd",
+            "--aimd-step",
+            "2",
+            "--aimd-beta",
+            "0.6",
+        ][..],
+        &[
+            "--pipeline-type",
+            "cubic",
+            "--cubic-beta",
+            "0.8",
+            "--enable-fast-conv",
+            "--no-hystart",
+        ][..],
+        &[
+            "--init-cwnd",
+            "16",
+            "--min-rto",
+            "50",
+            "--max-rto",
+            "2000",
+            "-l",
+            "1000",
+            "-r",
+            "3",
+        ][..],
+    ] {
+        let mut a = vec!["/pipes/f", "-o", out.to_str().unwrap()];
+        a.extend_from_slice(flags);
+        let (ok, v, err) = get_json(&d, &a);
+        assert!(ok, "{flags:?}: {err}");
+        assert_eq!(std::fs::read(&out).unwrap(), body, "{flags:?}");
+        let v = v.unwrap();
+        assert_eq!(v["stats"]["segments"], 86, "{flags:?}: {v}");
+        if flags[1] == "fixed" {
+            assert_eq!(v["stats"]["max_cwnd"], 8.0, "{v}");
+        }
+    }
+    // Bad flag values are refused before anything is fetched.
+    let o = d.cli(&[
+        "get",
+        "/pipes/f",
+        "-o",
+        out.to_str().unwrap(),
+        "--cubic-beta",
+        "1.5",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--cubic-beta"));
+}

@@ -72,6 +72,8 @@ pub enum Verdict {
     Again(String),
     /// Rejected; ask this instead.
     Instead(Request),
+    /// Rejected, and the job gave the request up (it goes on without it).
+    Discard,
     /// The job cannot go on.
     Fatal(String),
 }
@@ -580,6 +582,7 @@ impl Engine {
                                         jobs,
                                     );
                                 }
+                                Verdict::Discard => st.rejected += 1,
                                 Verdict::Fatal(why) => jobs[e.job].fail(why),
                             }
                         }
@@ -784,7 +787,7 @@ fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::link::ChannelLink;
     use granary_face::LinkFields;
@@ -794,7 +797,7 @@ mod tests {
     /// Answers `/a/seg=N` (every 5th with a congestion mark); `/slow/…`
     /// never; `/dup/…` first with Nack Duplicate, then Data; `/none/…`
     /// with Nack NoRoute.
-    fn responder() -> ChannelLink {
+    pub(crate) fn responder() -> ChannelLink {
         let (tx, mut from_engine) = mpsc::channel::<Incoming>(1024);
         let (to_engine, rx) = mpsc::channel::<Incoming>(1024);
         tokio::spawn(async move {

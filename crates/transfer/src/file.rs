@@ -217,7 +217,26 @@ pub async fn fetch_objects<L: Link>(
             .iter_mut()
             .map(|p| &mut p.job as &mut dyn Job)
             .collect();
-        engine.run(link, &mut jobs).await?
+        match engine.run(link, &mut jobs).await {
+            Ok(st) => st,
+            Err(e) => {
+                let parts: Vec<String> = prepared
+                    .iter()
+                    .filter_map(|p| match &p.out {
+                        Output::File(f) => Some(part_paths(f).0.display().to_string()),
+                        Output::Stdout => None,
+                    })
+                    .collect();
+                return Err(if parts.is_empty() {
+                    e
+                } else {
+                    Error::Fetch(format!(
+                        "{e}; the verified part is kept in {} (run again with --resume)",
+                        parts.join(", ")
+                    ))
+                });
+            }
+        }
     };
     let mut reports = Vec::new();
     for p in prepared {

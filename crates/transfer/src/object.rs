@@ -797,6 +797,12 @@ impl Job for ObjectJob {
         if self.have.get(seg) {
             return Verdict::Done(0);
         }
+        if d.content_type() == granary_packet::types::content_type::NACK {
+            return Verdict::Fatal(format!(
+                "{}: the producer answered with an application Nack (ContentType NACK)",
+                d.name()
+            ));
+        }
         if let Err(why) = self.verify(seg, &d) {
             let n = self.bad.entry(seg).or_default();
             *n += 1;
