@@ -13,6 +13,8 @@
 //! Depends only on `granary-packet`. Does no networking and no signing.
 #![forbid(unsafe_code)]
 
+pub mod chunking;
+pub mod index;
 pub mod meta;
 pub mod path;
 
@@ -24,6 +26,7 @@ use std::path::{Path, PathBuf};
 use granary_packet::Name;
 use sha2::{Digest, Sha256};
 
+pub use chunking::Chunking;
 pub use meta::{Backend, FileMeta};
 
 /// Default content bytes per segment (a Data with this much content and a
@@ -113,6 +116,10 @@ pub struct PutOptions {
     pub segment_size: u32,
     /// Content type.
     pub content_type: Option<String>,
+    /// Chunking (overrides `segment_size` when set).
+    pub chunking: Option<Chunking>,
+    /// Add the segments to the hash index once published.
+    pub index: bool,
 }
 
 impl Default for PutOptions {
@@ -121,6 +128,8 @@ impl Default for PutOptions {
             version: None,
             segment_size: DEFAULT_SEGMENT_SIZE,
             content_type: None,
+            chunking: None,
+            index: true,
         }
     }
 }
@@ -134,6 +143,8 @@ pub struct Entry {
     pub meta: FileMeta,
     /// The file, open (shared), when the entry came from a lookup.
     pub file: Option<std::sync::Arc<fs::File>>,
+    /// Its `.offsets` file, open, for variable-size segments from a lookup.
+    pub offsets: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -149,6 +160,16 @@ pub struct Store {
     /// processes are seen at once); a new version published by another
     /// process is seen within [`CACHE_TTL`].
     cache: std::sync::Mutex<LookupCache>,
+    /// The hash index, opened on first use; `None` inside while another
+    /// process holds it.
+    index: std::sync::Mutex<IndexState>,
+}
+
+#[derive(Debug, Default)]
+struct IndexState {
+    db: Option<index::Index>,
+    /// Last time an open was tried or marks were looked for.
+    checked: Option<std::time::Instant>,
 }
 
 type LookupCache = std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>;
@@ -188,6 +209,7 @@ impl Store {
             tmp,
             backend,
             cache: Default::default(),
+            index: Default::default(),
         })
     }
 
@@ -202,9 +224,11 @@ impl Store {
     }
 
     /// Ingests `reader` as a new version of `name`, streaming: the bytes are
-    /// copied to a temp file while each segment is hashed; the version
-    /// becomes visible only when complete and durable. `progress` gets the
-    /// byte count so far.
+    /// copied to a temp file while they are cut into segments
+    /// ([`PutOptions::chunking`]) and each segment is hashed, all in one
+    /// pass over a 1 MiB buffer; the version becomes visible only when
+    /// complete and durable, and its segments are then added to the hash
+    /// index ([`PutOptions::index`]). `progress` gets the byte count so far.
     pub fn put(
         &self,
         name: &Name,
@@ -213,67 +237,113 @@ impl Store {
         mut progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let dir = self.objects.join(path::object_dir(name)?);
-        let seg = opts.segment_size.max(1) as usize;
+        let chunking = opts
+            .chunking
+            .unwrap_or(Chunking::Fixed(opts.segment_size.max(1)));
+        chunking.validate().map_err(Error::Corrupt)?;
+        let cutter = chunking.cutter();
+        let max = cutter.max();
         let version = opts.version.unwrap_or_else(now_us);
         let id = format!("{}-{}", std::process::id(), unique());
         let tmp_data = self.tmp.join(format!("{id}.data"));
         let tmp_hash = self.tmp.join(format!("{id}.hashes"));
+        let tmp_off = self.tmp.join(format!("{id}.offsets"));
+        let variable = !chunking.is_fixed();
         let result = (|| -> Result<Entry> {
             let mut data = fs::File::create(&tmp_data).map_err(Error::io(&tmp_data))?;
             let mut hashes =
                 std::io::BufWriter::new(fs::File::create(&tmp_hash).map_err(Error::io(&tmp_hash))?);
+            let mut offsets = if variable {
+                Some(std::io::BufWriter::new(
+                    fs::File::create(&tmp_off).map_err(Error::io(&tmp_off))?,
+                ))
+            } else {
+                None
+            };
             let mut whole = Sha256::new();
-            let mut buf = vec![0u8; ((1usize << 20) / seg).max(1) * seg];
-            let mut pending = Sha256::new();
-            let mut in_seg = 0usize;
-            let mut size = 0u64;
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        return Err(Error::Io {
-                            path: "input".into(),
-                            source: e,
-                        })
-                    }
-                };
-                data.write_all(&buf[..n]).map_err(Error::io(&tmp_data))?;
-                whole.update(&buf[..n]);
-                let mut rest = &buf[..n];
-                while !rest.is_empty() {
-                    let take = rest.len().min(seg - in_seg);
-                    pending.update(&rest[..take]);
-                    in_seg += take;
-                    rest = &rest[take..];
-                    if in_seg == seg {
-                        hashes
-                            .write_all(&std::mem::replace(&mut pending, Sha256::new()).finalize())
-                            .map_err(Error::io(&tmp_hash))?;
-                        in_seg = 0;
-                    }
+            // Room for 1 MiB of new input beside the carried tail (< max).
+            let cap = ((1usize << 20) / max).max(1) * max + max;
+            let mut buf = vec![0u8; cap];
+            let (mut filled, mut size, mut eof) = (0usize, 0u64, false);
+            let mut segments = 0u64;
+            let mut seg_start = 0u64;
+            while !eof || filled > 0 {
+                // Fill the buffer (or reach the end of the input).
+                while !eof && filled < cap {
+                    let n = match reader.read(&mut buf[filled..]) {
+                        Ok(0) => {
+                            eof = true;
+                            break;
+                        }
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            return Err(Error::Io {
+                                path: "input".into(),
+                                source: e,
+                            })
+                        }
+                    };
+                    data.write_all(&buf[filled..filled + n])
+                        .map_err(Error::io(&tmp_data))?;
+                    whole.update(&buf[filled..filled + n]);
+                    filled += n;
+                    size += n as u64;
+                    progress(size);
                 }
-                size += n as u64;
-                progress(size);
+                // Cut every chunk whose end is decided (a chunk never needs
+                // more than `max` bytes).
+                let mut pos = 0usize;
+                while pos < filled && (eof || filled - pos >= max) {
+                    let n = cutter.cut(&buf[pos..filled]);
+                    hashes
+                        .write_all(&Sha256::digest(&buf[pos..pos + n]))
+                        .map_err(Error::io(&tmp_hash))?;
+                    if let Some(o) = offsets.as_mut() {
+                        o.write_all(&seg_start.to_le_bytes())
+                            .map_err(Error::io(&tmp_off))?;
+                    }
+                    seg_start += n as u64;
+                    segments += 1;
+                    pos += n;
+                }
+                buf.copy_within(pos..filled, 0);
+                filled -= pos;
+                if eof && filled == 0 {
+                    break;
+                }
             }
-            if in_seg > 0 || size == 0 {
+            if size == 0 {
+                // An empty file is one empty segment.
                 hashes
-                    .write_all(&pending.finalize())
+                    .write_all(&Sha256::digest(b""))
                     .map_err(Error::io(&tmp_hash))?;
+                if let Some(o) = offsets.as_mut() {
+                    o.write_all(&0u64.to_le_bytes()).map_err(Error::io(&tmp_off))?;
+                }
+                segments = 1;
             }
             hashes
                 .into_inner()
                 .map_err(|e| Error::io(&tmp_hash)(e.into_error()))?
                 .sync_all()
                 .map_err(Error::io(&tmp_hash))?;
+            if let Some(mut o) = offsets {
+                // The end of the last segment closes the table.
+                o.write_all(&size.to_le_bytes()).map_err(Error::io(&tmp_off))?;
+                o.into_inner()
+                    .map_err(|e| Error::io(&tmp_off)(e.into_error()))?
+                    .sync_all()
+                    .map_err(Error::io(&tmp_off))?;
+            }
             data.sync_all().map_err(Error::io(&tmp_data))?;
             let m = FileMeta {
                 name: name.to_string(),
                 version,
                 size,
-                segment_size: seg as u32,
-                chunking: format!("fixed:{seg}"),
+                segment_size: chunking.max_len(),
+                chunking: chunking.to_string(),
+                segments: variable.then_some(segments),
                 sha256: hex::encode(whole.finalize()),
                 manifest: None,
                 signer: None,
@@ -287,25 +357,45 @@ impl Store {
                 return Err(Error::Exists(format!("{name} version {version}")));
             }
             // Metadata first (on the temp file, or its sidecar at the final
-            // place), hashes next, data last: the data file's rename is the
-            // moment the version appears.
+            // place), hashes and offsets next, an index-pending mark, data
+            // last: the data file's rename is the moment the version appears.
             match self.backend {
                 Backend::Xattr => meta::write(Backend::Xattr, &tmp_data, &m)?,
                 Backend::Sidecar => meta::write(Backend::Sidecar, &final_data, &m)?,
             }
             fs::rename(&tmp_hash, dir.join(format!("@{version}.hashes")))
                 .map_err(Error::io(&dir))?;
-            fs::rename(&tmp_data, &final_data).map_err(Error::io(&final_data))?;
+            if variable {
+                fs::rename(&tmp_off, dir.join(format!("@{version}.offsets")))
+                    .map_err(Error::io(&dir))?;
+            }
+            let mark = if opts.index {
+                Some(self.mark_pending(&final_data)?)
+            } else {
+                None
+            };
+            if let Err(e) = fs::rename(&tmp_data, &final_data) {
+                if let Some(m) = &mark {
+                    let _ = fs::remove_file(m);
+                }
+                return Err(Error::io(&final_data)(e));
+            }
             sync_dir(&dir);
-            Ok(Entry {
+            let e = Entry {
                 path: final_data,
                 meta: m,
                 file: None,
-            })
+                offsets: None,
+            };
+            if let Some(mark) = mark {
+                self.index_pending(mark);
+            }
+            Ok(e)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp_data);
             let _ = fs::remove_file(&tmp_hash);
+            let _ = fs::remove_file(&tmp_off);
         }
         result
     }
@@ -366,9 +456,19 @@ impl Store {
             return Err(Error::NotFound(format!("{name} version {v}")));
         }
         let file = fs::File::open(&p).map_err(Error::io(&p))?;
+        let meta = meta::read(self.backend, &p)?;
+        let offsets = if meta.is_fixed() {
+            None
+        } else {
+            let op = extra_path(&p, "offsets");
+            Some(std::sync::Arc::new(
+                fs::File::open(&op).map_err(Error::io(&op))?,
+            ))
+        };
         Ok(Entry {
-            meta: meta::read(self.backend, &p)?,
+            meta,
             file: Some(std::sync::Arc::new(file)),
+            offsets,
             path: p,
         })
     }
@@ -382,14 +482,75 @@ impl Store {
         Ok(h)
     }
 
-    /// Reads segment `seg` of a version into `buf` (resized to the segment).
-    pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
+    /// Byte offset and length of segment `seg` (one 16-byte `pread` of the
+    /// `.offsets` file for variable-size segments).
+    pub fn segment_range(&self, e: &Entry, seg: u64) -> Result<(u64, u64)> {
         if seg >= e.meta.segments() {
             return Err(Error::NotFound(format!("segment {seg} of {}", e.meta.name)));
         }
-        let start = seg * e.meta.segment_size as u64;
-        let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64) as usize;
-        buf.resize(len, 0);
+        if e.meta.is_fixed() {
+            let start = seg * e.meta.segment_size as u64;
+            let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64);
+            return Ok((start, len));
+        }
+        let mut b = [0u8; 16];
+        let op = extra_path(&e.path, "offsets");
+        match &e.offsets {
+            Some(f) => f.read_exact_at(&mut b, seg * 8),
+            None => fs::File::open(&op).and_then(|f| f.read_exact_at(&mut b, seg * 8)),
+        }
+        .map_err(Error::io(&op))?;
+        let start = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let end = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        if start > end || end > e.meta.size || end - start > e.meta.segment_size as u64 {
+            return Err(Error::Corrupt(format!(
+                "{}: segment {seg} spans {start}..{end}",
+                op.display()
+            )));
+        }
+        Ok((start, end - start))
+    }
+
+    /// Every segment's (offset, length), in order (reads the whole
+    /// `.offsets` file for variable-size segments: 8 bytes per segment).
+    pub fn segment_spans(&self, e: &Entry) -> Result<Vec<(u64, u32)>> {
+        let n = e.meta.segments();
+        if e.meta.is_fixed() {
+            let s = e.meta.segment_size as u64;
+            return Ok((0..n)
+                .map(|i| (i * s, (e.meta.size - (i * s).min(e.meta.size)).min(s) as u32))
+                .collect());
+        }
+        let op = extra_path(&e.path, "offsets");
+        let raw = fs::read(&op).map_err(Error::io(&op))?;
+        if raw.len() as u64 != (n + 1) * 8 {
+            return Err(Error::Corrupt(format!(
+                "{}: {} bytes for {n} segments",
+                op.display(),
+                raw.len()
+            )));
+        }
+        let ends: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        for w in ends.windows(2) {
+            if w[0] > w[1] || w[1] - w[0] > e.meta.segment_size as u64 {
+                return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+            }
+            out.push((w[0], (w[1] - w[0]) as u32));
+        }
+        if ends.last() != Some(&e.meta.size) {
+            return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+        }
+        Ok(out)
+    }
+
+    /// Reads segment `seg` of a version into `buf` (resized to the segment).
+    pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (start, len) = self.segment_range(e, seg)?;
+        buf.resize(len as usize, 0);
         match &e.file {
             Some(f) => f.read_exact_at(buf, start).map_err(Error::io(&e.path))?,
             None => {
@@ -518,6 +679,12 @@ impl Store {
         }
         sync_dir(&from);
         sync_dir(&to);
+        // The hash index learns the new paths (the old ones fail validation).
+        for v in &versions {
+            if let Ok(mark) = self.mark_pending(&to.join(format!("@{v}"))) {
+                self.index_pending(mark);
+            }
+        }
         let _ = fs::remove_dir(&from);
         Ok(())
     }
@@ -604,6 +771,256 @@ impl Store {
     pub fn set_meta(&self, e: &Entry, m: &FileMeta) -> Result<()> {
         self.forget();
         meta::write(self.backend, &e.path, m)
+    }
+}
+
+/// What a reindex did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reindexed {
+    /// Versions indexed.
+    pub versions: u64,
+    /// Segments indexed.
+    pub segments: u64,
+}
+
+impl Store {
+    fn pending_dir(&self) -> PathBuf {
+        self.root.join("index-pending")
+    }
+
+    /// Path of the hash index database.
+    pub fn index_path(&self) -> PathBuf {
+        self.root.join("index.redb")
+    }
+
+    /// Writes a durable mark saying that `data` (a version file, about to
+    /// appear) must be indexed.
+    fn mark_pending(&self, data: &Path) -> Result<PathBuf> {
+        let rel = data
+            .strip_prefix(&self.objects)
+            .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?;
+        let dir = self.pending_dir();
+        fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        let mark = dir.join(format!("{}-{}", std::process::id(), unique()));
+        write_atomic(&mark, rel.as_os_str().as_encoded_bytes())?;
+        Ok(mark)
+    }
+
+    /// Runs `f` with the index, opening it if needed (and, when it was
+    /// missing, rebuilding it from the files). `None` when another process
+    /// holds it (retried at most once a second) or it cannot be opened.
+    fn with_index<T>(&self, f: impl FnOnce(&index::Index) -> T) -> Option<T> {
+        let mut st = self.index.lock().ok()?;
+        if st.db.is_none() {
+            let now = std::time::Instant::now();
+            if st
+                .checked
+                .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+            {
+                return None;
+            }
+            st.checked = Some(now);
+            let path = self.index_path();
+            let fresh = !path.exists();
+            match index::Index::open(&path) {
+                Ok(ix) => {
+                    if fresh {
+                        let _ = self.reindex_into(&ix);
+                    }
+                    self.catch_up_into(&ix);
+                    st.db = Some(ix);
+                }
+                Err(index::OpenError::Busy) => return None,
+                Err(index::OpenError::Other(e)) => {
+                    eprintln!("granary-store: {e}");
+                    return None;
+                }
+            }
+        }
+        st.db.as_ref().map(f)
+    }
+
+    /// Indexes the version a mark names and removes the mark (if the index
+    /// is available; otherwise the mark stays for whoever holds it).
+    fn index_pending(&self, mark: PathBuf) {
+        self.with_index(|ix| {
+            if let Ok(true) = self.index_mark(ix, &mark) {
+                let _ = fs::remove_file(&mark);
+            }
+        });
+    }
+
+    /// Indexes the version a mark names. `Ok(false)` when that version is
+    /// not there (yet).
+    fn index_mark(&self, ix: &index::Index, mark: &Path) -> Result<bool> {
+        let rel = fs::read(mark).map_err(Error::io(mark))?;
+        let rel = String::from_utf8(rel)
+            .map_err(|_| Error::Corrupt(format!("{}: not UTF-8", mark.display())))?;
+        let data = self.objects.join(&rel);
+        if !data.is_file() {
+            return Ok(false);
+        }
+        self.index_file(ix, &data).map(|_| true)
+    }
+
+    fn index_file(&self, ix: &index::Index, data: &Path) -> Result<u64> {
+        let rel = data
+            .strip_prefix(&self.objects)
+            .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let e = Entry {
+            meta: meta::read(self.backend, data)?,
+            path: data.to_path_buf(),
+            file: None,
+            offsets: None,
+        };
+        let spans = self.segment_spans(&e)?;
+        let hp = hashes_path(data);
+        let hashes = fs::read(&hp).map_err(Error::io(&hp))?;
+        if hashes.len() != spans.len() * 32 {
+            return Err(Error::Corrupt(format!(
+                "{}: {} hashes for {} segments",
+                hp.display(),
+                hashes.len() / 32,
+                spans.len()
+            )));
+        }
+        let items: Vec<([u8; 32], index::Location)> = hashes
+            .chunks_exact(32)
+            .zip(spans)
+            .filter(|(_, (_, len))| *len > 0)
+            .map(|(h, (offset, len))| {
+                let mut k = [0u8; 32];
+                k.copy_from_slice(h);
+                (
+                    k,
+                    index::Location {
+                        file: rel.clone(),
+                        offset,
+                        len,
+                    },
+                )
+            })
+            .collect();
+        ix.insert(&items).map_err(Error::Corrupt)?;
+        Ok(items.len() as u64)
+    }
+
+    fn catch_up_into(&self, ix: &index::Index) {
+        let Ok(rd) = fs::read_dir(self.pending_dir()) else {
+            return;
+        };
+        for m in rd.flatten() {
+            let p = m.path();
+            match self.index_mark(ix, &p) {
+                Ok(true) => {
+                    let _ = fs::remove_file(&p);
+                }
+                Ok(false) => {
+                    // Not there: an ingest still running (its owner is
+                    // alive: keep the mark), or one that died before its
+                    // version appeared (drop the mark).
+                    let alive = m
+                        .file_name()
+                        .to_str()
+                        .and_then(|f| f.split('-').next())
+                        .and_then(|pid| pid.parse::<u32>().ok())
+                        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                    if !alive {
+                        let _ = fs::remove_file(&p);
+                    }
+                }
+                Err(e) => eprintln!("granary-store: {}: {e}", p.display()),
+            }
+        }
+    }
+
+    /// Indexes versions that other processes published (their marks), at
+    /// most once a second; cheap when there is nothing to do.
+    pub fn index_catch_up(&self) {
+        let due = self.index.lock().ok().is_some_and(|mut st| {
+            let now = std::time::Instant::now();
+            let due = st
+                .checked
+                .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1));
+            if due && st.db.is_some() {
+                st.checked = Some(now);
+            }
+            due
+        });
+        if due {
+            self.with_index(|ix| self.catch_up_into(ix));
+        }
+    }
+
+    fn reindex_into(&self, ix: &index::Index) -> Result<Reindexed> {
+        ix.clear().map_err(Error::Corrupt)?;
+        let mut r = Reindexed::default();
+        let mut stack = vec![self.objects.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if e
+                    .file_name()
+                    .to_str()
+                    .and_then(path::parse_version_file)
+                    .is_some()
+                {
+                    match self.index_file(ix, &p) {
+                        Ok(n) => {
+                            r.versions += 1;
+                            r.segments += n;
+                        }
+                        Err(err) => eprintln!("granary-store: not indexed: {err}"),
+                    }
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Rebuilds the hash index from the `.hashes` and `.offsets` files of
+    /// every stored version. Fails when another process (a running daemon)
+    /// holds the index.
+    pub fn reindex(&self) -> Result<Reindexed> {
+        match self.with_index(|ix| self.reindex_into(ix)) {
+            Some(r) => r,
+            None => Err(Error::Corrupt(
+                "the hash index is in use by another process (a running daemon?); stop it, or delete index.redb and let it rebuild on open".into(),
+            )),
+        }
+    }
+
+    /// Looks a chunk up by the SHA-256 of its bytes: the bytes, read from
+    /// whichever version file holds them and checked against the hash.
+    /// Stale locations (file gone, moved or changed) are dropped on the way.
+    pub fn chunk(&self, h: &[u8; 32]) -> Result<Option<Vec<u8>>> {
+        self.index_catch_up();
+        let Some(locs) = self.with_index(|ix| ix.get(h)) else {
+            return Ok(None);
+        };
+        for loc in locs.map_err(Error::Corrupt)? {
+            let p = self.objects.join(&loc.file);
+            let mut buf = vec![0u8; loc.len as usize];
+            let ok = fs::File::open(&p)
+                .and_then(|f| f.read_exact_at(&mut buf, loc.offset))
+                .is_ok()
+                && <[u8; 32]>::from(Sha256::digest(&buf)) == *h;
+            if ok {
+                return Ok(Some(buf));
+            }
+            self.with_index(|ix| ix.remove(h, &loc));
+        }
+        Ok(None)
+    }
+
+    /// Number of (hash, location) entries in the index, if it is available.
+    pub fn index_len(&self) -> Option<u64> {
+        self.with_index(|ix| ix.len().ok()).flatten()
     }
 }
 
