@@ -1,5 +1,6 @@
 //! The `granary` command: a thin layer over the library crates.
 
+mod dedup;
 mod dissect;
 mod key;
 mod node;
@@ -120,6 +121,25 @@ enum Command {
         /// once the new one is published). Default: keep all.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         keep: Option<u64>,
+        #[command(flatten)]
+        chunking: ChunkArgs,
+    },
+    /// Repository maintenance: hash index, settings.
+    #[command(subcommand)]
+    Repo(repo::RepoCmd),
+    /// How much content-defined chunking would save: per file, chunks and
+    /// unique chunks; across the files, unique chunks, shared bytes and the
+    /// saving. Fixed 8 KiB, FastCDC and Rabin side by side unless
+    /// --chunking picks one (carepo's Table III / Fig. 2 analysis).
+    Dedup {
+        /// Files to analyse.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        chunking: ChunkArgs,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Fetch a file by name through the node (RDR version discovery,
     /// digest-verified segments).
@@ -173,6 +193,46 @@ enum Command {
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
+}
+
+/// Chunking flags (put, dedup).
+#[derive(clap::Args, Clone, Default)]
+pub struct ChunkArgs {
+    /// How files are cut into segments: `fixed`, `fastcdc` (content-defined,
+    /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
+    /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
+    /// put: the repository's setting (`granary repo config`), else fixed 8 KiB.
+    #[arg(long, value_name = "SCHEME")]
+    pub chunking: Option<String>,
+    /// Smallest chunk in bytes (content-defined; default 1024).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_min: Option<u32>,
+    /// Average chunk in bytes (default 4096).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_avg: Option<u32>,
+    /// Largest chunk in bytes (default 8192, at most 8192; for `fixed`, the
+    /// segment size).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_max: Option<u32>,
+}
+
+impl ChunkArgs {
+    /// The scheme the flags ask for, if any.
+    pub fn resolve(&self) -> anyhow::Result<Option<granary_store::Chunking>> {
+        let Some(c) = &self.chunking else {
+            return Ok(None);
+        };
+        if c.contains(':') {
+            if self.chunk_min.is_some() || self.chunk_avg.is_some() || self.chunk_max.is_some() {
+                anyhow::bail!("give sizes either in --chunking or with --chunk-min/avg/max, not both");
+            }
+            return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
+        }
+        Ok(Some(
+            granary_store::Chunking::from_parts(c, self.chunk_min, self.chunk_avg, self.chunk_max)
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ))
+    }
 }
 
 fn default_data_dir() -> PathBuf {
@@ -234,6 +294,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sign,
             key,
             keep,
+            chunking,
         } => repo::put(
             &data_dir,
             &socket,
@@ -243,7 +304,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             &sign,
             key.as_deref(),
             keep,
+            chunking.resolve()?,
         ),
+        Command::Repo(cmd) => repo::repo_cmd(&data_dir, cmd),
+        Command::Dedup {
+            files,
+            chunking,
+            json,
+        } => dedup::run(&files, chunking.resolve()?, json),
         Command::Get { name, output } => repo::get(&socket, &data_dir, &name, output.as_deref()),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),

@@ -2,7 +2,7 @@
 //! (the forwarder never lets `/localhost` in from a non-local face):
 //!
 //! - `…/put` with JSON ApplicationParameters `{"path", "name", "version"?,
-//!   "sign"?, "key"?, "keep"?, "id"?}`: the daemon streams the file in
+//!   "sign"?, "key"?, "keep"?, "id"?, "chunking"?}`: the daemon streams the file in
 //!   (copy + hashing in one pass, constant memory, atomic publish), builds
 //!   the signed manifest, applies retention, and answers with a JSON result
 //!   when done.
@@ -86,6 +86,8 @@ pub struct Publish<'a> {
     pub policy: &'a str,
     /// Keep only the newest N versions.
     pub keep: Option<u64>,
+    /// Chunking (default: the repository's config, else fixed 8 KiB).
+    pub chunking: Option<granary_store::Chunking>,
 }
 
 /// Publishes a file already open for reading: store, manifest, retention.
@@ -99,8 +101,13 @@ pub fn publish(
 ) -> Result<Value, String> {
     let (version, signer, policy, keep) = (how.version, how.signer, how.policy, how.keep);
     let t = std::time::Instant::now();
+    let chunking = match how.chunking {
+        Some(c) => c,
+        None => repo.store.default_chunking().map_err(|e| e.to_string())?,
+    };
     let opts = PutOptions {
         version,
+        chunking: Some(chunking),
         ..Default::default()
     };
     let e = repo
@@ -125,6 +132,7 @@ pub fn publish(
         "versioned": name.append(&Component::version(e.meta.version)).to_string(),
         "size": e.meta.size,
         "segments": e.meta.segments(),
+        "chunking": e.meta.chunking,
         "sha256": e.meta.sha256,
         "seconds": t.elapsed().as_secs_f64(),
         "removed_versions": removed,
@@ -249,6 +257,11 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         signer: &signer,
         policy,
         keep: p["keep"].as_u64(),
+        chunking: p["chunking"]
+            .as_str()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: String| e)?,
     };
     publish(repo, &name, f, &how, |b| {
         counter.store(b, Ordering::Relaxed)

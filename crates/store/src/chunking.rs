@@ -277,6 +277,44 @@ impl Cutter {
     }
 }
 
+/// Cuts everything `reader` gives into chunks, streaming (a buffer of
+/// 1 MiB plus one chunk), calling `each` with every chunk in order.
+/// Returns the byte count.
+pub fn for_each_chunk(
+    mut reader: impl std::io::Read,
+    cutter: &Cutter,
+    mut each: impl FnMut(&[u8]),
+) -> std::io::Result<u64> {
+    let max = cutter.max();
+    let cap = ((1usize << 20) / max).max(1) * max + max;
+    let mut buf = vec![0u8; cap];
+    let (mut filled, mut total, mut eof) = (0usize, 0u64, false);
+    loop {
+        while !eof && filled < cap {
+            match reader.read(&mut buf[filled..]) {
+                Ok(0) => eof = true,
+                Ok(n) => {
+                    filled += n;
+                    total += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let mut pos = 0;
+        while pos < filled && (eof || filled - pos >= max) {
+            let n = cutter.cut(&buf[pos..filled]);
+            each(&buf[pos..pos + n]);
+            pos += n;
+        }
+        buf.copy_within(pos..filled, 0);
+        filled -= pos;
+        if eof && filled == 0 {
+            return Ok(total);
+        }
+    }
+}
+
 // --- Rabin fingerprint -------------------------------------------------
 //
 // The fingerprint of a byte string is the string read as a polynomial over
@@ -451,6 +489,29 @@ mod tests {
             let avg = data.len() / lens.len();
             // Within a reasonable band around the target for random data.
             assert!((2000..=8192).contains(&avg), "{c}: average {avg}");
+        }
+    }
+
+    #[test]
+    fn streaming_matches_in_memory() {
+        let data = noise(5 << 20, 4);
+        for c in [Chunking::fastcdc(), Chunking::rabin(), Chunking::Fixed(8000)] {
+            let k = c.cutter();
+            let mut lens = Vec::new();
+            // A reader that returns odd-sized pieces.
+            struct Odd<'a>(&'a [u8], usize);
+            impl std::io::Read for Odd<'_> {
+                fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+                    self.1 = self.1 % 7919 + 1;
+                    let n = b.len().min(self.0.len()).min(self.1 * 13);
+                    b[..n].copy_from_slice(&self.0[..n]);
+                    self.0 = &self.0[n..];
+                    Ok(n)
+                }
+            }
+            let n = for_each_chunk(Odd(&data, 1), &k, |ch| lens.push(ch.len())).unwrap();
+            assert_eq!(n, data.len() as u64);
+            assert_eq!(lens, k.chunks(&data), "{c}");
         }
     }
 

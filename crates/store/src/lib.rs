@@ -774,6 +774,48 @@ impl Store {
     }
 }
 
+/// Per-repository settings, `<root>/config.toml`:
+/// `chunking = "fastcdc:1024:4096:8192"` (any [`Chunking`] form).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RepoConfig {
+    /// Chunking of new versions published without an explicit choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunking: Option<String>,
+}
+
+impl Store {
+    fn config_path(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// The repository's settings (defaults when there is no file).
+    pub fn config(&self) -> Result<RepoConfig> {
+        let p = self.config_path();
+        match fs::read_to_string(&p) {
+            Ok(t) => toml::from_str(&t).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RepoConfig::default()),
+            Err(e) => Err(Error::io(&p)(e)),
+        }
+    }
+
+    /// Saves the repository's settings.
+    pub fn set_config(&self, c: &RepoConfig) -> Result<()> {
+        let t = toml::to_string(c).map_err(|e| Error::Corrupt(e.to_string()))?;
+        write_atomic(&self.config_path(), t.as_bytes())
+    }
+
+    /// The chunking new versions get by default: the config file's, or
+    /// fixed 8 KiB segments.
+    pub fn default_chunking(&self) -> Result<Chunking> {
+        match self.config()?.chunking {
+            Some(s) => s.parse().map_err(|e| {
+                Error::Corrupt(format!("{}: {e}", self.config_path().display()))
+            }),
+            None => Ok(Chunking::default()),
+        }
+    }
+}
+
 /// What a reindex did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reindexed {
