@@ -123,6 +123,10 @@ enum Command {
         keep: Option<u64>,
         #[command(flatten)]
         chunking: ChunkArgs,
+        /// Do not add the segments to the hash index (they are not served to
+        /// hash requests until `granary repo reindex`); for measurements.
+        #[arg(long)]
+        no_index: bool,
     },
     /// Repository maintenance: hash index, settings.
     #[command(subcommand)]
@@ -295,6 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             key,
             keep,
             chunking,
+            no_index,
         } => repo::put(
             &data_dir,
             &socket,
@@ -305,6 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             key.as_deref(),
             keep,
             chunking.resolve()?,
+            !no_index,
         ),
         Command::Repo(cmd) => repo::repo_cmd(&data_dir, cmd),
         Command::Dedup {

@@ -36,6 +36,7 @@ pub fn put(
     key: Option<&str>,
     keep: Option<u64>,
     chunking: Option<granary_store::Chunking>,
+    index: bool,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     granary_store::path::check(&n)?;
@@ -81,6 +82,7 @@ pub fn put(
                 key.as_ref(),
                 keep,
                 chunking,
+                index,
                 &bar,
             ))?
         }
@@ -111,6 +113,7 @@ pub fn put(
                     policy,
                     keep,
                     chunking,
+                    index,
                 },
                 |b| bar.set_position(b),
             )
@@ -162,6 +165,7 @@ async fn put_via_daemon(
     key: Option<&Name>,
     keep: Option<u64>,
     chunking: Option<granary_store::Chunking>,
+    index: bool,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<serde_json::Value> {
     let id = format!(
@@ -180,6 +184,7 @@ async fn put_via_daemon(
         "keep": keep,
         "id": id,
         "chunking": chunking.map(|c| c.to_string()),
+        "index": index,
     });
     let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
     let mut f = InterestFields::new(cmd);

@@ -226,6 +226,15 @@ fn hash_requests_are_answered_one_hop_away_and_go_no_further() {
         assert!(String::from_utf8_lossy(&o.stderr).contains("/localhop/granary/sha256/"));
     }
 
+    // After a rename by the command line (the daemon holds the index and
+    // picks up the new path), the chunk is still served.
+    b.ok(&["mv", "/h/b", "/h/b-renamed"]);
+    let o = peek(&a, &hash_uri(&hb[5]));
+    assert!(o.status.success(), "after mv: {}", String::from_utf8_lossy(&o.stderr));
+    // After removal, a miss (never stale bytes).
+    b.ok(&["rm", "/h/b-renamed"]);
+    assert!(!peek(&a, &hash_uri(&hb[6])).status.success());
+
     let (_, pc) = stat(&c, "/h/c");
     let hc = hashes(&pc);
     let t = Instant::now();
@@ -270,5 +279,5 @@ fn index_is_rebuilt_when_deleted_and_by_reindex() {
     // The daemon holds the index: reindex says so instead of blocking.
     let o = d.cli(&["repo", "reindex"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("in use"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("in use by another process"));
 }

@@ -2,7 +2,7 @@
 //! (the forwarder never lets `/localhost` in from a non-local face):
 //!
 //! - `…/put` with JSON ApplicationParameters `{"path", "name", "version"?,
-//!   "sign"?, "key"?, "keep"?, "id"?, "chunking"?}`: the daemon streams the file in
+//!   "sign"?, "key"?, "keep"?, "id"?, "chunking"?, "index"?}`: the daemon streams the file in
 //!   (copy + hashing in one pass, constant memory, atomic publish), builds
 //!   the signed manifest, applies retention, and answers with a JSON result
 //!   when done.
@@ -88,6 +88,8 @@ pub struct Publish<'a> {
     pub keep: Option<u64>,
     /// Chunking (default: the repository's config, else fixed 8 KiB).
     pub chunking: Option<granary_store::Chunking>,
+    /// Add the segments to the hash index (normally true).
+    pub index: bool,
 }
 
 /// Publishes a file already open for reading: store, manifest, retention.
@@ -108,6 +110,7 @@ pub fn publish(
     let opts = PutOptions {
         version,
         chunking: Some(chunking),
+        index: how.index,
         ..Default::default()
     };
     let e = repo
@@ -262,6 +265,7 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             .map(str::parse)
             .transpose()
             .map_err(|e: String| e)?,
+        index: p["index"].as_bool().unwrap_or(true),
     };
     publish(repo, &name, f, &how, |b| {
         counter.store(b, Ordering::Relaxed)

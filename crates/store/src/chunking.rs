@@ -400,7 +400,24 @@ fn rabin_cut(t: &RabinTables, data: &[u8], min: usize, avg: u64, max: usize) -> 
     for &b in &data[start..min] {
         f = append(t, f, b);
     }
-    if f % avg == avg - 1 {
+    // `f mod avg == avg - 1`; a mask when avg is a power of two (the usual
+    // case), a division otherwise.
+    if avg.is_power_of_two() {
+        let m = avg - 1;
+        if f & m == m {
+            return min;
+        }
+        if min >= RABIN_WINDOW {
+            let (ins, outs) = (&data[min..end], &data[min - RABIN_WINDOW..end - RABIN_WINDOW]);
+            for (k, (&b, &o)) in ins.iter().zip(outs).enumerate() {
+                f = append(t, f, b) ^ t.out[o as usize];
+                if f & m == m {
+                    return min + k + 1;
+                }
+            }
+            return end;
+        }
+    } else if f % avg == avg - 1 {
         return min;
     }
     for i in min..end {

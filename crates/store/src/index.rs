@@ -16,17 +16,23 @@
 //!   when the database is missing, or with [`crate::Store::reindex`].
 //! - **Validated on lookup**: the bytes are read and hashed; an entry whose
 //!   file is gone, renamed or changed is dropped and the next location is
-//!   tried (a hash maps to every location seen). Removal therefore needs no
+//!   tried (a hash maps to the last [`MAX_LOCATIONS`] locations seen). Removal therefore needs no
 //!   index update; a rename re-indexes the moved versions under their new
 //!   path.
 
 use std::path::Path;
 
-use redb::{MultimapTableDefinition, ReadableTableMetadata};
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition};
 
-/// hash (32 bytes) → location (offset u64 BE ‖ length u32 BE ‖ path of the
-/// version file relative to `objects/`, UTF-8).
-const CHUNKS: MultimapTableDefinition<&[u8], &[u8]> = MultimapTableDefinition::new("chunks");
+/// hash (32 bytes) → its locations, newest last, each 20 bytes (file id u64
+/// BE ‖ offset u64 BE ‖ length u32 BE); at most [`MAX_LOCATIONS`]. A plain
+/// table with compact values: a big version's thousands of entries insert
+/// quickly and take ~80 bytes each.
+const CHUNKS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("chunks");
+/// Locations kept per hash (the oldest is dropped beyond).
+pub const MAX_LOCATIONS: usize = 8;
+/// file id → path of the version file relative to `objects/`.
+const FILES: TableDefinition<u64, &str> = TableDefinition::new("files");
 
 /// Where a chunk is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,20 +45,31 @@ pub struct Location {
     pub len: u32,
 }
 
-impl Location {
-    fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(12 + self.file.len());
-        v.extend_from_slice(&self.offset.to_be_bytes());
-        v.extend_from_slice(&self.len.to_be_bytes());
-        v.extend_from_slice(self.file.as_bytes());
+/// A stored location: which file (by id), where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// File id (see [`Index::file`]).
+    pub file: u64,
+    /// Byte offset.
+    pub offset: u64,
+    /// Length.
+    pub len: u32,
+}
+
+impl Slot {
+    fn encode(&self) -> [u8; 20] {
+        let mut v = [0u8; 20];
+        v[..8].copy_from_slice(&self.file.to_be_bytes());
+        v[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        v[16..].copy_from_slice(&self.len.to_be_bytes());
         v
     }
 
-    fn decode(b: &[u8]) -> Option<Location> {
-        Some(Location {
-            offset: u64::from_be_bytes(b.get(..8)?.try_into().ok()?),
-            len: u32::from_be_bytes(b.get(8..12)?.try_into().ok()?),
-            file: std::str::from_utf8(b.get(12..)?).ok()?.to_string(),
+    fn decode(b: &[u8]) -> Option<Slot> {
+        Some(Slot {
+            file: u64::from_be_bytes(b.get(..8)?.try_into().ok()?),
+            offset: u64::from_be_bytes(b.get(8..16)?.try_into().ok()?),
+            len: u32::from_be_bytes(b.get(16..20)?.try_into().ok()?),
         })
     }
 }
@@ -60,6 +77,9 @@ impl Location {
 /// An open index.
 pub struct Index {
     db: redb::Database,
+    /// Ingests with an open write transaction (others that would wait for
+    /// it — catch-up and stale-entry removal on the serving path — skip).
+    writers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Debug for Index {
@@ -86,9 +106,12 @@ impl Index {
     pub fn open(path: &Path) -> Result<Index, OpenError> {
         match redb::Database::create(path) {
             Ok(db) => {
-                let ix = Index { db };
+                let ix = Index {
+                    db,
+                    writers: Default::default(),
+                };
                 // Make sure the table exists (readers expect it).
-                ix.insert(&[]).map_err(OpenError::Other)?;
+                ix.insert("", &mut []).map_err(OpenError::Other)?;
                 Ok(ix)
             }
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(OpenError::Busy),
@@ -96,37 +119,93 @@ impl Index {
         }
     }
 
-    /// Adds locations in one transaction.
-    pub fn insert(&self, items: &[([u8; 32], Location)]) -> Result<(), String> {
+    /// Adds the segments of one version file in one transaction:
+    /// `(hash, offset, length)` each.
+    pub fn insert(&self, file: &str, items: &mut [([u8; 32], u64, u32)]) -> Result<(), String> {
+        let mut w = self.writer(file)?;
+        w.add(items)?;
+        w.commit()
+    }
+
+    /// A write transaction for the segments of one version file, fed in
+    /// batches while the file is ingested and committed once it is durable
+    /// (dropped uncommitted, it leaves the index unchanged).
+    pub fn writer(&self, file: &str) -> Result<Writer, String> {
+        self.writers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let guard = WriterCount(self.writers.clone());
         let tx = self.db.begin_write().map_err(err)?;
-        {
-            let mut t = tx.open_multimap_table(CHUNKS).map_err(err)?;
-            for (h, loc) in items {
-                t.insert(&h[..], &loc.encode()[..]).map_err(err)?;
-            }
-        }
-        tx.commit().map_err(err)
+        let id = {
+            let mut files = tx.open_table(FILES).map_err(err)?;
+            let id = files
+                .last()
+                .map_err(err)?
+                .map_or(0, |(k, _)| k.value() + 1);
+            files.insert(id, file).map_err(err)?;
+            id
+        };
+        Ok(Writer {
+            tx: Some(tx),
+            id,
+            _count: guard,
+        })
+    }
+
+    /// True while an ingest holds a write transaction.
+    pub fn writing(&self) -> bool {
+        self.writers.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     /// Every location of a hash.
-    pub fn get(&self, h: &[u8; 32]) -> Result<Vec<Location>, String> {
+    pub fn get(&self, h: &[u8; 32]) -> Result<Vec<(Slot, Location)>, String> {
         let tx = self.db.begin_read().map_err(err)?;
-        let t = tx.open_multimap_table(CHUNKS).map_err(err)?;
+        let t = tx.open_table(CHUNKS).map_err(err)?;
+        let files = tx.open_table(FILES).map_err(err)?;
         let mut out = Vec::new();
-        for v in t.get(&h[..]).map_err(err)? {
-            if let Some(l) = Location::decode(v.map_err(err)?.value()) {
-                out.push(l);
+        let Some(v) = t.get(&h[..]).map_err(err)? else {
+            return Ok(out);
+        };
+        for raw in v.value().chunks(20) {
+            let Some(slot) = Slot::decode(raw) else {
+                continue;
+            };
+            if let Some(path) = files.get(slot.file).map_err(err)? {
+                out.push((
+                    slot,
+                    Location {
+                        file: path.value().to_string(),
+                        offset: slot.offset,
+                        len: slot.len,
+                    },
+                ));
             }
         }
         Ok(out)
     }
 
     /// Drops one location of a hash.
-    pub fn remove(&self, h: &[u8; 32], loc: &Location) -> Result<(), String> {
+    pub fn remove(&self, h: &[u8; 32], slot: &Slot) -> Result<(), String> {
         let tx = self.db.begin_write().map_err(err)?;
         {
-            let mut t = tx.open_multimap_table(CHUNKS).map_err(err)?;
-            t.remove(&h[..], &loc.encode()[..]).map_err(err)?;
+            let mut t = tx.open_table(CHUNKS).map_err(err)?;
+            let enc = slot.encode();
+            let v: Option<Vec<u8>> = t.get(&h[..]).map_err(err)?.map(|cur| {
+                cur.value()
+                    .chunks(20)
+                    .filter(|c| *c != enc)
+                    .flatten()
+                    .copied()
+                    .collect()
+            });
+            match v {
+                Some(v) if v.is_empty() => {
+                    t.remove(&h[..]).map_err(err)?;
+                }
+                Some(v) => {
+                    t.insert(&h[..], &v[..]).map_err(err)?;
+                }
+                None => {}
+            }
         }
         tx.commit().map_err(err)
     }
@@ -134,20 +213,81 @@ impl Index {
     /// Empties the index.
     pub fn clear(&self) -> Result<(), String> {
         let tx = self.db.begin_write().map_err(err)?;
-        tx.delete_multimap_table(CHUNKS).map_err(err)?;
-        tx.open_multimap_table(CHUNKS).map_err(err)?;
+        tx.delete_table(CHUNKS).map_err(err)?;
+        tx.delete_table(FILES).map_err(err)?;
+        tx.open_table(CHUNKS).map_err(err)?;
+        tx.open_table(FILES).map_err(err)?;
         tx.commit().map_err(err)
     }
 
     /// Number of distinct hashes.
     pub fn len(&self) -> Result<u64, String> {
         let tx = self.db.begin_read().map_err(err)?;
-        let t = tx.open_multimap_table(CHUNKS).map_err(err)?;
+        let t = tx.open_table(CHUNKS).map_err(err)?;
         t.len().map_err(err)
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> Result<bool, String> {
         Ok(self.len()? == 0)
+    }
+}
+
+struct WriterCount(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for WriterCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// One version file's index entries in one write transaction.
+pub struct Writer {
+    tx: Option<redb::WriteTransaction>,
+    id: u64,
+    _count: WriterCount,
+}
+
+impl Writer {
+    /// Adds `(hash, offset, length)` entries.
+    pub fn add(&mut self, items: &mut [([u8; 32], u64, u32)]) -> Result<(), String> {
+        // Sorted keys insert faster into the B-tree.
+        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let tx = self.tx.as_ref().ok_or("transaction already committed")?;
+        let mut t = tx.open_table(CHUNKS).map_err(err)?;
+        for (h, offset, len) in items.iter() {
+            let enc = Slot {
+                file: self.id,
+                offset: *offset,
+                len: *len,
+            }
+            .encode();
+            // One B-tree operation for a new hash (the usual case); a hash
+            // seen before gets its location list merged and written again.
+            let old = t
+                .insert(&h[..], &enc[..])
+                .map_err(err)?
+                .map(|g| g.value().to_vec());
+            if let Some(mut v) = old {
+                if v.chunks(20).any(|c| c == enc) {
+                    t.insert(&h[..], &v[..]).map_err(err)?;
+                    continue;
+                }
+                if v.len() >= MAX_LOCATIONS * 20 {
+                    v.drain(..20);
+                }
+                v.extend_from_slice(&enc);
+                t.insert(&h[..], &v[..]).map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the entries durable.
+    pub fn commit(mut self) -> Result<(), String> {
+        match self.tx.take() {
+            Some(tx) => tx.commit().map_err(err),
+            None => Ok(()),
+        }
     }
 }

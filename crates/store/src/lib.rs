@@ -167,9 +167,11 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct IndexState {
-    db: Option<index::Index>,
+    db: Option<std::sync::Arc<index::Index>>,
     /// Last time an open was tried or marks were looked for.
     checked: Option<std::time::Instant>,
+    /// Why the last open failed.
+    error: Option<String>,
 }
 
 type LookupCache = std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>;
@@ -242,100 +244,102 @@ impl Store {
             .unwrap_or(Chunking::Fixed(opts.segment_size.max(1)));
         chunking.validate().map_err(Error::Corrupt)?;
         let cutter = chunking.cutter();
-        let max = cutter.max();
         let version = opts.version.unwrap_or_else(now_us);
         let id = format!("{}-{}", std::process::id(), unique());
         let tmp_data = self.tmp.join(format!("{id}.data"));
         let tmp_hash = self.tmp.join(format!("{id}.hashes"));
         let tmp_off = self.tmp.join(format!("{id}.offsets"));
         let variable = !chunking.is_fixed();
+        let final_data = dir.join(format!("@{version}"));
+        let rel = final_data
+            .strip_prefix(&self.objects)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The hash index, if this process can have it (otherwise the mark
+        // written below gets the version indexed by whoever holds it).
+        let index = if opts.index {
+            self.index_handle()
+        } else {
+            None
+        };
         let result = (|| -> Result<Entry> {
             let mut data = fs::File::create(&tmp_data).map_err(Error::io(&tmp_data))?;
-            let mut hashes =
+            let hashes =
                 std::io::BufWriter::new(fs::File::create(&tmp_hash).map_err(Error::io(&tmp_hash))?);
-            let mut offsets = if variable {
+            let offsets = if variable {
                 Some(std::io::BufWriter::new(
                     fs::File::create(&tmp_off).map_err(Error::io(&tmp_off))?,
                 ))
             } else {
                 None
             };
+            // Two threads: this one reads, writes the data file and hashes
+            // the whole file; a worker cuts segments, hashes each, writes
+            // the hash and offset files and feeds the index transaction.
+            // 1 MiB blocks go round between them (constant memory).
+            const BLOCK: usize = 1 << 20;
+            const BLOCKS: usize = 4;
+            let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(BLOCKS);
+            let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
+            for _ in 0..BLOCKS {
+                let _ = free_tx.send(vec![0u8; BLOCK]);
+            }
+            let worker_paths = (tmp_hash.clone(), tmp_off.clone());
+            // One ingest at a time holds a write transaction; others (their
+            // marks) are indexed when it is done, never waited for here.
+            let writer = match &index {
+                Some(ix) if !ix.writing() => ix.writer(&rel).ok(),
+                _ => None,
+            };
+            let worker = std::thread::spawn(move || {
+                segment_worker(cutter, full_rx, free_tx, hashes, offsets, writer, worker_paths)
+            });
             let mut whole = Sha256::new();
-            // Room for 1 MiB of new input beside the carried tail (< max).
-            let cap = ((1usize << 20) / max).max(1) * max + max;
-            let mut buf = vec![0u8; cap];
-            let (mut filled, mut size, mut eof) = (0usize, 0u64, false);
-            let mut segments = 0u64;
-            let mut seg_start = 0u64;
-            while !eof || filled > 0 {
-                // Fill the buffer (or reach the end of the input).
-                while !eof && filled < cap {
-                    let n = match reader.read(&mut buf[filled..]) {
-                        Ok(0) => {
-                            eof = true;
-                            break;
-                        }
-                        Ok(n) => n,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                        Err(e) => {
-                            return Err(Error::Io {
-                                path: "input".into(),
-                                source: e,
-                            })
-                        }
+            let mut size = 0u64;
+            let read_result = (|| -> Result<()> {
+                // Never read again after the end (some readers fail then).
+                let mut eof = false;
+                while !eof {
+                    let Ok(mut block) = free_rx.recv() else {
+                        return Ok(()); // the worker stopped: its error follows
                     };
-                    data.write_all(&buf[filled..filled + n])
-                        .map_err(Error::io(&tmp_data))?;
-                    whole.update(&buf[filled..filled + n]);
-                    filled += n;
+                    let mut n = 0;
+                    while n < BLOCK {
+                        match reader.read(&mut block[n..]) {
+                            Ok(0) => {
+                                eof = true;
+                                break;
+                            }
+                            Ok(k) => n += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => {
+                                return Err(Error::Io {
+                                    path: "input".into(),
+                                    source: e,
+                                })
+                            }
+                        }
+                    }
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    data.write_all(&block[..n]).map_err(Error::io(&tmp_data))?;
+                    whole.update(&block[..n]);
                     size += n as u64;
                     progress(size);
-                }
-                // Cut every chunk whose end is decided (a chunk never needs
-                // more than `max` bytes).
-                let mut pos = 0usize;
-                while pos < filled && (eof || filled - pos >= max) {
-                    let n = cutter.cut(&buf[pos..filled]);
-                    hashes
-                        .write_all(&Sha256::digest(&buf[pos..pos + n]))
-                        .map_err(Error::io(&tmp_hash))?;
-                    if let Some(o) = offsets.as_mut() {
-                        o.write_all(&seg_start.to_le_bytes())
-                            .map_err(Error::io(&tmp_off))?;
+                    if full_tx.send((block, n)).is_err() {
+                        return Ok(());
                     }
-                    seg_start += n as u64;
-                    segments += 1;
-                    pos += n;
                 }
-                buf.copy_within(pos..filled, 0);
-                filled -= pos;
-                if eof && filled == 0 {
-                    break;
-                }
-            }
-            if size == 0 {
-                // An empty file is one empty segment.
-                hashes
-                    .write_all(&Sha256::digest(b""))
-                    .map_err(Error::io(&tmp_hash))?;
-                if let Some(o) = offsets.as_mut() {
-                    o.write_all(&0u64.to_le_bytes()).map_err(Error::io(&tmp_off))?;
-                }
-                segments = 1;
-            }
-            hashes
-                .into_inner()
-                .map_err(|e| Error::io(&tmp_hash)(e.into_error()))?
-                .sync_all()
-                .map_err(Error::io(&tmp_hash))?;
-            if let Some(mut o) = offsets {
-                // The end of the last segment closes the table.
-                o.write_all(&size.to_le_bytes()).map_err(Error::io(&tmp_off))?;
-                o.into_inner()
-                    .map_err(|e| Error::io(&tmp_off)(e.into_error()))?
-                    .sync_all()
-                    .map_err(Error::io(&tmp_off))?;
-            }
+                Ok(())
+            })();
+            drop(full_tx);
+            let worked = worker
+                .join()
+                .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
+            read_result?;
+            let (segments, index_writer) = worked?;
+            let segments = segments.max(1);
             data.sync_all().map_err(Error::io(&tmp_data))?;
             let m = FileMeta {
                 name: name.to_string(),
@@ -352,7 +356,6 @@ impl Store {
                 created_ms: now_us() / 1000,
             };
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
-            let final_data = dir.join(format!("@{version}"));
             if final_data.exists() {
                 return Err(Error::Exists(format!("{name} version {version}")));
             }
@@ -382,13 +385,24 @@ impl Store {
             }
             sync_dir(&dir);
             let e = Entry {
-                path: final_data,
+                path: final_data.clone(),
                 meta: m,
                 file: None,
                 offsets: None,
             };
+            // The version is durable: commit its index entries (made while
+            // ingesting), then drop the mark. Without the index here, the
+            // mark stays for its holder.
             if let Some(mark) = mark {
-                self.index_pending(mark);
+                let committed = index_writer.is_some_and(|w| w.commit().is_ok());
+                if committed {
+                    let _ = fs::remove_file(&mark);
+                }
+                // This version if it is not in yet, and those of ingests
+                // that ran beside this one.
+                if let Some(ix) = index.as_ref().filter(|ix| !ix.writing()) {
+                    self.catch_up_into(ix);
+                }
             }
             Ok(e)
         })();
@@ -679,11 +693,12 @@ impl Store {
         }
         sync_dir(&from);
         sync_dir(&to);
-        // The hash index learns the new paths (the old ones fail validation).
+        // The hash index learns the new paths later (whoever holds it picks
+        // the marks up; the old paths fail validation meanwhile). The marks
+        // are not synced: a crash loses only index entries, which
+        // `reindex` rebuilds; rename stays O(1).
         for v in &versions {
-            if let Ok(mark) = self.mark_pending(&to.join(format!("@{v}"))) {
-                self.index_pending(mark);
-            }
+            let _ = self.mark(&to.join(format!("@{v}")), false);
         }
         let _ = fs::remove_dir(&from);
         Ok(())
@@ -838,20 +853,28 @@ impl Store {
     /// Writes a durable mark saying that `data` (a version file, about to
     /// appear) must be indexed.
     fn mark_pending(&self, data: &Path) -> Result<PathBuf> {
+        self.mark(data, true)
+    }
+
+    fn mark(&self, data: &Path, durable: bool) -> Result<PathBuf> {
         let rel = data
             .strip_prefix(&self.objects)
             .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?;
         let dir = self.pending_dir();
         fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
         let mark = dir.join(format!("{}-{}", std::process::id(), unique()));
-        write_atomic(&mark, rel.as_os_str().as_encoded_bytes())?;
+        if durable {
+            write_atomic(&mark, rel.as_os_str().as_encoded_bytes())?;
+        } else {
+            fs::write(&mark, rel.as_os_str().as_encoded_bytes()).map_err(Error::io(&mark))?;
+        }
         Ok(mark)
     }
 
     /// Runs `f` with the index, opening it if needed (and, when it was
     /// missing, rebuilding it from the files). `None` when another process
     /// holds it (retried at most once a second) or it cannot be opened.
-    fn with_index<T>(&self, f: impl FnOnce(&index::Index) -> T) -> Option<T> {
+    fn with_index<T>(&self, f: impl FnOnce(&std::sync::Arc<index::Index>) -> T) -> Option<T> {
         let mut st = self.index.lock().ok()?;
         if st.db.is_none() {
             let now = std::time::Instant::now();
@@ -863,23 +886,45 @@ impl Store {
             }
             st.checked = Some(now);
             let path = self.index_path();
-            let fresh = !path.exists();
-            match index::Index::open(&path) {
+            let mut fresh = !path.exists();
+            let mut opened = index::Index::open(&path);
+            if let Err(index::OpenError::Other(e)) = &opened {
+                // Unreadable or of another layout: it is only a cache of the
+                // files, so set it aside and rebuild.
+                eprintln!("granary-store: {e}; rebuilding the hash index");
+                let aside = self.root.join("index.redb.bad");
+                let _ = fs::rename(&path, &aside);
+                fresh = true;
+                opened = index::Index::open(&path);
+            }
+            match opened {
                 Ok(ix) => {
                     if fresh {
                         let _ = self.reindex_into(&ix);
                     }
                     self.catch_up_into(&ix);
-                    st.db = Some(ix);
+                    st.db = Some(std::sync::Arc::new(ix));
+                    st.error = None;
                 }
-                Err(index::OpenError::Busy) => return None,
+                Err(index::OpenError::Busy) => {
+                    st.error = Some(
+                        "the hash index is in use by another process (a running daemon?)".into(),
+                    );
+                    return None;
+                }
                 Err(index::OpenError::Other(e)) => {
                     eprintln!("granary-store: {e}");
+                    st.error = Some(e);
                     return None;
                 }
             }
         }
         st.db.as_ref().map(f)
+    }
+
+    /// The open index (opening it if needed), shared.
+    fn index_handle(&self) -> Option<std::sync::Arc<index::Index>> {
+        self.with_index(|ix| ix.clone())
     }
 
     /// Indexes the version a mark names and removes the mark (if the index
@@ -928,24 +973,17 @@ impl Store {
                 spans.len()
             )));
         }
-        let items: Vec<([u8; 32], index::Location)> = hashes
+        let mut items: Vec<([u8; 32], u64, u32)> = hashes
             .chunks_exact(32)
             .zip(spans)
             .filter(|(_, (_, len))| *len > 0)
             .map(|(h, (offset, len))| {
                 let mut k = [0u8; 32];
                 k.copy_from_slice(h);
-                (
-                    k,
-                    index::Location {
-                        file: rel.clone(),
-                        offset,
-                        len,
-                    },
-                )
+                (k, offset, len)
             })
             .collect();
-        ix.insert(&items).map_err(Error::Corrupt)?;
+        ix.insert(&rel, &mut items).map_err(Error::Corrupt)?;
         Ok(items.len() as u64)
     }
 
@@ -992,7 +1030,12 @@ impl Store {
             due
         });
         if due {
-            self.with_index(|ix| self.catch_up_into(ix));
+            self.with_index(|ix| {
+                // Never wait for an ingest's transaction on the serving path.
+                if !ix.writing() {
+                    self.catch_up_into(ix)
+                }
+            });
         }
     }
 
@@ -1029,10 +1072,18 @@ impl Store {
     /// every stored version. Fails when another process (a running daemon)
     /// holds the index.
     pub fn reindex(&self) -> Result<Reindexed> {
+        // A fresh attempt to open, even right after a failed one.
+        if let Ok(mut st) = self.index.lock() {
+            st.checked = None;
+        }
         match self.with_index(|ix| self.reindex_into(ix)) {
             Some(r) => r,
             None => Err(Error::Corrupt(
-                "the hash index is in use by another process (a running daemon?); stop it, or delete index.redb and let it rebuild on open".into(),
+                self.index
+                    .lock()
+                    .ok()
+                    .and_then(|st| st.error.clone())
+                    .unwrap_or_else(|| "the hash index cannot be opened".into()),
             )),
         }
     }
@@ -1042,20 +1093,39 @@ impl Store {
     /// Stale locations (file gone, moved or changed) are dropped on the way.
     pub fn chunk(&self, h: &[u8; 32]) -> Result<Option<Vec<u8>>> {
         self.index_catch_up();
-        let Some(locs) = self.with_index(|ix| ix.get(h)) else {
-            return Ok(None);
-        };
-        for loc in locs.map_err(Error::Corrupt)? {
-            let p = self.objects.join(&loc.file);
-            let mut buf = vec![0u8; loc.len as usize];
-            let ok = fs::File::open(&p)
-                .and_then(|f| f.read_exact_at(&mut buf, loc.offset))
-                .is_ok()
-                && <[u8; 32]>::from(Sha256::digest(&buf)) == *h;
-            if ok {
-                return Ok(Some(buf));
+        let mut stale = false;
+        for attempt in 0..2 {
+            if attempt == 1 {
+                if !stale {
+                    break;
+                }
+                // Moved, perhaps: pick up pending marks now and look again.
+                self.with_index(|ix| {
+                    if !ix.writing() {
+                        self.catch_up_into(ix)
+                    }
+                });
             }
-            self.with_index(|ix| ix.remove(h, &loc));
+            let Some(locs) = self.with_index(|ix| ix.get(h)) else {
+                return Ok(None);
+            };
+            for (slot, loc) in locs.map_err(Error::Corrupt)? {
+                let p = self.objects.join(&loc.file);
+                let mut buf = vec![0u8; loc.len as usize];
+                let ok = fs::File::open(&p)
+                    .and_then(|f| f.read_exact_at(&mut buf, loc.offset))
+                    .is_ok()
+                    && <[u8; 32]>::from(Sha256::digest(&buf)) == *h;
+                if ok {
+                    return Ok(Some(buf));
+                }
+                stale = true;
+                self.with_index(|ix| {
+                    if !ix.writing() {
+                        let _ = ix.remove(h, &slot);
+                    }
+                });
+            }
         }
         Ok(None)
     }
@@ -1064,6 +1134,99 @@ impl Store {
     pub fn index_len(&self) -> Option<u64> {
         self.with_index(|ix| ix.len().ok()).flatten()
     }
+}
+
+type Worked = (u64, Option<index::Writer>);
+
+/// The segment side of ingest: cuts the blocks it receives into segments
+/// (carrying the undecided tail across blocks), writes each segment's hash
+/// and start offset, and adds them to the index transaction in batches.
+/// Returns the segment count (an empty input is one empty segment).
+fn segment_worker(
+    cutter: chunking::Cutter,
+    full: std::sync::mpsc::Receiver<(Vec<u8>, usize)>,
+    free: std::sync::mpsc::SyncSender<Vec<u8>>,
+    mut hashes: std::io::BufWriter<fs::File>,
+    mut offsets: Option<std::io::BufWriter<fs::File>>,
+    mut writer: Option<index::Writer>,
+    (hash_path, off_path): (PathBuf, PathBuf),
+) -> Result<Worked> {
+    // Index entries per batch (sorted before insertion: 1.5 MiB).
+    const BATCH: usize = 32 * 1024;
+    let max = cutter.max();
+    let mut carry: Vec<u8> = Vec::with_capacity((1 << 20) + max);
+    let mut start = 0u64; // file offset of carry[0]
+    let mut segments = 0u64;
+    let mut batch: Vec<([u8; 32], u64, u32)> = Vec::with_capacity(BATCH);
+    // Index inserts run on a third thread, beside chunking and hashing.
+    let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<([u8; 32], u64, u32)>>(2);
+    let indexer = writer.take().map(|mut w| {
+        std::thread::spawn(move || {
+            for mut b in batch_rx {
+                if w.add(&mut b).is_err() {
+                    return None; // the mark gets it indexed later
+                }
+            }
+            Some(w)
+        })
+    });
+    let mut eof = false;
+    while !eof {
+        match full.recv() {
+            Ok((block, n)) => {
+                carry.extend_from_slice(&block[..n]);
+                let _ = free.send(block);
+            }
+            Err(_) => eof = true,
+        }
+        let mut pos = 0usize;
+        while pos < carry.len() && (eof || carry.len() - pos >= max) {
+            let n = cutter.cut(&carry[pos..]);
+            let h: [u8; 32] = Sha256::digest(&carry[pos..pos + n]).into();
+            hashes.write_all(&h).map_err(Error::io(&hash_path))?;
+            let off = start + pos as u64;
+            if let Some(o) = offsets.as_mut() {
+                o.write_all(&off.to_le_bytes()).map_err(Error::io(&off_path))?;
+            }
+            if indexer.is_some() {
+                batch.push((h, off, n as u32));
+            }
+            segments += 1;
+            pos += n;
+        }
+        carry.drain(..pos);
+        start += pos as u64;
+        if batch.len() >= BATCH || (eof && !batch.is_empty()) {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            let _ = batch_tx.send(full);
+        }
+    }
+    if segments == 0 {
+        // An empty file is one empty segment (not indexed).
+        hashes
+            .write_all(&Sha256::digest(b""))
+            .map_err(Error::io(&hash_path))?;
+        if let Some(o) = offsets.as_mut() {
+            o.write_all(&0u64.to_le_bytes()).map_err(Error::io(&off_path))?;
+        }
+        segments = 1;
+    }
+    hashes
+        .into_inner()
+        .map_err(|e| Error::io(&hash_path)(e.into_error()))?
+        .sync_all()
+        .map_err(Error::io(&hash_path))?;
+    if let Some(mut o) = offsets {
+        // The end of the last segment closes the table.
+        o.write_all(&start.to_le_bytes()).map_err(Error::io(&off_path))?;
+        o.into_inner()
+            .map_err(|e| Error::io(&off_path)(e.into_error()))?
+            .sync_all()
+            .map_err(Error::io(&off_path))?;
+    }
+    drop(batch_tx);
+    let writer = indexer.and_then(|t| t.join().ok().flatten());
+    Ok((segments, writer))
 }
 
 fn hashes_path(data: &Path) -> PathBuf {
