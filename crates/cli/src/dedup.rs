@@ -18,11 +18,7 @@ struct FileStats {
 }
 
 /// Analysis of one scheme over every file.
-fn analyse(
-    files: &[PathBuf],
-    c: Chunking,
-    bar: &indicatif::ProgressBar,
-) -> anyhow::Result<Value> {
+fn analyse(files: &[PathBuf], c: Chunking, bar: &indicatif::ProgressBar) -> anyhow::Result<Value> {
     let cutter = c.cutter();
     // hash → (length, number of files holding it)
     let mut global: HashMap<[u8; 32], (u32, u32)> = HashMap::new();
@@ -115,9 +111,9 @@ pub fn run(files: &[PathBuf], chunking: Option<Chunking>, as_json: bool) -> anyh
         Some(size * schemes.len() as u64),
         indicatif::ProgressDrawTarget::stderr(),
     );
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bytes}/{total_bytes} {bytes_per_sec} {wide_bar} {eta}")
-    {
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bytes}/{total_bytes} {bytes_per_sec} {wide_bar} {eta}",
+    ) {
         bar.set_style(style);
     }
     let mut out = Vec::new();

@@ -228,7 +228,9 @@ impl ChunkArgs {
         };
         if c.contains(':') {
             if self.chunk_min.is_some() || self.chunk_avg.is_some() || self.chunk_max.is_some() {
-                anyhow::bail!("give sizes either in --chunking or with --chunk-min/avg/max, not both");
+                anyhow::bail!(
+                    "give sizes either in --chunking or with --chunk-min/avg/max, not both"
+                );
             }
             return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
         }

@@ -40,7 +40,11 @@ fn hashes(path: &std::path::Path) -> Vec<[u8; 32]> {
 fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
     let d = Daemon::start(&[]);
     let sizes = [0usize, 1, 1023, 1024, 8192, 8193, 5 << 20];
-    for (scheme, via_stdin) in [("fastcdc", false), ("rabin", true), ("fastcdc:512:2048:4096", false)] {
+    for (scheme, via_stdin) in [
+        ("fastcdc", false),
+        ("rabin", true),
+        ("fastcdc:512:2048:4096", false),
+    ] {
         for &len in &sizes {
             let bytes = noise(len, len as u64 + 3);
             let src = d.dir.path().join(format!("in-{len}"));
@@ -73,14 +77,24 @@ fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
             assert!(String::from_utf8_lossy(&o).starts_with(&name));
             let (meta, path) = stat(&d, &name);
             assert!(
-                meta["chunking"].as_str().unwrap().starts_with(scheme.split(':').next().unwrap()),
+                meta["chunking"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(scheme.split(':').next().unwrap()),
                 "{meta}"
             );
             let dst = d.dir.path().join(format!("out-{len}"));
             let got = d.cli(&["get", &name, "-o", dst.to_str().unwrap()]);
-            assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+            assert!(
+                got.status.success(),
+                "{}",
+                String::from_utf8_lossy(&got.stderr)
+            );
             let err = String::from_utf8_lossy(&got.stderr);
-            assert!(err.contains("every segment verified against the manifest"), "{err}");
+            assert!(
+                err.contains("every segment verified against the manifest"),
+                "{err}"
+            );
             assert_eq!(std::fs::read(&dst).unwrap(), bytes, "{scheme} {len}");
             if len == 5 << 20 {
                 let segs = meta["segments"].as_u64().unwrap();
@@ -92,10 +106,24 @@ fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
     }
     // Bad chunking flags are refused clearly.
     let src = d.dir.path().join("in-1");
-    let o = d.cli(&["put", src.to_str().unwrap(), "/cdc/bad", "--chunking", "zip"]);
+    let o = d.cli(&[
+        "put",
+        src.to_str().unwrap(),
+        "/cdc/bad",
+        "--chunking",
+        "zip",
+    ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown chunking"));
-    let o = d.cli(&["put", src.to_str().unwrap(), "/cdc/bad", "--chunking", "fastcdc", "--chunk-max", "65536"]);
+    let o = d.cli(&[
+        "put",
+        src.to_str().unwrap(),
+        "/cdc/bad",
+        "--chunking",
+        "fastcdc",
+        "--chunk-max",
+        "65536",
+    ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("max <= 8192"));
 }
@@ -111,7 +139,13 @@ fn repo_config_sets_the_default_chunking() {
     std::fs::write(&src, noise(100_000, 1)).unwrap();
     d.ok(&["put", src.to_str().unwrap(), "/cfg/x"]);
     assert_eq!(stat(&d, "/cfg/x").0["chunking"], "rabin:1024:4096:8192");
-    d.ok(&["put", src.to_str().unwrap(), "/cfg/y", "--chunking", "fixed"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/cfg/y",
+        "--chunking",
+        "fixed",
+    ]);
     assert_eq!(stat(&d, "/cfg/y").0["chunking"], "fixed:8192");
 }
 
@@ -126,7 +160,12 @@ fn dedup_reports_shared_chunks_cdc_vs_fixed() {
     std::fs::write(&pa, &a).unwrap();
     std::fs::write(&pb, &b).unwrap();
     let o = granary()
-        .args(["dedup", pa.to_str().unwrap(), pb.to_str().unwrap(), "--json"])
+        .args([
+            "dedup",
+            pa.to_str().unwrap(),
+            pb.to_str().unwrap(),
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -141,10 +180,7 @@ fn dedup_reports_shared_chunks_cdc_vs_fixed() {
         // Chunks of b also in a = chunks counted once across both, minus a's.
         let shared = total["shared_chunks"].as_u64().unwrap() as f64;
         let frac = shared / chunks_b;
-        assert_eq!(
-            total["bytes"].as_u64().unwrap(),
-            (a.len() + b.len()) as u64
-        );
+        assert_eq!(total["bytes"].as_u64().unwrap(), (a.len() + b.len()) as u64);
         if c.starts_with("fixed") {
             assert!(frac < 0.01, "{c}: {frac}");
             assert!(total["saving_percent"].as_f64().unwrap() < 1.0);
@@ -159,7 +195,11 @@ fn dedup_reports_shared_chunks_cdc_vs_fixed() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
-    for c in ["fixed:8192", "fastcdc:1024:4096:8192", "rabin:1024:4096:8192"] {
+    for c in [
+        "fixed:8192",
+        "fastcdc:1024:4096:8192",
+        "rabin:1024:4096:8192",
+    ] {
         assert!(text.contains(c), "{text}");
     }
     // A missing file is an error, not a partial report.
@@ -230,7 +270,11 @@ fn hash_requests_are_answered_one_hop_away_and_go_no_further() {
     // picks up the new path), the chunk is still served.
     b.ok(&["mv", "/h/b", "/h/b-renamed"]);
     let o = peek(&a, &hash_uri(&hb[5]));
-    assert!(o.status.success(), "after mv: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "after mv: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // After removal, a miss (never stale bytes).
     b.ok(&["rm", "/h/b-renamed"]);
     assert!(!peek(&a, &hash_uri(&hb[6])).status.success());
@@ -239,8 +283,14 @@ fn hash_requests_are_answered_one_hop_away_and_go_no_further() {
     let hc = hashes(&pc);
     let t = Instant::now();
     let o = peek(&a, &hash_uri(&hc[3]));
-    assert!(!o.status.success(), "a chunk two hops away must not be reachable");
-    assert!(t.elapsed() < Duration::from_millis(900), "a miss is answered at once (Nack)");
+    assert!(
+        !o.status.success(),
+        "a chunk two hops away must not be reachable"
+    );
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "a miss is answered at once (Nack)"
+    );
     assert_eq!(trap.served(), 0, "the hash request reached C");
     // And C itself answers it for its own apps (the name is right).
     assert!(peek(&c, &hash_uri(&hc[3])).status.success());
@@ -260,7 +310,11 @@ fn index_is_rebuilt_when_deleted_and_by_reindex() {
             .args(args)
             .output()
             .unwrap();
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8(o.stdout).unwrap()
     };
     // Published with no daemon running.

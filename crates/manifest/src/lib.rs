@@ -418,7 +418,9 @@ impl Checker {
         for (i, e) in content.chunks_exact(ENTRY_V2).enumerate() {
             let (h, off, len) = decode_entry(e).ok_or("short manifest entry")?;
             let seg = first + i as u64;
-            let end = off.checked_add(len as u64).ok_or("segment offset overflows")?;
+            let end = off
+                .checked_add(len as u64)
+                .ok_or("segment offset overflows")?;
             if len as u64 > self.root.segment_size
                 || end > self.root.file_size
                 || expect_next.is_some_and(|x| x != off)
@@ -506,10 +508,7 @@ impl Checker {
                 .map(|s| s.1 as u64)
         } else {
             let start = seg * self.root.segment_size;
-            Some(
-                (self.root.file_size - start.min(self.root.file_size))
-                    .min(self.root.segment_size),
-            )
+            Some((self.root.file_size - start.min(self.root.file_size)).min(self.root.segment_size))
         }
     }
 

@@ -329,7 +329,7 @@ pub fn for_each_chunk(
 
 /// Bytes in the rolling window.
 pub const RABIN_WINDOW: usize = 31;
-const POLY: u64 = 0x3DA3_358B_4DC1_73;
+const POLY: u64 = 0x003D_A335_8B4D_C173;
 const DEG: u32 = 53;
 
 /// Precomputed tables of the Rabin fingerprint.
@@ -408,7 +408,10 @@ fn rabin_cut(t: &RabinTables, data: &[u8], min: usize, avg: u64, max: usize) -> 
             return min;
         }
         if min >= RABIN_WINDOW {
-            let (ins, outs) = (&data[min..end], &data[min - RABIN_WINDOW..end - RABIN_WINDOW]);
+            let (ins, outs) = (
+                &data[min..end],
+                &data[min - RABIN_WINDOW..end - RABIN_WINDOW],
+            );
             for (k, (&b, &o)) in ins.iter().zip(outs).enumerate() {
                 f = append(t, f, b) ^ t.out[o as usize];
                 if f & m == m {
@@ -450,13 +453,14 @@ mod tests {
 
     #[test]
     fn parse_and_print() {
-        for s in ["fixed:8192", "fastcdc:1024:4096:8192", "rabin:2048:4096:8192"] {
+        for s in [
+            "fixed:8192",
+            "fastcdc:1024:4096:8192",
+            "rabin:2048:4096:8192",
+        ] {
             assert_eq!(s.parse::<Chunking>().unwrap().to_string(), s);
         }
-        assert_eq!(
-            "fastcdc".parse::<Chunking>().unwrap(),
-            Chunking::fastcdc()
-        );
+        assert_eq!("fastcdc".parse::<Chunking>().unwrap(), Chunking::fastcdc());
         for bad in [
             "fastcdc:1:2:3",
             "rabin:4096:1024:8192",
@@ -494,7 +498,11 @@ mod tests {
     #[test]
     fn sizes_stay_in_bounds_and_cover_the_input() {
         let data = noise(3 << 20, 1);
-        for c in [Chunking::fastcdc(), Chunking::rabin(), Chunking::Fixed(8192)] {
+        for c in [
+            Chunking::fastcdc(),
+            Chunking::rabin(),
+            Chunking::Fixed(8192),
+        ] {
             let lens = c.cutter().chunks(&data);
             assert_eq!(lens.iter().sum::<usize>(), data.len());
             let (body, _) = lens.split_at(lens.len() - 1);
@@ -512,7 +520,11 @@ mod tests {
     #[test]
     fn streaming_matches_in_memory() {
         let data = noise(5 << 20, 4);
-        for c in [Chunking::fastcdc(), Chunking::rabin(), Chunking::Fixed(8000)] {
+        for c in [
+            Chunking::fastcdc(),
+            Chunking::rabin(),
+            Chunking::Fixed(8000),
+        ] {
             let k = c.cutter();
             let mut lens = Vec::new();
             // A reader that returns odd-sized pieces.

@@ -137,10 +137,7 @@ impl Index {
         let tx = self.db.begin_write().map_err(err)?;
         let id = {
             let mut files = tx.open_table(FILES).map_err(err)?;
-            let id = files
-                .last()
-                .map_err(err)?
-                .map_or(0, |(k, _)| k.value() + 1);
+            let id = files.last().map_err(err)?.map_or(0, |(k, _)| k.value() + 1);
             files.insert(id, file).map_err(err)?;
             id
         };
@@ -252,7 +249,7 @@ impl Writer {
     /// Adds `(hash, offset, length)` entries.
     pub fn add(&mut self, items: &mut [([u8; 32], u64, u32)]) -> Result<(), String> {
         // Sorted keys insert faster into the B-tree.
-        items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        items.sort_unstable_by_key(|a| a.0);
         let tx = self.tx.as_ref().ok_or("transaction already committed")?;
         let mut t = tx.open_table(CHUNKS).map_err(err)?;
         for (h, offset, len) in items.iter() {

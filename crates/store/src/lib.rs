@@ -292,7 +292,15 @@ impl Store {
                 _ => None,
             };
             let worker = std::thread::spawn(move || {
-                segment_worker(cutter, full_rx, free_tx, hashes, offsets, writer, worker_paths)
+                segment_worker(
+                    cutter,
+                    full_rx,
+                    free_tx,
+                    hashes,
+                    offsets,
+                    writer,
+                    worker_paths,
+                )
             });
             let mut whole = Sha256::new();
             let mut size = 0u64;
@@ -532,7 +540,12 @@ impl Store {
         if e.meta.is_fixed() {
             let s = e.meta.segment_size as u64;
             return Ok((0..n)
-                .map(|i| (i * s, (e.meta.size - (i * s).min(e.meta.size)).min(s) as u32))
+                .map(|i| {
+                    (
+                        i * s,
+                        (e.meta.size - (i * s).min(e.meta.size)).min(s) as u32,
+                    )
+                })
                 .collect());
         }
         let op = extra_path(&e.path, "offsets");
@@ -807,7 +820,9 @@ impl Store {
     pub fn config(&self) -> Result<RepoConfig> {
         let p = self.config_path();
         match fs::read_to_string(&p) {
-            Ok(t) => toml::from_str(&t).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display()))),
+            Ok(t) => {
+                toml::from_str(&t).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RepoConfig::default()),
             Err(e) => Err(Error::io(&p)(e)),
         }
@@ -823,9 +838,9 @@ impl Store {
     /// fixed 8 KiB segments.
     pub fn default_chunking(&self) -> Result<Chunking> {
         match self.config()?.chunking {
-            Some(s) => s.parse().map_err(|e| {
-                Error::Corrupt(format!("{}: {e}", self.config_path().display()))
-            }),
+            Some(s) => s
+                .parse()
+                .map_err(|e| Error::Corrupt(format!("{}: {e}", self.config_path().display()))),
             None => Ok(Chunking::default()),
         }
     }
@@ -925,16 +940,6 @@ impl Store {
     /// The open index (opening it if needed), shared.
     fn index_handle(&self) -> Option<std::sync::Arc<index::Index>> {
         self.with_index(|ix| ix.clone())
-    }
-
-    /// Indexes the version a mark names and removes the mark (if the index
-    /// is available; otherwise the mark stays for whoever holds it).
-    fn index_pending(&self, mark: PathBuf) {
-        self.with_index(|ix| {
-            if let Ok(true) = self.index_mark(ix, &mark) {
-                let _ = fs::remove_file(&mark);
-            }
-        });
     }
 
     /// Indexes the version a mark names. `Ok(false)` when that version is
@@ -1186,7 +1191,8 @@ fn segment_worker(
             hashes.write_all(&h).map_err(Error::io(&hash_path))?;
             let off = start + pos as u64;
             if let Some(o) = offsets.as_mut() {
-                o.write_all(&off.to_le_bytes()).map_err(Error::io(&off_path))?;
+                o.write_all(&off.to_le_bytes())
+                    .map_err(Error::io(&off_path))?;
             }
             if indexer.is_some() {
                 batch.push((h, off, n as u32));
@@ -1207,7 +1213,8 @@ fn segment_worker(
             .write_all(&Sha256::digest(b""))
             .map_err(Error::io(&hash_path))?;
         if let Some(o) = offsets.as_mut() {
-            o.write_all(&0u64.to_le_bytes()).map_err(Error::io(&off_path))?;
+            o.write_all(&0u64.to_le_bytes())
+                .map_err(Error::io(&off_path))?;
         }
         segments = 1;
     }
@@ -1218,7 +1225,8 @@ fn segment_worker(
         .map_err(Error::io(&hash_path))?;
     if let Some(mut o) = offsets {
         // The end of the last segment closes the table.
-        o.write_all(&start.to_le_bytes()).map_err(Error::io(&off_path))?;
+        o.write_all(&start.to_le_bytes())
+            .map_err(Error::io(&off_path))?;
         o.into_inner()
             .map_err(|e| Error::io(&off_path)(e.into_error()))?
             .sync_all()

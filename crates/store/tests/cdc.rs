@@ -120,7 +120,10 @@ fn hash_index_serves_chunks_survives_rename_and_rebuilds() {
         let spans = store.segment_spans(&e).unwrap();
         for (hh, (off, len)) in h.iter().zip(&spans) {
             let got = store.chunk(hh).unwrap().expect("indexed");
-            assert_eq!(&got[..], &data[*off as usize..(*off + *len as u64) as usize]);
+            assert_eq!(
+                &got[..],
+                &data[*off as usize..(*off + *len as u64) as usize]
+            );
         }
         assert!(store.chunk(&[7u8; 32]).unwrap().is_none());
         // Rename: served from the new path.
@@ -138,13 +141,18 @@ fn hash_index_serves_chunks_survives_rename_and_rebuilds() {
     let store = Store::open(dir.path()).unwrap();
     for (hh, (off, len)) in hashes.iter().zip(&spans) {
         let got = store.chunk(hh).unwrap().expect("rebuilt");
-        assert_eq!(&got[..], &data[*off as usize..(*off + *len as u64) as usize]);
+        assert_eq!(
+            &got[..],
+            &data[*off as usize..(*off + *len as u64) as usize]
+        );
     }
     let r = store.reindex().unwrap();
     assert_eq!(r.versions, 1);
     assert_eq!(r.segments, hashes.len() as u64);
     // Removed: a miss, not stale bytes.
-    store.remove(&Name::from_uri("/ix/two").unwrap(), None).unwrap();
+    store
+        .remove(&Name::from_uri("/ix/two").unwrap(), None)
+        .unwrap();
     assert!(store.chunk(&hashes[0]).unwrap().is_none());
 }
 
