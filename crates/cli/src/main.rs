@@ -1,5 +1,6 @@
 //! The `granary` command: a thin layer over the library crates.
 
+mod dedup;
 mod dissect;
 mod fetch;
 mod key;
@@ -127,6 +128,29 @@ enum Command {
         /// config), as NDN-DPDK and ndn-cxx apps keep the 8800-byte default.
         #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
         segment_size: Option<u32>,
+        #[command(flatten)]
+        chunking: ChunkArgs,
+        /// Do not add the segments to the hash index (they are not served to
+        /// hash requests until `granary repo reindex`); for measurements.
+        #[arg(long)]
+        no_index: bool,
+    },
+    /// Repository maintenance: hash index, settings.
+    #[command(subcommand)]
+    Repo(repo::RepoCmd),
+    /// How much content-defined chunking would save: per file, chunks and
+    /// unique chunks; across the files, unique chunks, shared bytes and the
+    /// saving. Fixed 8 KiB, FastCDC and Rabin side by side unless
+    /// --chunking picks one (carepo's Table III / Fig. 2 analysis).
+    Dedup {
+        /// Files to analyse.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        chunking: ChunkArgs,
+        /// Print one JSON object instead of a table.
+        #[arg(long)]
+        json: bool,
     },
     /// Fetch files by name through the node: pipelined (CUBIC by default),
     /// verified, resumable.
@@ -226,6 +250,48 @@ enum Command {
     Selfcheck,
 }
 
+/// Chunking flags (put, dedup).
+#[derive(clap::Args, Clone, Default)]
+pub struct ChunkArgs {
+    /// How files are cut into segments: `fixed`, `fastcdc` (content-defined,
+    /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
+    /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
+    /// put: the repository's setting (`granary repo config`), else fixed 8 KiB.
+    #[arg(long, value_name = "SCHEME")]
+    pub chunking: Option<String>,
+    /// Smallest chunk in bytes (content-defined; default 1024).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_min: Option<u32>,
+    /// Average chunk in bytes (default 4096).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_avg: Option<u32>,
+    /// Largest chunk in bytes (default 8192, at most 8192; for `fixed`, the
+    /// segment size).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_max: Option<u32>,
+}
+
+impl ChunkArgs {
+    /// The scheme the flags ask for, if any.
+    pub fn resolve(&self) -> anyhow::Result<Option<granary_store::Chunking>> {
+        let Some(c) = &self.chunking else {
+            return Ok(None);
+        };
+        if c.contains(':') {
+            if self.chunk_min.is_some() || self.chunk_avg.is_some() || self.chunk_max.is_some() {
+                anyhow::bail!(
+                    "give sizes either in --chunking or with --chunk-min/avg/max, not both"
+                );
+            }
+            return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
+        }
+        Ok(Some(
+            granary_store::Chunking::from_parts(c, self.chunk_min, self.chunk_avg, self.chunk_max)
+                .map_err(|e| anyhow::anyhow!(e))?,
+        ))
+    }
+}
+
 fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME") {
         return PathBuf::from(x).join("granary");
@@ -286,6 +352,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             key,
             keep,
             segment_size,
+            chunking,
+            no_index,
         } => repo::put(
             &data_dir,
             &socket,
@@ -296,7 +364,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             key.as_deref(),
             keep,
             segment_size,
+            chunking.resolve()?,
+            !no_index,
         ),
+        Command::Repo(cmd) => repo::repo_cmd(&data_dir, cmd),
+        Command::Dedup {
+            files,
+            chunking,
+            json,
+        } => dedup::run(&files, chunking.resolve()?, json),
         Command::Get {
             names,
             output,

@@ -144,6 +144,16 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
     let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
     app.send(granary_face::NetPacket::Interest(cmd), Default::default())
         .await;
+    // Hash requests from neighbours (one hop, /localhop), answered from the
+    // hash index.
+    let mut p = ControlParameters::new();
+    p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
+    p.flags = Some(granary_mgmt::values::route_flags::CHILD_INHERIT);
+    p.cost = Some(0);
+    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
+    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
+    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
+        .await;
     tracing::info!(
         "repository {} ({:?} metadata)",
         dir.display(),

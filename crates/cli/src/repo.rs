@@ -35,6 +35,8 @@ pub fn put(
     key: Option<&str>,
     keep: Option<u64>,
     segment_size: Option<u32>,
+    chunking: Option<granary_store::Chunking>,
+    index: bool,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     granary_store::path::check(&n)?;
@@ -80,6 +82,8 @@ pub fn put(
                 key.as_ref(),
                 keep,
                 segment_size,
+                chunking,
+                index,
                 &bar,
             ))?
         }
@@ -98,6 +102,8 @@ pub fn put(
                 policy,
                 keep,
                 segment_size,
+                chunking,
+                index,
             };
             if stdin {
                 let reader = std::io::stdin().lock();
@@ -119,9 +125,10 @@ pub fn put(
     let size = result["size"].as_f64().unwrap_or(0.0);
     let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
     eprintln!(
-        "published {} bytes in {} segments ({:.1} MB/s{}), sha256 {}",
+        "published {} bytes in {} segments ({}, {:.1} MB/s{}), sha256 {}",
         size,
         result["segments"],
+        result["chunking"].as_str().unwrap_or("?"),
         size / secs / 1e6,
         match (by_daemon_used(&result), result["reflinked"] == true) {
             (true, true) => ", reflinked by the daemon: no data copied",
@@ -153,6 +160,8 @@ async fn put_via_daemon(
     key: Option<&Name>,
     keep: Option<u64>,
     segment_size: Option<u32>,
+    chunking: Option<granary_store::Chunking>,
+    index: bool,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<serde_json::Value> {
     let id = format!(
@@ -171,6 +180,8 @@ async fn put_via_daemon(
         "keep": keep,
         "segment_size": segment_size,
         "id": id,
+        "chunking": chunking.map(|c| c.to_string()),
+        "index": index,
     });
     let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
     let mut f = InterestFields::new(cmd);
@@ -214,6 +225,50 @@ async fn put_via_daemon(
         r = run => r,
         _ = poll => anyhow::bail!("progress polling stopped"),
     }
+}
+
+/// `granary repo …`.
+#[derive(clap::Subcommand)]
+pub enum RepoCmd {
+    /// Rebuild the hash index (chunk SHA-256 → file, offset, length) from
+    /// every stored version's hash and offset files. The index is also
+    /// rebuilt automatically when index.redb is missing. Stop the daemon
+    /// first (it holds the index).
+    Reindex,
+    /// Show the repository's settings, or change them.
+    Config {
+        /// Default chunking of new versions: fixed[:SIZE],
+        /// fastcdc[:MIN:AVG:MAX] or rabin[:MIN:AVG:MAX].
+        #[arg(long, value_name = "SCHEME")]
+        chunking: Option<String>,
+    },
+}
+
+pub fn repo_cmd(data_dir: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
+    let s = store(data_dir)?;
+    match cmd {
+        RepoCmd::Reindex => {
+            let t = Instant::now();
+            let r = s.reindex()?;
+            println!(
+                "indexed {} segments of {} versions in {:.2} s",
+                r.segments,
+                r.versions,
+                t.elapsed().as_secs_f64()
+            );
+        }
+        RepoCmd::Config { chunking } => {
+            let mut c = s.config()?;
+            if let Some(ch) = chunking {
+                let parsed: granary_store::Chunking =
+                    ch.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+                c.chunking = Some(parsed.to_string());
+                s.set_config(&c)?;
+            }
+            println!("chunking = {}", s.default_chunking()?);
+        }
+    }
+    Ok(())
 }
 
 pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {

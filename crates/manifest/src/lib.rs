@@ -19,6 +19,15 @@
 //! A 4 GiB file (524,288 segments) has levels of 524,288 → 2,048 → 8 hashes:
 //! one signature, 2,056 manifest blocks, and every data segment verifiable
 //! as soon as its block arrives.
+//!
+//! **Formats.** Format 1 (no `Format` field in the root): fixed-size
+//! segments; level-0 entries are bare 32-byte hashes and every segment but
+//! the last is `segment_size` long. Format 2 (`Format` = 2): variable-size
+//! (content-defined) segments; each level-0 entry is 44 bytes — SHA-256 ‖
+//! offset (u64 BE) ‖ length (u32 BE) — 180 entries per block (7,920 bytes),
+//! and `segment_size` is the largest segment. Format-1 manifests decode as
+//! before. [`Checker::segment_offset`] / [`Checker::segment_len`] give any
+//! segment's byte range in either format.
 
 use bytes::{Bytes, BytesMut};
 use granary_packet::tlv::{self, Reader};
@@ -29,6 +38,14 @@ use sha2::{Digest, Sha256};
 
 /// Hashes per manifest block.
 pub const FANOUT: u64 = 256;
+/// Level-0 entries per block in format 2.
+pub const LEAF_FANOUT_V2: u64 = 180;
+/// Bytes of a level-0 entry in format 2 (hash, offset, length).
+pub const ENTRY_V2: usize = 44;
+/// Fixed-size segments.
+pub const FORMAT_FIXED: u64 = 1;
+/// Variable-size segments with offsets and lengths.
+pub const FORMAT_VARIABLE: u64 = 2;
 /// Most hashes the root holds (leaves room for a long name in 8800 bytes).
 pub const ROOT_HASHES: u64 = 128;
 
@@ -46,6 +63,8 @@ pub mod tt {
     pub const LEVELS: u64 = 0xF588;
     /// The top level's hashes.
     pub const HASHES: u64 = 0xF58A;
+    /// Manifest format (absent = 1).
+    pub const FORMAT: u64 = 0xF58C;
 }
 
 /// Shape of a manifest: hash counts per level.
@@ -53,17 +72,39 @@ pub mod tt {
 pub struct Layout {
     /// counts[0] = data segments; the last entry is the root's level.
     pub counts: Vec<u64>,
+    /// Format ([`FORMAT_FIXED`] or [`FORMAT_VARIABLE`]).
+    pub format: u64,
 }
 
 impl Layout {
-    /// The layout for `segments` data segments.
+    /// The format-1 layout for `segments` data segments.
     pub fn new(segments: u64) -> Layout {
+        Layout::with_format(segments, FORMAT_FIXED)
+    }
+
+    /// The layout for `segments` data segments in `format`.
+    pub fn with_format(segments: u64, format: u64) -> Layout {
         let mut counts = vec![segments];
         while *counts.last().unwrap_or(&0) > ROOT_HASHES {
-            let c = counts.last().copied().unwrap_or(0);
-            counts.push(c.div_ceil(FANOUT));
+            let l = counts.len() - 1;
+            let c = counts[l];
+            counts.push(c.div_ceil(fanout(format, l)));
         }
-        Layout { counts }
+        Layout { counts, format }
+    }
+
+    /// Entries per block of level `l`.
+    pub fn fanout(&self, l: usize) -> u64 {
+        fanout(self.format, l)
+    }
+
+    /// Bytes per entry of level `l`.
+    pub fn entry_size(&self, l: usize) -> usize {
+        if l == 0 && self.format == FORMAT_VARIABLE {
+            ENTRY_V2
+        } else {
+            32
+        }
     }
 
     /// Index of the root's level.
@@ -73,7 +114,7 @@ impl Layout {
 
     /// Blocks of level `l` (below the top).
     pub fn blocks(&self, l: usize) -> u64 {
-        self.counts[l].div_ceil(FANOUT)
+        self.counts[l].div_ceil(self.fanout(l))
     }
 
     /// Manifest segments in all (root included).
@@ -99,6 +140,31 @@ impl Layout {
     }
 }
 
+fn fanout(format: u64, l: usize) -> u64 {
+    if l == 0 && format == FORMAT_VARIABLE {
+        LEAF_FANOUT_V2
+    } else {
+        FANOUT
+    }
+}
+
+/// One level-0 entry of format 2.
+pub fn encode_entry(hash: &[u8; 32], offset: u64, len: u32) -> [u8; ENTRY_V2] {
+    let mut e = [0u8; ENTRY_V2];
+    e[..32].copy_from_slice(hash);
+    e[32..40].copy_from_slice(&offset.to_be_bytes());
+    e[40..].copy_from_slice(&len.to_be_bytes());
+    e
+}
+
+fn decode_entry(e: &[u8]) -> Option<([u8; 32], u64, u32)> {
+    Some((
+        e.get(..32)?.try_into().ok()?,
+        u64::from_be_bytes(e.get(32..40)?.try_into().ok()?),
+        u32::from_be_bytes(e.get(40..44)?.try_into().ok()?),
+    ))
+}
+
 /// The manifest name of a versioned name.
 pub fn manifest_name(versioned: &Name) -> Name {
     versioned.append(&Component::keyword(b"manifest"))
@@ -117,8 +183,10 @@ pub struct Root {
     pub file_sha256: [u8; 32],
     /// Levels below the top.
     pub levels: u64,
-    /// Top-level hashes.
+    /// Top-level hashes (level-0 entries when the root is level 0).
     pub hashes: Bytes,
+    /// Format ([`FORMAT_FIXED`] or [`FORMAT_VARIABLE`]).
+    pub format: u64,
 }
 
 impl Root {
@@ -131,6 +199,9 @@ impl Root {
         tlv::put_tlv(&mut c, tt::FILE_SHA256, &self.file_sha256);
         tlv::put_nni_tlv(&mut c, tt::LEVELS, self.levels);
         tlv::put_tlv(&mut c, tt::HASHES, &self.hashes);
+        if self.format != FORMAT_FIXED {
+            tlv::put_nni_tlv(&mut c, tt::FORMAT, self.format);
+        }
         c.freeze()
     }
 
@@ -138,6 +209,7 @@ impl Root {
     pub fn decode(content: &Bytes) -> Result<Root, String> {
         let mut r = Reader::new(content);
         let (mut sc, mut ss, mut fs, mut fh, mut lv, mut hs) = (None, None, None, None, None, None);
+        let mut format = FORMAT_FIXED;
         while !r.is_empty() {
             let e = r.read().map_err(|e| e.to_string())?;
             match e.typ {
@@ -147,6 +219,7 @@ impl Root {
                 tt::FILE_SHA256 => fh = <[u8; 32]>::try_from(r.value_ref(&e)).ok(),
                 tt::LEVELS => lv = Some(r.nni(&e).map_err(|e| e.to_string())?),
                 tt::HASHES => hs = Some(r.value(&e)),
+                tt::FORMAT => format = r.nni(&e).map_err(|e| e.to_string())?,
                 _ => {}
             }
         }
@@ -158,40 +231,81 @@ impl Root {
                 file_sha256: d,
                 levels: e,
                 hashes: f,
+                format,
             },
             _ => return Err("manifest root lacks a field".into()),
         };
-        let layout = Layout::new(root.segment_count);
+        if format != FORMAT_FIXED && format != FORMAT_VARIABLE {
+            return Err(format!("manifest format {format} is not supported"));
+        }
+        if root.segment_size == 0 && root.file_size > 0 {
+            return Err("manifest root has segment size 0".into());
+        }
+        let layout = root.layout();
         if layout.top() as u64 != root.levels
-            || root.hashes.len() as u64 != layout.counts[layout.top()] * 32
+            || root.hashes.len() as u64
+                != layout.counts[layout.top()] * layout.entry_size(layout.top()) as u64
         {
             return Err("manifest root is inconsistent with its segment count".into());
         }
         Ok(root)
     }
+
+    /// The layout of this manifest.
+    pub fn layout(&self) -> Layout {
+        Layout::with_format(self.segment_count, self.format)
+    }
+
+    /// True for variable-size (content-defined) segments.
+    pub fn is_variable(&self) -> bool {
+        self.format == FORMAT_VARIABLE
+    }
 }
 
-fn hash_blocks(level: &[u8]) -> Vec<u8> {
+fn hash_blocks(level: &[u8], block_bytes: usize) -> Vec<u8> {
     level
-        .chunks((FANOUT * 32) as usize)
+        .chunks(block_bytes)
         .flat_map(|b| <[u8; 32]>::from(Sha256::digest(b)))
         .collect()
 }
 
-/// Everything a manifest needs, computed from the level-0 hashes: the upper
-/// levels (1..top-1, concatenated) and the root content.
+/// Everything a format-1 manifest needs, computed from the level-0 hashes:
+/// the upper levels (1..top-1, concatenated) and the root content.
 pub fn compute(
     level0: &[u8],
     segment_size: u64,
     file_size: u64,
     file_sha256: [u8; 32],
 ) -> (Vec<u8>, Root) {
-    let layout = Layout::new(level0.len() as u64 / 32);
+    compute_with(FORMAT_FIXED, level0, segment_size, file_size, file_sha256)
+}
+
+/// The same for a format-2 manifest: `level0` is the [`encode_entry`]
+/// entries of every segment, `max_segment` the largest segment size.
+pub fn compute_variable(
+    level0: &[u8],
+    max_segment: u64,
+    file_size: u64,
+    file_sha256: [u8; 32],
+) -> (Vec<u8>, Root) {
+    compute_with(FORMAT_VARIABLE, level0, max_segment, file_size, file_sha256)
+}
+
+fn compute_with(
+    format: u64,
+    level0: &[u8],
+    segment_size: u64,
+    file_size: u64,
+    file_sha256: [u8; 32],
+) -> (Vec<u8>, Root) {
+    let probe = Layout::with_format(0, format);
+    let layout = Layout::with_format(level0.len() as u64 / probe.entry_size(0) as u64, format);
     // Level 0 is borrowed (it can be 16 MiB for 4 GiB); upper levels are small.
     let mut upper = Vec::new();
     let mut current: Option<Vec<u8>> = None;
-    for _ in 0..layout.top() {
-        let next = hash_blocks(current.as_deref().unwrap_or(level0));
+    for l in 0..layout.top() {
+        let block = (layout.fanout(l) as usize) * layout.entry_size(l);
+        let next = hash_blocks(current.as_deref().unwrap_or(level0), block);
         if let Some(done) = current.take() {
             upper.extend_from_slice(&done);
         }
@@ -205,13 +319,14 @@ pub fn compute(
         file_sha256,
         levels: layout.top() as u64,
         hashes,
+        format,
     };
     (upper, root)
 }
 
 /// Signs the root Data of `versioned`'s manifest.
 pub fn sign_root(versioned: &Name, root: &Root, signer: &Signer) -> granary_security::Result<Data> {
-    let layout = Layout::new(root.segment_count);
+    let layout = root.layout();
     let name = manifest_name(versioned).append(&Component::segment(0));
     signer.sign_data(
         DataBuilder::new(name)
@@ -223,6 +338,10 @@ pub fn sign_root(versioned: &Name, root: &Root, signer: &Signer) -> granary_secu
 }
 
 /// Checks fetched manifest blocks and data segments against a verified root.
+///
+/// Offset math for fetchers lives here: [`Checker::segment_offset`] and
+/// [`Checker::segment_len`] place a segment in the file (format 1: from the
+/// root alone; format 2: once the segment's level-0 block is accepted).
 #[derive(Debug)]
 pub struct Checker {
     /// The root.
@@ -230,31 +349,97 @@ pub struct Checker {
     layout: Layout,
     /// Known hashes per level (filled as blocks are accepted).
     levels: Vec<Vec<Option<[u8; 32]>>>,
+    /// Format 2: (offset, length) of each data segment, once known.
+    spans: Vec<Option<(u64, u32)>>,
 }
 
 impl Checker {
     /// A checker for a root whose signature was verified by the caller.
+    /// Fails when a format-2 root that holds level 0 itself is inconsistent.
     pub fn new(root: Root) -> Checker {
-        let layout = Layout::new(root.segment_count);
+        let layout = root.layout();
         let mut levels: Vec<Vec<Option<[u8; 32]>>> = layout
             .counts
             .iter()
             .map(|c| vec![None; *c as usize])
             .collect();
+        let spans = if root.is_variable() {
+            vec![None; layout.counts[0] as usize]
+        } else {
+            Vec::new()
+        };
         let top = layout.top();
-        for (i, h) in root.hashes.chunks(32).enumerate() {
-            levels[top][i] = <[u8; 32]>::try_from(h).ok();
-        }
-        Checker {
-            root,
+        let mut ck = Checker {
             layout,
-            levels,
+            levels: Vec::new(),
+            spans,
+            root,
+        };
+        if top == 0 && ck.root.is_variable() {
+            let hashes = ck.root.hashes.clone();
+            // Checked like a block; an inconsistent root leaves every
+            // segment without a hash (so nothing verifies).
+            let _ = ck.fill_level0(&mut levels[0], 0, &hashes);
+        } else {
+            for (i, h) in ck.root.hashes.chunks(32).enumerate() {
+                levels[top][i] = <[u8; 32]>::try_from(h).ok();
+            }
         }
+        ck.levels = levels;
+        ck
     }
 
     /// Manifest segments to fetch (beyond the root).
     pub fn manifest_segments(&self) -> u64 {
         self.layout.total_segments()
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Number of data segments.
+    pub fn segments(&self) -> u64 {
+        self.root.segment_count
+    }
+
+    /// Format-2 level-0 entries `first..` from `content`: checks sizes,
+    /// contiguity and bounds, then records hashes and spans.
+    fn fill_level0(
+        &mut self,
+        level0: &mut [Option<[u8; 32]>],
+        first: u64,
+        content: &[u8],
+    ) -> Result<(), String> {
+        let n = content.len() / ENTRY_V2;
+        let mut parsed = Vec::with_capacity(n);
+        let mut expect_next: Option<u64> = if first == 0 { Some(0) } else { None };
+        for (i, e) in content.chunks_exact(ENTRY_V2).enumerate() {
+            let (h, off, len) = decode_entry(e).ok_or("short manifest entry")?;
+            let seg = first + i as u64;
+            let end = off
+                .checked_add(len as u64)
+                .ok_or("segment offset overflows")?;
+            if len as u64 > self.root.segment_size
+                || end > self.root.file_size
+                || expect_next.is_some_and(|x| x != off)
+                || (len == 0 && self.root.file_size > 0)
+            {
+                return Err(format!("manifest entry of segment {seg} is inconsistent"));
+            }
+            if seg + 1 == self.root.segment_count && end != self.root.file_size {
+                return Err("manifest: the last segment does not end the file".into());
+            }
+            expect_next = Some(end);
+            parsed.push((h, off, len));
+        }
+        for (i, (h, off, len)) in parsed.into_iter().enumerate() {
+            let seg = (first as usize) + i;
+            level0[seg] = Some(h);
+            self.spans[seg] = Some((off, len));
+        }
+        Ok(())
     }
 
     /// Accepts manifest segment `seg` (≥ 1) if its content matches its parent hash.
@@ -270,13 +455,21 @@ impl Checker {
                 "manifest segment {seg} does not match its parent hash"
             ));
         }
-        let start = (b * FANOUT) as usize;
-        let expect = ((self.layout.counts[l] - b * FANOUT).min(FANOUT) * 32) as usize;
+        let fan = self.layout.fanout(l);
+        let size = self.layout.entry_size(l);
+        let start = (b * fan) as usize;
+        let expect = ((self.layout.counts[l] - b * fan).min(fan) as usize) * size;
         if content.len() != expect {
             return Err(format!(
                 "manifest segment {seg} has {} bytes, expected {expect}",
                 content.len()
             ));
+        }
+        if l == 0 && self.root.is_variable() {
+            let mut level0 = std::mem::take(&mut self.levels[0]);
+            let r = self.fill_level0(&mut level0, start as u64, content);
+            self.levels[0] = level0;
+            return r;
         }
         for (i, h) in content.chunks(32).enumerate() {
             self.levels[l][start + i] = <[u8; 32]>::try_from(h).ok();
@@ -284,18 +477,57 @@ impl Checker {
         Ok(())
     }
 
-    /// True when data segment `seg`'s content matches the manifest.
-    pub fn check_segment(&self, seg: u64, content: &[u8]) -> Result<(), String> {
-        let want = self.levels[0]
-            .get(seg as usize)
-            .copied()
-            .flatten()
-            .ok_or(format!("no verified hash for segment {seg}"))?;
-        if <[u8; 32]>::from(Sha256::digest(content)) == want {
-            Ok(())
-        } else {
-            Err(format!("segment {seg} does not match the signed manifest"))
+    /// The verified SHA-256 of data segment `seg`, once its block is accepted.
+    pub fn segment_hash(&self, seg: u64) -> Option<[u8; 32]> {
+        self.levels.first()?.get(seg as usize).copied().flatten()
+    }
+
+    /// Byte offset of data segment `seg` in the file (format 2: once its
+    /// block is accepted).
+    pub fn segment_offset(&self, seg: u64) -> Option<u64> {
+        if seg >= self.root.segment_count {
+            return None;
         }
+        if self.root.is_variable() {
+            self.spans.get(seg as usize).copied().flatten().map(|s| s.0)
+        } else {
+            Some(seg * self.root.segment_size)
+        }
+    }
+
+    /// Length of data segment `seg` (format 2: once its block is accepted).
+    pub fn segment_len(&self, seg: u64) -> Option<u64> {
+        if seg >= self.root.segment_count {
+            return None;
+        }
+        if self.root.is_variable() {
+            self.spans
+                .get(seg as usize)
+                .copied()
+                .flatten()
+                .map(|s| s.1 as u64)
+        } else {
+            let start = seg * self.root.segment_size;
+            Some((self.root.file_size - start.min(self.root.file_size)).min(self.root.segment_size))
+        }
+    }
+
+    /// True when data segment `seg`'s content matches the manifest (hash,
+    /// and length where the manifest gives it).
+    pub fn check_segment(&self, seg: u64, content: &[u8]) -> Result<(), String> {
+        let want = self
+            .segment_hash(seg)
+            .ok_or(format!("no verified hash for segment {seg}"))?;
+        if <[u8; 32]>::from(Sha256::digest(content)) != want {
+            return Err(format!("segment {seg} does not match the signed manifest"));
+        }
+        if self
+            .segment_len(seg)
+            .is_some_and(|l| l != content.len() as u64)
+        {
+            return Err(format!("segment {seg} has the wrong length"));
+        }
+        Ok(())
     }
 }
 
@@ -371,5 +603,86 @@ mod tests {
             ck.check_segment(300, b"x").is_err(),
             "block 2 not accepted: no hash"
         );
+    }
+
+    /// Format 2: variable-size segments, verified and placed out of order.
+    fn check_variable(n: usize) {
+        let lens: Vec<u32> = (0..n).map(|i| 1000 + (i as u32 * 7919) % 7000).collect();
+        let contents: Vec<Vec<u8>> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, l)| vec![(i % 251) as u8; *l as usize])
+            .collect();
+        let mut l0 = Vec::new();
+        let mut off = 0u64;
+        for c in &contents {
+            let h = <[u8; 32]>::from(Sha256::digest(c));
+            l0.extend_from_slice(&encode_entry(&h, off, c.len() as u32));
+            off += c.len() as u64;
+        }
+        let (upper, root) = compute_variable(&l0, 8192, off, [0; 32]);
+        let root = Root::decode(&root.encode()).unwrap();
+        assert!(root.is_variable());
+        let mut ck = Checker::new(root);
+        let layout = ck.layout().clone();
+        let mut per_level: Vec<&[u8]> = vec![&l0];
+        let mut o = 0usize;
+        for l in 1..layout.top() {
+            let len = layout.counts[l] as usize * 32;
+            per_level.push(&upper[o..o + len]);
+            o += len;
+        }
+        for seg in 1..layout.total_segments() {
+            let (l, b) = layout.locate(seg).unwrap();
+            let size = layout.entry_size(l) * layout.fanout(l) as usize;
+            let bytes = per_level[l];
+            let s = b as usize * size;
+            let block = &bytes[s..(s + size).min(bytes.len())];
+            assert!(block.len() <= 8192, "blocks fit a packet");
+            ck.accept_block(seg, block).unwrap();
+        }
+        let mut expect = 0u64;
+        for (i, c) in contents.iter().enumerate().rev() {
+            ck.check_segment(i as u64, c).unwrap();
+            assert_eq!(ck.segment_len(i as u64), Some(c.len() as u64));
+        }
+        for (i, c) in contents.iter().enumerate() {
+            assert_eq!(ck.segment_offset(i as u64), Some(expect));
+            expect += c.len() as u64;
+        }
+        assert_eq!(ck.segment_offset(n as u64), None);
+        let mut short = contents[0].clone();
+        short.pop();
+        assert!(ck.check_segment(0, &short).is_err());
+    }
+
+    #[test]
+    fn variable_trees_verify_end_to_end() {
+        for n in [1, 2, 128, 129, 180, 181, 180 * 128 + 1, 50_000] {
+            check_variable(n);
+        }
+    }
+
+    #[test]
+    fn inconsistent_variable_entries_are_refused() {
+        // Two segments that overlap, under a root that matches their hashes.
+        let h = [1u8; 32];
+        let mut l0 = Vec::new();
+        for (off, len) in [(0u64, 4000u32), (3000, 4000)] {
+            l0.extend_from_slice(&encode_entry(&h, off, len));
+        }
+        let (_, root) = compute_variable(&l0, 8192, 7000, [0; 32]);
+        let ck = Checker::new(root);
+        assert!(ck.segment_hash(0).is_none(), "nothing trusted");
+        // A length above the root's maximum.
+        let mut l0 = Vec::new();
+        l0.extend_from_slice(&encode_entry(&h, 0, 9000));
+        let (_, root) = compute_variable(&l0, 8192, 9000, [0; 32]);
+        assert!(Checker::new(root).segment_len(0).is_none());
+        // Format 1 roots decode unchanged, with no Format field.
+        let (_, r1) = compute(&[0u8; 64], 10, 20, [0; 32]);
+        let enc = r1.encode();
+        assert!(!enc.windows(3).any(|w| w == [0xFD, 0xF5, 0x8C]));
+        assert_eq!(Root::decode(&enc).unwrap().format, FORMAT_FIXED);
     }
 }

@@ -20,6 +20,36 @@ use granary_packet::types::{nack_reason, COMP_KEYWORD, COMP_SEGMENT, COMP_VERSIO
 use granary_packet::{Component, Data, DataBuilder, Interest, Name};
 use granary_store::{Entry, Store};
 
+/// Prefix of hash requests: `/localhop/granary/sha256/<SHA-256 of the
+/// chunk's bytes as one 32-byte generic component>`. `/localhop` makes the
+/// forwarder keep them to one hop: a node sends its own apps' requests to
+/// its neighbours, and a request that arrives from a neighbour goes only to
+/// local faces (the repository), never on.
+pub const HASH_PREFIX: &str = "/localhop/granary/sha256";
+
+/// The hash request name of a chunk.
+pub fn hash_request_name(h: &[u8; 32]) -> Name {
+    Name::from_uri(HASH_PREFIX)
+        .unwrap_or_default()
+        .append(&Component::generic(h))
+}
+
+/// The chunk hash a hash request asks for.
+pub fn parse_hash_request(n: &Name) -> Option<[u8; 32]> {
+    if n.len() != 4 {
+        return None;
+    }
+    let prefix = Name::from_uri(HASH_PREFIX).ok()?;
+    if !prefix.is_prefix_of(n) {
+        return None;
+    }
+    let c = n.last()?;
+    if c.typ != granary_packet::types::COMP_GENERIC {
+        return None;
+    }
+    c.value.try_into().ok()
+}
+
 /// FileMetadata TLV types (as the NDN-DPDK file server uses them).
 pub mod file_metadata {
     /// SegmentSize.
@@ -80,10 +110,33 @@ impl Repo {
 
     /// Answers one Interest.
     pub fn answer(&self, i: &Interest) -> Answer {
+        if let Some(a) = self.hash_answer(i) {
+            return a;
+        }
         if let Some(a) = self.manifest_answer(i) {
             return a;
         }
         answer_with(&self.store, i, |e| self.signer(e))
+    }
+
+    /// A hash request (`/localhop/granary/sha256/<32 bytes>`): the chunk's
+    /// bytes from the hash index, whatever file holds them, in a Data named
+    /// after the request (DigestSha256; the consumer checks the bytes
+    /// against its manifest). A miss is a Nack (NoRoute) at once.
+    fn hash_answer(&self, i: &Interest) -> Option<Answer> {
+        let h = parse_hash_request(&i.name)?;
+        Some(match self.store.chunk(&h) {
+            Ok(Some(bytes)) => Answer::Data(digest_sign(
+                DataBuilder::new(i.name.clone())
+                    .content(Bytes::from(bytes))
+                    .freshness_period(SEGMENT_FRESHNESS_MS),
+            )),
+            Ok(None) => Answer::Nack(nack_reason::NO_ROUTE),
+            Err(e) => {
+                tracing::warn!("hash request: {e}");
+                Answer::Nack(nack_reason::NO_ROUTE)
+            }
+        })
     }
 
     fn manifest_answer(&self, i: &Interest) -> Option<Answer> {
@@ -104,19 +157,26 @@ impl Repo {
                     .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
             );
         }
-        let layout = manifest::Layout::new(e.meta.segments());
+        let layout = manifest::layout_of(&e);
         let Some((level, block)) = layout.locate(seg) else {
             return nack;
         };
         let count = layout.counts[level];
-        let start = block * manifest::FANOUT;
-        let len = ((count - start).min(manifest::FANOUT) * 32) as usize;
-        let bytes = if level == 0 {
-            self.store.read_extra_at(&e, "hashes", start * 32, len)
+        let fan = layout.fanout(level);
+        let start = block * fan;
+        let entries = (count - start).min(fan);
+        let len = (entries * 32) as usize;
+        let bytes = if level == 0 && layout.format == manifest::FORMAT_VARIABLE {
+            manifest::level0_entries(&self.store, &e, start, entries).map_err(|_| ())
+        } else if level == 0 {
+            self.store
+                .read_extra_at(&e, "hashes", start * 32, len)
+                .map_err(|_| ())
         } else {
             let before: u64 = layout.counts[1..level].iter().sum();
             self.store
                 .read_extra_at(&e, "levels", (before + start) * 32, len)
+                .map_err(|_| ())
         };
         let Ok(bytes) = bytes else { return nack };
         Some(Answer::Data(digest_sign(
@@ -314,11 +374,17 @@ pub fn metadata(interest_name: &Name, e: &Entry) -> Data {
     versioned.encode_to(&mut c);
     let last = Component::segment(e.meta.segments() - 1);
     tlv::put_tlv(&mut c, granary_packet::types::FINAL_BLOCK_ID, last.wire());
-    tlv::put_nni_tlv(
-        &mut c,
-        file_metadata::SEGMENT_SIZE,
-        e.meta.segment_size as u64,
-    );
+    // SegmentSize only when segments have one: readers (NDN-DPDK's file
+    // client) compute byte offsets as segment × SegmentSize, which is wrong
+    // for content-defined segments; sequential readers do not need it, and
+    // the manifest gives every segment's offset and length.
+    if e.meta.is_fixed() {
+        tlv::put_nni_tlv(
+            &mut c,
+            file_metadata::SEGMENT_SIZE,
+            e.meta.segment_size as u64,
+        );
+    }
     tlv::put_nni_tlv(&mut c, file_metadata::SIZE, e.meta.size);
     let md = std::fs::metadata(&e.path).ok();
     use std::os::unix::fs::MetadataExt;

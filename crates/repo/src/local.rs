@@ -2,7 +2,7 @@
 //! (the forwarder never lets `/localhost` in from a non-local face):
 //!
 //! - `…/put` with JSON ApplicationParameters `{"path", "name", "version"?,
-//!   "sign"?, "key"?, "keep"?, "id"?}`: the daemon streams the file in
+//!   "sign"?, "key"?, "keep"?, "id"?, "chunking"?, "index"?}`: the daemon streams the file in
 //!   (copy + hashing in one pass, constant memory, atomic publish), builds
 //!   the signed manifest, applies retention, and answers with a JSON result
 //!   when done.
@@ -88,6 +88,10 @@ pub struct Publish<'a> {
     pub keep: Option<u64>,
     /// Content bytes per segment (default 8192); see [`check_segment_size`].
     pub segment_size: Option<u32>,
+    /// Chunking (default: the repository's config, else fixed 8 KiB).
+    pub chunking: Option<granary_store::Chunking>,
+    /// Add the segments to the hash index (normally true).
+    pub index: bool,
 }
 
 /// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
@@ -113,7 +117,7 @@ pub fn publish(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put(name, reader, &put_options(how)?, progress)
+        .put(name, reader, &put_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
     finish(repo, name, e, how, t, false)
 }
@@ -130,20 +134,30 @@ pub fn publish_file(
     let t = std::time::Instant::now();
     let (e, reflinked) = repo
         .store
-        .put_file(name, path, &put_options(how)?, progress)
+        .put_file(name, path, &put_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
     finish(repo, name, e, how, t, reflinked)
 }
 
-fn put_options(how: &Publish<'_>) -> Result<PutOptions, String> {
-    let mut opts = PutOptions {
-        version: how.version,
-        ..Default::default()
+fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
+    let chunking = match (how.segment_size, how.chunking) {
+        (Some(s), None) | (Some(s), Some(granary_store::Chunking::Fixed(_))) => {
+            granary_store::Chunking::Fixed(check_segment_size(s as u64)?)
+        }
+        (Some(_), Some(c)) => {
+            return Err(format!(
+                "--segment-size is for fixed-size segments; chunking {c} sets its own sizes"
+            ))
+        }
+        (None, Some(c)) => c,
+        (None, None) => repo.store.default_chunking().map_err(|e| e.to_string())?,
     };
-    if let Some(s) = how.segment_size {
-        opts.segment_size = check_segment_size(s as u64)?;
-    }
-    Ok(opts)
+    Ok(PutOptions {
+        version: how.version,
+        chunking: Some(chunking),
+        index: how.index,
+        ..Default::default()
+    })
 }
 
 /// After the store has the version: manifest, retention, the JSON result.
@@ -173,6 +187,7 @@ fn finish(
         "versioned": name.append(&Component::version(e.meta.version)).to_string(),
         "size": e.meta.size,
         "segments": e.meta.segments(),
+        "chunking": e.meta.chunking,
         "sha256": e.meta.sha256,
         "seconds": t.elapsed().as_secs_f64(),
         "removed_versions": removed,
@@ -302,6 +317,12 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             .as_u64()
             .map(check_segment_size)
             .transpose()?,
+        chunking: p["chunking"]
+            .as_str()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e: String| e)?,
+        index: p["index"].as_bool().unwrap_or(true),
     };
     publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)

@@ -7,20 +7,66 @@ pub use granary_manifest::*;
 use granary_packet::{Component, Data};
 use granary_security::Signer;
 
+/// The layout of a stored version's manifest (format 2 for variable-size
+/// segments).
+pub fn layout_of(e: &granary_store::Entry) -> Layout {
+    let format = if e.meta.is_fixed() {
+        FORMAT_FIXED
+    } else {
+        FORMAT_VARIABLE
+    };
+    Layout::with_format(e.meta.segments(), format)
+}
+
+/// Format-2 level-0 entries `first..first+count` of a stored version, from
+/// its `.hashes` and `.offsets` files (one `pread` each).
+pub fn level0_entries(
+    store: &granary_store::Store,
+    e: &granary_store::Entry,
+    first: u64,
+    count: u64,
+) -> Result<Vec<u8>, String> {
+    let hashes = store
+        .read_extra_at(e, "hashes", first * 32, (count * 32) as usize)
+        .map_err(|x| x.to_string())?;
+    let offs = store
+        .read_extra_at(e, "offsets", first * 8, ((count + 1) * 8) as usize)
+        .map_err(|x| x.to_string())?;
+    let at = |i: usize| u64::from_le_bytes(offs[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+    let mut out = Vec::with_capacity(count as usize * ENTRY_V2);
+    for i in 0..count as usize {
+        let (start, end) = (at(i), at(i + 1));
+        let len = end
+            .checked_sub(start)
+            .filter(|l| *l <= u32::MAX as u64)
+            .ok_or("corrupt offsets file")?;
+        let h: [u8; 32] = hashes[i * 32..i * 32 + 32]
+            .try_into()
+            .map_err(|_| "short hashes file")?;
+        out.extend_from_slice(&encode_entry(&h, start, len as u32));
+    }
+    Ok(out)
+}
+
 /// Builds, signs and stores the manifest of a stored version; records its
-/// digest, signer and policy in the metadata. Memory: the level-0 hashes
-/// (32 bytes per 8 KiB segment, 16 MiB for 4 GiB).
+/// digest, signer and policy in the metadata. Memory: the level-0 entries
+/// (32 bytes per fixed segment, 44 per variable one).
 pub fn publish(
     store: &granary_store::Store,
     e: &granary_store::Entry,
     signer: &Signer,
     policy: &str,
 ) -> Result<Data, String> {
-    let level0 = store
-        .read_extra(e, "hashes")
-        .ok_or("no segment hashes for this version")?;
     let sha: [u8; 32] = hex_to_32(&e.meta.sha256).ok_or("bad sha256 in metadata")?;
-    let (upper, root) = compute(&level0, e.meta.segment_size as u64, e.meta.size, sha);
+    let (upper, root) = if e.meta.is_fixed() {
+        let level0 = store
+            .read_extra(e, "hashes")
+            .ok_or("no segment hashes for this version")?;
+        compute(&level0, e.meta.segment_size as u64, e.meta.size, sha)
+    } else {
+        let level0 = level0_entries(store, e, 0, e.meta.segments())?;
+        compute_variable(&level0, e.meta.segment_size as u64, e.meta.size, sha)
+    };
     let versioned = e
         .meta
         .name()

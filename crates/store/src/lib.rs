@@ -13,6 +13,8 @@
 //! Depends only on `granary-packet`. Does no networking and no signing.
 #![forbid(unsafe_code)]
 
+pub mod chunking;
+pub mod index;
 pub mod meta;
 pub mod path;
 
@@ -24,6 +26,7 @@ use std::path::{Path, PathBuf};
 use granary_packet::Name;
 use sha2::{Digest, Sha256};
 
+pub use chunking::Chunking;
 pub use meta::{Backend, FileMeta};
 
 /// Default content bytes per segment (a Data with this much content and a
@@ -113,6 +116,10 @@ pub struct PutOptions {
     pub segment_size: u32,
     /// Content type.
     pub content_type: Option<String>,
+    /// Chunking (overrides `segment_size` when set).
+    pub chunking: Option<Chunking>,
+    /// Add the segments to the hash index once published.
+    pub index: bool,
 }
 
 impl Default for PutOptions {
@@ -121,6 +128,8 @@ impl Default for PutOptions {
             version: None,
             segment_size: DEFAULT_SEGMENT_SIZE,
             content_type: None,
+            chunking: None,
+            index: true,
         }
     }
 }
@@ -134,6 +143,8 @@ pub struct Entry {
     pub meta: FileMeta,
     /// The file, open (shared), when the entry came from a lookup.
     pub file: Option<std::sync::Arc<fs::File>>,
+    /// Its `.offsets` file, open, for variable-size segments from a lookup.
+    pub offsets: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -149,6 +160,18 @@ pub struct Store {
     /// processes are seen at once); a new version published by another
     /// process is seen within [`CACHE_TTL`].
     cache: std::sync::Mutex<LookupCache>,
+    /// The hash index, opened on first use; `None` inside while another
+    /// process holds it.
+    index: std::sync::Mutex<IndexState>,
+}
+
+#[derive(Debug, Default)]
+struct IndexState {
+    db: Option<std::sync::Arc<index::Index>>,
+    /// Last time an open was tried or marks were looked for.
+    checked: Option<std::time::Instant>,
+    /// Why the last open failed.
+    error: Option<String>,
 }
 
 type LookupCache = std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>;
@@ -188,6 +211,7 @@ impl Store {
             tmp,
             backend,
             cache: Default::default(),
+            index: Default::default(),
         })
     }
 
@@ -202,9 +226,11 @@ impl Store {
     }
 
     /// Ingests `reader` as a new version of `name`, streaming: the bytes are
-    /// copied to a temp file while each segment is hashed; the version
-    /// becomes visible only when complete and durable. `progress` gets the
-    /// byte count so far.
+    /// copied to a temp file while they are cut into segments
+    /// ([`PutOptions::chunking`]) and each segment is hashed, all in one
+    /// pass over a 1 MiB buffer; the version becomes visible only when
+    /// complete and durable, and its segments are then added to the hash
+    /// index ([`PutOptions::index`]). `progress` gets the byte count so far.
     pub fn put(
         &self,
         name: &Name,
@@ -262,10 +288,28 @@ impl Store {
         mut progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let dir = self.objects.join(path::object_dir(name)?);
-        let seg = opts.segment_size.max(1) as usize;
+        let chunking = opts
+            .chunking
+            .unwrap_or(Chunking::Fixed(opts.segment_size.max(1)));
+        chunking.validate().map_err(Error::Corrupt)?;
+        let cutter = chunking.cutter();
         let version = opts.version.unwrap_or_else(now_us);
         let tmp_data = self.tmp.join(format!("{id}.data"));
         let tmp_hash = self.tmp.join(format!("{id}.hashes"));
+        let tmp_off = self.tmp.join(format!("{id}.offsets"));
+        let variable = !chunking.is_fixed();
+        let final_data = dir.join(format!("@{version}"));
+        let rel = final_data
+            .strip_prefix(&self.objects)
+            .map(|r| r.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        // The hash index, if this process can have it (otherwise the mark
+        // written below gets the version indexed by whoever holds it).
+        let index = if opts.index {
+            self.index_handle()
+        } else {
+            None
+        };
         let result = (|| -> Result<Entry> {
             let mut data = match cloned {
                 Some(c) => fs::OpenOptions::new()
@@ -274,62 +318,100 @@ impl Store {
                     .map_err(Error::io(c))?,
                 None => fs::File::create(&tmp_data).map_err(Error::io(&tmp_data))?,
             };
-            let mut hashes =
+            let hashes =
                 std::io::BufWriter::new(fs::File::create(&tmp_hash).map_err(Error::io(&tmp_hash))?);
+            let offsets = if variable {
+                Some(std::io::BufWriter::new(
+                    fs::File::create(&tmp_off).map_err(Error::io(&tmp_off))?,
+                ))
+            } else {
+                None
+            };
+            // Two threads: this one reads, writes the data file and hashes
+            // the whole file; a worker cuts segments, hashes each, writes
+            // the hash and offset files and feeds the index transaction.
+            // 1 MiB blocks go round between them (constant memory).
+            const BLOCK: usize = 1 << 20;
+            const BLOCKS: usize = 4;
+            let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(BLOCKS);
+            let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
+            for _ in 0..BLOCKS {
+                let _ = free_tx.send(vec![0u8; BLOCK]);
+            }
+            let worker_paths = (tmp_hash.clone(), tmp_off.clone());
+            // One ingest at a time holds a write transaction; others (their
+            // marks) are indexed when it is done, never waited for here.
+            let writer = match &index {
+                Some(ix) if !ix.writing() => ix.writer(&rel).ok(),
+                _ => None,
+            };
+            let worker = std::thread::spawn(move || {
+                segment_worker(
+                    cutter,
+                    full_rx,
+                    free_tx,
+                    hashes,
+                    offsets,
+                    writer,
+                    worker_paths,
+                )
+            });
             let mut whole = Sha256::new();
-            let mut buf = vec![0u8; ((1usize << 20) / seg).max(1) * seg];
-            let mut pending = Sha256::new();
-            let mut in_seg = 0usize;
             let mut size = 0u64;
-            loop {
-                let n = match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        return Err(Error::Io {
-                            path: "input".into(),
-                            source: e,
-                        })
+            let read_result = (|| -> Result<()> {
+                // Never read again after the end (some readers fail then).
+                let mut eof = false;
+                while !eof {
+                    let Ok(mut block) = free_rx.recv() else {
+                        return Ok(()); // the worker stopped: its error follows
+                    };
+                    let mut n = 0;
+                    while n < BLOCK {
+                        match reader.read(&mut block[n..]) {
+                            Ok(0) => {
+                                eof = true;
+                                break;
+                            }
+                            Ok(k) => n += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => {
+                                return Err(Error::Io {
+                                    path: "input".into(),
+                                    source: e,
+                                })
+                            }
+                        }
                     }
-                };
-                if cloned.is_none() {
-                    data.write_all(&buf[..n]).map_err(Error::io(&tmp_data))?;
-                }
-                whole.update(&buf[..n]);
-                let mut rest = &buf[..n];
-                while !rest.is_empty() {
-                    let take = rest.len().min(seg - in_seg);
-                    pending.update(&rest[..take]);
-                    in_seg += take;
-                    rest = &rest[take..];
-                    if in_seg == seg {
-                        hashes
-                            .write_all(&std::mem::replace(&mut pending, Sha256::new()).finalize())
-                            .map_err(Error::io(&tmp_hash))?;
-                        in_seg = 0;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    if cloned.is_none() {
+                        data.write_all(&block[..n]).map_err(Error::io(&tmp_data))?;
+                    }
+                    whole.update(&block[..n]);
+                    size += n as u64;
+                    progress(size);
+                    if full_tx.send((block, n)).is_err() {
+                        return Ok(());
                     }
                 }
-                size += n as u64;
-                progress(size);
-            }
-            if in_seg > 0 || size == 0 {
-                hashes
-                    .write_all(&pending.finalize())
-                    .map_err(Error::io(&tmp_hash))?;
-            }
-            hashes
-                .into_inner()
-                .map_err(|e| Error::io(&tmp_hash)(e.into_error()))?
-                .sync_all()
-                .map_err(Error::io(&tmp_hash))?;
+                Ok(())
+            })();
+            drop(full_tx);
+            let worked = worker
+                .join()
+                .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
+            read_result?;
+            let (segments, index_writer) = worked?;
+            let segments = segments.max(1);
             data.sync_all().map_err(Error::io(&tmp_data))?;
             let m = FileMeta {
                 name: name.to_string(),
                 version,
                 size,
-                segment_size: seg as u32,
-                chunking: format!("fixed:{seg}"),
+                segment_size: chunking.max_len(),
+                chunking: chunking.to_string(),
+                segments: variable.then_some(segments),
                 sha256: hex::encode(whole.finalize()),
                 manifest: None,
                 signer: None,
@@ -338,30 +420,60 @@ impl Store {
                 created_ms: now_us() / 1000,
             };
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
-            let final_data = dir.join(format!("@{version}"));
             if final_data.exists() {
                 return Err(Error::Exists(format!("{name} version {version}")));
             }
             // Metadata first (on the temp file, or its sidecar at the final
-            // place), hashes next, data last: the data file's rename is the
-            // moment the version appears.
+            // place), hashes and offsets next, an index-pending mark, data
+            // last: the data file's rename is the moment the version appears.
             match self.backend {
                 Backend::Xattr => meta::write(Backend::Xattr, &tmp_data, &m)?,
                 Backend::Sidecar => meta::write(Backend::Sidecar, &final_data, &m)?,
             }
             fs::rename(&tmp_hash, dir.join(format!("@{version}.hashes")))
                 .map_err(Error::io(&dir))?;
-            fs::rename(&tmp_data, &final_data).map_err(Error::io(&final_data))?;
+            if variable {
+                fs::rename(&tmp_off, dir.join(format!("@{version}.offsets")))
+                    .map_err(Error::io(&dir))?;
+            }
+            let mark = if opts.index {
+                Some(self.mark_pending(&final_data)?)
+            } else {
+                None
+            };
+            if let Err(e) = fs::rename(&tmp_data, &final_data) {
+                if let Some(m) = &mark {
+                    let _ = fs::remove_file(m);
+                }
+                return Err(Error::io(&final_data)(e));
+            }
             sync_dir(&dir);
-            Ok(Entry {
-                path: final_data,
+            let e = Entry {
+                path: final_data.clone(),
                 meta: m,
                 file: None,
-            })
+                offsets: None,
+            };
+            // The version is durable: commit its index entries (made while
+            // ingesting), then drop the mark. Without the index here, the
+            // mark stays for its holder.
+            if let Some(mark) = mark {
+                let committed = index_writer.is_some_and(|w| w.commit().is_ok());
+                if committed {
+                    let _ = fs::remove_file(&mark);
+                }
+                // This version if it is not in yet, and those of ingests
+                // that ran beside this one.
+                if let Some(ix) = index.as_ref().filter(|ix| !ix.writing()) {
+                    self.catch_up_into(ix);
+                }
+            }
+            Ok(e)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp_data);
             let _ = fs::remove_file(&tmp_hash);
+            let _ = fs::remove_file(&tmp_off);
         }
         result
     }
@@ -422,9 +534,19 @@ impl Store {
             return Err(Error::NotFound(format!("{name} version {v}")));
         }
         let file = fs::File::open(&p).map_err(Error::io(&p))?;
+        let meta = meta::read(self.backend, &p)?;
+        let offsets = if meta.is_fixed() {
+            None
+        } else {
+            let op = extra_path(&p, "offsets");
+            Some(std::sync::Arc::new(
+                fs::File::open(&op).map_err(Error::io(&op))?,
+            ))
+        };
         Ok(Entry {
-            meta: meta::read(self.backend, &p)?,
+            meta,
             file: Some(std::sync::Arc::new(file)),
+            offsets,
             path: p,
         })
     }
@@ -438,14 +560,80 @@ impl Store {
         Ok(h)
     }
 
-    /// Reads segment `seg` of a version into `buf` (resized to the segment).
-    pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
+    /// Byte offset and length of segment `seg` (one 16-byte `pread` of the
+    /// `.offsets` file for variable-size segments).
+    pub fn segment_range(&self, e: &Entry, seg: u64) -> Result<(u64, u64)> {
         if seg >= e.meta.segments() {
             return Err(Error::NotFound(format!("segment {seg} of {}", e.meta.name)));
         }
-        let start = seg * e.meta.segment_size as u64;
-        let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64) as usize;
-        buf.resize(len, 0);
+        if e.meta.is_fixed() {
+            let start = seg * e.meta.segment_size as u64;
+            let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64);
+            return Ok((start, len));
+        }
+        let mut b = [0u8; 16];
+        let op = extra_path(&e.path, "offsets");
+        match &e.offsets {
+            Some(f) => f.read_exact_at(&mut b, seg * 8),
+            None => fs::File::open(&op).and_then(|f| f.read_exact_at(&mut b, seg * 8)),
+        }
+        .map_err(Error::io(&op))?;
+        let start = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let end = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        if start > end || end > e.meta.size || end - start > e.meta.segment_size as u64 {
+            return Err(Error::Corrupt(format!(
+                "{}: segment {seg} spans {start}..{end}",
+                op.display()
+            )));
+        }
+        Ok((start, end - start))
+    }
+
+    /// Every segment's (offset, length), in order (reads the whole
+    /// `.offsets` file for variable-size segments: 8 bytes per segment).
+    pub fn segment_spans(&self, e: &Entry) -> Result<Vec<(u64, u32)>> {
+        let n = e.meta.segments();
+        if e.meta.is_fixed() {
+            let s = e.meta.segment_size as u64;
+            return Ok((0..n)
+                .map(|i| {
+                    (
+                        i * s,
+                        (e.meta.size - (i * s).min(e.meta.size)).min(s) as u32,
+                    )
+                })
+                .collect());
+        }
+        let op = extra_path(&e.path, "offsets");
+        let raw = fs::read(&op).map_err(Error::io(&op))?;
+        if raw.len() as u64 != (n + 1) * 8 {
+            return Err(Error::Corrupt(format!(
+                "{}: {} bytes for {n} segments",
+                op.display(),
+                raw.len()
+            )));
+        }
+        let ends: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        for w in ends.windows(2) {
+            if w[0] > w[1] || w[1] - w[0] > e.meta.segment_size as u64 {
+                return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+            }
+            out.push((w[0], (w[1] - w[0]) as u32));
+        }
+        if ends.last() != Some(&e.meta.size) {
+            return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+        }
+        Ok(out)
+    }
+
+    /// Reads segment `seg` of a version into `buf` (resized to the segment).
+    pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (start, len) = self.segment_range(e, seg)?;
+        buf.resize(len as usize, 0);
         match &e.file {
             Some(f) => f.read_exact_at(buf, start).map_err(Error::io(&e.path))?,
             None => {
@@ -574,6 +762,13 @@ impl Store {
         }
         sync_dir(&from);
         sync_dir(&to);
+        // The hash index learns the new paths later (whoever holds it picks
+        // the marks up; the old paths fail validation meanwhile). The marks
+        // are not synced: a crash loses only index entries, which
+        // `reindex` rebuilds; rename stays O(1).
+        for v in &versions {
+            let _ = self.mark(&to.join(format!("@{v}")), false);
+        }
         let _ = fs::remove_dir(&from);
         Ok(())
     }
@@ -661,6 +856,441 @@ impl Store {
         self.forget();
         meta::write(self.backend, &e.path, m)
     }
+}
+
+/// Per-repository settings, `<root>/config.toml`:
+/// `chunking = "fastcdc:1024:4096:8192"` (any [`Chunking`] form).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct RepoConfig {
+    /// Chunking of new versions published without an explicit choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunking: Option<String>,
+}
+
+impl Store {
+    fn config_path(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// The repository's settings (defaults when there is no file).
+    pub fn config(&self) -> Result<RepoConfig> {
+        let p = self.config_path();
+        match fs::read_to_string(&p) {
+            Ok(t) => {
+                toml::from_str(&t).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(RepoConfig::default()),
+            Err(e) => Err(Error::io(&p)(e)),
+        }
+    }
+
+    /// Saves the repository's settings.
+    pub fn set_config(&self, c: &RepoConfig) -> Result<()> {
+        let t = toml::to_string(c).map_err(|e| Error::Corrupt(e.to_string()))?;
+        write_atomic(&self.config_path(), t.as_bytes())
+    }
+
+    /// The chunking new versions get by default: the config file's, or
+    /// fixed 8 KiB segments.
+    pub fn default_chunking(&self) -> Result<Chunking> {
+        match self.config()?.chunking {
+            Some(s) => s
+                .parse()
+                .map_err(|e| Error::Corrupt(format!("{}: {e}", self.config_path().display()))),
+            None => Ok(Chunking::default()),
+        }
+    }
+}
+
+/// What a reindex did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reindexed {
+    /// Versions indexed.
+    pub versions: u64,
+    /// Segments indexed.
+    pub segments: u64,
+}
+
+impl Store {
+    fn pending_dir(&self) -> PathBuf {
+        self.root.join("index-pending")
+    }
+
+    /// Path of the hash index database.
+    pub fn index_path(&self) -> PathBuf {
+        self.root.join("index.redb")
+    }
+
+    /// Writes a durable mark saying that `data` (a version file, about to
+    /// appear) must be indexed.
+    fn mark_pending(&self, data: &Path) -> Result<PathBuf> {
+        self.mark(data, true)
+    }
+
+    fn mark(&self, data: &Path, durable: bool) -> Result<PathBuf> {
+        let rel = data
+            .strip_prefix(&self.objects)
+            .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?;
+        let dir = self.pending_dir();
+        fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+        let mark = dir.join(format!("{}-{}", std::process::id(), unique()));
+        if durable {
+            write_atomic(&mark, rel.as_os_str().as_encoded_bytes())?;
+        } else {
+            fs::write(&mark, rel.as_os_str().as_encoded_bytes()).map_err(Error::io(&mark))?;
+        }
+        Ok(mark)
+    }
+
+    /// Runs `f` with the index, opening it if needed (and, when it was
+    /// missing, rebuilding it from the files). `None` when another process
+    /// holds it (retried at most once a second) or it cannot be opened.
+    fn with_index<T>(&self, f: impl FnOnce(&std::sync::Arc<index::Index>) -> T) -> Option<T> {
+        let mut st = self.index.lock().ok()?;
+        if st.db.is_none() {
+            let now = std::time::Instant::now();
+            if st
+                .checked
+                .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(1))
+            {
+                return None;
+            }
+            st.checked = Some(now);
+            let path = self.index_path();
+            let mut fresh = !path.exists();
+            let mut opened = index::Index::open(&path);
+            if let Err(index::OpenError::Other(e)) = &opened {
+                // Unreadable or of another layout: it is only a cache of the
+                // files, so set it aside and rebuild.
+                eprintln!("granary-store: {e}; rebuilding the hash index");
+                let aside = self.root.join("index.redb.bad");
+                let _ = fs::rename(&path, &aside);
+                fresh = true;
+                opened = index::Index::open(&path);
+            }
+            match opened {
+                Ok(ix) => {
+                    if fresh {
+                        let _ = self.reindex_into(&ix);
+                    }
+                    self.catch_up_into(&ix);
+                    st.db = Some(std::sync::Arc::new(ix));
+                    st.error = None;
+                }
+                Err(index::OpenError::Busy) => {
+                    st.error = Some(
+                        "the hash index is in use by another process (a running daemon?)".into(),
+                    );
+                    return None;
+                }
+                Err(index::OpenError::Other(e)) => {
+                    eprintln!("granary-store: {e}");
+                    st.error = Some(e);
+                    return None;
+                }
+            }
+        }
+        st.db.as_ref().map(f)
+    }
+
+    /// The open index (opening it if needed), shared.
+    fn index_handle(&self) -> Option<std::sync::Arc<index::Index>> {
+        self.with_index(|ix| ix.clone())
+    }
+
+    /// Indexes the version a mark names. `Ok(false)` when that version is
+    /// not there (yet).
+    fn index_mark(&self, ix: &index::Index, mark: &Path) -> Result<bool> {
+        let rel = fs::read(mark).map_err(Error::io(mark))?;
+        let rel = String::from_utf8(rel)
+            .map_err(|_| Error::Corrupt(format!("{}: not UTF-8", mark.display())))?;
+        let data = self.objects.join(&rel);
+        if !data.is_file() {
+            return Ok(false);
+        }
+        self.index_file(ix, &data).map(|_| true)
+    }
+
+    fn index_file(&self, ix: &index::Index, data: &Path) -> Result<u64> {
+        let rel = data
+            .strip_prefix(&self.objects)
+            .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let e = Entry {
+            meta: meta::read(self.backend, data)?,
+            path: data.to_path_buf(),
+            file: None,
+            offsets: None,
+        };
+        let spans = self.segment_spans(&e)?;
+        let hp = hashes_path(data);
+        let hashes = fs::read(&hp).map_err(Error::io(&hp))?;
+        if hashes.len() != spans.len() * 32 {
+            return Err(Error::Corrupt(format!(
+                "{}: {} hashes for {} segments",
+                hp.display(),
+                hashes.len() / 32,
+                spans.len()
+            )));
+        }
+        let mut items: Vec<([u8; 32], u64, u32)> = hashes
+            .chunks_exact(32)
+            .zip(spans)
+            .filter(|(_, (_, len))| *len > 0)
+            .map(|(h, (offset, len))| {
+                let mut k = [0u8; 32];
+                k.copy_from_slice(h);
+                (k, offset, len)
+            })
+            .collect();
+        ix.insert(&rel, &mut items).map_err(Error::Corrupt)?;
+        Ok(items.len() as u64)
+    }
+
+    fn catch_up_into(&self, ix: &index::Index) {
+        let Ok(rd) = fs::read_dir(self.pending_dir()) else {
+            return;
+        };
+        for m in rd.flatten() {
+            let p = m.path();
+            match self.index_mark(ix, &p) {
+                Ok(true) => {
+                    let _ = fs::remove_file(&p);
+                }
+                Ok(false) => {
+                    // Not there: an ingest still running (its owner is
+                    // alive: keep the mark), or one that died before its
+                    // version appeared (drop the mark).
+                    let alive = m
+                        .file_name()
+                        .to_str()
+                        .and_then(|f| f.split('-').next())
+                        .and_then(|pid| pid.parse::<u32>().ok())
+                        .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                    if !alive {
+                        let _ = fs::remove_file(&p);
+                    }
+                }
+                Err(e) => eprintln!("granary-store: {}: {e}", p.display()),
+            }
+        }
+    }
+
+    /// Indexes versions that other processes published (their marks), at
+    /// most once a second; cheap when there is nothing to do.
+    pub fn index_catch_up(&self) {
+        let due = self.index.lock().ok().is_some_and(|mut st| {
+            let now = std::time::Instant::now();
+            let due = st
+                .checked
+                .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1));
+            if due && st.db.is_some() {
+                st.checked = Some(now);
+            }
+            due
+        });
+        if due {
+            self.with_index(|ix| {
+                // Never wait for an ingest's transaction on the serving path.
+                if !ix.writing() {
+                    self.catch_up_into(ix)
+                }
+            });
+        }
+    }
+
+    fn reindex_into(&self, ix: &index::Index) -> Result<Reindexed> {
+        ix.clear().map_err(Error::Corrupt)?;
+        let mut r = Reindexed::default();
+        let mut stack = vec![self.objects.clone()];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if e
+                    .file_name()
+                    .to_str()
+                    .and_then(path::parse_version_file)
+                    .is_some()
+                {
+                    match self.index_file(ix, &p) {
+                        Ok(n) => {
+                            r.versions += 1;
+                            r.segments += n;
+                        }
+                        Err(err) => eprintln!("granary-store: not indexed: {err}"),
+                    }
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Rebuilds the hash index from the `.hashes` and `.offsets` files of
+    /// every stored version. Fails when another process (a running daemon)
+    /// holds the index.
+    pub fn reindex(&self) -> Result<Reindexed> {
+        // A fresh attempt to open, even right after a failed one.
+        if let Ok(mut st) = self.index.lock() {
+            st.checked = None;
+        }
+        match self.with_index(|ix| self.reindex_into(ix)) {
+            Some(r) => r,
+            None => Err(Error::Corrupt(
+                self.index
+                    .lock()
+                    .ok()
+                    .and_then(|st| st.error.clone())
+                    .unwrap_or_else(|| "the hash index cannot be opened".into()),
+            )),
+        }
+    }
+
+    /// Looks a chunk up by the SHA-256 of its bytes: the bytes, read from
+    /// whichever version file holds them and checked against the hash.
+    /// Stale locations (file gone, moved or changed) are dropped on the way.
+    pub fn chunk(&self, h: &[u8; 32]) -> Result<Option<Vec<u8>>> {
+        self.index_catch_up();
+        let mut stale = false;
+        for attempt in 0..2 {
+            if attempt == 1 {
+                if !stale {
+                    break;
+                }
+                // Moved, perhaps: pick up pending marks now and look again.
+                self.with_index(|ix| {
+                    if !ix.writing() {
+                        self.catch_up_into(ix)
+                    }
+                });
+            }
+            let Some(locs) = self.with_index(|ix| ix.get(h)) else {
+                return Ok(None);
+            };
+            for (slot, loc) in locs.map_err(Error::Corrupt)? {
+                let p = self.objects.join(&loc.file);
+                let mut buf = vec![0u8; loc.len as usize];
+                let ok = fs::File::open(&p)
+                    .and_then(|f| f.read_exact_at(&mut buf, loc.offset))
+                    .is_ok()
+                    && <[u8; 32]>::from(Sha256::digest(&buf)) == *h;
+                if ok {
+                    return Ok(Some(buf));
+                }
+                stale = true;
+                self.with_index(|ix| {
+                    if !ix.writing() {
+                        let _ = ix.remove(h, &slot);
+                    }
+                });
+            }
+        }
+        Ok(None)
+    }
+
+    /// Number of (hash, location) entries in the index, if it is available.
+    pub fn index_len(&self) -> Option<u64> {
+        self.with_index(|ix| ix.len().ok()).flatten()
+    }
+}
+
+type Worked = (u64, Option<index::Writer>);
+
+/// The segment side of ingest: cuts the blocks it receives into segments
+/// (carrying the undecided tail across blocks), writes each segment's hash
+/// and start offset, and adds them to the index transaction in batches.
+/// Returns the segment count (an empty input is one empty segment).
+fn segment_worker(
+    cutter: chunking::Cutter,
+    full: std::sync::mpsc::Receiver<(Vec<u8>, usize)>,
+    free: std::sync::mpsc::SyncSender<Vec<u8>>,
+    mut hashes: std::io::BufWriter<fs::File>,
+    mut offsets: Option<std::io::BufWriter<fs::File>>,
+    mut writer: Option<index::Writer>,
+    (hash_path, off_path): (PathBuf, PathBuf),
+) -> Result<Worked> {
+    // Index entries per batch (sorted before insertion: 1.5 MiB).
+    const BATCH: usize = 32 * 1024;
+    let max = cutter.max();
+    let mut carry: Vec<u8> = Vec::with_capacity((1 << 20) + max);
+    let mut start = 0u64; // file offset of carry[0]
+    let mut segments = 0u64;
+    let mut batch: Vec<([u8; 32], u64, u32)> = Vec::with_capacity(BATCH);
+    // Index inserts run on a third thread, beside chunking and hashing.
+    let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<([u8; 32], u64, u32)>>(2);
+    let indexer = writer.take().map(|mut w| {
+        std::thread::spawn(move || {
+            for mut b in batch_rx {
+                if w.add(&mut b).is_err() {
+                    return None; // the mark gets it indexed later
+                }
+            }
+            Some(w)
+        })
+    });
+    let mut eof = false;
+    while !eof {
+        match full.recv() {
+            Ok((block, n)) => {
+                carry.extend_from_slice(&block[..n]);
+                let _ = free.send(block);
+            }
+            Err(_) => eof = true,
+        }
+        let mut pos = 0usize;
+        while pos < carry.len() && (eof || carry.len() - pos >= max) {
+            let n = cutter.cut(&carry[pos..]);
+            let h: [u8; 32] = Sha256::digest(&carry[pos..pos + n]).into();
+            hashes.write_all(&h).map_err(Error::io(&hash_path))?;
+            let off = start + pos as u64;
+            if let Some(o) = offsets.as_mut() {
+                o.write_all(&off.to_le_bytes())
+                    .map_err(Error::io(&off_path))?;
+            }
+            if indexer.is_some() {
+                batch.push((h, off, n as u32));
+            }
+            segments += 1;
+            pos += n;
+        }
+        carry.drain(..pos);
+        start += pos as u64;
+        if batch.len() >= BATCH || (eof && !batch.is_empty()) {
+            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+            let _ = batch_tx.send(full);
+        }
+    }
+    if segments == 0 {
+        // An empty file is one empty segment (not indexed).
+        hashes
+            .write_all(&Sha256::digest(b""))
+            .map_err(Error::io(&hash_path))?;
+        if let Some(o) = offsets.as_mut() {
+            o.write_all(&0u64.to_le_bytes())
+                .map_err(Error::io(&off_path))?;
+        }
+        segments = 1;
+    }
+    hashes
+        .into_inner()
+        .map_err(|e| Error::io(&hash_path)(e.into_error()))?
+        .sync_all()
+        .map_err(Error::io(&hash_path))?;
+    if let Some(mut o) = offsets {
+        // The end of the last segment closes the table.
+        o.write_all(&start.to_le_bytes())
+            .map_err(Error::io(&off_path))?;
+        o.into_inner()
+            .map_err(|e| Error::io(&off_path)(e.into_error()))?
+            .sync_all()
+            .map_err(Error::io(&off_path))?;
+    }
+    drop(batch_tx);
+    let writer = indexer.and_then(|t| t.join().ok().flatten());
+    Ok((segments, writer))
 }
 
 fn hashes_path(data: &Path) -> PathBuf {

@@ -21,8 +21,14 @@ pub struct FileMeta {
     pub size: u64,
     /// Segment size in bytes (content bytes per Data).
     pub segment_size: u32,
-    /// Chunking scheme (`fixed:<bytes>` today).
+    /// Chunking scheme: `fixed:<bytes>`, `fastcdc:<min>:<avg>:<max>` or
+    /// `rabin:<min>:<avg>:<max>` ([`crate::Chunking`]). For content-defined
+    /// schemes `segment_size` is the largest segment and the segment
+    /// boundaries are in `@<v>.offsets`.
     pub chunking: String,
+    /// Number of segments, when they are not all `segment_size` long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<u64>,
     /// SHA-256 of the whole file, hex.
     pub sha256: String,
     /// Digest of the signed manifest, hex, once one is made.
@@ -47,11 +53,19 @@ impl FileMeta {
 
     /// Number of segments.
     pub fn segments(&self) -> u64 {
+        if let Some(n) = self.segments {
+            return n.max(1);
+        }
         if self.size == 0 {
             1
         } else {
             self.size.div_ceil(self.segment_size as u64)
         }
+    }
+
+    /// True when every segment but the last is `segment_size` long.
+    pub fn is_fixed(&self) -> bool {
+        self.segments.is_none()
     }
 }
 
@@ -138,7 +152,7 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
                 if let Some(v) = xattr::get(path, &key).map_err(Error::io(path))? {
                     let s = String::from_utf8_lossy(&v).into_owned();
                     let val = match k {
-                        "version" | "size" | "segment_size" | "created_ms" => {
+                        "version" | "size" | "segment_size" | "segments" | "created_ms" => {
                             serde_json::Value::Number(
                                 s.parse::<u64>()
                                     .map_err(|_| {

@@ -1,0 +1,192 @@
+//! Content-defined chunking at ingest and the hash index, on real files.
+
+use std::collections::HashSet;
+
+use granary_packet::Name;
+use granary_store::{Chunking, PutOptions, Store};
+use sha2::{Digest, Sha256};
+
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as u8
+        })
+        .collect()
+}
+
+fn put(store: &Store, name: &str, data: &[u8], c: Chunking) -> granary_store::Entry {
+    let opts = PutOptions {
+        chunking: Some(c),
+        ..Default::default()
+    };
+    store
+        .put(&Name::from_uri(name).unwrap(), data, &opts, |_| {})
+        .unwrap()
+}
+
+fn segment_hashes(store: &Store, e: &granary_store::Entry) -> Vec<[u8; 32]> {
+    (0..e.meta.segments())
+        .map(|s| store.segment_hash(e, s).unwrap())
+        .collect()
+}
+
+/// Reads a version back segment by segment, checks each against its stored
+/// hash, and returns the bytes.
+fn read_back(store: &Store, name: &str) -> Vec<u8> {
+    let e = store.get(&Name::from_uri(name).unwrap(), None).unwrap();
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    for s in 0..e.meta.segments() {
+        store.read_segment(&e, s, &mut buf).unwrap();
+        assert!(buf.len() <= e.meta.segment_size as usize);
+        assert_eq!(
+            <[u8; 32]>::from(Sha256::digest(&buf)),
+            store.segment_hash(&e, s).unwrap()
+        );
+        let (off, len) = store.segment_range(&e, s).unwrap();
+        assert_eq!((off, len), (out.len() as u64, buf.len() as u64));
+        out.extend_from_slice(&buf);
+    }
+    assert!(store.read_segment(&e, e.meta.segments(), &mut buf).is_err());
+    out
+}
+
+#[test]
+fn cdc_round_trips_at_every_awkward_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for c in [Chunking::fastcdc(), Chunking::rabin()] {
+        for (i, len) in [0usize, 1, 1023, 1024, 1025, 8191, 8192, 8193, 3 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let data = noise(len, 99 + i as u64);
+            let name = format!("/t/{}/{len}", c.to_string().replace(':', "_"));
+            let e = put(&store, &name, &data, c);
+            assert_eq!(e.meta.chunking, c.to_string());
+            assert_eq!(e.meta.size, len as u64);
+            assert_eq!(read_back(&store, &name), data, "{c} {len}");
+            assert_eq!(e.meta.sha256, hex::encode(Sha256::digest(&data)));
+        }
+    }
+    // Fixed is unchanged: no offsets file, 8 KiB segments.
+    let e = put(&store, "/t/fixed", &noise(20_000, 3), Chunking::Fixed(8192));
+    assert!(e.meta.is_fixed());
+    assert_eq!(e.meta.segments(), 3);
+    assert!(!dir
+        .path()
+        .join(format!("{}.offsets", e.path.display()))
+        .exists());
+    assert_eq!(read_back(&store, "/t/fixed"), noise(20_000, 3));
+}
+
+/// The carepo case: a new version with bytes inserted near the start.
+#[test]
+fn cdc_finds_shared_chunks_where_fixed_finds_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let a = noise(4 << 20, 5);
+    let mut b = a.clone();
+    b.splice(100..100, noise(37, 8)); // 37 bytes inserted near the start
+    let shared = |c: Chunking| {
+        let tag = c.to_string().replace(':', "_");
+        let ea = put(&store, &format!("/a/{tag}"), &a, c);
+        let eb = put(&store, &format!("/b/{tag}"), &b, c);
+        let ha: HashSet<[u8; 32]> = segment_hashes(&store, &ea).into_iter().collect();
+        let hb = segment_hashes(&store, &eb);
+        hb.iter().filter(|h| ha.contains(*h)).count() as f64 / hb.len() as f64
+    };
+    let fixed = shared(Chunking::Fixed(8192));
+    let fast = shared(Chunking::fastcdc());
+    let rabin = shared(Chunking::rabin());
+    eprintln!("shared chunks: fixed {fixed:.3} fastcdc {fast:.3} rabin {rabin:.3}");
+    assert!(fixed < 0.01, "fixed {fixed}");
+    assert!(fast >= 0.90, "fastcdc {fast}");
+    assert!(rabin >= 0.90, "rabin {rabin}");
+}
+
+#[test]
+fn hash_index_serves_chunks_survives_rename_and_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = noise(300_000, 11);
+    let (hashes, spans) = {
+        let store = Store::open(dir.path()).unwrap();
+        let e = put(&store, "/ix/one", &data, Chunking::fastcdc());
+        let h = segment_hashes(&store, &e);
+        let spans = store.segment_spans(&e).unwrap();
+        for (hh, (off, len)) in h.iter().zip(&spans) {
+            let got = store.chunk(hh).unwrap().expect("indexed");
+            assert_eq!(
+                &got[..],
+                &data[*off as usize..(*off + *len as u64) as usize]
+            );
+        }
+        assert!(store.chunk(&[7u8; 32]).unwrap().is_none());
+        // Rename: served from the new path.
+        store
+            .rename(
+                &Name::from_uri("/ix/one").unwrap(),
+                &Name::from_uri("/ix/two").unwrap(),
+            )
+            .unwrap();
+        assert!(store.chunk(&h[3]).unwrap().is_some());
+        (h, spans)
+    };
+    // Delete the index: rebuilt from the files on next use.
+    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for (hh, (off, len)) in hashes.iter().zip(&spans) {
+        let got = store.chunk(hh).unwrap().expect("rebuilt");
+        assert_eq!(
+            &got[..],
+            &data[*off as usize..(*off + *len as u64) as usize]
+        );
+    }
+    let r = store.reindex().unwrap();
+    assert_eq!(r.versions, 1);
+    assert_eq!(r.segments, hashes.len() as u64);
+    // Removed: a miss, not stale bytes.
+    store
+        .remove(&Name::from_uri("/ix/two").unwrap(), None)
+        .unwrap();
+    assert!(store.chunk(&hashes[0]).unwrap().is_none());
+}
+
+#[test]
+fn a_crash_before_indexing_is_caught_up_from_the_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = noise(100_000, 12);
+    let h;
+    {
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.index_len(), Some(0), "a new, empty index");
+        let opts = PutOptions {
+            chunking: Some(Chunking::rabin()),
+            index: false,
+            ..Default::default()
+        };
+        let e = store
+            .put(&Name::from_uri("/c/x").unwrap(), &data[..], &opts, |_| {})
+            .unwrap();
+        h = segment_hashes(&store, &e);
+        assert!(store.chunk(&h[0]).unwrap().is_none(), "not indexed");
+        // What a crash between publication and indexing leaves behind: the mark.
+        let rel = e.path.strip_prefix(dir.path().join("objects")).unwrap();
+        std::fs::create_dir_all(dir.path().join("index-pending")).unwrap();
+        std::fs::write(
+            dir.path().join("index-pending/999999999-1"),
+            rel.to_str().unwrap(),
+        )
+        .unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.chunk(&h[0]).unwrap().is_some(), "caught up on open");
+    assert!(std::fs::read_dir(dir.path().join("index-pending"))
+        .unwrap()
+        .next()
+        .is_none());
+}
