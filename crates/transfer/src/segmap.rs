@@ -1,8 +1,10 @@
 //! Offset ↔ segment arithmetic, in one place. Byte ranges and resume go
-//! through [`SegmentMap`] only, so variable-size (content-defined) segments
-//! can be added as another variant without touching the fetch code.
+//! through [`SegmentMap`] only: fixed-size segments, or variable-size
+//! (content-defined) segments whose offsets come from a verified format-2
+//! manifest.
 
 use std::ops::Range;
+use std::sync::Arc;
 
 /// Where each segment's bytes sit in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +17,14 @@ pub enum SegmentMap {
         count: u64,
         /// File size, when known (manifest or RDR Size).
         file_size: Option<u64>,
+    },
+    /// Content-defined segments: segment `k` is bytes
+    /// `starts[k]..starts[k + 1]` (the last entry is the file size).
+    Variable {
+        /// Segment starts plus the file size (`count + 1` entries).
+        starts: Arc<[u64]>,
+        /// The largest segment.
+        max: u64,
     },
 }
 
@@ -47,10 +57,32 @@ impl SegmentMap {
         })
     }
 
+    /// A map of variable-size segments from their lengths (in order); an
+    /// empty file is one empty segment.
+    pub fn variable(lens: impl IntoIterator<Item = u64>) -> Result<SegmentMap, String> {
+        let mut starts = vec![0u64];
+        let mut max = 0;
+        for l in lens {
+            let end = starts[starts.len() - 1]
+                .checked_add(l)
+                .ok_or("segment lengths overflow")?;
+            max = max.max(l);
+            starts.push(end);
+        }
+        if starts.len() == 1 {
+            starts.push(0);
+        }
+        Ok(SegmentMap::Variable {
+            starts: starts.into(),
+            max,
+        })
+    }
+
     /// Number of segments.
     pub fn count(&self) -> u64 {
         match self {
             SegmentMap::Fixed { count, .. } => *count,
+            SegmentMap::Variable { starts, .. } => starts.len() as u64 - 1,
         }
     }
 
@@ -58,13 +90,15 @@ impl SegmentMap {
     pub fn file_size(&self) -> Option<u64> {
         match self {
             SegmentMap::Fixed { file_size, .. } => *file_size,
+            SegmentMap::Variable { starts, .. } => starts.last().copied(),
         }
     }
 
-    /// Nominal segment size.
+    /// Nominal segment size (the largest, for variable segments).
     pub fn segment_size(&self) -> u64 {
         match self {
             SegmentMap::Fixed { segment_size, .. } => *segment_size,
+            SegmentMap::Variable { max, .. } => *max,
         }
     }
 
@@ -72,6 +106,7 @@ impl SegmentMap {
     pub fn start(&self, seg: u64) -> u64 {
         match self {
             SegmentMap::Fixed { segment_size, .. } => seg * segment_size,
+            SegmentMap::Variable { starts, .. } => starts[(seg as usize).min(starts.len() - 1)],
         }
     }
 
@@ -89,6 +124,10 @@ impl SegmentMap {
                     file_size.map(|f| f - seg * segment_size)
                 }
             }
+            SegmentMap::Variable { starts, .. } => {
+                let k = seg as usize;
+                Some(starts.get(k + 1)? - starts[k])
+            }
         }
     }
 
@@ -100,6 +139,11 @@ impl SegmentMap {
                 count,
                 ..
             } => (offset / (*segment_size).max(1)).min(count.saturating_sub(1)),
+            SegmentMap::Variable { starts, .. } => {
+                // The last start <= offset, among the count real starts.
+                let n = starts.len() - 1;
+                (starts[..n].partition_point(|&s| s <= offset).max(1) - 1) as u64
+            }
         }
     }
 
@@ -153,5 +197,26 @@ mod tests {
         assert_eq!(u.len(2), None);
         assert!(u.check_len(2, 7).is_ok() && u.check_len(2, 101).is_err());
         assert_eq!(u.covering(250, u64::MAX), 2..3);
+    }
+
+    #[test]
+    fn variable_segments() {
+        // 0..1000, 1000..1500, 1500..4000, 4000..4001
+        let m = SegmentMap::variable([1000, 500, 2500, 1]).unwrap();
+        assert_eq!(m.count(), 4);
+        assert_eq!(m.file_size(), Some(4001));
+        assert_eq!(m.segment_size(), 2500);
+        assert_eq!((m.start(2), m.len(2)), (1500, Some(2500)));
+        assert_eq!(m.len(4), None);
+        assert_eq!(m.covering(0, 1000), 0..1);
+        assert_eq!(m.covering(999, 1001), 0..2);
+        assert_eq!(m.covering(1000, 1500), 1..2);
+        assert_eq!(m.covering(1600, 1700), 2..3);
+        assert_eq!(m.covering(4000, 9999), 3..4);
+        assert_eq!(m.covering(4001, 9999), 0..0);
+        assert!(m.check_len(1, 500).is_ok() && m.check_len(1, 501).is_err());
+        let e = SegmentMap::variable([]).unwrap();
+        assert_eq!((e.count(), e.file_size(), e.len(0)), (1, Some(0), Some(0)));
+        assert_eq!(e.covering(0, 10), 0..0);
     }
 }
