@@ -256,7 +256,8 @@ pub struct ChunkArgs {
     /// How files are cut into segments: `fixed`, `fastcdc` (content-defined,
     /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
     /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
-    /// put: the repository's setting (`granary repo config`), else fixed 8 KiB.
+    /// put: the repository's setting (`granary repo config`), else fastcdc
+    /// (1/4/8 KiB).
     #[arg(long, value_name = "SCHEME")]
     pub chunking: Option<String>,
     /// Smallest chunk in bytes (content-defined; default 1024).

@@ -131,7 +131,9 @@ fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
 #[test]
 fn repo_config_sets_the_default_chunking() {
     let d = Daemon::start(&[]);
-    assert!(d.ok(&["repo", "config"]).contains("chunking = fixed:8192"));
+    assert!(d
+        .ok(&["repo", "config"])
+        .contains("chunking = fastcdc:1024:4096:8192"));
     assert!(d
         .ok(&["repo", "config", "--chunking", "rabin"])
         .contains("chunking = rabin:1024:4096:8192"));

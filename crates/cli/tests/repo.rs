@@ -192,7 +192,14 @@ fn signing_policies_and_tampering() {
         assert_eq!(std::fs::read(&dst).unwrap(), data(200_000));
     }
     // Tamper with the stored bytes of a fresh file (not yet in any cache).
-    d.ok(&["put", src.to_str().unwrap(), "/pol/tampered"]);
+    // Fixed 8 KiB segments, so that byte 100,000 is in segment 12.
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/pol/tampered",
+        "--chunking",
+        "fixed",
+    ]);
     let stat = d.ok(&["stat", "/pol/tampered"]);
     let path = stat
         .lines()

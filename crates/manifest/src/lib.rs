@@ -291,6 +291,37 @@ pub fn compute_variable(
     compute_with(FORMAT_VARIABLE, level0, max_segment, file_size, file_sha256)
 }
 
+/// A format-2 manifest from its level 1 (the SHA-256 of each level-0
+/// block, in order), for producers that stream level 0 instead of holding
+/// it: `segments` is the level-0 count. With at most [`ROOT_HASHES`]
+/// segments the root holds level 0 itself: use [`compute_variable`].
+pub fn compute_variable_from_level1(
+    level1: Vec<u8>,
+    segments: u64,
+    max_segment: u64,
+    file_size: u64,
+    file_sha256: [u8; 32],
+) -> (Vec<u8>, Root) {
+    let layout = Layout::with_format(segments, FORMAT_VARIABLE);
+    let mut upper = Vec::new();
+    let mut current = level1;
+    for l in 1..layout.top() {
+        let next = hash_blocks(&current, (layout.fanout(l) as usize) * layout.entry_size(l));
+        upper.extend_from_slice(&current);
+        current = next;
+    }
+    let root = Root {
+        segment_count: segments,
+        segment_size: max_segment,
+        file_size,
+        file_sha256,
+        levels: layout.top() as u64,
+        hashes: Bytes::from(current),
+        format: FORMAT_VARIABLE,
+    };
+    (upper, root)
+}
+
 fn compute_with(
     format: u64,
     level0: &[u8],
@@ -654,6 +685,22 @@ mod tests {
         let mut short = contents[0].clone();
         short.pop();
         assert!(ck.check_segment(0, &short).is_err());
+    }
+
+    #[test]
+    fn streamed_level1_gives_the_same_manifest() {
+        for n in [129usize, 180 * 129, 50_000] {
+            let mut l0 = Vec::new();
+            for i in 0..n {
+                let h = <[u8; 32]>::from(Sha256::digest((i as u64).to_be_bytes()));
+                l0.extend_from_slice(&encode_entry(&h, i as u64 * 10, 10));
+            }
+            let (u1, r1) = compute_variable(&l0, 8192, n as u64 * 10, [3; 32]);
+            let level1 = hash_blocks(&l0, LEAF_FANOUT_V2 as usize * ENTRY_V2);
+            let (u2, r2) =
+                compute_variable_from_level1(level1, n as u64, 8192, n as u64 * 10, [3; 32]);
+            assert_eq!((u1, r1), (u2, r2), "{n}");
+        }
     }
 
     #[test]

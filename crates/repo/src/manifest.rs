@@ -64,8 +64,24 @@ pub fn publish(
             .ok_or("no segment hashes for this version")?;
         compute(&level0, e.meta.segment_size as u64, e.meta.size, sha)
     } else {
-        let level0 = level0_entries(store, e, 0, e.meta.segments())?;
-        compute_variable(&level0, e.meta.segment_size as u64, e.meta.size, sha)
+        let n = e.meta.segments();
+        let max = e.meta.segment_size as u64;
+        if n <= ROOT_HASHES {
+            let level0 = level0_entries(store, e, 0, n)?;
+            compute_variable(&level0, max, e.meta.size, sha)
+        } else {
+            // Level 0 streamed a block at a time (44 bytes per segment
+            // would be 40 MiB for 4 GiB); only level 1 is kept.
+            let mut level1 = Vec::with_capacity(n.div_ceil(LEAF_FANOUT_V2) as usize * 32);
+            let mut first = 0;
+            while first < n {
+                let count = (n - first).min(LEAF_FANOUT_V2);
+                let block = level0_entries(store, e, first, count)?;
+                level1.extend_from_slice(&granary_packet::sha256(&block));
+                first += count;
+            }
+            compute_variable_from_level1(level1, n, max, e.meta.size, sha)
+        }
     };
     let versioned = e
         .meta

@@ -104,14 +104,21 @@ fn err(e: impl std::fmt::Display) -> String {
 impl Index {
     /// Opens (creating) the database; `Busy` when another process has it.
     pub fn open(path: &Path) -> Result<Index, OpenError> {
-        match redb::Database::create(path) {
+        // A small page cache: the index is written once per version and
+        // read a chunk at a time; redb's default (1 GiB) would let a large
+        // ingest grow the process.
+        match redb::Builder::new().set_cache_size(16 << 20).create(path) {
             Ok(db) => {
                 let ix = Index {
                     db,
                     writers: Default::default(),
                 };
                 // Make sure the table exists (readers expect it).
-                ix.insert("", &mut []).map_err(OpenError::Other)?;
+                let tx = ix.db.begin_write().map_err(|e| OpenError::Other(err(e)))?;
+                tx.open_table(CHUNKS)
+                    .map_err(|e| OpenError::Other(err(e)))?;
+                tx.open_table(FILES).map_err(|e| OpenError::Other(err(e)))?;
+                tx.commit().map_err(|e| OpenError::Other(err(e)))?;
                 Ok(ix)
             }
             Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(OpenError::Busy),
@@ -121,7 +128,11 @@ impl Index {
 
     /// Adds the segments of one version file in one transaction:
     /// `(hash, offset, length)` each.
-    pub fn insert(&self, file: &str, items: &mut [([u8; 32], u64, u32)]) -> Result<(), String> {
+    pub fn insert(
+        self: &std::sync::Arc<Self>,
+        file: &str,
+        items: &mut [([u8; 32], u64, u32)],
+    ) -> Result<(), String> {
         let mut w = self.writer(file)?;
         w.add(items)?;
         w.commit()
@@ -130,7 +141,7 @@ impl Index {
     /// A write transaction for the segments of one version file, fed in
     /// batches while the file is ingested and committed once it is durable
     /// (dropped uncommitted, it leaves the index unchanged).
-    pub fn writer(&self, file: &str) -> Result<Writer, String> {
+    pub fn writer(self: &std::sync::Arc<Self>, file: &str) -> Result<Writer, String> {
         self.writers
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let guard = WriterCount(self.writers.clone());
@@ -142,8 +153,10 @@ impl Index {
             id
         };
         Ok(Writer {
+            ix: self.clone(),
             tx: Some(tx),
             id,
+            pending: 0,
             _count: guard,
         })
     }
@@ -239,17 +252,36 @@ impl Drop for WriterCount {
 }
 
 /// One version file's index entries in one write transaction.
+///
+/// Memory stays bounded: every [`FLUSH_ENTRIES`] entries the transaction is
+/// committed without fsync (redb's `Durability::None`) and a new one begun;
+/// the final [`Writer::commit`] is durable, and makes the earlier ones
+/// durable with it. Entries visible before their file appears are harmless:
+/// lookups re-read the bytes, and drop nothing while an ingest is writing.
 pub struct Writer {
+    ix: std::sync::Arc<Index>,
     tx: Option<redb::WriteTransaction>,
     id: u64,
+    pending: usize,
     _count: WriterCount,
 }
+
+/// Entries per intermediate (non-durable) commit.
+pub const FLUSH_ENTRIES: usize = 64 * 1024;
 
 impl Writer {
     /// Adds `(hash, offset, length)` entries.
     pub fn add(&mut self, items: &mut [([u8; 32], u64, u32)]) -> Result<(), String> {
         // Sorted keys insert faster into the B-tree.
         items.sort_unstable_by_key(|a| a.0);
+        if self.pending >= FLUSH_ENTRIES {
+            let mut tx = self.tx.take().ok_or("transaction already committed")?;
+            tx.set_durability(redb::Durability::None);
+            tx.commit().map_err(err)?;
+            self.tx = Some(self.ix.db.begin_write().map_err(err)?);
+            self.pending = 0;
+        }
+        self.pending += items.len();
         let tx = self.tx.as_ref().ok_or("transaction already committed")?;
         let mut t = tx.open_table(CHUNKS).map_err(err)?;
         for (h, offset, len) in items.iter() {

@@ -891,13 +891,13 @@ impl Store {
     }
 
     /// The chunking new versions get by default: the config file's, or
-    /// fixed 8 KiB segments.
+    /// FastCDC 1/4/8 KiB ([`Chunking::fastcdc`]).
     pub fn default_chunking(&self) -> Result<Chunking> {
         match self.config()?.chunking {
             Some(s) => s
                 .parse()
                 .map_err(|e| Error::Corrupt(format!("{}: {e}", self.config_path().display()))),
-            None => Ok(Chunking::default()),
+            None => Ok(Chunking::fastcdc()),
         }
     }
 }
@@ -970,11 +970,12 @@ impl Store {
             }
             match opened {
                 Ok(ix) => {
+                    let ix = std::sync::Arc::new(ix);
                     if fresh {
                         let _ = self.reindex_into(&ix);
                     }
                     self.catch_up_into(&ix);
-                    st.db = Some(std::sync::Arc::new(ix));
+                    st.db = Some(ix);
                     st.error = None;
                 }
                 Err(index::OpenError::Busy) => {
@@ -1000,7 +1001,7 @@ impl Store {
 
     /// Indexes the version a mark names. `Ok(false)` when that version is
     /// not there (yet).
-    fn index_mark(&self, ix: &index::Index, mark: &Path) -> Result<bool> {
+    fn index_mark(&self, ix: &std::sync::Arc<index::Index>, mark: &Path) -> Result<bool> {
         let rel = fs::read(mark).map_err(Error::io(mark))?;
         let rel = String::from_utf8(rel)
             .map_err(|_| Error::Corrupt(format!("{}: not UTF-8", mark.display())))?;
@@ -1011,7 +1012,7 @@ impl Store {
         self.index_file(ix, &data).map(|_| true)
     }
 
-    fn index_file(&self, ix: &index::Index, data: &Path) -> Result<u64> {
+    fn index_file(&self, ix: &std::sync::Arc<index::Index>, data: &Path) -> Result<u64> {
         let rel = data
             .strip_prefix(&self.objects)
             .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?
@@ -1048,7 +1049,7 @@ impl Store {
         Ok(items.len() as u64)
     }
 
-    fn catch_up_into(&self, ix: &index::Index) {
+    fn catch_up_into(&self, ix: &std::sync::Arc<index::Index>) {
         let Ok(rd) = fs::read_dir(self.pending_dir()) else {
             return;
         };
@@ -1100,7 +1101,7 @@ impl Store {
         }
     }
 
-    fn reindex_into(&self, ix: &index::Index) -> Result<Reindexed> {
+    fn reindex_into(&self, ix: &std::sync::Arc<index::Index>) -> Result<Reindexed> {
         ix.clear().map_err(Error::Corrupt)?;
         let mut r = Reindexed::default();
         let mut stack = vec![self.objects.clone()];
