@@ -64,8 +64,13 @@ fn rtt_matches_configured_delay() {
         r.len()
     );
     assert_eq!(r.len(), 60, "no loss configured, every probe answered");
+    // The emulator never delivers early and is on time when it gets the CPU
+    // (min); the median also carries this process's own scheduling, so it
+    // only gets a loose bound (measured with three busy loops on 2 cores:
+    // min 20.3, median 25.7 ms).
     assert!(ms(min) >= 19.0, "faster than the configured 20 ms: {min:?}");
-    assert!(ms(med) <= 22.0, "median {med:?} too far above 20 ms");
+    assert!(ms(min) <= 21.0, "never on time: min {min:?}");
+    assert!(ms(med) <= 30.0, "median {med:?} too far above 20 ms");
     if tb.emulation() == granary_testbed::Emulation::Relay {
         let direct = SocketAddr::new(tb.link_addr(l, b).unwrap().into(), port);
         let r = probe::rtts(&client, direct, 20, Duration::from_secs(1));
@@ -89,7 +94,7 @@ fn one_way(
     let s = tb.udp_socket(to, any()).unwrap();
     let port = s.local_addr().unwrap().port();
     let base = Instant::now();
-    let h = probe::sink(s, base, Duration::from_millis(500), Duration::from_secs(10));
+    let h = probe::sink(s, base, Duration::from_secs(2), Duration::from_secs(10));
     let path = tb.udp_path(l, from, port).unwrap();
     let c = tb.udp_socket(from, any()).unwrap();
     probe::send_paced(&c, path, base, n, 200, 16e6);
@@ -155,17 +160,17 @@ fn rate_check(rate_by: RateBy) {
     let a = tb.add_host("a").unwrap();
     let b = tb.add_host("b").unwrap();
     let rate = 100_000_000u64;
-    let l = tb
-        .link(
-            a,
-            b,
-            LinkSpec::symmetric(Some(rate), Duration::from_millis(10), 0.0),
-        )
-        .unwrap();
+    // A 2 MB queue (160 ms) keeps the link busy through stalls of this
+    // process's paced sender on a loaded machine: a starved sender must not
+    // read as a slow link.
+    let mut spec = LinkSpec::symmetric(Some(rate), Duration::from_millis(10), 0.0);
+    spec.ab.queue_bytes = Some(2_000_000);
+    spec.ba.queue_bytes = Some(2_000_000);
+    let l = tb.link(a, b, spec).unwrap();
     let s = tb.udp_socket(b, any()).unwrap();
     let port = s.local_addr().unwrap().port();
     let base = Instant::now();
-    let h = probe::sink(s, base, Duration::from_millis(500), Duration::from_secs(10));
+    let h = probe::sink(s, base, Duration::from_secs(2), Duration::from_secs(10));
     let path = tb.udp_path(l, a, port).unwrap();
     let c = tb.udp_socket(a, any()).unwrap();
     // 1.5 s offered at 150 Mbit/s: the link must cut it to its rate.
@@ -243,13 +248,14 @@ fn queue_check(rate_by: RateBy) -> (f64, Duration, u64, u64) {
     let h = probe::sink(
         client,
         base,
-        Duration::from_millis(500),
+        Duration::from_secs(2),
         Duration::from_secs(10),
     );
     let size = 1400;
     let count = (150e6 * 1.5 / 8.0 / size as f64) as u64;
     probe::send_paced(&server, session, base, count, size, 150e6);
     let r = h.join().unwrap();
+    let p50 = probe::quantile(&r.delays, 0.5);
     let p99 = probe::quantile(&r.delays, 0.99);
     eprintln!(
         "{:?}, rate by {rate_by:?}: far → near at 150 Mbit/s into 100 Mbit/s, 10 ms, 250 kB queue: \
@@ -257,24 +263,25 @@ fn queue_check(rate_by: RateBy) -> (f64, Duration, u64, u64) {
         tb.emulation(),
         r.rate_bps() / 1e6,
         r.packets,
-        ms(probe::quantile(&r.delays, 0.5)),
+        ms(p50),
         ms(p99)
     );
-    (r.rate_bps(), p99, r.packets, count)
+    (r.rate_bps(), p50, r.packets, count)
 }
 
 #[test]
 fn queue_is_bounded_and_tail_drops() {
-    let (rate, p99, got, sent) = queue_check(RateBy::Relay);
+    let (rate, p50, got, sent) = queue_check(RateBy::Relay);
     if sent == 0 {
         return;
     }
     assert!((rate - 100e6).abs() <= 8e6, "rate {rate}");
-    // delay 10 ms + a full queue (250 kB / 12.5 MB/s = 20 ms) = 30 ms, plus
-    // scheduling slack on a loaded machine (tbf here: p99 ≈ 800 ms).
+    // delay 10 ms + a full queue (250 kB / 12.5 MB/s = 20 ms) = 30 ms (with
+    // tbf in its place: p50 415 ms, p99 816 ms; the tail also carries this
+    // process's scheduling on a loaded machine, so the median is checked).
     assert!(
-        ms(p99) <= 45.0,
-        "p99 one-way delay {p99:?}: queue not bounded"
+        (29.0..=35.0).contains(&ms(p50)),
+        "median one-way delay {p50:?}: expected ≈ 30 ms (queue bounded)"
     );
     assert!(
         got < sent * 3 / 4,
@@ -312,7 +319,7 @@ fn carepo_fig3_four_hosts() {
     let h = probe::sink(
         s.try_clone().unwrap(),
         base,
-        Duration::from_millis(800),
+        Duration::from_secs(2),
         Duration::from_secs(10),
     );
     let path = tb.udp_path(t.wan, t.gateway, port).unwrap();
@@ -332,7 +339,7 @@ fn carepo_fig3_four_hosts() {
     let h = probe::sink(
         g.try_clone().unwrap(),
         base,
-        Duration::from_millis(800),
+        Duration::from_secs(2),
         Duration::from_secs(10),
     );
     probe::send_paced(&s, session, base, 500, 1400, 4e6);
@@ -343,7 +350,8 @@ fn carepo_fig3_four_hosts() {
     let echo_port = es.local_addr().unwrap().port();
     probe::echo(es, stop.clone());
     let epath = tb.udp_path(t.wan, t.gateway, echo_port).unwrap();
-    let rtt = probe::quantile(&probe::rtts(&g, epath, 10, Duration::from_secs(2)), 0.5);
+    let rtts = probe::rtts(&g, epath, 30, Duration::from_secs(2));
+    let (rtt, rtt_med) = (probe::quantile(&rtts, 0.0), probe::quantile(&rtts, 0.5));
     // LAN: client1 → client2 directly, no emulation.
     let s2 = tb.udp_socket(c2, any()).unwrap();
     let p2 = s2.local_addr().unwrap().port();
@@ -356,7 +364,7 @@ fn carepo_fig3_four_hosts() {
     );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     eprintln!(
-        "carepo Fig. 3 ({:?}): down {:.2} Mbit/s, up {:.2} Mbit/s, WAN RTT {:.1} ms, LAN RTT {:.3} ms",
+        "carepo Fig. 3 ({:?}): down {:.2} Mbit/s, up {:.2} Mbit/s, WAN RTT min {:.1} ms, LAN RTT {:.3} ms",
         tb.emulation(),
         down.rate_bps() / 1e6,
         up.rate_bps() / 1e6,
@@ -373,7 +381,8 @@ fn carepo_fig3_four_hosts() {
         "up {}",
         up.rate_bps()
     );
-    assert!((39.0..=44.0).contains(&ms(rtt)), "WAN RTT {rtt:?}");
+    assert!((39.0..=43.0).contains(&ms(rtt)), "WAN RTT min {rtt:?}");
+    assert!(ms(rtt_med) <= 46.0, "WAN RTT median {rtt_med:?}");
     assert!(ms(lan_rtt) < 5.0, "LAN RTT {lan_rtt:?}");
 
     // NDN across it: client1 → gateway (LAN) → server (slow link).

@@ -552,7 +552,10 @@ impl Testbed {
     /// The UDP address `from` dials to reach UDP port `port` of the other
     /// end of `link`, with the link's delay and loss applied both ways:
     /// the far side itself under netem, else a relay started in the far
-    /// side's namespace (forwarding to its 127.0.0.1:`port`).
+    /// side's namespace (forwarding to its 127.0.0.1:`port`). In relay mode
+    /// each call starts its own relay, i.e. its own emulated link: two paths
+    /// over one link do not share its rate or queue (one path per link and
+    /// direction of use is what the tests and benchmarks need).
     pub fn udp_path(&mut self, link: LinkId, from: HostId, port: u16) -> Result<SocketAddr> {
         let l = &self.links[link.0];
         let (to, to_addr, fwd, back) = if from == l.a {
@@ -610,7 +613,10 @@ impl Testbed {
                 }
             }
         }
-        let mut c = self.command_in(ns, &self.opts.granary);
+        // Raised priority (we are root): the relay's timing is the link's
+        // delay, and tests and benchmarks share the CPU with busy nodes.
+        let mut c = self.command_in(ns, "nice");
+        c.args(["-n", "-10"]).arg(&self.opts.granary);
         c.args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -706,7 +712,8 @@ impl Testbed {
         self.children.push(child);
     }
 
-    /// A UDP socket bound to `bind` inside `host`'s namespace (a socket
+    /// A UDP socket bound to `bind` inside `host`'s namespace, with 4 MiB
+    /// buffers (a socket
     /// stays in the namespace it was made in, so the caller can use it from
     /// any thread). Made on a short-lived thread that enters the namespace.
     pub fn udp_socket(&self, host: HostId, bind: SocketAddr) -> Result<std::net::UdpSocket> {
@@ -716,7 +723,14 @@ impl Testbed {
                 .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
             nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET)
                 .map_err(|e| Error::Other(format!("setns {}: {e}", path.display())))?;
-            std::net::UdpSocket::bind(bind).map_err(|e| Error::Other(format!("bind {bind}: {e}")))
+            let s = std::net::UdpSocket::bind(bind)
+                .map_err(|e| Error::Other(format!("bind {bind}: {e}")))?;
+            // Probes must not lose what the link delivered when the machine
+            // is busy (capped by net.core.rmem_max).
+            let sr = socket2::SockRef::from(&s);
+            let _ = sr.set_recv_buffer_size(4 << 20);
+            let _ = sr.set_send_buffer_size(4 << 20);
+            Ok(s)
         })
         .join()
         .map_err(|_| Error::Other("namespace thread panicked".into()))?
