@@ -125,7 +125,13 @@ fn manifest_tampering_in_the_repo_is_caught() {
     let body = random(300_000, 3);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/repo/t"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/repo/t",
+        "--chunking",
+        "fixed",
+    ]);
     let stat = d.ok(&["stat", "/repo/t"]);
     let path = stat.lines().find_map(|l| l.strip_prefix("path ")).unwrap();
     let mut stored = std::fs::read(path).unwrap();
@@ -239,7 +245,13 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
     let body = random(48 << 20, 4);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/big/r"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/big/r",
+        "--chunking",
+        "fixed",
+    ]);
     let total = (48u64 << 20).div_ceil(8192);
     let out = d.dir.path().join("out");
     let before = get_and_kill_midway(&d, "/big/r", &out, "2", 300);
@@ -270,7 +282,13 @@ fn byte_ranges_fetch_only_the_covering_segments() {
     let body = random(size, 5);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/ranges/f"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/ranges/f",
+        "--chunking",
+        "fixed",
+    ]);
     let cases: &[(usize, usize, u64)] = &[
         (0, 8192, 1),            // exactly segment 0
         (8192, 8192, 1),         // exactly segment 1
@@ -310,6 +328,70 @@ fn byte_ranges_fetch_only_the_covering_segments() {
     // No --length: to the end.
     let o = d.cli(&["cat", "/ranges/f", "--offset", "81000"]);
     assert_eq!(o.stdout, body[81000..]);
+}
+
+/// Content-defined segments (the repository's default): byte ranges are
+/// placed by the offsets in the verified manifest and fetch only a few
+/// segments; every range comes back exact.
+#[test]
+fn byte_ranges_over_content_defined_segments() {
+    let d = Daemon::start(&[]);
+    let size = 300_000;
+    let body = random(size, 8);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    let err = String::from_utf8_lossy(
+        &d.cli(&[
+            "put",
+            src.to_str().unwrap(),
+            "/ranges/cdc",
+            "--chunking",
+            "fastcdc",
+        ])
+        .stderr,
+    )
+    .into_owned();
+    assert!(err.contains("fastcdc"), "{err}");
+    for (k, &(off, len)) in [
+        (0usize, 1usize),
+        (1, 100),
+        (4095, 2),
+        (150_000, 3000),
+        (size - 7, 100),
+        (0, size),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let o = d.cli(&[
+            "cat",
+            "/ranges/cdc",
+            "--offset",
+            &off.to_string(),
+            "--length",
+            &len.to_string(),
+            "--stats",
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{off}+{len}: {err}");
+        let end = (off + len).min(size);
+        assert_eq!(o.stdout, body[off..end], "case {k}: {off}+{len}");
+        let got: u64 = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Segments received: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        // Chunks are at least 1 KiB (but the last): a small range needs at
+        // most 2 data segments, plus metadata and the manifest.
+        if len <= 3000 {
+            let most = 2 + 1 + (len as u64).div_ceil(1024) + 1;
+            assert!(
+                got <= most + 2,
+                "case {k}: {got} segments for {len} bytes: {err}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -422,7 +504,13 @@ fn remote_file_stat_and_read_at() {
     let body = random(size, 9);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/lib/f"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/lib/f",
+        "--chunking",
+        "fixed",
+    ]);
     let kc = granary_security::KeyChain::open(d.data.join("keychain")).unwrap();
     let trust = std::sync::Arc::new(Trust::from_keychain(&kc).unwrap());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -470,7 +558,13 @@ fn every_pipeline_type_fetches_the_same_bytes() {
     let body = random(700_000, 12);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/pipes/f"]);
+    d.ok(&[
+        "put",
+        src.to_str().unwrap(),
+        "/pipes/f",
+        "--chunking",
+        "fixed",
+    ]);
     let out = d.dir.path().join("out");
     for flags in [
         &["--pipeline-type", "fixed", "--pipeline-size", "8"][..],
