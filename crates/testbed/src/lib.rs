@@ -262,6 +262,55 @@ pub struct Testbed {
     seeds: u64,
 }
 
+/// The root qdisc (`tc qdisc add … root <this>`) for one direction's
+/// kernel part, or None when the kernel has nothing to do.
+fn qdisc_args(emulation: Emulation, rate_by: RateBy, imp: &Impairment) -> Option<Vec<String>> {
+    match emulation {
+        Emulation::Netem => {
+            if imp.delay.is_zero() && imp.loss == 0.0 && imp.rate_bps.is_none() {
+                return None;
+            }
+            let mut a = vec![
+                "netem".to_string(),
+                "delay".into(),
+                format!("{}us", imp.delay.as_micros()),
+            ];
+            if imp.loss > 0.0 {
+                a.push("loss".into());
+                a.push(format!("{}%", imp.loss * 100.0));
+            }
+            if let Some(r) = imp.rate_bps {
+                a.push("rate".into());
+                a.push(format!("{r}bit"));
+            }
+            // netem's limit is in packets (of up to ~1500 bytes): the queue
+            // plus what is in flight on the delay line.
+            let inflight = imp
+                .rate_bps
+                .map(|r| r as f64 / 8.0 * imp.delay.as_secs_f64() / 1000.0)
+                .unwrap_or(10_000.0);
+            let q = imp.effective_queue().min(64 << 20) as f64 / 1000.0;
+            a.push("limit".into());
+            a.push(format!("{}", (q + inflight).ceil() as u64 + 10));
+            Some(a)
+        }
+        Emulation::Relay => {
+            let r = imp.rate_bps.filter(|_| rate_by == RateBy::Tbf)?;
+            // burst: at least 4 ms of traffic (timer slack) and 3 MTUs.
+            let burst = (r / 8 / 250).max(4500);
+            Some(vec![
+                "tbf".into(),
+                "rate".into(),
+                format!("{r}bit"),
+                "burst".into(),
+                burst.to_string(),
+                "limit".into(),
+                imp.effective_queue().to_string(),
+            ])
+        }
+    }
+}
+
 fn pid_alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -474,48 +523,14 @@ impl Testbed {
 
     /// Installs the kernel part of an impairment on a device's egress.
     fn shape(&self, ns: &str, dev: &str, imp: &Impairment) -> Result<()> {
+        let Some(q) = qdisc_args(self.emulation, self.opts.rate_by, imp) else {
+            return Ok(());
+        };
         let mut c = Command::new("ip");
         c.args([
             "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
         ]);
-        match self.emulation {
-            Emulation::Netem => {
-                if imp.delay.is_zero() && imp.loss == 0.0 && imp.rate_bps.is_none() {
-                    return Ok(());
-                }
-                c.args(["netem", "delay", &format!("{}us", imp.delay.as_micros())]);
-                if imp.loss > 0.0 {
-                    c.args(["loss", &format!("{}%", imp.loss * 100.0)]);
-                }
-                if let Some(r) = imp.rate_bps {
-                    c.args(["rate", &format!("{r}bit")]);
-                }
-                // netem's limit is in packets: the queue in MTU-sized packets,
-                // plus what is in flight on the delay line.
-                let inflight = imp
-                    .rate_bps
-                    .map(|r| r as f64 / 8.0 * imp.delay.as_secs_f64() / 1000.0)
-                    .unwrap_or(10_000.0);
-                let q = imp.effective_queue().min(64 << 20) as f64 / 1000.0;
-                c.args(["limit", &format!("{}", (q + inflight).ceil() as u64 + 10)]);
-            }
-            Emulation::Relay => {
-                let Some(r) = imp.rate_bps.filter(|_| self.opts.rate_by == RateBy::Tbf) else {
-                    return Ok(());
-                };
-                // burst: at least 4 ms of traffic (timer slack) and 3 MTUs.
-                let burst = (r / 8 / 250).max(4500);
-                c.args([
-                    "tbf",
-                    "rate",
-                    &format!("{r}bit"),
-                    "burst",
-                    &burst.to_string(),
-                    "limit",
-                    &imp.effective_queue().to_string(),
-                ]);
-            }
-        }
+        c.args(&q);
         run(c).map(|_| ())
     }
 
@@ -773,6 +788,47 @@ impl Drop for Testbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qdiscs_for_each_emulation() {
+        // This machine has no netem, so the netem command lines are checked
+        // here as text (tc syntax: delay in us, loss in %, rate in bit,
+        // limit in packets).
+        let imp = Impairment {
+            delay: Duration::from_millis(10),
+            loss: 0.005,
+            rate_bps: Some(100_000_000),
+            queue_bytes: None,
+        };
+        let netem = qdisc_args(Emulation::Netem, RateBy::Relay, &imp).unwrap();
+        // queue 625 000 B ≈ 625 packets + 125 000 B in flight ≈ 125, + 10.
+        assert_eq!(
+            netem.join(" "),
+            "netem delay 10000us loss 0.5% rate 100000000bit limit 760"
+        );
+        assert_eq!(
+            qdisc_args(Emulation::Netem, RateBy::Relay, &Impairment::default()),
+            None
+        );
+        // Relay mode: the kernel only rates, and only with RateBy::Tbf.
+        assert_eq!(qdisc_args(Emulation::Relay, RateBy::Relay, &imp), None);
+        assert_eq!(
+            qdisc_args(Emulation::Relay, RateBy::Tbf, &imp)
+                .unwrap()
+                .join(" "),
+            "tbf rate 100000000bit burst 50000 limit 625000"
+        );
+        let slow = Impairment {
+            rate_bps: Some(500_000),
+            ..Default::default()
+        };
+        assert_eq!(
+            qdisc_args(Emulation::Relay, RateBy::Tbf, &slow)
+                .unwrap()
+                .join(" "),
+            "tbf rate 500000bit burst 4500 limit 16384"
+        );
+    }
 
     #[test]
     fn stale_names_are_recognised_only_in_our_scheme() {
