@@ -217,9 +217,23 @@ fn signing_policies_and_tampering() {
         err.contains("segment 12") && err.contains("does not match the signed manifest"),
         "{err}"
     );
-    let written = std::fs::read(&dst).unwrap();
-    assert_eq!(written.len(), 12 * 8192, "stops before the bad segment");
-    assert_eq!(&written[..], &data(200_000)[..12 * 8192]);
+    // Nothing is published under the output name; the partial file holds
+    // only verified segments: the bad one's bytes are never written.
+    assert!(!dst.exists(), "no output file after a failed verification");
+    let part = std::fs::read(d.dir.path().join("out-tampered.part")).unwrap();
+    assert_eq!(part.len(), 200_000);
+    assert!(
+        part[12 * 8192..13 * 8192].iter().all(|b| *b == 0),
+        "the bad segment's bytes were written"
+    );
+    for seg in (0..25).filter(|s| *s != 12) {
+        let r = seg * 8192..((seg + 1) * 8192).min(200_000);
+        let got = &part[r.clone()];
+        assert!(
+            got == &data(200_000)[r] || got.iter().all(|b| *b == 0),
+            "segment {seg} is neither verified bytes nor unwritten"
+        );
+    }
 }
 
 /// A consumer that does not know the publisher's key refuses the data until

@@ -6,7 +6,9 @@
 //! client's command message and the object's segments through the same
 //! in-process face it serves on ([`Consumer`]: pending Interests keyed by
 //! name, each with a oneshot that the serve loop completes with the Data or
-//! Nack that comes back, or that times out).
+//! Nack that comes back, or that times out; the segments are fetched by the
+//! granary-transfer engine, whose link receives what comes back under the
+//! object's name through a [`Consumer::subscribe`] subscription).
 //!
 //! Everything is bounded: notify handlers ([`ServeConfig::max_notifies`]),
 //! running and queued inserts, Interests in flight per insert
@@ -112,8 +114,26 @@ type Waiters = Vec<(u64, oneshot::Sender<Fetched>)>;
 pub(crate) struct Consumer {
     out: Outbox,
     pending: Mutex<HashMap<Name, Waiters>>,
+    /// Prefixes whose Data and Nacks go to a fetch engine's link.
+    subs: Subs,
     next: AtomicU64,
     seed: u64,
+}
+
+type Subs = Arc<Mutex<Vec<(u64, Name, Outbox)>>>;
+
+/// Removes a subscription when dropped.
+pub(crate) struct Sub {
+    subs: Subs,
+    id: u64,
+}
+
+impl Drop for Sub {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.subs.lock() {
+            s.retain(|(id, _, _)| *id != self.id);
+        }
+    }
 }
 
 struct Forget<'a> {
@@ -155,6 +175,7 @@ impl Consumer {
         Consumer {
             out,
             pending: Mutex::new(HashMap::new()),
+            subs: Arc::new(Mutex::new(Vec::new())),
             next: AtomicU64::new(1),
             seed: h.finish(),
         }
@@ -195,10 +216,38 @@ impl Consumer {
         self.pending.lock().ok()?.remove(name)
     }
 
+    /// Sends Data and Nacks under `prefix` (not claimed by [`Self::express`])
+    /// to `tx`, until the returned guard is dropped.
+    pub(crate) fn subscribe(&self, prefix: &Name, tx: Outbox) -> Sub {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut s) = self.subs.lock() {
+            s.push((id, prefix.clone(), tx));
+        }
+        Sub {
+            subs: self.subs.clone(),
+            id,
+        }
+    }
+
+    /// Hands a packet to the subscription covering `name`, if any (a full
+    /// queue drops it: the engine retransmits).
+    fn to_sub(&self, name: &Name, p: NetPacket) -> bool {
+        let Ok(s) = self.subs.lock() else {
+            return false;
+        };
+        match s.iter().find(|(_, prefix, _)| prefix.is_prefix_of(name)) {
+            Some((_, _, tx)) => {
+                let _ = tx.try_send((p, LinkFields::default()));
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A Data from the forwarder: completes the requests for its name.
     pub(crate) fn on_data(&self, d: &Data) -> bool {
         let Some(waiters) = self.take(d.name()) else {
-            return false;
+            return self.to_sub(d.name(), NetPacket::Data(d.clone()));
         };
         for (_, tx) in waiters {
             let _ = tx.send(Fetched::Data(d.clone()));
@@ -209,7 +258,7 @@ impl Consumer {
     /// A Nack from the forwarder.
     pub(crate) fn on_nack(&self, i: &Interest, reason: u64) -> bool {
         let Some(waiters) = self.take(&i.name) else {
-            return false;
+            return self.to_sub(&i.name, NetPacket::Nack(i.clone(), reason));
         };
         for (_, tx) in waiters {
             let _ = tx.send(Fetched::Nack(reason));
@@ -295,6 +344,163 @@ fn data_digest_ok(d: &Data) -> bool {
 
 fn overlaps(a: &Name, b: &Name) -> bool {
     a.is_prefix_of(b) || b.is_prefix_of(a)
+}
+
+/// Chunks waiting for the store beyond the writer channel's own capacity.
+const READY_MAX: usize = 64;
+
+/// One insert's segments as a fetch-engine job: in-order hand-off to the
+/// store through a bounded queue, the object's end from the command's
+/// EndBlockId, a FinalBlockId, or (with neither) the first segment that
+/// cannot be fetched.
+struct InsertJob {
+    net: Arc<Net>,
+    pid: Bytes,
+    plan_name: Name,
+    hint: Option<Name>,
+    window: u64,
+    end: Option<u64>,
+    next_send: u64,
+    next_write: u64,
+    reorder: BTreeMap<u64, Bytes>,
+    ready: std::collections::VecDeque<Bytes>,
+    writer: Option<Writer>,
+    failure: Option<String>,
+    /// Nacks per segment: like a timeout, a Nack uses one of the tries.
+    nacks: HashMap<u64, u32>,
+}
+
+impl InsertJob {
+    fn request(&self, seg: u64) -> granary_transfer::Request {
+        let mut r = granary_transfer::Request::new(self.plan_name.append(&Component::segment(seg)));
+        r.must_be_fresh = true;
+        r.forwarding_hint = self.hint.clone().into_iter().collect();
+        r
+    }
+
+    /// Moves queued chunks into the store's channel while it has room.
+    fn pump(&mut self) {
+        let Some(w) = &self.writer else { return };
+        while let Some(c) = self.ready.pop_front() {
+            match w.tx.try_send(Chunk::Data(c)) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(Chunk::Data(c))) => {
+                    self.ready.push_front(c);
+                    return;
+                }
+                Err(_) => {
+                    self.failure = Some("the store stopped reading".into());
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl granary_transfer::Job for InsertJob {
+    fn next_request(&mut self) -> Option<(u64, granary_transfer::Request)> {
+        self.pump();
+        let seg = self.next_send;
+        if self.failure.is_some()
+            || self.end.is_some_and(|e| seg > e)
+            || seg >= self.net.cfg.max_segments
+            || seg >= self.next_write + self.window
+            || self.ready.len() >= READY_MAX
+        {
+            return None;
+        }
+        self.next_send += 1;
+        Some((seg, self.request(seg)))
+    }
+
+    fn on_data(&mut self, seg: u64, d: Data) -> granary_transfer::Verdict {
+        use granary_transfer::Verdict;
+        if !data_digest_ok(&d) {
+            return Verdict::Again(format!("{}: bad DigestSha256 signature", d.name()));
+        }
+        let fb = d
+            .final_block_id()
+            .filter(|c| c.as_ref().typ == COMP_SEGMENT)
+            .and_then(|c| c.as_ref().as_number());
+        if let Some(fb) = fb {
+            // As the reference server: the FinalBlockId is the end.
+            if fb >= self.net.cfg.max_segments {
+                return Verdict::Fatal(format!("FinalBlockId {fb} is above the limit"));
+            }
+            self.end = Some(fb);
+        }
+        if self.end.is_some_and(|e| seg > e) {
+            return Verdict::Done(0);
+        }
+        let content = d
+            .content_bytes()
+            .cloned()
+            .unwrap_or_else(|| Bytes::copy_from_slice(d.content()));
+        let n = content.len() as u64;
+        self.reorder.insert(seg, content);
+        while let Some(c) = self.reorder.remove(&self.next_write) {
+            if self.writer.is_none() {
+                self.writer = Some(
+                    self.net
+                        .writer(&self.plan_name, c.len(), self.end == Some(0)),
+                );
+            }
+            self.ready.push_back(c);
+            self.next_write += 1;
+            self.net.set_record(
+                Verb::Insert,
+                &self.pid,
+                status::IN_PROGRESS,
+                self.next_write,
+                false,
+            );
+        }
+        self.pump();
+        Verdict::Done(n)
+    }
+
+    fn on_failure(
+        &mut self,
+        seg: u64,
+        why: &granary_transfer::Failure,
+    ) -> granary_transfer::Recovery {
+        if self.end.is_some_and(|e| seg > e) {
+            return granary_transfer::Recovery::GiveUp;
+        }
+        if let granary_transfer::Failure::Nack(r) = why {
+            tracing::debug!("{}: Nack {}", self.plan_name, nack_reason::name(*r));
+            let n = self.nacks.entry(seg).or_default();
+            *n += 1;
+            if *n < self.net.cfg.segment_tries {
+                return granary_transfer::Recovery::Instead(self.request(seg));
+            }
+        }
+        if self.end.is_none() && seg > 0 {
+            // No EndBlockId: the object ends before the first segment that
+            // cannot be fetched.
+            self.end = Some(seg - 1);
+            return granary_transfer::Recovery::GiveUp;
+        }
+        granary_transfer::Recovery::Fail
+    }
+
+    fn state(&self) -> granary_transfer::JobState {
+        match &self.failure {
+            Some(e) => granary_transfer::JobState::Failed(e.clone()),
+            None if self.end.is_some_and(|e| self.next_write > e) => {
+                granary_transfer::JobState::Done
+            }
+            None => granary_transfer::JobState::Running,
+        }
+    }
+
+    fn fail(&mut self, error: String) {
+        self.failure = Some(error);
+    }
+
+    fn blocked(&self) -> bool {
+        !self.ready.is_empty()
+    }
 }
 
 impl Net {
@@ -680,100 +886,59 @@ impl Net {
         plan: &Plan,
         pid: &Bytes,
     ) -> Result<(u64, granary_store::Entry), String> {
-        let window = self.cfg.window.max(1) as u64;
-        let mut end = plan.end;
-        let (mut next_send, mut next_write) = (0u64, 0u64);
-        let mut inflight: tokio::task::JoinSet<(u64, Option<Data>)> = tokio::task::JoinSet::new();
-        let mut reorder: BTreeMap<u64, Data> = BTreeMap::new();
-        let mut writer: Option<Writer> = None;
-        let mut failure: Option<String> = None;
-        loop {
-            while (inflight.len() as u64) < window
-                && next_send < next_write + window
-                && next_send < self.cfg.max_segments
-                && end.is_none_or(|e| next_send <= e)
-            {
-                let me = self.clone();
-                let seg = next_send;
-                let name = plan.name.append(&Component::segment(seg));
-                let hint = plan.hint.clone();
-                inflight.spawn(async move {
-                    let d = me
-                        .fetch(
-                            &name,
-                            hint.as_ref(),
-                            true,
-                            me.cfg.segment_lifetime_ms,
-                            me.cfg.segment_tries,
-                            None,
-                        )
-                        .await;
-                    (seg, d)
-                });
-                next_send += 1;
-            }
-            let Some(joined) = inflight.join_next().await else {
-                break;
-            };
-            let (seg, got) = joined.map_err(|e| format!("segment task: {e}"))?;
-            if end.is_some_and(|e| seg > e) {
-                continue;
-            }
-            match got {
-                Some(d) => {
-                    let fb = d
-                        .final_block_id()
-                        .filter(|c| c.as_ref().typ == COMP_SEGMENT)
-                        .and_then(|c| c.as_ref().as_number());
-                    if let Some(fb) = fb {
-                        // As the reference server: the FinalBlockId is the end.
-                        if fb >= self.cfg.max_segments {
-                            failure = Some(format!("FinalBlockId {fb} is above the limit"));
-                            break;
-                        }
-                        end = Some(fb);
-                        if seg > fb {
-                            continue;
-                        }
-                    }
-                    reorder.insert(seg, d);
-                    while let Some(d) = reorder.remove(&next_write) {
-                        let w = writer.get_or_insert_with(|| {
-                            self.writer(&plan.name, d.content().len(), end == Some(0))
-                        });
-                        let content = d.content_bytes().cloned().unwrap_or_default();
-                        if w.tx.send(Chunk::Data(content)).await.is_err() {
-                            failure = Some("the store stopped reading".into());
-                            break;
-                        }
-                        next_write += 1;
-                        self.set_record(Verb::Insert, pid, status::IN_PROGRESS, next_write, false);
-                    }
-                    if failure.is_some() {
+        // The fetch engine (granary-transfer) over this face: a fixed
+        // window of `window` Interests (as the reference server), RFC 6298
+        // retransmission timers, `segment_tries` transmissions per segment.
+        let window = self.cfg.window.max(1);
+        let (in_tx, in_rx) = mpsc::channel(window.max(64) * 4);
+        let _sub = self.consumer.subscribe(&plan.name, in_tx);
+        let mut link = granary_transfer::ChannelLink {
+            tx: self.consumer.out.clone(),
+            rx: in_rx,
+        };
+        let mut engine = granary_transfer::Engine::new(granary_transfer::Config {
+            pipeline_type: granary_transfer::PipelineType::Fixed,
+            pipeline_size: window,
+            lifetime: Duration::from_millis(self.cfg.segment_lifetime_ms.max(1)),
+            retries: self.cfg.segment_tries.max(1) - 1,
+            ..Default::default()
+        });
+        let mut job = InsertJob {
+            net: self.clone(),
+            pid: pid.clone(),
+            plan_name: plan.name.clone(),
+            hint: plan.hint.clone(),
+            window: window as u64,
+            end: plan.end,
+            next_send: 0,
+            next_write: 0,
+            reorder: BTreeMap::new(),
+            ready: std::collections::VecDeque::new(),
+            writer: None,
+            failure: None,
+            nacks: HashMap::new(),
+        };
+        let run = engine.run(&mut link, &mut [&mut job]).await;
+        let mut failure = match (run, granary_transfer::Job::state(&job)) {
+            (Err(e), _) => Some(e.to_string()),
+            (Ok(_), granary_transfer::JobState::Failed(e)) => Some(e),
+            _ => None,
+        };
+        // Hand what is still queued to the store.
+        if failure.is_none() {
+            if let Some(w) = &job.writer {
+                while let Some(c) = job.ready.pop_front() {
+                    if w.tx.send(Chunk::Data(c)).await.is_err() {
+                        failure = Some("the store stopped reading".into());
                         break;
                     }
                 }
-                None if end.is_none() && seg > 0 => {
-                    // No EndBlockId: the object ends before the first segment
-                    // that cannot be fetched.
-                    end = Some(seg - 1);
-                }
-                None => {
-                    failure = Some(format!(
-                        "{}: no Data after {} tries",
-                        plan.name.append(&Component::segment(seg)),
-                        self.cfg.segment_tries
-                    ));
-                    break;
-                }
-            }
-            if end.is_some_and(|e| next_write > e) {
-                break;
             }
         }
-        inflight.abort_all();
+        let next_write = job.next_write;
+        let end = job.end;
         let complete = failure.is_none() && end.is_some_and(|e| next_write == e + 1);
-        let Some(w) = writer else {
+        let Some(w) = job.writer.take() else {
             return Err(failure.unwrap_or_else(|| "no segment fetched".into()));
         };
         let _ =

@@ -1,0 +1,368 @@
+//! `granary get` and `granary cat`: the fetch engine (granary-transfer) from
+//! the command line, with ndncatchunks' flag names and defaults.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_packet::Name;
+use granary_transfer::{
+    discover, fetch_objects, Config, Engine, OpenOptions, Output, PipelineType, RemoteFile, Stats,
+    Trust, UnixLink,
+};
+
+/// Engine flags (ndncatchunks' names and defaults).
+#[derive(clap::Args, Debug, Clone)]
+pub struct FetchArgs {
+    /// Window adaptation: fixed, aimd or cubic.
+    #[arg(long, default_value = "cubic", value_parser = ["fixed", "aimd", "cubic"])]
+    pub pipeline_type: String,
+    /// Window of the fixed pipeline (Interests in flight).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub pipeline_size: u64,
+    /// Initial congestion window (aimd, cubic).
+    #[arg(long, default_value_t = 2.0)]
+    pub init_cwnd: f64,
+    /// Initial slow-start threshold (default: unlimited).
+    #[arg(long)]
+    pub init_ssthresh: Option<f64>,
+    /// AIMD additive increase step.
+    #[arg(long, default_value_t = 1.0)]
+    pub aimd_step: f64,
+    /// AIMD multiplicative decrease factor.
+    #[arg(long, default_value_t = 0.5)]
+    pub aimd_beta: f64,
+    /// CUBIC multiplicative decrease factor.
+    #[arg(long, default_value_t = 0.7)]
+    pub cubic_beta: f64,
+    /// CUBIC fast convergence.
+    #[arg(long)]
+    pub enable_fast_conv: bool,
+    /// After a decrease, restart from the initial window.
+    #[arg(long)]
+    pub reset_cwnd_to_init: bool,
+    /// Do not react to congestion marks.
+    #[arg(long)]
+    pub ignore_marks: bool,
+    /// Disable conservative window adaptation (decrease on every loss, not once per RTT).
+    #[arg(long)]
+    pub disable_cwa: bool,
+    /// RTT estimator alpha (RFC 6298).
+    #[arg(long, default_value_t = 0.125)]
+    pub rto_alpha: f64,
+    /// RTT estimator beta (RFC 6298).
+    #[arg(long, default_value_t = 0.25)]
+    pub rto_beta: f64,
+    /// RTO = SRTT + K × RTTVAR.
+    #[arg(long, default_value_t = 8.0)]
+    pub rto_k: f64,
+    /// Minimum RTO (ms).
+    #[arg(long, default_value_t = 200)]
+    pub min_rto: u64,
+    /// Maximum RTO (ms).
+    #[arg(long, default_value_t = 60_000)]
+    pub max_rto: u64,
+    /// InterestLifetime (ms).
+    #[arg(short = 'l', long, default_value_t = 4000)]
+    pub lifetime: u64,
+    /// Retransmissions of one Interest before giving up.
+    #[arg(short = 'r', long, default_value_t = 15)]
+    pub retries: u32,
+    /// Use the name as given: no version discovery.
+    #[arg(short = 'D', long)]
+    pub no_version_discovery: bool,
+    /// Do not look for a signed manifest; verify each packet's signature.
+    #[arg(long)]
+    pub no_manifest: bool,
+    /// Stay in slow start until a loss or mark (by default slow start also
+    /// ends when RTT samples rise above the path's minimum, as HyStart).
+    #[arg(long)]
+    pub no_hystart: bool,
+}
+
+impl FetchArgs {
+    fn config(&self) -> anyhow::Result<Config> {
+        let pipeline_type: PipelineType = self.pipeline_type.parse().map_err(anyhow::Error::msg)?;
+        for (n, v) in [
+            ("--aimd-beta", self.aimd_beta),
+            ("--cubic-beta", self.cubic_beta),
+            ("--rto-alpha", self.rto_alpha),
+            ("--rto-beta", self.rto_beta),
+        ] {
+            if !(0.0..1.0).contains(&v) || v == 0.0 {
+                anyhow::bail!("{n} must be in (0, 1), not {v}");
+            }
+        }
+        let ok = |v: f64, min: f64| v.is_finite() && v >= min;
+        if !ok(self.init_cwnd, 1.0) || !ok(self.aimd_step, 1e-9) || !ok(self.rto_k, 0.0) {
+            anyhow::bail!("--init-cwnd must be ≥ 1, --aimd-step > 0, --rto-k ≥ 0");
+        }
+        if self.min_rto > self.max_rto || self.lifetime == 0 {
+            anyhow::bail!("--min-rto must not exceed --max-rto; --lifetime must be > 0");
+        }
+        Ok(Config {
+            pipeline_type,
+            pipeline_size: self.pipeline_size as usize,
+            init_cwnd: self.init_cwnd,
+            init_ssthresh: self.init_ssthresh.unwrap_or(f64::MAX),
+            aimd_step: self.aimd_step,
+            aimd_beta: self.aimd_beta,
+            cubic_beta: self.cubic_beta,
+            fast_conv: self.enable_fast_conv,
+            reset_cwnd_to_init: self.reset_cwnd_to_init,
+            ignore_marks: self.ignore_marks,
+            disable_cwa: self.disable_cwa,
+            rto_alpha: self.rto_alpha,
+            rto_beta: self.rto_beta,
+            rto_k: self.rto_k,
+            min_rto: Duration::from_millis(self.min_rto),
+            max_rto: Duration::from_millis(self.max_rto),
+            lifetime: Duration::from_millis(self.lifetime),
+            retries: self.retries,
+            hystart: !self.no_hystart,
+            ..Config::default()
+        })
+    }
+
+    fn open_options(&self) -> OpenOptions {
+        OpenOptions {
+            no_discovery: self.no_version_discovery,
+            no_manifest: self.no_manifest,
+        }
+    }
+}
+
+fn name(s: &str) -> anyhow::Result<Name> {
+    Name::from_uri(s).map_err(|e| anyhow::anyhow!("{s}: {e}"))
+}
+
+fn trust(data_dir: &Path) -> anyhow::Result<Arc<Trust>> {
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    Ok(Arc::new(Trust::from_keychain(&kc)?))
+}
+
+/// Two worker threads: the socket reader (framing, NDNLPv2 decoding) runs
+/// beside the engine (verification, writes). `GRANARY_FETCH_THREADS=1` for
+/// one.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    let threads = std::env::var("GRANARY_FETCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .max(1);
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()?)
+}
+
+/// The last generic component of a name, as a file name.
+fn file_name_of(n: &Name) -> String {
+    n.components()
+        .filter(|c| c.typ == granary_packet::types::COMP_GENERIC)
+        .last()
+        .map(|c| String::from_utf8_lossy(c.value).replace(['/', '\0'], "_"))
+        .filter(|s| !s.is_empty() && s != "." && s != "..")
+        .unwrap_or_else(|| "object".into())
+}
+
+/// ndncatchunks-style summary on standard error.
+fn print_stats(st: &Stats) {
+    let pct = |n: u64| {
+        if st.interests > 0 {
+            100.0 * n as f64 / st.interests as f64
+        } else {
+            0.0
+        }
+    };
+    eprintln!("Time elapsed: {:.3} s", st.seconds);
+    eprintln!("Segments received: {}", st.segments);
+    eprintln!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
+    eprintln!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
+    eprintln!(
+        "Congestion marks: {} (caused {} window decreases)",
+        st.congestion_marks, st.decreases_mark
+    );
+    eprintln!(
+        "Timeouts: {} (caused {} window decreases)",
+        st.timeouts, st.decreases_loss
+    );
+    eprintln!(
+        "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
+        st.nacks_congestion, st.decreases_nack, st.nacks_duplicate, st.nacks_other
+    );
+    eprintln!(
+        "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
+        st.retransmissions,
+        pct(st.retransmissions),
+        st.rejected
+    );
+    eprintln!(
+        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
+        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
+    );
+}
+
+fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = match total {
+        Some(t) => indicatif::ProgressBar::new(t),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bytes}/{total_bytes} {binary_bytes_per_sec} {wide_bar} ETA {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+/// Switches of `granary get`.
+pub struct GetFlags {
+    /// --resume.
+    pub resume: bool,
+    /// --json.
+    pub json: bool,
+    /// --quiet.
+    pub quiet: bool,
+}
+
+/// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
+pub fn get(
+    socket: &Path,
+    data_dir: &Path,
+    names: &[String],
+    output: Option<&Path>,
+    flags: GetFlags,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    let GetFlags {
+        resume,
+        json,
+        quiet,
+    } = flags;
+    let cfg = args.config()?;
+    let names: Vec<Name> = names
+        .iter()
+        .map(|s| name(s))
+        .collect::<anyhow::Result<_>>()?;
+    let to_dir = names.len() > 1 || output.is_some_and(|p| p.is_dir());
+    if names.len() > 1 && output.is_none() {
+        anyhow::bail!("several names need -o DIR (one file per name)");
+    }
+    if resume && output.is_none() {
+        anyhow::bail!("--resume needs -o FILE (standard output cannot be resumed)");
+    }
+    let trust = trust(data_dir)?;
+    let opts = args.open_options();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let mut link = UnixLink::connect(socket).await?;
+        let mut engine = Engine::new(cfg);
+        let mut objects = Vec::new();
+        for n in &names {
+            let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
+            let out = match output {
+                None => Output::Stdout,
+                Some(p) if to_dir => Output::File(p.join(file_name_of(n))),
+                Some(p) => Output::File(p.to_path_buf()),
+            };
+            objects.push((info, out));
+        }
+        let total: Option<u64> = objects.iter().map(|(i, _)| i.map.file_size()).sum();
+        if let Some(bar) = progress_bar(total).filter(|_| !quiet) {
+            engine.on_progress(move |b| bar.inc(b));
+        }
+        let (reports, stats) = fetch_objects(&mut engine, &mut link, objects, resume).await?;
+        // The progress bar lives in the engine's callback; clear its line.
+        engine.on_progress(|_| {});
+        if std::io::stderr().is_terminal() {
+            eprint!("\r\x1b[2K");
+        }
+        let mut failed = 0;
+        for r in &reports {
+            match &r.error {
+                None if quiet => {}
+                None => eprintln!(
+                    "{}: {} bytes, {} segments{}, every segment verified against {}",
+                    r.versioned,
+                    r.size.map_or("?".into(), |s| s.to_string()),
+                    r.segments,
+                    if r.reused_segments > 0 {
+                        format!(" ({} already on disk, re-verified)", r.reused_segments)
+                    } else {
+                        String::new()
+                    },
+                    r.verified_by
+                ),
+                Some(e) => {
+                    failed += 1;
+                    eprintln!("{}: FAILED: {e}", r.versioned);
+                }
+            }
+        }
+        if !quiet {
+            print_stats(&stats);
+        }
+        if json {
+            let v = serde_json::json!({"objects": reports, "stats": stats});
+            if output.is_some() {
+                println!("{v}");
+            } else {
+                eprintln!("{v}");
+            }
+        }
+        if failed > 0 {
+            anyhow::bail!(
+                "{failed} of {} object(s) failed; nothing unverified was written as good",
+                reports.len()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.
+pub fn cat(
+    socket: &Path,
+    data_dir: &Path,
+    uri: &str,
+    offset: u64,
+    length: Option<u64>,
+    stats: bool,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    let n = name(uri)?;
+    let trust = trust(data_dir)?;
+    let opts = args.open_options();
+    let rt = runtime()?;
+    rt.block_on(async {
+        let link = UnixLink::connect(socket).await?;
+        let mut f = RemoteFile::open(link, Engine::new(cfg), &n, trust, &opts).await?;
+        let st = f.stat();
+        if let Some(size) = st.size {
+            if offset > size {
+                anyhow::bail!(
+                    "offset {offset} is beyond the end of {} ({size} bytes)",
+                    st.versioned
+                );
+            }
+        }
+        let bytes = f
+            .copy_range(offset, length.unwrap_or(u64::MAX), std::io::stdout())
+            .await?;
+        if stats {
+            eprintln!(
+                "{}: {bytes} bytes at offset {offset}, verified against {}",
+                st.versioned, st.verified_by
+            );
+            print_stats(&f.engine().total);
+        }
+        Ok(())
+    })
+}

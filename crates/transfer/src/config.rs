@@ -1,0 +1,111 @@
+//! Fetch parameters, named and defaulted as ndncatchunks / ndnget name them.
+
+use std::time::Duration;
+
+/// Window adaptation algorithm (`--pipeline-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PipelineType {
+    /// A fixed window of `pipeline_size` Interests.
+    Fixed,
+    /// Additive increase, multiplicative decrease.
+    Aimd,
+    /// CUBIC (RFC 8312 window growth), the default.
+    Cubic,
+}
+
+impl std::str::FromStr for PipelineType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fixed" => Ok(PipelineType::Fixed),
+            "aimd" => Ok(PipelineType::Aimd),
+            "cubic" => Ok(PipelineType::Cubic),
+            _ => Err(format!("unknown pipeline type {s:?} (fixed, aimd, cubic)")),
+        }
+    }
+}
+
+impl std::fmt::Display for PipelineType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PipelineType::Fixed => "fixed",
+            PipelineType::Aimd => "aimd",
+            PipelineType::Cubic => "cubic",
+        })
+    }
+}
+
+/// Engine parameters. `Default` gives ndncatchunks' defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `--pipeline-type` (default cubic).
+    pub pipeline_type: PipelineType,
+    /// `--pipeline-size`: window of the fixed pipeline (default 1).
+    pub pipeline_size: usize,
+    /// `--init-cwnd` (default 2).
+    pub init_cwnd: f64,
+    /// `--init-ssthresh` (default: unlimited).
+    pub init_ssthresh: f64,
+    /// `--aimd-step`: additive increase per RTT (default 1).
+    pub aimd_step: f64,
+    /// `--aimd-beta`: multiplicative decrease factor (default 0.5).
+    pub aimd_beta: f64,
+    /// `--cubic-beta` (default 0.7).
+    pub cubic_beta: f64,
+    /// `--enable-fast-conv`: CUBIC fast convergence (default off).
+    pub fast_conv: bool,
+    /// `--reset-cwnd-to-init`: after a decrease, restart from `init_cwnd`.
+    pub reset_cwnd_to_init: bool,
+    /// `--ignore-marks`: do not react to congestion marks.
+    pub ignore_marks: bool,
+    /// `--disable-cwa`: decrease on every loss, not at most once per RTT.
+    pub disable_cwa: bool,
+    /// `--rto-alpha` (default 0.125).
+    pub rto_alpha: f64,
+    /// `--rto-beta` (default 0.25).
+    pub rto_beta: f64,
+    /// `--rto-k` (default 8).
+    pub rto_k: f64,
+    /// `--min-rto` (default 200 ms).
+    pub min_rto: Duration,
+    /// `--max-rto` (default 60 s).
+    pub max_rto: Duration,
+    /// `--lifetime`: InterestLifetime (default 4 s).
+    pub lifetime: Duration,
+    /// `--retries`: retransmissions per Interest before giving up (default 15).
+    pub retries: u32,
+    /// Upper bound on the window (memory guard; not an ndncatchunks flag).
+    pub max_cwnd: f64,
+    /// Leave slow start when RTT samples rise above the path's minimum by
+    /// `clamp(min/8, 4 ms, 16 ms)` (HyStart's delay test, as Linux CUBIC
+    /// does), instead of only on loss or a congestion mark; `--no-hystart`
+    /// turns it off. Not an ndncatchunks flag.
+    pub hystart: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pipeline_type: PipelineType::Cubic,
+            pipeline_size: 1,
+            init_cwnd: 2.0,
+            init_ssthresh: f64::MAX,
+            aimd_step: 1.0,
+            aimd_beta: 0.5,
+            cubic_beta: 0.7,
+            fast_conv: false,
+            reset_cwnd_to_init: false,
+            ignore_marks: false,
+            disable_cwa: false,
+            rto_alpha: 0.125,
+            rto_beta: 0.25,
+            rto_k: 8.0,
+            min_rto: Duration::from_millis(200),
+            max_rto: Duration::from_secs(60),
+            lifetime: Duration::from_secs(4),
+            retries: 15,
+            max_cwnd: 65_536.0,
+            hystart: true,
+        }
+    }
+}

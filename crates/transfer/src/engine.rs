@@ -1,0 +1,992 @@
+//! The pipelined fetch engine: any number of [`Job`]s share one congestion
+//! window and one RTT estimator. A job hands out [`Request`]s (a name and how
+//! to ask for it) and judges each Data it gets back; the engine sends, times,
+//! retransmits and adapts the window.
+//!
+//! - window: fixed / AIMD / CUBIC ([`crate::cc`]); conservative window
+//!   adaptation (at most one decrease per RTT: only a loss of an Interest
+//!   sent after the last decrease shrinks the window) unless disabled;
+//! - RTO per RFC 6298 ([`crate::rtt`]) with Karn's rule and backoff;
+//! - congestion marks (NDNLPv2 CongestionMark on Data) and Nack Congestion
+//!   shrink the window; Nack Duplicate is retransmitted with a new Nonce;
+//!   Nack NoRoute (or any other reason) ends the request: the job may offer
+//!   an alternative ([`Job::on_failure`]) or fail;
+//! - a request is retransmitted at most `retries` times (timeouts, Nacks,
+//!   and Data the job rejected, e.g. a corrupt segment) before the job is
+//!   asked for an alternative.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use granary_face::NetPacket;
+use granary_packet::types::nack_reason;
+use granary_packet::{Data, Interest, InterestFields, Name};
+
+use crate::cc::Window;
+use crate::config::Config;
+use crate::link::{Incoming, Link};
+use crate::rtt::RttEstimator;
+use crate::Error;
+
+/// One Interest a job wants answered.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// Name.
+    pub name: Name,
+    /// CanBePrefix.
+    pub can_be_prefix: bool,
+    /// MustBeFresh.
+    pub must_be_fresh: bool,
+    /// InterestLifetime; `None` uses the engine's `lifetime`. A short one
+    /// suits a speculative request (e.g. a neighbour's cache first).
+    pub lifetime: Option<Duration>,
+    /// Retransmissions allowed; `None` uses the engine's `retries`.
+    pub retries: Option<u32>,
+    /// ForwardingHint.
+    pub forwarding_hint: Vec<Name>,
+}
+
+impl Request {
+    /// An exact-name request with the engine's defaults.
+    pub fn new(name: Name) -> Request {
+        Request {
+            name,
+            can_be_prefix: false,
+            must_be_fresh: false,
+            lifetime: None,
+            retries: None,
+            forwarding_hint: Vec::new(),
+        }
+    }
+}
+
+/// What a job says about a Data.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Accepted; the request is complete. The number is the payload bytes
+    /// it contributed (for goodput).
+    Done(u64),
+    /// Rejected (bad signature, wrong hash): ask again (counts as a
+    /// retransmission; when they run out the job's `on_failure` decides).
+    Again(String),
+    /// Rejected; ask this instead.
+    Instead(Request),
+    /// Rejected, and the job gave the request up (it goes on without it).
+    Discard,
+    /// The job cannot go on.
+    Fatal(String),
+}
+
+/// Why a request ended without an accepted Data.
+#[derive(Debug, Clone)]
+pub enum Failure {
+    /// Retransmissions exhausted after timeouts.
+    Timeout,
+    /// A Nack that is not worth retrying (NoRoute, or unknown reason).
+    Nack(u64),
+    /// Retransmissions exhausted; the last Data was rejected for this reason.
+    Rejected(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout => f.write_str("no answer (retries exhausted)"),
+            Failure::Nack(r) => write!(f, "Nack {}", nack_reason::name(*r)),
+            Failure::Rejected(why) => write!(f, "{why}"),
+        }
+    }
+}
+
+/// What a job does about a failed request.
+#[derive(Debug)]
+pub enum Recovery {
+    /// Ask this instead, with fresh retries.
+    Instead(Request),
+    /// Forget the request; the job goes on without it.
+    GiveUp,
+    /// The job fails (with the request's name and the reason).
+    Fail,
+}
+
+/// Where a job stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    /// Still has requests, or waits for some.
+    Running,
+    /// Complete.
+    Done,
+    /// Failed with this error.
+    Failed(String),
+}
+
+/// A unit of work for the engine (a file, a manifest, one packet…).
+pub trait Job: Send {
+    /// The next request to send, with a key of the job's choosing; `None`
+    /// when the job has nothing more to ask for now.
+    fn next_request(&mut self) -> Option<(u64, Request)>;
+    /// A Data answered request `key`.
+    fn on_data(&mut self, key: u64, data: Data) -> Verdict;
+    /// Request `key` failed: try another request instead (e.g. the
+    /// producer's name after a neighbour's), give it up, or fail the job.
+    fn on_failure(&mut self, key: u64, why: &Failure) -> Recovery;
+    /// The job's state; the engine stops serving it when not Running.
+    fn state(&self) -> JobState;
+    /// The engine gave up on the job (after `on_failure` said `Fail` or a
+    /// Fatal verdict): record the error.
+    fn fail(&mut self, error: String);
+    /// True while the job waits on something outside the engine (e.g. a
+    /// full output queue): the engine then polls it every millisecond
+    /// instead of declaring it stalled.
+    fn blocked(&self) -> bool {
+        false
+    }
+}
+
+/// Transfer statistics (ndncatchunks' summary).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Stats {
+    /// Seconds spent in `run`.
+    pub seconds: f64,
+    /// Data accepted.
+    pub segments: u64,
+    /// Payload bytes accepted.
+    pub bytes: u64,
+    /// Interests sent (first transmissions and retransmissions).
+    pub interests: u64,
+    /// Retransmissions.
+    pub retransmissions: u64,
+    /// Timeouts.
+    pub timeouts: u64,
+    /// Data carrying a CongestionMark.
+    pub congestion_marks: u64,
+    /// Nacks by reason.
+    pub nacks_congestion: u64,
+    /// Nack Duplicate.
+    pub nacks_duplicate: u64,
+    /// Nack NoRoute / other.
+    pub nacks_other: u64,
+    /// Data a job rejected (verification failed).
+    pub rejected: u64,
+    /// Window decreases, by cause.
+    pub decreases_loss: u64,
+    /// Decreases after marks.
+    pub decreases_mark: u64,
+    /// Decreases after Nack Congestion.
+    pub decreases_nack: u64,
+    /// RTT min/avg/max (ms) over Karn-valid samples.
+    pub rtt_min_ms: f64,
+    /// Mean RTT.
+    pub rtt_avg_ms: f64,
+    /// Max RTT.
+    pub rtt_max_ms: f64,
+    /// Final RTO (ms).
+    pub rto_ms: f64,
+    /// Largest window reached.
+    pub max_cwnd: f64,
+    /// Unsolicited or late packets ignored.
+    pub ignored: u64,
+    /// Times slow start ended on rising delay (HyStart).
+    pub slow_start_exits: u64,
+}
+
+impl Stats {
+    /// Goodput in bit/s.
+    pub fn goodput_bps(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 * 8.0 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// Total window decreases.
+    pub fn decreases(&self) -> u64 {
+        self.decreases_loss + self.decreases_mark + self.decreases_nack
+    }
+
+    fn add(&mut self, o: &Stats) {
+        self.seconds += o.seconds;
+        self.segments += o.segments;
+        self.bytes += o.bytes;
+        self.interests += o.interests;
+        self.retransmissions += o.retransmissions;
+        self.timeouts += o.timeouts;
+        self.congestion_marks += o.congestion_marks;
+        self.nacks_congestion += o.nacks_congestion;
+        self.nacks_duplicate += o.nacks_duplicate;
+        self.nacks_other += o.nacks_other;
+        self.rejected += o.rejected;
+        self.decreases_loss += o.decreases_loss;
+        self.decreases_mark += o.decreases_mark;
+        self.decreases_nack += o.decreases_nack;
+        self.ignored += o.ignored;
+        self.slow_start_exits += o.slow_start_exits;
+        self.max_cwnd = self.max_cwnd.max(o.max_cwnd);
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Slot {
+    InFlight,
+    Queued,
+}
+
+struct Entry {
+    job: usize,
+    key: u64,
+    req: Request,
+    sent: Instant,
+    /// Transmissions so far beyond the first.
+    retx: u32,
+    /// Incremented per transmission; stale timers are ignored.
+    gen: u64,
+    slot: Slot,
+}
+
+/// The engine: window, RTT estimator and statistics persist across runs
+/// (e.g. a manifest, then the data it describes).
+pub struct Engine {
+    cfg: Config,
+    window: Window,
+    rtt: RttEstimator,
+    nonce: u32,
+    /// Statistics over all runs.
+    pub total: Stats,
+    progress: Option<Box<dyn FnMut(u64) + Send>>,
+    last_backoff: Instant,
+}
+
+impl Engine {
+    /// A new engine.
+    pub fn new(cfg: Config) -> Engine {
+        let now = Instant::now();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(1)
+            ^ std::process::id().rotate_left(16);
+        Engine {
+            window: Window::new(&cfg, now),
+            rtt: RttEstimator::new(
+                cfg.rto_alpha,
+                cfg.rto_beta,
+                cfg.rto_k,
+                cfg.min_rto,
+                cfg.max_rto,
+            ),
+            cfg,
+            nonce: seed | 1,
+            total: Stats::default(),
+            progress: None,
+            last_backoff: now,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Calls `f` with the payload bytes of every accepted Data.
+    pub fn on_progress(&mut self, f: impl FnMut(u64) + Send + 'static) {
+        self.progress = Some(Box::new(f));
+    }
+
+    fn next_nonce(&mut self) -> u32 {
+        // xorshift32
+        let mut x = self.nonce;
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.nonce = x;
+        x
+    }
+
+    /// Runs `jobs` to completion (each ends Done or Failed) over `link`.
+    /// Returns this run's statistics; a link failure is an error.
+    pub async fn run<L: Link>(
+        &mut self,
+        link: &mut L,
+        jobs: &mut [&mut dyn Job],
+    ) -> Result<Stats, Error> {
+        let start = Instant::now();
+        let mut st = Stats::default();
+        let mut entries: HashMap<u64, Entry> = HashMap::new();
+        let mut by_name: HashMap<Name, Vec<u64>> = HashMap::new();
+        let mut timers: BinaryHeap<Reverse<(Instant, u64, u64)>> = BinaryHeap::new();
+        let mut queue: VecDeque<u64> = VecDeque::new();
+        let mut next_token = 0u64;
+        let mut in_flight = 0usize;
+        let mut rr = 0usize;
+        let mut prefix_lookups = 0usize; // entries with CanBePrefix
+        let mut batch: Vec<Interest> = Vec::new();
+        let mut incoming: Vec<Incoming> = Vec::new();
+        let default_lifetime = self.cfg.lifetime;
+        let mut was_running: Vec<bool> = vec![true; jobs.len()];
+
+        loop {
+            // Drop work of jobs that stopped running.
+            let running: Vec<bool> = jobs
+                .iter()
+                .map(|j| j.state() == JobState::Running)
+                .collect();
+            if running != was_running {
+                was_running.clone_from(&running);
+                let gone: Vec<u64> = entries
+                    .iter()
+                    .filter(|(_, e)| !running[e.job])
+                    .map(|(t, _)| *t)
+                    .collect();
+                for t in gone {
+                    if let Some(e) = entries.remove(&t) {
+                        if e.slot == Slot::InFlight {
+                            in_flight -= 1;
+                        }
+                        unlink(&mut by_name, &e.req.name, t);
+                        if e.req.can_be_prefix {
+                            prefix_lookups -= 1;
+                        }
+                    }
+                }
+            }
+            // Fill the window: retransmissions first, then new requests
+            // from the jobs in turn.
+            let now = Instant::now();
+            let cwnd = (self.window.cwnd().floor() as usize).max(1);
+            batch.clear();
+            while in_flight < cwnd {
+                let token = if let Some(t) = queue.pop_front() {
+                    match entries.get(&t) {
+                        Some(e) if e.slot == Slot::Queued => t,
+                        _ => continue,
+                    }
+                } else {
+                    let mut found = None;
+                    for _ in 0..jobs.len() {
+                        let j = rr % jobs.len();
+                        rr = rr.wrapping_add(1);
+                        if !running[j] {
+                            continue;
+                        }
+                        if let Some((key, req)) = jobs[j].next_request() {
+                            found = Some((j, key, req));
+                            break;
+                        }
+                    }
+                    let Some((job, key, req)) = found else {
+                        break;
+                    };
+                    let t = next_token;
+                    next_token += 1;
+                    by_name.entry(req.name.clone()).or_default().push(t);
+                    if req.can_be_prefix {
+                        prefix_lookups += 1;
+                    }
+                    entries.insert(
+                        t,
+                        Entry {
+                            job,
+                            key,
+                            req,
+                            sent: now,
+                            retx: 0,
+                            gen: 0,
+                            slot: Slot::Queued,
+                        },
+                    );
+                    t
+                };
+                let nonce = self.next_nonce();
+                let rto = self.rtt.rto();
+                let Some(e) = entries.get_mut(&token) else {
+                    continue;
+                };
+                let lifetime = e.req.lifetime.unwrap_or(default_lifetime);
+                let f = InterestFields {
+                    name: e.req.name.clone(),
+                    can_be_prefix: e.req.can_be_prefix,
+                    must_be_fresh: e.req.must_be_fresh,
+                    forwarding_hint: e.req.forwarding_hint.clone(),
+                    nonce: Some(nonce),
+                    lifetime: Some(lifetime.as_millis() as u64),
+                    ..Default::default()
+                };
+                batch.push(f.encode());
+                e.sent = now;
+                e.gen += 1;
+                e.slot = Slot::InFlight;
+                in_flight += 1;
+                st.interests += 1;
+                // Time out at the RTO, or at the lifetime if that is shorter.
+                timers.push(Reverse((now + rto.min(lifetime), token, e.gen)));
+            }
+            if !batch.is_empty() {
+                link.send(&batch).await?;
+            }
+            let blocked = jobs
+                .iter()
+                .any(|j| j.state() == JobState::Running && j.blocked());
+            if entries.is_empty() {
+                if jobs.iter().all(|j| j.state() != JobState::Running) {
+                    break;
+                }
+                if blocked {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    continue;
+                }
+                // Running jobs with nothing to ask and nothing pending can
+                // never finish.
+                for j in jobs.iter_mut() {
+                    if j.state() == JobState::Running {
+                        j.fail("stalled: nothing left to request but not complete".into());
+                    }
+                }
+                break;
+            }
+            // Wait for packets or the next timer.
+            let deadline = loop {
+                match timers.peek() {
+                    Some(Reverse((at, t, g))) => match entries.get(t) {
+                        Some(e) if e.gen == *g && e.slot == Slot::InFlight => break Some(*at),
+                        _ => {
+                            timers.pop();
+                        }
+                    },
+                    None => break None,
+                }
+            };
+            let deadline = if blocked {
+                let soon = Instant::now() + Duration::from_millis(1);
+                Some(deadline.map_or(soon, |d| d.min(soon)))
+            } else {
+                deadline
+            };
+            incoming.clear();
+            let got = match deadline {
+                Some(at) => tokio::select! {
+                    r = link.recv(&mut incoming) => Some(r),
+                    _ = tokio::time::sleep_until(at.into()) => None,
+                },
+                None => Some(link.recv(&mut incoming).await),
+            };
+            if let Some(r) = got {
+                r?;
+            }
+            let now = Instant::now();
+            for (pkt, lf) in incoming.drain(..) {
+                match pkt {
+                    NetPacket::Data(d) => {
+                        let mut tokens = by_name.remove(d.name()).unwrap_or_default();
+                        if prefix_lookups > 0 {
+                            for n in (0..d.name().len()).rev() {
+                                let p = d.name().prefix(n as isize);
+                                if let Some(v) = by_name.get_mut(&p) {
+                                    let (mine, rest): (Vec<u64>, Vec<u64>) =
+                                        v.iter().partition(|t| {
+                                            entries.get(t).is_some_and(|e| e.req.can_be_prefix)
+                                        });
+                                    tokens.extend(mine);
+                                    *v = rest;
+                                    if v.is_empty() {
+                                        by_name.remove(&p);
+                                    }
+                                }
+                            }
+                        }
+                        if tokens.is_empty() {
+                            st.ignored += 1;
+                            continue;
+                        }
+                        let mut d = Some(d);
+                        let n_tokens = tokens.len();
+                        for (ti, t) in tokens.into_iter().enumerate() {
+                            let Some(mut e) = entries.remove(&t) else {
+                                continue;
+                            };
+                            if e.req.can_be_prefix {
+                                prefix_lookups -= 1;
+                            }
+                            if e.slot == Slot::InFlight {
+                                in_flight -= 1;
+                            }
+                            // Karn: sample only Interests sent once.
+                            if e.retx == 0 && e.slot == Slot::InFlight {
+                                let r = now.duration_since(e.sent);
+                                self.rtt.add(r);
+                                if self.window.rtt_sample(r.as_secs_f64()) {
+                                    st.slow_start_exits += 1;
+                                }
+                            }
+                            if lf.congestion_mark.unwrap_or(0) > 0 {
+                                st.congestion_marks += 1;
+                                if !self.cfg.ignore_marks
+                                    && self.may_decrease(e.sent)
+                                    && self.window.decrease(now)
+                                {
+                                    st.decreases_mark += 1;
+                                }
+                            } else {
+                                let srtt = self.rtt.srtt().map(|d| d.as_secs_f64()).unwrap_or(0.1);
+                                self.window.increase(now, srtt);
+                            }
+                            st.max_cwnd = st.max_cwnd.max(self.window.cwnd());
+                            if !running[e.job] {
+                                continue;
+                            }
+                            let data = if ti + 1 == n_tokens {
+                                d.take()
+                            } else {
+                                d.clone()
+                            };
+                            let Some(data) = data else { continue };
+                            match jobs[e.job].on_data(e.key, data) {
+                                Verdict::Done(b) => {
+                                    st.segments += 1;
+                                    st.bytes += b;
+                                    if let Some(p) = self.progress.as_mut() {
+                                        p(b);
+                                    }
+                                }
+                                Verdict::Again(why) => {
+                                    st.rejected += 1;
+                                    if e.retx >= e.req.retries.unwrap_or(self.cfg.retries) {
+                                        fail_or_replace(jobs, &mut e, Failure::Rejected(why));
+                                    } else {
+                                        e.retx += 1;
+                                        st.retransmissions += 1;
+                                    }
+                                    self.requeue(
+                                        e,
+                                        t,
+                                        &mut entries,
+                                        &mut by_name,
+                                        &mut queue,
+                                        &mut prefix_lookups,
+                                        jobs,
+                                    );
+                                }
+                                Verdict::Instead(r) => {
+                                    st.rejected += 1;
+                                    st.retransmissions += 1;
+                                    e.req = r;
+                                    e.retx = 0;
+                                    self.requeue(
+                                        e,
+                                        t,
+                                        &mut entries,
+                                        &mut by_name,
+                                        &mut queue,
+                                        &mut prefix_lookups,
+                                        jobs,
+                                    );
+                                }
+                                Verdict::Discard => st.rejected += 1,
+                                Verdict::Fatal(why) => jobs[e.job].fail(why),
+                            }
+                        }
+                    }
+                    NetPacket::Nack(i, reason) => {
+                        let Some(tokens) = by_name.get(&i.name) else {
+                            st.ignored += 1;
+                            continue;
+                        };
+                        // The Nack answers the transmission with its Nonce;
+                        // an older one's Nack is stale.
+                        let Some(t) = tokens
+                            .iter()
+                            .copied()
+                            .find(|t| entries.get(t).is_some_and(|e| e.slot == Slot::InFlight))
+                        else {
+                            st.ignored += 1;
+                            continue;
+                        };
+                        let Some(mut e) = entries.remove(&t) else {
+                            continue;
+                        };
+                        unlink(&mut by_name, &e.req.name, t);
+                        if e.req.can_be_prefix {
+                            prefix_lookups -= 1;
+                        }
+                        in_flight -= 1;
+                        let limit = e.req.retries.unwrap_or(self.cfg.retries);
+                        match reason {
+                            nack_reason::CONGESTION => {
+                                st.nacks_congestion += 1;
+                                if self.may_decrease(e.sent) && self.window.decrease(now) {
+                                    st.decreases_nack += 1;
+                                }
+                                if e.retx >= limit {
+                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
+                                } else {
+                                    e.retx += 1;
+                                    st.retransmissions += 1;
+                                }
+                            }
+                            nack_reason::DUPLICATE => {
+                                st.nacks_duplicate += 1;
+                                if e.retx >= limit {
+                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
+                                } else {
+                                    e.retx += 1;
+                                    st.retransmissions += 1;
+                                }
+                            }
+                            _ => {
+                                st.nacks_other += 1;
+                                fail_or_replace(jobs, &mut e, Failure::Nack(reason));
+                            }
+                        }
+                        self.requeue(
+                            e,
+                            t,
+                            &mut entries,
+                            &mut by_name,
+                            &mut queue,
+                            &mut prefix_lookups,
+                            jobs,
+                        );
+                    }
+                    NetPacket::Interest(_) => st.ignored += 1,
+                }
+            }
+            // Timeouts.
+            let now = Instant::now();
+            let mut backed_off = false;
+            while let Some(Reverse((at, t, g))) = timers.peek().copied() {
+                if at > now {
+                    break;
+                }
+                timers.pop();
+                let live = entries
+                    .get(&t)
+                    .is_some_and(|e| e.gen == g && e.slot == Slot::InFlight);
+                if !live {
+                    continue;
+                }
+                let Some(mut e) = entries.remove(&t) else {
+                    continue;
+                };
+                in_flight -= 1;
+                st.timeouts += 1;
+                // Back off once per loss episode: only for an Interest sent
+                // after the previous backoff.
+                if !backed_off && e.sent >= self.last_backoff {
+                    self.rtt.backoff();
+                    self.last_backoff = now;
+                    backed_off = true;
+                }
+                if self.may_decrease(e.sent) && self.window.decrease(now) {
+                    st.decreases_loss += 1;
+                }
+                if e.retx >= e.req.retries.unwrap_or(self.cfg.retries) {
+                    unlink(&mut by_name, &e.req.name, t);
+                    if e.req.can_be_prefix {
+                        prefix_lookups -= 1;
+                    }
+                    fail_or_replace(jobs, &mut e, Failure::Timeout);
+                    self.requeue(
+                        e,
+                        t,
+                        &mut entries,
+                        &mut by_name,
+                        &mut queue,
+                        &mut prefix_lookups,
+                        jobs,
+                    );
+                } else {
+                    // Stays findable by name: a late Data still counts.
+                    e.retx += 1;
+                    st.retransmissions += 1;
+                    e.slot = Slot::Queued;
+                    entries.insert(t, e);
+                    queue.push_back(t);
+                }
+            }
+        }
+        st.seconds = start.elapsed().as_secs_f64();
+        st.rtt_min_ms = if self.rtt.samples > 0 {
+            self.rtt.min_sample * 1e3
+        } else {
+            0.0
+        };
+        st.rtt_avg_ms = self.rtt.mean() * 1e3;
+        st.rtt_max_ms = self.rtt.max_sample * 1e3;
+        st.rto_ms = self.rtt.rto().as_secs_f64() * 1e3;
+        self.total.add(&st);
+        self.total.rtt_min_ms = st.rtt_min_ms;
+        self.total.rtt_avg_ms = st.rtt_avg_ms;
+        self.total.rtt_max_ms = st.rtt_max_ms;
+        self.total.rto_ms = st.rto_ms;
+        Ok(st)
+    }
+
+    /// Conservative window adaptation: only a loss of an Interest sent
+    /// after the last decrease (i.e. one RTT later) shrinks the window again.
+    fn may_decrease(&self, sent: Instant) -> bool {
+        self.cfg.disable_cwa || sent > self.window.last_decrease()
+    }
+
+    /// Puts an entry (removed from `entries`, maybe unlinked from
+    /// `by_name`) back in the send queue, unless its job stopped.
+    #[allow(clippy::too_many_arguments)]
+    fn requeue(
+        &self,
+        mut e: Entry,
+        t: u64,
+        entries: &mut HashMap<u64, Entry>,
+        by_name: &mut HashMap<Name, Vec<u64>>,
+        queue: &mut VecDeque<u64>,
+        prefix_lookups: &mut usize,
+        jobs: &mut [&mut dyn Job],
+    ) {
+        if jobs[e.job].state() != JobState::Running || e.retx == u32::MAX {
+            return;
+        }
+        let list = by_name.entry(e.req.name.clone()).or_default();
+        if !list.contains(&t) {
+            list.push(t);
+            if e.req.can_be_prefix {
+                *prefix_lookups += 1;
+            }
+        }
+        e.slot = Slot::Queued;
+        entries.insert(t, e);
+        queue.push_back(t);
+    }
+}
+
+/// The request ran out of chances: ask the job for an alternative (the
+/// entry then carries it, with fresh retries), or drop it / fail the job
+/// (the entry is marked dead with `retx = u32::MAX`).
+fn fail_or_replace(jobs: &mut [&mut dyn Job], e: &mut Entry, why: Failure) {
+    let job = &mut jobs[e.job];
+    match job.on_failure(e.key, &why) {
+        Recovery::Instead(r) => {
+            e.req = r;
+            e.retx = 0;
+        }
+        Recovery::GiveUp => e.retx = u32::MAX,
+        Recovery::Fail => {
+            if job.state() == JobState::Running {
+                job.fail(format!("{}: {why}", e.req.name));
+            }
+            e.retx = u32::MAX;
+        }
+    }
+}
+
+fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
+    if let Some(v) = by_name.get_mut(name) {
+        v.retain(|x| *x != t);
+        if v.is_empty() {
+            by_name.remove(name);
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::link::ChannelLink;
+    use granary_face::LinkFields;
+    use granary_packet::{Component, DataBuilder};
+    use tokio::sync::mpsc;
+
+    /// Answers `/a/seg=N` (every 5th with a congestion mark); `/slow/…`
+    /// never; `/dup/…` first with Nack Duplicate, then Data; `/none/…`
+    /// with Nack NoRoute.
+    pub(crate) fn responder() -> ChannelLink {
+        let (tx, mut from_engine) = mpsc::channel::<Incoming>(1024);
+        let (to_engine, rx) = mpsc::channel::<Incoming>(1024);
+        tokio::spawn(async move {
+            let mut dup_seen = std::collections::HashSet::new();
+            while let Some((p, _)) = from_engine.recv().await {
+                let NetPacket::Interest(i) = p else { continue };
+                let first = i.name.get(0).map(|c| c.value.to_vec()).unwrap_or_default();
+                let reply = |mark: bool| {
+                    let d = DataBuilder::new(i.name.clone())
+                        .content(vec![1u8; 10])
+                        .encode_with_signature(bytes::Bytes::from_static(&[0; 32]));
+                    let lf = LinkFields {
+                        congestion_mark: mark.then_some(1),
+                        ..Default::default()
+                    };
+                    (NetPacket::Data(d), lf)
+                };
+                let out = match first.as_slice() {
+                    b"a" => {
+                        let n = i.name.last().and_then(|c| c.as_segment()).unwrap_or(0);
+                        Some(reply(n % 5 == 4))
+                    }
+                    b"dup" if dup_seen.insert(i.name.clone()) => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::DUPLICATE),
+                        LinkFields::default(),
+                    )),
+                    b"dup" => Some(reply(false)),
+                    b"none" => Some((
+                        NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
+                        LinkFields::default(),
+                    )),
+                    _ => None,
+                };
+                if let Some(o) = out {
+                    if to_engine.send(o).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        ChannelLink { tx, rx }
+    }
+
+    /// Fetches a list of alternatives per key.
+    struct Alts {
+        todo: Vec<(u64, Vec<Request>)>,
+        alts: HashMap<u64, Vec<Request>>,
+        got: HashMap<u64, Name>,
+        given_up: Vec<u64>,
+        want: usize,
+        error: Option<String>,
+        give_up_instead_of_fail: bool,
+    }
+
+    impl Alts {
+        fn new(items: Vec<Vec<Request>>, give_up: bool) -> Alts {
+            let want = items.len();
+            Alts {
+                todo: items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, v)| (k as u64, v))
+                    .rev()
+                    .collect(),
+                alts: HashMap::new(),
+                got: HashMap::new(),
+                given_up: Vec::new(),
+                want,
+                error: None,
+                give_up_instead_of_fail: give_up,
+            }
+        }
+    }
+
+    impl Job for Alts {
+        fn next_request(&mut self) -> Option<(u64, Request)> {
+            let (k, mut v) = self.todo.pop()?;
+            let first = v.remove(0);
+            self.alts.insert(k, v);
+            Some((k, first))
+        }
+        fn on_data(&mut self, key: u64, data: Data) -> Verdict {
+            self.got.insert(key, data.name().clone());
+            Verdict::Done(data.content().len() as u64)
+        }
+        fn on_failure(&mut self, key: u64, _: &Failure) -> Recovery {
+            match self.alts.get_mut(&key).filter(|v| !v.is_empty()) {
+                Some(v) => Recovery::Instead(v.remove(0)),
+                None if self.give_up_instead_of_fail => {
+                    self.given_up.push(key);
+                    Recovery::GiveUp
+                }
+                None => Recovery::Fail,
+            }
+        }
+        fn state(&self) -> JobState {
+            match &self.error {
+                Some(e) => JobState::Failed(e.clone()),
+                None if self.got.len() + self.given_up.len() == self.want => JobState::Done,
+                None => JobState::Running,
+            }
+        }
+        fn fail(&mut self, error: String) {
+            self.error = Some(error);
+        }
+    }
+
+    fn req(uri: &str, lifetime_ms: Option<u64>, retries: Option<u32>) -> Request {
+        let mut r = Request::new(Name::from_uri(uri).unwrap());
+        r.lifetime = lifetime_ms.map(Duration::from_millis);
+        r.retries = retries;
+        r
+    }
+
+    #[tokio::test]
+    async fn window_marks_alternatives_and_nacks() {
+        let mut link = responder();
+        // A first window of 100: its 20 marks arrive within one RTT.
+        let mut e = Engine::new(Config {
+            init_cwnd: 100.0,
+            ..Config::default()
+        });
+        let base = Name::from_uri("/a").unwrap();
+        let mut items: Vec<Vec<Request>> = (0..200)
+            .map(|s| vec![Request::new(base.append(&Component::segment(s)))])
+            .collect();
+        // A neighbour that never answers (short lifetime, no retries), then the producer.
+        items.push(vec![
+            req("/slow/x", Some(50), Some(0)),
+            req("/a/alt", None, None),
+        ]);
+        // Nack Duplicate is retransmitted with a new Nonce.
+        items.push(vec![req("/dup/y", None, None)]);
+        let mut job = Alts::new(items, false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.got[&200].to_string(), "/a/alt");
+        assert_eq!(st.segments, 202);
+        assert_eq!(st.timeouts, 1);
+        assert_eq!(st.nacks_duplicate, 1);
+        assert_eq!(st.congestion_marks, 40);
+        assert!(st.decreases_mark >= 1, "{st:?}");
+        // Conservative adaptation: one decrease for the first window's 20
+        // marks; the later, smaller windows each see about one mark.
+        assert!(st.decreases_mark <= 40 - 19, "{st:?}");
+        assert!(st.max_cwnd >= 100.0);
+    }
+
+    #[tokio::test]
+    async fn no_route_fails_the_job_or_is_given_up() {
+        let mut link = responder();
+        let mut e = Engine::new(Config::default());
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            false,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        match job.state() {
+            JobState::Failed(m) => assert!(m.contains("/none/z") && m.contains("NoRoute"), "{m}"),
+            s => panic!("{s:?}"),
+        }
+        let mut job = Alts::new(
+            vec![
+                vec![req("/none/z", None, None)],
+                vec![req("/a/ok", None, None)],
+            ],
+            true,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.given_up, vec![0]);
+    }
+
+    #[tokio::test]
+    async fn retries_run_out_on_timeouts() {
+        let mut link = responder();
+        let mut e = Engine::new(Config {
+            min_rto: Duration::from_millis(10),
+            max_rto: Duration::from_millis(20),
+            retries: 2,
+            ..Config::default()
+        });
+        let mut job = Alts::new(vec![vec![req("/slow/q", Some(30), None)]], false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert!(matches!(job.state(), JobState::Failed(_)));
+        assert_eq!(st.timeouts, 3, "first try + 2 retries");
+        assert_eq!(st.retransmissions, 2);
+    }
+}

@@ -1,0 +1,875 @@
+//! Segmented objects: version discovery (RDR, or a CanBePrefix Interest),
+//! the signed manifest or per-packet signatures, and [`ObjectJob`], which
+//! fetches a segment range into a [`Sink`] and never passes unverified bytes
+//! on as good.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use granary_manifest::{manifest_name, Checker, Root};
+use granary_packet::types::{sig_type, COMP_VERSION};
+use granary_packet::{Component, Data, KeyLocator, Name};
+use granary_security::{KeyChain, Verifier};
+
+use crate::engine::{Engine, Failure, Job, JobState, Recovery, Request, Verdict};
+use crate::link::Link;
+use crate::segmap::SegmentMap;
+use crate::Error;
+
+/// Verifiers for the keys the user trusts: the keychain's own certificates
+/// and its trust anchors. DigestSha256 is accepted as integrity only.
+#[derive(Default)]
+pub struct Trust {
+    keys: Vec<(Name, Arc<Verifier>)>,
+}
+
+impl Trust {
+    /// From a keychain (own keys' certificates + trust anchors).
+    pub fn from_keychain(kc: &KeyChain) -> Result<Trust, Error> {
+        let certs = kc
+            .list()
+            .map_err(|e| Error::Verify(e.to_string()))?
+            .into_iter()
+            .filter_map(|k| k.cert)
+            .chain(
+                kc.trust_anchors()
+                    .map_err(|e| Error::Verify(e.to_string()))?,
+            );
+        let mut keys = Vec::new();
+        for c in certs {
+            if let Ok(v) = c.verifier() {
+                keys.push((c.key_name(), Arc::new(v)));
+            }
+        }
+        Ok(Trust { keys })
+    }
+
+    /// The verifier for a Data's signature, and how to describe it.
+    pub fn verifier_for(&self, d: &Data) -> Result<(Arc<Verifier>, String), String> {
+        let si = d.sig_info();
+        if si.sig_type == sig_type::DIGEST_SHA256 {
+            return Ok((
+                Arc::new(Verifier::Digest),
+                "DigestSha256 (integrity only)".into(),
+            ));
+        }
+        let Some(KeyLocator::Name(key)) = &si.key_locator else {
+            return Err(format!("{}: signature has no KeyLocator name", d.name()));
+        };
+        for (k, v) in &self.keys {
+            if k.is_prefix_of(key) || key.is_prefix_of(k) {
+                return Ok((v.clone(), format!("{k}")));
+            }
+        }
+        Err(format!(
+            "{}: signed by {key}, which is not in the keychain or its trust anchors (add it with `granary key trust`)",
+            d.name()
+        ))
+    }
+}
+
+/// How an object's segments are checked.
+#[derive(Clone)]
+pub enum Check {
+    /// Against the signed manifest (one signature per version).
+    Manifest(Arc<Checker>),
+    /// Each segment's own signature, per the trust rules.
+    PerPacket(Arc<Trust>),
+}
+
+/// A discovered object: its versioned name, layout and verification.
+#[derive(Clone)]
+pub struct ObjectInfo {
+    /// Versioned name.
+    pub versioned: Name,
+    /// Segment layout.
+    pub map: SegmentMap,
+    /// How segments are checked.
+    pub check: Check,
+    /// Human description of the verification.
+    pub verified_by: String,
+}
+
+impl std::fmt::Debug for ObjectInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectInfo")
+            .field("versioned", &self.versioned.to_string())
+            .field("map", &self.map)
+            .field("verified_by", &self.verified_by)
+            .finish()
+    }
+}
+
+/// Options of discovery.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// The name is used as given (no version discovery).
+    pub no_discovery: bool,
+    /// Do not look for a manifest (per-packet verification).
+    pub no_manifest: bool,
+}
+
+/// RDR metadata (with NDN-DPDK FileMetadata fields).
+#[derive(Debug, Clone, Default)]
+pub struct Metadata {
+    /// Versioned name.
+    pub versioned: Name,
+    /// FinalBlockId.
+    pub last_segment: Option<u64>,
+    /// SegmentSize.
+    pub segment_size: Option<u64>,
+    /// Size.
+    pub size: Option<u64>,
+}
+
+/// FileMetadata SegmentSize.
+const TT_SEGMENT_SIZE: u64 = 0xF500;
+/// FileMetadata Size.
+const TT_SIZE: u64 = 0xF502;
+
+/// Parses RDR metadata content.
+pub fn parse_metadata(content: &Bytes) -> Result<Metadata, String> {
+    use granary_packet::tlv::Reader;
+    let mut r = Reader::new(content);
+    let first = r.read().map_err(|e| e.to_string())?;
+    let versioned = Name::decode_element(&r, &first).map_err(|e| e.to_string())?;
+    let mut m = Metadata {
+        versioned,
+        ..Default::default()
+    };
+    while !r.is_empty() {
+        let e = r.read().map_err(|e| e.to_string())?;
+        match e.typ {
+            granary_packet::types::FINAL_BLOCK_ID => {
+                m.last_segment = Component::decode(r.value(&e))
+                    .ok()
+                    .and_then(|c| c.as_ref().as_number())
+            }
+            TT_SEGMENT_SIZE => m.segment_size = Some(r.nni(&e).map_err(|e| e.to_string())?),
+            TT_SIZE => m.size = Some(r.nni(&e).map_err(|e| e.to_string())?),
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// One request, one Data.
+pub struct OneShot {
+    req: Option<Request>,
+    result: Option<Result<Data, String>>,
+}
+
+impl OneShot {
+    /// A job for `req`.
+    pub fn new(req: Request) -> OneShot {
+        OneShot {
+            req: Some(req),
+            result: None,
+        }
+    }
+
+    /// The outcome (after the engine ran it).
+    pub fn take(&mut self) -> Result<Data, String> {
+        self.result.take().unwrap_or_else(|| Err("not run".into()))
+    }
+}
+
+impl Job for OneShot {
+    fn next_request(&mut self) -> Option<(u64, Request)> {
+        self.req.take().map(|r| (0, r))
+    }
+    fn on_data(&mut self, _: u64, data: Data) -> Verdict {
+        let n = data.content().len() as u64;
+        self.result = Some(Ok(data));
+        Verdict::Done(n)
+    }
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
+    }
+    fn state(&self) -> JobState {
+        match &self.result {
+            None => JobState::Running,
+            Some(Ok(_)) => JobState::Done,
+            Some(Err(e)) => JobState::Failed(e.clone()),
+        }
+    }
+    fn fail(&mut self, error: String) {
+        self.result = Some(Err(error));
+    }
+}
+
+/// Fetches one packet through the engine.
+pub async fn fetch_one<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    req: Request,
+) -> Result<Data, Error> {
+    let mut j = OneShot::new(req);
+    engine.run(link, &mut [&mut j]).await?;
+    j.take().map_err(Error::Fetch)
+}
+
+/// Fetches the manifest blocks below the root, in order of acceptance
+/// (top-down), each checked against its parent.
+struct ManifestJob {
+    mname: Name,
+    checker: Checker,
+    next: u64,
+    total: u64,
+    accept_next: u64,
+    pending: BTreeMap<u64, Bytes>,
+    refetch: Vec<u64>,
+    bad: HashMap<u64, u32>,
+    error: Option<String>,
+}
+
+impl Job for ManifestJob {
+    fn next_request(&mut self) -> Option<(u64, Request)> {
+        let seg = match self.refetch.pop() {
+            Some(s) => s,
+            None if self.next < self.total => {
+                self.next += 1;
+                self.next - 1
+            }
+            None => return None,
+        };
+        let mut r = Request::new(self.mname.append(&Component::segment(seg)));
+        r.must_be_fresh = self.bad.contains_key(&seg);
+        Some((seg, r))
+    }
+
+    fn on_data(&mut self, seg: u64, d: Data) -> Verdict {
+        let content = d
+            .content_bytes()
+            .cloned()
+            .unwrap_or_else(|| Bytes::copy_from_slice(d.content()));
+        let n = content.len() as u64;
+        self.pending.insert(seg, content);
+        while let Some(c) = self.pending.remove(&self.accept_next) {
+            let s = self.accept_next;
+            if let Err(e) = self.checker.accept_block(s, &c) {
+                let b = self.bad.entry(s).or_default();
+                *b += 1;
+                if *b > 2 {
+                    return Verdict::Fatal(format!(
+                        "manifest segment {s} of {} failed verification {b} times: {e}",
+                        self.mname
+                    ));
+                }
+                self.refetch.push(s);
+                break;
+            }
+            self.accept_next += 1;
+        }
+        Verdict::Done(n)
+    }
+
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
+    }
+
+    fn state(&self) -> JobState {
+        match &self.error {
+            Some(e) => JobState::Failed(e.clone()),
+            None if self.accept_next >= self.total => JobState::Done,
+            None => JobState::Running,
+        }
+    }
+
+    fn fail(&mut self, error: String) {
+        self.error = Some(error);
+    }
+}
+
+fn is_versioned(n: &Name) -> bool {
+    n.last().is_some_and(|c| c.typ == COMP_VERSION)
+}
+
+/// Discovers `name`: its version (RDR `32=metadata`, then a CanBePrefix
+/// Interest as a fallback), its signed manifest (verified with `trust`),
+/// and its segment layout.
+pub async fn discover<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    name: &Name,
+    trust: Arc<Trust>,
+    opts: &OpenOptions,
+) -> Result<ObjectInfo, Error> {
+    let mut md: Option<Metadata> = None;
+    let mut first: Option<Data> = None;
+    let versioned = if is_versioned(name) || opts.no_discovery {
+        name.clone()
+    } else {
+        let mut r = Request::new(name.append(&Component::keyword(b"metadata")));
+        r.can_be_prefix = true;
+        r.must_be_fresh = true;
+        r.retries = Some(1);
+        r.lifetime = Some(Duration::from_millis(1000));
+        match fetch_one(engine, link, r).await {
+            Ok(d) => {
+                let (v, _) = trust.verifier_for(&d).map_err(Error::Verify)?;
+                v.verify_data(&d)
+                    .map_err(|e| Error::Verify(format!("metadata of {name}: {e}")))?;
+                let m = parse_metadata(&Bytes::copy_from_slice(d.content()))
+                    .map_err(|e| Error::Fetch(format!("metadata of {name}: {e}")))?;
+                if !name.is_prefix_of(&m.versioned) || !is_versioned(&m.versioned) {
+                    return Err(Error::Fetch(format!(
+                        "metadata of {name} names {}, not a version of it",
+                        m.versioned
+                    )));
+                }
+                let v = m.versioned.clone();
+                md = Some(m);
+                v
+            }
+            Err(Error::Fetch(why)) => {
+                // No RDR: ask for any Data under the name.
+                let mut r = Request::new(name.clone());
+                r.can_be_prefix = true;
+                r.must_be_fresh = true;
+                r.retries = Some(1);
+                let d = fetch_one(engine, link, r).await.map_err(|e| {
+                    Error::Fetch(format!("{name}: not found (metadata: {why}; {e})"))
+                })?;
+                let n = d.name();
+                let v = (name.len()..n.len())
+                    .find(|i| n.get(*i as isize).is_some_and(|c| c.typ == COMP_VERSION))
+                    .map(|i| n.prefix(i as isize + 1))
+                    .ok_or_else(|| {
+                        Error::Fetch(format!("{name}: no version component in the answer {n}"))
+                    })?;
+                if n.len() == v.len() + 1 && n.last().and_then(|c| c.as_segment()) == Some(0) {
+                    first = Some(d);
+                }
+                v
+            }
+            Err(e) => return Err(e),
+        }
+    };
+
+    // The manifest, when the producer has one.
+    if !opts.no_manifest {
+        let mname = manifest_name(&versioned);
+        let mut r = Request::new(mname.append(&Component::segment(0)));
+        r.retries = Some(1);
+        r.lifetime = Some(Duration::from_millis(2000));
+        if let Ok(root) = fetch_one(engine, link, r).await {
+            if let Ok(parsed) = Root::decode(&Bytes::copy_from_slice(root.content())) {
+                let (v, who) = trust.verifier_for(&root).map_err(Error::Verify)?;
+                v.verify_data(&root).map_err(|e| {
+                    Error::Verify(format!("the manifest of {versioned} does not verify: {e}"))
+                })?;
+                // Fixed segments: the layout is in the root. Variable
+                // (format 2): it is in level 0, known once the blocks are in.
+                let variable = parsed.is_variable();
+                let file_size = parsed.file_size;
+                let mut map = SegmentMap::fixed(
+                    parsed.segment_size,
+                    parsed.segment_count,
+                    (!variable).then_some(parsed.file_size),
+                )
+                .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?;
+                let checker = Checker::new(parsed);
+                let total = checker.manifest_segments();
+                let mut job = ManifestJob {
+                    mname: mname.clone(),
+                    checker,
+                    next: 1,
+                    total,
+                    accept_next: 1,
+                    pending: BTreeMap::new(),
+                    refetch: Vec::new(),
+                    bad: HashMap::new(),
+                    error: None,
+                };
+                engine.run(link, &mut [&mut job]).await?;
+                if let JobState::Failed(e) = job.state() {
+                    return Err(Error::Verify(format!("manifest of {versioned}: {e}")));
+                }
+                if variable {
+                    let ck = &job.checker;
+                    let spans: Option<Vec<(u64, u64)>> = (0..ck.segments())
+                        .map(|s| Some((ck.segment_offset(s)?, ck.segment_len(s)?)))
+                        .collect();
+                    let spans = spans.ok_or_else(|| {
+                        Error::Verify(format!(
+                            "manifest of {versioned}: segment layout incomplete"
+                        ))
+                    })?;
+                    map = SegmentMap::variable(spans, file_size)
+                        .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?;
+                }
+                let verified_by = if root.sig_info().sig_type == sig_type::DIGEST_SHA256 {
+                    "the manifest (DigestSha256: integrity only)".to_string()
+                } else {
+                    format!("the manifest signed by {who}")
+                };
+                return Ok(ObjectInfo {
+                    versioned,
+                    map,
+                    check: Check::Manifest(Arc::new(job.checker)),
+                    verified_by,
+                });
+            }
+        }
+    }
+
+    // No manifest: the layout from the metadata, or from segment 0.
+    let map = match md.as_ref() {
+        Some(Metadata {
+            last_segment: Some(l),
+            segment_size: Some(s),
+            size,
+            ..
+        }) => SegmentMap::fixed(*s, l + 1, *size).map_err(Error::Fetch)?,
+        _ => {
+            let d = match first {
+                Some(d) => d,
+                None => {
+                    fetch_one(
+                        engine,
+                        link,
+                        Request::new(versioned.append(&Component::segment(0))),
+                    )
+                    .await?
+                }
+            };
+            let last = d
+                .final_block_id()
+                .and_then(|c| c.as_ref().as_segment())
+                .ok_or_else(|| {
+                    Error::Fetch(format!(
+                        "{versioned}: segment 0 has no FinalBlockId and there is no metadata: the object's length is unknown"
+                    ))
+                })?;
+            let len = d.content().len() as u64;
+            let size = if last == 0 {
+                Some(len)
+            } else {
+                md.as_ref().and_then(|m| m.size)
+            };
+            SegmentMap::fixed(len, last + 1, size).map_err(Error::Fetch)?
+        }
+    };
+    Ok(ObjectInfo {
+        versioned,
+        map,
+        check: Check::PerPacket(trust),
+        verified_by: "each segment's own signature".into(),
+    })
+}
+
+/// Where verified bytes go.
+pub trait Sink: Send {
+    /// Verified bytes at file offset `offset`.
+    fn put(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()>;
+    /// For in-order sinks: the next offset they can write.
+    fn cursor(&self) -> Option<u64> {
+        None
+    }
+    /// Called once the segment `seg` (content `content`) is fully stored;
+    /// resume bookkeeping hooks here.
+    fn segment_done(&mut self, _seg: u64, _content: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// Everything is in: write out what is buffered.
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// The bytes held, for in-memory sinks.
+    fn take_bytes(self: Box<Self>) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// Positioned writes into a file (`pwrite`), any order. Contiguous
+/// segments are combined into writes of up to [`WRITE_COMBINE`] bytes, and
+/// side-file entries are written in runs after the data they describe, so a
+/// fetch costs a few system calls per megabyte, not two per segment.
+pub struct FileSink {
+    file: std::fs::File,
+    base: u64,
+    hashes: Option<std::fs::File>,
+    record_hash: bool,
+    /// Pending data: file offset of `buf[0]`.
+    buf_at: u64,
+    buf: Vec<u8>,
+    /// Side-file entries waiting for their data to be written.
+    marks: BTreeMap<u64, [u8; 32]>,
+}
+
+/// Largest combined write.
+pub const WRITE_COMBINE: usize = 1 << 20;
+/// Side-file entries held before they are written.
+const MARKS_HELD: usize = 64;
+
+/// Side-file entry of a stored segment when the manifest holds its hash.
+pub const STORED_MARK: [u8; 32] = [0xA5; 32];
+
+impl FileSink {
+    /// A sink into `file` (object offset `base` at file offset 0), with an
+    /// optional side file of 32 bytes per segment: the segment's SHA-256
+    /// when `record_hash` (per-packet verification: resume checks the
+    /// bytes against it), else [`STORED_MARK`] (the manifest has the
+    /// hashes; the fetch does not hash every segment twice).
+    pub fn new(
+        file: std::fs::File,
+        base: u64,
+        hashes: Option<std::fs::File>,
+        record_hash: bool,
+    ) -> FileSink {
+        FileSink {
+            file,
+            base,
+            hashes,
+            record_hash,
+            buf_at: 0,
+            buf: Vec::new(),
+            marks: BTreeMap::new(),
+        }
+    }
+
+    fn flush_data(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if !self.buf.is_empty() {
+            self.file.write_all_at(&self.buf, self.buf_at)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn flush_marks(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.flush_data()?;
+        let Some(h) = &self.hashes else {
+            self.marks.clear();
+            return Ok(());
+        };
+        let mut run: Vec<u8> = Vec::new();
+        let mut run_start = 0u64;
+        for (seg, m) in std::mem::take(&mut self.marks) {
+            if !run.is_empty() && run_start + (run.len() / 32) as u64 != seg {
+                h.write_all_at(&run, run_start * 32)?;
+                run.clear();
+            }
+            if run.is_empty() {
+                run_start = seg;
+            }
+            run.extend_from_slice(&m);
+        }
+        if !run.is_empty() {
+            h.write_all_at(&run, run_start * 32)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FileSink {
+    fn drop(&mut self) {
+        // Verified bytes of a failed or interrupted run stay usable by --resume.
+        let _ = self.flush_marks();
+    }
+}
+
+impl Sink for FileSink {
+    fn put(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        let at = offset - self.base;
+        if !self.buf.is_empty()
+            && (self.buf_at + self.buf.len() as u64 != at
+                || self.buf.len() + bytes.len() > WRITE_COMBINE)
+        {
+            self.flush_data()?;
+        }
+        if self.buf.is_empty() {
+            self.buf_at = at;
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn segment_done(&mut self, seg: u64, content: &[u8]) -> std::io::Result<()> {
+        use sha2::Digest;
+        if self.hashes.is_some() {
+            let m = if self.record_hash {
+                sha2::Sha256::digest(content).into()
+            } else {
+                STORED_MARK
+            };
+            self.marks.insert(seg, m);
+            if self.marks.len() >= MARKS_HELD {
+                self.flush_marks()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.flush_marks()
+    }
+}
+
+/// Bytes in memory, for a range read.
+pub struct MemSink {
+    /// Offset of `buf[0]`.
+    pub base: u64,
+    /// The bytes.
+    pub buf: Vec<u8>,
+}
+
+impl Sink for MemSink {
+    fn put(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        let at = (offset - self.base) as usize;
+        if self.buf.len() < at + bytes.len() {
+            self.buf.resize(at + bytes.len(), 0);
+        }
+        self.buf[at..at + bytes.len()].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn take_bytes(self: Box<Self>) -> Option<Vec<u8>> {
+        Some(self.buf)
+    }
+}
+
+/// In-order output (standard output): out-of-order segments wait in a
+/// bounded buffer (the job does not run more than its limit ahead).
+pub struct StreamSink<W: Write + Send> {
+    w: std::io::BufWriter<W>,
+    next: u64,
+    pending: BTreeMap<u64, Vec<u8>>,
+}
+
+impl<W: Write + Send> StreamSink<W> {
+    /// Writes bytes from object offset `start` on to `w`.
+    pub fn new(w: W, start: u64) -> Self {
+        StreamSink {
+            w: std::io::BufWriter::with_capacity(WRITE_COMBINE, w),
+            next: start,
+            pending: BTreeMap::new(),
+        }
+    }
+}
+
+impl<W: Write + Send> Sink for StreamSink<W> {
+    fn put(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        if offset != self.next {
+            self.pending.insert(offset, bytes.to_vec());
+            return Ok(());
+        }
+        self.w.write_all(bytes)?;
+        self.next += bytes.len() as u64;
+        while let Some(b) = self.pending.remove(&self.next) {
+            self.w.write_all(&b)?;
+            self.next += b.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn cursor(&self) -> Option<u64> {
+        Some(self.next)
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
+}
+
+/// A simple bitmap of segments.
+#[derive(Debug, Clone)]
+pub struct Bitmap(Vec<u64>);
+
+impl Bitmap {
+    /// All clear.
+    pub fn new(n: u64) -> Bitmap {
+        Bitmap(vec![0; n.div_ceil(64) as usize])
+    }
+    /// Tests bit `i`.
+    pub fn get(&self, i: u64) -> bool {
+        self.0
+            .get((i / 64) as usize)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+    /// Sets bit `i`.
+    pub fn set(&mut self, i: u64) {
+        if let Some(w) = self.0.get_mut((i / 64) as usize) {
+            *w |= 1 << (i % 64);
+        }
+    }
+}
+
+/// How far ahead of an in-order sink's cursor the job may request.
+pub const STREAM_AHEAD: u64 = 2048;
+
+/// Fetches the segments of an object covering bytes `[lo, hi)` into a sink.
+pub struct ObjectJob {
+    info: ObjectInfo,
+    verifiers: HashMap<Name, Arc<Verifier>>,
+    /// Signers seen (per-packet mode).
+    pub signers: std::collections::BTreeSet<String>,
+    lo: u64,
+    hi: u64,
+    want: std::ops::Range<u64>,
+    have: Bitmap,
+    next: u64,
+    remaining: u64,
+    bad: HashMap<u64, u32>,
+    sink: Box<dyn Sink>,
+    error: Option<String>,
+    /// Segments taken from disk (resume) instead of the network.
+    pub reused: u64,
+}
+
+impl ObjectJob {
+    /// A job for bytes `[lo, hi)` of `info` (`hi` = `u64::MAX` for the end).
+    pub fn new(info: ObjectInfo, lo: u64, hi: u64, sink: Box<dyn Sink>) -> ObjectJob {
+        let want = info.map.covering(lo, hi);
+        let count = info.map.count();
+        ObjectJob {
+            verifiers: HashMap::new(),
+            signers: Default::default(),
+            lo,
+            hi,
+            next: want.start,
+            remaining: want.end - want.start,
+            want,
+            have: Bitmap::new(count),
+            info,
+            bad: HashMap::new(),
+            sink,
+            error: None,
+            reused: 0,
+        }
+    }
+
+    /// Marks segment `seg` as already stored (resume).
+    pub fn already_have(&mut self, seg: u64) {
+        if self.want.contains(&seg) && !self.have.get(seg) {
+            self.have.set(seg);
+            self.remaining -= 1;
+            self.reused += 1;
+        }
+    }
+
+    /// The object.
+    pub fn info(&self) -> &ObjectInfo {
+        &self.info
+    }
+
+    /// Gives back the sink.
+    pub fn into_sink(self) -> Box<dyn Sink> {
+        self.sink
+    }
+
+    fn verify(&mut self, seg: u64, d: &Data) -> Result<(), String> {
+        self.info.map.check_len(seg, d.content().len() as u64)?;
+        match &self.info.check {
+            Check::Manifest(ck) => ck.check_segment(seg, d.content()),
+            Check::PerPacket(trust) => {
+                let key = match &d.sig_info().key_locator {
+                    Some(KeyLocator::Name(k)) => k.clone(),
+                    _ => Name::new(),
+                };
+                let v = match (d.sig_info().sig_type, self.verifiers.get(&key)) {
+                    (t, Some(v)) if t != sig_type::DIGEST_SHA256 => v.clone(),
+                    _ => {
+                        let (v, who) = trust.verifier_for(d)?;
+                        self.signers.insert(who);
+                        if d.sig_info().sig_type != sig_type::DIGEST_SHA256 {
+                            self.verifiers.insert(key, v.clone());
+                        }
+                        v
+                    }
+                };
+                v.verify_data(d).map_err(|e| format!("signature: {e}"))
+            }
+        }
+    }
+}
+
+impl Job for ObjectJob {
+    fn next_request(&mut self) -> Option<(u64, Request)> {
+        while self.next < self.want.end && self.have.get(self.next) {
+            self.next += 1;
+        }
+        if self.next >= self.want.end {
+            return None;
+        }
+        if let Some(c) = self.sink.cursor() {
+            if self.next >= self.info.map.segment_of(c) + STREAM_AHEAD {
+                return None;
+            }
+        }
+        let seg = self.next;
+        self.next += 1;
+        Some((
+            seg,
+            Request::new(self.info.versioned.append(&Component::segment(seg))),
+        ))
+    }
+
+    fn on_data(&mut self, seg: u64, d: Data) -> Verdict {
+        if self.have.get(seg) {
+            return Verdict::Done(0);
+        }
+        if d.content_type() == granary_packet::types::content_type::NACK {
+            return Verdict::Fatal(format!(
+                "{}: the producer answered with an application Nack (ContentType NACK)",
+                d.name()
+            ));
+        }
+        if let Err(why) = self.verify(seg, &d) {
+            let n = self.bad.entry(seg).or_default();
+            *n += 1;
+            if *n > 2 {
+                return Verdict::Fatal(format!(
+                    "segment {seg} of {} failed verification {n} times ({why}); stopped, its bytes were not written",
+                    self.info.versioned
+                ));
+            }
+            // Ask again; the Nonce is new (a cache may still hold the bad
+            // packet, hence the limit above).
+            let mut r = Request::new(d.name().clone());
+            r.must_be_fresh = true;
+            return Verdict::Instead(r);
+        }
+        let start = self.info.map.start(seg);
+        let c = d.content();
+        let from = self.lo.saturating_sub(start).min(c.len() as u64) as usize;
+        let to = (self.hi.saturating_sub(start)).min(c.len() as u64) as usize;
+        let r = if from < to {
+            self.sink.put(start + from as u64, &c[from..to])
+        } else {
+            Ok(())
+        };
+        if let Err(e) = r.and_then(|_| self.sink.segment_done(seg, c)) {
+            return Verdict::Fatal(format!("writing segment {seg}: {e}"));
+        }
+        self.have.set(seg);
+        self.remaining -= 1;
+        if self.remaining == 0 {
+            if let Err(e) = self.sink.finish() {
+                return Verdict::Fatal(format!("writing the output: {e}"));
+            }
+        }
+        Verdict::Done(to.saturating_sub(from) as u64)
+    }
+
+    fn on_failure(&mut self, _: u64, _: &Failure) -> Recovery {
+        Recovery::Fail
+    }
+
+    fn state(&self) -> JobState {
+        match &self.error {
+            Some(e) => JobState::Failed(e.clone()),
+            None if self.remaining == 0 => JobState::Done,
+            None => JobState::Running,
+        }
+    }
+
+    fn fail(&mut self, error: String) {
+        self.error = Some(error);
+    }
+}
