@@ -6,7 +6,8 @@
 #  2. `granary put` of one MIB-MiB file (no daemon, fsync, signed manifest):
 #     plain ingest (fixed 8 KiB, no hash index) vs FastCDC + hash index vs
 #     Rabin + hash index, alternating, ROUNDS times each, each into a fresh
-#     data directory; wall time, peak RSS, and the median ratio to plain.
+#     data directory; wall time, CPU time (user+sys), peak RSS, and the
+#     median ratio to plain.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
@@ -23,9 +24,9 @@ echo "== publish ${mib} MiB: disk $(df -h "$work" | tail -1 | awk '{print $1, $2
 src="$work/src"
 head -c $((mib << 20)) /dev/urandom > "$src"
 cat "$src" > /dev/null
-m() { sync; /usr/bin/time -f "%e %M" "$@" 2>&1 >/dev/null | tail -1; }
+m() { sync; /usr/bin/time -f "%e %M %U %S" "$@" 2>&1 >/dev/null | tail -1; }
 declare -A times
-printf "%-6s %-34s %9s %9s %11s %10s\n" round what seconds MB/s "peak RSS" segments
+printf "%-6s %-34s %9s %9s %9s %11s %10s\n" round what seconds cpu-s MB/s "peak RSS" segments
 for r in $(seq "$rounds"); do
   for what in plain fastcdc rabin; do
     case $what in
@@ -35,10 +36,10 @@ for r in $(seq "$rounds"); do
     esac
     d="$work/d-$what"
     rm -rf "$d"
-    read -r s k <<<"$(m "$G" --data-dir "$d" --socket "$work/none.sock" put "$src" "/bench/$what" "${args[@]}")"
+    read -r s k u sy <<<"$(m "$G" --data-dir "$d" --socket "$work/none.sock" put "$src" "/bench/$what" "${args[@]}")"
     segs=$("$G" --data-dir "$d" stat "/bench/$what" | python3 -c 'import sys,json; t=sys.stdin.read(); m=json.loads(t[:t.rindex("path ")]); print(m.get("segments") or (m["size"]+m["segment_size"]-1)//m["segment_size"])')
     times[$what]="${times[$what]:-} $s"
-    printf "%-6s %-34s %9.2f %9.0f %7.1f MiB %10s\n" "$r" "$what (${args[*]})" "$s" "$(awk -v b=$((mib << 20)) -v s="$s" 'BEGIN{print b/s/1e6}')" "$(awk -v k="$k" 'BEGIN{print k/1024}')" "$segs"
+    printf "%-6s %-34s %9.2f %9.2f %9.0f %7.1f MiB %10s\n" "$r" "$what (${args[*]})" "$s" "$(awk -v u="$u" -v s="$sy" 'BEGIN{print u+s}')" "$(awk -v b=$((mib << 20)) -v s="$s" 'BEGIN{print b/s/1e6}')" "$(awk -v k="$k" 'BEGIN{print k/1024}')" "$segs"
     rm -rf "$d"
   done
 done

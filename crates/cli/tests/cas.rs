@@ -96,6 +96,23 @@ fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
                 "{err}"
             );
             assert_eq!(std::fs::read(&dst).unwrap(), bytes, "{scheme} {len}");
+            if len == 5 << 20 && !via_stdin {
+                // Byte ranges of content-defined segments (offsets from
+                // the format-2 manifest): across boundaries, inside one
+                // segment, up to the end.
+                for (off, n) in [(0usize, 1usize), (4000, 9000), (123_457, 1), (len - 10, 10)] {
+                    let o = d.cli(&[
+                        "cat",
+                        &name,
+                        "--offset",
+                        &off.to_string(),
+                        "--length",
+                        &n.to_string(),
+                    ]);
+                    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+                    assert_eq!(o.stdout, &bytes[off..off + n], "cat {off}+{n}");
+                }
+            }
             if len == 5 << 20 {
                 let segs = meta["segments"].as_u64().unwrap();
                 // Content-defined: more, smaller segments than 8 KiB fixed.

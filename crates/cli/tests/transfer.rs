@@ -125,6 +125,7 @@ fn manifest_tampering_in_the_repo_is_caught() {
     let body = random(300_000, 3);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
         src.to_str().unwrap(),
@@ -245,6 +246,7 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
     let body = random(48 << 20, 4);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
         src.to_str().unwrap(),
@@ -282,6 +284,7 @@ fn byte_ranges_fetch_only_the_covering_segments() {
     let body = random(size, 5);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
         src.to_str().unwrap(),
@@ -504,6 +507,7 @@ fn remote_file_stat_and_read_at() {
     let body = random(size, 9);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
         src.to_str().unwrap(),
@@ -558,6 +562,7 @@ fn every_pipeline_type_fetches_the_same_bytes() {
     let body = random(700_000, 12);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
         src.to_str().unwrap(),

@@ -362,19 +362,16 @@ pub async fn discover<L: Link>(
                 v.verify_data(&root).map_err(|e| {
                     Error::Verify(format!("the manifest of {versioned} does not verify: {e}"))
                 })?;
+                // Fixed segments: the layout is in the root. Variable
+                // (format 2): it is in level 0, known once the blocks are in.
                 let variable = parsed.is_variable();
-                let fixed = if variable {
-                    None
-                } else {
-                    Some(
-                        SegmentMap::fixed(
-                            parsed.segment_size,
-                            parsed.segment_count,
-                            Some(parsed.file_size),
-                        )
-                        .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?,
-                    )
-                };
+                let file_size = parsed.file_size;
+                let mut map = SegmentMap::fixed(
+                    parsed.segment_size,
+                    parsed.segment_count,
+                    (!variable).then_some(parsed.file_size),
+                )
+                .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?;
                 let checker = Checker::new(parsed);
                 let total = checker.manifest_segments();
                 let mut job = ManifestJob {
@@ -392,26 +389,18 @@ pub async fn discover<L: Link>(
                 if let JobState::Failed(e) = job.state() {
                     return Err(Error::Verify(format!("manifest of {versioned}: {e}")));
                 }
-                // Variable (content-defined) segments: their offsets and
-                // lengths come from the verified manifest blocks.
-                let map = match fixed {
-                    Some(m) => m,
-                    None => SegmentMap::variable(
-                        (0..job.checker.segments())
-                            .map(|k| job.checker.segment_len(k))
-                            .collect::<Option<Vec<u64>>>()
-                            .ok_or_else(|| {
-                                Error::Verify(format!(
-                                    "manifest of {versioned}: a segment's length is missing"
-                                ))
-                            })?,
-                    )
-                    .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?,
-                };
-                if map.file_size() != Some(job.checker.root.file_size) {
-                    return Err(Error::Verify(format!(
-                        "manifest of {versioned}: segment lengths do not add up to the file size"
-                    )));
+                if variable {
+                    let ck = &job.checker;
+                    let spans: Option<Vec<(u64, u64)>> = (0..ck.segments())
+                        .map(|s| Some((ck.segment_offset(s)?, ck.segment_len(s)?)))
+                        .collect();
+                    let spans = spans.ok_or_else(|| {
+                        Error::Verify(format!(
+                            "manifest of {versioned}: segment layout incomplete"
+                        ))
+                    })?;
+                    map = SegmentMap::variable(spans, file_size)
+                        .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?;
                 }
                 let verified_by = if root.sig_info().sig_type == sig_type::DIGEST_SHA256 {
                     "the manifest (DigestSha256: integrity only)".to_string()

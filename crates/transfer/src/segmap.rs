@@ -1,10 +1,8 @@
 //! Offset ↔ segment arithmetic, in one place. Byte ranges and resume go
-//! through [`SegmentMap`] only: fixed-size segments, or variable-size
-//! (content-defined) segments whose offsets come from a verified format-2
-//! manifest.
+//! through [`SegmentMap`] only, so variable-size (content-defined) segments
+//! can be added as another variant without touching the fetch code.
 
 use std::ops::Range;
-use std::sync::Arc;
 
 /// Where each segment's bytes sit in the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,13 +16,14 @@ pub enum SegmentMap {
         /// File size, when known (manifest or RDR Size).
         file_size: Option<u64>,
     },
-    /// Content-defined segments: segment `k` is bytes
-    /// `starts[k]..starts[k + 1]` (the last entry is the file size).
+    /// Content-defined segments of varying size (a format-2 manifest gives
+    /// every segment's offset and length).
     Variable {
-        /// Segment starts plus the file size (`count + 1` entries).
-        starts: Arc<[u64]>,
-        /// The largest segment.
-        max: u64,
+        /// Start of every segment, then the file size (count + 1 entries,
+        /// non-decreasing).
+        starts: std::sync::Arc<Vec<u64>>,
+        /// Largest segment.
+        max_segment: u64,
     },
 }
 
@@ -57,24 +56,37 @@ impl SegmentMap {
         })
     }
 
-    /// A map of variable-size segments from their lengths (in order); an
-    /// empty file is one empty segment.
-    pub fn variable(lens: impl IntoIterator<Item = u64>) -> Result<SegmentMap, String> {
-        let mut starts = vec![0u64];
-        let mut max = 0;
-        for l in lens {
-            let end = starts[starts.len() - 1]
-                .checked_add(l)
-                .ok_or("segment lengths overflow")?;
-            max = max.max(l);
-            starts.push(end);
+    /// A variable-size map from every segment's `(offset, length)`, in
+    /// order; they must tile `[0, file_size)` exactly.
+    pub fn variable(
+        spans: impl IntoIterator<Item = (u64, u64)>,
+        file_size: u64,
+    ) -> Result<SegmentMap, String> {
+        let mut starts = Vec::new();
+        let mut next = 0u64;
+        let mut max_segment = 0;
+        for (i, (off, len)) in spans.into_iter().enumerate() {
+            if off != next {
+                return Err(format!("segment {i} starts at {off}, expected {next}"));
+            }
+            starts.push(off);
+            next = off
+                .checked_add(len)
+                .ok_or_else(|| format!("segment {i} overflows"))?;
+            max_segment = max_segment.max(len);
         }
-        if starts.len() == 1 {
-            starts.push(0);
+        if next != file_size {
+            return Err(format!(
+                "segments end at {next}, the file has {file_size} bytes"
+            ));
         }
+        if starts.is_empty() {
+            starts.push(0); // an empty file is one empty segment
+        }
+        starts.push(file_size);
         Ok(SegmentMap::Variable {
-            starts: starts.into(),
-            max,
+            starts: std::sync::Arc::new(starts),
+            max_segment,
         })
     }
 
@@ -98,7 +110,7 @@ impl SegmentMap {
     pub fn segment_size(&self) -> u64 {
         match self {
             SegmentMap::Fixed { segment_size, .. } => *segment_size,
-            SegmentMap::Variable { max, .. } => *max,
+            SegmentMap::Variable { max_segment, .. } => *max_segment,
         }
     }
 
@@ -125,8 +137,8 @@ impl SegmentMap {
                 }
             }
             SegmentMap::Variable { starts, .. } => {
-                let k = seg as usize;
-                Some(starts.get(k + 1)? - starts[k])
+                let i = seg as usize;
+                (i + 1 < starts.len()).then(|| starts[i + 1] - starts[i])
             }
         }
     }
@@ -140,9 +152,9 @@ impl SegmentMap {
                 ..
             } => (offset / (*segment_size).max(1)).min(count.saturating_sub(1)),
             SegmentMap::Variable { starts, .. } => {
-                // The last start <= offset, among the count real starts.
-                let n = starts.len() - 1;
-                (starts[..n].partition_point(|&s| s <= offset).max(1) - 1) as u64
+                // The last segment whose start is ≤ offset (skipping empty ones).
+                let i = starts[..starts.len() - 1].partition_point(|s| *s <= offset);
+                (i.saturating_sub(1) as u64).min(self.count().saturating_sub(1))
             }
         }
     }
@@ -201,22 +213,24 @@ mod tests {
 
     #[test]
     fn variable_segments() {
-        // 0..1000, 1000..1500, 1500..4000, 4000..4001
-        let m = SegmentMap::variable([1000, 500, 2500, 1]).unwrap();
-        assert_eq!(m.count(), 4);
-        assert_eq!(m.file_size(), Some(4001));
-        assert_eq!(m.segment_size(), 2500);
-        assert_eq!((m.start(2), m.len(2)), (1500, Some(2500)));
-        assert_eq!(m.len(4), None);
-        assert_eq!(m.covering(0, 1000), 0..1);
-        assert_eq!(m.covering(999, 1001), 0..2);
-        assert_eq!(m.covering(1000, 1500), 1..2);
-        assert_eq!(m.covering(1600, 1700), 2..3);
-        assert_eq!(m.covering(4000, 9999), 3..4);
-        assert_eq!(m.covering(4001, 9999), 0..0);
-        assert!(m.check_len(1, 500).is_ok() && m.check_len(1, 501).is_err());
-        let e = SegmentMap::variable([]).unwrap();
-        assert_eq!((e.count(), e.file_size(), e.len(0)), (1, Some(0), Some(0)));
+        let m = SegmentMap::variable([(0, 100), (100, 30), (130, 70)], 200).unwrap();
+        assert_eq!(m.count(), 3);
+        assert_eq!((m.start(1), m.len(1)), (100, Some(30)));
+        assert_eq!(m.len(3), None);
+        assert_eq!(m.segment_of(0), 0);
+        assert_eq!(m.segment_of(99), 0);
+        assert_eq!(m.segment_of(100), 1);
+        assert_eq!(m.segment_of(129), 1);
+        assert_eq!(m.segment_of(130), 2);
+        assert_eq!(m.segment_of(10_000), 2);
+        assert_eq!(m.covering(99, 131), 0..3);
+        assert_eq!(m.covering(200, 300), 0..0);
+        assert_eq!(m.segment_size(), 100);
+        assert!(m.check_len(1, 30).is_ok() && m.check_len(1, 31).is_err());
+        assert!(SegmentMap::variable([(0, 100), (90, 10)], 100).is_err());
+        assert!(SegmentMap::variable([(0, 100)], 101).is_err());
+        let e = SegmentMap::variable([(0, 0)], 0).unwrap();
+        assert_eq!((e.count(), e.len(0)), (1, Some(0)));
         assert_eq!(e.covering(0, 10), 0..0);
     }
 }
