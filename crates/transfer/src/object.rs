@@ -310,9 +310,15 @@ pub async fn discover<L: Link>(
         r.lifetime = Some(Duration::from_millis(1000));
         match fetch_one(engine, link, r).await {
             Ok(d) => {
-                let (v, _) = trust.verifier_for(&d).map_err(Error::Verify)?;
-                v.verify_data(&d)
-                    .map_err(|e| Error::Verify(format!("metadata of {name}: {e}")))?;
+                // RDR metadata only points at a version; whatever is fetched
+                // under it is verified on its own (manifest or per packet).
+                // So metadata with a Null signature (NDNts's `serveMetadata`
+                // default) is taken as a pointer; a real signature must verify.
+                if d.sig_info().sig_type != sig_type::NULL {
+                    let (v, _) = trust.verifier_for(&d).map_err(Error::Verify)?;
+                    v.verify_data(&d)
+                        .map_err(|e| Error::Verify(format!("metadata of {name}: {e}")))?;
+                }
                 let m = parse_metadata(&Bytes::copy_from_slice(d.content()))
                     .map_err(|e| Error::Fetch(format!("metadata of {name}: {e}")))?;
                 if !name.is_prefix_of(&m.versioned) || !is_versioned(&m.versioned) {

@@ -8,7 +8,7 @@
 // PREFIX/v=V/seg=i, N bytes per segment (default 8000), FinalBlockId on every segment,
 // DigestSha256 signatures, and NDNts's CanBePrefix version discovery on PREFIX. With --rdr it
 // also serves RDR metadata with @ndn/rdr serveMetadata (PREFIX/32=metadata, Content = the
-// versioned Name, DigestSha256).
+// versioned Name, signed by NDNts's default metadata signer).
 //
 // stdout: `ready` once the forwarder accepted every prefix registration (ControlResponse 200).
 // Exits 0 on SIGTERM/SIGINT or when the forwarder closes the connection; 1 on a failure; 2 on a
@@ -137,9 +137,9 @@ async function main() {
   }));
   if (opts.rdr) {
     const versioned = opts.prefixName.append(Version.create(opts.version));
+    // NDNts's default metadata signer (no `signer` option), as its users get it.
     closers.push(serveMetadata(new Metadata(versioned), {
       prefix: opts.prefixName,
-      signer: digestSigning,
     }));
   }
 }
