@@ -5,7 +5,7 @@
 # UnixTransport to the same daemon, DigestSha256 verification of every
 # segment), same object, same run. Wall time and peak RSS from GNU time, daemon
 # CPU from /proc.
-# Usage: bash bench/transfer.sh [MiB] [RUNS] [DAEMON_ARGS...]
+# Usage: [PUT_ARGS="--chunking fixed"] bash bench/transfer.sh [MiB] [RUNS] [DAEMON_ARGS...]
 #   e.g. bash bench/transfer.sh 1024 2                 (CS on, default capacity)
 #        bash bench/transfer.sh 1024 2 --cs-capacity 0 (every Data built by the repo)
 set -euo pipefail
@@ -27,7 +27,7 @@ head -c $((mib << 20)) /dev/urandom > "$tmp/file"
 want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
 $G --data-dir "$tmp/d" --socket "$tmp/g.sock" daemon "$@" > "$tmp/dout" 2>"$tmp/derr" & gpid=$!; pids+=($gpid)
 for _ in $(seq 200); do grep -q ready "$tmp/dout" && break; sleep 0.05; done
-$G --data-dir "$tmp/d" --socket "$tmp/g.sock" put "$tmp/file" /bench/obj >/dev/null 2>&1
+$G --data-dir "$tmp/d" --socket "$tmp/g.sock" put "$tmp/file" /bench/obj ${PUT_ARGS:-} >/dev/null 2>&1
 rm -f "$tmp/file"   # the repo holds it; keep the page cache for the repo's copy
 cpu() { awk '{print $14+$15}' /proc/$gpid/stat; }
 bytes=$((mib << 20))
