@@ -95,6 +95,8 @@ pub struct Counters {
     pub in_errors: AtomicU64,
     /// Packets sent with a congestion mark.
     pub out_marked: AtomicU64,
+    /// Link reliability is on for this face (LpReliabilityEnabled).
+    pub lp_reliable: std::sync::atomic::AtomicBool,
     /// Link reliability: frames sent with a TxSequence.
     pub lp_frames: AtomicU64,
     /// Link reliability: frames retransmitted.
