@@ -68,7 +68,7 @@ impl Default for ReliabilityConfig {
             max_pending_acks: 4096,
             recent_window: 65_536,
             initial_rto: Duration::from_millis(300),
-            min_rto: Duration::from_millis(15),
+            min_rto: Duration::from_millis(60),
             max_rto: Duration::from_secs(2),
         }
     }
@@ -364,7 +364,11 @@ impl Reliability {
         }
     }
 
-    /// Frames whose Ack is overdue (older than the RTO) are lost.
+    /// Frames whose Ack is overdue (older than the RTO) are lost. The RTO
+    /// then doubles (up to the maximum) until an Ack of a frame sent once
+    /// gives a new sample: a sudden rise of the link's delay (a queue
+    /// filling) must not make every frame in flight "lost" and sent again
+    /// and again (Karn's rule leaves no sample to learn from then).
     pub fn check_timeouts(&mut self, now: Instant) {
         let rto = self.rto();
         let mut lost = Vec::new();
@@ -374,6 +378,9 @@ impl Reliability {
                 Some(_) => break,
                 None => lost.push((o, t)),
             }
+        }
+        if !lost.is_empty() {
+            self.rto = (self.rto * 2.0).min(self.cfg.max_rto.as_secs_f64());
         }
         for (o, t) in lost {
             self.lose(o, t);
@@ -456,8 +463,9 @@ mod tests {
         assert_eq!(a.unacked(), 0);
         assert_eq!(a.stats.acked, 5);
         assert_eq!(a.stats.retransmitted, 0);
-        // The RTT sample (5 ms) sets the RTO: srtt + 4 rttvar + 5 ms, clamped.
-        assert!(a.rto() >= Duration::from_millis(15) && a.rto() < Duration::from_millis(30));
+        // The RTT sample (5 ms) sets the RTO: srtt + 4 rttvar + 5 ms, at
+        // least the minimum.
+        assert_eq!(a.rto(), Duration::from_millis(60));
     }
 
     #[test]
@@ -568,6 +576,41 @@ mod tests {
         assert_eq!(a.stats.given_up, 1);
         assert_eq!(a.unacked(), 0);
         assert!(a.next_deadline().is_none());
+    }
+
+    #[test]
+    fn rto_backs_off_until_a_new_sample() {
+        let (mut a, mut b) = pair();
+        let t0 = Instant::now();
+        let w = a.send(frag(0), MTU, t0);
+        deliver(&mut b, &w, t0);
+        let ack = b.idle_acks(MTU, t0 + Duration::from_millis(5)).unwrap();
+        deliver(&mut a, &ack, t0 + Duration::from_millis(5));
+        assert_eq!(a.rto(), Duration::from_millis(60));
+        // The link's delay rises: frames in flight are not acked within the
+        // RTO. One timeout round doubles it, so the retransmissions are not
+        // themselves declared lost at the old RTO.
+        let t1 = t0 + Duration::from_millis(10);
+        for i in 1..4 {
+            a.send(frag(i), MTU, t1);
+        }
+        let t2 = t1 + Duration::from_millis(61);
+        a.check_timeouts(t2);
+        assert_eq!(a.rto(), Duration::from_millis(120));
+        let mut n = 0;
+        while a.retransmission(MTU, t2).is_some() {
+            n += 1;
+        }
+        assert_eq!(n, 3);
+        a.check_timeouts(t2 + Duration::from_millis(100));
+        assert!(!a.has_retransmissions(), "not lost again before 120 ms");
+        // A fresh sample (a frame sent once) brings the RTO back.
+        let t3 = t2 + Duration::from_millis(110);
+        let w = a.send(frag(9), MTU, t3);
+        deliver(&mut b, &w, t3);
+        let ack = b.idle_acks(MTU, t3 + Duration::from_millis(5)).unwrap();
+        deliver(&mut a, &ack, t3 + Duration::from_millis(5));
+        assert_eq!(a.rto(), Duration::from_millis(60));
     }
 
     #[test]

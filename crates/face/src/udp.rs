@@ -289,6 +289,8 @@ async fn tx_loop(
 ) {
     let mut frames = Vec::new();
     let mut lps = Vec::new();
+    let dbg = std::env::var("GRANARY_LP_DEBUG").is_ok();
+    let mut last_dbg = Instant::now();
     loop {
         // Link-layer work first: lost frames, then Acks that waited long enough.
         let deadline = {
@@ -302,6 +304,10 @@ async fn tx_loop(
                 frames.push(f);
             }
             face.counters.set_link(&r.stats);
+            if dbg && last_dbg.elapsed() >= Duration::from_secs(1) {
+                last_dbg = Instant::now();
+                eprintln!("LPDBG {} {:?} rto={:?} unacked={}", face.remote, r.stats, r.rto(), r.unacked());
+            }
             r.next_deadline()
         };
         face.send(&mut frames).await;
