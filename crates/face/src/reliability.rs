@@ -119,6 +119,8 @@ pub struct Reliability {
     srtt: Option<f64>,
     rttvar: f64,
     rto: f64,
+    /// When the peer last acknowledged a frame we were waiting for.
+    last_ack: Option<Instant>,
     pending_acks: VecDeque<u64>,
     first_pending: Option<Instant>,
     recent: HashSet<u64>,
@@ -145,6 +147,7 @@ impl Reliability {
             srtt: None,
             rttvar: 0.0,
             rto,
+            last_ack: None,
             pending_acks: VecDeque::new(),
             first_pending: None,
             recent: HashSet::new(),
@@ -307,6 +310,7 @@ impl Reliability {
             return;
         };
         self.stats.acked += 1;
+        self.last_ack = Some(now);
         let Some(order) = f.order else {
             // Acked while queued for retransmission: no longer needed.
             return;
@@ -364,8 +368,10 @@ impl Reliability {
         }
     }
 
-    /// Frames whose Ack is overdue (older than the RTO) are lost. The RTO
-    /// then doubles (up to the maximum) until an Ack of a frame sent once
+    /// Frames whose Ack is overdue are lost: as TCP's retransmission timer,
+    /// the RTO runs from a frame's transmission or from the last Ack of a
+    /// frame, whichever is later, so it only fires when Acks stop coming
+    /// (losses within a flow are found by later Acks). The RTO then doubles (up to the maximum) until an Ack of a frame sent once
     /// gives a new sample: a sudden rise of the link's delay (a queue
     /// filling) must not make every frame in flight "lost" and sent again
     /// and again (Karn's rule leaves no sample to learn from then).
@@ -374,7 +380,7 @@ impl Reliability {
         let mut lost = Vec::new();
         for (&o, &t) in &self.order {
             match self.unacked.get(&t) {
-                Some(f) if f.sent + rto <= now => lost.push((o, t)),
+                Some(f) if self.timer_base(f.sent) + rto <= now => lost.push((o, t)),
                 Some(_) => break,
                 None => lost.push((o, t)),
             }
@@ -385,6 +391,10 @@ impl Reliability {
         for (o, t) in lost {
             self.lose(o, t);
         }
+    }
+
+    fn timer_base(&self, sent: Instant) -> Instant {
+        self.last_ack.map_or(sent, |a| a.max(sent))
     }
 
     /// True when something is ready to send now (a retransmission).
@@ -399,7 +409,7 @@ impl Reliability {
         let rto = self.order.first_key_value().and_then(|(_, t)| {
             self.unacked
                 .get(t)
-                .map(|f| f.sent + Duration::from_secs_f64(self.rto))
+                .map(|f| self.timer_base(f.sent) + Duration::from_secs_f64(self.rto))
         });
         match (ack, rto) {
             (Some(a), Some(b)) => Some(a.min(b)),
