@@ -289,8 +289,8 @@ async fn tx_loop(
 ) {
     let mut frames = Vec::new();
     let mut lps = Vec::new();
-    let dbg = std::env::var("GRANARY_LP_DEBUG").is_ok();
-    let mut last_dbg = Instant::now();
+    let mut last_log = Instant::now();
+    let mut last_stats = Default::default();
     loop {
         // Link-layer work first: lost frames, then Acks that waited long enough.
         let deadline = {
@@ -304,9 +304,16 @@ async fn tx_loop(
                 frames.push(f);
             }
             face.counters.set_link(&r.stats);
-            if dbg && last_dbg.elapsed() >= Duration::from_secs(1) {
-                last_dbg = Instant::now();
-                eprintln!("LPDBG {} {:?} rto={:?} unacked={}", face.remote, r.stats, r.rto(), r.unacked());
+            if r.stats != last_stats && last_log.elapsed() >= Duration::from_secs(1) {
+                last_log = Instant::now();
+                last_stats = r.stats;
+                tracing::debug!(
+                    "udp {} link reliability: {:?} rto={:?} unacked={}",
+                    face.remote,
+                    r.stats,
+                    r.rto(),
+                    r.unacked()
+                );
             }
             r.next_deadline()
         };
