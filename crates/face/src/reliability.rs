@@ -345,8 +345,10 @@ impl Reliability {
             }
         }
         let s = self.srtt.unwrap_or(r);
-        self.rto = (s + 4.0 * self.rttvar + self.cfg.idle_ack_delay.as_secs_f64())
-            .clamp(self.cfg.min_rto.as_secs_f64(), self.cfg.max_rto.as_secs_f64());
+        self.rto = (s + 4.0 * self.rttvar + self.cfg.idle_ack_delay.as_secs_f64()).clamp(
+            self.cfg.min_rto.as_secs_f64(),
+            self.cfg.max_rto.as_secs_f64(),
+        );
     }
 
     /// Frame `t` (at send position `o`) is lost: queue it for
@@ -490,7 +492,10 @@ mod tests {
         let p = LpPacket::decode(back.clone()).unwrap();
         assert_eq!(p.acks, vec![1000, 1001, 1002]);
         assert_eq!(b.pending_acks(), 0);
-        assert!(b.next_deadline().is_some(), "b's own frame waits for its ack");
+        assert!(
+            b.next_deadline().is_some(),
+            "b's own frame waits for its ack"
+        );
         assert_eq!(deliver(&mut a, &back, now), Some(9));
         assert_eq!(a.unacked(), 0);
     }

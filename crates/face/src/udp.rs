@@ -132,10 +132,7 @@ impl UdpChannel {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .set_enabled(true);
-                p.handle
-                    .counters
-                    .lp_reliable
-                    .store(true, Ordering::Relaxed);
+                p.handle.counters.lp_reliable.store(true, Ordering::Relaxed);
             }
             return (p.handle.clone(), false);
         }
@@ -149,7 +146,10 @@ impl UdpChannel {
             mtu: Some(self.mtu),
         };
         let (handle, rx, closer) = new_handle(info, &self.limits);
-        handle.counters.lp_reliable.store(reliable, Ordering::Relaxed);
+        handle
+            .counters
+            .lp_reliable
+            .store(reliable, Ordering::Relaxed);
         let seed = rand_seed(&remote);
         let rel = Arc::new(Mutex::new(Reliability::new(
             ReliabilityConfig::default(),
