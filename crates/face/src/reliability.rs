@@ -31,6 +31,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use granary_packet::LpPacket;
 
+/// Frames kept for a peer that has not acknowledged anything yet.
+const NO_ACK_CAP: usize = 256;
+
+/// Pending Acks that make the face's sender worth waking at once.
+const WAKE_ACKS: usize = 100;
+
 /// Size of one Ack or TxSequence field on the wire (3-byte type, 1-byte
 /// length, 8-byte value).
 pub const FIELD_LEN: usize = 12;
@@ -200,11 +206,19 @@ impl Reliability {
             self.next_tx = self.next_tx.wrapping_add(1);
             packet.tx_sequence = Some(tx);
             packet.acks.clear();
-            if self.unacked.len() >= self.cfg.max_unacked {
-                if let Some((_, oldest)) = self.order.pop_first() {
-                    self.unacked.remove(&oldest);
-                    self.stats.given_up += 1;
-                }
+            // A peer that has never acknowledged anything may ignore
+            // TxSequence altogether: keep only a few frames for it.
+            let cap = if self.peer_acks {
+                self.cfg.max_unacked
+            } else {
+                self.cfg.max_unacked.min(NO_ACK_CAP)
+            };
+            while self.unacked.len() >= cap {
+                let Some((_, oldest)) = self.order.pop_first() else {
+                    break;
+                };
+                self.unacked.remove(&oldest);
+                self.stats.given_up += 1;
             }
             let order = self.next_order;
             self.next_order += 1;
@@ -397,6 +411,15 @@ impl Reliability {
 
     fn timer_base(&self, sent: Instant) -> Instant {
         self.last_ack.map_or(sent, |a| a.max(sent))
+    }
+
+    /// True when the face's sending task should be woken after a receive:
+    /// a frame to send again, the first pending Ack (to arm the idle-Ack
+    /// timer), or enough Acks for an IDLE packet of their own.
+    pub fn wants_service(&self) -> bool {
+        !self.retransmit.is_empty()
+            || self.pending_acks.len() == 1
+            || self.pending_acks.len() >= WAKE_ACKS
     }
 
     /// True when something is ready to send now (a retransmission).
@@ -647,6 +670,16 @@ mod tests {
         assert_eq!(a.stats.given_up, 92);
         assert_eq!(b.pending_acks(), 4);
         assert!(b.recent.len() <= 16 && b.recent_order.len() <= 16);
+        // A peer that never acknowledges (it ignores TxSequence) gets only a
+        // few frames kept, and never a retransmission.
+        let mut d = Reliability::new(ReliabilityConfig::default(), true, 0);
+        for i in 0..1000u32 {
+            d.send(frag(i as u8), MTU, now);
+        }
+        assert_eq!(d.unacked(), NO_ACK_CAP);
+        d.check_timeouts(now + Duration::from_secs(5));
+        assert!(d.retransmission(MTU, now).is_none());
+        assert_eq!(d.unacked(), 0);
         // A full IDLE packet's worth never exceeds the MTU.
         let mut c = Reliability::new(ReliabilityConfig::default(), false, 0);
         for t in 0..1000 {

@@ -222,7 +222,7 @@ impl UdpChannel {
                             &mut rel,
                             Instant::now(),
                         );
-                        if rel.has_retransmissions() || rel.pending_acks() > 0 {
+                        if rel.wants_service() {
                             p.wake.notify_one();
                         }
                         r
