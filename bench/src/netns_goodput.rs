@@ -56,6 +56,10 @@ struct Args {
     /// Device MTU of the links (e.g. 9000: jumbo frames).
     #[arg(long)]
     link_mtu: Option<u32>,
+    /// Extra `granary daemon` flags for all three nodes (one string, split
+    /// on spaces), e.g. `--udp-reliability`.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    daemon_args: String,
     /// Extra `granary get` flags (one string, split on spaces).
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     get_args: String,
@@ -220,12 +224,13 @@ fn main() {
     clean.mtu = a.link_mtu;
     let lan = tb.link(r, p, clean).unwrap();
     let max_seg = a.sizes.iter().copied().max().unwrap_or(8192);
-    let extra = vec![
+    let mut extra = vec![
         "--udp-mtu".to_string(),
         a.udp_mtu.to_string(),
         "--max-packet".to_string(),
         (max_seg as usize + 2048).max(8800).to_string(),
     ];
+    extra.extend(a.daemon_args.split_whitespace().map(String::from));
     let consumer = start_node(&mut tb, c, &g, &extra);
     let router = start_node(&mut tb, r, &g, &extra);
     let producer = start_node(&mut tb, p, &g, &extra);

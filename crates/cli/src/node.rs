@@ -16,7 +16,8 @@ use granary_packet::{InterestFields, Name};
 #[derive(Args)]
 pub struct DaemonArgs {
     /// TOML config file (keys: socket, nfd_socket, listen, cs_capacity,
-    /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu).
+    /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu,
+    /// udp_reliability).
     /// Flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -40,6 +41,11 @@ pub struct DaemonArgs {
     /// segments, e.g. `put --segment-size 32768` needs ≥ 33000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1024..=16_777_216))]
     max_packet: Option<u32>,
+    /// NDNLPv2 link reliability on every UDP face (TxSequence/Ack; lost
+    /// fragments retransmitted hop by hop): for lossy links between Granary
+    /// nodes. Peers that ignore it (python-ndn, NDNts) are unaffected.
+    #[arg(long)]
+    udp_reliability: bool,
     /// Do not serve the repository in <data-dir>/repo.
     #[arg(long)]
     no_repo: bool,
@@ -76,6 +82,9 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     }
     if let Some(m) = args.udp_mtu {
         cfg.udp_mtu = m;
+    }
+    if args.udp_reliability {
+        cfg.udp_reliability = true;
     }
     if let Some(m) = args.max_packet {
         cfg.max_packet = m as usize;
@@ -172,6 +181,10 @@ pub enum FaceCmd {
     Create {
         /// Remote FaceUri.
         uri: String,
+        /// NDNLPv2 link reliability on a UDP face (LpReliabilityEnabled):
+        /// lost fragments are retransmitted hop by hop.
+        #[arg(long)]
+        reliable: bool,
     },
     /// Destroy a face.
     Destroy {
@@ -196,6 +209,10 @@ pub enum RouteCmd {
         /// Origin (255 = static).
         #[arg(long, default_value_t = 255)]
         origin: u64,
+        /// When FACE is a udp4:// URI: create it with NDNLPv2 link
+        /// reliability (see `face create --reliable`).
+        #[arg(long)]
+        reliable: bool,
     },
     /// Remove a route.
     Remove {
@@ -285,7 +302,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
             FaceCmd::List => {
                 for f in decode_dataset::<FaceStatus>(&dataset(&mut c, "/localhost/nfd/faces/list").await?)? {
                     println!(
-                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}",
+                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
@@ -297,12 +314,17 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         f.n_out_data,
                         f.n_out_nacks,
                         f.n_in_bytes,
-                        f.n_out_bytes
+                        f.n_out_bytes,
+                        if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
+                            " reliable"
+                        } else {
+                            ""
+                        }
                     );
                 }
             }
-            FaceCmd::Create { uri } => {
-                let id = create_face(&mut c, &uri).await?;
+            FaceCmd::Create { uri, reliable } => {
+                let id = create_face(&mut c, &uri, reliable).await?;
                 println!("{id}");
             }
             FaceCmd::Destroy { id } => {
@@ -316,9 +338,16 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
     })
 }
 
-async fn create_face(c: &mut Client, uri: &str) -> anyhow::Result<u64> {
+async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
     let mut p = ControlParameters::new();
     p.uri = Some(uri.to_string());
+    if reliable {
+        p.set_flag_bit(
+            granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED,
+            true,
+            true,
+        );
+    }
     match c.command(&nfd(), "faces", "create", &p).await {
         Ok(r) => r
             .face_id
@@ -371,10 +400,11 @@ pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
                 face,
                 cost,
                 origin,
+                reliable,
             } => {
                 let face_id = match face.parse::<u64>() {
                     Ok(id) => id,
-                    Err(_) => create_face(&mut c, &face).await?,
+                    Err(_) => create_face(&mut c, &face, reliable).await?,
                 };
                 let mut p = ControlParameters::new();
                 p.name = Some(name(&prefix)?);

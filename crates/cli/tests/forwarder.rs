@@ -116,7 +116,9 @@ fn localhost_is_unreachable_from_non_local_faces() {
     );
 }
 
-/// A — B over TCP, B — C over UDP with MTU 1400 (8 KiB Data fragmented).
+/// A — B over TCP, B — C over UDP with MTU 1400 (8 KiB Data fragmented);
+/// B's face to C is created with NDNLPv2 link reliability (`--reliable`),
+/// C's (on demand) without: C still Acks what B sends.
 #[test]
 fn three_daemons_chained_with_cache_aggregation_and_loops() {
     let c = Daemon::start(&["--listen", "udp://127.0.0.1:0"]);
@@ -132,7 +134,13 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
     let c_udp = format!("udp4://{}", c.udp.as_ref().unwrap());
     let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
     a.ok(&["route", "add", "/chain", &b_tcp]);
-    b.ok(&["route", "add", "/chain", &c_udp]);
+    b.ok(&["route", "add", "/chain", &c_udp, "--reliable"]);
+    let faces = b.ok(&["face", "list"]);
+    let to_c = faces
+        .lines()
+        .find(|l| l.contains(&format!("remote={c_udp}")))
+        .unwrap_or_else(|| panic!("no face to C in\n{faces}"));
+    assert!(to_c.ends_with(" reliable"), "{to_c}");
     let p = c.serve("/chain", &["--size", "8192", "--delay-ms", "300"]);
 
     let o = peek(&a, "/chain/file/1", &[]);
@@ -181,6 +189,14 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
         "loop ends in a Nack, not a timeout: {err}"
     );
     assert!(t.elapsed() < Duration::from_secs(2));
+    let faces = c.ok(&["face", "list"]);
+    assert!(
+        faces
+            .lines()
+            .filter(|l| l.contains("udp4://"))
+            .all(|l| !l.ends_with(" reliable")),
+        "C's on-demand face keeps the channel default (off): {faces}"
+    );
 }
 
 /// Raw check that the forwarder decrements HopLimit and adds a Nonce without

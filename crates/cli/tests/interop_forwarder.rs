@@ -89,6 +89,34 @@ fn ndnts_producer_python_consumer_through_granary() {
     check(&consume(c), 5, 8000);
 }
 
+/// python-ndn and NDNts over UDP to a daemon whose UDP faces have NDNLPv2
+/// link reliability on: every frame they get carries a Sequence and a
+/// TxSequence (fields they may ignore); they never Ack, so the daemon must
+/// not retransmit to them, and each Interest gets its Data exactly once.
+#[test]
+fn libraries_over_udp_to_a_reliable_daemon() {
+    let d = Daemon::start(&["--listen", "udp://127.0.0.1:0", "--udp-reliability"]);
+    let sock = d.socket.to_str().unwrap();
+    let udp = format!("udp://{}", d.udp.as_ref().unwrap());
+    let mut p = python_script("producer.py");
+    p.args([sock, "/interop/rel", "--size", "1000"]);
+    let _p = start_producer(p);
+    for (what, mut c) in [
+        ("python", python_script("consumer.py")),
+        ("ndnts", node_script("consumer.mjs")),
+    ] {
+        c.args([&udp, &format!("/interop/rel/{what}"), "--count", "5"]);
+        check(&consume(c), 5, 1000);
+    }
+    let faces = d.ok(&["face", "list"]);
+    let udp_faces: Vec<&str> = faces.lines().filter(|l| l.contains("udp4://")).collect();
+    assert_eq!(udp_faces.len(), 2, "{faces}");
+    for l in udp_faces {
+        assert!(l.ends_with(" reliable"), "{l}");
+        assert!(l.contains("out=0i/5d/0n"), "five Data each: {l}");
+    }
+}
+
 /// python-ndn's older app API registers with the legacy 4-component signed
 /// command; Granary accepts it too.
 #[test]

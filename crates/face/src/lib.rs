@@ -19,6 +19,7 @@
 pub mod framing;
 pub mod internal;
 pub mod link;
+pub mod reliability;
 pub mod stream;
 pub mod udp;
 
@@ -94,6 +95,18 @@ pub struct Counters {
     pub in_errors: AtomicU64,
     /// Packets sent with a congestion mark.
     pub out_marked: AtomicU64,
+    /// Link reliability is on for this face (LpReliabilityEnabled).
+    pub lp_reliable: std::sync::atomic::AtomicBool,
+    /// Link reliability: frames sent with a TxSequence.
+    pub lp_frames: AtomicU64,
+    /// Link reliability: frames retransmitted.
+    pub lp_retransmitted: AtomicU64,
+    /// Link reliability: frames given up (retry limit or buffer full).
+    pub lp_given_up: AtomicU64,
+    /// Link reliability: frames acknowledged by the peer.
+    pub lp_acked: AtomicU64,
+    /// Link reliability: duplicate frames received and dropped.
+    pub lp_duplicates: AtomicU64,
 }
 
 impl Counters {
@@ -108,6 +121,15 @@ impl Counters {
     /// Reads a counter.
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+    /// Copies the link reliability counters.
+    pub fn set_link(&self, s: &reliability::ReliabilityStats) {
+        self.lp_frames.store(s.frames, Ordering::Relaxed);
+        self.lp_retransmitted
+            .store(s.retransmitted, Ordering::Relaxed);
+        self.lp_given_up.store(s.given_up, Ordering::Relaxed);
+        self.lp_acked.store(s.acked, Ordering::Relaxed);
+        self.lp_duplicates.store(s.duplicates, Ordering::Relaxed);
     }
 }
 

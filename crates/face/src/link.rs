@@ -9,6 +9,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use granary_packet::types::{DATA, INTEREST, LP_PACKET};
 use granary_packet::{Data, Interest, LpPacket};
 
+use crate::reliability::Reliability;
 use crate::{LinkFields, NetPacket, OutKind, OutPacket};
 
 /// Why an incoming element was refused.
@@ -129,11 +130,37 @@ pub fn decode_incoming(
     reasm: &mut Reassembler,
     now: Instant,
 ) -> Result<Option<(NetPacket, LinkFields)>, LinkError> {
+    decode(frame, reasm, None, now)
+}
+
+/// [`decode_incoming`] on a face with link reliability: Acks in the
+/// LpPacket are taken, its TxSequence is acknowledged, and a duplicate
+/// frame (a retransmission of one already received) is dropped.
+pub fn decode_incoming_reliable(
+    frame: Bytes,
+    reasm: &mut Reassembler,
+    rel: &mut Reliability,
+    now: Instant,
+) -> Result<Option<(NetPacket, LinkFields)>, LinkError> {
+    decode(frame, reasm, Some(rel), now)
+}
+
+fn decode(
+    frame: Bytes,
+    reasm: &mut Reassembler,
+    rel: Option<&mut Reliability>,
+    now: Instant,
+) -> Result<Option<(NetPacket, LinkFields)>, LinkError> {
     let typ = granary_packet::tlv::read_var_number(&frame, 0)?.0;
     let (wire, lp) = match typ {
         INTEREST | DATA => (frame, None),
         LP_PACKET => {
             let p = LpPacket::decode(frame)?;
+            if let Some(rel) = rel {
+                if !rel.receive(&p, now) {
+                    return Ok(None);
+                }
+            }
             if p.is_idle() {
                 return Ok(None);
             }
@@ -182,6 +209,36 @@ pub fn encode_outgoing(p: &OutPacket, mtu: Option<usize>, seq: &mut u64, out: &m
         out.push(p.wire.clone());
         return;
     }
+    let mut frames = Vec::new();
+    lp_frames(p, mtu, 0, seq, false, &mut frames);
+    out.extend(frames.iter().map(LpPacket::encode));
+}
+
+/// Splits a packet into LpPackets for a reliable face: always LpPackets
+/// (each will carry a TxSequence), each with a Sequence, fragmented so that
+/// every frame plus `reserve` bytes of reliability fields fits in `mtu`.
+pub fn encode_outgoing_lp(
+    p: &OutPacket,
+    mtu: usize,
+    reserve: usize,
+    seq: &mut u64,
+    out: &mut Vec<LpPacket>,
+) {
+    lp_frames(p, Some(mtu), reserve, seq, true, out);
+}
+
+fn lp_frames(
+    p: &OutPacket,
+    mtu: Option<usize>,
+    reserve: usize,
+    seq: &mut u64,
+    always_seq: bool,
+    out: &mut Vec<LpPacket>,
+) {
+    let nack = match p.kind {
+        OutKind::Nack(r) => Some(r),
+        _ => None,
+    };
     let mut head = LpPacket {
         pit_token: p.pit_token.clone(),
         nack,
@@ -193,12 +250,12 @@ pub fn encode_outgoing(p: &OutPacket, mtu: Option<usize>, seq: &mut u64, out: &m
         ..head.clone()
     };
     match mtu {
-        Some(m) if whole.encoded_len() > m => {
+        Some(m) if whole.encoded_len() + reserve + if always_seq { 12 } else { 0 } > m => {
             // Room per fragment: MTU less the LpPacket envelope and headers.
             head.sequence = Some(0);
             head.frag_index = Some(0);
             head.frag_count = Some(0xFF);
-            let overhead = head.encoded_len() + 8;
+            let overhead = head.encoded_len() + 8 + reserve;
             let room = m.saturating_sub(overhead).max(64);
             let count = p.wire.len().div_ceil(room) as u64;
             for (i, chunk) in p.wire.chunks(room).enumerate() {
@@ -212,10 +269,17 @@ pub fn encode_outgoing(p: &OutPacket, mtu: Option<usize>, seq: &mut u64, out: &m
                 f.frag_count = Some(count);
                 f.fragment = Some(p.wire.slice_ref(chunk));
                 *seq = seq.wrapping_add(1);
-                out.push(f.encode());
+                out.push(f);
             }
         }
-        _ => out.push(whole.encode()),
+        _ => {
+            let mut whole = whole;
+            if always_seq {
+                whole.sequence = Some(*seq);
+                *seq = seq.wrapping_add(1);
+            }
+            out.push(whole);
+        }
     }
 }
 

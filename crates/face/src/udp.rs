@@ -1,17 +1,25 @@
 //! UDP unicast faces: one socket per listener, one face per remote endpoint,
 //! one LpPacket (or bare packet) per datagram, NDNLPv2 fragmentation to the
 //! MTU and reassembly. A bad datagram is dropped and counted; the face stays.
+//!
+//! NDNLPv2 link reliability ([`crate::reliability`]): every UDP face
+//! acknowledges the TxSequences it receives and drops duplicates; faces of a
+//! channel with [`UdpChannel::set_reliability`] on (or created with
+//! [`UdpChannel::connect_with`] and `reliable`) also give every outgoing frame a
+//! TxSequence and retransmit lost frames.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::net::UdpSocket;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 
-use crate::link::{encode_outgoing, Reassembler};
+use crate::link::{encode_outgoing, encode_outgoing_lp, Reassembler};
+use crate::reliability::{Reliability, ReliabilityConfig};
 use crate::stream::count_out;
 use crate::{
     new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceIds, FaceInfo, FaceLimits,
@@ -31,6 +39,9 @@ pub const SOCKET_BUFFER: usize = 4 << 20;
 struct Peer {
     handle: FaceHandle,
     reasm: Reassembler,
+    rel: Arc<Mutex<Reliability>>,
+    /// Wakes the face's sending task (Acks or retransmissions to send).
+    wake: Arc<Notify>,
 }
 
 /// A UDP listener socket and the faces of its remote endpoints.
@@ -43,6 +54,7 @@ pub struct UdpChannel {
     events: EventSender,
     ids: Arc<FaceIds>,
     local: SocketAddr,
+    reliable: Arc<AtomicBool>,
 }
 
 fn uri(a: &SocketAddr) -> String {
@@ -76,6 +88,7 @@ impl UdpChannel {
             events,
             ids,
             local,
+            reliable: Arc::default(),
         };
         tokio::spawn(ch.clone().rx_loop());
         Ok(ch)
@@ -86,13 +99,44 @@ impl UdpChannel {
         self.local
     }
 
+    /// Link reliability (TxSequence, retransmission of lost frames) for the
+    /// faces created from now on without an explicit choice (default off).
+    pub fn set_reliability(&self, on: bool) {
+        self.reliable.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether new faces get link reliability by default.
+    pub fn reliability(&self) -> bool {
+        self.reliable.load(Ordering::Relaxed)
+    }
+
     /// The face for `remote`, created (persistent) if there is none yet.
     /// Returns the handle and whether it is new.
     pub fn connect(&self, remote: SocketAddr, persistency: Persistency) -> (FaceHandle, bool) {
+        self.connect_with(remote, persistency, None)
+    }
+
+    /// [`connect`](Self::connect) choosing link reliability for the face
+    /// (`None`: the channel's default). An existing face turns reliability
+    /// on when asked (never off: frames in flight would be orphaned).
+    pub fn connect_with(
+        &self,
+        remote: SocketAddr,
+        persistency: Persistency,
+        reliable: Option<bool>,
+    ) -> (FaceHandle, bool) {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = peers.get(&remote) {
+            if reliable == Some(true) {
+                p.rel
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_enabled(true);
+                p.handle.counters.lp_reliable.store(true, Ordering::Relaxed);
+            }
             return (p.handle.clone(), false);
         }
+        let reliable = reliable.unwrap_or_else(|| self.reliability());
         let info = FaceInfo {
             id: self.ids.next(),
             remote_uri: uri(&remote),
@@ -102,14 +146,30 @@ impl UdpChannel {
             mtu: Some(self.mtu),
         };
         let (handle, rx, closer) = new_handle(info, &self.limits);
+        handle
+            .counters
+            .lp_reliable
+            .store(reliable, Ordering::Relaxed);
+        let seed = rand_seed(&remote);
+        let rel = Arc::new(Mutex::new(Reliability::new(
+            ReliabilityConfig::default(),
+            reliable,
+            seed.rotate_left(17),
+        )));
+        let wake = Arc::new(Notify::new());
         tokio::spawn(tx_loop(
-            self.socket.clone(),
-            remote,
+            TxFace {
+                socket: self.socket.clone(),
+                remote,
+                counters: handle.counters.clone(),
+                mtu: self.mtu,
+                closer,
+                peers: self.peers.clone(),
+                rel: rel.clone(),
+                wake: wake.clone(),
+            },
             rx,
-            handle.counters.clone(),
-            self.mtu,
-            closer,
-            self.peers.clone(),
+            seed,
         ));
         let reasm = Reassembler::new(
             self.limits.reassembly_slots,
@@ -121,6 +181,8 @@ impl UdpChannel {
             Peer {
                 handle: handle.clone(),
                 reasm,
+                rel,
+                wake,
             },
         );
         (handle, true)
@@ -153,7 +215,17 @@ impl UdpChannel {
                 let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
                 match peers.get_mut(&from) {
                     Some(p) => {
-                        crate::link::decode_incoming(dgram, &mut p.reasm, std::time::Instant::now())
+                        let mut rel = p.rel.lock().unwrap_or_else(|e| e.into_inner());
+                        let r = crate::link::decode_incoming_reliable(
+                            dgram,
+                            &mut p.reasm,
+                            &mut rel,
+                            Instant::now(),
+                        );
+                        if rel.wants_service() {
+                            p.wake.notify_one();
+                        }
+                        r
                     }
                     None => continue,
                 }
@@ -184,36 +256,97 @@ impl UdpChannel {
     }
 }
 
-async fn tx_loop(
+struct TxFace {
     socket: Arc<UdpSocket>,
     remote: SocketAddr,
-    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
     counters: Arc<Counters>,
     mtu: usize,
-    closer: Arc<tokio::sync::Notify>,
+    closer: Arc<Notify>,
     peers: Arc<Mutex<HashMap<SocketAddr, Peer>>>,
-) {
-    let mut seq: u64 = rand_seed(&remote);
-    let mut frames = Vec::new();
-    loop {
-        let (p, _) = tokio::select! {
-            p = rx.recv() => match p { Some(p) => p, None => break },
-            _ = closer.notified() => break,
-        };
-        count_out(&counters, &p);
-        frames.clear();
-        encode_outgoing(&p, Some(mtu), &mut seq, &mut frames);
-        for f in &frames {
-            match socket.send_to(f, remote).await {
-                Ok(n) => Counters::add(&counters.out_bytes, n as u64),
-                Err(e) => tracing::debug!("udp send to {remote}: {e}"),
+    rel: Arc<Mutex<Reliability>>,
+    wake: Arc<Notify>,
+}
+
+impl TxFace {
+    fn rel(&self) -> std::sync::MutexGuard<'_, Reliability> {
+        self.rel.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn send(&self, frames: &mut Vec<Bytes>) {
+        for f in frames.drain(..) {
+            match self.socket.send_to(&f, self.remote).await {
+                Ok(n) => Counters::add(&self.counters.out_bytes, n as u64),
+                Err(e) => tracing::debug!("udp send to {}: {e}", self.remote),
             }
         }
     }
-    peers
+}
+
+async fn tx_loop(
+    face: TxFace,
+    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
+    mut seq: u64,
+) {
+    let mut frames = Vec::new();
+    let mut lps = Vec::new();
+    let mut last_log = Instant::now();
+    let mut last_stats = Default::default();
+    loop {
+        // Link-layer work first: lost frames, then Acks that waited long enough.
+        let deadline = {
+            let now = Instant::now();
+            let mut r = face.rel();
+            r.check_timeouts(now);
+            while let Some(f) = r.retransmission(face.mtu, now) {
+                frames.push(f);
+            }
+            while let Some(f) = r.idle_acks(face.mtu, now) {
+                frames.push(f);
+            }
+            face.counters.set_link(&r.stats);
+            if r.stats != last_stats && last_log.elapsed() >= Duration::from_secs(1) {
+                last_log = Instant::now();
+                last_stats = r.stats;
+                tracing::debug!(
+                    "udp {} link reliability: {:?} rto={:?} unacked={}",
+                    face.remote,
+                    r.stats,
+                    r.rto(),
+                    r.unacked()
+                );
+            }
+            r.next_deadline()
+        };
+        face.send(&mut frames).await;
+        let wait = tokio::time::Instant::from_std(
+            deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
+        );
+        let (p, _) = tokio::select! {
+            p = rx.recv() => match p { Some(p) => p, None => break },
+            _ = face.wake.notified() => continue,
+            _ = tokio::time::sleep_until(wait), if deadline.is_some() => continue,
+            _ = face.closer.notified() => break,
+        };
+        count_out(&face.counters, &p);
+        {
+            let now = Instant::now();
+            let mut r = face.rel();
+            if r.enabled() {
+                lps.clear();
+                encode_outgoing_lp(&p, face.mtu, r.reserve(), &mut seq, &mut lps);
+                for lp in lps.drain(..) {
+                    frames.push(r.send(lp, face.mtu, now));
+                }
+            } else {
+                encode_outgoing(&p, Some(face.mtu), &mut seq, &mut frames);
+            }
+        }
+        face.send(&mut frames).await;
+    }
+    face.peers
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .remove(&remote);
+        .remove(&face.remote);
 }
 
 fn rand_seed(a: &SocketAddr) -> u64 {

@@ -39,6 +39,8 @@ pub struct DaemonConfig {
     pub max_packet: usize,
     /// UDP MTU (bytes per datagram).
     pub udp_mtu: usize,
+    /// NDNLPv2 link reliability on every UDP face.
+    pub udp_reliability: bool,
     /// Directory of trust-anchor certificates (`*.cert`, binary) for
     /// commands from non-local faces; usually `<data-dir>/keychain/trust`.
     pub trust_dir: Option<PathBuf>,
@@ -59,6 +61,7 @@ impl Default for DaemonConfig {
             send_queue: limits.send_queue,
             max_packet: limits.max_packet,
             udp_mtu: DEFAULT_MTU,
+            udp_reliability: false,
             trust_dir: None,
         }
     }
@@ -168,6 +171,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             )
             .await
             .map_err(|e| format!("listen {l}: {e}"))?;
+            ch.set_reliability(cfg.udp_reliability);
             udp = Some(ch.local_addr());
             udp_channel = Some(ch);
         } else if let Some(p) = l.strip_prefix("unix://") {

@@ -349,7 +349,7 @@ impl Forwarder {
             out.uri = Some(h.info.remote_uri.clone());
             out.local_uri = Some(h.info.local_uri.clone());
             out.face_persistency = Some(persistency_code(h.info.persistency));
-            out.flags = Some(0);
+            out.flags = Some(face_flag_bits(&h.counters));
             out.mtu = h.info.mtu.map(|m| m as u64);
         }
         out
@@ -414,7 +414,9 @@ impl Forwarder {
                     "no UDP listener: start the daemon with --listen udp://…",
                 ));
             };
-            let (h, new) = ch.connect(addr, Persistency::Persistent);
+            let bit = granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED;
+            let reliable = (p.has_flag_bit(bit) || p.flag_bit(bit)).then(|| p.flag_bit(bit));
+            let (h, new) = ch.connect_with(addr, Persistency::Persistent, reliable);
             let id = h.info.id;
             if new {
                 self.add_face(h);
@@ -496,7 +498,7 @@ impl Forwarder {
                             n_out_nacks: Counters::get(&c.out_nacks),
                             n_in_bytes: Counters::get(&c.in_bytes),
                             n_out_bytes: Counters::get(&c.out_bytes),
-                            flags: 0,
+                            flags: face_flag_bits(c),
                         }
                     })
                     .collect();
@@ -591,5 +593,14 @@ impl Forwarder {
                 .encode()
             }
         }
+    }
+}
+
+/// A face's Flags (faces/list, faces/create): LpReliabilityEnabled.
+fn face_flag_bits(c: &Counters) -> u64 {
+    if c.lp_reliable.load(std::sync::atomic::Ordering::Relaxed) {
+        granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED
+    } else {
+        0
     }
 }

@@ -3,7 +3,8 @@
 //   node consumer.mjs SOCKET NAME [--can-be-prefix] [--must-be-fresh] [--lifetime MS] [--count K]
 //
 // Connects to the forwarder over the Unix stream socket SOCKET the way an NDNts application
-// does (UnixTransport.createFace into the default logical forwarder, route "/") and retrieves
+// does (UnixTransport.createFace into the default logical forwarder, route "/"; when SOCKET is
+// udp://HOST:PORT, UdpTransport.createFace to that address instead) and retrieves
 // K pieces of Data (default 1) with consume() from @ndn/endpoint, one after the other. With
 // K = 1 the Interest name is NAME; with K > 1 Interest i (0 <= i < K) is NAME plus a
 // GenericNameComponent holding the decimal digits of i (NAME/0, NAME/1, ...). NAME is parsed
@@ -36,7 +37,7 @@
 import { consume } from "@ndn/endpoint";
 import { Forwarder } from "@ndn/fw";
 import { AltUri } from "@ndn/naming-convention2";
-import { UnixTransport } from "@ndn/node-transport";
+import { UdpTransport, UnixTransport } from "@ndn/node-transport";
 import { digestSigning, Interest, Nack, SigType } from "@ndn/packet";
 
 import { errorText, hex, toJsonLine } from "./common.mjs";
@@ -104,7 +105,13 @@ async function main() {
   let l3face;
   let uplink;
   try {
-    uplink = await UnixTransport.createFace({ callback: (_t, l3) => { l3face = l3; } }, opts.socket);
+    const callback = (_t, l3) => { l3face = l3; };
+    if (opts.socket.startsWith("udp://")) {
+      const [host, port] = opts.socket.slice("udp://".length).split(":");
+      uplink = await UdpTransport.createFace({ callback }, host, Number(port));
+    } else {
+      uplink = await UnixTransport.createFace({ callback }, opts.socket);
+    }
   } catch (err) {
     fail(`cannot connect to ${opts.socket}: ${errorText(err)}`);
   }

@@ -4,7 +4,8 @@
 Usage: consumer.py SOCKET NAME [--can-be-prefix] [--must-be-fresh] [--lifetime MS]
                    [--count K] [--api appv2|app]
 
-Connects to the forwarder over the Unix stream socket SOCKET and expresses K Interests
+Connects to the forwarder over the Unix stream socket SOCKET (or, when SOCKET is
+udp://HOST:PORT, python-ndn's UdpFace to that address) and expresses K Interests
 (default 1), one after the other (each waits for its outcome before the next is sent).
 With K = 1 the Interest name is NAME; with K > 1 Interest i (0 <= i < K) is NAME plus a
 GenericNameComponent holding the decimal digits of i (NAME/0, NAME/1, ...).
@@ -48,6 +49,7 @@ import time
 from ndn.encoding import Component, Name
 from ndn.security import sha256_digest_checker
 from ndn.transport.stream_face import UnixFace
+from ndn.transport.udp_face import UdpFace
 from ndn.types import InterestCanceled, InterestNack, InterestTimeout
 
 GRACE_MS = 2000
@@ -155,7 +157,12 @@ class Consumer:
             self.app.shutdown()
 
     async def run(self) -> int:
-        express = self.make_app(UnixFace(self.args.socket))
+        if self.args.socket.startswith('udp://'):
+            host, port = self.args.socket[len('udp://'):].rsplit(':', 1)
+            face = UdpFace(host, int(port))
+        else:
+            face = UnixFace(self.args.socket)
+        express = self.make_app(face)
         try:
             await self.app.main_loop(self.fetch_all(express))
         except OSError as e:
