@@ -17,7 +17,7 @@
 //! a window of 1 far slower) with link reliability on (the face lists must
 //! show it on). It needs CPU: three debug-build daemons forward ~9,000
 //! fragments/s each way. On the shared 2-core development machine it
-//! measured CUBIC/AIMD 86/87 Mbit/s at load ≈ 6 but 69/67 and 31/55 when
+//! measured CUBIC/AIMD 86/87 and 87/85 Mbit/s at load 5–7 but 69/67 and 31/55 when
 //! other agents' builds pushed the load to 9–13 (RTT spikes up to 1.6 s,
 //! consumer timeouts); see bench/RESULTS.md.
 //! `goodput_over_emulated_wan` keeps the plain UDP faces (64 MiB): what the
