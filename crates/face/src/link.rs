@@ -329,6 +329,58 @@ mod tests {
     }
 
     #[test]
+    fn reliable_frames_fit_the_mtu_and_reassemble_once() {
+        use crate::reliability::{Reliability, ReliabilityConfig};
+        let now = Instant::now();
+        for size in [10, 1200, 1300, 1350, 1400, 8192] {
+            let d = data(size);
+            let p = OutPacket {
+                wire: d.wire().clone(),
+                kind: OutKind::Data,
+                pit_token: Some(Bytes::from_static(b"tk")),
+                congestion_mark: None,
+            };
+            let mut tx = Reliability::new(ReliabilityConfig::default(), true, 7);
+            let mut rx = Reliability::new(ReliabilityConfig::default(), true, 9);
+            // Acks waiting on the sender: they ride only where there is room.
+            for t in 0..300 {
+                tx.receive(
+                    &LpPacket {
+                        tx_sequence: Some(t),
+                        fragment: Some(Bytes::from_static(b"x")),
+                        ..Default::default()
+                    },
+                    now,
+                );
+            }
+            let mut lps = Vec::new();
+            encode_outgoing_lp(&p, 1400, tx.reserve(), &mut 100, &mut lps);
+            let frames: Vec<Bytes> = lps.into_iter().map(|f| tx.send(f, 1400, now)).collect();
+            let mut r = Reassembler::new(4, Duration::from_secs(1), 8800);
+            let mut got = Vec::new();
+            // Every frame twice: duplicates never reach the network layer.
+            for f in frames.iter().chain(frames.iter()) {
+                assert!(f.len() <= 1400, "{size}: frame of {}", f.len());
+                let lp = LpPacket::decode(f.clone()).unwrap();
+                assert!(lp.tx_sequence.is_some() && lp.sequence.is_some());
+                if let Some((pkt, link)) =
+                    decode_incoming_reliable(f.clone(), &mut r, &mut rx, now).unwrap()
+                {
+                    assert_eq!(link.pit_token.as_deref(), Some(&b"tk"[..]));
+                    got.push(pkt);
+                }
+            }
+            assert_eq!(got.len(), 1, "{size}");
+            match &got[0] {
+                NetPacket::Data(x) => assert_eq!(x.wire(), d.wire()),
+                _ => panic!("not data"),
+            }
+            assert_eq!(rx.stats.duplicates, frames.len() as u64);
+            assert_eq!(rx.pending_acks(), 2 * frames.len());
+        }
+    }
+
+    #[test]
     fn bare_when_possible_and_idle_ignored() {
         let d = data(10);
         let p = OutPacket {
