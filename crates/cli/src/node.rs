@@ -154,11 +154,14 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
     app.send(granary_face::NetPacket::Interest(cmd), Default::default())
         .await;
     // Hash requests from neighbours (one hop, /localhop), answered from the
-    // hash index.
+    // hash index. A high cost: this node's own apps reach its neighbours
+    // first (their routes cost less) and the repository only when there is
+    // no other route; a neighbour's request may go only to local faces, so
+    // it reaches the repository whatever the cost.
     let mut p = ControlParameters::new();
     p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
     p.flags = Some(granary_mgmt::values::route_flags::CHILD_INHERIT);
-    p.cost = Some(0);
+    p.cost = Some(granary_repo::HASH_ROUTE_COST);
     p.origin = Some(granary_mgmt::values::route_origin::STATIC);
     let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
     app.send(granary_face::NetPacket::Interest(cmd), Default::default())

@@ -244,7 +244,9 @@ fn peek(d: &Daemon, uri: &str) -> std::process::Output {
 fn hash_requests_are_answered_one_hop_away_and_go_no_further() {
     let c = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
     let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
-    let a = Daemon::start(&["--no-repo"]);
+    // A has a repository of its own: its apps' hash requests still go to
+    // the neighbour first (the repository's route for the prefix costs more).
+    let a = Daemon::start(&[]);
     let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
     let c_tcp = format!("tcp4://{}", c.tcp.as_ref().unwrap());
     a.ok(&["route", "add", granary_repo::HASH_PREFIX, &b_tcp]);

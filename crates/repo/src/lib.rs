@@ -27,6 +27,9 @@ use granary_store::{Entry, Store};
 /// local faces (the repository), never on.
 pub const HASH_PREFIX: &str = "/localhop/granary/sha256";
 
+/// Cost of the repository's route for [`HASH_PREFIX`] (see docs/cas.md).
+pub const HASH_ROUTE_COST: u64 = 1000;
+
 /// The hash request name of a chunk.
 pub fn hash_request_name(h: &[u8; 32]) -> Name {
     Name::from_uri(HASH_PREFIX)

@@ -254,9 +254,10 @@ impl Drop for WriterCount {
 /// One version file's index entries in one write transaction.
 ///
 /// Memory stays bounded: every [`FLUSH_ENTRIES`] entries the transaction is
-/// committed without fsync (redb's `Durability::None`) and a new one begun;
-/// the final [`Writer::commit`] is durable, and makes the earlier ones
-/// durable with it. Entries visible before their file appears are harmless:
+/// committed without waiting for the disk (redb's `Durability::Eventual`,
+/// which also lets redb reuse freed pages: with `None` the file grew to
+/// 1 GB for a 4 GiB version) and a new one begun; the final
+/// [`Writer::commit`] is durable. Entries visible before their file appears are harmless:
 /// lookups re-read the bytes, and drop nothing while an ingest is writing.
 pub struct Writer {
     ix: std::sync::Arc<Index>,
@@ -276,7 +277,7 @@ impl Writer {
         items.sort_unstable_by_key(|a| a.0);
         if self.pending >= FLUSH_ENTRIES {
             let mut tx = self.tx.take().ok_or("transaction already committed")?;
-            tx.set_durability(redb::Durability::None);
+            tx.set_durability(redb::Durability::Eventual);
             tx.commit().map_err(err)?;
             self.tx = Some(self.ix.db.begin_write().map_err(err)?);
             self.pending = 0;
