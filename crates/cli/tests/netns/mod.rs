@@ -5,6 +5,14 @@
 
 use granary_testbed::{Options, Testbed};
 
+/// The `granary` binary the testbed runs: `GRANARY_NETNS_BIN` when set
+/// (scripts/test.sh points it at the release build of the same checkout, so
+/// goodput is measured with the binary users run and does not depend on how
+/// slowly a debug build copes with a busy machine), else this test build's.
+pub fn bin() -> std::ffi::OsString {
+    std::env::var_os("GRANARY_NETNS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into())
+}
+
 /// Tests of one binary take turns: measured delays and rates must not
 /// depend on what the other tests in the binary do at the same time.
 static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -21,7 +29,7 @@ pub fn testbed(
         return None;
     }
     let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    let mut o = Options::new(env!("CARGO_BIN_EXE_granary"));
+    let mut o = Options::new(bin());
     opts(&mut o);
     match Testbed::new(o) {
         Ok(t) => Some((t, turn)),
@@ -47,7 +55,7 @@ pub struct Node {
 }
 
 pub fn granary() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_granary"))
+    Command::new(bin())
 }
 
 impl Node {
@@ -58,7 +66,7 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_path_buf();
         let socket = data.join("g.sock");
-        let mut c = tb.command(host, env!("CARGO_BIN_EXE_granary"));
+        let mut c = tb.command(host, bin());
         c.args([
             "--data-dir",
             data.to_str().unwrap(),
