@@ -398,8 +398,12 @@ fn slow_consumer_cannot_grow_memory() {
         String::from_utf8_lossy(&o.stderr)
     );
     let kib = vm_hwm_kib(d.child.id());
-    // 30,000 × 8 KiB would be 240 MiB; the send queue bounds it far lower.
-    assert!(kib < 120 * 1024, "forwarder peak RSS {kib} KiB");
+    // 30,000 × 8 KiB would be 240 MiB. The bounds: the faces → forwarder
+    // channel (8192 events) and the hog's send queue (4096 packets), ≈ 100 MiB
+    // of 8.3 KiB Data at most, on top of an idle daemon's ~15 MiB (measured
+    // 116–123 MiB peak here; allocator slack makes up the rest).
+    eprintln!("forwarder peak RSS {kib} KiB");
+    assert!(kib < 150 * 1024, "forwarder peak RSS {kib} KiB");
     drop(hog);
 }
 
