@@ -217,6 +217,19 @@ impl Producer {
     pub fn served(&self) -> usize {
         self.served.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// The served count once it has reached `want` (or after 3 s): the count
+    /// is read from the producer's output by a thread that can lag behind
+    /// the Data the test already received. A short pause after reaching it
+    /// lets any extra (unexpected) answer show up too.
+    pub fn served_at_least(&self, want: usize) -> usize {
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while self.served() < want && std::time::Instant::now() < end {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        self.served()
+    }
 }
 
 impl Drop for Producer {

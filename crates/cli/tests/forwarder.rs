@@ -44,7 +44,7 @@ fn local_producer_consumer_and_cache() {
     let hits = d.cs_stat("hits");
     assert!(peek(&d, "/local/p/a", &[]).status.success());
     assert_eq!(d.cs_stat("hits"), hits + 1, "second fetch from the CS");
-    assert_eq!(p.served(), 1);
+    assert_eq!(p.served_at_least(1), 1);
     // Status and face list show the traffic.
     assert!(d.ok(&["status"]).contains("satisfied"));
     assert!(d.ok(&["face", "list"]).contains("scope=local"));
@@ -147,7 +147,7 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let content = hex::decode(String::from_utf8_lossy(&o.stdout).trim()).unwrap();
     assert_eq!(content.len(), 8192);
-    assert_eq!(p.served(), 1);
+    assert_eq!(p.served_at_least(1), 1);
 
     // Second fetch: A's cache is disabled so B answers from its CS.
     a.ok(&["cs", "config", "--serve", "off"]);
@@ -159,7 +159,7 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
         content
     );
     assert_eq!(b.cs_stat("hits"), hits + 1, "served from B's cache");
-    assert_eq!(p.served(), 1, "producer not asked again");
+    assert_eq!(p.served_at_least(1), 1, "producer not asked again");
 
     // Aggregation: two consumers at A at once, one Interest reaches C.
     let t1 = std::thread::spawn({
@@ -175,7 +175,11 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
     let o2 = peek(&a, "/chain/agg", &[]);
     let o1 = t1.join().unwrap();
     assert!(o1.status.success() && o2.status.success());
-    assert_eq!(p.served(), 2, "one Interest upstream for two consumers");
+    assert_eq!(
+        p.served_at_least(2),
+        2,
+        "one Interest upstream for two consumers"
+    );
 
     // Loop: B routes /loop back to A, A routes /loop to B.
     let a_tcp = format!("tcp4://{}", a.tcp.as_ref().unwrap());
@@ -349,14 +353,23 @@ fn multicast_strategy_reaches_every_next_hop() {
     let p1 = d.serve("/mc", &["--size", "10"]);
     let p2 = d.serve("/mc", &["--size", "10"]);
     assert!(peek(&d, "/mc/best", &[]).status.success());
-    assert_eq!(p1.served() + p2.served(), 1, "best-route asks one producer");
+    // Producers' counts are read by threads that can lag: wait for them.
+    let sum = |want| {
+        let end = std::time::Instant::now() + Duration::from_secs(3);
+        while p1.served() + p2.served() < want && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        p1.served() + p2.served()
+    };
+    assert_eq!(sum(1), 1, "best-route asks one producer");
     d.ok(&["strategy", "set", "/mc", "multicast"]);
     assert!(d
         .ok(&["strategy"])
         .contains("/mc /localhost/nfd/strategy/multicast"));
     assert!(peek(&d, "/mc/all", &[]).status.success());
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(p1.served() + p2.served(), 3, "multicast asks both");
+    assert_eq!(sum(3), 3, "multicast asks both");
 }
 
 fn vm_hwm_kib(pid: u32) -> u64 {
