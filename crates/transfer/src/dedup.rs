@@ -1,0 +1,354 @@
+//! Dedup fetch (carepo's `caget`): an object whose signed manifest gives
+//! every segment's SHA-256 is fetched one *unique chunk* at a time, each
+//! chunk asked first of the local store, then of the neighbours by hash
+//! request (short lifetime, no retry: carepo's Table I), then of the
+//! producer by name. Every accepted payload is checked against the verified
+//! manifest before a byte is written; a chunk that occurs several times in
+//! the file is fetched once and written at every offset it occupies.
+//!
+//! The sources are names, so this crate needs neither the store nor the
+//! repository: the caller says under which prefixes a chunk hash is asked
+//! (Granary's are `/localhost/granary/sha256` for the node's own repository
+//! and `/localhop/granary/sha256` for the neighbours').
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use granary_packet::{Component, Data, Name};
+
+use crate::engine::{Engine, Job, JobState, Request, Stats};
+use crate::file::part_paths;
+use crate::items::{Item, ItemsJob, Outcome};
+use crate::link::Link;
+use crate::object::{Check, ObjectInfo};
+use crate::Error;
+
+/// Where chunks are asked for before the producer.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Prefix answered by the node's own store (`<prefix>/<hash>`); a miss
+    /// should be a Nack at once.
+    pub local: Option<Name>,
+    /// Prefix of hash requests to the neighbours.
+    pub neighbours: Option<Name>,
+    /// InterestLifetime of a neighbour's hash request (carepo: 500 ms).
+    pub neighbour_lifetime: Duration,
+    /// Retransmissions of a neighbour's hash request (carepo: none; on
+    /// timeout the producer is asked).
+    pub neighbour_retries: u32,
+}
+
+impl Sources {
+    /// carepo's Table I: 500 ms, no retransmission.
+    pub fn new(local: Option<Name>, neighbours: Option<Name>) -> Sources {
+        Sources {
+            local,
+            neighbours,
+            neighbour_lifetime: Duration::from_millis(500),
+            neighbour_retries: 0,
+        }
+    }
+}
+
+/// Chunks and bytes from one source.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct FromSource {
+    /// Unique chunks.
+    pub chunks: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// What a dedup fetch did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DedupReport {
+    /// Versioned name.
+    pub versioned: String,
+    /// Output file.
+    pub path: PathBuf,
+    /// File size.
+    pub size: u64,
+    /// Segments of the file.
+    pub segments: u64,
+    /// Distinct chunk hashes among them.
+    pub unique_chunks: u64,
+    /// From the node's own store.
+    pub local: FromSource,
+    /// From neighbours, by hash request.
+    pub neighbours: FromSource,
+    /// From the producer, by name.
+    pub producer: FromSource,
+    /// Segments (and bytes) written from a chunk fetched once for an
+    /// earlier offset of the same file.
+    pub repeated: FromSource,
+    /// How the chunks were verified.
+    pub verified_by: String,
+}
+
+/// Per-source index of a request in an item's list.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Src {
+    Local,
+    Neighbour,
+    Producer,
+}
+
+struct Plan {
+    hash: [u8; 32],
+    len: u64,
+    /// Segments holding this chunk, first one first.
+    segs: Vec<u64>,
+    srcs: Vec<Src>,
+}
+
+struct Writer {
+    file: std::fs::File,
+    part: PathBuf,
+    report: DedupReport,
+    error: Option<String>,
+}
+
+/// True when the object's manifest gives every segment's hash and length
+/// (a dedup fetch is possible).
+pub fn dedup_possible(info: &ObjectInfo) -> bool {
+    match &info.check {
+        Check::Manifest(ck) => {
+            info.map.file_size().is_some()
+                && (0..info.map.count())
+                    .all(|s| ck.segment_hash(s).is_some() && info.map.len(s).is_some())
+        }
+        Check::PerPacket(_) => false,
+    }
+}
+
+/// The unique chunks of an object, in order of first occurrence.
+fn plan(info: &ObjectInfo, sources: &Sources) -> Result<Vec<Plan>, Error> {
+    let Check::Manifest(ck) = &info.check else {
+        return Err(Error::Verify(format!(
+            "{}: no signed manifest, so no chunk hashes to fetch by",
+            info.versioned
+        )));
+    };
+    let mut at: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut plans: Vec<Plan> = Vec::new();
+    for seg in 0..info.map.count() {
+        let (Some(hash), Some(len)) = (ck.segment_hash(seg), info.map.len(seg)) else {
+            return Err(Error::Verify(format!(
+                "{}: the manifest gives no hash or length for segment {seg}",
+                info.versioned
+            )));
+        };
+        match at.get(&hash) {
+            Some(&i) => {
+                if plans[i].len != len {
+                    return Err(Error::Verify(format!(
+                        "{}: the manifest gives segments {} and {seg} the same hash but different lengths",
+                        info.versioned, plans[i].segs[0]
+                    )));
+                }
+                plans[i].segs.push(seg);
+            }
+            None => {
+                at.insert(hash, plans.len());
+                let mut srcs = Vec::new();
+                if sources.local.is_some() {
+                    srcs.push(Src::Local);
+                }
+                if sources.neighbours.is_some() {
+                    srcs.push(Src::Neighbour);
+                }
+                srcs.push(Src::Producer);
+                plans.push(Plan {
+                    hash,
+                    len,
+                    segs: vec![seg],
+                    srcs,
+                });
+            }
+        }
+    }
+    Ok(plans)
+}
+
+fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan) -> Vec<Request> {
+    p.srcs
+        .iter()
+        .map(|s| match s {
+            Src::Local => {
+                let mut r = Request::new(
+                    sources
+                        .local
+                        .clone()
+                        .unwrap_or_default()
+                        .append(&Component::generic(&p.hash)),
+                );
+                // The node's own repository answers or Nacks at once.
+                r.lifetime = Some(Duration::from_millis(1000));
+                r.retries = Some(0);
+                r
+            }
+            Src::Neighbour => {
+                let mut r = Request::new(
+                    sources
+                        .neighbours
+                        .clone()
+                        .unwrap_or_default()
+                        .append(&Component::generic(&p.hash)),
+                );
+                r.lifetime = Some(sources.neighbour_lifetime);
+                r.retries = Some(sources.neighbour_retries);
+                r
+            }
+            Src::Producer => Request::new(info.versioned.append(&Component::segment(p.segs[0]))),
+        })
+        .collect()
+}
+
+fn check_chunk(hash: [u8; 32], len: u64) -> impl FnMut(&Data) -> Result<(), String> + Send {
+    move |d: &Data| {
+        let c = d.content();
+        if c.len() as u64 != len {
+            return Err(format!(
+                "{}: {} bytes where the manifest says {len}",
+                d.name(),
+                c.len()
+            ));
+        }
+        if granary_packet::sha256(c) != hash {
+            return Err(format!(
+                "{}: the bytes do not match the manifest's SHA-256",
+                d.name()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Fetches `info` into `out` by unique chunk (see the module doc). The file
+/// is written as `<out>.part` and renamed when every chunk is in place; on
+/// failure the `.part` is removed (a dedup fetch is not resumable: use a
+/// plain fetch with resume for that).
+pub async fn fetch_dedup<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    info: &ObjectInfo,
+    out: &Path,
+    sources: &Sources,
+) -> Result<(DedupReport, Stats), Error> {
+    let plans = plan(info, sources)?;
+    let size = info
+        .map
+        .file_size()
+        .ok_or_else(|| Error::Fetch(format!("{}: size unknown", info.versioned)))?;
+    let (part, state_p, hashes_p) = part_paths(out);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&part)
+        .map_err(|e| Error::Output(format!("{}: {e}", part.display())))?;
+    // A stale plain-fetch state must not make a later --resume trust this file.
+    let _ = std::fs::remove_file(&state_p);
+    let _ = std::fs::remove_file(&hashes_p);
+    file.set_len(size)
+        .map_err(|e| Error::Output(format!("{}: {e}", part.display())))?;
+    let report = DedupReport {
+        versioned: info.versioned.to_string(),
+        path: out.to_path_buf(),
+        size,
+        segments: info.map.count(),
+        unique_chunks: plans.len() as u64,
+        verified_by: info.verified_by.clone(),
+        ..Default::default()
+    };
+    let w = Arc::new(Mutex::new(Writer {
+        file,
+        part: part.clone(),
+        report,
+        error: None,
+    }));
+    let items: Vec<Item> = plans
+        .iter()
+        .map(|p| Item {
+            requests: requests(info, sources, p),
+            check: Box::new(check_chunk(p.hash, p.len)),
+            optional: false,
+        })
+        .collect();
+    // What on_done needs of each plan: offsets and sources.
+    let places: Vec<(Vec<u64>, Vec<Src>)> = plans
+        .iter()
+        .map(|p| {
+            (
+                p.segs.iter().map(|&s| info.map.start(s)).collect(),
+                p.srcs.clone(),
+            )
+        })
+        .collect();
+    drop(plans);
+    let w2 = w.clone();
+    let mut job = ItemsJob::new(items).on_done(move |i, o| {
+        let Outcome::Got(d, at) = o else { return };
+        let Ok(mut w) = w2.lock() else { return };
+        if w.error.is_some() {
+            return;
+        }
+        let (offsets, srcs) = &places[i];
+        let bytes = d.content();
+        for off in offsets {
+            if let Err(e) = w.file.write_all_at(bytes, *off) {
+                w.error = Some(format!("{}: {e}", w.part.display()));
+                return;
+            }
+        }
+        let n = bytes.len() as u64;
+        let r = &mut w.report;
+        let src = match srcs.get(*at) {
+            Some(Src::Local) => &mut r.local,
+            Some(Src::Neighbour) => &mut r.neighbours,
+            _ => &mut r.producer,
+        };
+        src.chunks += 1;
+        src.bytes += n;
+        let more = offsets.len() as u64 - 1;
+        r.repeated.chunks += more;
+        r.repeated.bytes += more * n;
+    });
+    let run = engine.run(link, &mut [&mut job]).await;
+    let state = job.state();
+    drop(job);
+    let w = Arc::try_unwrap(w)
+        .ok()
+        .and_then(|m| m.into_inner().ok())
+        .ok_or_else(|| Error::Output("dedup writer still shared".into()));
+    let fail = |_: Option<&Writer>, e: Error| {
+        let _ = std::fs::remove_file(&part);
+        Err(e)
+    };
+    let w = match w {
+        Ok(w) => w,
+        Err(e) => return fail(None, e),
+    };
+    let st = match run {
+        Ok(st) => st,
+        Err(e) => return fail(Some(&w), e),
+    };
+    if let JobState::Failed(e) = state {
+        return fail(Some(&w), Error::Fetch(format!("{}: {e}", info.versioned)));
+    }
+    if let Some(e) = &w.error {
+        let e = Error::Output(e.clone());
+        return fail(Some(&w), e);
+    }
+    if let Err(e) = w.file.sync_all() {
+        return fail(Some(&w), Error::Output(format!("{}: {e}", part.display())));
+    }
+    if let Err(e) = std::fs::rename(&part, out) {
+        return fail(Some(&w), Error::Output(format!("{}: {e}", out.display())));
+    }
+    Ok((w.report, st))
+}
