@@ -402,7 +402,7 @@ pub fn get(
 /// One line per source: where a dedup fetch's bytes came from.
 fn print_dedup(r: &DedupReport) {
     eprintln!(
-        "{}: {} bytes, {} segments ({} unique chunks), every chunk verified against {}",
+        "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
         r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
     );
     eprintln!(
@@ -447,10 +447,22 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
             v["versioned"].as_str().unwrap_or_default()
         ))
     };
+    let have = granary_store::Store::open(data_dir.join("repo"))
+        .and_then(|s| s.get(&prefix, Some(version)))
+        .is_ok();
+    if have {
+        if !quiet {
+            eprintln!("{} is already in the local repository", info.versioned);
+        }
+        return;
+    }
     match run() {
         Ok(m) if !quiet => eprintln!("{m}"),
         Ok(_) => {}
-        Err(e) => eprintln!("{}: not published into the local repository: {e}", info.versioned),
+        Err(e) => eprintln!(
+            "{}: not published into the local repository: {e}",
+            info.versioned
+        ),
     }
 }
 
