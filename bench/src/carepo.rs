@@ -96,7 +96,13 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 /// `granary get` with peak RSS sampling: (seconds, peak KiB, JSON).
-fn get(g: &Path, n: &Node, name: &str, out: &Path, extra: &[&str]) -> (f64, u64, serde_json::Value) {
+fn get(
+    g: &Path,
+    n: &Node,
+    name: &str,
+    out: &Path,
+    extra: &[&str],
+) -> (f64, u64, serde_json::Value) {
     let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json", "-q"];
     args.extend_from_slice(extra);
     let t = Instant::now();
@@ -194,11 +200,23 @@ fn main() {
     let gw_lan = tb.lan_addr(t.lan, t.gateway).unwrap();
     let lan = |h| tb.lan_addr(t.lan, h).unwrap();
     let (l1, l2) = (lan(h1), lan(h2));
-    cli(&g, &gw, &["route", "add", "/carepo", &format!("udp4://{to_server}")]);
+    cli(
+        &g,
+        &gw,
+        &["route", "add", "/carepo", &format!("udp4://{to_server}")],
+    );
     let hash = "/localhop/granary/sha256";
     for (c, other) in [(&c1, l2), (&c2, l1)] {
-        cli(&g, c, &["route", "add", "/carepo", &format!("udp4://{gw_lan}:6363")]);
-        cli(&g, c, &["route", "add", hash, &format!("udp4://{other}:6363")]);
+        cli(
+            &g,
+            c,
+            &["route", "add", "/carepo", &format!("udp4://{gw_lan}:6363")],
+        );
+        cli(
+            &g,
+            c,
+            &["route", "add", hash, &format!("udp4://{other}:6363")],
+        );
     }
     let (v1, v2) = dataset(&server.dir, &a);
     let (s1, s2) = (
@@ -211,7 +229,15 @@ fn main() {
             cli(
                 &g,
                 &server,
-                &["put", f.to_str().unwrap(), &name, "--chunking", &a.chunking, "--sign", "digest"],
+                &[
+                    "put",
+                    f.to_str().unwrap(),
+                    &name,
+                    "--chunking",
+                    &a.chunking,
+                    "--sign",
+                    "digest",
+                ],
             );
         }
     }

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use granary_packet::Name;
 use granary_transfer::{
-    dedup_possible, discover, fetch_dedup, fetch_objects, Config, DedupReport, Engine,
-    ObjectInfo, OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats, Trust, UnixLink,
+    dedup_possible, discover, fetch_dedup, fetch_objects, Config, DedupReport, Engine, ObjectInfo,
+    OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats, Trust, UnixLink,
 };
 
 /// Engine flags (ndncatchunks' names and defaults).

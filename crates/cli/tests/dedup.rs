@@ -169,7 +169,12 @@ fn a_neighbour_answering_with_wrong_bytes_cannot_poison_the_result() {
     let out = c.dir.path().join("f");
     let v = get(&c, "/d/f", &out, &["--no-publish"]);
     assert_eq!(std::fs::read(&out).unwrap(), file, "poisoned");
-    assert!(liar.served() > 0, "the bad neighbour was never asked");
+    // (its output is read by a thread: give it a moment)
+    let t = std::time::Instant::now();
+    while liar.served() == 0 && t.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(liar.served() > 0, "the bad neighbour was never asked: {v}");
     assert_eq!(src(&v, "neighbours"), (0, 0));
     assert_eq!(src(&v, "producer"), (21, file.len() as u64));
     // Every 4096-byte chunk was offered wrong bytes (and asked again with

@@ -34,7 +34,12 @@ fn similar_pair(n: usize) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// `granary get` on `node` with `extra` flags; (seconds, JSON summary).
-fn timed_get(node: &Node, name: &str, out: &std::path::Path, extra: &[&str]) -> (f64, serde_json::Value) {
+fn timed_get(
+    node: &Node,
+    name: &str,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> (f64, serde_json::Value) {
     let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];
     args.extend_from_slice(extra);
     let t = Instant::now();
@@ -69,8 +74,18 @@ fn carepo_fig3_similar_file_comes_from_the_neighbour() {
     }
     // Hash requests go to the other client on the LAN (the daemon's own
     // repository is the other next hop; the prefix is multicast).
-    c1.ok(&["route", "add", granary_repo::HASH_PREFIX, &format!("udp4://{c2_lan}:6363")]);
-    c2.ok(&["route", "add", granary_repo::HASH_PREFIX, &format!("udp4://{c1_lan}:6363")]);
+    c1.ok(&[
+        "route",
+        "add",
+        granary_repo::HASH_PREFIX,
+        &format!("udp4://{c2_lan}:6363"),
+    ]);
+    c2.ok(&[
+        "route",
+        "add",
+        granary_repo::HASH_PREFIX,
+        &format!("udp4://{c1_lan}:6363"),
+    ]);
 
     let (fa, fb) = similar_pair(300_000);
     // The same files under two prefixes, so that the name fetches and the

@@ -207,19 +207,23 @@ fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan) -> Vec<Request> {
         .collect()
 }
 
-fn check_chunk(hash: [u8; 32], len: u64) -> impl FnMut(&Data) -> Result<(), String> + Send {
+fn check_chunk(
+    hash: [u8; 32],
+    len: u64,
+    what: String,
+) -> impl FnMut(&Data) -> Result<(), String> + Send {
     move |d: &Data| {
         let c = d.content();
         if c.len() as u64 != len {
             return Err(format!(
-                "{}: {} bytes where the manifest says {len}",
-                d.name(),
-                c.len()
+                "{what}: {} bytes from {}, where the signed manifest says {len}",
+                c.len(),
+                d.name()
             ));
         }
         if granary_packet::sha256(c) != hash {
             return Err(format!(
-                "{}: the bytes do not match the manifest's SHA-256",
+                "{what}: the bytes from {} do not match the signed manifest",
                 d.name()
             ));
         }
@@ -275,7 +279,11 @@ pub async fn fetch_dedup<L: Link>(
         .iter()
         .map(|p| Item {
             requests: requests(info, sources, p),
-            check: Box::new(check_chunk(p.hash, p.len)),
+            check: Box::new(check_chunk(
+                p.hash,
+                p.len,
+                format!("segment {} of {}", p.segs[0], info.versioned),
+            )),
             optional: false,
         })
         .collect();
