@@ -87,7 +87,7 @@ fn carepo_fig3_similar_file_comes_from_the_neighbour() {
         &format!("udp4://{c1_lan}:6363"),
     ]);
 
-    let (fa, fb) = similar_pair(300_000);
+    let (fa, fb) = similar_pair(600_000);
     // The same files under two prefixes, so that the name fetches and the
     // dedup fetches never hit each other's packets in the gateway's cache.
     for (i, (n, bytes)) in [("a", &fa), ("b", &fb)].into_iter().enumerate() {
@@ -127,6 +127,7 @@ fn carepo_fig3_similar_file_comes_from_the_neighbour() {
         bytes_from(&vb, "neighbours"),
         bytes_from(&vb, "producer")
     );
+    eprintln!("dedup B engine statistics: {}", vb["dedup"][0]["stats"]);
     // A: nothing to share yet, everything over the slow link.
     assert_eq!(bytes_from(&va, "producer"), fa.len() as u64, "{va}");
     assert_eq!(bytes_from(&va, "neighbours"), 0);
@@ -136,9 +137,11 @@ fn carepo_fig3_similar_file_comes_from_the_neighbour() {
     assert_eq!(n + p, fb.len() as u64, "{vb}");
     assert!(n >= fb.len() as u64 * 8 / 10, "{vb}");
     assert!(p > 0, "the inserted bytes exist only at the producer: {vb}");
-    // Times: 300 kB over 2.5 Mbit/s take ≥ 0.96 s, so the name fetches and
-    // dedup A crossed the slow link; dedup B mostly did not.
-    assert!(pa >= 0.9 && pb >= 0.9 && da >= 0.9, "{pa} {pb} {da}");
-    assert!(db < pb / 2.0, "dedup B {db:.2} s vs by name {pb:.2} s");
+    // Times: 600 kB over 2.5 Mbit/s take ≥ 1.9 s, so the name fetches and
+    // dedup A crossed the slow link; dedup B mostly did not (its time is
+    // process start, discovery and the manifest over the slow link, the
+    // chunks around the insertions, and publishing).
+    assert!(pa >= 1.9 && pb >= 1.9 && da >= 1.9, "{pa} {pb} {da}");
+    assert!(db < pb * 0.75, "dedup B {db:.2} s vs by name {pb:.2} s");
     assert!(da + db < pa + pb, "total {} vs {}", da + db, pa + pb);
 }
