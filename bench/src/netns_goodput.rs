@@ -317,6 +317,7 @@ fn main() {
             ])
             .args([
                 "get",
+                "--no-dedup",
                 &name,
                 "-o",
                 dest.to_str().unwrap(),
