@@ -309,8 +309,22 @@ pub fn get(
         sources.neighbour_lifetime = Duration::from_millis(hash_lifetime);
         let mut dedup_reports = Vec::new();
         let mut dedup_failed = 0;
+        // Bytes fetched so far (chunks repeated in a file are not fetched
+        // again, so there is no fixed total).
+        if let Some(bar) = progress_bar(None).filter(|_| !quiet && !deduped.is_empty()) {
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} {bytes} {binary_bytes_per_sec}")
+            {
+                bar.set_style(style);
+            }
+            engine.on_progress(move |b| bar.inc(b));
+        }
         for (info, p) in &deduped {
-            match fetch_dedup(&mut engine, &mut link, info, p, &sources).await {
+            let got = fetch_dedup(&mut engine, &mut link, info, p, &sources).await;
+            if std::io::stderr().is_terminal() && !quiet {
+                eprint!("\r\x1b[2K");
+            }
+            match got {
                 Ok((r, st)) => {
                     if !quiet {
                         print_dedup(&r);
