@@ -101,7 +101,6 @@ struct Plan {
     len: u64,
     /// Segments holding this chunk, first one first.
     segs: Vec<u64>,
-    srcs: Vec<Src>,
 }
 
 struct Writer {
@@ -125,7 +124,7 @@ pub fn dedup_possible(info: &ObjectInfo) -> bool {
 }
 
 /// The unique chunks of an object, in order of first occurrence.
-fn plan(info: &ObjectInfo, sources: &Sources) -> Result<Vec<Plan>, Error> {
+fn plan(info: &ObjectInfo) -> Result<Vec<Plan>, Error> {
     let Check::Manifest(ck) = &info.check else {
         return Err(Error::Verify(format!(
             "{}: no signed manifest, so no chunk hashes to fetch by",
@@ -153,19 +152,10 @@ fn plan(info: &ObjectInfo, sources: &Sources) -> Result<Vec<Plan>, Error> {
             }
             None => {
                 at.insert(hash, plans.len());
-                let mut srcs = Vec::new();
-                if sources.local.is_some() {
-                    srcs.push(Src::Local);
-                }
-                if sources.neighbours.is_some() {
-                    srcs.push(Src::Neighbour);
-                }
-                srcs.push(Src::Producer);
                 plans.push(Plan {
                     hash,
                     len,
                     segs: vec![seg],
-                    srcs,
                 });
             }
         }
@@ -173,9 +163,8 @@ fn plan(info: &ObjectInfo, sources: &Sources) -> Result<Vec<Plan>, Error> {
     Ok(plans)
 }
 
-fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan) -> Vec<Request> {
-    p.srcs
-        .iter()
+fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan, srcs: &[Src]) -> Vec<Request> {
+    srcs.iter()
         .map(|s| match s {
             Src::Local => {
                 let mut r = Request::new(
@@ -231,6 +220,99 @@ fn check_chunk(
     }
 }
 
+/// A job for the chunks `which` of `plans`, asked of `srcs` in order;
+/// completed chunks are written at all their offsets and counted by source.
+fn phase_job(
+    info: &ObjectInfo,
+    sources: &Sources,
+    plans: &[Plan],
+    which: &[usize],
+    srcs: &[Src],
+    optional: bool,
+    w: &Arc<Mutex<Writer>>,
+) -> ItemsJob {
+    let items: Vec<Item> = which
+        .iter()
+        .map(|&i| {
+            let p = &plans[i];
+            Item {
+                requests: requests(info, sources, p, srcs),
+                check: Box::new(check_chunk(
+                    p.hash,
+                    p.len,
+                    format!("segment {} of {}", p.segs[0], info.versioned),
+                )),
+                optional,
+            }
+        })
+        .collect();
+    let places: Vec<Vec<u64>> = which
+        .iter()
+        .map(|&i| plans[i].segs.iter().map(|&s| info.map.start(s)).collect())
+        .collect();
+    let srcs = srcs.to_vec();
+    let w2 = w.clone();
+    ItemsJob::new(items).on_done(move |i, o| {
+        let Outcome::Got(d, at) = o else { return };
+        let Ok(mut w) = w2.lock() else { return };
+        if w.error.is_some() {
+            return;
+        }
+        let offsets = &places[i];
+        let bytes = d.content();
+        for off in offsets {
+            if let Err(e) = w.file.write_all_at(bytes, *off) {
+                w.error = Some(format!("{}: {e}", w.part.display()));
+                return;
+            }
+        }
+        let n = bytes.len() as u64;
+        let r = &mut w.report;
+        let src = match srcs.get(*at) {
+            Some(Src::Local) => &mut r.local,
+            Some(Src::Neighbour) => &mut r.neighbours,
+            _ => &mut r.producer,
+        };
+        src.chunks += 1;
+        src.bytes += n;
+        let more = offsets.len() as u64 - 1;
+        r.repeated.chunks += more;
+        r.repeated.bytes += more * n;
+    })
+}
+
+/// The statistics of the two phases as one run's.
+fn merge(a: &Stats, b: &Stats) -> Stats {
+    let mut s = b.clone();
+    s.seconds += a.seconds;
+    s.segments += a.segments;
+    s.bytes += a.bytes;
+    s.interests += a.interests;
+    s.retransmissions += a.retransmissions;
+    s.timeouts += a.timeouts;
+    s.congestion_marks += a.congestion_marks;
+    s.nacks_congestion += a.nacks_congestion;
+    s.nacks_duplicate += a.nacks_duplicate;
+    s.nacks_other += a.nacks_other;
+    s.rejected += a.rejected;
+    s.decreases_loss += a.decreases_loss;
+    s.decreases_mark += a.decreases_mark;
+    s.decreases_nack += a.decreases_nack;
+    if a.segments > 0 {
+        s.rtt_min_ms = if b.segments > 0 {
+            a.rtt_min_ms.min(b.rtt_min_ms)
+        } else {
+            a.rtt_min_ms
+        };
+        s.rtt_max_ms = a.rtt_max_ms.max(b.rtt_max_ms);
+        if b.segments == 0 {
+            s.rtt_avg_ms = a.rtt_avg_ms;
+        }
+    }
+    s.max_cwnd = a.max_cwnd.max(b.max_cwnd);
+    s
+}
+
 /// Fetches `info` into `out` by unique chunk (see the module doc). The file
 /// is written as `<out>.part` and renamed when every chunk is in place; on
 /// failure the `.part` is removed (a dedup fetch is not resumable: use a
@@ -242,7 +324,7 @@ pub async fn fetch_dedup<L: Link>(
     out: &Path,
     sources: &Sources,
 ) -> Result<(DedupReport, Stats), Error> {
-    let plans = plan(info, sources)?;
+    let plans = plan(info)?;
     let size = info
         .map
         .file_size()
@@ -275,60 +357,45 @@ pub async fn fetch_dedup<L: Link>(
         report,
         error: None,
     }));
-    let items: Vec<Item> = plans
-        .iter()
-        .map(|p| Item {
-            requests: requests(info, sources, p),
-            check: Box::new(check_chunk(
-                p.hash,
-                p.len,
-                format!("segment {} of {}", p.segs[0], info.versioned),
-            )),
-            optional: false,
+    // Phase 1: the own store and the neighbours, by hash (a fixed window
+    // of 30 as carepo, its own RTT estimate: the LAN's). Misses are given up
+    // and go to phase 2: the producer by name, on the caller's engine (its
+    // window and RTT estimate are the WAN's). One shared window would let a
+    // burst of name requests meant for the slow link be sized by the LAN.
+    let all: Vec<usize> = (0..plans.len()).collect();
+    let mut st1 = Stats::default();
+    let mut run1: Result<(), Error> = Ok(());
+    let mut rest = all.clone();
+    let hash_srcs: Vec<Src> = [Src::Local, Src::Neighbour]
+        .into_iter()
+        .filter(|s| match s {
+            Src::Local => sources.local.is_some(),
+            _ => sources.neighbours.is_some(),
         })
         .collect();
-    // What on_done needs of each plan: offsets and sources.
-    let places: Vec<(Vec<u64>, Vec<Src>)> = plans
-        .iter()
-        .map(|p| {
-            (
-                p.segs.iter().map(|&s| info.map.start(s)).collect(),
-                p.srcs.clone(),
-            )
-        })
-        .collect();
-    drop(plans);
-    let w2 = w.clone();
-    let mut job = ItemsJob::new(items).on_done(move |i, o| {
-        let Outcome::Got(d, at) = o else { return };
-        let Ok(mut w) = w2.lock() else { return };
-        if w.error.is_some() {
-            return;
-        }
-        let (offsets, srcs) = &places[i];
-        let bytes = d.content();
-        for off in offsets {
-            if let Err(e) = w.file.write_all_at(bytes, *off) {
-                w.error = Some(format!("{}: {e}", w.part.display()));
-                return;
-            }
-        }
-        let n = bytes.len() as u64;
-        let r = &mut w.report;
-        let src = match srcs.get(*at) {
-            Some(Src::Local) => &mut r.local,
-            Some(Src::Neighbour) => &mut r.neighbours,
-            _ => &mut r.producer,
+    if !hash_srcs.is_empty() && !plans.is_empty() {
+        let cfg = crate::Config {
+            pipeline_type: crate::PipelineType::Fixed,
+            pipeline_size: 30,
+            ..engine.config().clone()
         };
-        src.chunks += 1;
-        src.bytes += n;
-        let more = offsets.len() as u64 - 1;
-        r.repeated.chunks += more;
-        r.repeated.bytes += more * n;
-    });
-    let run = engine.run(link, &mut [&mut job]).await;
-    let state = job.state();
-    drop(job);
+        let mut e1 = Engine::new(cfg);
+        let mut job = phase_job(info, sources, &plans, &all, &hash_srcs, true, &w);
+        match e1.run(link, &mut [&mut job]).await {
+            Ok(st) => st1 = st,
+            Err(e) => run1 = Err(e),
+        }
+        rest = job.failed().into_iter().map(|i| all[i]).collect();
+    }
+    let mut state = JobState::Done;
+    let mut run = run1.map(|_| Stats::default());
+    if run.is_ok() && !rest.is_empty() {
+        let mut job = phase_job(info, sources, &plans, &rest, &[Src::Producer], false, &w);
+        run = engine.run(link, &mut [&mut job]).await;
+        state = job.state();
+    }
+    let run = run.map(|st2| merge(&st1, &st2));
+    drop(plans);
     let w = Arc::try_unwrap(w)
         .ok()
         .and_then(|m| m.into_inner().ok())
