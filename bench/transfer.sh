@@ -39,7 +39,7 @@ for r in $(seq "$runs"); do
     t0=$(cpu)
     if [ "$who" = granary ]; then
       /usr/bin/time -f "%e %M" -o "$tmp/time" $G --data-dir "$tmp/d" --socket "$tmp/g.sock" \
-        get /bench/obj -o "$out" --json > "$tmp/json" 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+        get --no-dedup /bench/obj -o "$out" --json > "$tmp/json" 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
       label="granary get (cubic, manifest)"
     else
       /usr/bin/time -f "%e %M" -o "$tmp/time" node "$NTS" "$tmp/g.sock" /bench/obj "$out" --timeout 900 \

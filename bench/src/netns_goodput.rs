@@ -322,6 +322,7 @@ fn main() {
             ])
             .args([
                 "get",
+                "--no-dedup",
                 &name,
                 "-o",
                 dest.to_str().unwrap(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use granary_packet::Name;
 use granary_transfer::{
-    discover, fetch_objects, Config, Engine, OpenOptions, Output, PipelineType, RemoteFile, Stats,
-    Trust, UnixLink,
+    dedup_possible, discover, fetch_dedup, fetch_objects, Config, DedupReport, Engine, ObjectInfo,
+    OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats, Trust, UnixLink,
 };
 
 /// Engine flags (ndncatchunks' names and defaults).
@@ -229,6 +229,12 @@ pub struct GetFlags {
     pub json: bool,
     /// --quiet.
     pub quiet: bool,
+    /// --no-dedup.
+    pub no_dedup: bool,
+    /// --no-publish.
+    pub no_publish: bool,
+    /// --hash-lifetime (ms).
+    pub hash_lifetime: u64,
 }
 
 /// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
@@ -244,7 +250,13 @@ pub fn get(
         resume,
         json,
         quiet,
+        no_dedup,
+        no_publish,
+        hash_lifetime,
     } = flags;
+    if hash_lifetime == 0 {
+        anyhow::bail!("--hash-lifetime must be > 0");
+    }
     let cfg = args.config()?;
     let names: Vec<Name> = names
         .iter()
@@ -260,7 +272,7 @@ pub fn get(
     let trust = trust(data_dir)?;
     let opts = args.open_options();
     let rt = runtime()?;
-    rt.block_on(async {
+    let done: Vec<(ObjectInfo, std::path::PathBuf)> = rt.block_on(async {
         let mut link = UnixLink::connect(socket).await?;
         let mut engine = Engine::new(cfg);
         let mut objects = Vec::new();
@@ -272,6 +284,74 @@ pub fn get(
                 Some(p) => Output::File(p.to_path_buf()),
             };
             objects.push((info, out));
+        }
+        // Dedup fetch for every file output whose manifest gives the chunk
+        // hashes; the rest (standard output, --resume, --no-dedup, no
+        // manifest) by name.
+        let mut deduped = Vec::new();
+        let mut plain = Vec::new();
+        for (info, out) in objects {
+            match out {
+                Output::File(p) if !no_dedup && !resume && dedup_possible(&info) => {
+                    deduped.push((info, p))
+                }
+                out => plain.push((info, out)),
+            }
+        }
+        if resume && !quiet {
+            eprintln!("--resume: fetching by name (a dedup fetch is not resumable)");
+        }
+        let objects = plain;
+        let mut sources = Sources::new(
+            Some(name(granary_repo::LOCAL_HASH_PREFIX)?),
+            Some(name(granary_repo::HASH_PREFIX)?),
+        );
+        sources.neighbour_lifetime = Duration::from_millis(hash_lifetime);
+        let mut dedup_reports = Vec::new();
+        let mut dedup_failed = 0;
+        // Bytes fetched so far (chunks repeated in a file are not fetched
+        // again, so there is no fixed total).
+        if let Some(bar) = progress_bar(None).filter(|_| !quiet && !deduped.is_empty()) {
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{spinner} {bytes} {binary_bytes_per_sec}")
+            {
+                bar.set_style(style);
+            }
+            engine.on_progress(move |b| bar.inc(b));
+        }
+        for (info, p) in &deduped {
+            let got = fetch_dedup(&mut engine, &mut link, info, p, &sources).await;
+            if std::io::stderr().is_terminal() && !quiet {
+                eprint!("\r\x1b[2K");
+            }
+            match got {
+                Ok((r, st)) => {
+                    if !quiet {
+                        print_dedup(&r);
+                        print_stats(&st);
+                    }
+                    dedup_reports.push(serde_json::json!({"report": r, "stats": st}));
+                }
+                Err(e) => {
+                    dedup_failed += 1;
+                    eprintln!("{}: FAILED: {e}", info.versioned);
+                    dedup_reports.push(serde_json::json!({
+                        "versioned": info.versioned.to_string(), "error": e.to_string()}));
+                }
+            }
+        }
+        if objects.is_empty() {
+            if json {
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports});
+                println!("{v}");
+            }
+            if dedup_failed > 0 {
+                anyhow::bail!(
+                    "{dedup_failed} of {} object(s) failed; nothing unverified was written as good",
+                    deduped.len()
+                );
+            }
+            return Ok(deduped);
         }
         let total: Option<u64> = objects.iter().map(|(i, _)| i.map.file_size()).sum();
         if let Some(bar) = progress_bar(total).filter(|_| !quiet) {
@@ -309,21 +389,95 @@ pub fn get(
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports});
             if output.is_some() {
                 println!("{v}");
             } else {
                 eprintln!("{v}");
             }
         }
+        let failed = failed + dedup_failed;
         if failed > 0 {
             anyhow::bail!(
                 "{failed} of {} object(s) failed; nothing unverified was written as good",
-                reports.len()
+                reports.len() + deduped.len()
             );
         }
-        Ok(())
-    })
+        Ok(deduped)
+    })?;
+    if !no_publish {
+        for (info, p) in &done {
+            publish_fetched(data_dir, socket, info, p, quiet);
+        }
+    }
+    Ok(())
+}
+
+/// One line per source: where a dedup fetch's bytes came from.
+fn print_dedup(r: &DedupReport) {
+    eprintln!(
+        "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
+        r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
+    );
+    eprintln!(
+        "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
+        r.local.chunks,
+        r.local.bytes,
+        r.neighbours.chunks,
+        r.neighbours.bytes,
+        r.producer.chunks,
+        r.producer.bytes,
+        r.repeated.chunks,
+        r.repeated.bytes
+    );
+}
+
+/// Publishes a dedup-fetched file into the local repository under its
+/// versioned name, with the chunking that reproduces the manifest's
+/// segments (so its chunk hashes are the manifest's and neighbours can ask
+/// for them). A failure is reported, not fatal: the file is complete.
+fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, quiet: bool) {
+    let (Some(version), prefix) = (
+        info.versioned.last().and_then(|c| c.as_version()),
+        info.versioned.prefix(-1),
+    ) else {
+        eprintln!("{}: not published (no version component)", info.versioned);
+        return;
+    };
+    let lengths: Vec<u64> = (0..info.map.count())
+        .map(|s| info.map.len(s).unwrap_or(0))
+        .collect();
+    let run = || -> anyhow::Result<String> {
+        let (chunking, note) = match crate::repo::matching_chunking(data_dir, p, &lengths)? {
+            Some(c) => (c, "its chunk hashes are the manifest's"),
+            None => (
+                granary_store::Store::open(data_dir.join("repo"))?.default_chunking()?,
+                "WARNING: no known chunking reproduces the manifest's segments, so neighbours cannot find its chunks by hash",
+            ),
+        };
+        let v = crate::repo::publish_fetched(data_dir, socket, p, &prefix, version, chunking)?;
+        Ok(format!(
+            "published into the local repository as {} ({chunking}; {note})",
+            v["versioned"].as_str().unwrap_or_default()
+        ))
+    };
+    let have = granary_store::Store::open(data_dir.join("repo"))
+        .and_then(|s| s.get(&prefix, Some(version)))
+        .is_ok();
+    if have {
+        if !quiet {
+            eprintln!("{} is already in the local repository", info.versioned);
+        }
+        return;
+    }
+    match run() {
+        Ok(m) if !quiet => eprintln!("{m}"),
+        Ok(_) => {}
+        Err(e) => eprintln!(
+            "{}: not published into the local repository: {e}",
+            info.versioned
+        ),
+    }
 }
 
 /// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.

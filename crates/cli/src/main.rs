@@ -182,6 +182,23 @@ enum Command {
         /// No summary on standard error (errors are still reported).
         #[arg(short, long)]
         quiet: bool,
+        /// Fetch by name only. By default a file whose signed manifest gives
+        /// every chunk's SHA-256 is fetched one unique chunk at a time: from
+        /// the local repository, then from neighbours by hash request
+        /// (/localhop/granary/sha256/<hash>, short lifetime), then from the
+        /// producer by name; each chunk is checked against the manifest, and
+        /// a chunk repeated inside the file is fetched once.
+        #[arg(long)]
+        no_dedup: bool,
+        /// Do not publish a dedup-fetched file into the local repository
+        /// (by default it is, under the same versioned name, so that
+        /// neighbours can fetch its chunks by hash).
+        #[arg(long)]
+        no_publish: bool,
+        /// InterestLifetime of hash requests to neighbours (ms); on timeout
+        /// the producer is asked (carepo: 500).
+        #[arg(long, default_value_t = 500)]
+        hash_lifetime: u64,
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
@@ -380,6 +397,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             resume,
             json,
             quiet,
+            no_dedup,
+            no_publish,
+            hash_lifetime,
             fetch,
         } => fetch::get(
             &socket,
@@ -390,6 +410,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 resume,
                 json,
                 quiet,
+                no_dedup,
+                no_publish,
+                hash_lifetime,
             },
             &fetch,
         ),

@@ -166,6 +166,23 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
     let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
     app.send(granary_face::NetPacket::Interest(cmd), Default::default())
         .await;
+    // The node's own hash lookups (dedup fetch asks its store first).
+    let mut p = ControlParameters::new();
+    p.name = Some(Name::from_uri(granary_repo::LOCAL_HASH_PREFIX)?);
+    p.cost = Some(0);
+    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
+    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
+    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
+        .await;
+    // Hash requests go to every neighbour with a route and to the own
+    // repository at once (multicast): the own repository's Nack must not
+    // end a request a neighbour could answer.
+    let mut p = ControlParameters::new();
+    p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
+    p.strategy = Some(granary_forwarder::strategy::Strategy::Multicast.name());
+    let cmd = granary_mgmt::make_command(&nfd(), "strategy-choice", "set", &p).encode();
+    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
+        .await;
     tracing::info!(
         "repository {} ({:?} metadata)",
         dir.display(),

@@ -60,7 +60,14 @@ fn random_file(p: &Path, len: usize, seed: u64) {
 
 /// `granary get` with `flags`; returns goodput in bit/s from its statistics.
 fn fetch(consumer: &Node, name: &str, out: &Path, flags: &[&str]) -> (f64, serde_json::Value) {
-    let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];
+    let mut args = vec![
+        "get",
+        "--no-dedup",
+        name,
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+    ];
     args.extend_from_slice(flags);
     let o = consumer.cli(&args);
     let stdout = String::from_utf8_lossy(&o.stdout);

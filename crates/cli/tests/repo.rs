@@ -210,7 +210,13 @@ fn signing_policies_and_tampering() {
     bytes[100_000] ^= 0xFF; // inside segment 12
     std::fs::write(&path, &bytes).unwrap();
     let dst = d.dir.path().join("out-tampered");
-    let o = d.cli(&["get", "/pol/tampered", "-o", dst.to_str().unwrap()]);
+    let o = d.cli(&[
+        "get",
+        "--no-dedup",
+        "/pol/tampered",
+        "-o",
+        dst.to_str().unwrap(),
+    ]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

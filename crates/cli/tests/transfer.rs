@@ -65,7 +65,7 @@ fn ndnts_producer(d: &Daemon, prefix: &str, file: &std::path::Path, extra: &[&st
 
 /// `granary get … --json`: (success, JSON summary, stderr).
 fn get_json(d: &Daemon, args: &[&str]) -> (bool, Option<Value>, String) {
-    let mut a = vec!["get", "--json"];
+    let mut a = vec!["get", "--no-dedup", "--json"];
     a.extend_from_slice(args);
     let o = d.cli(&a);
     let stdout = String::from_utf8_lossy(&o.stdout).to_string();
@@ -173,6 +173,7 @@ fn get_and_kill_midway(
             "--socket",
             d.socket.to_str().unwrap(),
             "get",
+            "--no-dedup",
             name,
             "-o",
             out.to_str().unwrap(),
@@ -490,6 +491,7 @@ fn several_names_share_one_window() {
     // Unknown names fail fast and clearly.
     let o = d.cli(&[
         "get",
+        "--no-dedup",
         "/no/such/thing",
         "-o",
         dir.join("x").to_str().unwrap(),
@@ -616,6 +618,7 @@ fn every_pipeline_type_fetches_the_same_bytes() {
     // Bad flag values are refused before anything is fetched.
     let o = d.cli(&[
         "get",
+        "--no-dedup",
         "/pipes/f",
         "-o",
         out.to_str().unwrap(),

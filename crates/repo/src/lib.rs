@@ -29,6 +29,12 @@ pub const HASH_PREFIX: &str = "/localhop/granary/sha256";
 
 /// Cost of the repository's route for [`HASH_PREFIX`] (see docs/cas.md).
 pub const HASH_ROUTE_COST: u64 = 1000;
+/// Prefix of the node's own hash lookups: `/localhost/granary/sha256/<32
+/// bytes>`, answered by the repository like [`HASH_PREFIX`], but never
+/// leaving the node (`/localhost`). A dedup fetch asks here first, so that
+/// what comes from the node's own store is told apart from what a
+/// neighbour sent.
+pub const LOCAL_HASH_PREFIX: &str = "/localhost/granary/sha256";
 
 /// The hash request name of a chunk.
 pub fn hash_request_name(h: &[u8; 32]) -> Name {
@@ -42,8 +48,9 @@ pub fn parse_hash_request(n: &Name) -> Option<[u8; 32]> {
     if n.len() != 4 {
         return None;
     }
-    let prefix = Name::from_uri(HASH_PREFIX).ok()?;
-    if !prefix.is_prefix_of(n) {
+    let hop = Name::from_uri(HASH_PREFIX).ok()?;
+    let host = Name::from_uri(LOCAL_HASH_PREFIX).ok()?;
+    if !hop.is_prefix_of(n) && !host.is_prefix_of(n) {
         return None;
     }
     let c = n.last()?;

@@ -14,6 +14,7 @@
 
 pub mod cc;
 pub mod config;
+pub mod dedup;
 pub mod engine;
 pub mod file;
 pub mod items;
@@ -23,6 +24,7 @@ pub mod rtt;
 pub mod segmap;
 
 pub use config::{Config, PipelineType};
+pub use dedup::{dedup_possible, fetch_dedup, DedupReport, FromSource, Sources};
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
 pub use items::{Item, ItemsJob, Outcome};

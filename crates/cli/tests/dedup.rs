@@ -1,0 +1,184 @@
+//! Dedup fetch (`granary get`'s default when a manifest gives the chunk
+//! hashes) through real daemons on loopback TCP: chunks repeated inside a
+//! file are fetched once; a second fetch comes from the local store; a
+//! similar file comes mostly from a neighbour that fetched the first one;
+//! a neighbour answering hash requests with wrong bytes cannot poison the
+//! result.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as u8
+        })
+        .collect()
+}
+
+fn tcp(d: &Daemon) -> String {
+    format!("tcp4://{}", d.tcp.as_ref().unwrap())
+}
+
+/// `to` trusts the keys of `from`'s keychain (the publisher's key).
+fn trust(from: &Daemon, to: &Daemon) {
+    let list = from.ok(&["key", "list"]);
+    let key = list
+        .split_whitespace()
+        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
+        .expect("a key");
+    let cert = from.dir.path().join("pub.cert");
+    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
+    to.ok(&["key", "trust", cert.to_str().unwrap()]);
+}
+
+/// `granary get NAME -o OUT --json` on `d`; the JSON summary.
+fn get(d: &Daemon, name: &str, out: &std::path::Path, extra: &[&str]) -> Value {
+    let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    let stdout = d.ok(&args);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn report(v: &Value) -> &Value {
+    &v["dedup"][0]["report"]
+}
+
+fn src(v: &Value, which: &str) -> (u64, u64) {
+    let s = &report(v)[which];
+    (s["chunks"].as_u64().unwrap(), s["bytes"].as_u64().unwrap())
+}
+
+/// A producer with a file in its repository, published with `chunking`.
+fn producer(files: &[(&str, &[u8])], chunking: &str) -> Daemon {
+    let p = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    for (i, (name, bytes)) in files.iter().enumerate() {
+        let f = p.dir.path().join(format!("src{i}"));
+        std::fs::write(&f, bytes).unwrap();
+        p.ok(&["put", f.to_str().unwrap(), name, "--chunking", chunking]);
+    }
+    p
+}
+
+/// A client daemon with a route to the producer for `/d`.
+fn client(p: &Daemon) -> Daemon {
+    let c = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    c.ok(&["route", "add", "/d", &tcp(p)]);
+    trust(p, &c);
+    c
+}
+
+#[test]
+fn repeated_chunks_are_fetched_once_then_come_from_the_local_store() {
+    // 40 fixed 4 KiB segments: 8 distinct blocks, each 5 times, then a tail.
+    let blocks: Vec<Vec<u8>> = (0..8).map(|i| noise(4096, 100 + 2 * i)).collect();
+    let mut file = Vec::new();
+    for r in 0..5 {
+        for b in &blocks {
+            let _ = r;
+            file.extend_from_slice(b);
+        }
+    }
+    file.extend_from_slice(&noise(1000, 7));
+    let p = producer(&[("/d/rep", &file)], "fixed:4096");
+    let c = client(&p);
+    let out = c.dir.path().join("rep");
+    let v = get(&c, "/d/rep", &out, &[]);
+    assert_eq!(std::fs::read(&out).unwrap(), file);
+    let r = report(&v);
+    assert_eq!(r["segments"], 41);
+    assert_eq!(r["unique_chunks"], 9);
+    assert_eq!(src(&v, "producer"), (9, 8 * 4096 + 1000));
+    assert_eq!(src(&v, "repeated"), (32, 32 * 4096));
+    assert_eq!(src(&v, "neighbours"), (0, 0));
+    // Only the unique chunks crossed the network (one Data each).
+    assert_eq!(v["dedup"][0]["stats"]["segments"], 9, "{v}");
+    assert_eq!(v["dedup"][0]["stats"]["rejected"], 0);
+
+    // Published into the client's repository: a second fetch of the same
+    // version is served by the local store.
+    let ls = c.ok(&["ls"]);
+    assert!(ls.contains("/d/rep/v="), "{ls}");
+    let out2 = c.dir.path().join("rep2");
+    let v2 = get(&c, "/d/rep", &out2, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out2).unwrap(), file);
+    assert_eq!(src(&v2, "local"), (9, 8 * 4096 + 1000));
+    assert_eq!(src(&v2, "producer"), (0, 0));
+
+    // --no-dedup fetches every segment by name.
+    let out3 = c.dir.path().join("rep3");
+    let v3 = get(&c, "/d/rep", &out3, &["--no-dedup"]);
+    assert_eq!(std::fs::read(&out3).unwrap(), file);
+    assert!(v3["dedup"].as_array().unwrap().is_empty());
+    assert_eq!(v3["stats"]["segments"], 41);
+}
+
+/// Version B is version A with a few insertions: content-defined chunking
+/// keeps most chunks.
+fn similar_pair(n: usize) -> (Vec<u8>, Vec<u8>) {
+    let a = noise(n, 42);
+    let mut b = Vec::with_capacity(n + 300);
+    for (i, part) in a.chunks(n / 4).enumerate() {
+        b.extend_from_slice(part);
+        b.extend_from_slice(&noise(100, 900 + 2 * i as u64));
+    }
+    (a, b)
+}
+
+#[test]
+fn a_similar_file_comes_mostly_from_a_neighbour_by_hash() {
+    let (fa, fb) = similar_pair(600_000);
+    let p = producer(&[("/d/a", &fa), ("/d/b", &fb)], "fastcdc");
+    let n1 = client(&p);
+    let out_a = n1.dir.path().join("a");
+    let va = get(&n1, "/d/a", &out_a, &[]);
+    assert_eq!(std::fs::read(&out_a).unwrap(), fa);
+    assert_eq!(src(&va, "producer").1, fa.len() as u64);
+
+    let n2 = client(&p);
+    n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&n1)]);
+    let out_b = n2.dir.path().join("b");
+    let vb = get(&n2, "/d/b", &out_b, &[]);
+    assert_eq!(std::fs::read(&out_b).unwrap(), fb);
+    let (_, from_n) = src(&vb, "neighbours");
+    let (_, from_p) = src(&vb, "producer");
+    assert_eq!(from_n + from_p, fb.len() as u64, "{vb}");
+    assert!(
+        from_n > 8 * from_p,
+        "most of B should come from the neighbour: {vb}"
+    );
+    assert_eq!(vb["dedup"][0]["stats"]["rejected"], 0);
+}
+
+#[test]
+fn a_neighbour_answering_with_wrong_bytes_cannot_poison_the_result() {
+    let file = noise(20 * 4096 + 123, 3);
+    let p = producer(&[("/d/f", &file)], "fixed:4096");
+    // The neighbour answers every hash request with 4096 wrong bytes (the
+    // right length, the wrong hash); its repository has nothing.
+    let bad = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let liar = bad.serve(granary_repo::HASH_PREFIX, &["--size", "4096"]);
+    let c = client(&p);
+    c.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&bad)]);
+    let out = c.dir.path().join("f");
+    let v = get(&c, "/d/f", &out, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out).unwrap(), file, "poisoned");
+    // (its output is read by a thread: give it a moment)
+    let t = std::time::Instant::now();
+    while liar.served() == 0 && t.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(liar.served() > 0, "the bad neighbour was never asked: {v}");
+    assert_eq!(src(&v, "neighbours"), (0, 0));
+    assert_eq!(src(&v, "producer"), (21, file.len() as u64));
+    // Every 4096-byte chunk was offered wrong bytes (and asked again with
+    // MustBeFresh) before the producer was asked.
+    let rejected = v["dedup"][0]["stats"]["rejected"].as_u64().unwrap();
+    assert!(rejected >= 20, "{v}");
+}

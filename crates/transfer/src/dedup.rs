@@ -1,0 +1,429 @@
+//! Dedup fetch (carepo's `caget`): an object whose signed manifest gives
+//! every segment's SHA-256 is fetched one *unique chunk* at a time, each
+//! chunk asked first of the local store, then of the neighbours by hash
+//! request (short lifetime, no retry: carepo's Table I), then of the
+//! producer by name. Every accepted payload is checked against the verified
+//! manifest before a byte is written; a chunk that occurs several times in
+//! the file is fetched once and written at every offset it occupies.
+//!
+//! The sources are names, so this crate needs neither the store nor the
+//! repository: the caller says under which prefixes a chunk hash is asked
+//! (Granary's are `/localhost/granary/sha256` for the node's own repository
+//! and `/localhop/granary/sha256` for the neighbours').
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use granary_packet::{Component, Data, Name};
+
+use crate::engine::{Engine, Job, JobState, Request, Stats};
+use crate::file::part_paths;
+use crate::items::{Item, ItemsJob, Outcome};
+use crate::link::Link;
+use crate::object::{Check, ObjectInfo};
+use crate::Error;
+
+/// Where chunks are asked for before the producer.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// Prefix answered by the node's own store (`<prefix>/<hash>`); a miss
+    /// should be a Nack at once.
+    pub local: Option<Name>,
+    /// Prefix of hash requests to the neighbours.
+    pub neighbours: Option<Name>,
+    /// InterestLifetime of a neighbour's hash request (carepo: 500 ms).
+    pub neighbour_lifetime: Duration,
+    /// Retransmissions of a neighbour's hash request (carepo: none; on
+    /// timeout the producer is asked).
+    pub neighbour_retries: u32,
+}
+
+impl Sources {
+    /// carepo's Table I: 500 ms, no retransmission.
+    pub fn new(local: Option<Name>, neighbours: Option<Name>) -> Sources {
+        Sources {
+            local,
+            neighbours,
+            neighbour_lifetime: Duration::from_millis(500),
+            neighbour_retries: 0,
+        }
+    }
+}
+
+/// Chunks and bytes from one source.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, PartialEq, Eq)]
+pub struct FromSource {
+    /// Unique chunks.
+    pub chunks: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// What a dedup fetch did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct DedupReport {
+    /// Versioned name.
+    pub versioned: String,
+    /// Output file.
+    pub path: PathBuf,
+    /// File size.
+    pub size: u64,
+    /// Segments of the file.
+    pub segments: u64,
+    /// Distinct chunk hashes among them.
+    pub unique_chunks: u64,
+    /// From the node's own store.
+    pub local: FromSource,
+    /// From neighbours, by hash request.
+    pub neighbours: FromSource,
+    /// From the producer, by name.
+    pub producer: FromSource,
+    /// Segments (and bytes) written from a chunk fetched once for an
+    /// earlier offset of the same file.
+    pub repeated: FromSource,
+    /// How the chunks were verified.
+    pub verified_by: String,
+}
+
+/// Per-source index of a request in an item's list.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Src {
+    Local,
+    Neighbour,
+    Producer,
+}
+
+struct Plan {
+    hash: [u8; 32],
+    len: u64,
+    /// Segments holding this chunk, first one first.
+    segs: Vec<u64>,
+}
+
+struct Writer {
+    file: std::fs::File,
+    part: PathBuf,
+    report: DedupReport,
+    error: Option<String>,
+}
+
+/// True when the object's manifest gives every segment's hash and length
+/// (a dedup fetch is possible).
+pub fn dedup_possible(info: &ObjectInfo) -> bool {
+    match &info.check {
+        Check::Manifest(ck) => {
+            info.map.file_size().is_some()
+                && (0..info.map.count())
+                    .all(|s| ck.segment_hash(s).is_some() && info.map.len(s).is_some())
+        }
+        Check::PerPacket(_) => false,
+    }
+}
+
+/// The unique chunks of an object, in order of first occurrence.
+fn plan(info: &ObjectInfo) -> Result<Vec<Plan>, Error> {
+    let Check::Manifest(ck) = &info.check else {
+        return Err(Error::Verify(format!(
+            "{}: no signed manifest, so no chunk hashes to fetch by",
+            info.versioned
+        )));
+    };
+    let mut at: HashMap<[u8; 32], usize> = HashMap::new();
+    let mut plans: Vec<Plan> = Vec::new();
+    for seg in 0..info.map.count() {
+        let (Some(hash), Some(len)) = (ck.segment_hash(seg), info.map.len(seg)) else {
+            return Err(Error::Verify(format!(
+                "{}: the manifest gives no hash or length for segment {seg}",
+                info.versioned
+            )));
+        };
+        match at.get(&hash) {
+            Some(&i) => {
+                if plans[i].len != len {
+                    return Err(Error::Verify(format!(
+                        "{}: the manifest gives segments {} and {seg} the same hash but different lengths",
+                        info.versioned, plans[i].segs[0]
+                    )));
+                }
+                plans[i].segs.push(seg);
+            }
+            None => {
+                at.insert(hash, plans.len());
+                plans.push(Plan {
+                    hash,
+                    len,
+                    segs: vec![seg],
+                });
+            }
+        }
+    }
+    Ok(plans)
+}
+
+fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan, srcs: &[Src]) -> Vec<Request> {
+    srcs.iter()
+        .map(|s| match s {
+            Src::Local => {
+                let mut r = Request::new(
+                    sources
+                        .local
+                        .clone()
+                        .unwrap_or_default()
+                        .append(&Component::generic(&p.hash)),
+                );
+                // The node's own repository answers or Nacks at once.
+                r.lifetime = Some(Duration::from_millis(1000));
+                r.retries = Some(0);
+                r
+            }
+            Src::Neighbour => {
+                let mut r = Request::new(
+                    sources
+                        .neighbours
+                        .clone()
+                        .unwrap_or_default()
+                        .append(&Component::generic(&p.hash)),
+                );
+                r.lifetime = Some(sources.neighbour_lifetime);
+                r.retries = Some(sources.neighbour_retries);
+                r
+            }
+            Src::Producer => Request::new(info.versioned.append(&Component::segment(p.segs[0]))),
+        })
+        .collect()
+}
+
+fn check_chunk(
+    hash: [u8; 32],
+    len: u64,
+    what: String,
+) -> impl FnMut(&Data) -> Result<(), String> + Send {
+    move |d: &Data| {
+        let c = d.content();
+        if c.len() as u64 != len {
+            return Err(format!(
+                "{what}: {} bytes from {}, where the signed manifest says {len}",
+                c.len(),
+                d.name()
+            ));
+        }
+        if granary_packet::sha256(c) != hash {
+            return Err(format!(
+                "{what}: the bytes from {} do not match the signed manifest",
+                d.name()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A job for the chunks `which` of `plans`, asked of `srcs` in order;
+/// completed chunks are written at all their offsets and counted by source.
+fn phase_job(
+    info: &ObjectInfo,
+    sources: &Sources,
+    plans: &[Plan],
+    which: &[usize],
+    srcs: &[Src],
+    optional: bool,
+    w: &Arc<Mutex<Writer>>,
+) -> ItemsJob {
+    let items: Vec<Item> = which
+        .iter()
+        .map(|&i| {
+            let p = &plans[i];
+            Item {
+                requests: requests(info, sources, p, srcs),
+                check: Box::new(check_chunk(
+                    p.hash,
+                    p.len,
+                    format!("segment {} of {}", p.segs[0], info.versioned),
+                )),
+                optional,
+            }
+        })
+        .collect();
+    let places: Vec<Vec<u64>> = which
+        .iter()
+        .map(|&i| plans[i].segs.iter().map(|&s| info.map.start(s)).collect())
+        .collect();
+    let srcs = srcs.to_vec();
+    let w2 = w.clone();
+    ItemsJob::new(items).on_done(move |i, o| {
+        let Outcome::Got(d, at) = o else { return };
+        let Ok(mut w) = w2.lock() else { return };
+        if w.error.is_some() {
+            return;
+        }
+        let offsets = &places[i];
+        let bytes = d.content();
+        for off in offsets {
+            if let Err(e) = w.file.write_all_at(bytes, *off) {
+                w.error = Some(format!("{}: {e}", w.part.display()));
+                return;
+            }
+        }
+        let n = bytes.len() as u64;
+        let r = &mut w.report;
+        let src = match srcs.get(*at) {
+            Some(Src::Local) => &mut r.local,
+            Some(Src::Neighbour) => &mut r.neighbours,
+            _ => &mut r.producer,
+        };
+        src.chunks += 1;
+        src.bytes += n;
+        let more = offsets.len() as u64 - 1;
+        r.repeated.chunks += more;
+        r.repeated.bytes += more * n;
+    })
+}
+
+/// The statistics of the two phases as one run's.
+fn merge(a: &Stats, b: &Stats) -> Stats {
+    let mut s = b.clone();
+    s.seconds += a.seconds;
+    s.segments += a.segments;
+    s.bytes += a.bytes;
+    s.interests += a.interests;
+    s.retransmissions += a.retransmissions;
+    s.timeouts += a.timeouts;
+    s.congestion_marks += a.congestion_marks;
+    s.nacks_congestion += a.nacks_congestion;
+    s.nacks_duplicate += a.nacks_duplicate;
+    s.nacks_other += a.nacks_other;
+    s.rejected += a.rejected;
+    s.decreases_loss += a.decreases_loss;
+    s.decreases_mark += a.decreases_mark;
+    s.decreases_nack += a.decreases_nack;
+    if a.segments > 0 {
+        s.rtt_min_ms = if b.segments > 0 {
+            a.rtt_min_ms.min(b.rtt_min_ms)
+        } else {
+            a.rtt_min_ms
+        };
+        s.rtt_max_ms = a.rtt_max_ms.max(b.rtt_max_ms);
+        if b.segments == 0 {
+            s.rtt_avg_ms = a.rtt_avg_ms;
+        }
+    }
+    s.max_cwnd = a.max_cwnd.max(b.max_cwnd);
+    s
+}
+
+/// Fetches `info` into `out` by unique chunk (see the module doc). The file
+/// is written as `<out>.part` and renamed when every chunk is in place; on
+/// failure the `.part` is removed (a dedup fetch is not resumable: use a
+/// plain fetch with resume for that).
+pub async fn fetch_dedup<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    info: &ObjectInfo,
+    out: &Path,
+    sources: &Sources,
+) -> Result<(DedupReport, Stats), Error> {
+    let plans = plan(info)?;
+    let size = info
+        .map
+        .file_size()
+        .ok_or_else(|| Error::Fetch(format!("{}: size unknown", info.versioned)))?;
+    let (part, state_p, hashes_p) = part_paths(out);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&part)
+        .map_err(|e| Error::Output(format!("{}: {e}", part.display())))?;
+    // A stale plain-fetch state must not make a later --resume trust this file.
+    let _ = std::fs::remove_file(&state_p);
+    let _ = std::fs::remove_file(&hashes_p);
+    file.set_len(size)
+        .map_err(|e| Error::Output(format!("{}: {e}", part.display())))?;
+    let report = DedupReport {
+        versioned: info.versioned.to_string(),
+        path: out.to_path_buf(),
+        size,
+        segments: info.map.count(),
+        unique_chunks: plans.len() as u64,
+        verified_by: info.verified_by.clone(),
+        ..Default::default()
+    };
+    let w = Arc::new(Mutex::new(Writer {
+        file,
+        part: part.clone(),
+        report,
+        error: None,
+    }));
+    // Phase 1: the own store and the neighbours, by hash (a fixed window
+    // of 30 as carepo, its own RTT estimate: the LAN's). Misses are given up
+    // and go to phase 2: the producer by name, on the caller's engine (its
+    // window and RTT estimate are the WAN's). One shared window would let a
+    // burst of name requests meant for the slow link be sized by the LAN.
+    let all: Vec<usize> = (0..plans.len()).collect();
+    let mut st1 = Stats::default();
+    let mut run1: Result<(), Error> = Ok(());
+    let mut rest = all.clone();
+    let hash_srcs: Vec<Src> = [Src::Local, Src::Neighbour]
+        .into_iter()
+        .filter(|s| match s {
+            Src::Local => sources.local.is_some(),
+            _ => sources.neighbours.is_some(),
+        })
+        .collect();
+    if !hash_srcs.is_empty() && !plans.is_empty() {
+        let cfg = crate::Config {
+            pipeline_type: crate::PipelineType::Fixed,
+            pipeline_size: 30,
+            ..engine.config().clone()
+        };
+        let mut e1 = Engine::new(cfg);
+        let mut job = phase_job(info, sources, &plans, &all, &hash_srcs, true, &w);
+        match e1.run(link, &mut [&mut job]).await {
+            Ok(st) => st1 = st,
+            Err(e) => run1 = Err(e),
+        }
+        rest = job.failed().into_iter().map(|i| all[i]).collect();
+    }
+    let mut state = JobState::Done;
+    let mut run = run1.map(|_| Stats::default());
+    if run.is_ok() && !rest.is_empty() {
+        let mut job = phase_job(info, sources, &plans, &rest, &[Src::Producer], false, &w);
+        run = engine.run(link, &mut [&mut job]).await;
+        state = job.state();
+    }
+    let run = run.map(|st2| merge(&st1, &st2));
+    drop(plans);
+    let w = Arc::try_unwrap(w)
+        .ok()
+        .and_then(|m| m.into_inner().ok())
+        .ok_or_else(|| Error::Output("dedup writer still shared".into()));
+    let fail = |_: Option<&Writer>, e: Error| {
+        let _ = std::fs::remove_file(&part);
+        Err(e)
+    };
+    let w = match w {
+        Ok(w) => w,
+        Err(e) => return fail(None, e),
+    };
+    let st = match run {
+        Ok(st) => st,
+        Err(e) => return fail(Some(&w), e),
+    };
+    if let JobState::Failed(e) = state {
+        return fail(Some(&w), Error::Fetch(format!("{}: {e}", info.versioned)));
+    }
+    if let Some(e) = &w.error {
+        let e = Error::Output(e.clone());
+        return fail(Some(&w), e);
+    }
+    if let Err(e) = w.file.sync_all() {
+        return fail(Some(&w), Error::Output(format!("{}: {e}", part.display())));
+    }
+    if let Err(e) = std::fs::rename(&part, out) {
+        return fail(Some(&w), Error::Output(format!("{}: {e}", out.display())));
+    }
+    Ok((w.report, st))
+}
