@@ -278,6 +278,31 @@ fn interrupted_per_packet_download_resumes_from_recorded_hashes() {
     resume_and_check(&d, "/py/resume", &out, &body, total, before);
 }
 
+/// `granary cat NAME --offset OFF --length LEN --stats`: checks the bytes
+/// against `body` and returns the number of Data received and stderr.
+fn cat_range(d: &Daemon, name: &str, body: &[u8], off: usize, len: usize) -> (u64, String) {
+    let o = d.cli(&[
+        "cat",
+        name,
+        "--offset",
+        &off.to_string(),
+        "--length",
+        &len.to_string(),
+        "--stats",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "{name} {off}+{len}: {err}");
+    let end = (off + len).min(body.len());
+    assert_eq!(o.stdout, body[off..end], "{name} {off}+{len}");
+    let got = err
+        .lines()
+        .find_map(|l| l.strip_prefix("Segments received: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    (got, err)
+}
+
 #[test]
 fn byte_ranges_fetch_only_the_covering_segments() {
     let d = Daemon::start(&[]);
@@ -304,26 +329,8 @@ fn byte_ranges_fetch_only_the_covering_segments() {
         (size, 10, 0),           // at the end: nothing
     ];
     for &(off, len, segs) in cases {
-        let o = d.cli(&[
-            "cat",
-            "/ranges/f",
-            "--offset",
-            &off.to_string(),
-            "--length",
-            &len.to_string(),
-            "--stats",
-        ]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{off}+{len}: {err}");
-        let end = (off + len).min(size);
-        assert_eq!(o.stdout, body[off..end], "{off}+{len}");
+        let (got, err) = cat_range(&d, "/ranges/f", &body, off, len);
         // metadata + manifest root + the covering segments.
-        let got: u64 = err
-            .lines()
-            .find_map(|l| l.strip_prefix("Segments received: "))
-            .unwrap()
-            .parse()
-            .unwrap();
         assert_eq!(got, 2 + segs, "{off}+{len}: {err}");
     }
     let o = d.cli(&["cat", "/ranges/f", "--offset", &(size + 1).to_string()]);
@@ -367,25 +374,7 @@ fn byte_ranges_over_content_defined_segments() {
     .iter()
     .enumerate()
     {
-        let o = d.cli(&[
-            "cat",
-            "/ranges/cdc",
-            "--offset",
-            &off.to_string(),
-            "--length",
-            &len.to_string(),
-            "--stats",
-        ]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "{off}+{len}: {err}");
-        let end = (off + len).min(size);
-        assert_eq!(o.stdout, body[off..end], "case {k}: {off}+{len}");
-        let got: u64 = err
-            .lines()
-            .find_map(|l| l.strip_prefix("Segments received: "))
-            .unwrap()
-            .parse()
-            .unwrap();
+        let (got, err) = cat_range(&d, "/ranges/cdc", &body, off, len);
         // Chunks are at least 1 KiB (but the last): a small range needs at
         // most 2 data segments, plus metadata and the manifest.
         if len <= 3000 {
