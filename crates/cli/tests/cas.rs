@@ -9,18 +9,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
-
 fn stat(d: &Daemon, name: &str) -> (Value, std::path::PathBuf) {
     let out = d.ok(&["stat", name]);
     let (json, path) = out.rsplit_once("\npath ").unwrap();

@@ -10,18 +10,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
-
 fn tcp(d: &Daemon) -> String {
     format!("tcp4://{}", d.tcp.as_ref().unwrap())
 }

@@ -4,23 +4,13 @@
 //! similar to A: most of B comes from client1 by hash request, and the
 //! pair takes less time than fetching both by name.
 
+mod common;
 mod netns;
 
 use std::time::Instant;
 
+use common::noise;
 use netns::Node;
-
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
 
 /// B is A with four 100-byte insertions.
 fn similar_pair(n: usize) -> (Vec<u8>, Vec<u8>) {
