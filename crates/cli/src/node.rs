@@ -145,44 +145,46 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
         .send(granary_face::FaceEvent::Created(handle))
         .await
         .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
-    let mut p = ControlParameters::new();
-    p.name = Some(Name::new());
-    p.flags = Some(0);
-    p.cost = Some(100);
-    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
-    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
-    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
-        .await;
-    // Hash requests from neighbours (one hop, /localhop), answered from the
-    // hash index. A high cost: this node's own apps reach its neighbours
-    // first (their routes cost less) and the repository only when there is
-    // no other route; a neighbour's request may go only to local faces, so
-    // it reaches the repository whatever the cost.
-    let mut p = ControlParameters::new();
-    p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
-    p.flags = Some(granary_mgmt::values::route_flags::CHILD_INHERIT);
-    p.cost = Some(granary_repo::HASH_ROUTE_COST);
-    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
-    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
-    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
-        .await;
-    // The node's own hash lookups (dedup fetch asks its store first).
-    let mut p = ControlParameters::new();
-    p.name = Some(Name::from_uri(granary_repo::LOCAL_HASH_PREFIX)?);
-    p.cost = Some(0);
-    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
-    let cmd = granary_mgmt::make_command(&nfd(), "rib", "register", &p).encode();
-    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
-        .await;
-    // Hash requests go to every neighbour with a route and to the own
-    // repository at once (multicast): the own repository's Nack must not
-    // end a request a neighbour could answer.
-    let mut p = ControlParameters::new();
-    p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
-    p.strategy = Some(granary_forwarder::strategy::Strategy::Multicast.name());
-    let cmd = granary_mgmt::make_command(&nfd(), "strategy-choice", "set", &p).encode();
-    app.send(granary_face::NetPacket::Interest(cmd), Default::default())
-        .await;
+    // Names no other producer claims (cost 100, no ChildInherit).
+    let route = granary_mgmt::values::route_flags::CHILD_INHERIT;
+    let cmds = [
+        ("rib", "register", static_route(Name::new(), 0, 100)),
+        // Hash requests from neighbours (one hop, /localhop), answered from
+        // the hash index. A high cost: this node's own apps reach its
+        // neighbours first (their routes cost less) and the repository only
+        // when there is no other route; a neighbour's request may go only to
+        // local faces, so it reaches the repository whatever the cost.
+        (
+            "rib",
+            "register",
+            static_route(
+                Name::from_uri(granary_repo::HASH_PREFIX)?,
+                route,
+                granary_repo::HASH_ROUTE_COST,
+            ),
+        ),
+        // The node's own hash lookups (dedup fetch asks its store first;
+        // ChildInherit, the register default it had before).
+        (
+            "rib",
+            "register",
+            static_route(Name::from_uri(granary_repo::LOCAL_HASH_PREFIX)?, route, 0),
+        ),
+        // Hash requests go to every neighbour with a route and to the own
+        // repository at once (multicast): the own repository's Nack must not
+        // end a request a neighbour could answer.
+        ("strategy-choice", "set", {
+            let mut p = ControlParameters::new();
+            p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
+            p.strategy = Some(granary_forwarder::strategy::Strategy::Multicast.name());
+            p
+        }),
+    ];
+    for (module, verb, p) in cmds {
+        let cmd = granary_mgmt::make_command(&nfd(), module, verb, &p).encode();
+        app.send(granary_face::NetPacket::Interest(cmd), Default::default())
+            .await;
+    }
     tracing::info!(
         "repository {} ({:?} metadata)",
         dir.display(),
@@ -387,6 +389,16 @@ async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Resul
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// ControlParameters of a static route for the repository's face.
+fn static_route(name: Name, flags: u64, cost: u64) -> ControlParameters {
+    let mut p = ControlParameters::new();
+    p.name = Some(name);
+    p.flags = Some(flags);
+    p.cost = Some(cost);
+    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
+    p
 }
 
 pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
