@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Content-defined chunking: publishing cost and chunking speed, in one run.
-# Usage: bash bench/cas.sh [MIB] [ROUNDS]   (default: 1024 3)
+# Usage: bash bench/cas.sh [MIB] [ROUNDS]   (default: 1024 5)
 #  1. chunking throughput in memory (FastCDC, Rabin 31-byte window, SHA-256
 #     for scale): crates/store/examples/chunk_speed.rs;
 #  2. `granary put` of one MIB-MiB file (no daemon, fsync, signed manifest):
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
-rounds=${2:-3}
+rounds=${2:-5}
 cargo build --release -q -p granary
 cargo build --release -q -p granary-store --example chunk_speed
 G=$PWD/target/release/granary
@@ -36,6 +36,11 @@ for r in $(seq "$rounds"); do
     esac
     d="$work/d-$what"
     rm -rf "$d"
+    # Same preparation before every run: this VM returns freed pages to its
+    # host within seconds (virtio-balloon free page reporting) and the next
+    # writer of page cache pays a host fault per page, so runs alternate
+    # and the medians are compared.
+    sleep 1
     read -r s k u sy <<<"$(m "$G" --data-dir "$d" --socket "$work/none.sock" put "$src" "/bench/$what" "${args[@]}")"
     segs=$("$G" --data-dir "$d" stat "/bench/$what" | python3 -c 'import sys,json; t=sys.stdin.read(); m=json.loads(t[:t.rindex("path ")]); print(m.get("segments") or (m["size"]+m["segment_size"]-1)//m["segment_size"])')
     times[$what]="${times[$what]:-} $s"

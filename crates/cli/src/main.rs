@@ -134,6 +134,11 @@ enum Command {
         /// hash requests until `granary repo reindex`); for measurements.
         #[arg(long)]
         no_index: bool,
+        /// Also compute the SHA-256 of the whole file (one more hashing pass
+        /// at ingest); shown by `stat` and carried in the manifest root.
+        /// Without it the manifest's hash tree identifies the content.
+        #[arg(long)]
+        sha256: bool,
     },
     /// Repository maintenance: hash index, settings.
     #[command(subcommand)]
@@ -372,6 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             segment_size,
             chunking,
             no_index,
+            sha256,
         } => repo::put(
             &data_dir,
             &socket,
@@ -384,6 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             segment_size,
             chunking.resolve()?,
             !no_index,
+            sha256,
         ),
         Command::Repo(cmd) => repo::repo_cmd(&data_dir, cmd),
         Command::Dedup {

@@ -37,6 +37,7 @@ pub fn put(
     segment_size: Option<u32>,
     chunking: Option<granary_store::Chunking>,
     index: bool,
+    file_sha256: bool,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     granary_store::path::check(&n)?;
@@ -84,6 +85,7 @@ pub fn put(
                 segment_size,
                 chunking,
                 index,
+                file_sha256,
                 &bar,
             ))?
         }
@@ -104,6 +106,7 @@ pub fn put(
                 segment_size,
                 chunking,
                 index,
+                file_sha256,
             };
             if stdin {
                 let reader = std::io::stdin().lock();
@@ -125,7 +128,7 @@ pub fn put(
     let size = result["size"].as_f64().unwrap_or(0.0);
     let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
     eprintln!(
-        "published {} bytes in {} segments ({}, {:.1} MB/s{}), sha256 {}",
+        "published {} bytes in {} segments ({}, {:.1} MB/s{}){}",
         size,
         result["segments"],
         result["chunking"].as_str().unwrap_or("?"),
@@ -136,7 +139,10 @@ pub fn put(
             (false, true) => ", reflinked: no data copied",
             (false, false) => "",
         },
-        result["sha256"].as_str().unwrap_or_default()
+        match result["sha256"].as_str() {
+            Some(h) => format!(", sha256 {h}"),
+            None => String::new(),
+        }
     );
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         eprintln!("removed {r} older version(s) (--keep)");
@@ -162,6 +168,7 @@ async fn put_via_daemon(
     segment_size: Option<u32>,
     chunking: Option<granary_store::Chunking>,
     index: bool,
+    file_sha256: bool,
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<serde_json::Value> {
     let id = format!(
@@ -182,6 +189,7 @@ async fn put_via_daemon(
         "id": id,
         "chunking": chunking.map(|c| c.to_string()),
         "index": index,
+        "sha256": file_sha256,
     });
     let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
     let mut f = InterestFields::new(cmd);
@@ -377,6 +385,7 @@ pub fn publish_fetched(
             None,
             Some(chunking),
             true,
+            false,
             &bar,
         ))?,
         None => {
@@ -392,6 +401,7 @@ pub fn publish_fetched(
                 segment_size: None,
                 chunking: Some(chunking),
                 index: true,
+                file_sha256: false,
             };
             granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
                 .map_err(|e| anyhow::anyhow!(e))?

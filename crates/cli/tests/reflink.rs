@@ -80,11 +80,12 @@ fn random_file(p: &Path, len: usize, seed: u64) {
     std::fs::write(p, bytes).unwrap();
 }
 
-fn put(data: &Path, socket: &Path, src: &Path, name: &str) -> String {
+fn put(data: &Path, socket: &Path, src: &Path, name: &str, extra: &[&str]) -> String {
     let out = granary()
         .args(["--data-dir", data.to_str().unwrap()])
         .args(["--socket", socket.to_str().unwrap()])
         .args(["put", src.to_str().unwrap(), name])
+        .args(extra)
         .output()
         .unwrap();
     assert!(
@@ -107,7 +108,7 @@ fn put_on_xfs_reflinks_instead_of_copying() {
 
     // 1. No daemon: the CLI ingests into the data directory itself.
     let before = fs.used();
-    let msg = put(&data, &data.join("none.sock"), &src, "/x/cli");
+    let msg = put(&data, &data.join("none.sock"), &src, "/x/cli", &[]);
     let grew = fs.used().saturating_sub(before);
     assert!(msg.contains("reflinked: no data copied"), "{msg}");
     assert!(
@@ -118,7 +119,7 @@ fn put_on_xfs_reflinks_instead_of_copying() {
     // 2. Through a running daemon on the same file system.
     let d = Daemon::start_at(tempfile::tempdir().unwrap(), data.clone(), &[]);
     let before = fs.used();
-    let msg = put(&d.data, &d.socket, &src, "/x/daemon");
+    let msg = put(&d.data, &d.socket, &src, "/x/daemon", &["--sha256"]);
     let grew = fs.used().saturating_sub(before);
     assert!(msg.contains("reflinked by the daemon"), "{msg}");
     assert!(grew < (len as u64) / 8, "daemon reflink used {grew} bytes");
@@ -164,11 +165,32 @@ fn put_elsewhere_copies() {
     let on_xfs = sh(Command::new("stat")
         .args(["-f", "-c", "%T"])
         .arg(dir.path()));
-    let msg = put(dir.path(), &dir.path().join("none.sock"), &src, "/y/f");
+    let msg = put(
+        dir.path(),
+        &dir.path().join("none.sock"),
+        &src,
+        "/y/f",
+        &["--sha256"],
+    );
     if on_xfs.trim() != "xfs" && on_xfs.trim() != "btrfs" {
         assert!(!msg.contains("reflinked"), "{msg}");
     }
     assert!(msg.contains("published 100000 bytes"), "{msg}");
+    // The kernel's copy is what was hashed: the whole-file hash asked for
+    // is that of the source, and the stored file is byte-identical.
+    let sha = sha256_hex(&std::fs::read(&src).unwrap());
+    assert!(msg.contains(&sha), "{msg}");
+    let store = granary_store::Store::open(dir.path().join("repo")).unwrap();
+    let e = store
+        .get(&granary_packet::Name::from_uri("/y/f").unwrap(), None)
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&e.path).unwrap(),
+        std::fs::read(&src).unwrap()
+    );
+    // Without --sha256 no whole-file pass is made.
+    let msg = put(dir.path(), &dir.path().join("none.sock"), &src, "/y/g", &[]);
+    assert!(!msg.contains("sha256"), "{msg}");
 }
 
 fn sha256_hex(b: &[u8]) -> String {

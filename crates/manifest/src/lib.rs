@@ -11,7 +11,8 @@
 //!   `.hashes` file); level i+1 is the SHA-256 of each 8 KiB block (256
 //!   hashes) of level i, until a level has at most [`ROOT_HASHES`] hashes;
 //! - segment 0, the **root**, holds that top level plus the file's size,
-//!   segment size, segment count and SHA-256, and is the only Data signed with
+//!   segment size, segment count and (when the publisher computed it) the
+//!   whole file's SHA-256, and is the only Data signed with
 //!   the publisher's key;
 //! - segments 1.. are the blocks of the levels below the top, top-down,
 //!   each checked against its parent's hash (DigestSha256-signed only).
@@ -179,8 +180,9 @@ pub struct Root {
     pub segment_size: u64,
     /// File size.
     pub file_size: u64,
-    /// Whole-file SHA-256.
-    pub file_sha256: [u8; 32],
+    /// Whole-file SHA-256, when the publisher computed it (optional: the
+    /// hash tree already identifies the content).
+    pub file_sha256: Option<[u8; 32]>,
     /// Levels below the top.
     pub levels: u64,
     /// Top-level hashes (level-0 entries when the root is level 0).
@@ -196,7 +198,9 @@ impl Root {
         tlv::put_nni_tlv(&mut c, tt::SEGMENT_COUNT, self.segment_count);
         tlv::put_nni_tlv(&mut c, tt::SEGMENT_SIZE, self.segment_size);
         tlv::put_nni_tlv(&mut c, tt::FILE_SIZE, self.file_size);
-        tlv::put_tlv(&mut c, tt::FILE_SHA256, &self.file_sha256);
+        if let Some(h) = &self.file_sha256 {
+            tlv::put_tlv(&mut c, tt::FILE_SHA256, h);
+        }
         tlv::put_nni_tlv(&mut c, tt::LEVELS, self.levels);
         tlv::put_tlv(&mut c, tt::HASHES, &self.hashes);
         if self.format != FORMAT_FIXED {
@@ -224,7 +228,7 @@ impl Root {
             }
         }
         let root = match (sc, ss, fs, fh, lv, hs) {
-            (Some(a), Some(b), Some(c), Some(d), Some(e), Some(f)) => Root {
+            (Some(a), Some(b), Some(c), d, Some(e), Some(f)) => Root {
                 segment_count: a,
                 segment_size: b,
                 file_size: c,
@@ -275,7 +279,7 @@ pub fn compute(
     level0: &[u8],
     segment_size: u64,
     file_size: u64,
-    file_sha256: [u8; 32],
+    file_sha256: Option<[u8; 32]>,
 ) -> (Vec<u8>, Root) {
     compute_with(FORMAT_FIXED, level0, segment_size, file_size, file_sha256)
 }
@@ -286,7 +290,7 @@ pub fn compute_variable(
     level0: &[u8],
     max_segment: u64,
     file_size: u64,
-    file_sha256: [u8; 32],
+    file_sha256: Option<[u8; 32]>,
 ) -> (Vec<u8>, Root) {
     compute_with(FORMAT_VARIABLE, level0, max_segment, file_size, file_sha256)
 }
@@ -300,7 +304,7 @@ pub fn compute_variable_from_level1(
     segments: u64,
     max_segment: u64,
     file_size: u64,
-    file_sha256: [u8; 32],
+    file_sha256: Option<[u8; 32]>,
 ) -> (Vec<u8>, Root) {
     let layout = Layout::with_format(segments, FORMAT_VARIABLE);
     let mut upper = Vec::new();
@@ -327,7 +331,7 @@ fn compute_with(
     level0: &[u8],
     segment_size: u64,
     file_size: u64,
-    file_sha256: [u8; 32],
+    file_sha256: Option<[u8; 32]>,
 ) -> (Vec<u8>, Root) {
     let probe = Layout::with_format(0, format);
     let layout = Layout::with_format(level0.len() as u64 / probe.entry_size(0) as u64, format);
@@ -587,8 +591,12 @@ mod tests {
             .iter()
             .flat_map(|c| <[u8; 32]>::from(Sha256::digest(c)))
             .collect();
-        let (upper, root) = compute(&l0, 10, 10 * n as u64, [0; 32]);
+        // The whole-file hash is optional: present for odd n, absent for
+        // even n, and it survives the round trip either way.
+        let whole = (n % 2 == 1).then_some([n as u8; 32]);
+        let (upper, root) = compute(&l0, 10, 10 * n as u64, whole);
         let root = Root::decode(&root.encode()).unwrap();
+        assert_eq!(root.file_sha256, whole);
         let mut ck = Checker::new(root);
         let layout = Layout::new(n as u64);
         // Serve blocks as the repo does: upper levels from `upper`, level 0 from l0.
@@ -624,7 +632,7 @@ mod tests {
         let l0: Vec<u8> = (0..1000u32)
             .flat_map(|i| <[u8; 32]>::from(Sha256::digest(i.to_be_bytes())))
             .collect();
-        let (_, root) = compute(&l0, 1, 1000, [0; 32]);
+        let (_, root) = compute(&l0, 1, 1000, Some([0; 32]));
         let mut ck = Checker::new(root);
         assert!(ck.accept_block(1, &l0[..8192]).is_ok());
         let mut bad = l0[8192..16384].to_vec();
@@ -651,7 +659,7 @@ mod tests {
             l0.extend_from_slice(&encode_entry(&h, off, c.len() as u32));
             off += c.len() as u64;
         }
-        let (upper, root) = compute_variable(&l0, 8192, off, [0; 32]);
+        let (upper, root) = compute_variable(&l0, 8192, off, Some([0; 32]));
         let root = Root::decode(&root.encode()).unwrap();
         assert!(root.is_variable());
         let mut ck = Checker::new(root);
@@ -695,10 +703,10 @@ mod tests {
                 let h = <[u8; 32]>::from(Sha256::digest((i as u64).to_be_bytes()));
                 l0.extend_from_slice(&encode_entry(&h, i as u64 * 10, 10));
             }
-            let (u1, r1) = compute_variable(&l0, 8192, n as u64 * 10, [3; 32]);
+            let (u1, r1) = compute_variable(&l0, 8192, n as u64 * 10, None);
             let level1 = hash_blocks(&l0, LEAF_FANOUT_V2 as usize * ENTRY_V2);
             let (u2, r2) =
-                compute_variable_from_level1(level1, n as u64, 8192, n as u64 * 10, [3; 32]);
+                compute_variable_from_level1(level1, n as u64, 8192, n as u64 * 10, None);
             assert_eq!((u1, r1), (u2, r2), "{n}");
         }
     }
@@ -718,16 +726,16 @@ mod tests {
         for (off, len) in [(0u64, 4000u32), (3000, 4000)] {
             l0.extend_from_slice(&encode_entry(&h, off, len));
         }
-        let (_, root) = compute_variable(&l0, 8192, 7000, [0; 32]);
+        let (_, root) = compute_variable(&l0, 8192, 7000, Some([0; 32]));
         let ck = Checker::new(root);
         assert!(ck.segment_hash(0).is_none(), "nothing trusted");
         // A length above the root's maximum.
         let mut l0 = Vec::new();
         l0.extend_from_slice(&encode_entry(&h, 0, 9000));
-        let (_, root) = compute_variable(&l0, 8192, 9000, [0; 32]);
+        let (_, root) = compute_variable(&l0, 8192, 9000, Some([0; 32]));
         assert!(Checker::new(root).segment_len(0).is_none());
         // Format 1 roots decode unchanged, with no Format field.
-        let (_, r1) = compute(&[0u8; 64], 10, 20, [0; 32]);
+        let (_, r1) = compute(&[0u8; 64], 10, 20, Some([0; 32]));
         let enc = r1.encode();
         assert!(!enc.windows(3).any(|w| w == [0xFD, 0xF5, 0x8C]));
         assert_eq!(Root::decode(&enc).unwrap().format, FORMAT_FIXED);

@@ -92,6 +92,8 @@ pub struct Publish<'a> {
     pub chunking: Option<granary_store::Chunking>,
     /// Add the segments to the hash index (normally true).
     pub index: bool,
+    /// Also hash the whole file ([`PutOptions::file_sha256`]).
+    pub file_sha256: bool,
 }
 
 /// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
@@ -156,6 +158,7 @@ fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
         version: how.version,
         chunking: Some(chunking),
         index: how.index,
+        file_sha256: how.file_sha256,
         ..Default::default()
     })
 }
@@ -323,6 +326,7 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             .transpose()
             .map_err(|e: String| e)?,
         index: p["index"].as_bool().unwrap_or(true),
+        file_sha256: p["sha256"].as_bool().unwrap_or(false),
     };
     publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)

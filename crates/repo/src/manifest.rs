@@ -57,7 +57,10 @@ pub fn publish(
     signer: &Signer,
     policy: &str,
 ) -> Result<Data, String> {
-    let sha: [u8; 32] = hex_to_32(&e.meta.sha256).ok_or("bad sha256 in metadata")?;
+    let sha = match e.meta.sha256.as_deref() {
+        Some(h) => Some(hex_to_32(h).ok_or("bad sha256 in metadata")?),
+        None => None,
+    };
     let (upper, root) = if e.meta.is_fixed() {
         let level0 = store
             .read_extra(e, "hashes")

@@ -120,6 +120,10 @@ pub struct PutOptions {
     pub chunking: Option<Chunking>,
     /// Add the segments to the hash index once published.
     pub index: bool,
+    /// Also compute the SHA-256 of the whole file (one more hashing pass;
+    /// recorded in the metadata and the manifest root). Off by default:
+    /// the manifest's hash tree already identifies the content.
+    pub file_sha256: bool,
 }
 
 impl Default for PutOptions {
@@ -130,6 +134,7 @@ impl Default for PutOptions {
             content_type: None,
             chunking: None,
             index: true,
+            file_sha256: false,
         }
     }
 }
@@ -270,14 +275,27 @@ impl Store {
             return r.map(|e| (e, true));
         }
         let _ = fs::remove_file(&clone);
-        let f = fs::File::open(src).map_err(Error::io(src))?;
-        self.ingest(name, f, None, &id, opts, progress)
-            .map(|e| (e, false))
+        // No reflink: the kernel copies (copy_file_range, as cp does; no
+        // trip through user space) and the bytes are read back from the
+        // copy to be cut and hashed, so the hashes describe exactly what
+        // is stored even if `src` changes meanwhile.
+        let r = (|| {
+            let from = fs::File::open(src).map_err(Error::io(src))?;
+            let to = fs::File::create(&clone).map_err(Error::io(&clone))?;
+            let back = fs::File::open(&clone).map_err(Error::io(&clone))?;
+            let through = CopyThrough { from, to, back };
+            self.ingest(name, through, Some(&clone), &id, opts, progress)
+        })();
+        if r.is_err() {
+            let _ = fs::remove_file(&clone);
+        }
+        r.map(|e| (e, false))
     }
 
     /// One streaming pass over `reader`: per-segment and whole-file hashes,
-    /// and the copy into the temp data file — unless `cloned` names a temp
-    /// data file that already holds the bytes (a reflink of `reader`'s file).
+    /// and the copy into the temp data file — unless `cloned` names the temp
+    /// data file that `reader` reads from (a reflink of the source, or the
+    /// kernel's copy of it: [`CopyThrough`]).
     fn ingest(
         &self,
         name: &Name,
@@ -327,16 +345,19 @@ impl Store {
             } else {
                 None
             };
-            // Two threads: this one reads, writes the data file and hashes
-            // the whole file; a worker cuts segments, hashes each, writes
-            // the hash and offset files and feeds the index transaction.
-            // 1 MiB blocks go round between them (constant memory).
+            // Two threads: this one reads, writes the data file and cuts
+            // segments; a worker hashes each segment (and the whole file if
+            // asked), writes the hash and offset files and feeds the index.
+            // Blocks of 1 MiB (plus room for the undecided tail of the
+            // previous block, at most one segment) go round between them:
+            // constant memory, and each byte is copied once.
             const BLOCK: usize = 1 << 20;
             const BLOCKS: usize = 4;
-            let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(BLOCKS);
+            let max = cutter.max();
+            let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
             let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
             for _ in 0..BLOCKS {
-                let _ = free_tx.send(vec![0u8; BLOCK]);
+                let _ = free_tx.send(vec![0u8; BLOCK + max]);
             }
             let worker_paths = (tmp_hash.clone(), tmp_off.clone());
             // One ingest at a time holds a write transaction; others (their
@@ -345,34 +366,42 @@ impl Store {
                 Some(ix) if !ix.writing() => ix.writer(&rel).ok(),
                 _ => None,
             };
+            let whole = opts.file_sha256;
             let worker = std::thread::spawn(move || {
                 segment_worker(
-                    cutter,
                     full_rx,
                     free_tx,
                     hashes,
                     offsets,
                     writer,
+                    whole,
                     worker_paths,
                 )
             });
-            let mut whole = Sha256::new();
+            // Write-back starts while ingesting, so the final fsync has
+            // only the tail left to wait for.
+            let mut flusher = Some(Flusher::start(&data, &tmp_data)?);
             let mut size = 0u64;
             let read_result = (|| -> Result<()> {
-                // Never read again after the end (some readers fail then).
+                // The undecided tail of the previous block (< max bytes).
+                let mut carry: Vec<u8> = Vec::with_capacity(max);
+                let mut start = 0u64; // file offset of carry[0]
+                                      // Never read again after the end (some readers fail then).
                 let mut eof = false;
                 while !eof {
-                    let Ok(mut block) = free_rx.recv() else {
+                    let Ok(mut buf) = free_rx.recv() else {
                         return Ok(()); // the worker stopped: its error follows
                     };
-                    let mut n = 0;
-                    while n < BLOCK {
-                        match reader.read(&mut block[n..]) {
+                    let head = carry.len();
+                    buf[..head].copy_from_slice(&carry);
+                    let mut len = head;
+                    while len < head + BLOCK {
+                        match reader.read(&mut buf[len..head + BLOCK]) {
                             Ok(0) => {
                                 eof = true;
                                 break;
                             }
-                            Ok(k) => n += k,
+                            Ok(k) => len += k,
                             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                             Err(e) => {
                                 return Err(Error::Io {
@@ -382,16 +411,34 @@ impl Store {
                             }
                         }
                     }
-                    if n == 0 {
-                        return Ok(());
+                    if cloned.is_none() && len > head {
+                        data.write_all(&buf[head..len])
+                            .map_err(Error::io(&tmp_data))?;
                     }
-                    if cloned.is_none() {
-                        data.write_all(&block[..n]).map_err(Error::io(&tmp_data))?;
+                    size += (len - head) as u64;
+                    if let Some(f) = flusher.as_mut() {
+                        f.written(size);
                     }
-                    whole.update(&block[..n]);
-                    size += n as u64;
                     progress(size);
-                    if full_tx.send((block, n)).is_err() {
+                    // Cut where at least `max` bytes follow (or at the end),
+                    // so boundaries never depend on where blocks fall.
+                    let mut cuts = Vec::with_capacity(BLOCK / 1024);
+                    let mut pos = 0usize;
+                    while pos < len && (eof || len - pos >= max) {
+                        pos += cutter.cut(&buf[pos..len]);
+                        cuts.push(pos as u32);
+                    }
+                    carry.clear();
+                    carry.extend_from_slice(&buf[pos..len]);
+                    let block = Block {
+                        buf,
+                        head,
+                        len,
+                        cuts,
+                        start,
+                    };
+                    start += pos as u64;
+                    if full_tx.send(block).is_err() {
                         return Ok(());
                     }
                 }
@@ -401,8 +448,11 @@ impl Store {
             let worked = worker
                 .join()
                 .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
+            if let Some(f) = flusher {
+                f.stop();
+            }
             read_result?;
-            let (segments, index_writer) = worked?;
+            let (segments, index_writer, whole) = worked?;
             let segments = segments.max(1);
             data.sync_all().map_err(Error::io(&tmp_data))?;
             let m = FileMeta {
@@ -412,7 +462,7 @@ impl Store {
                 segment_size: chunking.max_len(),
                 chunking: chunking.to_string(),
                 segments: variable.then_some(segments),
-                sha256: hex::encode(whole.finalize()),
+                sha256: whole.map(hex::encode),
                 manifest: None,
                 signer: None,
                 signing: None,
@@ -1198,29 +1248,41 @@ impl Store {
     }
 }
 
-type Worked = (u64, Option<index::Writer>);
+/// One block of input on its way to the segment worker: `buf[..len]` holds
+/// `head` bytes carried from the previous block (already written and
+/// counted) and then new bytes; `cuts` are the segment ends in `buf`
+/// (the first segment starts at 0); `start` is the file offset of `buf[0]`.
+struct Block {
+    buf: Vec<u8>,
+    head: usize,
+    len: usize,
+    cuts: Vec<u32>,
+    start: u64,
+}
 
-/// The segment side of ingest: cuts the blocks it receives into segments
-/// (carrying the undecided tail across blocks), writes each segment's hash
-/// and start offset, and adds them to the index transaction in batches.
+/// Segment count, the index transaction, the whole-file hash if asked.
+type Worked = (u64, Option<index::Writer>, Option<[u8; 32]>);
+
+/// The hashing side of ingest: hashes the segments of each block it
+/// receives, writes each segment's hash and start offset, adds them to the
+/// index transaction in batches, and hashes the whole file when `whole`.
 /// Returns the segment count (an empty input is one empty segment).
 fn segment_worker(
-    cutter: chunking::Cutter,
-    full: std::sync::mpsc::Receiver<(Vec<u8>, usize)>,
+    full: std::sync::mpsc::Receiver<Block>,
     free: std::sync::mpsc::SyncSender<Vec<u8>>,
     mut hashes: std::io::BufWriter<fs::File>,
     mut offsets: Option<std::io::BufWriter<fs::File>>,
     mut writer: Option<index::Writer>,
+    whole: bool,
     (hash_path, off_path): (PathBuf, PathBuf),
 ) -> Result<Worked> {
     // Index entries per batch (sorted before insertion: 1.5 MiB).
     const BATCH: usize = 32 * 1024;
-    let max = cutter.max();
-    let mut carry: Vec<u8> = Vec::with_capacity((1 << 20) + max);
-    let mut start = 0u64; // file offset of carry[0]
+    let mut whole = whole.then(Sha256::new);
+    let mut end = 0u64; // file offset just past the last segment
     let mut segments = 0u64;
     let mut batch: Vec<([u8; 32], u64, u32)> = Vec::with_capacity(BATCH);
-    // Index inserts run on a third thread, beside chunking and hashing.
+    // Index inserts run on a third thread, beside cutting and hashing.
     let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<([u8; 32], u64, u32)>>(2);
     let indexer = writer.take().map(|mut w| {
         std::thread::spawn(move || {
@@ -1232,34 +1294,34 @@ fn segment_worker(
             Some(w)
         })
     });
-    let mut eof = false;
-    while !eof {
-        match full.recv() {
-            Ok((block, n)) => {
-                carry.extend_from_slice(&block[..n]);
-                let _ = free.send(block);
+    let mut last = false;
+    while !last {
+        let block = full.recv();
+        last = block.is_err();
+        if let Ok(b) = block {
+            if let Some(w) = whole.as_mut() {
+                w.update(&b.buf[b.head..b.len]);
             }
-            Err(_) => eof = true,
+            let mut pos = 0usize;
+            for &cut in &b.cuts {
+                let cut = cut as usize;
+                let h: [u8; 32] = Sha256::digest(&b.buf[pos..cut]).into();
+                hashes.write_all(&h).map_err(Error::io(&hash_path))?;
+                let off = b.start + pos as u64;
+                if let Some(o) = offsets.as_mut() {
+                    o.write_all(&off.to_le_bytes())
+                        .map_err(Error::io(&off_path))?;
+                }
+                if indexer.is_some() {
+                    batch.push((h, off, (cut - pos) as u32));
+                }
+                segments += 1;
+                pos = cut;
+            }
+            end = b.start + pos as u64;
+            let _ = free.send(b.buf);
         }
-        let mut pos = 0usize;
-        while pos < carry.len() && (eof || carry.len() - pos >= max) {
-            let n = cutter.cut(&carry[pos..]);
-            let h: [u8; 32] = Sha256::digest(&carry[pos..pos + n]).into();
-            hashes.write_all(&h).map_err(Error::io(&hash_path))?;
-            let off = start + pos as u64;
-            if let Some(o) = offsets.as_mut() {
-                o.write_all(&off.to_le_bytes())
-                    .map_err(Error::io(&off_path))?;
-            }
-            if indexer.is_some() {
-                batch.push((h, off, n as u32));
-            }
-            segments += 1;
-            pos += n;
-        }
-        carry.drain(..pos);
-        start += pos as u64;
-        if batch.len() >= BATCH || (eof && !batch.is_empty()) {
+        if batch.len() >= BATCH || (last && !batch.is_empty()) {
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
             let _ = batch_tx.send(full);
         }
@@ -1282,7 +1344,7 @@ fn segment_worker(
         .map_err(Error::io(&hash_path))?;
     if let Some(mut o) = offsets {
         // The end of the last segment closes the table.
-        o.write_all(&start.to_le_bytes())
+        o.write_all(&end.to_le_bytes())
             .map_err(Error::io(&off_path))?;
         o.into_inner()
             .map_err(|e| Error::io(&off_path)(e.into_error()))?
@@ -1291,7 +1353,69 @@ fn segment_worker(
     }
     drop(batch_tx);
     let writer = indexer.and_then(|t| t.join().ok().flatten());
-    Ok((segments, writer))
+    Ok((segments, writer, whole.map(|w| w.finalize().into())))
+}
+
+/// A reader that copies `from` into `to` in the kernel, block by block, and
+/// returns the bytes read back from `to`.
+struct CopyThrough {
+    from: fs::File,
+    to: fs::File,
+    back: fs::File,
+}
+
+impl Read for CopyThrough {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // std turns File-to-File copies into copy_file_range on Linux.
+        let n = std::io::copy(&mut (&self.from).take(buf.len() as u64), &mut self.to)? as usize;
+        self.back.read_exact(&mut buf[..n])?;
+        Ok(n)
+    }
+}
+
+/// Early write-back of an ingest's data file: a thread that flushes what
+/// has been written every [`Flusher::EVERY`] bytes (`fdatasync` on its own
+/// handle), so the disk works while the CPU cuts and hashes and the final
+/// `fsync` waits only for the tail. Errors are left for that final `fsync`
+/// to report.
+struct Flusher {
+    tx: std::sync::mpsc::SyncSender<u64>,
+    thread: std::thread::JoinHandle<()>,
+    next: u64,
+}
+
+impl Flusher {
+    const EVERY: u64 = 64 << 20;
+
+    fn start(file: &fs::File, path: &Path) -> Result<Flusher> {
+        let f = file.try_clone().map_err(Error::io(path))?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<u64>(1);
+        let thread = std::thread::spawn(move || {
+            for _ in rx {
+                let _ = f.sync_data();
+            }
+        });
+        Ok(Flusher {
+            tx,
+            thread,
+            next: Self::EVERY,
+        })
+    }
+
+    /// `size` bytes are written so far; ask for a flush when a new
+    /// [`Flusher::EVERY`] boundary is crossed (never waits: a flush still
+    /// running covers it).
+    fn written(&mut self, size: u64) {
+        if size >= self.next {
+            let _ = self.tx.try_send(size);
+            self.next = size + Self::EVERY;
+        }
+    }
+
+    fn stop(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
 }
 
 fn hashes_path(data: &Path) -> PathBuf {

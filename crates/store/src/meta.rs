@@ -29,8 +29,10 @@ pub struct FileMeta {
     /// Number of segments, when they are not all `segment_size` long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<u64>,
-    /// SHA-256 of the whole file, hex.
-    pub sha256: String,
+    /// SHA-256 of the whole file, hex, when it was asked for at ingest
+    /// ([`crate::PutOptions::file_sha256`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
     /// Digest of the signed manifest, hex, once one is made.
     pub manifest: Option<String>,
     /// Key name that signs this version, if any.
