@@ -368,19 +368,39 @@ impl DataBuilder {
         if let Some(m) = &self.meta_info {
             m.encode_to(&mut buf);
         }
+        let mut content_at = 0..0;
         if let Some(c) = &self.content {
-            tlv::put_tlv(&mut buf, CONTENT, c);
+            tlv::put_header(&mut buf, CONTENT, c.len());
+            content_at = buf.len()..buf.len() + c.len();
+            buf.put_slice(c);
         }
         self.sig_info.encode_to(SIGNATURE_INFO, &mut buf);
         let sig_value = sign(&buf[HEADROOM..])?;
-        tlv::put_tlv(&mut buf, SIGNATURE_VALUE, &sig_value);
+        tlv::put_header(&mut buf, SIGNATURE_VALUE, sig_value.len());
+        let sig_at = buf.len()..buf.len() + sig_value.len();
+        buf.put_slice(&sig_value);
+        drop(sig_value);
         let value_len = buf.len() - HEADROOM;
         let hdr = tlv::var_number_len(DATA) + tlv::var_number_len(value_len as u64);
         let start = HEADROOM - hdr;
         tlv::put_header(&mut &mut buf[start..HEADROOM], DATA, value_len);
-        let wire = buf.freeze().slice(start..);
+        let all = buf.freeze();
+        // Content and signature are views of the one encoded buffer (as
+        // after decoding): a built Data holds a single allocation, which
+        // is what a content store charges for.
+        let content = self.content.as_ref().map(|_| all.slice(content_at));
+        let sig_value = all.slice(sig_at);
+        let wire = all.slice(start..);
         let name_at = hdr;
-        Ok(self.finish(wire, name_at..name_at + signed_len, sig_value))
+        Ok(Data {
+            name: self.name.clone(),
+            meta_info: self.meta_info.clone(),
+            content,
+            sig_info: self.sig_info.clone(),
+            sig_value,
+            wire,
+            signed: name_at..name_at + signed_len,
+        })
     }
 
     /// Encodes with a precomputed SignatureValue.
@@ -392,23 +412,31 @@ impl DataBuilder {
             Err(never) => match never {},
         }
     }
-
-    fn finish(&self, wire: Bytes, signed: Range<usize>, sig_value: Bytes) -> Data {
-        Data {
-            name: self.name.clone(),
-            meta_info: self.meta_info.clone(),
-            content: self.content.clone(),
-            sig_info: self.sig_info.clone(),
-            sig_value,
-            wire,
-            signed,
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_data_is_one_buffer() {
+        // Content and signature are views of the wire encoding, so a cached
+        // Data holds one allocation, not the builder's content besides.
+        let d = DataBuilder::new(Name::from_uri("/a/seg=1").unwrap())
+            .content(vec![7u8; 8192])
+            .sign_with(32, |_| Ok::<_, ()>(Bytes::from_static(&[9u8; 32])))
+            .unwrap();
+        let wire = d.wire().as_ptr_range();
+        let within = |b: &[u8]| wire.contains(&b.as_ptr()) && b.as_ptr_range().end <= wire.end;
+        assert!(within(d.content()));
+        assert_eq!(d.content(), &[7u8; 8192][..]);
+        assert!(within(d.sig_value()));
+        assert_eq!(d.sig_value(), &[9u8; 32][..]);
+        assert_eq!(
+            Data::decode(d.wire().clone()).unwrap().content(),
+            d.content()
+        );
+    }
 
     #[test]
     fn encode_decode_round_trip() {
