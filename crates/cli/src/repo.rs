@@ -333,8 +333,9 @@ pub fn rm(data_dir: &Path, socket: &Path, uri: &str, version: Option<u64>) -> an
     Ok(())
 }
 
-/// Best effort: ask a running node to drop cached packets under `prefix`
-/// (NFD's cs/erase), so a removed or renamed file is not served from cache.
+/// Best effort: ask a running node to forget its repository's cached
+/// lookups and drop cached packets under `prefix` (NFD's cs/erase), so a
+/// removed or renamed file is not served from cache.
 fn evict(socket: &Path, prefix: &Name) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -347,6 +348,13 @@ fn evict(socket: &Path, prefix: &Name) {
             let mut p = granary_mgmt::ControlParameters::new();
             p.name = Some(prefix.clone());
             let nfd = Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default();
+            // The repository's lookups first (it must not build packets
+            // from the old files), then the packets already built.
+            if let Ok(forget) = name(granary_repo::local::PREFIX) {
+                let mut f = InterestFields::new(forget.append(&Component::generic(b"forget")));
+                f.lifetime = Some(2000);
+                let _ = c.express(f).await;
+            }
             if let Ok(r) = c.command(&nfd, "cs", "erase", &p).await {
                 if let Some(k) = r.count.filter(|k| *k > 0) {
                     eprintln!("evicted {k} cached packet(s) under {prefix}");

@@ -466,3 +466,55 @@ fn rename_of_a_one_gib_file() {
         .status
         .success());
 }
+
+/// Segments the repository rebuilds for one SHA-256 (DigestSha256: manifest
+/// and digest policies) come with NDNLPv2 CachePolicy NoCache and stay out
+/// of the content store; per-packet signed ones (ed25519) are cached, as a
+/// signature costs far more than a lookup.
+#[test]
+fn cheap_segments_are_rebuilt_not_cached() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("in");
+    std::fs::write(&src, data(100_000)).unwrap(); // 13 segments of 8 KiB
+    d.ok(&["key", "gen", "/lab/ed", "--type", "ed25519"]);
+    let fetch = |name: &str| {
+        let dst = d.dir.path().join("out");
+        d.ok(&["get", "--no-dedup", name, "-o", dst.to_str().unwrap()]);
+        assert_eq!(std::fs::read(&dst).unwrap(), data(100_000), "{name}");
+    };
+    let s = src.to_str().unwrap();
+    d.ok(&[
+        "put",
+        s,
+        "/nc/digest",
+        "--sign",
+        "digest",
+        "--chunking",
+        "fixed",
+    ]);
+    let before = d.cs_stat("entries");
+    fetch("/nc/digest");
+    fetch("/nc/digest"); // served again, by the repository
+    assert_eq!(
+        d.cs_stat("entries"),
+        before,
+        "digest-signed segments cached"
+    );
+    d.ok(&[
+        "put",
+        s,
+        "/nc/ed",
+        "--sign",
+        "ed25519",
+        "--key",
+        "/lab/ed",
+        "--chunking",
+        "fixed",
+    ]);
+    let before = d.cs_stat("entries");
+    fetch("/nc/ed");
+    assert!(
+        d.cs_stat("entries") >= before + 13,
+        "ed25519-signed segments not cached"
+    );
+}

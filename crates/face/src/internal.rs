@@ -73,6 +73,7 @@ impl AppFace {
                 pit_token: p.pit_token.clone(),
                 congestion_mark: p.congestion_mark,
                 next_hop_face_id: None,
+                cache_policy: None,
             };
             let packet = match p.kind {
                 crate::OutKind::Interest => {

@@ -153,7 +153,13 @@ pub struct LinkFields {
     pub congestion_mark: Option<u64>,
     /// NextHopFaceId (honoured from local faces only).
     pub next_hop_face_id: Option<u64>,
+    /// CachePolicyType of a Data ([`CACHE_POLICY_NO_CACHE`]: do not put it
+    /// in the content store; honoured from local faces only, as NFD does).
+    pub cache_policy: Option<u64>,
 }
+
+/// NDNLPv2 CachePolicyType NoCache.
+pub const CACHE_POLICY_NO_CACHE: u64 = 1;
 
 /// What faces tell the forwarder.
 // Packets are the common case; boxing them would cost an allocation each.

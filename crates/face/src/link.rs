@@ -182,6 +182,7 @@ fn decode(
             pit_token: p.pit_token.clone(),
             congestion_mark: p.congestion_mark,
             next_hop_face_id: p.next_hop_face_id,
+            cache_policy: p.cache_policy,
         })
         .unwrap_or_default();
     let nack = lp.as_ref().and_then(|p| p.nack);

@@ -447,7 +447,14 @@ impl Forwarder {
         if keys.is_empty() {
             return; // unsolicited
         }
-        self.cs.insert(d.clone(), now.into_std());
+        // A local producer may say that a Data is not worth caching (NDNLPv2
+        // CachePolicy NoCache): the repository does so for segments it can
+        // rebuild for the price of one SHA-256.
+        let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
+            && self.scope(face) == Scope::Local;
+        if !no_cache {
+            self.cs.insert(d.clone(), now.into_std());
+        }
         let mut sent_to: Vec<FaceId> = Vec::new();
         for k in keys {
             let Some(e) = self.pit.remove(&k) else {

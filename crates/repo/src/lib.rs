@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use granary_face::internal::AppFace;
 use granary_face::{LinkFields, NetPacket};
 use granary_packet::tlv;
-use granary_packet::types::{nack_reason, COMP_KEYWORD, COMP_SEGMENT, COMP_VERSION};
+use granary_packet::types::{nack_reason, sig_type, COMP_KEYWORD, COMP_SEGMENT, COMP_VERSION};
 use granary_packet::{Component, Data, DataBuilder, Interest, Name};
 use granary_store::{Entry, Store};
 
@@ -245,7 +245,7 @@ fn answer_with(
     if let (Some(s), Some(v)) = (last, prev) {
         if s.typ == COMP_SEGMENT && v.typ == COMP_VERSION {
             if let (Some(seg), Some(ver)) = (s.as_number(), v.as_number()) {
-                return match store.get(&name.prefix(-2), Some(ver)) {
+                return match store.get_shared(&name.prefix(-2), Some(ver)) {
                     Ok(e) => segment(store, &e, name.clone(), seg, signer(&e).as_ref())
                         .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
                     Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
@@ -256,7 +256,7 @@ fn answer_with(
     // `<name>/seg=<n>` without a version (as ndn-python-repo's GetfileClient
     // asks): the latest version's segment, under the name asked.
     if let Some(s) = last.filter(|c| c.typ == COMP_SEGMENT) {
-        if let (Some(seg), Ok(e)) = (s.as_number(), store.get(&name.prefix(-1), None)) {
+        if let (Some(seg), Ok(e)) = (s.as_number(), store.get_shared(&name.prefix(-1), None)) {
             return segment_with(
                 store,
                 &e,
@@ -465,6 +465,21 @@ pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Er
     Ok(m)
 }
 
+/// What the repository asks of the content store for a reply: Data signed
+/// with DigestSha256 (segments of manifest- and digest-signed versions,
+/// manifest blocks, metadata, hash-request answers) are rebuilt from the
+/// file for one SHA-256, so caching them would only hold a second copy of
+/// the file in memory — NDNLPv2 CachePolicy NoCache. Data signed with a
+/// key (ed25519, ecdsa: a signature costs far more) are cached.
+fn no_cache(p: &NetPacket) -> Option<u64> {
+    match p {
+        NetPacket::Data(d) if d.sig_info().sig_type == sig_type::DIGEST_SHA256 => {
+            Some(granary_face::CACHE_POLICY_NO_CACHE)
+        }
+        _ => None,
+    }
+}
+
 /// Serves the repo on an in-process face until the forwarder goes away,
 /// with the network commands' defaults ([`net::ServeConfig::default`]).
 pub async fn serve(repo: Arc<Repo>, face: AppFace) {
@@ -512,6 +527,7 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfi
                 if let Some((p, pit_token)) = reply {
                     let back = LinkFields {
                         pit_token,
+                        cache_policy: no_cache(&p),
                         ..Default::default()
                     };
                     if !face.send(p, back).await {

@@ -255,6 +255,12 @@ impl Local {
                 });
                 Some(NetPacket::Data(reply(&i.name, &json!({ "bytes": bytes }))))
             }
+            Some("forget") => {
+                // Another process renamed or removed a version: drop the
+                // cached lookups so it is seen at once.
+                self.repo.store.forget();
+                Some(NetPacket::Data(reply(&i.name, &json!({ "ok": true }))))
+            }
             Some("put") => {
                 let params: Value = match i.app_params.as_ref().map(|p| serde_json::from_slice(p)) {
                     Some(Ok(v)) => v,

@@ -22,6 +22,7 @@ use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use granary_packet::Name;
 use sha2::{Digest, Sha256};
@@ -161,9 +162,10 @@ pub struct Store {
     backend: Backend,
     /// Recently resolved versions and their open files, for serving: a
     /// lookup costs a `readdir`, an `open` and a dozen `getxattr`s
-    /// otherwise. A hit costs one `stat` (so renames and removals by other
-    /// processes are seen at once); a new version published by another
-    /// process is seen within [`CACHE_TTL`].
+    /// otherwise. A hit costs a `stat` at most every 2 ms (renames and
+    /// removals by other processes are seen within that, or at once after
+    /// [`Store::forget`]); a new version published by another process is
+    /// seen within [`CACHE_TTL`].
     cache: std::sync::Mutex<LookupCache>,
     /// The hash index, opened on first use; `None` inside while another
     /// process holds it.
@@ -179,7 +181,18 @@ struct IndexState {
     error: Option<String>,
 }
 
-type LookupCache = std::collections::HashMap<(Name, Option<u64>), (std::time::Instant, Entry)>;
+type LookupCache = std::collections::HashMap<(Name, Option<u64>), Cached>;
+
+#[derive(Debug)]
+struct Cached {
+    inserted: std::time::Instant,
+    /// Last time the file was seen to exist.
+    checked: std::time::Instant,
+    entry: Arc<Entry>,
+}
+
+/// How often a cached lookup's file is checked to still exist.
+const RECHECK: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// How long a cached lookup is trusted.
 pub const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
@@ -544,28 +557,51 @@ impl Store {
 
     /// A version of `name` (the latest when `version` is `None`).
     pub fn get(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
+        self.get_shared(name, version).map(|e| (*e).clone())
+    }
+
+    /// [`Store::get`] without copying the entry: what serving uses, once
+    /// per Interest.
+    pub fn get_shared(&self, name: &Name, version: Option<u64>) -> Result<Arc<Entry>> {
         let key = (name.clone(), version);
         let now = std::time::Instant::now();
-        if let Ok(c) = self.cache.lock() {
-            if let Some((t, e)) = c.get(&key) {
-                // Still fresh, and the file is still there (one stat: a
-                // rename or removal by another process is seen at once).
-                if now.duration_since(*t) < CACHE_TTL && e.path.exists() {
-                    return Ok(e.clone());
+        if let Ok(mut c) = self.cache.lock() {
+            if let Some(hit) = c.get_mut(&key) {
+                // Still fresh, and the file still there: checked with one
+                // `stat` at most every RECHECK, so a rename or removal by
+                // another process is seen within that (the CLI's mv and rm
+                // also tell a running daemon to forget at once).
+                if now.duration_since(hit.inserted) < CACHE_TTL {
+                    if now.duration_since(hit.checked) < RECHECK {
+                        return Ok(hit.entry.clone());
+                    }
+                    if hit.entry.path.exists() {
+                        hit.checked = now;
+                        return Ok(hit.entry.clone());
+                    }
                 }
             }
         }
-        let e = self.get_uncached(name, version)?;
+        let e = Arc::new(self.get_uncached(name, version)?);
         if let Ok(mut c) = self.cache.lock() {
             if c.len() >= CACHE_MAX {
                 c.clear();
             }
-            c.insert(key, (now, e.clone()));
+            c.insert(
+                key,
+                Cached {
+                    inserted: now,
+                    checked: now,
+                    entry: e.clone(),
+                },
+            );
         }
         Ok(e)
     }
 
-    fn forget(&self) {
+    /// Drops every cached lookup: the next one reads the files again (for
+    /// a daemon told that another process renamed or removed a version).
+    pub fn forget(&self) {
         if let Ok(mut c) = self.cache.lock() {
             c.clear();
         }

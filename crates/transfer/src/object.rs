@@ -497,6 +497,7 @@ pub trait Sink: Send {
 /// fetch costs a few system calls per megabyte, not two per segment.
 pub struct FileSink {
     file: std::fs::File,
+    recycler: Option<Recycler>,
     base: u64,
     hashes: Option<std::fs::File>,
     record_hash: bool,
@@ -528,6 +529,7 @@ impl FileSink {
         record_hash: bool,
     ) -> FileSink {
         FileSink {
+            recycler: Recycler::start(&file),
             file,
             base,
             hashes,
@@ -542,6 +544,9 @@ impl FileSink {
         use std::os::unix::fs::FileExt;
         if !self.buf.is_empty() {
             self.file.write_all_at(&self.buf, self.buf_at)?;
+            if let Some(r) = self.recycler.as_mut() {
+                r.written(self.buf.len() as u64);
+            }
             self.buf.clear();
         }
         Ok(())
@@ -577,6 +582,59 @@ impl Drop for FileSink {
     fn drop(&mut self) {
         // Verified bytes of a failed or interrupted run stay usable by --resume.
         let _ = self.flush_marks();
+        if let Some(r) = self.recycler.take() {
+            r.stop();
+        }
+    }
+}
+
+/// Keeps a download's page-cache footprint small: every [`Recycler::EVERY`]
+/// bytes written, a thread writes the file's dirty pages back
+/// (`fdatasync`) and drops the clean ones (`POSIX_FADV_DONTNEED`), as
+/// `dd oflag=nocache` does. A multi-gigabyte download then neither evicts
+/// the machine's working set nor needs a fresh page for every 4 KiB: the
+/// pages just freed are the next ones written (on a VM whose freed memory
+/// goes back to the host, fresh pages cost a host fault each: 1 GiB of
+/// `pwrite` took 1.5–2.7 s without this and 0.4–0.5 s with it, fsync
+/// included). Best effort: errors are left for the final `fsync`.
+struct Recycler {
+    tx: std::sync::mpsc::SyncSender<()>,
+    thread: std::thread::JoinHandle<()>,
+    since: u64,
+}
+
+impl Recycler {
+    const EVERY: u64 = 32 << 20;
+
+    fn start(file: &std::fs::File) -> Option<Recycler> {
+        let f = file.try_clone().ok()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let thread = std::thread::spawn(move || {
+            for () in rx {
+                if f.sync_data().is_ok() {
+                    let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
+                }
+            }
+        });
+        Some(Recycler {
+            tx,
+            thread,
+            since: 0,
+        })
+    }
+
+    fn written(&mut self, n: u64) {
+        self.since += n;
+        if self.since >= Self::EVERY {
+            // Never waits: a pass still running covers these bytes too.
+            let _ = self.tx.try_send(());
+            self.since = 0;
+        }
+    }
+
+    fn stop(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
     }
 }
 
