@@ -48,9 +48,12 @@ pub fn parse_hash_request(n: &Name) -> Option<[u8; 32]> {
     if n.len() != 4 {
         return None;
     }
-    let hop = Name::from_uri(HASH_PREFIX).ok()?;
-    let host = Name::from_uri(LOCAL_HASH_PREFIX).ok()?;
-    if !hop.is_prefix_of(n) && !host.is_prefix_of(n) {
+    // Parsed once: every Interest the repo answers passes here.
+    static HOP: std::sync::LazyLock<Name> =
+        std::sync::LazyLock::new(|| Name::from_uri(HASH_PREFIX).unwrap_or_default());
+    static HOST: std::sync::LazyLock<Name> =
+        std::sync::LazyLock::new(|| Name::from_uri(LOCAL_HASH_PREFIX).unwrap_or_default());
+    if !HOP.is_prefix_of(n) && !HOST.is_prefix_of(n) {
         return None;
     }
     let c = n.last()?;
