@@ -25,7 +25,7 @@ printf "%-10s %12s %9s %16s\n" mode "segments/s" "Gbit/s" "daemon µs/seg"
 for mode in digest manifest ed25519 ecdsa; do
   key=/bench/ed; [ "$mode" = ecdsa ] && key=/bench/ec
   $G --data-dir "$tmp/d" rm /bench/f0 >/dev/null 2>&1 || true
-  $G --data-dir "$tmp/d" put "$tmp/file" /bench/f0 --sign "$mode" --key "$key" >/dev/null 2>&1
+  $G --data-dir "$tmp/d" put "$tmp/file" /bench/f0 --sign "$mode" --key "$key" --chunking fixed >/dev/null 2>&1
   t0=$(awk '{print $14+$15}' /proc/$gpid/stat)
   r=$($B consumer --connect "$tmp/g.sock" --prefix /bench --window "$win" --flows 1 --secs "$secs" --repeat)
   t1=$(awk '{print $14+$15}' /proc/$gpid/stat)
