@@ -285,6 +285,9 @@ pub fn get(
             };
             objects.push((info, out));
         }
+        // Segments checked against a manifest: hash their content on the
+        // socket reader's thread, beside the engine's.
+        link.prehash(objects.iter().any(|(i, _)| i.has_manifest()));
         // Dedup fetch for every file output whose manifest gives the chunk
         // hashes; the rest (standard output, --resume, --no-dedup, no
         // manifest) by name.

@@ -550,16 +550,25 @@ impl Checker {
     /// True when data segment `seg`'s content matches the manifest (hash,
     /// and length where the manifest gives it).
     pub fn check_segment(&self, seg: u64, content: &[u8]) -> Result<(), String> {
+        let digest = <[u8; 32]>::from(Sha256::digest(content));
+        self.check_segment_digest(seg, &digest, content.len() as u64)
+    }
+
+    /// [`Checker::check_segment`] with the content's SHA-256 and length
+    /// already computed (e.g. by the thread that received the packet).
+    pub fn check_segment_digest(
+        &self,
+        seg: u64,
+        digest: &[u8; 32],
+        len: u64,
+    ) -> Result<(), String> {
         let want = self
             .segment_hash(seg)
             .ok_or(format!("no verified hash for segment {seg}"))?;
-        if <[u8; 32]>::from(Sha256::digest(content)) != want {
+        if *digest != want {
             return Err(format!("segment {seg} does not match the signed manifest"));
         }
-        if self
-            .segment_len(seg)
-            .is_some_and(|l| l != content.len() as u64)
-        {
+        if self.segment_len(seg).is_some_and(|l| l != len) {
             return Err(format!("segment {seg} has the wrong length"));
         }
         Ok(())

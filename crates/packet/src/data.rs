@@ -97,6 +97,27 @@ pub struct Data {
     sig_value: Bytes,
     wire: Bytes,
     signed: Range<usize>,
+    content_digest: ContentDigest,
+}
+
+/// The SHA-256 of a Data's content, computed once on first use
+/// ([`Data::content_sha256`]). Derived from the (immutable) content, so it
+/// takes no part in equality.
+#[derive(Clone, Default)]
+struct ContentDigest(std::sync::OnceLock<[u8; 32]>);
+
+impl PartialEq for ContentDigest {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ContentDigest {}
+
+impl std::fmt::Debug for ContentDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("..")
+    }
 }
 
 impl Data {
@@ -179,6 +200,7 @@ impl Data {
             sig_value,
             wire: r.buffer().slice(el.start..el.end),
             signed: first.start - el.start..signed_end - el.start,
+            content_digest: ContentDigest::default(),
         })
     }
 
@@ -218,6 +240,16 @@ impl Data {
     /// Content (empty when absent).
     pub fn content(&self) -> &[u8] {
         self.content.as_deref().unwrap_or(&[])
+    }
+
+    /// SHA-256 of the content, computed on first use and kept (clones made
+    /// after that share nothing but the value). A consumer's socket reader
+    /// can compute it ahead, off the thread that verifies.
+    pub fn content_sha256(&self) -> [u8; 32] {
+        *self
+            .content_digest
+            .0
+            .get_or_init(|| crate::sha256(self.content()))
     }
 
     /// Content as a shared buffer, `None` when absent on the wire.
@@ -400,6 +432,7 @@ impl DataBuilder {
             sig_value,
             wire,
             signed: name_at..name_at + signed_len,
+            content_digest: ContentDigest::default(),
         })
     }
 
@@ -417,6 +450,18 @@ impl DataBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_digest_is_memoized_and_not_part_of_equality() {
+        let d = DataBuilder::new(Name::from_uri("/a/seg=1").unwrap())
+            .content(vec![5u8; 1000])
+            .sign_with(32, |_| Ok::<_, ()>(Bytes::from_static(&[9u8; 32])))
+            .unwrap();
+        let fresh = Data::decode(d.wire().clone()).unwrap();
+        assert_eq!(d.content_sha256(), crate::sha256(&[5u8; 1000]));
+        assert_eq!(d, fresh, "a computed digest does not change equality");
+        assert_eq!(d.clone().content_sha256(), fresh.content_sha256());
+    }
 
     #[test]
     fn a_built_data_is_one_buffer() {

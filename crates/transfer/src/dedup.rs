@@ -210,7 +210,7 @@ fn check_chunk(
                 d.name()
             ));
         }
-        if granary_packet::sha256(c) != hash {
+        if d.content_sha256() != hash {
             return Err(format!(
                 "{what}: the bytes from {} do not match the signed manifest",
                 d.name()

@@ -6,6 +6,8 @@
 //! multiplexes one.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -41,6 +43,7 @@ pub struct UnixLink {
     rx: mpsc::Receiver<Result<Vec<Incoming>, Error>>,
     buf: BytesMut,
     reader: tokio::task::JoinHandle<()>,
+    prehash: Arc<AtomicBool>,
 }
 
 impl UnixLink {
@@ -54,6 +57,8 @@ impl UnixLink {
         })?;
         let (mut read, write) = sock.into_split();
         let (tx, rx) = mpsc::channel(256);
+        let prehash = Arc::new(AtomicBool::new(false));
+        let hashing = prehash.clone();
         let reader = tokio::spawn(async move {
             let mut buf = BytesMut::with_capacity(1 << 20);
             let mut reasm = Reassembler::new(64, Duration::from_secs(2), MAX_PACKET);
@@ -66,6 +71,11 @@ impl UnixLink {
                             if let Ok(Some(p)) =
                                 decode_incoming(frame, &mut reasm, std::time::Instant::now())
                             {
+                                if let (NetPacket::Data(d), true) =
+                                    (&p.0, hashing.load(Ordering::Relaxed))
+                                {
+                                    d.content_sha256();
+                                }
                                 batch.push(p);
                             }
                         }
@@ -103,7 +113,18 @@ impl UnixLink {
             rx,
             buf: BytesMut::with_capacity(64 * 1024),
             reader,
+            prehash,
         })
+    }
+
+    /// Compute each received Data's content SHA-256 on the reader task
+    /// ([`granary_packet::Data::content_sha256`]), so checking segments
+    /// against a manifest costs the engine's thread a comparison instead
+    /// of a hash: the two threads then share the per-byte work. Turn it on
+    /// once the object turns out to have a manifest (otherwise the hash
+    /// would go unused).
+    pub fn prehash(&self, on: bool) {
+        self.prehash.store(on, Ordering::Relaxed);
     }
 }
 

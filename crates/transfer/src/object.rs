@@ -93,6 +93,14 @@ pub struct ObjectInfo {
     pub verified_by: String,
 }
 
+impl ObjectInfo {
+    /// True when segments are checked against a signed manifest (their
+    /// content hashes), not by their own signatures.
+    pub fn has_manifest(&self) -> bool {
+        matches!(self.check, Check::Manifest(_))
+    }
+}
+
 impl std::fmt::Debug for ObjectInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ObjectInfo")
@@ -830,7 +838,9 @@ impl ObjectJob {
     fn verify(&mut self, seg: u64, d: &Data) -> Result<(), String> {
         self.info.map.check_len(seg, d.content().len() as u64)?;
         match &self.info.check {
-            Check::Manifest(ck) => ck.check_segment(seg, d.content()),
+            Check::Manifest(ck) => {
+                ck.check_segment_digest(seg, &d.content_sha256(), d.content().len() as u64)
+            }
             Check::PerPacket(trust) => {
                 let key = match &d.sig_info().key_locator {
                     Some(KeyLocator::Name(k)) => k.clone(),
