@@ -393,18 +393,55 @@ impl DataBuilder {
         max_sig_len: usize,
         sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
     ) -> std::result::Result<Data, E> {
-        let signed_len = self.signed_len();
+        let content = self.content.as_ref().map(|c| {
+            (c.len(), |dst: &mut [u8]| {
+                dst.copy_from_slice(c);
+                Ok(())
+            })
+        });
+        self.encode(content, max_sig_len, sign)
+    }
+
+    /// [`DataBuilder::sign_with`] with `len` content bytes that `fill`
+    /// writes in place (e.g. read straight from a file into the packet),
+    /// instead of the builder's content: no separate content buffer, no
+    /// copy out of it.
+    pub fn sign_with_content<E>(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]) -> std::result::Result<(), E>,
+        max_sig_len: usize,
+        sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
+    ) -> std::result::Result<Data, E> {
+        self.encode(Some((len, fill)), max_sig_len, sign)
+    }
+
+    fn encode<E>(
+        &self,
+        content: Option<(usize, impl FnOnce(&mut [u8]) -> std::result::Result<(), E>)>,
+        max_sig_len: usize,
+        sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
+    ) -> std::result::Result<Data, E> {
+        let content_tlv = content
+            .as_ref()
+            .map_or(0, |(n, _)| tlv::tlv_len(CONTENT, *n));
+        let signed_len = self.name.encoded_len()
+            + self.meta_info.as_ref().map_or(0, |m| m.encoded_len())
+            + content_tlv
+            + self.sig_info.encoded_len(SIGNATURE_INFO);
         let mut buf = BytesMut::with_capacity(HEADROOM + signed_len + 4 + max_sig_len);
         buf.put_bytes(0, HEADROOM);
         self.name.encode_to(&mut buf);
         if let Some(m) = &self.meta_info {
             m.encode_to(&mut buf);
         }
-        let mut content_at = 0..0;
-        if let Some(c) = &self.content {
-            tlv::put_header(&mut buf, CONTENT, c.len());
-            content_at = buf.len()..buf.len() + c.len();
-            buf.put_slice(c);
+        let mut content_at = None;
+        if let Some((n, fill)) = content {
+            tlv::put_header(&mut buf, CONTENT, n);
+            let at = buf.len();
+            buf.put_bytes(0, n);
+            fill(&mut buf[at..at + n])?;
+            content_at = Some(at..at + n);
         }
         self.sig_info.encode_to(SIGNATURE_INFO, &mut buf);
         let sig_value = sign(&buf[HEADROOM..])?;
@@ -420,7 +457,7 @@ impl DataBuilder {
         // Content and signature are views of the one encoded buffer (as
         // after decoding): a built Data holds a single allocation, which
         // is what a content store charges for.
-        let content = self.content.as_ref().map(|_| all.slice(content_at));
+        let content = content_at.map(|r| all.slice(r));
         let sig_value = all.slice(sig_at);
         let wire = all.slice(start..);
         let name_at = hdr;
@@ -461,6 +498,34 @@ mod tests {
         assert_eq!(d.content_sha256(), crate::sha256(&[5u8; 1000]));
         assert_eq!(d, fresh, "a computed digest does not change equality");
         assert_eq!(d.clone().content_sha256(), fresh.content_sha256());
+    }
+
+    #[test]
+    fn content_filled_in_place_encodes_as_given_content() {
+        let b = DataBuilder::new(Name::from_uri("/a/seg=3").unwrap())
+            .freshness_period(1000)
+            .final_block_id(Component::segment(9));
+        let sig = |m: &[u8]| Ok::<_, String>(Bytes::copy_from_slice(&crate::sha256(m)));
+        let given = b
+            .clone()
+            .content(vec![3u8; 5000])
+            .sign_with(32, sig)
+            .unwrap();
+        let filled = b
+            .sign_with_content(
+                5000,
+                |d| {
+                    d.fill(3);
+                    Ok(())
+                },
+                32,
+                sig,
+            )
+            .unwrap();
+        assert_eq!(filled.wire(), given.wire());
+        assert_eq!(filled, Data::decode(given.wire().clone()).unwrap());
+        let failed = b.sign_with_content(10, |_| Err("disk".to_string()), 32, sig);
+        assert_eq!(failed.unwrap_err(), "disk");
     }
 
     #[test]

@@ -365,16 +365,27 @@ fn segment_with(
     signer: Option<&granary_security::Signer>,
     freshness_ms: u64,
 ) -> Option<Data> {
-    let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
-    store.read_segment(e, seg, &mut buf).ok()?;
     let last = e.meta.segments() - 1;
     let b = DataBuilder::new(name)
-        .content(Bytes::from(buf))
         .freshness_period(freshness_ms)
         .final_block_id(Component::segment(last));
     match signer {
-        Some(s) => s.sign_data(b).ok(),
-        None => Some(digest_sign(b)),
+        Some(s) => {
+            let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
+            store.read_segment(e, seg, &mut buf).ok()?;
+            s.sign_data(b.content(Bytes::from(buf))).ok()
+        }
+        None => {
+            // Read from the file straight into the packet, then digest.
+            let (start, len) = store.segment_range(e, seg).ok()?;
+            b.sign_with_content(
+                len as usize,
+                |dst| store.read_at(e, start, dst),
+                32,
+                |m| Ok(Bytes::copy_from_slice(&granary_packet::sha256(m))),
+            )
+            .ok()
+        }
     }
 }
 

@@ -720,14 +720,18 @@ impl Store {
     pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
         let (start, len) = self.segment_range(e, seg)?;
         buf.resize(len as usize, 0);
+        self.read_at(e, start, buf)
+    }
+
+    /// Fills `dst` with the version's bytes from `offset` (a segment's, as
+    /// [`Store::segment_range`] gives it, read straight into a packet).
+    pub fn read_at(&self, e: &Entry, offset: u64, dst: &mut [u8]) -> Result<()> {
         match &e.file {
-            Some(f) => f.read_exact_at(buf, start).map_err(Error::io(&e.path))?,
-            None => {
-                let f = fs::File::open(&e.path).map_err(Error::io(&e.path))?;
-                f.read_exact_at(buf, start).map_err(Error::io(&e.path))?;
-            }
+            Some(f) => f.read_exact_at(dst, offset).map_err(Error::io(&e.path)),
+            None => fs::File::open(&e.path)
+                .and_then(|f| f.read_exact_at(dst, offset))
+                .map_err(Error::io(&e.path)),
         }
-        Ok(())
     }
 
     /// The direct children of `prefix`: `(component URI text, is a
