@@ -439,3 +439,68 @@ fn nfd_socket_listener() {
     drop(d);
     assert!(!path.exists(), "socket file removed on shutdown");
 }
+
+/// NDNLPv2 CachePolicy NoCache is honoured from local faces only, as NFD
+/// does: Data from a TCP producer that asks for it is cached all the same.
+#[test]
+fn cache_policy_from_a_non_local_face_is_ignored() {
+    let d = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let mut s = std::net::TcpStream::connect(d.tcp.as_ref().unwrap()).unwrap();
+    let me = s.local_addr().unwrap();
+    // Route /np to this connection's face.
+    let mut face = None;
+    for _ in 0..50 {
+        face = d
+            .ok(&["face", "list"])
+            .lines()
+            .find(|l| l.contains(&format!("remote=tcp4://{me}")))
+            .and_then(|l| l.strip_prefix("faceid="))
+            .and_then(|l| l.split_whitespace().next())
+            .map(str::to_string);
+        if face.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let face = face.expect("the TCP connection's face");
+    d.ok(&["route", "add", "/np", &face]);
+    let before = d.cs_stat("entries");
+    let consumer = std::thread::spawn({
+        let sock = d.socket.clone();
+        move || {
+            granary()
+                .args(["--socket", sock.to_str().unwrap(), "peek", "/np/x"])
+                .output()
+                .unwrap()
+        }
+    });
+    // Answer the Interest with a Data wrapped in an LpPacket that carries
+    // CachePolicy NoCache.
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = vec![0u8; 8800];
+    let n = s.read(&mut buf).unwrap();
+    let i = Interest::decode(bytes::Bytes::copy_from_slice(&buf[..n])).unwrap();
+    assert_eq!(i.name.to_string(), "/np/x");
+    let data = granary_packet::DataBuilder::new(i.name.clone())
+        .content(&b"cached anyway"[..])
+        .freshness_period(10_000)
+        .sign_with(32, |m| {
+            Ok::<_, ()>(bytes::Bytes::copy_from_slice(&granary_packet::sha256(m)))
+        })
+        .unwrap();
+    let lp = granary_packet::lp::LpPacket {
+        cache_policy: Some(1),
+        fragment: Some(data.wire().clone()),
+        ..Default::default()
+    };
+    let mut wire = bytes::BytesMut::new();
+    lp.encode_to(&mut wire);
+    s.write_all(&wire).unwrap();
+    let o = consumer.join().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        d.cs_stat("entries"),
+        before + 1,
+        "NoCache from TCP honoured"
+    );
+}
