@@ -202,12 +202,15 @@ impl Repo {
 }
 
 pub(crate) fn digest_sign(b: DataBuilder) -> Data {
-    match b.sign_with(32, |m| {
-        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
-    }) {
+    match b.sign_with(32, digest_value::<std::convert::Infallible>) {
         Ok(d) => d,
         Err(never) => match never {},
     }
+}
+
+/// The SignatureValue of DigestSha256 over `signed`.
+fn digest_value<E>(signed: &[u8]) -> Result<Bytes, E> {
+    Ok(Bytes::copy_from_slice(&granary_packet::sha256(signed)))
 }
 
 fn is_keyword(c: Option<granary_packet::ComponentRef<'_>>, word: &[u8]) -> bool {
@@ -382,7 +385,7 @@ fn segment_with(
                 len as usize,
                 |dst| store.read_at(e, start, dst),
                 32,
-                |m| Ok(Bytes::copy_from_slice(&granary_packet::sha256(m))),
+                digest_value,
             )
             .ok()
         }

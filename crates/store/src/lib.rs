@@ -393,13 +393,14 @@ impl Store {
             });
             // Write-back starts while ingesting, so the final fsync has
             // only the tail left to wait for.
-            let mut flusher = Some(Flusher::start(&data, &tmp_data)?);
+            let mut flusher = Flusher::start(&data, &tmp_data)?;
             let mut size = 0u64;
             let read_result = (|| -> Result<()> {
                 // The undecided tail of the previous block (< max bytes).
                 let mut carry: Vec<u8> = Vec::with_capacity(max);
-                let mut start = 0u64; // file offset of carry[0]
-                                      // Never read again after the end (some readers fail then).
+                // File offset of carry[0].
+                let mut start = 0u64;
+                // Never read again after the end (some readers fail then).
                 let mut eof = false;
                 while !eof {
                     let Ok(mut buf) = free_rx.recv() else {
@@ -429,9 +430,7 @@ impl Store {
                             .map_err(Error::io(&tmp_data))?;
                     }
                     size += (len - head) as u64;
-                    if let Some(f) = flusher.as_mut() {
-                        f.written(size);
-                    }
+                    flusher.written(size);
                     progress(size);
                     // Cut where at least `max` bytes follow (or at the end),
                     // so boundaries never depend on where blocks fall.
@@ -461,9 +460,7 @@ impl Store {
             let worked = worker
                 .join()
                 .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
-            if let Some(f) = flusher {
-                f.stop();
-            }
+            flusher.stop();
             read_result?;
             let (segments, index_writer, whole) = worked?;
             let segments = segments.max(1);
