@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use granary_store::chunking::noise;
 use granary_testbed::topology::CarepoFig3;
 use granary_testbed::{Options, Testbed};
 
@@ -130,18 +131,6 @@ fn get(
     assert!(status.success(), "granary {args:?} failed");
     let v = serde_json::from_str(h.join().unwrap().trim()).unwrap();
     (secs, peak, v)
-}
-
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
 }
 
 /// Two versions of a data set as tar files: v2 has `changed` files

@@ -71,19 +71,10 @@ pub fn write_jsonl(p: &Path, v: &[Value]) {
     std::fs::write(p, s).unwrap();
 }
 
-/// Deterministic pseudo-random bytes (xorshift64), for test files whose
-/// content must not repeat by accident.
-pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
+/// Deterministic pseudo-random bytes, for test files whose content must
+/// not repeat by accident.
+#[allow(unused_imports)] // not every test file uses it
+pub use granary_store::chunking::noise;
 
 pub fn granary() -> Command {
     Command::new(env!("CARGO_BIN_EXE_granary"))

@@ -13,15 +13,7 @@ fn main() {
     let mib: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(256);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     // Pseudo-random content (xorshift), so boundaries fall as in real data.
-    let mut s = 0x9E37_79B9_7F4A_7C15u64;
-    let data: Vec<u8> = (0..mib << 20)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect();
+    let data = granary_store::chunking::noise(mib << 20, 0x9E37_79B9_7F4A_7C15);
     let gbs = |secs: f64| data.len() as f64 / secs / 1e9;
     for c in [Chunking::fastcdc(), Chunking::rabin()] {
         let k = c.cutter();

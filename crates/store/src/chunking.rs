@@ -435,21 +435,24 @@ fn rabin_cut(t: &RabinTables, data: &[u8], min: usize, avg: u64, max: usize) -> 
     end
 }
 
+/// Deterministic pseudo-random bytes (xorshift64 of `seed`): content that
+/// does not repeat by accident, so chunk boundaries fall as in real data.
+/// For tests, benchmarks and examples of chunking; one generator for all.
+pub fn noise(n: usize, seed: u64) -> Vec<u8> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 24) as u8
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut s = seed;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                (s >> 24) as u8
-            })
-            .collect()
-    }
 
     #[test]
     fn parse_and_print() {

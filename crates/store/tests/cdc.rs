@@ -3,20 +3,9 @@
 use std::collections::HashSet;
 
 use granary_packet::Name;
+use granary_store::chunking::noise;
 use granary_store::{Chunking, PutOptions, Store};
 use sha2::{Digest, Sha256};
-
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
-}
 
 fn put(store: &Store, name: &str, data: &[u8], c: Chunking) -> granary_store::Entry {
     let opts = PutOptions {
