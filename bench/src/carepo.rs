@@ -6,15 +6,17 @@
 //! client2 asks client1 by hash first). Prints both times side by side, the
 //! saving and carepo's 38%, with peak RSS of each `granary get`.
 
-use std::io::BufRead;
+#[allow(dead_code)] // each benchmark uses part of it
+mod netns_node;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use clap::Parser;
 use granary_store::chunking::noise;
 use granary_testbed::topology::CarepoFig3;
 use granary_testbed::{Options, Testbed};
+use netns_node::{cli, cmd, run_sampled, start_node, Node};
 
 #[derive(Parser)]
 struct Args {
@@ -35,67 +37,6 @@ struct Args {
     chunking: String,
 }
 
-struct Node {
-    dir: PathBuf,
-    socket: PathBuf,
-}
-
-fn start_node(tb: &mut Testbed, host: granary_testbed::HostId, g: &Path) -> Node {
-    let dir = std::env::temp_dir().join(format!(
-        "granary-carepo-bench-{}-{}",
-        std::process::id(),
-        tb.host_name(host)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("g.sock");
-    let mut c = tb.command(host, g);
-    c.args(["--data-dir", dir.to_str().unwrap()])
-        .args(["--socket", socket.to_str().unwrap()])
-        .args(["daemon", "--listen", "udp://0.0.0.0:6363"])
-        .env("GRANARY_LOG", "warn")
-        .stdout(Stdio::piped());
-    let mut child = c.spawn().expect("start daemon");
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    for l in lines.by_ref() {
-        if l.unwrap() == "ready" {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    tb.adopt(child);
-    Node { dir, socket }
-}
-
-fn cmd(g: &Path, n: &Node, args: &[&str]) -> Command {
-    let mut c = Command::new(g);
-    c.args(["--data-dir", n.dir.to_str().unwrap()])
-        .args(["--socket", n.socket.to_str().unwrap()])
-        .args(args);
-    c
-}
-
-fn cli(g: &Path, n: &Node, args: &[&str]) -> String {
-    let o = cmd(g, n, args).output().unwrap();
-    assert!(
-        o.status.success(),
-        "granary {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// `granary get` with peak RSS sampling: (seconds, peak KiB, JSON).
 fn get(
     g: &Path,
@@ -106,31 +47,10 @@ fn get(
 ) -> (f64, u64, serde_json::Value) {
     let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json", "-q"];
     args.extend_from_slice(extra);
-    let t = Instant::now();
-    let mut child = cmd(g, n, &args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut o = child.stdout.take().unwrap();
-    let h = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut o, &mut s).ok();
-        s
-    });
-    let mut peak = 0;
-    let status = loop {
-        peak = peak.max(vm_hwm_kib(pid));
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let secs = t.elapsed().as_secs_f64();
-    assert!(status.success(), "granary {args:?} failed");
-    let v = serde_json::from_str(h.join().unwrap().trim()).unwrap();
-    (secs, peak, v)
+    let r = run_sampled(cmd(g, n, &args));
+    assert!(r.ok, "granary {args:?} failed:\n{}", r.stderr);
+    let v = serde_json::from_str(r.stdout.trim()).unwrap();
+    (r.secs, r.peak_kib, v)
 }
 
 /// Two versions of a data set as tar files: v2 has `changed` files
@@ -181,10 +101,10 @@ fn main() {
     let mut tb = Testbed::new(Options::new(&g)).expect("testbed (needs root)");
     let t = CarepoFig3::build(&mut tb, 2).unwrap();
     let (h1, h2) = (t.clients[0], t.clients[1]);
-    let server = start_node(&mut tb, t.server, &g);
-    let gw = start_node(&mut tb, t.gateway, &g);
-    let c1 = start_node(&mut tb, h1, &g);
-    let c2 = start_node(&mut tb, h2, &g);
+    let server = start_node::<&str>(&mut tb, t.server, &g, "carepo", &[]);
+    let gw = start_node::<&str>(&mut tb, t.gateway, &g, "carepo", &[]);
+    let c1 = start_node::<&str>(&mut tb, h1, &g, "carepo", &[]);
+    let c2 = start_node::<&str>(&mut tb, h2, &g, "carepo", &[]);
     let to_server = tb.udp_path(t.wan, t.gateway, 6363).unwrap();
     let gw_lan = tb.lan_addr(t.lan, t.gateway).unwrap();
     let lan = |h| tb.lan_addr(t.lan, h).unwrap();

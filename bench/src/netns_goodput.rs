@@ -8,13 +8,16 @@
 //! packet size). Optionally NDNts's fetch (@ndn/segmented-object) runs on the
 //! same path for a side-by-side figure.
 
-use std::io::BufRead;
+#[allow(dead_code)] // each benchmark uses part of it
+mod netns_node;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use clap::Parser;
 use granary_testbed::{relay, LinkSpec, Options, Testbed};
+use netns_node::{cli, run_sampled, start_node, vm_hwm_kib, Sampled};
 
 #[derive(Parser)]
 struct Args {
@@ -72,113 +75,6 @@ struct Args {
     csv: Option<PathBuf>,
 }
 
-struct Node {
-    dir: PathBuf,
-    socket: PathBuf,
-    pid: u32,
-}
-
-fn start_node(tb: &mut Testbed, host: granary_testbed::HostId, g: &Path, extra: &[String]) -> Node {
-    let dir = std::env::temp_dir().join(format!(
-        "granary-netns-bench-{}-{}",
-        std::process::id(),
-        tb.host_name(host)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("g.sock");
-    let mut c = tb.command(host, g);
-    c.args([
-        "--data-dir",
-        dir.to_str().unwrap(),
-        "--socket",
-        socket.to_str().unwrap(),
-    ])
-    .args([
-        "daemon",
-        "--listen",
-        "udp://0.0.0.0:6363",
-        "--cs-capacity",
-        "0",
-    ])
-    .args(extra)
-    .env("GRANARY_LOG", "warn")
-    .stdout(Stdio::piped());
-    let mut child = c.spawn().expect("start daemon");
-    let pid = child.id();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    for l in lines.by_ref() {
-        if l.unwrap() == "ready" {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    tb.adopt(child);
-    Node { dir, socket, pid }
-}
-
-fn cli(g: &Path, n: &Node, args: &[&str]) -> String {
-    let o = Command::new(g)
-        .args([
-            "--data-dir",
-            n.dir.to_str().unwrap(),
-            "--socket",
-            n.socket.to_str().unwrap(),
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "granary {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn vm_hwm_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// Runs a command, sampling its peak RSS; returns (stdout, stderr, peak KiB, wall s).
-fn run_sampled(mut c: Command) -> (String, String, u64, f64) {
-    let t = Instant::now();
-    let mut child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let (mut o, mut e) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let ho = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut o, &mut s).ok();
-        s
-    });
-    let he = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut e, &mut s).ok();
-        s
-    });
-    let mut peak = 0;
-    loop {
-        peak = peak.max(vm_hwm_kib(pid));
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let wall = t.elapsed().as_secs_f64();
-    (ho.join().unwrap(), he.join().unwrap(), peak, wall)
-}
-
 fn write_random(p: &Path, len: u64, seed: u64) {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
@@ -225,15 +121,17 @@ fn main() {
     let lan = tb.link(r, p, clean).unwrap();
     let max_seg = a.sizes.iter().copied().max().unwrap_or(8192);
     let mut extra = vec![
+        "--cs-capacity".to_string(),
+        "0".to_string(),
         "--udp-mtu".to_string(),
         a.udp_mtu.to_string(),
         "--max-packet".to_string(),
         (max_seg as usize + 2048).max(8800).to_string(),
     ];
     extra.extend(a.daemon_args.split_whitespace().map(String::from));
-    let consumer = start_node(&mut tb, c, &g, &extra);
-    let router = start_node(&mut tb, r, &g, &extra);
-    let producer = start_node(&mut tb, p, &g, &extra);
+    let consumer = start_node(&mut tb, c, &g, "netns", &extra);
+    let router = start_node(&mut tb, r, &g, "netns", &extra);
+    let producer = start_node(&mut tb, p, &g, "netns", &extra);
     let to_router = tb.udp_path(wan, c, 6363).unwrap();
     let to_producer = tb.link_addr(lan, p).unwrap();
     cli(
@@ -334,7 +232,12 @@ fn main() {
                 cmd.args(["--pipeline-size", &window.to_string()]);
             }
             cmd.args(&get_extra);
-            let (so, se, peak, _) = run_sampled(cmd);
+            let Sampled {
+                stdout: so,
+                stderr: se,
+                peak_kib: peak,
+                ..
+            } = run_sampled(cmd);
             let json = so
                 .lines()
                 .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -370,7 +273,13 @@ fn main() {
                 "--timeout",
                 "3000",
             ]);
-            let (so, se, peak, wall) = run_sampled(cmd);
+            let Sampled {
+                stdout: so,
+                stderr: se,
+                peak_kib: peak,
+                secs: wall,
+                ..
+            } = run_sampled(cmd);
             let v: serde_json::Value =
                 serde_json::from_str(so.lines().last().unwrap_or("{}")).unwrap_or_default();
             let bytes = v["bytes"].as_f64().unwrap_or(0.0);
