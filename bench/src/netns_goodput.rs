@@ -11,11 +11,12 @@
 #[allow(dead_code)] // each benchmark uses part of it
 mod netns_node;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser;
+use granary_store::chunking::write_noise;
 use granary_testbed::{relay, LinkSpec, Options, Testbed};
 use netns_node::{cli, run_sampled, start_node, vm_hwm_kib, Sampled};
 
@@ -73,25 +74,6 @@ struct Args {
     /// CSV output (also printed).
     #[arg(long)]
     csv: Option<PathBuf>,
-}
-
-fn write_random(p: &Path, len: u64, seed: u64) {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
-    let mut x = seed | 1;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = len;
-    while left > 0 {
-        for c in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
-        }
-        let n = left.min(buf.len() as u64) as usize;
-        f.write_all(&buf[..n]).unwrap();
-        left -= n as u64;
-    }
 }
 
 fn main() {
@@ -165,8 +147,8 @@ fn main() {
 
     let big = producer.dir.join("big.bin");
     let small = producer.dir.join("small.bin");
-    write_random(&big, a.file_mib << 20, 1);
-    write_random(&small, a.small_mib << 20, 2);
+    write_noise(&big, a.file_mib << 20, 1).unwrap();
+    write_noise(&small, a.small_mib << 20, 2).unwrap();
     let get_extra: Vec<&str> = a.get_args.split_whitespace().collect();
     for &size in &a.sizes {
         for (file, tag) in [(&big, "big"), (&small, "small")] {

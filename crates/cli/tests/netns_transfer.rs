@@ -33,30 +33,11 @@ mod netns;
 use std::path::Path;
 use std::time::Duration;
 
+use granary_store::chunking::write_noise;
 use granary_testbed::LinkSpec;
 use netns::Node;
 
 const RATE: u64 = 100_000_000;
-
-fn random_file(p: &Path, len: usize, seed: u64) {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(p).unwrap());
-    let mut x = seed | 1;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = len;
-    while left > 0 {
-        for c in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes()[..c.len()]);
-        }
-        let n = left.min(buf.len());
-        f.write_all(&buf[..n]).unwrap();
-        left -= n;
-    }
-    f.flush().unwrap();
-}
 
 /// `granary get` with `flags`; returns goodput in bit/s from its statistics.
 fn fetch(consumer: &Node, name: &str, out: &Path, flags: &[&str]) -> (f64, serde_json::Value) {
@@ -144,9 +125,9 @@ fn run(big_mib: usize, reliable: bool) -> Option<Figures> {
     // One big file published under two names (no cache serves the second
     // fetch), and a 2 MiB one for the window of 1.
     let big = producer.dir.path().join("big.bin");
-    random_file(&big, big_mib << 20, 0x5eed);
+    write_noise(&big, (big_mib as u64) << 20, 0x5eed).unwrap();
     let small = producer.dir.path().join("small.bin");
-    random_file(&small, 2 << 20, 0xbeef);
+    write_noise(&small, 2 << 20, 0xbeef).unwrap();
     for n in ["/netns/cubic", "/netns/aimd"] {
         producer.ok(&["put", big.to_str().unwrap(), n, "--chunking", "fixed"]);
     }

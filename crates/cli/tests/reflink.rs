@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
+use granary_store::chunking::write_noise;
 
 /// An XFS file system (reflink=1) on a loop device, unmounted on drop.
 struct Xfs {
@@ -67,19 +68,6 @@ impl Drop for Xfs {
     }
 }
 
-fn random_file(p: &Path, len: usize, seed: u64) {
-    let mut x = seed | 1;
-    let bytes: Vec<u8> = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
-    std::fs::write(p, bytes).unwrap();
-}
-
 fn put(data: &Path, socket: &Path, src: &Path, name: &str, extra: &[&str]) -> String {
     let out = granary()
         .args(["--data-dir", data.to_str().unwrap()])
@@ -103,7 +91,7 @@ fn put_on_xfs_reflinks_instead_of_copying() {
     std::fs::create_dir(&data).unwrap();
     let src = fs.mnt.join("src.bin");
     let len = 48 << 20;
-    random_file(&src, len, 7);
+    write_noise(&src, len as u64, 7).unwrap();
     let original = std::fs::read(&src).unwrap();
 
     // 1. No daemon: the CLI ingests into the data directory itself.
@@ -161,7 +149,7 @@ fn put_on_xfs_reflinks_instead_of_copying() {
 fn put_elsewhere_copies() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src.bin");
-    random_file(&src, 100_000, 3);
+    write_noise(&src, 100_000, 3).unwrap();
     let on_xfs = sh(Command::new("stat")
         .args(["-f", "-c", "%T"])
         .arg(dir.path()));

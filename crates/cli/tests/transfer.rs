@@ -11,18 +11,6 @@ use std::process::{Child, Command, Stdio};
 use common::*;
 use serde_json::Value;
 
-fn random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// A peer producer process that printed `ready`; killed on drop.
 struct Peer(Child);
 
@@ -83,7 +71,7 @@ fn get_json(d: &Daemon, args: &[&str]) -> (bool, Option<Value>, String) {
 #[test]
 fn corrupt_segment_is_fetched_again_and_the_file_is_right() {
     let d = Daemon::start(&[]);
-    let body = random(100_000, 1);
+    let body = noise(100_000, 1);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Segment 5 is corrupt in the first answer only.
@@ -100,7 +88,7 @@ fn corrupt_segment_is_fetched_again_and_the_file_is_right() {
 #[test]
 fn segment_corrupt_every_time_fails_loudly_and_is_never_written() {
     let d = Daemon::start(&[]);
-    let body = random(100_000, 2);
+    let body = noise(100_000, 2);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     let _p = python_producer(&d, "/py/always", &src, &["--corrupt", "5"]);
@@ -122,7 +110,7 @@ fn segment_corrupt_every_time_fails_loudly_and_is_never_written() {
 #[test]
 fn manifest_tampering_in_the_repo_is_caught() {
     let d = Daemon::start(&[]);
-    let body = random(300_000, 3);
+    let body = noise(300_000, 3);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Fixed 8 KiB segments: the assertions count and place them.
@@ -244,7 +232,7 @@ fn resume_and_check(
 #[test]
 fn interrupted_download_resumes_and_fetches_only_the_rest() {
     let d = Daemon::start(&[]);
-    let body = random(48 << 20, 4);
+    let body = noise(48 << 20, 4);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Fixed 8 KiB segments: the assertions count and place them.
@@ -267,7 +255,7 @@ fn interrupted_per_packet_download_resumes_from_recorded_hashes() {
     // No manifest (python-ndn producer): resume trusts only segments whose
     // bytes on disk match the hash recorded when they were verified.
     let d = Daemon::start(&[]);
-    let body = random(3_000_000, 8);
+    let body = noise(3_000_000, 8);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     let _p = python_producer(&d, "/py/resume", &src, &["--version", "3"]);
@@ -307,7 +295,7 @@ fn cat_range(d: &Daemon, name: &str, body: &[u8], off: usize, len: usize) -> (u6
 fn byte_ranges_fetch_only_the_covering_segments() {
     let d = Daemon::start(&[]);
     let size = 10 * 8192 + 100;
-    let body = random(size, 5);
+    let body = noise(size, 5);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Fixed 8 KiB segments: the assertions count and place them.
@@ -348,7 +336,7 @@ fn byte_ranges_fetch_only_the_covering_segments() {
 fn byte_ranges_over_content_defined_segments() {
     let d = Daemon::start(&[]);
     let size = 300_000;
-    let body = random(size, 8);
+    let body = noise(size, 8);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     let err = String::from_utf8_lossy(
@@ -390,7 +378,7 @@ fn byte_ranges_over_content_defined_segments() {
 #[test]
 fn fetch_from_python_ndn_producer_dpdk_naming_and_canbeprefix_discovery() {
     let d = Daemon::start(&[]);
-    let body = random(250_000, 6);
+    let body = noise(250_000, 6);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // RDR metadata with NDN-DPDK FileMetadata fields (name without version + 32=metadata).
@@ -430,7 +418,7 @@ fn fetch_from_python_ndn_producer_dpdk_naming_and_canbeprefix_discovery() {
 #[test]
 fn fetch_from_ndnts_producer_with_and_without_rdr() {
     let d = Daemon::start(&[]);
-    let body = random(333_333, 7);
+    let body = noise(333_333, 7);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     let _a = ndnts_producer(&d, "/nts/rdr", &src, &["--rdr", "--version", "11"]);
@@ -459,7 +447,7 @@ fn several_names_share_one_window() {
     let mut names = Vec::new();
     for i in 0..3u64 {
         let src = d.dir.path().join(format!("src{i}"));
-        std::fs::write(&src, random(200_000 + i as usize * 1000, 10 + i)).unwrap();
+        std::fs::write(&src, noise(200_000 + i as usize * 1000, 10 + i)).unwrap();
         let n = format!("/multi/f{i}");
         d.ok(&["put", src.to_str().unwrap(), &n]);
         names.push(n);
@@ -473,7 +461,7 @@ fn several_names_share_one_window() {
     for i in 0..3u64 {
         assert_eq!(
             std::fs::read(dir.join(format!("f{i}"))).unwrap(),
-            random(200_000 + i as usize * 1000, 10 + i)
+            noise(200_000 + i as usize * 1000, 10 + i)
         );
     }
     assert_eq!(v.unwrap()["objects"].as_array().unwrap().len(), 3);
@@ -495,7 +483,7 @@ fn remote_file_stat_and_read_at() {
     use granary_transfer::{Config, Engine, OpenOptions, RemoteFile, Trust, UnixLink};
     let d = Daemon::start(&[]);
     let size = 5 * 8192 + 7;
-    let body = random(size, 9);
+    let body = noise(size, 9);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Fixed 8 KiB segments: the assertions count and place them.
@@ -550,7 +538,7 @@ fn remote_file_stat_and_read_at() {
 #[test]
 fn every_pipeline_type_fetches_the_same_bytes() {
     let d = Daemon::start(&[]);
-    let body = random(700_000, 12);
+    let body = noise(700_000, 12);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
     // Fixed 8 KiB segments: the assertions count and place them.

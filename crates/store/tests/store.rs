@@ -6,23 +6,12 @@ use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 
 use granary_packet::Name;
+use granary_store::chunking::noise;
 use granary_store::{Backend, Error, PutOptions, Store};
 use sha2::{Digest, Sha256};
 
 fn n(s: &str) -> Name {
     Name::from_uri(s).unwrap()
-}
-
-fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn read_all(store: &Store, e: &granary_store::Entry) -> Vec<u8> {
@@ -54,7 +43,7 @@ fn exercise(store: &Store) {
     .into_iter()
     .enumerate()
     {
-        let data = bytes(len, i as u64 + 1);
+        let data = noise(len, i as u64 + 1);
         let name = n(&format!("/t/file{len}"));
         let mut seen = 0;
         // Every other size also asks for the whole-file SHA-256.
