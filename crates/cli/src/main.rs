@@ -392,7 +392,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             !no_index,
             sha256,
         ),
-        Command::Repo(cmd) => repo::repo_cmd(&data_dir, cmd),
+        Command::Repo(cmd) => repo::repo_cmd(&data_dir, &socket, cmd),
         Command::Dedup {
             files,
             chunking,

@@ -558,18 +558,24 @@ pub fn peek(
         match c.express(f).await? {
             Reply::Data(d) => {
                 eprintln!(
-                    "data {} ({} bytes content, {:.1} ms)",
+                    "data {} ({} bytes content, {}, {:.1} ms)",
                     d.name(),
                     d.content().len(),
+                    granary_packet::types::sig_type::name(d.sig_info().sig_type),
                     t.elapsed().as_secs_f64() * 1e3
                 );
-                if hex_out {
-                    println!("{}", hex::encode(d.content()));
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let written = if hex_out {
+                    writeln!(out, "{}", hex::encode(d.content()))
                 } else {
-                    use std::io::Write;
-                    std::io::stdout().write_all(d.content())?;
+                    out.write_all(d.content())
+                };
+                match written.and_then(|_| out.flush()) {
+                    // A reader that stopped early (`| head`) is not an error.
+                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                    _ => Ok(()),
                 }
-                Ok(())
             }
             Reply::Nack(r) => anyhow::bail!(
                 "nack {} for {uri}",

@@ -240,8 +240,8 @@ async fn put_via_daemon(
 pub enum RepoCmd {
     /// Rebuild the hash index (chunk SHA-256 → file, offset, length) from
     /// every stored version's hash and offset files. The index is also
-    /// rebuilt automatically when index.redb is missing. Stop the daemon
-    /// first (it holds the index).
+    /// rebuilt automatically when <data-dir>/repo/index/ is missing or
+    /// unreadable. Stop the daemon first (it holds the index).
     Reindex,
     /// Show the repository's settings, or change them.
     Config {
@@ -249,10 +249,18 @@ pub enum RepoCmd {
         /// fastcdc[:MIN:AVG:MAX] or rabin[:MIN:AVG:MAX].
         #[arg(long, value_name = "SCHEME")]
         chunking: Option<String>,
+        /// How segments of manifest-signed versions are signed when served:
+        /// `digest` (DigestSha256, the default; every NDN consumer can check
+        /// it) or `null` (NullSignature: no per-segment SHA-256, as the
+        /// signed manifest covers every segment; for consumers that verify
+        /// through the manifest, like `granary get`, or not at all). A
+        /// running daemon picks the change up at once.
+        #[arg(long, value_name = "SIG", value_parser = granary_store::SEGMENT_SIGNATURES)]
+        segment_signature: Option<String>,
     },
 }
 
-pub fn repo_cmd(data_dir: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
+pub fn repo_cmd(data_dir: &Path, socket: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
     let s = store(data_dir)?;
     match cmd {
         RepoCmd::Reindex => {
@@ -265,7 +273,10 @@ pub fn repo_cmd(data_dir: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
                 t.elapsed().as_secs_f64()
             );
         }
-        RepoCmd::Config { chunking } => {
+        RepoCmd::Config {
+            chunking,
+            segment_signature,
+        } => {
             let mut c = s.config()?;
             if let Some(ch) = chunking {
                 let parsed: granary_store::Chunking =
@@ -273,7 +284,18 @@ pub fn repo_cmd(data_dir: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
                 c.chunking = Some(parsed.to_string());
                 s.set_config(&c)?;
             }
+            if let Some(sig) = segment_signature {
+                c.segment_signature = Some(sig);
+                s.set_config(&c)?;
+                // A running daemon reads its settings again; packets it
+                // already built and cached go too.
+                evict(socket, &Name::new());
+            }
             println!("chunking = {}", s.default_chunking()?);
+            println!(
+                "segment_signature = {}",
+                if s.null_segments()? { "null" } else { "digest" }
+            );
         }
     }
     Ok(())

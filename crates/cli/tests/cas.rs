@@ -331,7 +331,7 @@ fn index_is_rebuilt_when_deleted_and_by_reindex() {
     run(&["put", src.to_str().unwrap(), "/r/g"]);
     let out = run(&["repo", "reindex"]);
     assert!(out.contains("of 2 versions"), "{out}");
-    std::fs::remove_file(data.join("repo/index.redb")).unwrap();
+    std::fs::remove_dir_all(data.join("repo/index")).unwrap();
     let d = Daemon::start_at(dir, data.clone(), &[]);
     let out = d.ok(&["stat", "/r/f"]);
     let path = std::path::PathBuf::from(out.rsplit_once("\npath ").unwrap().1.trim());

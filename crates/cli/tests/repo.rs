@@ -518,3 +518,104 @@ fn cheap_segments_are_rebuilt_not_cached() {
         "ed25519-signed segments not cached"
     );
 }
+
+/// `repo config --segment-signature null`: a running daemon at once serves
+/// the versioned segments of `manifest` versions with a NullSignature
+/// (no per-segment SHA-256), kept out of the content store; `granary get`
+/// still verifies every segment through the manifest, and refuses them
+/// without it. Segments asked for without a version and `--sign digest`
+/// versions keep DigestSha256; `digest` brings DigestSha256 back.
+#[test]
+fn null_signed_segments_when_configured() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("in");
+    std::fs::write(&src, data(100_000)).unwrap();
+    let s = src.to_str().unwrap();
+    d.ok(&["put", s, "/ns/m", "--chunking", "fixed"]);
+    d.ok(&["put", s, "/ns/d", "--sign", "digest", "--chunking", "fixed"]);
+    let version = |n: &str| -> u64 {
+        let out = d.ok(&["stat", n]);
+        let v: serde_json::Value =
+            serde_json::from_str(&out[..out.rfind("path ").unwrap()]).unwrap();
+        v["version"].as_u64().unwrap()
+    };
+    let (vm, vd) = (version("/ns/m"), version("/ns/d"));
+    let sig = |uri: &str| -> String {
+        let o = d.cli(&["peek", uri]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{uri}: {err}");
+        ["SignatureNull", "DigestSha256"]
+            .into_iter()
+            .find(|t| err.contains(&format!(", {t}, ")))
+            .unwrap_or_else(|| panic!("{uri}: {err}"))
+            .to_string()
+    };
+    let seg3 = format!("/ns/m/v={vm}/seg=3");
+    assert_eq!(sig(&seg3), "DigestSha256", "the default");
+    assert!(d
+        .ok(&["repo", "config"])
+        .contains("segment_signature = digest"));
+
+    d.ok(&["repo", "config", "--segment-signature", "null"]);
+    assert!(d
+        .ok(&["repo", "config"])
+        .contains("segment_signature = null"));
+    assert_eq!(sig(&seg3), "SignatureNull");
+    assert_eq!(
+        sig("/ns/m/seg=3"),
+        "DigestSha256",
+        "no version: no manifest"
+    );
+    assert_eq!(sig(&format!("/ns/d/v={vd}/seg=3")), "DigestSha256");
+
+    let dst = d.dir.path().join("out");
+    let mut before = d.cs_stat("entries");
+    for round in 0..2 {
+        let o = d.cli(&["get", "--no-dedup", "/ns/m", "-o", dst.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("the manifest signed by"), "{err}");
+        assert_eq!(std::fs::read(&dst).unwrap(), data(100_000));
+        // The first fetch caches the key-signed manifest root only.
+        assert!(
+            d.cs_stat("entries") <= before + 1,
+            "Null-signed segments cached"
+        );
+        if round == 0 {
+            before = d.cs_stat("entries");
+        } else {
+            assert_eq!(d.cs_stat("entries"), before, "Null-signed segments cached");
+        }
+    }
+    // Without the manifest nothing vouches for them.
+    std::fs::remove_file(&dst).unwrap();
+    let o = d.cli(&[
+        "get",
+        "--no-dedup",
+        "--no-manifest",
+        "/ns/m",
+        "-o",
+        dst.to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success(),
+        "Null segments accepted without a manifest"
+    );
+    assert!(!dst.exists() || std::fs::read(&dst).unwrap() != data(100_000));
+
+    d.ok(&["repo", "config", "--segment-signature", "digest"]);
+    assert_eq!(sig(&seg3), "DigestSha256");
+    // Values outside the two are refused, on the command line and in the file.
+    assert!(!d
+        .cli(&["repo", "config", "--segment-signature", "none"])
+        .status
+        .success());
+    std::fs::write(
+        d.data.join("repo/config.toml"),
+        "segment_signature = \"nul\"\n",
+    )
+    .unwrap();
+    let o = d.cli(&["repo", "config"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("segment_signature \"nul\""));
+}

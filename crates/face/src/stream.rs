@@ -273,6 +273,9 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
     shared.close(reason, &closer).await;
 }
 
+/// Send buffer asked for on accepted Unix stream faces.
+pub const UNIX_SEND_BUFFER: usize = 4 << 20;
+
 /// Listens on a Unix stream socket (removing a stale socket file first) and
 /// announces every accepted connection as a local, on-demand face.
 pub async fn listen_unix(
@@ -301,6 +304,11 @@ pub async fn listen_unix(
             let Ok((sock, _)) = listener.accept().await else {
                 continue;
             };
+            // A send buffer as deep as the window of a fast local consumer
+            // (the default, ~200 KiB, is 25 packets of 8 KiB): the node
+            // keeps writing while the application is busy with what it
+            // read. Best effort: the kernel caps it at net.core.wmem_max.
+            let _ = socket2::SockRef::from(&sock).set_send_buffer_size(UNIX_SEND_BUFFER);
             let info = FaceInfo {
                 id: ids.next(),
                 remote_uri: "fd://".to_string() + &ids_hint(&sock),

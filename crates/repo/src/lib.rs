@@ -98,6 +98,21 @@ pub struct Repo {
     /// The store served.
     pub store: Store,
     keychain: Option<granary_security::KeyChain>,
+    /// Segments covered by a manifest get a NullSignature (the store's
+    /// `segment_signature = "null"`); read at start and on [`Repo::reload`].
+    null_segments: std::sync::atomic::AtomicBool,
+}
+
+/// How a segment is signed when served.
+pub enum SegmentSig {
+    /// With the publisher's key (`ed25519` / `ecdsa` versions).
+    Key(granary_security::Signer),
+    /// DigestSha256.
+    Digest,
+    /// NullSignature (SignatureType 200, empty value): for `manifest`
+    /// versions (their key-signed manifest covers every segment), when the
+    /// repository is so configured.
+    Null,
 }
 
 impl Repo {
@@ -108,16 +123,48 @@ impl Repo {
 
     /// A repo over `store`; `keychain` provides keys for per-packet signing.
     pub fn new(store: Store, keychain: Option<granary_security::KeyChain>) -> Self {
-        Repo { store, keychain }
+        let repo = Repo {
+            store,
+            keychain,
+            null_segments: Default::default(),
+        };
+        repo.reload();
+        repo
     }
 
-    fn signer(&self, e: &Entry) -> Option<granary_security::Signer> {
+    /// Reads the repository's serving settings again (after `granary repo
+    /// config` changed them); a bad setting is logged and the default kept.
+    pub fn reload(&self) {
+        let null = self.store.null_segments().unwrap_or_else(|e| {
+            tracing::warn!("{e}; serving DigestSha256 segments");
+            false
+        });
+        self.null_segments
+            .store(null, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn signer(&self, e: &Entry) -> SegmentSig {
         match e.meta.signing.as_deref() {
             Some("ed25519") | Some("ecdsa") => {
-                let key = Name::from_uri(e.meta.signer.as_deref()?).ok()?;
-                self.keychain.as_ref()?.signer(&key).ok()
+                let key = e
+                    .meta
+                    .signer
+                    .as_deref()
+                    .and_then(|k| Name::from_uri(k).ok());
+                match key.and_then(|k| self.keychain.as_ref()?.signer(&k).ok()) {
+                    Some(s) => SegmentSig::Key(s),
+                    None => SegmentSig::Digest,
+                }
             }
-            _ => None,
+            Some("manifest")
+                if e.meta.manifest.is_some()
+                    && self
+                        .null_segments
+                        .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                SegmentSig::Null
+            }
+            _ => SegmentSig::Digest,
         }
     }
 
@@ -228,14 +275,17 @@ pub enum Answer {
 
 /// Answers one Interest from the store (DigestSha256 on everything).
 pub fn answer(store: &Store, i: &Interest) -> Answer {
-    answer_with(store, i, |_| None)
+    answer_with(store, i, |_| SegmentSig::Digest)
 }
 
-fn answer_with(
-    store: &Store,
-    i: &Interest,
-    signer: impl Fn(&Entry) -> Option<granary_security::Signer>,
-) -> Answer {
+/// `signer` says how a version's versioned segments are signed; segments
+/// asked for without a version, or found by CanBePrefix, are for consumers
+/// that have no manifest, and get DigestSha256 rather than a NullSignature.
+fn answer_with(store: &Store, i: &Interest, signer: impl Fn(&Entry) -> SegmentSig) -> Answer {
+    let no_null = |e: &Entry| match signer(e) {
+        SegmentSig::Null => SegmentSig::Digest,
+        s => s,
+    };
     let name = &i.name;
     if let Some(a) = listing(store, i) {
         return a;
@@ -252,7 +302,7 @@ fn answer_with(
         if s.typ == COMP_SEGMENT && v.typ == COMP_VERSION {
             if let (Some(seg), Some(ver)) = (s.as_number(), v.as_number()) {
                 return match store.get_shared(&name.prefix(-2), Some(ver)) {
-                    Ok(e) => segment(store, &e, name.clone(), seg, signer(&e).as_ref())
+                    Ok(e) => segment(store, &e, name.clone(), seg, &signer(&e))
                         .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
                     Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
                 };
@@ -268,7 +318,7 @@ fn answer_with(
                 &e,
                 name.clone(),
                 seg,
-                signer(&e).as_ref(),
+                &no_null(&e),
                 LATEST_SEGMENT_FRESHNESS_MS,
             )
             .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data);
@@ -284,7 +334,7 @@ fn answer_with(
             let full = object
                 .append(&Component::version(e.meta.version))
                 .append(&Component::segment(0));
-            if let Some(d) = segment(store, &e, full, 0, signer(&e).as_ref()) {
+            if let Some(d) = segment(store, &e, full, 0, &no_null(&e)) {
                 return Answer::Data(d);
             }
         }
@@ -349,15 +399,9 @@ pub fn listing(store: &Store, i: &Interest) -> Option<Answer> {
 }
 
 /// The Data of one segment, encoded straight from the file bytes, signed
-/// with `signer` or DigestSha256.
-pub fn segment(
-    store: &Store,
-    e: &Entry,
-    name: Name,
-    seg: u64,
-    signer: Option<&granary_security::Signer>,
-) -> Option<Data> {
-    segment_with(store, e, name, seg, signer, SEGMENT_FRESHNESS_MS)
+/// as `sig` says.
+pub fn segment(store: &Store, e: &Entry, name: Name, seg: u64, sig: &SegmentSig) -> Option<Data> {
+    segment_with(store, e, name, seg, sig, SEGMENT_FRESHNESS_MS)
 }
 
 fn segment_with(
@@ -365,29 +409,32 @@ fn segment_with(
     e: &Entry,
     name: Name,
     seg: u64,
-    signer: Option<&granary_security::Signer>,
+    sig: &SegmentSig,
     freshness_ms: u64,
 ) -> Option<Data> {
     let last = e.meta.segments() - 1;
-    let b = DataBuilder::new(name)
+    let mut b = DataBuilder::new(name)
         .freshness_period(freshness_ms)
         .final_block_id(Component::segment(last));
-    match signer {
-        Some(s) => {
+    match sig {
+        SegmentSig::Key(s) => {
             let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
             store.read_segment(e, seg, &mut buf).ok()?;
             s.sign_data(b.content(Bytes::from(buf))).ok()
         }
-        None => {
-            // Read from the file straight into the packet, then digest.
+        SegmentSig::Digest | SegmentSig::Null => {
+            // Read from the file straight into the packet, then digest (or,
+            // for a NullSignature, nothing more).
             let (start, len) = store.segment_range(e, seg).ok()?;
-            b.sign_with_content(
-                len as usize,
-                |dst| store.read_at(e, start, dst),
-                32,
-                digest_value,
-            )
-            .ok()
+            let fill = |dst: &mut [u8]| store.read_at(e, start, dst);
+            if matches!(sig, SegmentSig::Null) {
+                b.sig_info = granary_packet::SignatureInfo::new(sig_type::NULL);
+                b.sign_with_content(len as usize, fill, 0, |_| Ok(Bytes::new()))
+                    .ok()
+            } else {
+                b.sign_with_content(len as usize, fill, 32, digest_value)
+                    .ok()
+            }
         }
     }
 }
@@ -490,7 +537,12 @@ pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Er
 /// key (ed25519, ecdsa: a signature costs far more) are cached.
 fn no_cache(p: &NetPacket) -> Option<u64> {
     match p {
-        NetPacket::Data(d) if d.sig_info().sig_type == sig_type::DIGEST_SHA256 => {
+        NetPacket::Data(d)
+            if matches!(
+                d.sig_info().sig_type,
+                sig_type::DIGEST_SHA256 | sig_type::NULL
+            ) =>
+        {
             Some(granary_face::CACHE_POLICY_NO_CACHE)
         }
         _ => None,

@@ -256,9 +256,11 @@ impl Local {
                 Some(NetPacket::Data(reply(&i.name, &json!({ "bytes": bytes }))))
             }
             Some("forget") => {
-                // Another process renamed or removed a version: drop the
-                // cached lookups so it is seen at once.
+                // Another process renamed or removed a version, or changed
+                // the settings: drop the cached lookups so it is seen at
+                // once, and read the settings again.
                 self.repo.store.forget();
+                self.repo.reload();
                 Some(NetPacket::Data(reply(&i.name, &json!({ "ok": true }))))
             }
             Some("put") => {

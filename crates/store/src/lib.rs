@@ -358,19 +358,22 @@ impl Store {
             } else {
                 None
             };
-            // Two threads: this one reads, writes the data file and cuts
-            // segments; a worker hashes each segment (and the whole file if
-            // asked), writes the hash and offset files and feeds the index.
-            // Blocks of 1 MiB (plus room for the undecided tail of the
-            // previous block, at most one segment) go round between them:
-            // constant memory, and each byte is copied once.
+            // Three stages, each on its own thread: this one reads and
+            // writes the data file; a cutter finds segment boundaries; a
+            // worker hashes each segment (and the whole file if asked),
+            // writes the hash and offset files and feeds the index. Blocks
+            // of 1 MiB go round between them, with `max` bytes of room in
+            // front where the cutter puts the undecided tail of the
+            // previous block (at most one segment): constant memory, each
+            // byte copied once, and reading, cutting and hashing overlap.
             const BLOCK: usize = 1 << 20;
-            const BLOCKS: usize = 4;
+            const BLOCKS: usize = 6;
             let max = cutter.max();
+            let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(BLOCKS);
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
             let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
             for _ in 0..BLOCKS {
-                let _ = free_tx.send(vec![0u8; BLOCK + max]);
+                let _ = free_tx.send(vec![0u8; max + BLOCK]);
             }
             let worker_paths = (tmp_hash.clone(), tmp_off.clone());
             // One ingest at a time holds a write transaction; others (their
@@ -391,26 +394,21 @@ impl Store {
                     worker_paths,
                 )
             });
+            let cut_thread = std::thread::spawn(move || cut_blocks(&cutter, raw_rx, full_tx));
             // Write-back starts while ingesting, so the final fsync has
             // only the tail left to wait for.
             let mut flusher = Flusher::start(&data, &tmp_data)?;
             let mut size = 0u64;
             let read_result = (|| -> Result<()> {
-                // The undecided tail of the previous block (< max bytes).
-                let mut carry: Vec<u8> = Vec::with_capacity(max);
-                // File offset of carry[0].
-                let mut start = 0u64;
                 // Never read again after the end (some readers fail then).
                 let mut eof = false;
                 while !eof {
                     let Ok(mut buf) = free_rx.recv() else {
                         return Ok(()); // the worker stopped: its error follows
                     };
-                    let head = carry.len();
-                    buf[..head].copy_from_slice(&carry);
-                    let mut len = head;
-                    while len < head + BLOCK {
-                        match reader.read(&mut buf[len..head + BLOCK]) {
+                    let mut len = max;
+                    while len < max + BLOCK {
+                        match reader.read(&mut buf[len..max + BLOCK]) {
                             Ok(0) => {
                                 eof = true;
                                 break;
@@ -425,38 +423,21 @@ impl Store {
                             }
                         }
                     }
-                    if cloned.is_none() && len > head {
-                        data.write_all(&buf[head..len])
+                    if cloned.is_none() && len > max {
+                        data.write_all(&buf[max..len])
                             .map_err(Error::io(&tmp_data))?;
                     }
-                    size += (len - head) as u64;
+                    size += (len - max) as u64;
                     flusher.written(size);
                     progress(size);
-                    // Cut where at least `max` bytes follow (or at the end),
-                    // so boundaries never depend on where blocks fall.
-                    let mut cuts = Vec::with_capacity(BLOCK / 1024);
-                    let mut pos = 0usize;
-                    while pos < len && (eof || len - pos >= max) {
-                        pos += cutter.cut(&buf[pos..len]);
-                        cuts.push(pos as u32);
-                    }
-                    carry.clear();
-                    carry.extend_from_slice(&buf[pos..len]);
-                    let block = Block {
-                        buf,
-                        head,
-                        len,
-                        cuts,
-                        start,
-                    };
-                    start += pos as u64;
-                    if full_tx.send(block).is_err() {
+                    if raw_tx.send(Raw { buf, len, eof }).is_err() {
                         return Ok(());
                     }
                 }
                 Ok(())
             })();
-            drop(full_tx);
+            drop(raw_tx);
+            let _ = cut_thread.join();
             let worked = worker
                 .join()
                 .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
@@ -952,7 +933,18 @@ pub struct RepoConfig {
     /// Chunking of new versions published without an explicit choice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunking: Option<String>,
+    /// How segments of versions that have a signed manifest are signed
+    /// when served: `digest` (DigestSha256, the default: consumers that
+    /// check every packet's digest accept them) or `null` (NullSignature,
+    /// SignatureType 200, no value: the manifest already covers every
+    /// segment, so the per-segment SHA-256 is skipped; only consumers that
+    /// verify through the manifest, or not at all, accept them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_signature: Option<String>,
 }
+
+/// The values of [`RepoConfig::segment_signature`].
+pub const SEGMENT_SIGNATURES: [&str; 2] = ["digest", "null"];
 
 impl Store {
     fn config_path(&self) -> PathBuf {
@@ -975,6 +967,20 @@ impl Store {
     pub fn set_config(&self, c: &RepoConfig) -> Result<()> {
         let t = toml::to_string(c).map_err(|e| Error::Corrupt(e.to_string()))?;
         write_atomic(&self.config_path(), t.as_bytes())
+    }
+
+    /// True when segments covered by a manifest are served with a
+    /// NullSignature ([`RepoConfig::segment_signature`] `null`).
+    pub fn null_segments(&self) -> Result<bool> {
+        match self.config()?.segment_signature.as_deref() {
+            None | Some("digest") => Ok(false),
+            Some("null") => Ok(true),
+            Some(other) => Err(Error::Corrupt(format!(
+                "{}: segment_signature {other:?} is not one of {}",
+                self.config_path().display(),
+                SEGMENT_SIGNATURES.join(", ")
+            ))),
+        }
     }
 
     /// The chunking new versions get by default: the config file's, or
@@ -1003,9 +1009,9 @@ impl Store {
         self.root.join("index-pending")
     }
 
-    /// Path of the hash index database.
+    /// Path of the hash index (a directory).
     pub fn index_path(&self) -> PathBuf {
-        self.root.join("index.redb")
+        self.root.join("index")
     }
 
     /// Writes a durable mark saying that `data` (a version file, about to
@@ -1044,16 +1050,22 @@ impl Store {
             }
             st.checked = Some(now);
             let path = self.index_path();
-            let mut fresh = !path.exists();
+            let mut fresh = !path.join("tree").exists();
             let mut opened = index::Index::open(&path);
             if let Err(index::OpenError::Other(e)) = &opened {
                 // Unreadable or of another layout: it is only a cache of the
                 // files, so set it aside and rebuild.
                 eprintln!("granary-store: {e}; rebuilding the hash index");
-                let aside = self.root.join("index.redb.bad");
+                let aside = self.root.join("index.bad");
+                let _ = fs::remove_dir_all(&aside);
                 let _ = fs::rename(&path, &aside);
                 fresh = true;
                 opened = index::Index::open(&path);
+            }
+            if opened.is_ok() {
+                // The index of releases before 0.2 (a redb file): only a
+                // cache, rebuilt above in the new layout.
+                let _ = fs::remove_file(self.root.join("index.redb"));
             }
             match opened {
                 Ok(ix) => {
@@ -1285,16 +1297,64 @@ impl Store {
     }
 }
 
-/// One block of input on its way to the segment worker: `buf[..len]` holds
-/// `head` bytes carried from the previous block (already written and
-/// counted) and then new bytes; `cuts` are the segment ends in `buf`
-/// (the first segment starts at 0); `start` is the file offset of `buf[0]`.
+/// One block as read: new bytes in `buf[max..len]` (the `max` bytes in
+/// front are room for the previous block's undecided tail); `eof` on the
+/// last one.
+struct Raw {
+    buf: Vec<u8>,
+    len: usize,
+    eof: bool,
+}
+
+/// One block of input on its way to the segment worker: `buf[begin..len]`
+/// holds the bytes carried from the previous block (already written and
+/// counted) up to `head`, then new bytes; `cuts` are the segment ends in
+/// `buf` (the first segment starts at `begin`); `start` is the file offset
+/// of `buf[begin]`.
 struct Block {
     buf: Vec<u8>,
+    begin: usize,
     head: usize,
     len: usize,
     cuts: Vec<u32>,
     start: u64,
+}
+
+/// The cutting stage: puts each block's carried tail in front of its new
+/// bytes and cuts where at least `max` bytes follow (or at the end), so
+/// boundaries never depend on where blocks fall.
+fn cut_blocks(
+    cutter: &chunking::Cutter,
+    raw: std::sync::mpsc::Receiver<Raw>,
+    full: std::sync::mpsc::SyncSender<Block>,
+) {
+    let max = cutter.max();
+    let mut carry: Vec<u8> = Vec::with_capacity(max);
+    let mut start = 0u64; // file offset of carry[0]
+    for Raw { mut buf, len, eof } in raw {
+        let begin = max - carry.len();
+        buf[begin..max].copy_from_slice(&carry);
+        let mut cuts = Vec::with_capacity((len - begin) / 1024 + 1);
+        let mut pos = begin;
+        while pos < len && (eof || len - pos >= max) {
+            pos += cutter.cut(&buf[pos..len]);
+            cuts.push(pos as u32);
+        }
+        carry.clear();
+        carry.extend_from_slice(&buf[pos..len]);
+        let block = Block {
+            buf,
+            begin,
+            head: max,
+            len,
+            cuts,
+            start,
+        };
+        start += (pos - begin) as u64;
+        if full.send(block).is_err() {
+            return;
+        }
+    }
 }
 
 /// Segment count, the index transaction, the whole-file hash if asked.
@@ -1339,12 +1399,12 @@ fn segment_worker(
             if let Some(w) = whole.as_mut() {
                 w.update(&b.buf[b.head..b.len]);
             }
-            let mut pos = 0usize;
+            let mut pos = b.begin;
             for &cut in &b.cuts {
                 let cut = cut as usize;
                 let h: [u8; 32] = Sha256::digest(&b.buf[pos..cut]).into();
                 hashes.write_all(&h).map_err(Error::io(&hash_path))?;
-                let off = b.start + pos as u64;
+                let off = b.start + (pos - b.begin) as u64;
                 if let Some(o) = offsets.as_mut() {
                     o.write_all(&off.to_le_bytes())
                         .map_err(Error::io(&off_path))?;
@@ -1355,7 +1415,7 @@ fn segment_worker(
                 segments += 1;
                 pos = cut;
             }
-            end = b.start + pos as u64;
+            end = b.start + (pos - b.begin) as u64;
             let _ = free.send(b.buf);
         }
         if batch.len() >= BATCH || (last && !batch.is_empty()) {

@@ -144,7 +144,7 @@ fn hash_index_serves_chunks_survives_rename_and_rebuilds() {
         (h, spans)
     };
     // Delete the index: rebuilt from the files on next use.
-    std::fs::remove_file(dir.path().join("index.redb")).unwrap();
+    std::fs::remove_dir_all(dir.path().join("index")).unwrap();
     let store = Store::open(dir.path()).unwrap();
     for (hh, (off, len)) in hashes.iter().zip(&spans) {
         let got = store.chunk(hh).unwrap().expect("rebuilt");
@@ -196,4 +196,51 @@ fn a_crash_before_indexing_is_caught_up_from_the_mark() {
         .unwrap()
         .next()
         .is_none());
+}
+
+/// The index is only a cache of the files: one whose files are garbage is
+/// set aside and rebuilt, and every chunk is found again.
+#[test]
+fn an_unreadable_index_is_set_aside_and_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = noise(300_000, 21);
+    let hashes = {
+        let store = Store::open(dir.path()).unwrap();
+        let e = put(&store, "/u/x", &data, Chunking::fastcdc());
+        let h = segment_hashes(&store, &e);
+        assert!(store.chunk(&h[0]).unwrap().is_some());
+        h
+    };
+    let mut stack = vec![dir.path().join("index/tree")];
+    let mut spoiled = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                std::fs::write(&p, b"not an index").unwrap();
+                spoiled += 1;
+            }
+        }
+    }
+    assert!(spoiled > 0);
+    let store = Store::open(dir.path()).unwrap();
+    for h in &hashes {
+        assert!(store.chunk(h).unwrap().is_some(), "rebuilt");
+    }
+    assert!(dir.path().join("index.bad").is_dir(), "set aside");
+}
+
+/// One process at a time: a second open of the same index is `Busy`.
+#[test]
+fn the_index_is_held_by_one_opener() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = granary_store::index::Index::open(&dir.path().join("index")).unwrap();
+    assert!(matches!(
+        granary_store::index::Index::open(&dir.path().join("index")),
+        Err(granary_store::index::OpenError::Busy)
+    ));
+    drop(first);
+    assert!(granary_store::index::Index::open(&dir.path().join("index")).is_ok());
 }
