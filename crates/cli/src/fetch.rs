@@ -510,9 +510,17 @@ pub fn cat(
                 );
             }
         }
-        let bytes = f
-            .copy_range(offset, length.unwrap_or(u64::MAX), std::io::stdout())
-            .await?;
+        let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let out = PipeWatch {
+            inner: std::io::stdout(),
+            closed: closed.clone(),
+        };
+        let bytes = match f.copy_range(offset, length.unwrap_or(u64::MAX), out).await {
+            Ok(b) => b,
+            // A reader that stopped early (`| head`) is not an error.
+            Err(_) if closed.load(std::sync::atomic::Ordering::Relaxed) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
         if stats {
             eprintln!(
                 "{}: {bytes} bytes at offset {offset}, verified against {}",
@@ -522,4 +530,34 @@ pub fn cat(
         }
         Ok(())
     })
+}
+
+/// Standard output that notes whether its reader went away (EPIPE).
+struct PipeWatch {
+    inner: std::io::Stdout,
+    closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PipeWatch {
+    fn note<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                self.closed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        r
+    }
+}
+
+impl std::io::Write for PipeWatch {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
 }

@@ -327,6 +327,30 @@ fn byte_ranges_fetch_only_the_covering_segments() {
     // No --length: to the end.
     let o = d.cli(&["cat", "/ranges/f", "--offset", "81000"]);
     assert_eq!(o.stdout, body[81000..]);
+    // A reader that stops early (`| head -c 10`) is not an error.
+    let mut child = granary()
+        .args([
+            "--data-dir",
+            d.data.to_str().unwrap(),
+            "--socket",
+            d.socket.to_str().unwrap(),
+            "cat",
+            "/ranges/f",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 10];
+    std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+    assert_eq!(first, body[..10]);
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "cat into a closed pipe: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Content-defined segments (the repository's default): byte ranges are
