@@ -41,18 +41,8 @@ fn cdc_put_get_round_trips_through_the_daemon_and_locally() {
             let o = if via_stdin {
                 // Ingested by the CLI itself (the daemon holds the index:
                 // the CLI leaves a mark the daemon catches up on).
-                let mut c = granary()
-                    .args([
-                        "--data-dir",
-                        d.data.to_str().unwrap(),
-                        "--socket",
-                        d.socket.to_str().unwrap(),
-                        "put",
-                        "-",
-                        &name,
-                        "--chunking",
-                        scheme,
-                    ])
+                let mut c = d
+                    .command(&["put", "-", &name, "--chunking", scheme])
                     .stdin(std::fs::File::open(&src).unwrap())
                     .output()
                     .unwrap();

@@ -143,18 +143,23 @@ impl Daemon {
         }
     }
 
+    /// A granary client command against this daemon (its data directory
+    /// and socket), to spawn or run as the test needs.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut c = granary();
+        c.args([
+            "--data-dir",
+            self.data.to_str().unwrap(),
+            "--socket",
+            self.socket.to_str().unwrap(),
+        ])
+        .args(args);
+        c
+    }
+
     /// Runs a granary client command against this daemon.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
-        granary()
-            .args([
-                "--data-dir",
-                self.data.to_str().unwrap(),
-                "--socket",
-                self.socket.to_str().unwrap(),
-            ])
-            .args(args)
-            .output()
-            .unwrap()
+        self.command(args).output().unwrap()
     }
 
     /// Like `cli`, asserting success and returning stdout.

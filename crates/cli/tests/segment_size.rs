@@ -15,20 +15,10 @@ fn put_segment_size_round_trips() {
     for (name, size, from_stdin) in [("/seg/a", 16384u32, false), ("/seg/b", 1024, true)] {
         let o = if from_stdin {
             // Standard input is ingested by the CLI itself, not the daemon.
-            let mut c = common::granary();
-            c.args([
-                "--data-dir",
-                d.data.to_str().unwrap(),
-                "--socket",
-                d.socket.to_str().unwrap(),
-                "put",
-                "-",
-                name,
-                "--segment-size",
-                &size.to_string(),
-            ])
-            .stdin(std::fs::File::open(&f).unwrap());
-            c.output().unwrap()
+            d.command(&["put", "-", name, "--segment-size", &size.to_string()])
+                .stdin(std::fs::File::open(&f).unwrap())
+                .output()
+                .unwrap()
         } else {
             d.cli(&[
                 "put",

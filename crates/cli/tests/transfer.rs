@@ -154,12 +154,8 @@ fn get_and_kill_midway(
     window: &str,
     at_least: usize,
 ) -> u64 {
-    let mut child = granary()
-        .args([
-            "--data-dir",
-            d.data.to_str().unwrap(),
-            "--socket",
-            d.socket.to_str().unwrap(),
+    let mut child = d
+        .command(&[
             "get",
             "--no-dedup",
             name,
@@ -328,15 +324,8 @@ fn byte_ranges_fetch_only_the_covering_segments() {
     let o = d.cli(&["cat", "/ranges/f", "--offset", "81000"]);
     assert_eq!(o.stdout, body[81000..]);
     // A reader that stops early (`| head -c 10`) is not an error.
-    let mut child = granary()
-        .args([
-            "--data-dir",
-            d.data.to_str().unwrap(),
-            "--socket",
-            d.socket.to_str().unwrap(),
-            "cat",
-            "/ranges/f",
-        ])
+    let mut child = d
+        .command(&["cat", "/ranges/f"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
