@@ -146,7 +146,7 @@ pub fn put(
     );
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         eprintln!("removed {r} older version(s) (--keep)");
-        evict(socket, &n);
+        tell_daemon(socket, Some(&n));
     }
     Ok(())
 }
@@ -287,9 +287,9 @@ pub fn repo_cmd(data_dir: &Path, socket: &Path, cmd: RepoCmd) -> anyhow::Result<
             if let Some(sig) = segment_signature {
                 c.segment_signature = Some(sig);
                 s.set_config(&c)?;
-                // A running daemon reads its settings again; packets it
-                // already built and cached go too.
-                evict(socket, &Name::new());
+                // A running daemon reads its settings again (the segments
+                // concerned are never cached: NoCache).
+                tell_daemon(socket, None);
             }
             println!("chunking = {}", s.default_chunking()?);
             println!(
@@ -343,7 +343,7 @@ pub fn mv(data_dir: &Path, socket: &Path, old: &str, new: &str) -> anyhow::Resul
             .map_err(|x| anyhow::anyhow!("manifest of v={v}: {x}"))?;
     }
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
-    evict(socket, &old_name);
+    tell_daemon(socket, Some(&old_name));
     Ok(())
 }
 
@@ -351,14 +351,17 @@ pub fn rm(data_dir: &Path, socket: &Path, uri: &str, version: Option<u64>) -> an
     let nm = name(uri)?;
     let n = store(data_dir)?.remove(&nm, version)?;
     eprintln!("removed {n} version(s)");
-    evict(socket, &nm);
+    tell_daemon(socket, Some(&nm));
     Ok(())
 }
 
 /// Best effort: ask a running node to forget its repository's cached
 /// lookups and drop cached packets under `prefix` (NFD's cs/erase), so a
 /// removed or renamed file is not served from cache.
-fn evict(socket: &Path, prefix: &Name) {
+/// Tells a running daemon (if any) to forget its cached lookups and read
+/// the repository's settings again; with `erase`, also to drop the packets
+/// its content store holds under that prefix.
+fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -367,9 +370,6 @@ fn evict(socket: &Path, prefix: &Name) {
     };
     rt.block_on(async {
         if let Ok(mut c) = Client::connect(socket).await {
-            let mut p = granary_mgmt::ControlParameters::new();
-            p.name = Some(prefix.clone());
-            let nfd = Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default();
             // The repository's lookups first (it must not build packets
             // from the old files), then the packets already built.
             if let Ok(forget) = name(granary_repo::local::PREFIX) {
@@ -377,6 +377,10 @@ fn evict(socket: &Path, prefix: &Name) {
                 f.lifetime = Some(2000);
                 let _ = c.express(f).await;
             }
+            let Some(prefix) = erase else { return };
+            let mut p = granary_mgmt::ControlParameters::new();
+            p.name = Some(prefix.clone());
+            let nfd = Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default();
             if let Ok(r) = c.command(&nfd, "cs", "erase", &p).await {
                 if let Some(k) = r.count.filter(|k| *k > 0) {
                     eprintln!("evicted {k} cached packet(s) under {prefix}");
