@@ -334,3 +334,43 @@ fn index_is_rebuilt_when_deleted_and_by_reindex() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("in use by another process"));
 }
+
+/// Versions published beside a running daemon (by the command line, from
+/// standard input, while the daemon holds the hash index) are indexed by
+/// the daemon on its own, within a fraction of a second: no hash request
+/// waits for, or has to trigger, their indexing.
+#[test]
+fn versions_published_beside_the_daemon_are_indexed_in_the_background() {
+    let d = Daemon::start(&[]);
+    // A lookup: the daemon has the index open from here on (it would have
+    // opened it on its first lookup anyway).
+    assert!(!peek(&d, &hash_uri(&[7u8; 32])).status.success());
+    let bytes = noise(400_000, 11);
+    let mut put = d.command(&["put", "-", "/bg/x", "--chunking", "fastcdc"]);
+    let mut child = put
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&bytes).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The CLI could not index it (the daemon holds the index): a mark.
+    let pending = d.data.join("repo/index-pending");
+    let marks = || std::fs::read_dir(&pending).map_or(0, |r| r.count());
+    let t = Instant::now();
+    while marks() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the daemon did not index the new version by itself"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // And its chunks are served at once.
+    let (_, path) = stat(&d, "/bg/x");
+    for h in hashes(&path).iter().take(3) {
+        assert!(peek(&d, &hash_uri(h)).status.success());
+    }
+}

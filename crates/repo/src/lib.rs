@@ -549,6 +549,31 @@ fn no_cache(p: &NetPacket) -> Option<u64> {
     }
 }
 
+/// How soon the serving daemon indexes a version another process
+/// published (`granary put` while the daemon holds the hash index).
+pub const INDEX_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Indexes other processes' new versions on a thread of its own, every
+/// [`INDEX_EVERY`], for as long as `repo` is served: hash requests are
+/// answered from the index and never wait for a version to be indexed
+/// (the serving loop runs them inline).
+fn index_in_background(repo: &Arc<Repo>) {
+    repo.store.index_in_background();
+    let weak = Arc::downgrade(repo);
+    let started = std::thread::Builder::new()
+        .name("index-catch-up".into())
+        .spawn(move || loop {
+            let Some(repo) = weak.upgrade() else { break };
+            repo.store.index_pending();
+            drop(repo);
+            std::thread::sleep(INDEX_EVERY);
+        });
+    if let Err(e) = started {
+        tracing::warn!("no background indexing thread ({e}): lookups index new versions");
+        repo.store.index_in_background_stopped();
+    }
+}
+
 /// Serves the repo on an in-process face until the forwarder goes away,
 /// with the network commands' defaults ([`net::ServeConfig::default`]).
 pub async fn serve(repo: Arc<Repo>, face: AppFace) {
@@ -567,6 +592,7 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfi
         let s = service.clone();
         tokio::spawn(async move { s.register().await });
     }
+    index_in_background(&repo);
     loop {
         tokio::select! {
             got = face.recv() => {
