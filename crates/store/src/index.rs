@@ -19,9 +19,10 @@
 //!   indexes every marked file, so a crash between the two steps loses
 //!   nothing; the tree recovers its own journal.
 //! - **One process**: an exclusive `flock` on `<root>/index/granary.lock`.
-//!   The process holding it (the daemon) picks up marks left by others
-//!   (`granary put` from stdin, `granary mv`) at most once a second, when
-//!   it looks a chunk up.
+//!   The process holding it picks up marks left by others (`granary put`
+//!   from stdin, `granary mv`): a serving daemon on a thread of its own
+//!   every 200 ms ([`crate::Store::index_pending`]), any other holder at
+//!   most once a second, when it looks a chunk up.
 //! - **Rebuildable** from the `.hashes` and `.offsets` files: automatically
 //!   when the index is missing or unreadable, or with
 //!   [`crate::Store::reindex`].
