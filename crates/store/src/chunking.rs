@@ -5,7 +5,7 @@
 //! touches; the rest keep their bytes and their hashes.
 //!
 //! Every scheme is a pure function of the bytes from the chunk's start: the
-//! ingest loop hands [`Chunking::cut`] at least `max` bytes (or everything
+//! ingest loop hands [`Cutter::cut`] at least `max` bytes (or everything
 //! left at the end of the input) and gets the chunk's length back, so
 //! chunking runs in the same streaming pass as copying and hashing, in
 //! constant memory.
