@@ -1044,7 +1044,7 @@ impl Store {
     /// holds it (retried at most once a second) or it cannot be opened.
     fn with_index<T>(&self, f: impl FnOnce(&std::sync::Arc<index::Index>) -> T) -> Option<T> {
         let mut st = self.index.lock().ok()?;
-        let mut opened_now = None;
+        let mut opened_now = false;
         if st.db.is_none() {
             let now = std::time::Instant::now();
             if st
@@ -1082,7 +1082,7 @@ impl Store {
                     }
                     st.db = Some(ix);
                     st.error = None;
-                    opened_now = Some(());
+                    opened_now = true;
                 }
                 Err(index::OpenError::Busy) => {
                     st.error = Some(
@@ -1099,7 +1099,7 @@ impl Store {
         }
         let ix = st.db.clone()?;
         drop(st); // lookups on other threads go on meanwhile
-        if opened_now.is_some() {
+        if opened_now {
             // What was published while it was closed; lookups on other
             // threads go on meanwhile (and may miss: the index is only a
             // cache, the consumer then asks elsewhere).
@@ -1607,8 +1607,10 @@ impl DataFile {
                     }
                     // Refused (a file system that takes O_DIRECT at open
                     // but not this write): buffered from here on.
-                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                    }
+                    Err(e)
+                        if [rustix::io::Errno::INVAL, rustix::io::Errno::OPNOTSUPP]
+                            .iter()
+                            .any(|n| e.raw_os_error() == Some(n.raw_os_error())) => {}
                     Err(e) => return Err(Error::io(&self.path)(e)),
                 }
             }
