@@ -558,7 +558,6 @@ pub const INDEX_EVERY: std::time::Duration = std::time::Duration::from_millis(20
 /// answered from the index and never wait for a version to be indexed
 /// (the serving loop runs them inline).
 fn index_in_background(repo: &Arc<Repo>) {
-    repo.store.index_in_background();
     let weak = Arc::downgrade(repo);
     let started = std::thread::Builder::new()
         .name("index-catch-up".into())
@@ -568,9 +567,9 @@ fn index_in_background(repo: &Arc<Repo>) {
             drop(repo);
             std::thread::sleep(INDEX_EVERY);
         });
-    if let Err(e) = started {
-        tracing::warn!("no background indexing thread ({e}): lookups index new versions");
-        repo.store.index_in_background_stopped();
+    match started {
+        Ok(_) => repo.store.index_in_background(),
+        Err(e) => tracing::warn!("no background indexing thread ({e}): lookups index new versions"),
     }
 }
 

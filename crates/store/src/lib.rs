@@ -1252,12 +1252,6 @@ impl Store {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Undoes [`Store::index_in_background`]: lookups index marks again.
-    pub fn index_in_background_stopped(&self) {
-        self.background
-            .store(false, std::sync::atomic::Ordering::Relaxed);
-    }
-
     fn reindex_into(&self, ix: &std::sync::Arc<index::Index>) -> Result<Reindexed> {
         ix.clear().map_err(Error::Corrupt)?;
         let mut r = Reindexed::default();
