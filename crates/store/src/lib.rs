@@ -355,16 +355,18 @@ impl Store {
             } else {
                 None
             };
-            // Three stages, each on its own thread: this one reads and
-            // writes the data file; a cutter finds segment boundaries; a
-            // worker hashes each segment (and the whole file if asked),
-            // writes the hash and offset files and feeds the index. Blocks
-            // of 1 MiB go round between them, with `max` bytes of room in
-            // front where the cutter puts the undecided tail of the
-            // previous block (at most one segment): constant memory, each
-            // byte copied once, and reading, cutting and hashing overlap.
+            // Four stages, each on its own thread: this one reads; a cutter
+            // finds segment boundaries; a worker hashes each segment (and
+            // the whole file if asked), writes the hash and offset files
+            // and feeds the index; a writer puts the block in the data
+            // file. Blocks of 1 MiB go round between them, with `max` bytes
+            // of room in front where the cutter puts the undecided tail of
+            // the previous block (at most one segment): constant memory,
+            // each byte copied once, and reading, cutting, hashing and
+            // writing overlap (the reader never waits for the disk; 16
+            // blocks keep the stages fed through the disk's hiccups).
             const BLOCK: usize = 1 << 20;
-            const BLOCKS: usize = 6;
+            const BLOCKS: usize = 16;
             let max = cutter.max();
             let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(BLOCKS);
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
@@ -374,6 +376,21 @@ impl Store {
                 // puts the block at an aligned address (direct I/O).
                 let _ = free_tx.send(vec![0u8; max + BLOCK + 2 * DataFile::ALIGN]);
             }
+            // The writing stage: blocks go to the data file once hashed,
+            // then back to the reader. On its own thread so that reading
+            // never waits for the disk.
+            let (done_tx, done_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
+            let write = cloned.is_none();
+            let write_thread = spawn("ingest-write", move || -> Result<DataFile> {
+                for mut b in done_rx {
+                    let offset = b.start + (b.head - b.begin) as u64;
+                    if write && b.len > b.head {
+                        data.write_block(&mut b.buf[b.head..], b.len - b.head, offset)?;
+                    }
+                    let _ = free_tx.send(b.buf);
+                }
+                Ok(data)
+            })?;
             let worker_paths = (tmp_hash.clone(), tmp_off.clone());
             // One ingest at a time holds a write transaction; others (their
             // marks) are indexed when it is done, never waited for here.
@@ -385,7 +402,7 @@ impl Store {
             let worker = spawn("ingest-hash", move || {
                 segment_worker(
                     full_rx,
-                    free_tx,
+                    done_tx,
                     hashes,
                     offsets,
                     writer,
@@ -422,9 +439,6 @@ impl Store {
                             }
                         }
                     }
-                    if cloned.is_none() && len > head {
-                        data.write_block(&mut buf[head..], len - head, size)?;
-                    }
                     size += (len - head) as u64;
                     progress(size);
                     if raw_tx
@@ -446,8 +460,12 @@ impl Store {
             let worked = worker
                 .join()
                 .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
-            read_result?;
+            let data = write_thread
+                .join()
+                .map_err(|_| Error::Corrupt("data file writer panicked".into()))?;
             let (segments, index_writer, whole) = worked?;
+            let data = data?;
+            read_result?;
             let segments = segments.max(1);
             data.finish(size)?;
             let m = FileMeta {
@@ -1423,7 +1441,7 @@ type Worked = (u64, Option<index::Writer>, Option<[u8; 32]>);
 /// Returns the segment count (an empty input is one empty segment).
 fn segment_worker(
     full: std::sync::mpsc::Receiver<Block>,
-    free: std::sync::mpsc::SyncSender<Vec<u8>>,
+    done: std::sync::mpsc::SyncSender<Block>,
     mut hashes: std::io::BufWriter<fs::File>,
     mut offsets: Option<std::io::BufWriter<fs::File>>,
     mut writer: Option<index::Writer>,
@@ -1474,7 +1492,10 @@ fn segment_worker(
                 pos = cut;
             }
             end = b.start + (pos - b.begin) as u64;
-            let _ = free.send(b.buf);
+            if done.send(b).is_err() {
+                // The writer stopped: its error is the one to report.
+                return Ok((segments, None, None));
+            }
         }
         if batch.len() >= BATCH || (last && !batch.is_empty()) {
             let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));

@@ -170,7 +170,10 @@ fn store_on_a_file_system_without_user_xattrs() {
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {
         fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
+            let _ = std::process::Command::new("umount")
+                .arg("--lazy") // the index's threads may still hold a file
+                .arg(&self.0)
+                .status();
         }
     }
     let _u = Unmount(mnt.clone());
@@ -179,6 +182,55 @@ fn store_on_a_file_system_without_user_xattrs() {
     exercise(&store);
     let e = store.get(&n("/moved/big"), None).unwrap();
     assert!(granary_store::meta::sidecar(&e.path).exists());
+}
+
+/// A disk that fills up mid-ingest: the write error is reported (not a
+/// short version), nothing is left behind, and the store goes on working.
+#[test]
+fn a_full_disk_fails_the_ingest_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "mounting tmpfs needs root (CI and the dev machines run as root)"
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg("--lazy") // the index's threads may still hold a file
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let _u = Unmount(mnt.clone());
+    let store = Store::open(&mnt).unwrap();
+    let big: Vec<u8> = (0..32u32 << 20).map(|i| (i % 251) as u8).collect();
+    for chunking in [None, Some(granary_store::Chunking::fastcdc())] {
+        let opts = PutOptions {
+            chunking,
+            ..PutOptions::default()
+        };
+        let err = store
+            .put(&n("/too/big"), &big[..], &opts, |_| {})
+            .expect_err("32 MiB cannot fit in 8 MiB");
+        assert!(
+            err.to_string().contains("space"),
+            "the error says why: {err}"
+        );
+        assert!(store.versions(&n("/too/big")).unwrap().is_empty());
+        assert_eq!(std::fs::read_dir(mnt.join("tmp")).unwrap().count(), 0);
+    }
+    let e = store
+        .put(&n("/fits"), &big[..1 << 20], &PutOptions::default(), |_| {})
+        .unwrap();
+    assert_eq!(read_all(&store, &e), &big[..1 << 20]);
 }
 
 struct FailAfter(usize);
