@@ -152,32 +152,47 @@ fn store_with_xattrs() {
     assert!(!granary_store::meta::sidecar(&e.path).exists());
 }
 
+/// A file system of type `fstype` (mount arguments `args`) mounted in a
+/// fresh temporary directory, unmounted on drop.
+struct Mounted {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mounted {
+    fn new(fstype: &str, args: &[&str]) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(fstype);
+        std::fs::create_dir(&path).unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", fstype])
+            .args(args)
+            .arg(fstype)
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(
+            st.success(),
+            "mounting {fstype} needs root (CI and the dev machines run as root)"
+        );
+        Mounted { path, _dir: dir }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("--lazy") // the index's threads may still hold a file
+            .arg(&self.path)
+            .status();
+    }
+}
+
 /// ramfs has no user xattrs: the store notices and uses sidecar files.
 #[test]
 fn store_on_a_file_system_without_user_xattrs() {
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("ramfs");
-    std::fs::create_dir(&mnt).unwrap();
-    let st = std::process::Command::new("mount")
-        .args(["-t", "ramfs", "ramfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(
-        st.success(),
-        "mounting ramfs needs root (CI and the dev machines run as root)"
-    );
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("--lazy") // the index's threads may still hold a file
-                .arg(&self.0)
-                .status();
-        }
-    }
-    let _u = Unmount(mnt.clone());
-    let store = Store::open(&mnt).unwrap();
+    let mnt = Mounted::new("ramfs", &[]);
+    let store = Store::open(&mnt.path).unwrap();
     assert_eq!(store.backend(), Backend::Sidecar);
     exercise(&store);
     let e = store.get(&n("/moved/big"), None).unwrap();
@@ -188,28 +203,8 @@ fn store_on_a_file_system_without_user_xattrs() {
 /// short version), nothing is left behind, and the store goes on working.
 #[test]
 fn a_full_disk_fails_the_ingest_and_loses_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let st = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=8m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(
-        st.success(),
-        "mounting tmpfs needs root (CI and the dev machines run as root)"
-    );
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount")
-                .arg("--lazy") // the index's threads may still hold a file
-                .arg(&self.0)
-                .status();
-        }
-    }
-    let _u = Unmount(mnt.clone());
+    let small = Mounted::new("tmpfs", &["-o", "size=8m"]);
+    let mnt = small.path.clone();
     let store = Store::open(&mnt).unwrap();
     let big: Vec<u8> = (0..32u32 << 20).map(|i| (i % 251) as u8).collect();
     for chunking in [None, Some(granary_store::Chunking::fastcdc())] {
