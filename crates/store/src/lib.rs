@@ -417,7 +417,7 @@ impl Store {
                 let mut eof = false;
                 while !eof {
                     let Ok(mut buf) = free_rx.recv() else {
-                        return Ok(()); // the worker stopped: its error follows
+                        return Ok(()); // a later stage stopped: its error follows
                     };
                     // New bytes go to buf[head..], at an aligned address,
                     // with at least `max` bytes of room in front.
@@ -1376,8 +1376,8 @@ struct Raw {
 }
 
 /// One block of input on its way to the segment worker: `buf[begin..len]`
-/// holds the bytes carried from the previous block (already written and
-/// counted) up to `head`, then new bytes; `cuts` are the segment ends in
+/// holds the bytes carried from the previous block (counted, and written
+/// with it) up to `head`, then new bytes; `cuts` are the segment ends in
 /// `buf` (the first segment starts at `begin`); `start` is the file offset
 /// of `buf[begin]`.
 struct Block {
@@ -1454,7 +1454,7 @@ fn segment_worker(
     let mut end = 0u64; // file offset just past the last segment
     let mut segments = 0u64;
     let mut batch: Vec<([u8; 32], u64, u32)> = Vec::with_capacity(BATCH);
-    // Index inserts run on a third thread, beside cutting and hashing.
+    // Index inserts run on a thread of their own, beside the other stages.
     let (batch_tx, batch_rx) = std::sync::mpsc::sync_channel::<Vec<([u8; 32], u64, u32)>>(2);
     let indexer = writer.take().and_then(|mut w| {
         spawn("ingest-index", move || {
