@@ -355,20 +355,23 @@ impl Store {
             } else {
                 None
             };
-            // Four stages, each on its own thread: this one reads; a cutter
-            // finds segment boundaries; a worker hashes each segment (and
+            // Three stages, each on its own thread: this one reads and cuts
+            // each block into segments; a worker hashes each segment (and
             // the whole file if asked), writes the hash and offset files
-            // and feeds the index; a writer puts the block in the data
-            // file. Blocks of 1 MiB go round between them, with `max` bytes
-            // of room in front where the cutter puts the undecided tail of
-            // the previous block (at most one segment): constant memory,
-            // each byte copied once, and reading, cutting, hashing and
-            // writing overlap (the reader never waits for the disk; 16
-            // blocks keep the stages fed through the disk's hiccups).
+            // and feeds the index (a fourth thread); a writer puts the
+            // block in the data file. Blocks of 1 MiB go round between
+            // them, with `max` bytes of room in front where the reader puts
+            // the undecided tail of the previous block (at most one
+            // segment): constant memory, each byte copied once, and
+            // reading, hashing and writing overlap (the reader never waits
+            // for the disk; 16 blocks keep the stages fed through the
+            // disk's hiccups). Cutting stays with reading: the bytes are
+            // still in this core's cache, and on two cores one thread
+            // fewer keeps the hasher running (FastCDC 1 GiB put 1.10 ->
+            // 0.97 s, bench/RESULTS.md).
             const BLOCK: usize = 1 << 20;
             const BLOCKS: usize = 16;
             let max = cutter.max();
-            let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Raw>(BLOCKS);
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
             let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
             for _ in 0..BLOCKS {
@@ -410,7 +413,7 @@ impl Store {
                     worker_paths,
                 )
             })?;
-            let cut_thread = spawn("ingest-cut", move || cut_blocks(&cutter, raw_rx, full_tx))?;
+            let mut carver = Carver::new(&cutter);
             let mut size = 0u64;
             let read_result = (|| -> Result<()> {
                 // Never read again after the end (some readers fail then).
@@ -441,22 +444,13 @@ impl Store {
                     }
                     size += (len - head) as u64;
                     progress(size);
-                    if raw_tx
-                        .send(Raw {
-                            buf,
-                            head,
-                            len,
-                            eof,
-                        })
-                        .is_err()
-                    {
-                        return Ok(());
+                    if full_tx.send(carver.block(buf, head, len, eof)).is_err() {
+                        return Ok(()); // a later stage stopped: its error follows
                     }
                 }
                 Ok(())
             })();
-            drop(raw_tx);
-            let _ = cut_thread.join();
+            drop(full_tx);
             let worked = worker
                 .join()
                 .map_err(|_| Error::Corrupt("segment worker panicked".into()))?;
@@ -1365,16 +1359,6 @@ impl Store {
     }
 }
 
-/// One block as read: new bytes in `buf[head..len]` (the `head >= max`
-/// bytes in front are room for the previous block's undecided tail);
-/// `eof` on the last one.
-struct Raw {
-    buf: Vec<u8>,
-    head: usize,
-    len: usize,
-    eof: bool,
-}
-
 /// One block of input on its way to the segment worker: `buf[begin..len]`
 /// holds the bytes carried from the previous block (counted, and written
 /// with it) up to `head`, then new bytes; `cuts` are the segment ends in
@@ -1389,45 +1373,50 @@ struct Block {
     start: u64,
 }
 
-/// The cutting stage: puts each block's carried tail in front of its new
-/// bytes and cuts where at least `max` bytes follow (or at the end), so
-/// boundaries never depend on where blocks fall.
-fn cut_blocks(
-    cutter: &chunking::Cutter,
-    raw: std::sync::mpsc::Receiver<Raw>,
-    full: std::sync::mpsc::SyncSender<Block>,
-) {
-    let max = cutter.max();
-    let mut carry: Vec<u8> = Vec::with_capacity(max);
-    let mut start = 0u64; // file offset of carry[0]
-    for Raw {
-        mut buf,
-        head,
-        len,
-        eof,
-    } in raw
-    {
-        let begin = head - carry.len();
-        buf[begin..head].copy_from_slice(&carry);
+/// The cutting side of reading: puts the undecided tail of the previous
+/// block in front of each block's new bytes and cuts where at least `max`
+/// bytes follow (or at the end), so boundaries never depend on where
+/// blocks fall.
+struct Carver<'a> {
+    cutter: &'a chunking::Cutter,
+    /// The tail of the previous block that is not a whole segment yet.
+    carry: Vec<u8>,
+    /// File offset of `carry[0]`.
+    start: u64,
+}
+
+impl<'a> Carver<'a> {
+    fn new(cutter: &'a chunking::Cutter) -> Self {
+        Carver {
+            cutter,
+            carry: Vec::with_capacity(cutter.max()),
+            start: 0,
+        }
+    }
+
+    /// The block of `buf`, whose new bytes are `buf[head..len]` (`head` is
+    /// at least `max`); `eof` when nothing follows.
+    fn block(&mut self, mut buf: Vec<u8>, head: usize, len: usize, eof: bool) -> Block {
+        let max = self.cutter.max();
+        let begin = head - self.carry.len();
+        buf[begin..head].copy_from_slice(&self.carry);
         let mut cuts = Vec::with_capacity((len - begin) / 1024 + 1);
         let mut pos = begin;
         while pos < len && (eof || len - pos >= max) {
-            pos += cutter.cut(&buf[pos..len]);
+            pos += self.cutter.cut(&buf[pos..len]);
             cuts.push(pos as u32);
         }
-        carry.clear();
-        carry.extend_from_slice(&buf[pos..len]);
-        let block = Block {
+        self.carry.clear();
+        self.carry.extend_from_slice(&buf[pos..len]);
+        let start = self.start;
+        self.start += (pos - begin) as u64;
+        Block {
             buf,
             begin,
             head,
             len,
             cuts,
             start,
-        };
-        start += (pos - begin) as u64;
-        if full.send(block).is_err() {
-            return;
         }
     }
 }
