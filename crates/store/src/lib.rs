@@ -1110,7 +1110,7 @@ impl Store {
             }
         }
         let ix = st.db.clone()?;
-        drop(st); // lookups on other threads go on meanwhile
+        drop(st);
         if opened_now {
             // What was published while it was closed; lookups on other
             // threads go on meanwhile (and may miss: the index is only a
@@ -1726,6 +1726,14 @@ mod tests {
         (buf, at)
     }
 
+    /// A new data file in a temp directory (kept alive by the guard).
+    fn data_file() -> (tempfile::TempDir, PathBuf, DataFile) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d");
+        let f = DataFile::create(&path).unwrap();
+        (dir, path, f)
+    }
+
     fn pattern(n: usize, seed: u8) -> Vec<u8> {
         (0..n).map(|i| (i % 251) as u8 ^ seed).collect()
     }
@@ -1735,9 +1743,7 @@ mod tests {
     /// whichever way they were written.
     #[test]
     fn data_file_writes_exactly_the_bytes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut f = DataFile::create(&path).unwrap();
+        let (_dir, path, mut f) = data_file();
         let (mut buf, at) = buffer(1 << 16);
         let mut want = Vec::new();
         let mut off = 0u64;
@@ -1756,9 +1762,7 @@ mod tests {
     /// file drops to buffered writes and still gets every byte.
     #[test]
     fn data_file_falls_back_to_buffered_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("d");
-        let mut f = DataFile::create(&path).unwrap();
+        let (_dir, path, mut f) = data_file();
         let (mut buf, at) = buffer(1 << 16);
         let a = pattern(1 << 16, 1);
         buf[at..at + a.len()].copy_from_slice(&a);
