@@ -48,15 +48,16 @@ for r in $(seq "$rounds"); do
     rm -rf "$d"
   done
 done
-med() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+vals() { tr ' ' '\n' | grep -v '^$'; }
+med() { vals | sort -g | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 p=$(echo "${times[plain]}" | med); f=$(echo "${times[fastcdc]}" | med); rb=$(echo "${times[rabin]}" | med)
 echo
 echo "median seconds: plain $p, fastcdc+index $f, rabin+index $rb"
 awk -v p="$p" -v f="$f" -v r="$rb" 'BEGIN{printf "ratio to plain ingest: fastcdc+index %.2fx (target <= 1.3x), rabin+index %.2fx\n", f/p, r/p}'
 # The same comparison two other ways, to show how much the noise moves it:
 # each round's own ratio (median over rounds), and the fastest run of each.
-paste <(echo "${times[plain]}" | tr ' ' '\n' | grep -v '^$') <(echo "${times[fastcdc]}" | tr ' ' '\n' | grep -v '^$') |
+paste <(echo "${times[plain]}" | vals) <(echo "${times[fastcdc]}" | vals) |
   awk '{print $2/$1}' | sort -g | awk '{a[NR]=$1} END{printf "per-round fastcdc/plain ratios: %.2f-%.2fx, median %.2fx\n", a[1], a[NR], a[int((NR+1)/2)]}'
-bp=$(echo "${times[plain]}" | tr ' ' '\n' | grep -v '^$' | sort -g | head -1)
-bf=$(echo "${times[fastcdc]}" | tr ' ' '\n' | grep -v '^$' | sort -g | head -1)
+bp=$(echo "${times[plain]}" | vals | sort -g | head -1)
+bf=$(echo "${times[fastcdc]}" | vals | sort -g | head -1)
 awk -v p="$bp" -v f="$bf" 'BEGIN{printf "fastest runs: plain %.2f s, fastcdc+index %.2f s, ratio %.2fx\n", p, f, f/p}'
