@@ -1,0 +1,1 @@
+//! The catalog: one record per published file version, faceted search.

@@ -1,0 +1,1 @@
+//! DRS name translation (CMIP6, CMIP5, user rules files).
