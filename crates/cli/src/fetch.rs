@@ -242,6 +242,7 @@ pub fn get(
     socket: &Path,
     data_dir: &Path,
     names: &[String],
+    paths: Option<&[std::path::PathBuf]>,
     output: Option<&Path>,
     flags: GetFlags,
     args: &FetchArgs,
@@ -262,7 +263,11 @@ pub fn get(
         .iter()
         .map(|s| name(s))
         .collect::<anyhow::Result<_>>()?;
-    let to_dir = names.len() > 1 || output.is_some_and(|p| p.is_dir());
+    let to_dir = names.len() > 1 || paths.is_some() || output.is_some_and(|p| p.is_dir());
+    if let (Some(dir), Some(_)) = (output, paths) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
     if names.len() > 1 && output.is_none() {
         anyhow::bail!("several names need -o DIR (one file per name)");
     }
@@ -276,12 +281,21 @@ pub fn get(
         let mut link = UnixLink::connect(socket).await?;
         let mut engine = Engine::new(cfg);
         let mut objects = Vec::new();
-        for n in &names {
+        for (k, n) in names.iter().enumerate() {
             let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
-            let out = match output {
-                None => Output::Stdout,
-                Some(p) if to_dir => Output::File(p.join(file_name_of(n))),
-                Some(p) => Output::File(p.to_path_buf()),
+            let out = match (output, paths.and_then(|p| p.get(k))) {
+                (None, _) => Output::Stdout,
+                // `get --query`: the file's place in the DRS layout (its
+                // components were made safe by the caller).
+                (Some(dir), Some(rel)) => {
+                    let p = dir.join(rel);
+                    if let Some(parent) = p.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    Output::File(p)
+                }
+                (Some(p), None) if to_dir => Output::File(p.join(file_name_of(n))),
+                (Some(p), None) => Output::File(p.to_path_buf()),
             };
             objects.push((info, out));
         }

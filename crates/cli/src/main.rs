@@ -7,6 +7,7 @@ mod key;
 mod linkem;
 mod node;
 mod repo;
+mod science;
 mod selfcheck;
 
 use std::io::Read;
@@ -27,6 +28,11 @@ struct Cli {
     /// The node's Unix socket. Default: <data-dir>/granary.sock.
     #[arg(long, global = true, env = "GRANARY_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
+
+    /// The science catalog: a directory, or `postgres://…` for one shared by
+    /// several nodes. Default: <data-dir>/catalog (embedded SQLite).
+    #[arg(long, global = true, env = "GRANARY_CATALOG", value_name = "DIR|URL")]
+    catalog: Option<String>,
 
     /// Log filter for the daemon (e.g. info, debug, granary_face=debug).
     #[arg(long, global = true, env = "GRANARY_LOG", default_value = "info")]
@@ -170,8 +176,20 @@ enum Command {
     /// share one congestion window. Flags follow ndncatchunks.
     Get {
         /// Name(s), with or without version.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "query")]
         names: Vec<String>,
+        /// Fetch every file the catalog query matches (e.g. 'source_id=CanESM5
+        /// variable_id=tas experiment_id=historical'), under one congestion
+        /// window, into -o DIR in the DRS directory layout.
+        #[arg(long, value_name = "QUERY", conflicts_with = "names", requires = "output")]
+        query: Option<String>,
+        /// With --query: write every file straight into DIR (no DRS
+        /// directories).
+        #[arg(long, requires = "query")]
+        flat: bool,
+        /// With --query: list the files and the total size, fetch nothing.
+        #[arg(long, requires = "query")]
+        dry_run: bool,
         /// Output file (one name) or directory (several names; one file per
         /// name, named after its last component). Default: standard output.
         #[arg(short, long)]
@@ -207,6 +225,33 @@ enum Command {
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
+    /// Search the science catalog: facets, free text, time coverage.
+    ///
+    /// Asks the local node's catalog (through the daemon when it runs, else
+    /// the data directory's catalog directly), or a remote node's with
+    /// --node. Example: `granary search source_id=CanESM5 variable_id=tas
+    /// experiment_id=historical,ssp585 --facets`.
+    Search(science::SearchArgs),
+    /// Publish a directory tree of science files: DRS names translated to
+    /// NDN names, netCDF metadata read, every file published and catalogued.
+    ///
+    /// Each file gets one outcome: translated, translated with named fixes,
+    /// or rejected with the reason (rejected files are not published unless
+    /// --others-under is given). Files published before and unchanged since
+    /// are skipped, so an interrupted run can simply be started again. The
+    /// report (counts, each fix, each rejection) is printed and written as
+    /// JSON.
+    PublishDir(science::PublishDirArgs),
+    /// Write a small CMIP6-like DRS tree of valid netCDF files to DIR (to try
+    /// `publish-dir` and `search`).
+    ExampleData {
+        /// Output directory.
+        dir: PathBuf,
+    },
+    /// The science catalog: rebuild it from the files, show a record,
+    /// translate names.
+    #[command(subcommand)]
+    Catalog(science::CatalogCmd),
     /// Print a byte range of a remote file: only the segments covering it are
     /// fetched (and verified).
     Cat {
@@ -341,6 +386,7 @@ fn read_input(file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(default_data_dir);
+    science::set_catalog_spec(cli.catalog);
     let socket = node::socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
         Command::Daemon(args) => {
@@ -400,6 +446,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => dedup::run(&files, chunking.resolve()?, json),
         Command::Get {
             names,
+            query,
+            flat,
+            dry_run,
             output,
             resume,
             json,
@@ -408,10 +457,40 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             no_publish,
             hash_lifetime,
             fetch,
-        } => fetch::get(
+        } => {
+            let (names, paths) = match &query {
+                None => (names, None),
+                Some(q) => {
+                    let plan = science::plan_query_get(
+                        &data_dir,
+                        &socket,
+                        science::catalog_spec(),
+                        q,
+                        flat,
+                    )?;
+                    let total: u64 = plan.iter().map(|p| p.2).sum();
+                    if dry_run || !quiet {
+                        for (n, p, size) in &plan {
+                            println!("{n} -> {} ({size} bytes)", p.display());
+                        }
+                        eprintln!("{} file(s), {total} bytes", plan.len());
+                    }
+                    if dry_run {
+                        return Ok(());
+                    }
+                    if plan.is_empty() {
+                        anyhow::bail!("no file matches {q:?}");
+                    }
+                    let (names, paths): (Vec<String>, Vec<PathBuf>) =
+                        plan.into_iter().map(|(n, p, _)| (n, p)).unzip();
+                    (names, Some(paths))
+                }
+            };
+            fetch::get(
             &socket,
             &data_dir,
             &names,
+            paths.as_deref(),
             output.as_deref(),
             fetch::GetFlags {
                 resume,
@@ -422,7 +501,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 hash_lifetime,
             },
             &fetch,
-        ),
+        )
+        }
+        Command::Search(a) => science::search(&data_dir, &socket, science::catalog_spec(), &a),
+        Command::PublishDir(a) => {
+            science::publish_dir(&data_dir, &socket, science::catalog_spec(), &a)
+        }
+        Command::ExampleData { dir } => science::example_data(&dir),
+        Command::Catalog(c) => science::catalog_cmd(&data_dir, science::catalog_spec(), c),
         Command::Cat {
             name,
             offset,
@@ -432,8 +518,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => fetch::cat(&socket, &data_dir, &name, offset, length, stats, &fetch),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
-        Command::Mv { old, new } => repo::mv(&data_dir, &socket, &old, &new),
-        Command::Rm { name, version } => repo::rm(&data_dir, &socket, &name, version),
+        Command::Mv { old, new } => repo::mv(&data_dir, &socket, science::catalog_spec(), &old, &new),
+        Command::Rm { name, version } => {
+            repo::rm(&data_dir, &socket, science::catalog_spec(), &name, version)
+        }
         Command::Serve {
             prefix,
             size,

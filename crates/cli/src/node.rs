@@ -49,6 +49,45 @@ pub struct DaemonArgs {
     /// Do not serve the repository in <data-dir>/repo.
     #[arg(long)]
     no_repo: bool,
+    /// Do not serve the science catalog (it is served under
+    /// /localhost/granary/catalog and <node prefix>/catalog).
+    #[arg(long)]
+    no_catalog: bool,
+    /// DRS rules and attribute trust for what the daemon catalogs.
+    #[command(flatten)]
+    catalog: crate::science::CatalogArgs,
+}
+
+/// The node's prefix, from `<data-dir>/node.toml` (`node_prefix = "/…"`);
+/// at first use it is made from the host name and a random suffix
+/// (`/granary/<host>-<4 hex digits>`) and written there, so it stays the same.
+pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
+    let file = data_dir.join("node.toml");
+    if let Ok(text) = std::fs::read_to_string(&file) {
+        let v: toml::Value =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+        if let Some(p) = v.get("node_prefix").and_then(|p| p.as_str()) {
+            return Name::from_uri(p).map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display()));
+        }
+    }
+    let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap_or_default()
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    let host = if host.is_empty() { "node".to_string() } else { host };
+    let mut r = [0u8; 2];
+    {
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut r))
+            .map_err(|e| anyhow::anyhow!("/dev/urandom: {e}"))?;
+    }
+    let uri = format!("/granary/{host}-{:02x}{:02x}", r[0], r[1]);
+    std::fs::create_dir_all(data_dir)?;
+    granary_store::write_atomic(&file, format!("node_prefix = \"{uri}\"\n").as_bytes())?;
+    Name::from_uri(&uri).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 pub fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
@@ -96,13 +135,32 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
     let repo_dir = data_dir.join("repo");
     let no_repo = args.no_repo;
+    // The catalog, opened before the runtime starts (its in-memory index is
+    // loaded here); a catalog that cannot be opened costs the search, not the node.
+    let indexer = if args.no_catalog {
+        None
+    } else {
+        let s = crate::science::settings(data_dir, crate::science::catalog_spec(), &args.catalog);
+        match granary_search::Indexer::open(data_dir, &s) {
+            Ok(ix) => Some(std::sync::Arc::new(ix)),
+            Err(e) => {
+                eprintln!("granary: catalog not served: {e}");
+                None
+            }
+        }
+    };
+    let node = node_prefix(data_dir)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            attach_repo(&running, &repo_dir).await?;
+            attach_repo(&running, &repo_dir, indexer.clone()).await?;
+        }
+        if let Some(ix) = &indexer {
+            attach_catalog(&running, ix.clone(), &node).await?;
+            println!("catalog {}", granary_search::protocol::catalog_prefix(&node));
         }
         for s in &running.sockets {
             println!("listening unix://{}", s.display());
@@ -129,7 +187,11 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
 /// Serves `<data-dir>/repo` through an in-process face; its route `/` does
 /// not propagate to longer prefixes (so other producers win), and unknown
 /// names are Nacked at once.
-async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()> {
+async fn attach_repo(
+    running: &daemon::Running,
+    dir: &Path,
+    indexer: Option<std::sync::Arc<granary_search::Indexer>>,
+) -> anyhow::Result<()> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
         .parent()
@@ -190,8 +252,40 @@ async fn attach_repo(running: &daemon::Running, dir: &Path) -> anyhow::Result<()
         dir.display(),
         store.backend()
     );
-    let repo = std::sync::Arc::new(granary_repo::Repo::new(store, keychain));
-    tokio::spawn(granary_repo::serve(repo, app));
+    let mut repo = granary_repo::Repo::new(store, keychain);
+    if let Some(ix) = indexer {
+        repo = repo.with_observer(ix);
+    }
+    tokio::spawn(granary_repo::serve(std::sync::Arc::new(repo), app));
+    Ok(())
+}
+
+/// Serves the catalog on an in-process face under
+/// `/localhost/granary/catalog` and `<node prefix>/catalog`.
+async fn attach_catalog(
+    running: &daemon::Running,
+    ix: std::sync::Arc<granary_search::Indexer>,
+    node: &Name,
+) -> anyhow::Result<()> {
+    let (handle, app) = granary_face::internal::pair(
+        running.ids.next(),
+        "catalog",
+        &running.limits,
+        running.events.clone(),
+    );
+    running
+        .events
+        .send(granary_face::FaceEvent::Created(handle))
+        .await
+        .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
+    let service = granary_search::service::Service::new(
+        ix.catalog.clone(),
+        vec![
+            Name::from_uri(granary_search::protocol::LOCAL_PREFIX)?,
+            granary_search::protocol::catalog_prefix(node),
+        ],
+    );
+    tokio::spawn(service.run(app));
     Ok(())
 }
 

@@ -97,7 +97,7 @@ pub fn put(
             if let Some(k) = created {
                 eprintln!("created default publisher key {k}");
             }
-            let repo = granary_repo::Repo::new(store(data_dir)?, None);
+            let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::local::Publish {
                 version,
                 signer: &signer,
@@ -107,6 +107,7 @@ pub fn put(
                 chunking,
                 index,
                 file_sha256,
+                tags: Vec::new(),
             };
             if stdin {
                 let reader = std::io::stdin().lock();
@@ -319,7 +320,13 @@ pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn mv(data_dir: &Path, socket: &Path, old: &str, new: &str) -> anyhow::Result<()> {
+pub fn mv(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    old: &str,
+    new: &str,
+) -> anyhow::Result<()> {
     let t = Instant::now();
     let s = store(data_dir)?;
     let new_name = name(new)?;
@@ -343,14 +350,59 @@ pub fn mv(data_dir: &Path, socket: &Path, old: &str, new: &str) -> anyhow::Resul
             .map_err(|x| anyhow::anyhow!("manifest of v={v}: {x}"))?;
     }
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    if let Some(ix) = catalog_of(data_dir, catalog) {
+        if let Err(e) = ix.catalog.rename(&old_name.to_string(), &new_name.to_string()) {
+            eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
+        }
+    }
     tell_daemon(socket, Some(&old_name));
     Ok(())
 }
 
-pub fn rm(data_dir: &Path, socket: &Path, uri: &str, version: Option<u64>) -> anyhow::Result<()> {
+/// `repo`, reporting what it publishes to the data directory's catalog
+/// (created if missing; `--catalog` may name another).
+fn with_catalog(repo: granary_repo::Repo, data_dir: &Path) -> granary_repo::Repo {
+    let s = crate::science::settings(data_dir, crate::science::catalog_spec(), &Default::default());
+    match granary_search::Indexer::open(data_dir, &s) {
+        Ok(ix) => repo.with_observer(std::sync::Arc::new(ix)),
+        Err(e) => {
+            eprintln!("not catalogued ({e}); `granary catalog rebuild` repairs it");
+            repo
+        }
+    }
+}
+
+/// The data directory's catalog, when one exists (or `--catalog` names one):
+/// changes made beside the repository (`mv`, `rm`) are reported to it.
+fn catalog_of(data_dir: &Path, catalog: Option<&str>) -> Option<granary_search::Indexer> {
+    if catalog.is_none() && !granary_search::default_catalog_dir(data_dir).exists() {
+        return None;
+    }
+    let s = crate::science::settings(data_dir, catalog, &Default::default());
+    match granary_search::Indexer::open(data_dir, &s) {
+        Ok(ix) => Some(ix),
+        Err(e) => {
+            eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
+            None
+        }
+    }
+}
+
+pub fn rm(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    uri: &str,
+    version: Option<u64>,
+) -> anyhow::Result<()> {
     let nm = name(uri)?;
     let n = store(data_dir)?.remove(&nm, version)?;
     eprintln!("removed {n} version(s)");
+    if let Some(ix) = catalog_of(data_dir, catalog) {
+        if let Err(e) = ix.catalog.remove(&nm.to_string(), version) {
+            eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
+        }
+    }
     tell_daemon(socket, Some(&nm));
     Ok(())
 }
@@ -361,7 +413,7 @@ pub fn rm(data_dir: &Path, socket: &Path, uri: &str, version: Option<u64>) -> an
 /// Tells a running daemon (if any) to forget its cached lookups and read
 /// the repository's settings again; with `erase`, also to drop the packets
 /// its content store holds under that prefix.
-fn tell_daemon(socket: &Path, erase: Option<&Name>) {
+pub(crate) fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -426,7 +478,7 @@ pub fn publish_fetched(
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let (signer, _) = granary_repo::local::publisher_signer(&kc, None, "manifest")
                 .map_err(|e| anyhow::anyhow!(e))?;
-            let repo = granary_repo::Repo::new(store(data_dir)?, None);
+            let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::local::Publish {
                 version: Some(version),
                 signer: &signer,
@@ -436,6 +488,7 @@ pub fn publish_fetched(
                 chunking: Some(chunking),
                 index: true,
                 file_sha256: false,
+                tags: Vec::new(),
             };
             granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
                 .map_err(|e| anyhow::anyhow!(e))?

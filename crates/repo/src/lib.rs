@@ -101,6 +101,20 @@ pub struct Repo {
     /// Segments covered by a manifest get a NullSignature (the store's
     /// `segment_signature = "null"`); read at start and on [`Repo::reload`].
     null_segments: std::sync::atomic::AtomicBool,
+    /// Told of every version published or removed through the repo.
+    observer: Option<Arc<dyn Observer>>,
+}
+
+/// Something that follows the repository's changes: the science catalog.
+/// It is told after a change is durable; what it does with it is its own
+/// business (it logs its failures), so a publish or a delete never fails
+/// because of it. Changes made to the store without the repo (`granary mv`,
+/// `granary rm`) are reported by their caller.
+pub trait Observer: Send + Sync {
+    /// `entry` (with its manifest) was just published.
+    fn published(&self, store: &Store, entry: &Entry);
+    /// `version` of `name` (every version when `None`) was removed.
+    fn removed(&self, name: &Name, version: Option<u64>);
 }
 
 /// How a segment is signed when served.
@@ -127,9 +141,30 @@ impl Repo {
             store,
             keychain,
             null_segments: Default::default(),
+            observer: None,
         };
         repo.reload();
         repo
+    }
+
+    /// The same repo, telling `o` of what it publishes and removes.
+    pub fn with_observer(mut self, o: Arc<dyn Observer>) -> Self {
+        self.observer = Some(o);
+        self
+    }
+
+    /// Tells the observer (if any) that `e` was published.
+    pub fn notify_published(&self, e: &Entry) {
+        if let Some(o) = &self.observer {
+            o.published(&self.store, e);
+        }
+    }
+
+    /// Tells the observer (if any) that `version` of `name` was removed.
+    pub fn notify_removed(&self, name: &Name, version: Option<u64>) {
+        if let Some(o) = &self.observer {
+            o.removed(name, version);
+        }
     }
 
     /// Reads the repository's serving settings again (after `granary repo

@@ -94,6 +94,9 @@ pub struct Publish<'a> {
     pub index: bool,
     /// Also hash the whole file ([`PutOptions::file_sha256`]).
     pub file_sha256: bool,
+    /// Labels kept with the version in its metadata (`FileMeta::tags`; e.g.
+    /// `drs_version` from `granary publish-dir`).
+    pub tags: Vec<(String, String)>,
 }
 
 /// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
@@ -174,6 +177,18 @@ fn finish(
 ) -> Result<Value, String> {
     crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
         .map_err(|x| format!("manifest: {x}"))?;
+    let mut e = e;
+    if !how.tags.is_empty() {
+        let mut m = e.meta.clone();
+        m.tags.extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        repo.store.set_meta(&e, &m).map_err(|x| x.to_string())?;
+        e.meta = m;
+    }
+    // The manifest digest is in the metadata now: read it back for the observer.
+    if let Ok(fresh) = repo.store.get(name, Some(e.meta.version)) {
+        e = fresh;
+    }
+    repo.notify_published(&e);
     let mut removed = 0;
     if let Some(k) = how.keep {
         let versions = repo.store.versions(name).map_err(|e| e.to_string())?;
@@ -182,6 +197,7 @@ fn finish(
             repo.store
                 .remove(name, Some(*v))
                 .map_err(|e| e.to_string())?;
+            repo.notify_removed(name, Some(*v));
         }
         removed = old;
     }
@@ -335,6 +351,14 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             .map_err(|e: String| e)?,
         index: p["index"].as_bool().unwrap_or(true),
         file_sha256: p["sha256"].as_bool().unwrap_or(false),
+        tags: p["tags"]
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)

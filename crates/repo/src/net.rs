@@ -963,6 +963,9 @@ impl Net {
             if r.is_err() {
                 // Nothing half-made stays visible.
                 let _ = repo.store.remove(&name, Some(e.meta.version));
+            } else {
+                let fresh = repo.store.get(&name, Some(e.meta.version));
+                repo.notify_published(fresh.as_ref().unwrap_or(&e));
             }
             r.map(|_| e)
         })
@@ -1040,7 +1043,11 @@ impl Net {
                 }
                 segments += e.meta.segments();
             }
-            match store.remove(&n2, None) {
+            let removed = store.remove(&n2, None);
+            if removed.is_ok() {
+                repo.notify_removed(&n2, None);
+            }
+            match removed {
                 Ok(_) | Err(granary_store::Error::NotFound(_)) => Ok(segments),
                 Err(e) => Err(e.to_string()),
             }

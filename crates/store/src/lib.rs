@@ -475,6 +475,7 @@ impl Store {
                 signing: None,
                 content_type: opts.content_type.clone(),
                 created_ms: now_us() / 1000,
+                tags: Default::default(),
             };
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
             if final_data.exists() {

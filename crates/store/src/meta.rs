@@ -44,6 +44,11 @@ pub struct FileMeta {
     pub content_type: Option<String>,
     /// Publication time, ms since the Unix epoch.
     pub created_ms: u64,
+    /// Labels set by the publisher and kept with the file (e.g. the DRS
+    /// version `drs_version` of a file published by `granary publish-dir`),
+    /// so that the catalog can be rebuilt from the files alone.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 impl FileMeta {

@@ -1,0 +1,227 @@
+//! The science layer end to end: `example-data` → `publish-dir` → `search`
+//! (CLI, and python-ndn over the catalog protocol) → `get --query`, with the
+//! catalog following `put`, `mv` and `rm`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use common::*;
+use serde_json::Value;
+
+/// Every file under `dir`, as paths relative to it.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// CMIP6 DRS facets of a relative path `CMIP6/<activity>/<institution>/
+/// <source>/<experiment>/<member>/<table>/<variable>/<grid>/<version>/<file>`.
+fn drs_facets(p: &Path) -> BTreeMap<&'static str, String> {
+    let c: Vec<String> = p.iter().map(|s| s.to_string_lossy().into_owned()).collect();
+    assert_eq!(c.len(), 11, "not a CMIP6 DRS path: {}", p.display());
+    let keys = [
+        "mip_era",
+        "activity_id",
+        "institution_id",
+        "source_id",
+        "experiment_id",
+        "member_id",
+        "table_id",
+        "variable_id",
+        "grid_label",
+        "version",
+    ];
+    keys.iter().zip(&c).map(|(k, v)| (*k, v.clone())).collect()
+}
+
+/// The relative paths of the latest DRS version of each file (the catalog's
+/// default view: one record per file name, its newest version).
+fn latest(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut by_file: BTreeMap<(PathBuf, String), (String, PathBuf)> = BTreeMap::new();
+    for p in files {
+        let f = drs_facets(p);
+        let dataset = p.parent().unwrap().parent().unwrap().to_path_buf();
+        let key = (dataset, p.file_name().unwrap().to_string_lossy().into_owned());
+        let v = f["version"].clone();
+        let e = by_file.entry(key).or_insert((v.clone(), p.clone()));
+        if v > e.0 {
+            *e = (v, p.clone());
+        }
+    }
+    by_file.into_values().map(|(_, p)| p).collect()
+}
+
+fn search_json(d: &Daemon, args: &[&str]) -> Value {
+    let mut a = vec!["search", "--json"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&d.ok(&a)).unwrap()
+}
+
+#[test]
+fn publish_dir_search_and_get_query_end_to_end() {
+    let d = Daemon::start(&[]);
+    let tree = d.dir.path().join("example");
+    d.ok(&["example-data", tree.to_str().unwrap()]);
+    let all = files_under(&tree);
+    assert!(all.len() >= 10, "example-data wrote {} files", all.len());
+    let latest = latest(&all);
+    assert!(latest.len() < all.len(), "the example has two versions of one dataset");
+
+    // Dry run: every file translated, nothing published.
+    let report = d.dir.path().join("dry.json");
+    d.ok(&["publish-dir", tree.to_str().unwrap(), "--dry-run", "--report", report.to_str().unwrap()]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["files"], all.len());
+    assert_eq!(r["counts"]["translated"], all.len(), "{}", r["counts"]);
+    assert!(d.ok(&["ls"]).trim().is_empty(), "a dry run published something");
+
+    // Publish.
+    let report = d.dir.path().join("report.json");
+    d.ok(&["publish-dir", tree.to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["counts"]["published"], all.len(), "{}", r["counts"]);
+    // A second run skips everything (resumable).
+    d.ok(&["publish-dir", tree.to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["counts"]["unchanged"], all.len(), "{}", r["counts"]);
+    assert!(r["counts"]["published"].is_null());
+
+    // Search: totals and facet counts equal a brute-force count of the tree.
+    let page = search_json(&d, &["--facets", "--limit", "1000"]);
+    assert_eq!(page["total"], latest.len(), "{page}");
+    let mut want: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for p in &latest {
+        for (k, v) in drs_facets(p) {
+            *want.entry(k.to_string()).or_default().entry(v).or_default() += 1;
+        }
+    }
+    for facet in ["source_id", "experiment_id", "variable_id", "table_id", "member_id"] {
+        let got: BTreeMap<String, u64> = page["facet_counts"][facet]
+            .as_array()
+            .unwrap_or_else(|| panic!("no counts for {facet}: {}", page["facet_counts"]))
+            .iter()
+            .map(|p| (p[0].as_str().unwrap().to_string(), p[1].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, want[facet], "{facet}");
+    }
+    let (source, n_source) = want["source_id"].iter().next().map(|(k, v)| (k.clone(), *v)).unwrap();
+    let page = search_json(&d, &[&format!("source_id={source}")]);
+    assert_eq!(page["total"], n_source);
+    assert!(page["hits"].as_array().unwrap().iter().all(|h| h["facets"]["source_id"] == source.as_str()));
+    // Every version.
+    let page = search_json(&d, &["--all-versions", "--limit", "1000"]);
+    assert_eq!(page["total"], all.len());
+
+    // A python-ndn consumer asks the catalog over NDN.
+    let mut c = python_script("catalog_query.py");
+    let q = serde_json::json!({"filters": {"source_id": [source]}, "limit": 5}).to_string();
+    c.args([d.socket.to_str().unwrap(), "/localhost/granary/catalog", "search", &q]);
+    let o = c.output().unwrap();
+    let line = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or("{}").to_string();
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert!(o.status.success(), "python-ndn: {line} {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["answer"]["total"], n_source, "{v}");
+
+    // get --query: every matching file, in the DRS layout, byte-identical.
+    let expect: Vec<&PathBuf> = latest
+        .iter()
+        .filter(|p| drs_facets(p)["source_id"] == source)
+        .collect();
+    let out = d.dir.path().join("out");
+    let q = format!("source_id={source}");
+    let listed = d.ok(&["get", "--query", &q, "-o", out.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(listed.lines().count(), expect.len(), "{listed}");
+    assert!(!out.exists(), "--dry-run fetched something");
+    d.ok(&["get", "--query", &q, "-o", out.to_str().unwrap(), "-q"]);
+    let got = files_under(&out);
+    assert_eq!(got.len(), expect.len(), "{got:?}");
+    for p in expect {
+        assert_eq!(
+            std::fs::read(out.join(p)).unwrap(),
+            std::fs::read(tree.join(p)).unwrap(),
+            "{}",
+            p.display()
+        );
+    }
+
+    // The catalog follows mv and rm.
+    let first = page_names(&search_json(&d, &[&format!("source_id={source}"), "--limit", "1"]));
+    let old = &first[0];
+    let new = format!("/moved{}", old);
+    d.ok(&["mv", old, &new]);
+    let page = search_json(&d, &[&format!("source_id={source}"), "--limit", "1000"]);
+    let names = page_names(&page);
+    assert!(names.contains(&new) && !names.contains(old), "{names:?}");
+    d.ok(&["rm", &new]);
+    let page = search_json(&d, &[&format!("source_id={source}"), "--limit", "1000"]);
+    assert!(!page_names(&page).contains(&new));
+
+    // And a plain put through the daemon: found by its file name.
+    let f = d.dir.path().join("notes-1234.txt");
+    std::fs::write(&f, b"not a netCDF file").unwrap();
+    d.ok(&["put", f.to_str().unwrap(), "/misc/notes-1234.txt"]);
+    let page = search_json(&d, &["notes-1234.txt"]);
+    assert_eq!(page["total"], 1, "{page}");
+}
+
+fn page_names(page: &Value) -> Vec<String> {
+    page["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn search_without_a_daemon_reads_the_embedded_catalog_and_bad_queries_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let tree = dir.path().join("tree");
+    let g = |args: &[&str]| {
+        let mut c = granary();
+        c.args(["--data-dir", data.to_str().unwrap(), "--socket", data.join("none.sock").to_str().unwrap()]);
+        c.args(args);
+        c.output().unwrap()
+    };
+    assert!(g(&["example-data", tree.to_str().unwrap()]).status.success());
+    let o = g(&["publish-dir", tree.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = g(&["search", "--json", "variable_id=tas"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["total"].as_u64().unwrap() > 0);
+    // Hostile input is a clear error or an exact empty answer, never a crash.
+    for q in ["source_id='; DROP TABLE records; --", "\"quoted\" NEAR(a b)", "x=%_%", "*"] {
+        let o = g(&["search", "--json", q]);
+        assert!(o.status.code().is_some(), "{q}: killed");
+        if o.status.success() {
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["total"], 0, "{q}: {v}");
+        }
+    }
+    // The catalog still answers afterwards.
+    let o = g(&["search", "--json", "variable_id=tas"]);
+    let v2: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v2["total"], v["total"]);
+    // Catalog rebuild from the files gives the same answer.
+    assert!(g(&["catalog", "rebuild"]).status.success());
+    let o = g(&["search", "--json", "variable_id=tas"]);
+    let v3: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v3["total"], v["total"]);
+}
