@@ -1,0 +1,486 @@
+//! CMIP6: `<mip_era>/<activity_id>/<institution_id>/<source_id>/<experiment_id>/<member_id>/
+//! <table_id>/<variable_id>/<grid_label>/<version>/` and
+//! `<variable_id>_<table_id>_<source_id>_<experiment_id>_<member_id>_<grid_label>[_<time_range>].nc`
+//! (WCRP CMIP6_CVs, CMIP6_DRS.json).
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+use super::common::{self, token, VERSION};
+use super::vocab::{self, cmip6_table_info};
+use super::{DrsPath, Error, FixCode, Mismatch, Parsed};
+
+static MEMBER: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:([a-z0-9]+)-)?(r[0-9]+i[0-9]+p[0-9]+f[0-9]+)$").expect("static regex")
+});
+static SHORT_R: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:([a-z0-9]+)-)?r([0-9]+)$").expect("static regex"));
+static SHORT_RIP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^(?:([a-z0-9]+)-)?(r[0-9]+i[0-9]+p[0-9]+)$").expect("static regex")
+});
+static DATE_VERSION: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^v[0-9]{8}$").expect("static regex"));
+
+/// A CMIP6 member_id: (member_id, sub_experiment_id, variant_label, detail of the
+/// short-form fix if one was needed).
+type Member = (String, String, String, Option<String>);
+
+fn member(m: &str) -> Result<Member, String> {
+    let v = vocab::cmip6().map_err(|e| e.to_string())?;
+    let (sub, variant, fix) = if let Some(c) = MEMBER.captures(m) {
+        (
+            c.get(1).map(|x| x.as_str().to_string()),
+            c[2].to_string(),
+            None,
+        )
+    } else if let Some(c) = SHORT_R.captures(m) {
+        let full = format!("r{}i1p1f1", &c[2]);
+        let fix = format!("member '{m}' read as '{full}'");
+        (c.get(1).map(|x| x.as_str().to_string()), full, Some(fix))
+    } else if let Some(c) = SHORT_RIP.captures(m) {
+        let full = format!("{}f1", &c[2]);
+        let fix = format!("member '{m}' read as '{full}'");
+        (c.get(1).map(|x| x.as_str().to_string()), full, Some(fix))
+    } else {
+        return Err(format!(
+            "member_id '{}' is not [<sub_experiment_id>-]r<N>i<N>p<N>f<N>",
+            m.escape_default()
+        ));
+    };
+    if let Some(s) = &sub {
+        if !v.sub_experiments.contains(s) || s == "none" {
+            return Err(format!(
+                "sub_experiment_id '{s}' (in member_id '{m}') is not in the CMIP6 vocabulary"
+            ));
+        }
+    }
+    let member_id = match &sub {
+        Some(s) => format!("{s}-{variant}"),
+        None => variant.clone(),
+    };
+    Ok((
+        member_id,
+        sub.unwrap_or_else(|| "none".into()),
+        variant,
+        fix,
+    ))
+}
+
+fn in_vocab(facet: &str, value: &str, ok: bool) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{facet} '{}' is not in the CMIP6 vocabulary",
+            value.escape_default()
+        ))
+    }
+}
+
+/// True if the table's frequency and a frequency attribute sample at the same interval
+/// (`mon` ~ `monC` ~ `monPt`).
+fn same_interval(a: &str, b: &str) -> bool {
+    fn base(f: &str) -> &str {
+        f.trim_end_matches("Pt")
+            .trim_end_matches("CM")
+            .trim_end_matches('C')
+    }
+    base(a) == base(b)
+}
+
+pub(crate) fn parse(
+    dirs: &[&str],
+    file: &str,
+    attrs: Option<&BTreeMap<String, String>>,
+) -> Result<Parsed, String> {
+    let v = vocab::cmip6().map_err(|e| e.to_string())?;
+    let mut p = Parsed {
+        project: "CMIP6".into(),
+        facets: BTreeMap::new(),
+        file: String::new(),
+        version: None,
+        time_range: None,
+        fixes: Vec::new(),
+        name_facets: Vec::new(),
+    };
+    let stem = file.strip_suffix(".nc").unwrap_or(file);
+    let f: Vec<&str> = stem.split('_').collect();
+    if f.len() < 5 {
+        return Err(format!(
+            "file name has {} fields, CMIP6 needs 6 or 7",
+            f.len()
+        ));
+    }
+    // The DRS directory: from the last "CMIP6" component on.
+    let drs_dir: Option<&[&str]> = match dirs.iter().rposition(|d| *d == "CMIP6") {
+        Some(k) => {
+            let d = &dirs[k + 1..];
+            if d.len() != 9 {
+                return Err(format!(
+                    "directory has {} levels after CMIP6, CMIP6 needs 9 (<activity_id>/…/<grid_label>/<version>)",
+                    d.len()
+                ));
+            }
+            Some(d)
+        }
+        None => None,
+    };
+    let (variable, table, mut source, mut experiment, member_f) = (f[0], f[1], f[2], f[3], f[4]);
+    // Grid label: field 6, or missing.
+    let (grid, rest): (String, &[&str]) = match f.get(5) {
+        Some(g) if v.grids.contains(*g) => (g.to_string(), &f[6..]),
+        Some(g) if !g.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
+            return Err(format!(
+                "grid_label '{}' is not in the CMIP6 vocabulary",
+                g.escape_default()
+            ))
+        }
+        _ => {
+            if let Some(d) = drs_dir {
+                p.fix(
+                    FixCode::GridLabelFromPath,
+                    format!(
+                        "grid label missing from the file name; '{}' from the directory",
+                        d[7]
+                    ),
+                );
+                (d[7].to_string(), &f[5..])
+            } else if let Some(g) = attrs.and_then(|a| a.get("grid_label")) {
+                p.fix(
+                    FixCode::GridLabelFromAttributes,
+                    format!("grid label missing from the file name; '{g}' from the grid_label attribute"),
+                );
+                (g.clone(), &f[5..])
+            } else {
+                return Err(format!(
+                    "file name has {} fields, CMIP6 needs 6 or 7: the grid label is missing, and neither a directory path nor a grid_label attribute gives it",
+                    f.len()
+                ));
+            }
+        }
+    };
+    let swapped = |s: &str, e: &str| {
+        !v.sources.contains_key(s)
+            && !v.experiments.contains_key(e)
+            && v.sources.contains_key(e)
+            && v.experiments.contains_key(s)
+    };
+    if swapped(source, experiment) {
+        p.fix(
+            FixCode::SwappedModelExperiment,
+            format!("file name had experiment '{source}' before source '{experiment}'"),
+        );
+        std::mem::swap(&mut source, &mut experiment);
+    }
+    let (member_id, sub_experiment, variant, short) = member(member_f)?;
+    let file_short = short.is_some();
+    if let Some(d) = short {
+        p.fix(FixCode::ShortEnsemble, d);
+    }
+    let activity;
+    let institution;
+    if let Some(d) = drs_dir {
+        let (mut ds, mut de) = (d[2], d[3]);
+        if swapped(ds, de) {
+            if !p
+                .fixes
+                .iter()
+                .any(|x| x.code == FixCode::SwappedModelExperiment)
+            {
+                p.fix(
+                    FixCode::SwappedModelExperiment,
+                    format!("directory had experiment '{ds}' before source '{de}'"),
+                );
+            }
+            std::mem::swap(&mut ds, &mut de);
+        }
+        let (dm, _, _, dir_short) = member(d[4])?;
+        if let (Some(d), false) = (dir_short, file_short) {
+            p.fix(FixCode::ShortEnsemble, format!("directory {d}"));
+        }
+        for (facet, dv, fv) in [
+            ("source_id", ds, source),
+            ("experiment_id", de, experiment),
+            ("member_id", dm.as_str(), member_id.as_str()),
+            ("table_id", d[5], table),
+            ("variable_id", d[6], variable),
+            ("grid_label", d[7], grid.as_str()),
+        ] {
+            if dv != fv {
+                return Err(format!(
+                    "directory says {facet} '{}' but the file name says '{}'",
+                    dv.escape_default(),
+                    fv.escape_default()
+                ));
+            }
+        }
+        activity = d[0].to_string();
+        institution = d[1].to_string();
+        let ver = d[8];
+        if DATE_VERSION.is_match(ver) {
+        } else if VERSION.is_match(ver) {
+            p.fix(
+                FixCode::VersionNotDate,
+                format!("version '{ver}' is not v<YYYYMMDD>"),
+            );
+        } else {
+            return Err(format!(
+                "version '{}' is not v<YYYYMMDD>",
+                ver.escape_default()
+            ));
+        }
+        p.version = Some(ver.to_string());
+    } else {
+        let acts = v.experiments.get(experiment).ok_or_else(|| {
+            format!(
+                "experiment_id '{}' is not in the CMIP6 vocabulary",
+                experiment.escape_default()
+            )
+        })?;
+        activity = match acts.as_slice() {
+            [one] => one.clone(),
+            many => {
+                let given = attrs.and_then(|a| a.get("activity_id"));
+                match given.and_then(|g| g.split_whitespace().find(|w| many.iter().any(|m| m == w))) {
+                    Some(a) => a.to_string(),
+                    None => {
+                        return Err(format!(
+                            "experiment_id '{experiment}' belongs to several activities ({}); give the directory path or an activity_id attribute",
+                            many.join(", ")
+                        ))
+                    }
+                }
+            }
+        };
+        let insts = v.sources.get(source).ok_or_else(|| {
+            format!(
+                "source_id '{}' is not in the CMIP6 vocabulary",
+                source.escape_default()
+            )
+        })?;
+        institution = match insts.as_slice() {
+            [one] => one.clone(),
+            many => match attrs.and_then(|a| a.get("institution_id")) {
+                Some(i) if many.contains(i) => i.clone(),
+                _ => {
+                    return Err(format!(
+                        "source_id '{source}' belongs to several institutions ({}); give the directory path or an institution_id attribute",
+                        many.join(", ")
+                    ))
+                }
+            },
+        };
+    }
+    token("variable_id", variable)?;
+    if variable.contains(['.', '(', ')', '+']) {
+        return Err(format!("variable_id '{variable}' has punctuation"));
+    }
+    in_vocab("activity_id", &activity, v.activities.contains(&activity))?;
+    in_vocab(
+        "institution_id",
+        &institution,
+        v.institutions.contains(&institution),
+    )?;
+    in_vocab("source_id", source, v.sources.contains_key(source))?;
+    in_vocab(
+        "experiment_id",
+        experiment,
+        v.experiments.contains_key(experiment),
+    )?;
+    in_vocab("table_id", table, v.tables.contains(table))?;
+    in_vocab("grid_label", &grid, v.grids.contains(&grid))?;
+    let (tf, realm) = cmip6_table_info(table);
+    let mut frequency = tf.unwrap_or("").to_string();
+    if let Some(af) = attrs.and_then(|a| a.get("frequency")) {
+        if v.frequencies.contains(af) && same_interval(&frequency, af) {
+            frequency = af.clone();
+        }
+    }
+    let tail = common::parse_tail(rest, &frequency, false)?;
+    p.fixes.extend(tail.fixes);
+    p.time_range = tail.time_range;
+    let fac = &mut p.facets;
+    fac.insert("mip_era".into(), "CMIP6".into());
+    fac.insert("activity_id".into(), activity.clone());
+    fac.insert("institution_id".into(), institution.clone());
+    fac.insert("source_id".into(), source.into());
+    fac.insert("experiment_id".into(), experiment.into());
+    fac.insert("member_id".into(), member_id.clone());
+    fac.insert("variant_label".into(), variant);
+    fac.insert("sub_experiment_id".into(), sub_experiment);
+    fac.insert("table_id".into(), table.into());
+    fac.insert("variable_id".into(), variable.into());
+    fac.insert("grid_label".into(), grid.clone());
+    if !frequency.is_empty() {
+        fac.insert("frequency".into(), frequency);
+    }
+    if let Some(r) = realm {
+        fac.insert("realm".into(), r.into());
+    }
+    p.file = file_name(
+        variable,
+        table,
+        source,
+        experiment,
+        &member_id,
+        &grid,
+        p.time_range.as_deref(),
+    );
+    p.name_facets = vec![
+        activity,
+        institution,
+        source.into(),
+        experiment.into(),
+        member_id,
+        table.into(),
+        variable.into(),
+        grid,
+    ];
+    Ok(p)
+}
+
+fn file_name(
+    variable: &str,
+    table: &str,
+    source: &str,
+    experiment: &str,
+    member: &str,
+    grid: &str,
+    time_range: Option<&str>,
+) -> String {
+    let mut s = format!("{variable}_{table}_{source}_{experiment}_{member}_{grid}");
+    if let Some(t) = time_range {
+        s.push('_');
+        s.push_str(t);
+    }
+    s.push_str(".nc");
+    s
+}
+
+/// Rebuild from facets (used when attributes are trusted): the canonical path, parsed again.
+pub(crate) fn from_facets(
+    f: &BTreeMap<String, String>,
+    time_range: Option<&str>,
+    version: Option<&str>,
+) -> Result<Parsed, String> {
+    let g = |k: &str| f.get(k).map(String::as_str).unwrap_or("");
+    let file = file_name(
+        g("variable_id"),
+        g("table_id"),
+        g("source_id"),
+        g("experiment_id"),
+        g("member_id"),
+        g("grid_label"),
+        time_range,
+    );
+    let mut dirs = vec!["CMIP6"];
+    let Some(version) = version else {
+        return parse(&[], &file, Some(f));
+    };
+    for k in [
+        "activity_id",
+        "institution_id",
+        "source_id",
+        "experiment_id",
+        "member_id",
+        "table_id",
+        "variable_id",
+        "grid_label",
+    ] {
+        dirs.push(g(k));
+    }
+    dirs.push(version);
+    parse(&dirs, &file, Some(f))
+}
+
+/// Attribute cross-check: each mismatch, with the value to use if attributes are trusted.
+pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mismatch, String)> {
+    let mut out = Vec::new();
+    let fac = |k: &str| p.facets.get(k).cloned().unwrap_or_default();
+    let mut push = |facet: &str, attribute: &str, nv: String, av: &String, repl: String| {
+        out.push((
+            Mismatch {
+                facet: facet.into(),
+                attribute: attribute.into(),
+                name_value: nv,
+                attribute_value: av.clone(),
+            },
+            repl,
+        ))
+    };
+    for k in [
+        "variable_id",
+        "table_id",
+        "source_id",
+        "experiment_id",
+        "grid_label",
+        "institution_id",
+    ] {
+        if let Some(av) = a.get(k) {
+            if *av != fac(k) {
+                push(k, k, fac(k), av, av.clone());
+            }
+        }
+    }
+    if let Some(av) = a.get("activity_id") {
+        let nv = fac("activity_id");
+        if !av.split_whitespace().any(|w| w == nv) {
+            let first = av.split_whitespace().next().unwrap_or("").to_string();
+            push("activity_id", "activity_id", nv, av, first);
+        }
+    }
+    let member_attr = a.get("member_id").cloned().or_else(|| {
+        a.get("variant_label")
+            .map(|vl| match a.get("sub_experiment_id") {
+                Some(s) if s != "none" => format!("{s}-{vl}"),
+                _ => vl.clone(),
+            })
+    });
+    if let Some(av) = member_attr {
+        if av != fac("member_id") {
+            let attribute = if a.contains_key("member_id") {
+                "member_id"
+            } else {
+                "variant_label"
+            };
+            push("member_id", attribute, fac("member_id"), &av, av.clone());
+        }
+    }
+    if let Some(av) = a.get("frequency") {
+        let nv = fac("frequency");
+        if *av != nv {
+            push("frequency", "frequency", nv, av, av.clone());
+        }
+    }
+    out
+}
+
+pub(crate) fn reverse(c: &[String], version: &str) -> Result<DrsPath, Error> {
+    if c.len() != 9 {
+        return Err(Error::Reverse(format!(
+            "a CMIP6 name has 9 components after the root, this one has {}",
+            c.len()
+        )));
+    }
+    if !VERSION.is_match(version) {
+        return Err(Error::Reverse(format!("version '{version}' is not v<N>")));
+    }
+    for x in &c[..8] {
+        token("name component", x).map_err(Error::Reverse)?;
+    }
+    let file = &c[8];
+    let prefix = format!("{}_{}_{}_{}_{}_{}", c[6], c[5], c[2], c[3], c[4], c[7]);
+    let rest = file.strip_prefix(&prefix);
+    if !file.ends_with(".nc") || !matches!(rest, Some(r) if r == ".nc" || r.starts_with('_')) {
+        return Err(Error::Reverse(format!(
+            "file name '{file}' does not start with '{prefix}' as the name's facets say"
+        )));
+    }
+    let dir = format!("CMIP6/{}/{version}/", c[..8].join("/"));
+    Ok(DrsPath {
+        dir,
+        file: file.clone(),
+    })
+}
