@@ -3,6 +3,7 @@
 #   - python-ndn (PyPI, pinned) in tests/interop/.venv
 #   - NDNts 0.0.20250307 (npm, pinned by package-lock.json) in tests/interop/ndnts/node_modules
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
+#   - netcdf-bin (apt, only if ncgen is missing and we are root) for the netCDF fixtures
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,16 @@ if ! command -v mkfs.xfs >/dev/null 2>&1; then
     (apt-get install -y -qq xfsprogs >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq xfsprogs >/dev/null; })
   else
     echo "setup: mkfs.xfs (xfsprogs) is missing and cannot be installed here; the reflink test will fail" >&2
+  fi
+fi
+
+# ncgen/ncdump for the netCDF reader tests (fixtures made from CDL in all five kinds).
+if ! command -v ncgen >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing netcdf-bin (apt) for the netCDF tests"
+    (apt-get install -y -qq netcdf-bin >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq netcdf-bin >/dev/null; })
+  else
+    echo "setup: ncgen (netcdf-bin) is missing and cannot be installed here; the netCDF tests will fail" >&2
   fi
 fi
 

@@ -4,3 +4,4 @@
 
 pub mod drs;
 pub mod netcdf;
+pub mod example;

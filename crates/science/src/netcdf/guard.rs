@@ -1,0 +1,192 @@
+//! The guards around the parser: a byte budget and a deadline on every range read, a
+//! worker thread with a timeout, and `catch_unwind` as the last line of defence.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Instant;
+
+use hdf5_reader::{Storage, StorageBuffer};
+use netcdf_reader::{NcFile, NcMetadataMode, NcOpenOptions};
+
+use super::{extract, Limits, NcError, NcMeta};
+
+/// A random-access byte source: a local file, or later the segments of a remote one.
+pub trait ReadAt: Send + Sync {
+    /// Total length in bytes.
+    fn len(&self) -> u64;
+    /// Whether the source is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Exactly `len` bytes at `offset` (an error when past the end).
+    fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>>;
+}
+
+/// A local file read with `pread`: no memory map, so a file truncated under us gives an
+/// I/O error instead of SIGBUS.
+pub(super) struct FileSource {
+    file: File,
+    len: u64,
+}
+
+impl FileSource {
+    pub(super) fn open(path: &Path) -> std::io::Result<FileSource> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok(FileSource { file, len })
+    }
+}
+
+impl ReadAt for FileSource {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > self.len) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("range {offset}+{len} is past the end ({} bytes)", self.len),
+            ));
+        }
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+}
+
+/// Why the guard stopped the parser, if it did.
+#[derive(Default)]
+struct Tripped {
+    timeout: AtomicBool,
+    budget: AtomicBool,
+}
+
+/// The parser's view of the source: every read is checked against the file length,
+/// the byte budget, and the deadline before any buffer is allocated.
+struct Guarded {
+    inner: Arc<dyn ReadAt>,
+    deadline: Instant,
+    remaining: AtomicU64,
+    tripped: Arc<Tripped>,
+}
+
+fn refuse(_offset: u64, msg: String) -> hdf5_reader::error::Error {
+    hdf5_reader::error::Error::Io(std::io::Error::other(msg))
+}
+
+impl Storage for Guarded {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    fn read_range(&self, offset: u64, len: usize) -> hdf5_reader::error::Result<StorageBuffer> {
+        let file_len = self.inner.len();
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > file_len) {
+            return Err(hdf5_reader::error::Error::UnexpectedEof {
+                offset,
+                needed: len as u64,
+                available: file_len.saturating_sub(offset),
+            });
+        }
+        if Instant::now() > self.deadline {
+            self.tripped.timeout.store(true, Ordering::Relaxed);
+            return Err(refuse(offset, "deadline passed".into()));
+        }
+        let want = len as u64;
+        let ok = self
+            .remaining
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_sub(want))
+            .is_ok();
+        if !ok {
+            self.tripped.budget.store(true, Ordering::Relaxed);
+            return Err(refuse(offset, "read budget exhausted".into()));
+        }
+        let bytes = self.inner.read_at(offset, len)?;
+        Ok(StorageBuffer::from_vec(bytes))
+    }
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}
+
+/// Parses on a worker thread, under `catch_unwind`, and gives up after the timeout.
+/// A worker that overruns is abandoned (detached): its reads fail from the deadline on,
+/// so it ends at its next read.
+pub(super) fn run_guarded(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<NcMeta, NcError> {
+    let file_len = source.len();
+    if file_len < 4 {
+        return Err(NcError::NotNetcdf);
+    }
+    let tripped = Arc::new(Tripped::default());
+    let storage = Guarded {
+        inner: source,
+        deadline: Instant::now() + limits.timeout,
+        remaining: AtomicU64::new(limits.max_bytes_read),
+        tripped: tripped.clone(),
+    };
+    let limits2 = limits.clone();
+    let (tx, rx) = mpsc::sync_channel(1);
+    let worker = std::thread::Builder::new()
+        .name("netcdf-read".into())
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                parse(Arc::new(storage), file_len, &limits2)
+            }));
+            let _ = tx.send(result);
+        })
+        .map_err(|e| NcError::Limit(format!("cannot start the reader thread: {e}")))?;
+    // A little grace beyond the deadline for the worker to notice it.
+    let wait = limits.timeout + limits.timeout / 10 + std::time::Duration::from_millis(50);
+    let outcome = match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(_) => return Err(NcError::Timeout(limits.timeout)),
+    };
+    let _ = worker.join();
+    let result = match outcome {
+        Ok(r) => r,
+        Err(p) => return Err(NcError::Panic(panic_text(p.as_ref()))),
+    };
+    if tripped.timeout.load(Ordering::Relaxed) {
+        return Err(NcError::Timeout(limits.timeout));
+    }
+    if tripped.budget.load(Ordering::Relaxed) {
+        return Err(NcError::Limit(format!(
+            "the parser asked for more than {} bytes",
+            limits.max_bytes_read
+        )));
+    }
+    result
+}
+
+fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta, NcError> {
+    let options = NcOpenOptions {
+        metadata_mode: NcMetadataMode::Strict,
+        // Coordinate reads only: never decode more than the coordinate limit at once.
+        max_read_bytes: usize::try_from(limits.max_coord_values.saturating_mul(8))
+            .unwrap_or(usize::MAX),
+        chunk_cache_bytes: 8 << 20,
+        ..NcOpenOptions::default()
+    };
+    let file = NcFile::from_storage_with_options(storage, options).map_err(map_err)?;
+    extract::extract(&file, file_len, limits)
+}
+
+pub(super) fn map_err(e: netcdf_reader::Error) -> NcError {
+    match e {
+        netcdf_reader::Error::InvalidMagic => NcError::NotNetcdf,
+        netcdf_reader::Error::Hdf5(hdf5_reader::error::Error::InvalidMagic) => NcError::NotNetcdf,
+        other => NcError::Malformed(other.to_string()),
+    }
+}
