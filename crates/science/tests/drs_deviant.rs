@@ -14,7 +14,13 @@ struct Row {
 }
 
 fn row(input: &str, status: Status, fixes: &'static [FixCode], expect: &'static str) -> Row {
-    Row { input: input.to_string(), attrs: &[], status, fixes, expect }
+    Row {
+        input: input.to_string(),
+        attrs: &[],
+        status,
+        fixes,
+        expect,
+    }
 }
 
 const C6: &str = "CMIP6/CMIP/CCCma/CanESM5/historical/r1i1p1f1/Amon/tas/gn/v20190429/";
@@ -22,8 +28,14 @@ const C5: &str = "cmip5/output1/MOHC/HadGEM2-ES/historical/mon/atmos/Amon/r1i1p1
 
 fn rows() -> Vec<Row> {
     use Status::*;
-    let long = format!("{}tas_Amon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc", "x/".repeat(2100));
-    let long_comp = format!("{}_Amon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc", "t".repeat(300));
+    let long = format!(
+        "{}tas_Amon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc",
+        "x/".repeat(2100)
+    );
+    let long_comp = format!(
+        "{}_Amon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc",
+        "t".repeat(300)
+    );
     vec![
         // Conforming baselines.
         row(&format!("{C6}tas_Amon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc"), Translated, &[], "/cmip6/CMIP/CCCma/CanESM5/historical/r1i1p1f1/Amon/tas/gn/tas_Amon"),
@@ -103,7 +115,11 @@ fn deviant_patterns_get_their_expected_outcome() {
     assert!(rows.len() >= 30);
     let mut seen_codes = std::collections::BTreeSet::new();
     for r in &rows {
-        let attrs: BTreeMap<String, String> = r.attrs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let attrs: BTreeMap<String, String> = r
+            .attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let o = t.translate(&r.input, if attrs.is_empty() { None } else { Some(&attrs) });
         let shown: String = r.input.chars().take(160).collect();
         assert_eq!(o.status, r.status, "{shown}: {o:#?}");
@@ -115,13 +131,21 @@ fn deviant_patterns_get_their_expected_outcome() {
         match r.status {
             Status::Rejected => {
                 let reason = o.reason.as_deref().unwrap_or("");
-                assert!(reason.contains(r.expect), "{shown}: reason {reason:?} lacks {:?}", r.expect);
+                assert!(
+                    reason.contains(r.expect),
+                    "{shown}: reason {reason:?} lacks {:?}",
+                    r.expect
+                );
                 assert!(o.name.is_empty() && o.uri.is_none());
             }
             _ => {
                 assert!(o.reason.is_none());
                 let uri = o.uri.as_deref().unwrap_or("");
-                assert!(uri.contains(r.expect), "{shown}: uri {uri} lacks {:?}", r.expect);
+                assert!(
+                    uri.contains(r.expect),
+                    "{shown}: uri {uri} lacks {:?}",
+                    r.expect
+                );
                 // The canonical (fixed) path round-trips to itself.
                 let v = o.drs_version.clone().unwrap_or_else(|| "v20200101".into());
                 let back = t.reverse(&o.name, &v).expect("reverse").path();
@@ -137,14 +161,38 @@ fn deviant_patterns_get_their_expected_outcome() {
         }
         // JSON report has the documented fields.
         let j = serde_json::to_value(&o).expect("json");
-        for k in ["status", "fixes", "reason", "project", "facets", "name", "uri", "drs_version", "time_range", "mismatches"] {
+        for k in [
+            "status",
+            "fixes",
+            "reason",
+            "project",
+            "facets",
+            "name",
+            "uri",
+            "drs_version",
+            "time_range",
+            "mismatches",
+        ] {
             assert!(j.get(k).is_some(), "json lacks {k}");
         }
     }
     for c in [
-        TimeRangeYearOnly, TimeRangeMonthOnly, GridLabelFromPath, GridLabelFromAttributes, ShortEnsemble,
-        SwappedModelExperiment, ClimSuffix, ExtraSuffix, FxEnsemble, Gridspec, InstituteFromModel,
-        ModelPunctuation, DirOrder, DirNoTable, ActivityCase, VersionNotDate,
+        TimeRangeYearOnly,
+        TimeRangeMonthOnly,
+        GridLabelFromPath,
+        GridLabelFromAttributes,
+        ShortEnsemble,
+        SwappedModelExperiment,
+        ClimSuffix,
+        ExtraSuffix,
+        FxEnsemble,
+        Gridspec,
+        InstituteFromModel,
+        ModelPunctuation,
+        DirOrder,
+        DirNoTable,
+        ActivityCase,
+        VersionNotDate,
     ] {
         assert!(seen_codes.contains(&c), "no row exercises {c:?}");
     }

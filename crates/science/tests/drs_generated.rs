@@ -57,21 +57,43 @@ fn range(rng: &mut Rng, digits: usize) -> Option<String> {
     }
 }
 
-const VARIABLES: &[&str] = &["tas", "pr", "ta", "ua", "va", "tos", "siconc", "ps", "hus", "zg", "sftlf", "areacella"];
+const VARIABLES: &[&str] = &[
+    "tas",
+    "pr",
+    "ta",
+    "ua",
+    "va",
+    "tos",
+    "siconc",
+    "ps",
+    "hus",
+    "zg",
+    "sftlf",
+    "areacella",
+];
 
 #[test]
 fn cmip6_generated_names_translate_and_round_trip() {
     let t = Translator::new(Config::default()).expect("translator");
     let sources = json_map("cmip6/CMIP6_source_id.json", "source_id");
     let experiments = json_map("cmip6/CMIP6_experiment_id.json", "experiment_id");
-    let grids: Vec<String> = json_map("cmip6/CMIP6_grid_label.json", "grid_label").keys().cloned().collect();
+    let grids: Vec<String> = json_map("cmip6/CMIP6_grid_label.json", "grid_label")
+        .keys()
+        .cloned()
+        .collect();
     let subs: Vec<String> = json_map("cmip6/CMIP6_sub_experiment_id.json", "sub_experiment_id")
         .keys()
         .filter(|k| *k != "none")
         .cloned()
         .collect();
-    let tv: serde_json::Value = serde_json::from_str(&vocab("cmip6/CMIP6_table_id.json")).expect("json");
-    let tables: Vec<String> = tv["table_id"].as_array().expect("array").iter().map(|x| x.as_str().expect("str").to_string()).collect();
+    let tv: serde_json::Value =
+        serde_json::from_str(&vocab("cmip6/CMIP6_table_id.json")).expect("json");
+    let tables: Vec<String> = tv["table_id"]
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_str().expect("str").to_string())
+        .collect();
     let source_ids: Vec<&String> = sources.keys().collect();
     let experiment_ids: Vec<&String> = experiments.keys().collect();
     let mut rng = Rng(0x5EED_6C1F_0000_0001);
@@ -81,19 +103,32 @@ fn cmip6_generated_names_translate_and_round_trip() {
         let insts = sources[source]["institution_id"].as_array().expect("array");
         let inst = rng.pick(insts).as_str().expect("str");
         let experiment = rng.pick(&experiment_ids).as_str();
-        let acts = experiments[experiment]["activity_id"].as_array().expect("array");
+        let acts = experiments[experiment]["activity_id"]
+            .as_array()
+            .expect("array");
         let activity = rng.pick(acts).as_str().expect("str");
         let table = rng.pick(&tables).as_str();
         let variable = *rng.pick(VARIABLES);
         let grid = rng.pick(&grids).as_str();
-        let variant = format!("r{}i{}p{}f{}", 1 + rng.below(50), 1 + rng.below(3), 1 + rng.below(3), 1 + rng.below(4));
+        let variant = format!(
+            "r{}i{}p{}f{}",
+            1 + rng.below(50),
+            1 + rng.below(3),
+            1 + rng.below(3),
+            1 + rng.below(4)
+        );
         let (sub, member) = if rng.below(10) == 0 {
             let s = rng.pick(&subs).clone();
             (s.clone(), format!("{s}-{variant}"))
         } else {
             ("none".to_string(), variant.clone())
         };
-        let version = format!("v20{:02}{:02}{:02}", 18 + rng.below(6), 1 + rng.below(12), 1 + rng.below(28));
+        let version = format!(
+            "v20{:02}{:02}{:02}",
+            18 + rng.below(6),
+            1 + rng.below(12),
+            1 + rng.below(28)
+        );
         let tr = range(&mut rng, cmip6_digits(table));
         let file = match &tr {
             Some(r) => format!("{variable}_{table}_{source}_{experiment}_{member}_{grid}_{r}.nc"),
@@ -119,14 +154,20 @@ fn cmip6_generated_names_translate_and_round_trip() {
         .into_iter()
         .collect();
         for (k, v) in &want {
-            assert_eq!(o.facets.get(*k).map(String::as_str), Some(*v), "{path}: facet {k}");
+            assert_eq!(
+                o.facets.get(*k).map(String::as_str),
+                Some(*v),
+                "{path}: facet {k}"
+            );
         }
         assert_eq!(o.time_range, tr, "{path}");
         assert_eq!(o.drs_version.as_deref(), Some(version.as_str()));
-        let name: Vec<String> = ["cmip6", activity, inst, source, experiment, &member, table, variable, grid, &file]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let name: Vec<String> = [
+            "cmip6", activity, inst, source, experiment, &member, table, variable, grid, &file,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(o.name, name, "{path}");
         let back = t.reverse(&o.name, &version).expect("reverse");
         assert_eq!(back.path(), path);
@@ -140,7 +181,10 @@ fn cmip6_generated_names_translate_and_round_trip() {
             bare_ok += 1;
         } else {
             assert_eq!(b.status, Status::Rejected, "{file}");
-            assert!(b.reason.as_deref().is_some_and(|r| r.contains("several")), "{b:?}");
+            assert!(
+                b.reason.as_deref().is_some_and(|r| r.contains("several")),
+                "{b:?}"
+            );
         }
         n += 1;
     }
@@ -167,25 +211,49 @@ fn cmip5_generated_names_translate_and_round_trip() {
     let t = Translator::new(Config::default()).expect("translator");
     let v: Cmip5Vocab = toml::from_str(&vocab("cmip5/cmip5_drs.toml")).expect("toml");
     assert!(v.frequencies.len() >= 8);
-    let pairs: Vec<(&String, &String)> = v.institutes.iter().flat_map(|(i, ms)| ms.iter().map(move |m| (i, m))).collect();
+    let pairs: Vec<(&String, &String)> = v
+        .institutes
+        .iter()
+        .flat_map(|(i, ms)| ms.iter().map(move |m| (i, m)))
+        .collect();
     let tables: Vec<(&String, &Table5)> = v.tables.iter().filter(|(k, _)| *k != "grids").collect();
     let mut exps = v.experiments.clone();
-    exps.extend(["decadal1960".to_string(), "decadal2005".to_string(), "noVolc1990".to_string()]);
+    exps.extend([
+        "decadal1960".to_string(),
+        "decadal2005".to_string(),
+        "noVolc1990".to_string(),
+    ]);
     let mut rng = Rng(0xC0FF_EE00_0000_0005);
     for i in 0..600 {
         let (inst, model) = *rng.pick(&pairs);
         let experiment = rng.pick(&exps);
         let (table, info) = *rng.pick(&tables);
-        let realm = info.realm.clone().unwrap_or_else(|| rng.pick(&v.realms).clone());
+        let realm = info
+            .realm
+            .clone()
+            .unwrap_or_else(|| rng.pick(&v.realms).clone());
         let freq = info.frequency.as_str();
         let variable = *rng.pick(VARIABLES);
         let ensemble = if freq == "fx" {
             "r0i0p0".to_string()
         } else {
-            format!("r{}i{}p{}", 1 + rng.below(10), 1 + rng.below(3), 1 + rng.below(3))
+            format!(
+                "r{}i{}p{}",
+                1 + rng.below(10),
+                1 + rng.below(3),
+                1 + rng.below(3)
+            )
         };
-        let product = if rng.below(2) == 0 { "output1" } else { "output2" };
-        let version = if i % 7 == 0 { format!("v{}", 1 + rng.below(9)) } else { format!("v2012{:02}{:02}", 1 + rng.below(12), 1 + rng.below(28)) };
+        let product = if rng.below(2) == 0 {
+            "output1"
+        } else {
+            "output2"
+        };
+        let version = if i % 7 == 0 {
+            format!("v{}", 1 + rng.below(9))
+        } else {
+            format!("v2012{:02}{:02}", 1 + rng.below(12), 1 + rng.below(28))
+        };
         let digits = match freq {
             "fx" => 0,
             "yr" => 4,
@@ -214,12 +282,19 @@ fn cmip5_generated_names_translate_and_round_trip() {
             ("variable", variable),
             ("version", version.as_str()),
         ] {
-            assert_eq!(o.facets.get(k).map(String::as_str), Some(want), "{path}: facet {k}");
+            assert_eq!(
+                o.facets.get(k).map(String::as_str),
+                Some(want),
+                "{path}: facet {k}"
+            );
         }
-        let name: Vec<String> = ["cmip5", product, inst, model, experiment, freq, &realm, table, &ensemble, variable, &file]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let name: Vec<String> = [
+            "cmip5", product, inst, model, experiment, freq, &realm, table, &ensemble, variable,
+            &file,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         assert_eq!(o.name, name, "{path}");
         assert_eq!(t.reverse(&o.name, &version).expect("reverse").path(), path);
     }
@@ -228,7 +303,10 @@ fn cmip5_generated_names_translate_and_round_trip() {
 #[test]
 fn uri_escapes_like_ndn() {
     use granary_science::drs::uri;
-    let c: Vec<String> = ["cmip5", "CESM1(CAM5)", "a b", "...", "x~y_z.nc"].iter().map(|s| s.to_string()).collect();
+    let c: Vec<String> = ["cmip5", "CESM1(CAM5)", "a b", "...", "x~y_z.nc"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     assert_eq!(uri(&c), "/cmip5/CESM1%28CAM5%29/a%20b/....../x~y_z.nc");
     assert_eq!(uri(&[]), "/");
 }

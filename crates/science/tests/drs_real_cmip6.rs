@@ -56,39 +56,70 @@ fn real_cmip6_sample_tree_translates_and_matches_attributes() {
     let dir = sample_dir(&py);
     let mut files = Vec::new();
     walk(&dir, &mut files);
-    assert_eq!(files.len(), 326, "esmvaltool-sample-data 0.0.4 ships 326 .nc files");
+    assert_eq!(
+        files.len(),
+        326,
+        "esmvaltool-sample-data 0.0.4 ships 326 .nc files"
+    );
 
     let script = repo_root().join("tests/interop/python/nc_global_attrs.py");
-    let out = Command::new(&py).arg(&script).arg(&dir).output().expect("run nc_global_attrs.py");
-    assert!(out.status.success(), "nc_global_attrs.py: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(&py)
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .expect("run nc_global_attrs.py");
+    assert!(
+        out.status.success(),
+        "nc_global_attrs.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let attrs: BTreeMap<String, BTreeMap<String, String>> =
         serde_json::from_slice(&out.stdout).expect("attribute JSON");
     assert_eq!(attrs.len(), 326);
 
     let t = Translator::new(Config::default()).expect("translator");
     let keys = [
-        "activity_id", "institution_id", "source_id", "experiment_id", "member_id", "table_id",
-        "variable_id", "grid_label", "version",
+        "activity_id",
+        "institution_id",
+        "source_id",
+        "experiment_id",
+        "member_id",
+        "table_id",
+        "variable_id",
+        "grid_label",
+        "version",
     ];
     let mut fixed = 0;
     for f in &files {
         let path = f.to_str().expect("utf-8 path");
         let comps: Vec<&str> = path.split('/').collect();
-        let k = comps.iter().rposition(|c| *c == "CMIP6").expect("CMIP6 in path");
-        let a = attrs.get(path).unwrap_or_else(|| panic!("no attributes for {path}"));
+        let k = comps
+            .iter()
+            .rposition(|c| *c == "CMIP6")
+            .expect("CMIP6 in path");
+        let a = attrs
+            .get(path)
+            .unwrap_or_else(|| panic!("no attributes for {path}"));
         let o = t.translate(path, Some(a));
         assert!(o.is_accepted(), "{path}: {:?}", o.reason);
         if !o.fixes.is_empty() {
             fixed += 1;
         }
         for (i, key) in keys.iter().enumerate() {
-            assert_eq!(o.facets.get(*key).map(String::as_str), Some(comps[k + 1 + i]), "{path}: {key}");
+            assert_eq!(
+                o.facets.get(*key).map(String::as_str),
+                Some(comps[k + 1 + i]),
+                "{path}: {key}"
+            );
         }
         assert_eq!(o.name.last().map(String::as_str), comps.last().copied());
         assert!(o.mismatches.is_empty(), "{path}: {:?}", o.mismatches);
         // Round trip to the relative DRS path.
         let v = o.drs_version.as_deref().expect("version");
-        assert_eq!(t.reverse(&o.name, v).expect("reverse").path(), comps[k..].join("/"));
+        assert_eq!(
+            t.reverse(&o.name, v).expect("reverse").path(),
+            comps[k..].join("/")
+        );
     }
     assert_eq!(fixed, 0, "conforming real files needed fixes");
 }
