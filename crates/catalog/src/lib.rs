@@ -1,1 +1,202 @@
 //! The catalog: one record per published file version, faceted search.
+//!
+//! Storage is SQLite (embedded, `<dir>/catalog.sqlite`) or PostgreSQL (`postgres://…`,
+//! shared by several nodes). Filters, facet counts, sorting and paging are answered from
+//! an in-memory index ([`index`]); free text by the database, as record ids. Every write
+//! bumps a change sequence, and every call first applies the changes it has not seen, so
+//! several processes and nodes on one storage see each other's writes at once.
+
+mod error;
+mod index;
+mod pg;
+mod query;
+mod record;
+mod sqlite;
+mod store;
+pub mod text;
+
+use std::path::Path;
+use std::sync::Mutex;
+
+pub use error::{Error, Result};
+pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
+pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
+
+use index::Index;
+use record::{check_int, check_name, check_plain, Prepared};
+use store::Store;
+
+struct Inner {
+    store: Store,
+    index: Index,
+}
+
+/// A catalog handle. `Send + Sync`; calls are serialised on one connection. With
+/// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
+pub struct Catalog {
+    inner: Mutex<Inner>,
+}
+
+impl Inner {
+    /// Applies every change with a sequence number above the last one seen.
+    fn sync(&mut self) -> Result<()> {
+        let head = self.store.head()?;
+        if head == (self.index.epoch, self.index.seq) {
+            return Ok(());
+        }
+        let mut since = if head.0 == self.index.epoch { self.index.seq } else { 0 };
+        let ch = loop {
+            let ch = self.store.changes(since)?;
+            // A clear (new epoch) since the last sync: reload everything.
+            if ch.head.0 == self.index.epoch || since == 0 {
+                break ch;
+            }
+            since = 0;
+        };
+        if ch.head.0 != self.index.epoch {
+            self.index = Index::new();
+        }
+        for r in ch.rows {
+            self.index.upsert(r);
+        }
+        for rid in ch.removed {
+            self.index.remove(rid);
+        }
+        self.index.epoch = ch.head.0;
+        self.index.seq = ch.head.1;
+        Ok(())
+    }
+}
+
+impl Catalog {
+    /// Opens (creating if needed) a catalog: a directory path (SQLite at
+    /// `<dir>/catalog.sqlite`) or a `postgres://` / `postgresql://` URL.
+    pub fn open(spec: &str) -> Result<Catalog> {
+        let store = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Store::Pg(pg::Pg::connect(spec)?)
+        } else {
+            if spec.is_empty() {
+                return Err(Error::Invalid("empty catalog location".into()));
+            }
+            Store::Sqlite(sqlite::Sqlite::open(Path::new(spec))?)
+        };
+        let mut inner = Inner {
+            store,
+            index: Index::new(),
+        };
+        inner.sync()?;
+        Ok(Catalog {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
+        self.inner.lock().map_err(|_| Error::Poisoned)
+    }
+
+    fn synced(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
+        let mut g = self.lock()?;
+        g.sync()?;
+        Ok(g)
+    }
+
+    /// Inserts or replaces the record for `(r.name, r.version)`.
+    pub fn upsert(&self, r: &Record) -> Result<()> {
+        self.upsert_many(std::slice::from_ref(r))
+    }
+
+    /// Inserts or replaces many records in one transaction (the bulk path). Nothing is
+    /// written if any record is invalid.
+    pub fn upsert_many(&self, rs: &[Record]) -> Result<()> {
+        if rs.is_empty() {
+            return Ok(());
+        }
+        let ps = rs.iter().map(Prepared::new).collect::<Result<Vec<_>>>()?;
+        self.lock()?.store.upsert_many(&ps)
+    }
+
+    /// Removes one version of `name`, or all of them; returns how many records went.
+    pub fn remove(&self, name: &str, version: Option<u64>) -> Result<usize> {
+        check_name("name", name)?;
+        let v = version.map(|v| check_int("version", v)).transpose()?;
+        self.lock()?.store.remove(name, v)
+    }
+
+    /// Renames every version of `old`, and every name under `old/`, to the same place
+    /// under `new`; fails with [`Error::Conflict`] (and changes nothing) if a target exists.
+    pub fn rename(&self, old: &str, new: &str) -> Result<usize> {
+        check_name("old name", old)?;
+        check_name("new name", new)?;
+        self.lock()?.store.rename(old, new)
+    }
+
+    /// The record of `name` at `version`, or its latest version.
+    pub fn get(&self, name: &str, version: Option<u64>) -> Result<Option<Record>> {
+        check_plain("name", name, MAX_VALUE)?;
+        let mut g = self.synced()?;
+        let Some(rid) = g.index.find(name, version) else {
+            return Ok(None);
+        };
+        Ok(g.store.fetch(&[rid])?.into_iter().next())
+    }
+
+    /// Versions of `name`, ascending.
+    pub fn versions(&self, name: &str) -> Result<Vec<u64>> {
+        check_plain("name", name, MAX_VALUE)?;
+        Ok(self.synced()?.index.versions(name))
+    }
+
+    fn select(g: &mut Inner, q: &Query) -> Result<roaring::RoaringBitmap> {
+        q.validate()?;
+        let words = q.text.as_deref().map(text::query_words).unwrap_or_default();
+        let rids = if words.is_empty() {
+            None
+        } else {
+            Some(g.store.text(&words)?)
+        };
+        Ok(g.index.select(q, rids.as_deref()))
+    }
+
+    /// One page of matches, the total, and the requested facet counts.
+    pub fn query(&self, q: &Query) -> Result<Page> {
+        let mut g = self.synced()?;
+        let m = Self::select(&mut g, q)?;
+        let rids = g.index.page(&m, q.sort, q.offset, q.limit);
+        let facet_counts = g.index.counts(&m, &q.facets);
+        let hits = g.store.fetch(&rids)?;
+        Ok(Page {
+            total: m.len(),
+            hits,
+            facet_counts,
+        })
+    }
+
+    /// Values of `facet` starting with `prefix` (case-insensitive), most frequent first,
+    /// counted among the matches of `q` (default: all latest versions).
+    pub fn autocomplete(&self, facet: &str, prefix: &str, limit: usize, q: Option<&Query>) -> Result<Vec<(String, u64)>> {
+        check_plain("facet", facet, MAX_KEY)?;
+        check_plain("prefix", prefix, MAX_VALUE)?;
+        if limit > MAX_LIMIT {
+            return Err(Error::Invalid(format!("limit {limit} is more than {MAX_LIMIT}")));
+        }
+        let mut g = self.synced()?;
+        let default = Query::default();
+        let m = Self::select(&mut g, q.unwrap_or(&default))?;
+        Ok(g.index.autocomplete(facet, prefix, limit, &m))
+    }
+
+    /// Removes every record (before a rebuild).
+    pub fn clear(&self) -> Result<()> {
+        self.lock()?.store.clear()
+    }
+
+    /// Number of records (all versions).
+    pub fn len(&self) -> Result<u64> {
+        Ok(self.synced()?.index.len())
+    }
+
+    /// True when the catalog holds no record.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+}

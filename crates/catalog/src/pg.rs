@@ -1,0 +1,212 @@
+//! Shared storage: PostgreSQL (the `postgres` sync client), free text in a `tsvector`
+//! GIN index. Writers serialise on the `catalog_meta` row (the sequence bump is their
+//! first statement), so sequence order is commit order and no reader skips a change.
+
+use postgres::{Client, NoTls};
+
+use crate::error::{Error, Result};
+use crate::index::IndexRow;
+use crate::record::{decode_record, Prepared, Record};
+use crate::store::{moved_name, renamed_range, temp_name, Changes};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS catalog_meta (k INT PRIMARY KEY CHECK (k = 1), epoch BIGINT NOT NULL, seq BIGINT NOT NULL);
+INSERT INTO catalog_meta VALUES (1, 0, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS records (
+  id BIGSERIAL PRIMARY KEY, name TEXT COLLATE \"C\" NOT NULL, version BIGINT NOT NULL,
+  seq BIGINT NOT NULL, project TEXT NOT NULL, size BIGINT NOT NULL, time_start TEXT,
+  time_end TEXT, facets TEXT NOT NULL, tsv tsvector NOT NULL, data TEXT NOT NULL,
+  UNIQUE (name, version));
+CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
+CREATE INDEX IF NOT EXISTS records_tsv ON records USING gin (tsv);
+CREATE TABLE IF NOT EXISTS removed (id BIGINT NOT NULL, seq BIGINT NOT NULL);
+CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
+";
+
+/// Rows per multi-row INSERT in `upsert_many`.
+const BATCH: usize = 2000;
+
+pub(crate) struct Pg {
+    client: Client,
+}
+
+fn bump(tx: &mut postgres::Transaction) -> Result<i64> {
+    Ok(tx
+        .query_one("UPDATE catalog_meta SET seq = seq + 1 WHERE k = 1 RETURNING seq", &[])?
+        .get(0))
+}
+
+fn unsigned(v: i64) -> Result<u64> {
+    u64::try_from(v).map_err(|_| Error::Corrupt(format!("negative version or size {v}")))
+}
+
+impl Pg {
+    /// Connects; must not be called on a tokio runtime thread (the sync client runs its
+    /// own): from async code, use `spawn_blocking`.
+    pub fn connect(url: &str) -> Result<Pg> {
+        let mut client = Client::connect(url, NoTls)?;
+        let mut tx = client.transaction()?;
+        // Two nodes creating the schema at once would race on the catalogs.
+        tx.execute("SELECT pg_advisory_xact_lock(7262736)", &[])?;
+        tx.batch_execute(SCHEMA)?;
+        tx.commit()?;
+        Ok(Pg { client })
+    }
+
+    pub fn head(&mut self) -> Result<(i64, i64)> {
+        let r = self.client.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
+        Ok((r.get(0), r.get(1)))
+    }
+
+    pub fn changes(&mut self, since: i64) -> Result<Changes> {
+        let mut tx = self
+            .client
+            .build_transaction()
+            .isolation_level(postgres::IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()?;
+        let r = tx.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
+        let head = (r.get(0), r.get(1));
+        let mut rows = Vec::new();
+        for r in tx.query(
+            "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1",
+            &[&since],
+        )? {
+            rows.push(IndexRow {
+                rid: r.get(0),
+                name: r.get(1),
+                version: unsigned(r.get(2))?,
+                size: unsigned(r.get(3))?,
+                time_start: r.get(4),
+                time_end: r.get(5),
+                facets: r.get(6),
+            });
+        }
+        let removed = tx
+            .query("SELECT id FROM removed WHERE seq > $1", &[&since])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        tx.commit()?;
+        Ok(Changes { head, rows, removed })
+    }
+
+    pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
+        // One statement may not touch a row twice: the last write of a (name, version) wins.
+        let mut last = std::collections::HashMap::new();
+        for (i, p) in rs.iter().enumerate() {
+            last.insert((p.name.as_str(), p.version), i);
+        }
+        let mut keep: Vec<usize> = last.into_values().collect();
+        keep.sort_unstable();
+        let mut tx = self.client.transaction()?;
+        let seq = bump(&mut tx)?;
+        let st = tx.prepare(
+            "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, tsv, data)
+             SELECT n, v, $1, p, s, ts, te, f, to_tsvector('simple', b), d
+             FROM unnest($2::text[], $3::int8[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+               AS u(n, v, p, s, ts, te, f, b, d)
+             ON CONFLICT (name, version) DO UPDATE SET seq = EXCLUDED.seq, project = EXCLUDED.project,
+               size = EXCLUDED.size, time_start = EXCLUDED.time_start, time_end = EXCLUDED.time_end,
+               facets = EXCLUDED.facets, tsv = EXCLUDED.tsv, data = EXCLUDED.data",
+        )?;
+        for chunk in keep.chunks(BATCH) {
+            let ps: Vec<&Prepared> = chunk.iter().map(|&i| &rs[i]).collect();
+            let n: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
+            let v: Vec<i64> = ps.iter().map(|p| p.version).collect();
+            let pr: Vec<&str> = ps.iter().map(|p| p.project.as_str()).collect();
+            let s: Vec<i64> = ps.iter().map(|p| p.size).collect();
+            let ts: Vec<Option<&str>> = ps.iter().map(|p| p.time_start.as_deref()).collect();
+            let te: Vec<Option<&str>> = ps.iter().map(|p| p.time_end.as_deref()).collect();
+            let f: Vec<&str> = ps.iter().map(|p| p.facets.as_str()).collect();
+            let b: Vec<&str> = ps.iter().map(|p| p.body.as_str()).collect();
+            let d: Vec<&str> = ps.iter().map(|p| p.data.as_str()).collect();
+            tx.execute(&st, &[&seq, &n, &v, &pr, &s, &ts, &te, &f, &b, &d])?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
+        let mut tx = self.client.transaction()?;
+        let seq = bump(&mut tx)?;
+        let ids: Vec<i64> = tx
+            .query(
+                "DELETE FROM records WHERE name = $1 AND ($2::int8 IS NULL OR version = $2) RETURNING id",
+                &[&name, &version],
+            )?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if ids.is_empty() {
+            return Ok(0); // rolled back: nothing changed
+        }
+        tx.execute("INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2", &[&ids, &seq])?;
+        tx.commit()?;
+        Ok(ids.len())
+    }
+
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
+        let mut tx = self.client.transaction()?;
+        let seq = bump(&mut tx)?;
+        let (lo, hi) = renamed_range(old);
+        let rows: Vec<(i64, String, i64)> = tx
+            .query(
+                "SELECT id, name, version FROM records WHERE name = $1 OR (name >= $2 AND name < $3)",
+                &[&old, &lo, &hi],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        for (id, _, _) in &rows {
+            tx.execute("UPDATE records SET name = $2 WHERE id = $1", &[id, &temp_name(*id)])?;
+        }
+        for (id, name, v) in &rows {
+            let to = moved_name(old, new, name)?;
+            if !tx
+                .query("SELECT 1 FROM records WHERE name = $1 AND version = $2", &[&to, v])?
+                .is_empty()
+            {
+                return Err(Error::Conflict(format!("{to} version {v} exists already")));
+            }
+            tx.execute("UPDATE records SET name = $2, seq = $3 WHERE id = $1", &[id, &to, &seq])?;
+        }
+        tx.commit()?;
+        Ok(rows.len())
+    }
+
+    pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
+        let rows = self.client.query(
+            "SELECT id, name, version, data FROM records WHERE id = ANY($1)",
+            &[&rids],
+        )?;
+        let mut by: std::collections::HashMap<i64, Record> = std::collections::HashMap::new();
+        for r in rows {
+            by.insert(r.get(0), decode_record(r.get(1), r.get(2), r.get(3))?);
+        }
+        Ok(rids.iter().filter_map(|id| by.remove(id)).collect())
+    }
+
+    pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
+        let q = words.join(" ");
+        Ok(self
+            .client
+            .query("SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1)", &[&q])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    pub fn clear(&mut self) -> Result<()> {
+        let mut tx = self.client.transaction()?;
+        tx.batch_execute(
+            "UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;
+             DELETE FROM records; DELETE FROM removed;",
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+}

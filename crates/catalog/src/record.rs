@@ -1,0 +1,198 @@
+//! The record (one published file version) and its validation.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, Result};
+
+/// Largest facet value, name, title (bytes).
+pub const MAX_VALUE: usize = 4096;
+/// Largest facet key (bytes).
+pub const MAX_KEY: usize = 256;
+/// Most facets on one record.
+pub const MAX_FACETS: usize = 64;
+/// Largest free-text blob (bytes).
+pub const MAX_TEXT: usize = 256 * 1024;
+/// Largest `meta` document, serialised (bytes).
+pub const MAX_META: usize = 4 * 1024 * 1024;
+
+/// One published file version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Record {
+    /// NDN URI of the file, without version.
+    pub name: String,
+    /// Repository version.
+    pub version: u64,
+    /// "CMIP6", "CMIP5", "".
+    pub project: String,
+    pub facets: BTreeMap<String, String>,
+    /// File name.
+    pub title: String,
+    pub size: u64,
+    /// ISO-8601.
+    pub time_start: Option<String>,
+    /// ISO-8601.
+    pub time_end: Option<String>,
+    /// west, south, east, north.
+    pub bbox: Option<[f64; 4]>,
+    /// Free-text blob: attribute values, variable names, long names.
+    pub text: String,
+    /// Full metadata for the detail view: attributes, variables.
+    pub meta: serde_json::Value,
+    pub sha256: Option<String>,
+    pub manifest_digest: Option<String>,
+    /// Which node holds it (federation).
+    pub node: Option<String>,
+}
+
+/// A name, facet key or value must be short and free of control characters (NUL included).
+pub(crate) fn check_plain(what: &str, s: &str, max: usize) -> Result<()> {
+    if s.len() > max {
+        return invalid(format!("{what} is {} bytes, more than {max}", s.len()));
+    }
+    if s.chars().any(char::is_control) {
+        return invalid(format!("{what} contains a control character"));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_name(what: &str, s: &str) -> Result<()> {
+    if s.is_empty() {
+        return invalid(format!("{what} is empty"));
+    }
+    check_plain(what, s, MAX_VALUE)
+}
+
+pub(crate) fn check_int(what: &str, v: u64) -> Result<i64> {
+    i64::try_from(v).or_else(|_| invalid(format!("{what} {v} is larger than 2^63-1")))
+}
+
+impl Record {
+    /// Checks every documented limit.
+    pub fn validate(&self) -> Result<()> {
+        check_name("record name", &self.name)?;
+        check_int("version", self.version)?;
+        check_int("size", self.size)?;
+        check_plain("project", &self.project, MAX_KEY)?;
+        if self.facets.len() > MAX_FACETS {
+            return invalid(format!("{} facets, more than {MAX_FACETS}", self.facets.len()));
+        }
+        for (k, v) in &self.facets {
+            check_name("facet key", k)?;
+            check_plain("facet key", k, MAX_KEY)?;
+            check_plain("facet value", v, MAX_VALUE)?;
+        }
+        check_plain("title", &self.title, MAX_VALUE)?;
+        if self.text.len() > MAX_TEXT {
+            return invalid(format!("text is {} bytes, more than {MAX_TEXT}", self.text.len()));
+        }
+        if self.text.contains('\0') {
+            return invalid("text contains a NUL character");
+        }
+        for (what, v) in [
+            ("time_start", &self.time_start),
+            ("time_end", &self.time_end),
+            ("sha256", &self.sha256),
+            ("manifest_digest", &self.manifest_digest),
+            ("node", &self.node),
+        ] {
+            if let Some(v) = v {
+                check_plain(what, v, MAX_KEY)?;
+            }
+        }
+        if let Some(b) = self.bbox {
+            if b.iter().any(|x| !x.is_finite()) {
+                return invalid("bbox has a non-finite coordinate");
+            }
+        }
+        Ok(())
+    }
+
+    /// The facets as stored: `project` is added as a facet when the record has one and
+    /// its facets do not name `project` themselves.
+    pub(crate) fn index_facets(&self) -> Vec<(&str, &str)> {
+        let mut f: Vec<(&str, &str)> = self
+            .facets
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        if !self.project.is_empty() && !self.facets.contains_key("project") {
+            f.push(("project", self.project.as_str()));
+        }
+        f
+    }
+
+    /// The text indexed for free-text search: title, facet values, text.
+    pub(crate) fn body(&self) -> String {
+        crate::text::body(
+            std::iter::once(self.title.as_str())
+                .chain(std::iter::once(self.project.as_str()))
+                .chain(self.facets.values().map(String::as_str))
+                .chain(std::iter::once(self.text.as_str())),
+        )
+    }
+}
+
+/// Facets as stored in the `facets` column: `key US value RS key US value …`. Keys and
+/// values hold no control characters (validated), so the separators cannot occur in them.
+pub(crate) fn encode_facets(f: &[(&str, &str)]) -> String {
+    let mut s = String::new();
+    for (i, (k, v)) in f.iter().enumerate() {
+        if i > 0 {
+            s.push('\x1e');
+        }
+        s.push_str(k);
+        s.push('\x1f');
+        s.push_str(v);
+    }
+    s
+}
+
+pub(crate) fn decode_facets(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    s.split('\x1e').filter_map(|kv| kv.split_once('\x1f'))
+}
+
+/// What a write stores: the record, checked, with its derived columns.
+pub(crate) struct Prepared {
+    pub name: String,
+    pub version: i64,
+    pub project: String,
+    pub size: i64,
+    pub time_start: Option<String>,
+    pub time_end: Option<String>,
+    pub facets: String,
+    pub body: String,
+    pub data: String,
+}
+
+impl Prepared {
+    pub fn new(r: &Record) -> Result<Prepared> {
+        r.validate()?;
+        let data = serde_json::to_string(r)?;
+        if data.len() > MAX_META + MAX_TEXT + 64 * 1024 {
+            return invalid(format!("record is {} bytes as JSON, too large", data.len()));
+        }
+        Ok(Prepared {
+            name: r.name.clone(),
+            version: check_int("version", r.version)?,
+            project: r.project.clone(),
+            size: check_int("size", r.size)?,
+            time_start: r.time_start.clone(),
+            time_end: r.time_end.clone(),
+            facets: encode_facets(&r.index_facets()),
+            body: r.body(),
+            data,
+        })
+    }
+}
+
+/// Parses a stored record; name and version come from their columns (a rename changes only those).
+pub(crate) fn decode_record(name: String, version: i64, data: &str) -> Result<Record> {
+    let mut r: Record = serde_json::from_str(data)?;
+    r.name = name;
+    r.version = u64::try_from(version)
+        .map_err(|_| crate::Error::Corrupt(format!("negative version {version}")))?;
+    Ok(r)
+}

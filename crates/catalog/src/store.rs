@@ -1,0 +1,74 @@
+//! The storage back ends behind one interface, and what they share.
+
+use crate::error::{Error, Result};
+use crate::index::IndexRow;
+use crate::record::{Prepared, Record};
+
+/// Everything written since a sequence number, read in one snapshot.
+pub(crate) struct Changes {
+    /// (epoch, seq) of the snapshot.
+    pub head: (i64, i64),
+    pub rows: Vec<IndexRow>,
+    pub removed: Vec<i64>,
+}
+
+pub(crate) enum Store {
+    Sqlite(crate::sqlite::Sqlite),
+    Pg(crate::pg::Pg),
+}
+
+macro_rules! both {
+    ($s:expr, $b:ident => $e:expr) => {
+        match $s {
+            Store::Sqlite($b) => $e,
+            Store::Pg($b) => $e,
+        }
+    };
+}
+
+impl Store {
+    pub fn head(&mut self) -> Result<(i64, i64)> {
+        both!(self, b => b.head())
+    }
+    pub fn changes(&mut self, since: i64) -> Result<Changes> {
+        both!(self, b => b.changes(since))
+    }
+    pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
+        both!(self, b => b.upsert_many(rs))
+    }
+    pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
+        both!(self, b => b.remove(name, version))
+    }
+    pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
+        both!(self, b => b.rename(old, new))
+    }
+    pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
+        both!(self, b => b.fetch(rids))
+    }
+    pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
+        both!(self, b => b.text(words))
+    }
+    pub fn clear(&mut self) -> Result<()> {
+        both!(self, b => b.clear())
+    }
+}
+
+/// Names under `old` as a prefix are `>= old + "/"` and `< old + "0"` ('0' follows '/'),
+/// byte-wise: a range, so no LIKE pattern is built from the user's name.
+pub(crate) fn renamed_range(old: &str) -> (String, String) {
+    (format!("{old}/"), format!("{old}0"))
+}
+
+/// Where `name` (equal to `old` or under it) goes.
+pub(crate) fn moved_name(old: &str, new: &str, name: &str) -> Result<String> {
+    match name.strip_prefix(old) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => Ok(format!("{new}{rest}")),
+        _ => Err(Error::Corrupt(format!("{name} is not under {old}"))),
+    }
+}
+
+/// A name no record can have (valid names hold no control characters), unique per row,
+/// used while a rename moves rows so they never collide with each other.
+pub(crate) fn temp_name(id: i64) -> String {
+    format!("\u{1}mv\u{1}{id}")
+}
