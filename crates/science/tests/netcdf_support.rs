@@ -160,6 +160,31 @@ pub fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
+/// Differences between our `NcMeta` (as JSON) and nc_dump.py's report of one file:
+/// every top-level field, and variables by name. With `ordered`, variable order too.
+pub fn compare_meta(ours: &Value, theirs: &Value, label: &str, ordered: bool, out: &mut Vec<String>) {
+    for field in ["format", "global", "dims", "time", "bbox"] {
+        diff(&ours[field], &theirs[field], &format!("{label}.{field}"), out);
+    }
+    let empty = Vec::new();
+    let ov = ours["variables"].as_array().unwrap_or(&empty);
+    let tv = theirs["variables"].as_array().unwrap_or(&empty);
+    let names = |v: &Vec<Value>| {
+        let mut n: Vec<String> = v.iter().map(|x| x["name"].to_string()).collect();
+        if !ordered {
+            n.sort();
+        }
+        n
+    };
+    if names(ov) != names(tv) {
+        out.push(format!("{label}: variables {:?} != {:?}", names(ov), names(tv)));
+    }
+    for t in tv {
+        let o = ov.iter().find(|o| o["name"] == t["name"]).unwrap_or(&Value::Null);
+        diff(o, t, &format!("{label}.var.{}", t["name"]), out);
+    }
+}
+
 #[test]
 fn diff_sees_differences() {
     let a = serde_json::json!({"x": [1.0, 2.0], "y": "s", "z": {"k": 1}});
