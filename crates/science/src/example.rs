@@ -43,18 +43,162 @@ struct Dataset {
 }
 
 const DATASETS: &[Dataset] = &[
-    ds("CMIP", "CCCma", "CanESM5", "historical", "r1i1p1f1", "Amon", "tas", "gn", "v20190429", "noleap", &[(1850, 1, 24), (1852, 1, 24)]),
-    ds("CMIP", "CCCma", "CanESM5", "historical", "r1i1p1f1", "Amon", "tas", "gn", "v20190306", "noleap", &[(1850, 1, 48)]),
-    ds("CMIP", "CCCma", "CanESM5", "historical", "r2i1p1f1", "Amon", "tas", "gn", "v20190429", "noleap", &[(1850, 1, 24)]),
-    ds("ScenarioMIP", "CCCma", "CanESM5", "ssp585", "r1i1p1f1", "Amon", "pr", "gn", "v20190429", "noleap", &[(2015, 1, 24), (2017, 1, 24)]),
-    ds("CMIP", "MIROC", "MIROC6", "historical", "r1i1p1f1", "Amon", "psl", "gn", "v20181212", "proleptic_gregorian", &[(1850, 1, 24)]),
-    ds("CMIP", "MIROC", "MIROC6", "piControl", "r1i1p1f1", "Omon", "tos", "gn", "v20181212", "proleptic_gregorian", &[(3200, 1, 24)]),
-    ds("ScenarioMIP", "MIROC", "MIROC6", "ssp585", "r1i1p1f1", "Amon", "tas", "gn", "v20190627", "proleptic_gregorian", &[(2015, 1, 24)]),
-    ds("CMIP", "IPSL", "IPSL-CM6A-LR", "historical", "r1i1p1f1", "Amon", "tas", "gr", "v20180803", "proleptic_gregorian", &[(1850, 1, 24)]),
-    ds("ScenarioMIP", "IPSL", "IPSL-CM6A-LR", "ssp585", "r1i1p1f1", "day", "pr", "gr", "v20190903", "proleptic_gregorian", &[(2015, 1, 3), (2015, 4, 3)]),
-    ds("CMIP", "MOHC", "UKESM1-0-LL", "historical", "r1i1p1f2", "Amon", "tas", "gn", "v20190406", "360_day", &[(1850, 1, 24), (1852, 1, 24)]),
-    ds("ScenarioMIP", "MOHC", "UKESM1-0-LL", "ssp585", "r1i1p1f2", "Omon", "tos", "gn", "v20190726", "360_day", &[(2015, 1, 24)]),
-    ds("CMIP", "MOHC", "UKESM1-0-LL", "piControl", "r1i1p1f2", "day", "tas", "gn", "v20190827", "360_day", &[(2960, 1, 3)]),
+    ds(
+        "CMIP",
+        "CCCma",
+        "CanESM5",
+        "historical",
+        "r1i1p1f1",
+        "Amon",
+        "tas",
+        "gn",
+        "v20190429",
+        "noleap",
+        &[(1850, 1, 24), (1852, 1, 24)],
+    ),
+    ds(
+        "CMIP",
+        "CCCma",
+        "CanESM5",
+        "historical",
+        "r1i1p1f1",
+        "Amon",
+        "tas",
+        "gn",
+        "v20190306",
+        "noleap",
+        &[(1850, 1, 48)],
+    ),
+    ds(
+        "CMIP",
+        "CCCma",
+        "CanESM5",
+        "historical",
+        "r2i1p1f1",
+        "Amon",
+        "tas",
+        "gn",
+        "v20190429",
+        "noleap",
+        &[(1850, 1, 24)],
+    ),
+    ds(
+        "ScenarioMIP",
+        "CCCma",
+        "CanESM5",
+        "ssp585",
+        "r1i1p1f1",
+        "Amon",
+        "pr",
+        "gn",
+        "v20190429",
+        "noleap",
+        &[(2015, 1, 24), (2017, 1, 24)],
+    ),
+    ds(
+        "CMIP",
+        "MIROC",
+        "MIROC6",
+        "historical",
+        "r1i1p1f1",
+        "Amon",
+        "psl",
+        "gn",
+        "v20181212",
+        "proleptic_gregorian",
+        &[(1850, 1, 24)],
+    ),
+    ds(
+        "CMIP",
+        "MIROC",
+        "MIROC6",
+        "piControl",
+        "r1i1p1f1",
+        "Omon",
+        "tos",
+        "gn",
+        "v20181212",
+        "proleptic_gregorian",
+        &[(3200, 1, 24)],
+    ),
+    ds(
+        "ScenarioMIP",
+        "MIROC",
+        "MIROC6",
+        "ssp585",
+        "r1i1p1f1",
+        "Amon",
+        "tas",
+        "gn",
+        "v20190627",
+        "proleptic_gregorian",
+        &[(2015, 1, 24)],
+    ),
+    ds(
+        "CMIP",
+        "IPSL",
+        "IPSL-CM6A-LR",
+        "historical",
+        "r1i1p1f1",
+        "Amon",
+        "tas",
+        "gr",
+        "v20180803",
+        "proleptic_gregorian",
+        &[(1850, 1, 24)],
+    ),
+    ds(
+        "ScenarioMIP",
+        "IPSL",
+        "IPSL-CM6A-LR",
+        "ssp585",
+        "r1i1p1f1",
+        "day",
+        "pr",
+        "gr",
+        "v20190903",
+        "proleptic_gregorian",
+        &[(2015, 1, 3), (2015, 4, 3)],
+    ),
+    ds(
+        "CMIP",
+        "MOHC",
+        "UKESM1-0-LL",
+        "historical",
+        "r1i1p1f2",
+        "Amon",
+        "tas",
+        "gn",
+        "v20190406",
+        "360_day",
+        &[(1850, 1, 24), (1852, 1, 24)],
+    ),
+    ds(
+        "ScenarioMIP",
+        "MOHC",
+        "UKESM1-0-LL",
+        "ssp585",
+        "r1i1p1f2",
+        "Omon",
+        "tos",
+        "gn",
+        "v20190726",
+        "360_day",
+        &[(2015, 1, 24)],
+    ),
+    ds(
+        "CMIP",
+        "MOHC",
+        "UKESM1-0-LL",
+        "piControl",
+        "r1i1p1f2",
+        "day",
+        "tas",
+        "gn",
+        "v20190827",
+        "360_day",
+        &[(2960, 1, 3)],
+    ),
 ];
 
 #[allow(clippy::too_many_arguments)]
@@ -104,18 +248,52 @@ fn experiment(id: &str) -> &'static str {
 }
 
 /// (realm, units, standard_name, long_name, cell_methods) of a variable.
-fn variable_info(var: &str) -> (&'static str, &'static str, &'static str, &'static str, &'static str) {
+fn variable_info(
+    var: &str,
+) -> (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+) {
     match var {
-        "tas" => ("atmos", "K", "air_temperature", "Near-Surface Air Temperature", "area: time: mean"),
-        "pr" => ("atmos", "kg m-2 s-1", "precipitation_flux", "Precipitation", "area: time: mean"),
-        "psl" => ("atmos", "Pa", "air_pressure_at_mean_sea_level", "Sea Level Pressure", "area: time: mean"),
-        _ => ("ocean", "degC", "sea_surface_temperature", "Sea Surface Temperature", "area: mean where sea time: mean"),
+        "tas" => (
+            "atmos",
+            "K",
+            "air_temperature",
+            "Near-Surface Air Temperature",
+            "area: time: mean",
+        ),
+        "pr" => (
+            "atmos",
+            "kg m-2 s-1",
+            "precipitation_flux",
+            "Precipitation",
+            "area: time: mean",
+        ),
+        "psl" => (
+            "atmos",
+            "Pa",
+            "air_pressure_at_mean_sea_level",
+            "Sea Level Pressure",
+            "area: time: mean",
+        ),
+        _ => (
+            "ocean",
+            "degC",
+            "sea_surface_temperature",
+            "Sea Surface Temperature",
+            "area: mean where sea time: mean",
+        ),
     }
 }
 
 /// 64-bit FNV-1a, for deterministic tracking ids.
 fn fnv(seed: u64, s: &str) -> u64 {
-    s.bytes().fold(seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    s.bytes().fold(seed, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn tracking_id(path: &str) -> String {
@@ -199,8 +377,14 @@ fn text(s: impl Into<String>) -> NcAttrValue {
     NcAttrValue::Chars(s.into())
 }
 
-fn build_file(d: &Dataset, rel_dir: &str, file_name: &str, span: (i64, u8, u32)) -> Result<Vec<u8>, ExampleError> {
-    let cal = Calendar::parse(d.calendar).ok_or_else(|| ExampleError::Definition(d.calendar.into()))?;
+fn build_file(
+    d: &Dataset,
+    rel_dir: &str,
+    file_name: &str,
+    span: (i64, u8, u32),
+) -> Result<Vec<u8>, ExampleError> {
+    let cal =
+        Calendar::parse(d.calendar).ok_or_else(|| ExampleError::Definition(d.calendar.into()))?;
     let daily = d.table_id == "day";
     let (times, bounds, _) = time_axis(cal, daily, span)?;
     let (realm, units, standard_name, long_name, cell_methods) = variable_info(d.variable_id);
@@ -251,7 +435,9 @@ fn build_file(d: &Dataset, rel_dir: &str, file_name: &str, span: (i64, u8, u32))
         b.add_variable_attribute(lov, k, text(v)).map_err(werr)?;
     }
     let lob = b.add_variable::<f64>("lon_bnds", &[lo, nb]).map_err(werr)?;
-    let dv = b.add_variable::<f32>(d.variable_id, &[t, la, lo]).map_err(werr)?;
+    let dv = b
+        .add_variable::<f32>(d.variable_id, &[t, la, lo])
+        .map_err(werr)?;
     for (k, v) in [
         ("standard_name", standard_name),
         ("long_name", long_name),
@@ -265,7 +451,7 @@ fn build_file(d: &Dataset, rel_dir: &str, file_name: &str, span: (i64, u8, u32))
     b.add_variable_attribute(dv, "missing_value", NcAttrValue::Floats(vec![1.0e20]))
         .map_err(werr)?;
     b.set_variable_deflate(dv, Some(4), true).map_err(werr)?;
-    b.set_variable_chunking(dv, &[1, NLAT as u64, NLON as u64])
+    b.set_variable_chunking(dv, [1, NLAT as u64, NLON as u64])
         .map_err(werr)?;
 
     // Global attributes, in CMOR's order; they repeat the path's components.
@@ -362,7 +548,8 @@ pub fn write_tree(dir: &Path) -> Result<Vec<PathBuf>, ExampleError> {
             d.grid_label,
             d.version
         );
-        let cal = Calendar::parse(d.calendar).ok_or_else(|| ExampleError::Definition(d.calendar.into()))?;
+        let cal = Calendar::parse(d.calendar)
+            .ok_or_else(|| ExampleError::Definition(d.calendar.into()))?;
         let full_dir = dir.join(&rel_dir);
         std::fs::create_dir_all(&full_dir).map_err(|source| ExampleError::Io {
             path: full_dir.display().to_string(),
@@ -372,7 +559,13 @@ pub fn write_tree(dir: &Path) -> Result<Vec<PathBuf>, ExampleError> {
             let (_, _, range) = time_axis(cal, d.table_id == "day", span)?;
             let name = format!(
                 "{}_{}_{}_{}_{}_{}_{}.nc",
-                d.variable_id, d.table_id, d.source_id, d.experiment_id, d.member_id, d.grid_label, range
+                d.variable_id,
+                d.table_id,
+                d.source_id,
+                d.experiment_id,
+                d.member_id,
+                d.grid_label,
+                range
             );
             let bytes = build_file(d, &rel_dir, &name, span)?;
             let path = full_dir.join(&name);

@@ -3,5 +3,5 @@
 //! No I/O beyond reading the files it is given; no network, no database.
 
 pub mod drs;
-pub mod netcdf;
 pub mod example;
+pub mod netcdf;

@@ -56,8 +56,16 @@ fn measured_read(path: &Path) -> Result<NcMeta, NcError> {
     let r = netcdf::read(path);
     let took = t.elapsed();
     let extra = PEAK.load(Ordering::Relaxed).saturating_sub(base);
-    assert!(took < Duration::from_secs(1), "{}: took {took:?}", path.display());
-    assert!(extra < MAX_EXTRA_HEAP, "{}: peak heap +{extra} bytes", path.display());
+    assert!(
+        took < Duration::from_secs(1),
+        "{}: took {took:?}",
+        path.display()
+    );
+    assert!(
+        extra < MAX_EXTRA_HEAP,
+        "{}: peak heap +{extra} bytes",
+        path.display()
+    );
     r
 }
 
@@ -92,7 +100,17 @@ fn truncated_files_are_errors() {
         let good = fixture(dir.path(), kind);
         let n = good.len();
         let mut cuts = vec![0, 1, 3, 4, 7, 8, 12, 16, 24, 32, 48, 64, 100, 200, 300];
-        cuts.extend([n / 8, n / 4, n / 3, n / 2, 2 * n / 3, 3 * n / 4, n - 64, n - 8, n - 1]);
+        cuts.extend([
+            n / 8,
+            n / 4,
+            n / 3,
+            n / 2,
+            2 * n / 3,
+            3 * n / 4,
+            n - 64,
+            n - 8,
+            n - 1,
+        ]);
         for cut in cuts.into_iter().filter(|&c| c < n) {
             let p = write(dir.path(), "cut.nc", &good[..cut]);
             let e = expect_err(&p, &format!("{kind} cut at {cut} of {n}"));
@@ -158,7 +176,10 @@ fn flipped_header_bytes_never_crash() {
         }
     }
     eprintln!("flipped bytes: {errors} errors, {reads} still readable, {panics} caught panics");
-    assert!(errors > 500, "flipping header bytes should mostly give errors");
+    assert!(
+        errors > 500,
+        "flipping header bytes should mostly give errors"
+    );
 }
 
 fn be32(v: u32) -> [u8; 4] {
@@ -216,7 +237,10 @@ fn cdf1_header_with_absurd_declarations() {
     h.extend(be32(0xffff_fff8)); // vsize
     h.extend(be32(200)); // begin
     h.resize(200, 0);
-    expect_err(&write(dir.path(), "hugevar.nc", &h), "2^31 doubles in 200 bytes");
+    expect_err(
+        &write(dir.path(), "hugevar.nc", &h),
+        "2^31 doubles in 200 bytes",
+    );
 }
 
 #[test]
@@ -233,7 +257,9 @@ fn invalid_utf8_attribute_is_read_lossily_and_flagged() {
         let conv = m.global_strings()["Conventions"].clone();
         assert!(conv.contains('\u{FFFD}'), "{conv}");
         assert!(
-            m.warnings.iter().any(|w| w.contains("Conventions") && w.contains("UTF-8")),
+            m.warnings
+                .iter()
+                .any(|w| w.contains("Conventions") && w.contains("UTF-8")),
             "{:?}",
             m.warnings
         );
@@ -289,7 +315,13 @@ fn hdf5_cycles_and_bad_addresses_are_errors() {
 
         // 1. Superblock root address moved: to the superblock, into the data, past EOF,
         //    to the last bytes; checksum fixed.
-        for bad in [0u64, 8, good.len() as u64 / 2, good.len() as u64 - 4, u64::MAX - 7] {
+        for bad in [
+            0u64,
+            8,
+            good.len() as u64 / 2,
+            good.len() as u64 - 4,
+            u64::MAX - 7,
+        ] {
             let mut b = good.clone();
             b[36..44].copy_from_slice(&bad.to_le_bytes());
             let sum = lookup3(&b[..44]);
@@ -325,12 +357,19 @@ fn hdf5_cycles_and_bad_addresses_are_errors() {
                 redirected += 1;
             }
         }
-        assert!(redirected >= 3, "{kind}: only {redirected} links found to redirect");
+        assert!(
+            redirected >= 3,
+            "{kind}: only {redirected} links found to redirect"
+        );
         let sum = lookup3(&all[rs..re]);
         all[re..re + 4].copy_from_slice(&sum);
         let p = write(dir.path(), "cycle-all.nc", &all);
         if let Ok(m) = measured_read(&p) {
-            assert!(m.variables.len() < 64, "{kind}: {} variables", m.variables.len());
+            assert!(
+                m.variables.len() < 64,
+                "{kind}: {} variables",
+                m.variables.len()
+            );
         }
 
         // 3. The same address corruptions without fixing the checksum: an error.

@@ -279,11 +279,7 @@ fn find_time(meta: &NcMeta) -> Option<&Var> {
     let is_coord = |v: &Var| v.dims.len() == 1 && v.dims[0] == v.name;
     meta.variable("time")
         .filter(|v| has_since(v))
-        .or_else(|| {
-            meta.variables
-                .iter()
-                .find(|v| is_coord(v) && has_since(v))
-        })
+        .or_else(|| meta.variables.iter().find(|v| is_coord(v) && has_since(v)))
         .or_else(|| {
             meta.variables.iter().find(|v| {
                 has_since(v)
@@ -293,10 +289,7 @@ fn find_time(meta: &NcMeta) -> Option<&Var> {
         })
 }
 
-fn time_coverage(
-    meta: &NcMeta,
-    reader: &CoordReader<'_>,
-) -> Result<Option<TimeCoverage>, String> {
+fn time_coverage(meta: &NcMeta, reader: &CoordReader<'_>) -> Result<Option<TimeCoverage>, String> {
     let Some(tvar) = find_time(meta) else {
         return Ok(None);
     };
@@ -358,7 +351,12 @@ fn is_axis(v: &Var, names: &[&str], standard: &str, units: &[&str]) -> bool {
             || v.units.as_deref().is_some_and(|u| units.contains(&u)))
 }
 
-fn find_axis<'a>(meta: &'a NcMeta, names: &[&str], standard: &str, units: &[&str]) -> Option<&'a Var> {
+fn find_axis<'a>(
+    meta: &'a NcMeta,
+    names: &[&str],
+    standard: &str,
+    units: &[&str],
+) -> Option<&'a Var> {
     // Variables named as another variable's bounds are not coordinates.
     let bounds: Vec<&str> = meta
         .variables

@@ -100,7 +100,9 @@ impl Storage for Guarded {
         let want = len as u64;
         let ok = self
             .remaining
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_sub(want))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                r.checked_sub(want)
+            })
             .is_ok();
         if !ok {
             self.tripped.budget.store(true, Ordering::Relaxed);
@@ -181,7 +183,10 @@ fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta
         ..NcOpenOptions::default()
     };
     let mut subgroups = 0;
-    if storage.read_range(0, 8).is_ok_and(|b| super::sniff(&b) == Some(super::Format::Netcdf4)) {
+    if storage
+        .read_range(0, 8)
+        .is_ok_and(|b| super::sniff(&b) == Some(super::Format::Netcdf4))
+    {
         check_hdf5_eof(&storage, file_len)?;
         subgroups = walk_hdf5_groups(storage.clone(), limits)?;
     }
@@ -205,7 +210,11 @@ fn check_hdf5_eof(storage: &Guarded, file_len: u64) -> Result<(), NcError> {
         0 => (13, 24),
         1 => (13, 28),
         2 | 3 => (9, 12),
-        v => return Err(NcError::Malformed(format!("unsupported HDF5 superblock version {v}"))),
+        v => {
+            return Err(NcError::Malformed(format!(
+                "unsupported HDF5 superblock version {v}"
+            )))
+        }
     };
     let o = usize::from(head.get(size_at).copied().unwrap_or(0));
     if !matches!(o, 2 | 4 | 8) {
@@ -249,7 +258,9 @@ fn walk_hdf5_groups(storage: Arc<Guarded>, limits: &Limits) -> Result<usize, NcE
             }
             count += 1;
             if depth + 1 > 64 || count > limits.max_vars {
-                return Err(NcError::Limit("HDF5 group tree too deep or too large".into()));
+                return Err(NcError::Limit(
+                    "HDF5 group tree too deep or too large".into(),
+                ));
             }
             stack.push((c, depth + 1));
         }
