@@ -1,7 +1,8 @@
 //! Granary's science layer: translating data-reference-syntax (DRS) file names and
 //! paths to NDN names and back (`drs`), and reading netCDF metadata (`netcdf`).
-//! No I/O beyond reading the files it is given; no network, no database.
+//! No network, no database: it reads the files it is given (and `example` writes the
+//! example tree it is asked for).
 
 pub mod drs;
-pub mod netcdf;
 pub mod example;
+pub mod netcdf;

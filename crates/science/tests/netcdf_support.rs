@@ -31,7 +31,11 @@ pub fn cdl_files() -> Vec<PathBuf> {
         .filter(|p| p.extension().is_some_and(|e| e == "cdl"))
         .collect();
     v.sort();
-    assert!(v.len() >= 4, "CDL fixtures missing in {}", data_dir().display());
+    assert!(
+        v.len() >= 4,
+        "CDL fixtures missing in {}",
+        data_dir().display()
+    );
     v
 }
 
@@ -124,7 +128,11 @@ pub fn python_dump(paths: &[PathBuf]) -> Value {
 
 /// cftime's decoding of `values` (ISO strings or "ERR ...").
 pub fn cftime_decode(units: &str, calendar: &str, values: &[f64]) -> Vec<String> {
-    let mut args = vec!["--decode".to_string(), units.to_string(), calendar.to_string()];
+    let mut args = vec![
+        "--decode".to_string(),
+        units.to_string(),
+        calendar.to_string(),
+    ];
     args.extend(values.iter().map(|v| format!("{v:?}")));
     serde_json::from_value(nc_dump(&args)).expect("list of strings")
 }
@@ -157,6 +165,49 @@ pub fn diff(a: &Value, b: &Value, path: &str, out: &mut Vec<String>) {
         }
         _ if a == b => {}
         _ => out.push(format!("{path}: {a} != {b}")),
+    }
+}
+
+/// Differences between our `NcMeta` (as JSON) and nc_dump.py's report of one file:
+/// every top-level field, and variables by name. With `ordered`, variable order too.
+pub fn compare_meta(
+    ours: &Value,
+    theirs: &Value,
+    label: &str,
+    ordered: bool,
+    out: &mut Vec<String>,
+) {
+    for field in ["format", "global", "dims", "time", "bbox"] {
+        diff(
+            &ours[field],
+            &theirs[field],
+            &format!("{label}.{field}"),
+            out,
+        );
+    }
+    let empty = Vec::new();
+    let ov = ours["variables"].as_array().unwrap_or(&empty);
+    let tv = theirs["variables"].as_array().unwrap_or(&empty);
+    let names = |v: &Vec<Value>| {
+        let mut n: Vec<String> = v.iter().map(|x| x["name"].to_string()).collect();
+        if !ordered {
+            n.sort();
+        }
+        n
+    };
+    if names(ov) != names(tv) {
+        out.push(format!(
+            "{label}: variables {:?} != {:?}",
+            names(ov),
+            names(tv)
+        ));
+    }
+    for t in tv {
+        let o = ov
+            .iter()
+            .find(|o| o["name"] == t["name"])
+            .unwrap_or(&Value::Null);
+        diff(o, t, &format!("{label}.var.{}", t["name"]), out);
     }
 }
 

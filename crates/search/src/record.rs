@@ -18,7 +18,7 @@ pub const DRS_VERSION_TAG: &str = "drs_version";
 /// Components of `name` as text (lossy for non-UTF-8 bytes).
 pub fn components(name: &Name) -> Vec<String> {
     name.components()
-        .map(|c| String::from_utf8_lossy(c.value().as_ref()).into_owned())
+        .map(|c| String::from_utf8_lossy(c.value).into_owned())
         .collect()
 }
 

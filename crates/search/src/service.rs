@@ -83,7 +83,7 @@ impl Service {
         let c = n.get(p.len() as isize)?;
         Some((
             p.len(),
-            String::from_utf8_lossy(c.value().as_ref()).into_owned(),
+            String::from_utf8_lossy(c.value).into_owned(),
         ))
     }
 
@@ -95,7 +95,7 @@ impl Service {
         tx: &tokio::sync::mpsc::Sender<(NetPacket, LinkFields)>,
         link: LinkFields,
     ) -> Option<NetPacket> {
-        let n = i.name();
+        let n = &i.name;
         let Some((at, verb)) = self.verb_of(n) else {
             return Some(NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE));
         };

@@ -377,10 +377,16 @@ mod tests {
         let u = "days since 2000-01-01";
         assert_eq!(dec(u, Calendar::NoLeap, 58.0), "2000-02-28T00:00:00");
         assert_eq!(dec(u, Calendar::NoLeap, 59.0), "2000-03-01T00:00:00");
-        assert_eq!(dec(u, Calendar::ProlepticGregorian, 59.0), "2000-02-29T00:00:00");
+        assert_eq!(
+            dec(u, Calendar::ProlepticGregorian, 59.0),
+            "2000-02-29T00:00:00"
+        );
         assert_eq!(dec(u, Calendar::AllLeap, 59.0), "2000-02-29T00:00:00");
         assert_eq!(dec(D1850, Calendar::AllLeap, 59.0), "1850-02-29T00:00:00");
-        assert_eq!(dec(D1850, Calendar::NoLeap, 365.0 * 150.0), "2000-01-01T00:00:00");
+        assert_eq!(
+            dec(D1850, Calendar::NoLeap, 365.0 * 150.0),
+            "2000-01-01T00:00:00"
+        );
         assert!(TimeUnits::parse("days since 2000-02-29", Calendar::NoLeap).is_err());
     }
 
@@ -397,14 +403,20 @@ mod tests {
         // 51 years with 13 Julian leap days (1852..=1900) but 12 Gregorian ones.
         let v = 51.0 * 365.0 + 13.0;
         assert_eq!(dec(D1850, Calendar::Julian, v), "1901-01-01T00:00:00");
-        assert_eq!(dec(D1850, Calendar::ProlepticGregorian, v), "1901-01-02T00:00:00");
+        assert_eq!(
+            dec(D1850, Calendar::ProlepticGregorian, v),
+            "1901-01-02T00:00:00"
+        );
     }
 
     #[test]
     fn standard_switches_at_1582_10_15() {
         let u = "days since 1582-10-04";
         assert_eq!(dec(u, Calendar::Standard, 1.0), "1582-10-15T00:00:00");
-        assert_eq!(dec(u, Calendar::ProlepticGregorian, 1.0), "1582-10-05T00:00:00");
+        assert_eq!(
+            dec(u, Calendar::ProlepticGregorian, 1.0),
+            "1582-10-05T00:00:00"
+        );
         assert_eq!(dec(u, Calendar::Julian, 1.0), "1582-10-05T00:00:00");
         assert!(TimeUnits::parse("days since 1582-10-10", Calendar::Standard).is_err());
         // JDN anchors: 2000-01-01 is JDN 2 451 545, 1582-10-15 is 2 299 161.
@@ -412,7 +424,10 @@ mod tests {
         assert_eq!(Calendar::Standard.day_number(1582, 10, 15), Some(2_299_161));
         assert_eq!(Calendar::Standard.day_number(1582, 10, 4), Some(2_299_160));
         // 1500 is a leap year in the standard calendar (Julian then), not proleptic.
-        assert_eq!(dec("days since 1500-02-28", Calendar::Standard, 1.0), "1500-02-29T00:00:00");
+        assert_eq!(
+            dec("days since 1500-02-28", Calendar::Standard, 1.0),
+            "1500-02-29T00:00:00"
+        );
         assert_eq!(
             dec("days since 1500-02-28", Calendar::ProlepticGregorian, 1.0),
             "1500-03-01T00:00:00"
@@ -434,7 +449,11 @@ mod tests {
             let mut prev: Option<(i64, u8, u8)> = None;
             for n in start..=end {
                 let (y, m, d) = cal.date(n);
-                assert_eq!(cal.day_number(y, m, d), Some(n), "{cal:?} day {n} -> {y}-{m}-{d}");
+                assert_eq!(
+                    cal.day_number(y, m, d),
+                    Some(n),
+                    "{cal:?} day {n} -> {y}-{m}-{d}"
+                );
                 if let Some(p) = prev {
                     assert!((y, m, d) > p, "{cal:?}: dates must increase");
                 }
@@ -446,11 +465,26 @@ mod tests {
     #[test]
     fn units_forms() {
         let cal = Calendar::Standard;
-        assert_eq!(dec("hours since 1850-01-01 00:00:00", cal, 36.0), "1850-01-02T12:00:00");
-        assert_eq!(dec("minutes since 1850-1-1", cal, 90.0), "1850-01-01T01:30:00");
-        assert_eq!(dec("seconds since 2000-01-01T12:00:00Z", cal, -1.0), "2000-01-01T11:59:59");
-        assert_eq!(dec("Days since 1850-01-01 00:00:00.0 UTC", cal, 0.5), "1850-01-01T12:00:00");
-        assert_eq!(dec("days since 1850-01-01", cal, -1.0), "1849-12-31T00:00:00");
+        assert_eq!(
+            dec("hours since 1850-01-01 00:00:00", cal, 36.0),
+            "1850-01-02T12:00:00"
+        );
+        assert_eq!(
+            dec("minutes since 1850-1-1", cal, 90.0),
+            "1850-01-01T01:30:00"
+        );
+        assert_eq!(
+            dec("seconds since 2000-01-01T12:00:00Z", cal, -1.0),
+            "2000-01-01T11:59:59"
+        );
+        assert_eq!(
+            dec("Days since 1850-01-01 00:00:00.0 UTC", cal, 0.5),
+            "1850-01-01T12:00:00"
+        );
+        assert_eq!(
+            dec("days since 1850-01-01", cal, -1.0),
+            "1849-12-31T00:00:00"
+        );
         assert!(dec("months since 1850-01-01", cal, 1.0).starts_with("ERR"));
         assert!(dec("days after 1850-01-01", cal, 1.0).starts_with("ERR"));
         assert!(dec("days since 1850-13-01", cal, 1.0).starts_with("ERR"));

@@ -9,7 +9,12 @@ use super::calendar::{Calendar, TimeUnits};
 use super::guard::map_err;
 use super::{AttrValue, BBox, Dim, Format, Limits, NcError, NcMeta, TimeCoverage, Var};
 
-pub(super) fn extract(file: &NcFile, file_len: u64, limits: &Limits) -> Result<NcMeta, NcError> {
+pub(super) fn extract(
+    file: &NcFile,
+    file_len: u64,
+    limits: &Limits,
+    subgroups: usize,
+) -> Result<NcMeta, NcError> {
     let format = match file.format() {
         NcFormat::Classic => Format::Classic,
         NcFormat::Offset64 => Format::Offset64,
@@ -17,31 +22,35 @@ pub(super) fn extract(file: &NcFile, file_len: u64, limits: &Limits) -> Result<N
         NcFormat::Nc4 => Format::Netcdf4,
         NcFormat::Nc4Classic => Format::Netcdf4Classic,
     };
-    let root = file.root_group().map_err(map_err)?;
+    // Root-group accessors only: they do not recurse into sub-groups.
+    let root_dims = file.dimensions().map_err(map_err)?;
+    let root_vars = file.variables().map_err(map_err)?;
+    let root_attrs = file.global_attributes().map_err(map_err)?;
     let mut warnings = Vec::new();
-    if root.dimensions.len() > limits.max_dims {
+    if root_dims.len() > limits.max_dims {
         return Err(NcError::Limit(format!(
             "{} dimensions (limit {})",
-            root.dimensions.len(),
+            root_dims.len(),
             limits.max_dims
         )));
     }
-    if root.variables.len() > limits.max_vars {
+    if root_vars.len() > limits.max_vars {
         return Err(NcError::Limit(format!(
             "{} variables (limit {})",
-            root.variables.len(),
+            root_vars.len(),
             limits.max_vars
         )));
     }
-    if !root.groups.is_empty() {
+    if subgroups > 0 {
         warnings.push(format!(
-            "{} sub-group(s) not read (only the root group is)",
-            root.groups.len()
+            "{subgroups} sub-group(s) not read (only the root group is)"
         ));
     }
-    let global = attributes("global", &root.attributes, limits, &mut warnings)?;
-    let dims = root
-        .dimensions
+    if file.as_classic().is_some() {
+        check_classic_extents(root_vars, file_len)?;
+    }
+    let global = attributes("global", root_attrs, limits, &mut warnings)?;
+    let dims = root_dims
         .iter()
         .map(|d| Dim {
             name: d.name.clone(),
@@ -49,8 +58,8 @@ pub(super) fn extract(file: &NcFile, file_len: u64, limits: &Limits) -> Result<N
             unlimited: d.is_unlimited,
         })
         .collect();
-    let mut variables = Vec::with_capacity(root.variables.len());
-    for v in &root.variables {
+    let mut variables = Vec::with_capacity(root_vars.len());
+    for v in root_vars {
         let attrs = attributes(&v.name, &v.attributes, limits, &mut warnings)?;
         let text = |k: &str| attrs.get(k).and_then(AttrValue::as_str).map(str::to_string);
         variables.push(Var {
@@ -88,6 +97,26 @@ pub(super) fn extract(file: &NcFile, file_len: u64, limits: &Limits) -> Result<N
         Err(e) => meta.warnings.push(e),
     }
     Ok(meta)
+}
+
+/// A classic file's fixed-size variables must lie inside the file (record variables
+/// are checked by the parser against the record count).
+fn check_classic_extents(vars: &[NcVariable], file_len: u64) -> Result<(), NcError> {
+    for v in vars.iter().filter(|v| !v.is_record_var) {
+        let size = v.dtype.size().unwrap_or(1) as u64;
+        let bytes = v
+            .num_elements()
+            .map_err(|e| NcError::Malformed(format!("{}: {e}", v.name)))?
+            .saturating_mul(size);
+        let end = v.data_offset.saturating_add(bytes);
+        if end > file_len {
+            return Err(NcError::Malformed(format!(
+                "variable {} declares data up to byte {end}, past the end of the {file_len}-byte file",
+                v.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn dtype_name(t: &NcType) -> &'static str {
@@ -171,6 +200,15 @@ struct CoordReader<'a> {
 }
 
 impl CoordReader<'_> {
+    fn var(&self, name: &str) -> Result<&NcVariable, String> {
+        self.file
+            .variables()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .find(|v| v.name == name)
+            .ok_or_else(|| format!("{name}: variable not found"))
+    }
+
     /// The finite, non-fill values of a numeric variable, after checking its declared
     /// size against the limit and (for uncompressed formats) against the file size.
     fn values(&self, var: &NcVariable, meta_var: &super::Var) -> Result<Vec<f64>, String> {
@@ -241,11 +279,7 @@ fn find_time(meta: &NcMeta) -> Option<&Var> {
     let is_coord = |v: &Var| v.dims.len() == 1 && v.dims[0] == v.name;
     meta.variable("time")
         .filter(|v| has_since(v))
-        .or_else(|| {
-            meta.variables
-                .iter()
-                .find(|v| is_coord(v) && has_since(v))
-        })
+        .or_else(|| meta.variables.iter().find(|v| is_coord(v) && has_since(v)))
         .or_else(|| {
             meta.variables.iter().find(|v| {
                 has_since(v)
@@ -255,10 +289,7 @@ fn find_time(meta: &NcMeta) -> Option<&Var> {
         })
 }
 
-fn time_coverage(
-    meta: &NcMeta,
-    reader: &CoordReader<'_>,
-) -> Result<Option<TimeCoverage>, String> {
+fn time_coverage(meta: &NcMeta, reader: &CoordReader<'_>) -> Result<Option<TimeCoverage>, String> {
     let Some(tvar) = find_time(meta) else {
         return Ok(None);
     };
@@ -292,10 +323,7 @@ fn time_coverage(
         .as_deref()
         .and_then(|n| meta.variable(n))
         .unwrap_or(tvar);
-    let nc_var = reader
-        .file
-        .variable(&chosen.name)
-        .map_err(|e| format!("{}: {e}", chosen.name))?;
+    let nc_var = reader.var(&chosen.name)?;
     let values = reader.values(nc_var, chosen)?;
     let Some((lo, hi)) = min_max(&values) else {
         return Ok(None);
@@ -323,7 +351,12 @@ fn is_axis(v: &Var, names: &[&str], standard: &str, units: &[&str]) -> bool {
             || v.units.as_deref().is_some_and(|u| units.contains(&u)))
 }
 
-fn find_axis<'a>(meta: &'a NcMeta, names: &[&str], standard: &str, units: &[&str]) -> Option<&'a Var> {
+fn find_axis<'a>(
+    meta: &'a NcMeta,
+    names: &[&str],
+    standard: &str,
+    units: &[&str],
+) -> Option<&'a Var> {
     // Variables named as another variable's bounds are not coordinates.
     let bounds: Vec<&str> = meta
         .variables
@@ -360,10 +393,7 @@ fn bbox(meta: &NcMeta, reader: &CoordReader<'_>) -> Result<Option<BBox>, String>
         return Ok(None);
     };
     let read = |v: &Var| -> Result<Option<(f64, f64)>, String> {
-        let nc = reader
-            .file
-            .variable(&v.name)
-            .map_err(|e| format!("{}: {e}", v.name))?;
+        let nc = reader.var(&v.name)?;
         Ok(min_max(&reader.values(nc, v)?))
     };
     let (Some((lat_min, lat_max)), Some((lon_min, lon_max))) = (read(lat)?, read(lon)?) else {

@@ -100,7 +100,9 @@ impl Storage for Guarded {
         let want = len as u64;
         let ok = self
             .remaining
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| r.checked_sub(want))
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                r.checked_sub(want)
+            })
             .is_ok();
         if !ok {
             self.tripped.budget.store(true, Ordering::Relaxed);
@@ -140,6 +142,7 @@ pub(super) fn run_guarded(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<Nc
     let (tx, rx) = mpsc::sync_channel(1);
     let worker = std::thread::Builder::new()
         .name("netcdf-read".into())
+        .stack_size(16 << 20)
         .spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 parse(Arc::new(storage), file_len, &limits2)
@@ -179,8 +182,90 @@ fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta
         chunk_cache_bytes: 8 << 20,
         ..NcOpenOptions::default()
     };
+    let mut subgroups = 0;
+    if storage
+        .read_range(0, 8)
+        .is_ok_and(|b| super::sniff(&b) == Some(super::Format::Netcdf4))
+    {
+        check_hdf5_eof(&storage, file_len)?;
+        subgroups = walk_hdf5_groups(storage.clone(), limits)?;
+    }
     let file = NcFile::from_storage_with_options(storage, options).map_err(map_err)?;
-    extract::extract(&file, file_len, limits)
+    extract::extract(&file, file_len, limits, subgroups)
+}
+
+fn le(b: &[u8]) -> u64 {
+    b.iter().rev().fold(0, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+/// HDF5's own truncation check: the end-of-file address stored in a superblock at the
+/// start of the file must not lie past the real end (a user block moves the superblock
+/// and is left to the parser).
+fn check_hdf5_eof(storage: &Guarded, file_len: u64) -> Result<(), NcError> {
+    let Ok(head) = storage.read_range(0, 64.min(file_len as usize)) else {
+        return Err(NcError::Malformed("HDF5 superblock is truncated".into()));
+    };
+    let version = head.get(8).copied().unwrap_or(u8::MAX);
+    let (size_at, base_at) = match version {
+        0 => (13, 24),
+        1 => (13, 28),
+        2 | 3 => (9, 12),
+        v => {
+            return Err(NcError::Malformed(format!(
+                "unsupported HDF5 superblock version {v}"
+            )))
+        }
+    };
+    let o = usize::from(head.get(size_at).copied().unwrap_or(0));
+    if !matches!(o, 2 | 4 | 8) {
+        return Err(NcError::Malformed(format!("HDF5 offset size {o}")));
+    }
+    // Base address, then (v0/1) free-space address or (v2/3) extension address, then EOF.
+    let field = |i: usize| head.get(base_at + i * o..base_at + (i + 1) * o).map(le);
+    let (Some(base), Some(eof)) = (field(0), field(2)) else {
+        return Err(NcError::Malformed("HDF5 superblock is truncated".into()));
+    };
+    if base.saturating_add(eof) > file_len {
+        return Err(NcError::Malformed(format!(
+            "truncated HDF5 file: its superblock says {} bytes, the file has {file_len}",
+            base.saturating_add(eof)
+        )));
+    }
+    Ok(())
+}
+
+/// Walks the HDF5 group tree with a visited set and a depth bound, because the
+/// netCDF-4 model builder recurses into child groups without a cycle check (a group
+/// linking to an ancestor would overflow the stack). Returns the number of sub-groups.
+fn walk_hdf5_groups(storage: Arc<Guarded>, limits: &Limits) -> Result<usize, NcError> {
+    let h5 = hdf5_reader::Hdf5File::from_storage(storage)
+        .map_err(|e| NcError::Malformed(e.to_string()))?;
+    let root = h5
+        .root_group()
+        .map_err(|e| NcError::Malformed(e.to_string()))?;
+    let mut visited = std::collections::HashSet::new();
+    visited.insert(root.address());
+    let mut stack = vec![(root, 0usize)];
+    let mut count = 0usize;
+    while let Some((g, depth)) = stack.pop() {
+        let children = g.groups().map_err(|e| NcError::Malformed(e.to_string()))?;
+        for c in children {
+            if !visited.insert(c.address()) {
+                return Err(NcError::Malformed(format!(
+                    "cyclic or shared HDF5 group structure (group at address {} reached twice)",
+                    c.address()
+                )));
+            }
+            count += 1;
+            if depth + 1 > 64 || count > limits.max_vars {
+                return Err(NcError::Limit(
+                    "HDF5 group tree too deep or too large".into(),
+                ));
+            }
+            stack.push((c, depth + 1));
+        }
+    }
+    Ok(count)
 }
 
 pub(super) fn map_err(e: netcdf_reader::Error) -> NcError {
