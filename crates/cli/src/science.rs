@@ -509,7 +509,10 @@ pub fn publish_dir(
                         std::mem::take(&mut problems),
                         None,
                     )),
-                    None => problems.push("published but not found again for the catalog".into()),
+                    None => {
+                        entry["catalog_error"] =
+                            json!("published, but its metadata could not be read back to catalog it")
+                    }
                 }
             }
             Err(e) => {

@@ -86,6 +86,8 @@ pub enum Backend {
 }
 
 const PREFIX: &str = "user.granary.";
+/// Tags are `user.granary.tag.<key>`.
+const TAG: &str = "tag.";
 
 /// Finds out whether `dir`'s file system takes user xattrs.
 pub fn detect(dir: &Path) -> Backend {
@@ -118,7 +120,27 @@ fn to_map(m: &FileMeta) -> Result<serde_json::Map<String, serde_json::Value>> {
 pub fn write(backend: Backend, path: &Path, m: &FileMeta) -> Result<()> {
     match backend {
         Backend::Xattr => {
+            // Tags: one attribute each (`user.granary.tag.<key>`), so that
+            // `getfattr -d` shows them; tags no longer set are removed.
+            let tag_prefix = format!("{PREFIX}{TAG}");
+            let old_tags: Vec<String> = xattr::list(path)
+                .map_err(Error::io(path))?
+                .filter_map(|k| k.to_str().map(str::to_string))
+                .filter(|k| k.starts_with(&tag_prefix))
+                .collect();
+            for k in old_tags {
+                if !m.tags.contains_key(&k[tag_prefix.len()..]) {
+                    let _ = xattr::remove(path, &k);
+                }
+            }
+            for (k, v) in &m.tags {
+                xattr::set(path, format!("{tag_prefix}{k}"), v.as_bytes())
+                    .map_err(Error::io(path))?;
+            }
             for (k, v) in to_map(m)? {
+                if k == "tags" {
+                    continue;
+                }
                 let key = format!("{PREFIX}{k}");
                 match v {
                     serde_json::Value::Null => {
@@ -154,10 +176,15 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
                         .map(str::to_string)
                 })
                 .collect();
+            let mut tags = serde_json::Map::new();
             for k in keys.iter().map(String::as_str) {
                 let key = format!("{PREFIX}{k}");
                 if let Some(v) = xattr::get(path, &key).map_err(Error::io(path))? {
                     let s = String::from_utf8_lossy(&v).into_owned();
+                    if let Some(tag) = k.strip_prefix(TAG) {
+                        tags.insert(tag.to_string(), serde_json::Value::String(s));
+                        continue;
+                    }
                     let val = match k {
                         "version" | "size" | "segment_size" | "segments" | "created_ms" => {
                             serde_json::Value::Number(
@@ -173,6 +200,9 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
                     o.insert(k.to_string(), val);
                 }
             }
+            if !tags.is_empty() {
+                o.insert("tags".into(), serde_json::Value::Object(tags));
+            }
             serde_json::from_value(serde_json::Value::Object(o))
                 .map_err(|e| Error::Corrupt(format!("{}: metadata: {e}", path.display())))
         }
@@ -181,6 +211,51 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
             let bytes = fs::read(&p).map_err(Error::io(&p))?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_as_their_own_attributes_and_in_sidecars() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        fs::write(&f, b"x").unwrap();
+        let mut m = FileMeta {
+            name: "/a/b".into(),
+            version: 7,
+            size: 1,
+            segment_size: 8192,
+            chunking: "fixed:8192".into(),
+            segments: None,
+            sha256: None,
+            manifest: None,
+            signer: None,
+            signing: None,
+            content_type: None,
+            created_ms: 1,
+            tags: [("drs_version".to_string(), "v20190429".to_string())].into(),
+        };
+        let backends: &[Backend] = if detect(dir.path()) == Backend::Xattr {
+            &[Backend::Xattr, Backend::Sidecar]
+        } else {
+            &[Backend::Sidecar]
+        };
+        for &b in backends {
+            write(b, &f, &m).unwrap();
+            assert_eq!(read(b, &f).unwrap().tags, m.tags, "{b:?}");
+        }
+        if backends.len() == 2 {
+            let v = xattr::get(&f, "user.granary.tag.drs_version").unwrap();
+            assert_eq!(v.as_deref(), Some(&b"v20190429"[..]));
+            // A tag no longer set is removed.
+            m.tags.clear();
+            write(Backend::Xattr, &f, &m).unwrap();
+            assert!(read(Backend::Xattr, &f).unwrap().tags.is_empty());
+            assert!(xattr::get(&f, "user.granary.tag.drs_version").unwrap().is_none());
         }
     }
 }
