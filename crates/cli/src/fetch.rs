@@ -263,6 +263,8 @@ pub fn get(
         .iter()
         .map(|s| name(s))
         .collect::<anyhow::Result<_>>()?;
+    // `-o -` is standard output.
+    let output = output.filter(|p| p.as_os_str() != "-");
     let to_dir = names.len() > 1 || paths.is_some() || output.is_some_and(|p| p.is_dir());
     if let (Some(dir), Some(_)) = (output, paths) {
         std::fs::create_dir_all(dir)
@@ -274,6 +276,36 @@ pub fn get(
     if resume && output.is_none() {
         anyhow::bail!("--resume needs -o FILE (standard output cannot be resumed)");
     }
+    // A FIFO, device or socket is written straight into, in order (never
+    // replaced by a rename); a symbolic link's target is written.
+    let outputs: Vec<Output> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| match (output, paths.and_then(|p| p.get(k))) {
+            (None, _) => Ok(Output::Stdout),
+            // `get --query`: the file's place in the DRS layout (its
+            // components were made safe by the caller).
+            (Some(dir), Some(rel)) => {
+                let p = dir.join(rel);
+                if let Some(parent) = p.parent() {
+                    std::fs::create_dir_all(parent).map_err(|e| {
+                        granary_transfer::Error::Fetch(format!("cannot create {}: {e}", parent.display()))
+                    })?;
+                }
+                Output::for_path(&p)
+            }
+            (Some(p), None) if to_dir => Output::for_path(&p.join(file_name_of(n))),
+            (Some(p), None) => Output::for_path(p),
+        })
+        .collect::<Result<_, _>>()?;
+    if resume {
+        if let Some(Output::Special(p)) = outputs.iter().find(|o| matches!(o, Output::Special(_))) {
+            anyhow::bail!(
+                "--resume: {} is not a regular file (a FIFO, device or socket is written straight into, in order, so there is no partial download to resume)",
+                p.display()
+            );
+        }
+    }
     let trust = trust(data_dir)?;
     let opts = args.open_options();
     let rt = runtime()?;
@@ -281,30 +313,16 @@ pub fn get(
         let mut link = UnixLink::connect(socket).await?;
         let mut engine = Engine::new(cfg);
         let mut objects = Vec::new();
-        for (k, n) in names.iter().enumerate() {
+        for (n, out) in names.iter().zip(outputs) {
             let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
-            let out = match (output, paths.and_then(|p| p.get(k))) {
-                (None, _) => Output::Stdout,
-                // `get --query`: the file's place in the DRS layout (its
-                // components were made safe by the caller).
-                (Some(dir), Some(rel)) => {
-                    let p = dir.join(rel);
-                    if let Some(parent) = p.parent() {
-                        std::fs::create_dir_all(parent)?;
-                    }
-                    Output::File(p)
-                }
-                (Some(p), None) if to_dir => Output::File(p.join(file_name_of(n))),
-                (Some(p), None) => Output::File(p.to_path_buf()),
-            };
             objects.push((info, out));
         }
         // Segments checked against a manifest: hash their content on the
         // socket reader's thread, beside the engine's.
         link.prehash(objects.iter().any(|(i, _)| i.has_manifest()));
-        // Dedup fetch for every file output whose manifest gives the chunk
-        // hashes; the rest (standard output, --resume, --no-dedup, no
-        // manifest) by name.
+        // Dedup fetch for every regular-file output whose manifest gives the
+        // chunk hashes; the rest (standard output, FIFOs, devices, sockets,
+        // --resume, --no-dedup, no manifest) by name, in order where needed.
         let mut deduped = Vec::new();
         let mut plain = Vec::new();
         for (info, out) in objects {
@@ -454,6 +472,11 @@ fn print_dedup(r: &DedupReport) {
 /// segments (so its chunk hashes are the manifest's and neighbours can ask
 /// for them). A failure is reported, not fatal: the file is complete.
 fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, quiet: bool) {
+    // Only a regular file can be published (a FIFO's bytes are gone, a
+    // device is no copy of them); dedup outputs are regular, but be sure.
+    if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+        return;
+    }
     let (Some(version), prefix) = (
         info.versioned.last().and_then(|c| c.as_version()),
         info.versioned.prefix(-1),

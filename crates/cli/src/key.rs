@@ -28,7 +28,9 @@ pub enum KeyCmd {
         /// Export the private key as well.
         #[arg(long)]
         private: bool,
-        /// Write to FILE instead of standard output (required with --private).
+        /// Write to FILE instead of standard output (required with
+        /// --private; `-` is standard output). A FIFO or device is written
+        /// straight into; a symbolic link's target is written.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
     },
@@ -48,6 +50,24 @@ pub enum KeyCmd {
         /// Certificate file; `-` for standard input.
         file: PathBuf,
     },
+}
+
+/// Writes an export to `-o PATH`: `-` is standard output; an existing FIFO,
+/// device or socket is written straight into (a rename would replace it); a
+/// symbolic link's target is replaced atomically and the link kept; anything
+/// else is written atomically (`private`: mode 0600).
+fn write_output(p: &Path, bytes: &[u8], private: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    let err = |e: std::io::Error| anyhow::anyhow!("{}: {e}", p.display());
+    match granary_transfer::Output::for_path(p)? {
+        _ if p.as_os_str() == "-" => std::io::stdout().write_all(bytes).map_err(err),
+        granary_transfer::Output::File(target) => Ok(write_atomic(&target, bytes, private)?),
+        _ => std::fs::OpenOptions::new()
+            .write(true)
+            .open(p)
+            .and_then(|mut f| f.write_all(bytes))
+            .map_err(err),
+    }
 }
 
 fn parse_name(s: &str) -> anyhow::Result<Name> {
@@ -109,7 +129,7 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
                 let out = output.ok_or_else(|| {
                     anyhow::anyhow!("--private needs -o FILE (the key is not printed)")
                 })?;
-                write_atomic(&out, &kc.export_private(&n)?, true)?;
+                write_output(&out, &kc.export_private(&n)?, true)?;
                 eprintln!(
                     "wrote private key bag to {} (mode 0600, unencrypted)",
                     out.display()
@@ -117,7 +137,7 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
             } else {
                 let text = kc.export_cert(&n)?;
                 match output {
-                    Some(p) => write_atomic(&p, text.as_bytes(), false)?,
+                    Some(p) => write_output(&p, text.as_bytes(), false)?,
                     None => print!("{text}"),
                 }
             }

@@ -10,7 +10,7 @@ mod repo;
 mod science;
 mod selfcheck;
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -38,8 +38,43 @@ struct Cli {
     #[arg(long, global = true, env = "GRANARY_LOG", default_value = "info")]
     log: String,
 
+    /// Log format of the daemon: `text` (coloured only on a terminal and
+    /// without NO_COLOR) or `json` (one JSON object per line).
+    #[arg(
+        long,
+        global = true,
+        env = "GRANARY_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line (tracing-subscriber's json formatter).
+    Json,
+}
+
+/// The daemon's log on standard error. ANSI colours only when standard
+/// error is a terminal and `NO_COLOR` is unset or empty (no-color.org).
+fn init_logging(filter: &str, format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    let ansi = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.with_ansi(ansi).init(),
+        LogFormat::Json => builder.json().with_ansi(false).init(),
+    }
 }
 
 #[derive(Subcommand)]
@@ -191,7 +226,10 @@ enum Command {
         #[arg(long, requires = "query")]
         dry_run: bool,
         /// Output file (one name) or directory (several names; one file per
-        /// name, named after its last component). Default: standard output.
+        /// name, named after its last component). Default (or `-`):
+        /// standard output. An existing FIFO, device or socket is written
+        /// straight into, in order (no FILE.part, no rename, no --resume);
+        /// a symbolic link's target is written and the link kept.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// Continue an interrupted download: segments already in FILE.part
@@ -390,13 +428,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let socket = node::socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
         Command::Daemon(args) => {
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    tracing_subscriber::EnvFilter::try_new(&cli.log)
-                        .unwrap_or_else(|_| "info".into()),
-                )
-                .with_writer(std::io::stderr)
-                .init();
+            init_logging(&cli.log, cli.log_format);
             node::run_daemon(args, socket, &data_dir)
         }
         Command::Status => node::status(&socket),

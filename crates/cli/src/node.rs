@@ -178,7 +178,7 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
             _ = tokio::signal::ctrl_c() => {},
             _ = term.recv() => {},
         }
-        eprintln!("granary: shutting down");
+        tracing::info!("shutting down");
         running.stop().await;
         Ok::<_, anyhow::Error>(())
     })

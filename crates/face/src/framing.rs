@@ -34,7 +34,8 @@ pub fn next_frame(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, Frame
     };
     // The LpPacket envelope may add a little to a maximum-size packet.
     let limit = max + 64;
-    let total = (tl + ll) as u64 + len;
+    // An 8-byte TLV-LENGTH near u64::MAX must not overflow (garbage on a socket).
+    let total = len.saturating_add((tl + ll) as u64);
     if total > limit as u64 {
         return Err(FrameError::TooLarge(total, limit));
     }
@@ -74,5 +75,11 @@ mod tests {
         assert!(next_frame(&mut b, 8800).is_err());
         let mut b = BytesMut::from(&[0xFDu8, 0, 5, 0][..]);
         assert!(next_frame(&mut b, 8800).is_err(), "non-minimal type");
+        // TLV-LENGTH u64::MAX: too large, not an overflow.
+        let mut b = BytesMut::from(&[0xFFu8; 64][..]);
+        assert!(matches!(
+            next_frame(&mut b, 8800),
+            Err(FrameError::TooLarge(u64::MAX, _))
+        ));
     }
 }

@@ -314,7 +314,9 @@ fn merge(a: &Stats, b: &Stats) -> Stats {
 }
 
 /// Fetches `info` into `out` by unique chunk (see the module doc). The file
-/// is written as `<out>.part` and renamed when every chunk is in place; on
+/// is written as `<out>.part` and renamed when every chunk is in place (a
+/// symbolic link's target is; an existing FIFO, device or socket is refused,
+/// see [`crate::file::Output::for_path`]); on
 /// failure the `.part` is removed (a dedup fetch is not resumable: use a
 /// plain fetch with resume for that).
 pub async fn fetch_dedup<L: Link>(
@@ -324,6 +326,18 @@ pub async fn fetch_dedup<L: Link>(
     out: &Path,
     sources: &Sources,
 ) -> Result<(DedupReport, Stats), Error> {
+    // The `.part` goes beside a symbolic link's target and is renamed onto
+    // it; a FIFO, device or socket must never be replaced by a rename.
+    let target = match crate::file::Output::for_path(out)? {
+        crate::file::Output::File(t) => t,
+        _ => {
+            return Err(Error::Output(format!(
+                "{}: not a regular file (a FIFO, device or socket); a dedup fetch writes out of order and renames, so fetch it by name",
+                out.display()
+            )))
+        }
+    };
+    let out = target.as_path();
     let plans = plan(info)?;
     let size = info
         .map

@@ -17,11 +17,73 @@ use crate::object::{
 use crate::Error;
 
 /// Where one object goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
-    /// A file: written as `<path>.part`, renamed when complete.
+    /// A regular file (or one to be created): written as `<path>.part`,
+    /// renamed when complete.
     File(PathBuf),
+    /// An existing file that is not a regular one (FIFO, character or block
+    /// device, socket): written straight into, in order, as `cp` does — no
+    /// `.part`, no rename (which would replace it), not resumable.
+    Special(PathBuf),
     /// Standard output, in order.
     Stdout,
+}
+
+/// Symbolic links followed before a path is called a loop (Linux's limit).
+const MAX_LINKS: usize = 40;
+
+impl Output {
+    /// The output for `path`, following symbolic links: an existing
+    /// non-regular file is [`Output::Special`] (named as given); anything
+    /// else is [`Output::File`] of the final target, so that the `.part`
+    /// is made beside the target and renamed onto it and a symbolic link
+    /// stays a link (a dangling link's target is created).
+    pub fn for_path(path: &Path) -> Result<Output, Error> {
+        let mut p = path.to_path_buf();
+        let mut links = 0;
+        while std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(Error::Output(format!(
+                    "{}: too many levels of symbolic links",
+                    path.display()
+                )));
+            }
+            let t = std::fs::read_link(&p).map_err(|e| io(&p, e))?;
+            p = match p.parent() {
+                Some(dir) if t.is_relative() => dir.join(t),
+                _ => t,
+            };
+        }
+        Ok(match std::fs::metadata(&p) {
+            Ok(m) if !m.is_file() && !m.is_dir() => Output::Special(path.to_path_buf()),
+            _ => Output::File(p),
+        })
+    }
+}
+
+/// Opens an existing non-regular file for writing: a socket is connected
+/// to, anything else opened write-only (never created or truncated). A FIFO
+/// waits here for its reader, as `cp` and `curl -o` do.
+fn open_special(path: &Path) -> Result<Box<dyn Write + Send>, Error> {
+    use std::os::unix::fs::FileTypeExt;
+    let m = std::fs::metadata(path).map_err(|e| io(path, e))?;
+    if m.file_type().is_socket() {
+        let s = std::os::unix::net::UnixStream::connect(path).map_err(|e| io(path, e))?;
+        return Ok(Box::new(s));
+    }
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io(path, e))?;
+    Ok(Box::new(f))
+}
+
+/// A job writing the whole object to `w` in order (segments that arrive
+/// early wait in the sink): standard output and non-regular files.
+fn stream_job(info: &ObjectInfo, w: impl Write + Send + 'static) -> ObjectJob {
+    ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(StreamSink::new(w, 0)))
 }
 
 /// The resume state beside `<out>.part`.
@@ -199,16 +261,23 @@ pub async fn fetch_objects<L: Link>(
     objects: Vec<(ObjectInfo, Output)>,
     resume: bool,
 ) -> Result<(Vec<Report>, Stats), Error> {
+    if resume {
+        if let Some((_, Output::Special(p))) = objects
+            .iter()
+            .find(|(_, o)| matches!(o, Output::Special(_)))
+        {
+            return Err(Error::Output(format!(
+                "{}: not a regular file (a FIFO, device or socket), so there is no partial download to resume; run without --resume",
+                p.display()
+            )));
+        }
+    }
     let mut prepared = Vec::new();
     for (info, out) in objects {
         let job = match &out {
             Output::File(p) => prepare_file(&info, p, resume)?,
-            Output::Stdout => ObjectJob::new(
-                info.clone(),
-                0,
-                u64::MAX,
-                Box::new(StreamSink::new(std::io::stdout(), 0)),
-            ),
+            Output::Special(p) => stream_job(&info, open_special(p)?),
+            Output::Stdout => stream_job(&info, std::io::stdout()),
         };
         prepared.push(Prepared { job, out });
     }
@@ -224,7 +293,7 @@ pub async fn fetch_objects<L: Link>(
                     .iter()
                     .filter_map(|p| match &p.out {
                         Output::File(f) => Some(part_paths(f).0.display().to_string()),
-                        Output::Stdout => None,
+                        Output::Special(_) | Output::Stdout => None,
                     })
                     .collect();
                 return Err(if parts.is_empty() {
@@ -273,11 +342,12 @@ pub async fn fetch_objects<L: Link>(
                 }
                 Some(path.clone())
             }
+            Output::Special(path) => Some(path.clone()),
             Output::Stdout => None,
         };
         let size = info.map.file_size().or_else(|| {
             path.as_ref()
-                .filter(|_| error.is_none())
+                .filter(|_| error.is_none() && matches!(p.out, Output::File(_)))
                 .and_then(|p| std::fs::metadata(p).ok())
                 .map(|m| m.len())
         });

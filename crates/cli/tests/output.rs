@@ -1,0 +1,275 @@
+//! Where `granary get -o` writes, and the daemon's log on standard error:
+//! FIFOs and device nodes are written straight into (never replaced by a
+//! rename), symbolic links are followed to their target, `-o -` is standard
+//! output; logs carry no ANSI colour off a terminal and are JSON lines with
+//! `--log-format json`.
+
+mod common;
+
+use std::io::{BufRead, Read, Write};
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// A daemon with `body` published as `name` (many segments, so that they
+/// arrive out of order).
+fn published(name: &str, body: &[u8]) -> Daemon {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, body).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), name]);
+    d
+}
+
+/// No `.part` (or its side files) left beside `p`.
+fn no_part_beside(p: &Path) {
+    let dir = p.parent().unwrap();
+    let stem = p.file_name().unwrap().to_str().unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let n = e.unwrap().file_name().to_string_lossy().to_string();
+        assert!(
+            !n.starts_with(&format!("{stem}.part")),
+            "{n} left beside {}",
+            p.display()
+        );
+    }
+}
+
+fn run_ok(c: &mut Command) -> std::process::Output {
+    let o = c.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{c:?} failed: {}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+#[test]
+fn get_into_a_character_device_keeps_it_a_device() {
+    let body = noise(200_000, 11);
+    let d = published("/out/dev", &body);
+    let dev = d.dir.path().join("null");
+    // A copy of /dev/null (1,3): creating it needs CAP_MKNOD (CI runs as root).
+    let made = Command::new("mknod")
+        .args([dev.to_str().unwrap(), "c", "1", "3"])
+        .output();
+    match made {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!(
+                "SKIP get_into_a_character_device_keeps_it_a_device: mknod not permitted: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIP get_into_a_character_device_keeps_it_a_device: no mknod: {e}");
+            return;
+        }
+    }
+    // Default flags (a manifest exists, so a regular file would be dedup
+    // fetched and published) and by name.
+    for extra in [&[][..], &["--no-dedup"][..]] {
+        let mut args = vec!["get", "/out/dev", "-o", dev.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        run_ok(&mut d.command(&args));
+        let m = std::fs::symlink_metadata(&dev).unwrap();
+        assert!(
+            m.file_type().is_char_device(),
+            "{extra:?}: {} is no longer a character device: {:?}",
+            dev.display(),
+            m.file_type()
+        );
+        no_part_beside(&dev);
+    }
+}
+
+#[test]
+fn get_into_a_fifo_delivers_exactly_the_bytes_and_keeps_the_fifo() {
+    let body = noise(300_000, 12);
+    let d = published("/out/fifo", &body);
+    let fifo = d.dir.path().join("fifo");
+    let o = Command::new("mkfifo").arg(&fifo).output().unwrap();
+    assert!(o.status.success(), "mkfifo: {o:?}");
+    for extra in [&[][..], &["--no-dedup"][..]] {
+        let f2 = fifo.clone();
+        let reader = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            std::fs::File::open(&f2)
+                .unwrap()
+                .read_to_end(&mut got)
+                .unwrap();
+            got
+        });
+        let mut args = vec!["get", "/out/fifo", "-o", fifo.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = d.cli(&args);
+        if !o.status.success() {
+            // Release the reader (it waits for a writer), then fail.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            let _ = reader.join();
+            panic!(
+                "get {extra:?} -o FIFO failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let got = reader.join().unwrap();
+        assert_eq!(got.len(), body.len(), "{extra:?}: length");
+        assert!(got == body, "{extra:?}: the reader got other bytes");
+        let m = std::fs::symlink_metadata(&fifo).unwrap();
+        assert!(m.file_type().is_fifo(), "{extra:?}: the FIFO is gone");
+        no_part_beside(&fifo);
+    }
+    // --resume has nothing to resume in a FIFO: refused before it is opened
+    // (so no reader is needed and nothing blocks).
+    let o = d.cli(&["get", "/out/fifo", "--resume", "-o", fifo.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "--resume into a FIFO succeeded");
+    assert!(err.contains("not a regular file"), "unclear error: {err}");
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
+}
+
+#[test]
+fn get_through_a_symlink_writes_its_target_and_keeps_the_link() {
+    let body = noise(150_000, 13);
+    let d = published("/out/link", &body);
+    let dir = d.dir.path().join("dl");
+    std::fs::create_dir(&dir).unwrap();
+    // The target is in another directory, so `.part` beside the link would
+    // be in the wrong place.
+    let tdir = d.dir.path().join("targets");
+    std::fs::create_dir(&tdir).unwrap();
+    for (i, extra) in [&[][..], &["--no-dedup"][..]].into_iter().enumerate() {
+        let target = tdir.join(format!("t{i}"));
+        std::fs::write(&target, b"old contents").unwrap();
+        let link = dir.join(format!("l{i}"));
+        std::os::unix::fs::symlink(format!("../targets/t{i}"), &link).unwrap();
+        let mut args = vec!["get", "/out/link", "-o", link.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        run_ok(&mut d.command(&args));
+        let m = std::fs::symlink_metadata(&link).unwrap();
+        assert!(
+            m.file_type().is_symlink(),
+            "{extra:?}: the link was replaced"
+        );
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new(&format!("../targets/t{i}"))
+        );
+        let got = std::fs::read(&target).unwrap();
+        assert!(got == body, "{extra:?}: the target has other bytes");
+        no_part_beside(&target);
+        no_part_beside(&link);
+    }
+}
+
+#[test]
+fn get_dash_o_dash_writes_standard_output() {
+    let body = noise(120_000, 14);
+    let d = published("/out/stdout", &body);
+    let cwd = tempfile::tempdir().unwrap();
+    let o = run_ok(
+        d.command(&["get", "/out/stdout", "-o", "-", "-q"])
+            .current_dir(cwd.path()),
+    );
+    assert!(
+        o.stdout == body,
+        "standard output: {} bytes",
+        o.stdout.len()
+    );
+    assert!(!cwd.path().join("-").exists(), "a file named - was written");
+    assert_eq!(std::fs::read_dir(cwd.path()).unwrap().count(), 0);
+}
+
+/// Runs a daemon with standard error in a file (not a terminal), sends it
+/// a garbage packet, stops it; returns the log.
+fn daemon_log(extra_env: &[(&str, &str)], args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("g.sock");
+    let log = dir.path().join("stderr.log");
+    let mut c = granary();
+    c.args([
+        "--data-dir",
+        dir.path().to_str().unwrap(),
+        "--socket",
+        socket.to_str().unwrap(),
+    ])
+    .args(args)
+    .arg("daemon")
+    .env("GRANARY_LOG", "debug")
+    .env_remove("NO_COLOR")
+    .env_remove("GRANARY_LOG_FORMAT")
+    .envs(extra_env.iter().copied())
+    .stdout(Stdio::piped())
+    .stderr(std::fs::File::create(&log).unwrap());
+    let mut child = c.spawn().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let l = lines.next().expect("daemon exited before ready").unwrap();
+        if l == "ready" {
+            break;
+        }
+    }
+    {
+        let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        // Not TLV: the face reports it and closes.
+        let _ = s.write_all(&[0xff; 64]);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let st = child.wait().unwrap();
+    assert!(st.success(), "daemon exited with {st}");
+    std::fs::read_to_string(&log).unwrap()
+}
+
+#[test]
+fn daemon_log_to_a_file_has_no_ansi_colour() {
+    let log = daemon_log(&[], &[]);
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "too little logged: {log}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("DEBUG") || l.contains("INFO")),
+        "no log lines: {log}"
+    );
+    assert!(!log.contains("\x1b["), "ANSI escape in the log: {log:?}");
+}
+
+#[test]
+fn daemon_log_format_json_is_one_json_object_per_line() {
+    for (env, args) in [
+        (&[][..], &["--log-format", "json"][..]),
+        (&[("GRANARY_LOG_FORMAT", "json")][..], &[][..]),
+    ] {
+        let log = daemon_log(env, args);
+        let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert!(lines.len() >= 2, "too little logged: {log}");
+        assert!(!log.contains("\x1b["), "ANSI escape in the log: {log:?}");
+        for l in lines {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{env:?} {args:?}: not JSON ({e}): {l}"));
+            assert!(
+                v.get("level").and_then(|x| x.as_str()).is_some(),
+                "no level: {l}"
+            );
+        }
+    }
+}
+
+#[test]
+fn log_format_rejects_unknown_values() {
+    let o = granary()
+        .args(["--log-format", "yaml", "status"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("yaml"));
+}
