@@ -289,7 +289,10 @@ pub fn get(
                 let p = dir.join(rel);
                 if let Some(parent) = p.parent() {
                     std::fs::create_dir_all(parent).map_err(|e| {
-                        granary_transfer::Error::Fetch(format!("cannot create {}: {e}", parent.display()))
+                        granary_transfer::Error::Fetch(format!(
+                            "cannot create {}: {e}",
+                            parent.display()
+                        ))
                     })?;
                 }
                 Output::for_path(&p)

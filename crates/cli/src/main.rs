@@ -216,7 +216,12 @@ enum Command {
         /// Fetch every file the catalog query matches (e.g. 'source_id=CanESM5
         /// variable_id=tas experiment_id=historical'), under one congestion
         /// window, into -o DIR in the DRS directory layout.
-        #[arg(long, value_name = "QUERY", conflicts_with = "names", requires = "output")]
+        #[arg(
+            long,
+            value_name = "QUERY",
+            conflicts_with = "names",
+            requires = "output"
+        )]
         query: Option<String>,
         /// With --query: write every file straight into DIR (no DRS
         /// directories).
@@ -519,21 +524,21 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             fetch::get(
-            &socket,
-            &data_dir,
-            &names,
-            paths.as_deref(),
-            output.as_deref(),
-            fetch::GetFlags {
-                resume,
-                json,
-                quiet,
-                no_dedup,
-                no_publish,
-                hash_lifetime,
-            },
-            &fetch,
-        )
+                &socket,
+                &data_dir,
+                &names,
+                paths.as_deref(),
+                output.as_deref(),
+                fetch::GetFlags {
+                    resume,
+                    json,
+                    quiet,
+                    no_dedup,
+                    no_publish,
+                    hash_lifetime,
+                },
+                &fetch,
+            )
         }
         Command::Search(a) => science::search(&data_dir, &socket, science::catalog_spec(), &a),
         Command::PublishDir(a) => {
@@ -550,7 +555,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         } => fetch::cat(&socket, &data_dir, &name, offset, length, stats, &fetch),
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
-        Command::Mv { old, new } => repo::mv(&data_dir, &socket, science::catalog_spec(), &old, &new),
+        Command::Mv { old, new } => {
+            repo::mv(&data_dir, &socket, science::catalog_spec(), &old, &new)
+        }
         Command::Rm { name, version } => {
             repo::rm(&data_dir, &socket, science::catalog_spec(), &name, version)
         }

@@ -67,16 +67,27 @@ pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
         let v: toml::Value =
             toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
         if let Some(p) = v.get("node_prefix").and_then(|p| p.as_str()) {
-            return Name::from_uri(p).map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display()));
+            return Name::from_uri(p)
+                .map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display()));
         }
     }
     let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap_or_default()
         .trim()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c.to_ascii_lowercase() } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
         .collect();
-    let host = if host.is_empty() { "node".to_string() } else { host };
+    let host = if host.is_empty() {
+        "node".to_string()
+    } else {
+        host
+    };
     let mut r = [0u8; 2];
     {
         use std::io::Read;
@@ -160,7 +171,10 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
-            println!("catalog {}", granary_search::protocol::catalog_prefix(&node));
+            println!(
+                "catalog {}",
+                granary_search::protocol::catalog_prefix(&node)
+            );
         }
         for s in &running.sockets {
             println!("listening unix://{}", s.display());

@@ -351,7 +351,10 @@ pub fn mv(
     }
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     if let Some(ix) = catalog_of(data_dir, catalog) {
-        if let Err(e) = ix.catalog.rename(&old_name.to_string(), &new_name.to_string()) {
+        if let Err(e) = ix
+            .catalog
+            .rename(&old_name.to_string(), &new_name.to_string())
+        {
             eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
         }
     }
@@ -362,7 +365,11 @@ pub fn mv(
 /// `repo`, reporting what it publishes to the data directory's catalog
 /// (created if missing; `--catalog` may name another).
 fn with_catalog(repo: granary_repo::Repo, data_dir: &Path) -> granary_repo::Repo {
-    let s = crate::science::settings(data_dir, crate::science::catalog_spec(), &Default::default());
+    let s = crate::science::settings(
+        data_dir,
+        crate::science::catalog_spec(),
+        &Default::default(),
+    );
     match granary_search::Indexer::open(data_dir, &s) {
         Ok(ix) => repo.with_observer(std::sync::Arc::new(ix)),
         Err(e) => {

@@ -68,7 +68,9 @@ pub fn settings(data_dir: &Path, catalog: Option<&str>, a: &CatalogArgs) -> Sett
             TrustArg::Name => Trust::Name,
             TrustArg::Attributes => Trust::Attributes,
         },
-        node: crate::node::node_prefix(data_dir).ok().map(|n| n.to_string()),
+        node: crate::node::node_prefix(data_dir)
+            .ok()
+            .map(|n| n.to_string()),
     }
 }
 
@@ -156,7 +158,9 @@ pub fn run_query(
         (None, false) => {
             // No node running: the embedded catalog of this data directory.
             let ix = indexer(data_dir, catalog, &CatalogArgs::default())?;
-            return ix.catalog.query(q).map_err(|e| anyhow::anyhow!("{e}"));
+            let mut page = ix.catalog.query(q).map_err(|e| anyhow::anyhow!("{e}"))?;
+            granary_search::service::slim(&mut page);
+            return Ok(page);
         }
     };
     let mut c = client?;
@@ -273,7 +277,13 @@ pub fn all_matches(
 fn safe_component(c: &str) -> String {
     let s: String = c
         .chars()
-        .map(|ch| if ch == '/' || ch == '\0' || ch == '\\' { '_' } else { ch })
+        .map(|ch| {
+            if ch == '/' || ch == '\0' || ch == '\\' {
+                '_'
+            } else {
+                ch
+            }
+        })
         .collect();
     if s.is_empty() || s == "." || s == ".." {
         format!("_{s}_")
@@ -393,8 +403,8 @@ pub fn publish_dir(
     a: &PublishDirArgs,
 ) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let root = std::fs::canonicalize(&a.dir)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
+    let root =
+        std::fs::canonicalize(&a.dir).map_err(|e| anyhow::anyhow!("{}: {e}", a.dir.display()))?;
     let files = walk(&root)?;
     let ix = indexer(data_dir, catalog, &a.catalog)?;
     let bar = indicatif::ProgressBar::new(files.len() as u64);
@@ -427,7 +437,11 @@ pub fn publish_dir(
     let mut bytes = 0u64;
     for f in &files {
         bar.inc(1);
-        let rel = f.strip_prefix(&root).unwrap_or(f).to_string_lossy().into_owned();
+        let rel = f
+            .strip_prefix(&root)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
         let (nc, mut problems) = match record::netcdf_of(f) {
             Ok(nc) => (nc, Vec::new()),
             Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
@@ -441,10 +455,9 @@ pub fn publish_dir(
             outcome.uri.as_deref().and_then(|u| Name::from_uri(u).ok())
         } else {
             others.as_ref().and_then(|p| {
-                rel.split('/')
-                    .try_fold(p.clone(), |n, c| {
-                        Some(n.append(&granary_packet::Component::generic(c.as_bytes())))
-                    })
+                rel.split('/').try_fold(p.clone(), |n, c| {
+                    Some(n.append(&granary_packet::Component::generic(c.as_bytes())))
+                })
             })
         };
         let status = match outcome.status {
@@ -510,8 +523,9 @@ pub fn publish_dir(
                         None,
                     )),
                     None => {
-                        entry["catalog_error"] =
-                            json!("published, but its metadata could not be read back to catalog it")
+                        entry["catalog_error"] = json!(
+                            "published, but its metadata could not be read back to catalog it"
+                        )
                     }
                 }
             }
@@ -553,7 +567,10 @@ pub fn publish_dir(
             d.join(format!("publish-dir-{ms}.json"))
         }
     };
-    granary_store::write_atomic(&report_path, serde_json::to_string_pretty(&report)?.as_bytes())?;
+    granary_store::write_atomic(
+        &report_path,
+        serde_json::to_string_pretty(&report)?.as_bytes(),
+    )?;
     // What each file became, then the totals.
     for e in &entries {
         let o = &e["outcome"];
@@ -575,12 +592,22 @@ pub fn publish_dir(
             println!(
                 "{status:<10} {}{}{}",
                 e["path"].as_str().unwrap_or_default(),
-                e["name"].as_str().map(|n| format!(" -> {n}")).unwrap_or_default(),
-                if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+                e["name"]
+                    .as_str()
+                    .map(|n| format!(" -> {n}"))
+                    .unwrap_or_default(),
+                if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({detail})")
+                }
             );
         }
         if let Some(err) = e["error"].as_str() {
-            println!("failed     {}: {err}", e["path"].as_str().unwrap_or_default());
+            println!(
+                "failed     {}: {err}",
+                e["path"].as_str().unwrap_or_default()
+            );
         }
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
@@ -667,10 +694,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
         CatalogCmd::Translate { paths, catalog: a } => {
             let tr = granary_search::translator(&settings(data_dir, catalog, &a))
                 .map_err(|e| anyhow::anyhow!(e))?;
-            let out: Vec<Value> = paths
-                .iter()
-                .map(|p| json!(tr.translate(p, None)))
-                .collect();
+            let out: Vec<Value> = paths.iter().map(|p| json!(tr.translate(p, None))).collect();
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }

@@ -180,7 +180,8 @@ fn finish(
     let mut e = e;
     if !how.tags.is_empty() {
         let mut m = e.meta.clone();
-        m.tags.extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        m.tags
+            .extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
         repo.store.set_meta(&e, &m).map_err(|x| x.to_string())?;
         e.meta = m;
     }

@@ -79,7 +79,11 @@ impl Indexer {
 
     /// Empties the catalog and catalogs every stored version again, reporting
     /// progress as (done, total). Returns the number of records.
-    pub fn rebuild(&self, store: &Store, mut progress: impl FnMut(u64, u64)) -> Result<u64, String> {
+    pub fn rebuild(
+        &self,
+        store: &Store,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<u64, String> {
         let all = store.list(&Name::new()).map_err(|e| e.to_string())?;
         let total = all.len() as u64;
         self.catalog.clear().map_err(|e| e.to_string())?;
@@ -90,15 +94,23 @@ impl Indexer {
             let Ok(e) = store.get(&n, Some(m.version)) else {
                 continue;
             };
-            batch.push(record::record_for(&self.translator, &e, self.node.as_deref()));
+            batch.push(record::record_for(
+                &self.translator,
+                &e,
+                self.node.as_deref(),
+            ));
             done += 1;
             if batch.len() == 512 {
-                self.catalog.upsert_many(&batch).map_err(|e| e.to_string())?;
+                self.catalog
+                    .upsert_many(&batch)
+                    .map_err(|e| e.to_string())?;
                 batch.clear();
                 progress(done, total);
             }
         }
-        self.catalog.upsert_many(&batch).map_err(|e| e.to_string())?;
+        self.catalog
+            .upsert_many(&batch)
+            .map_err(|e| e.to_string())?;
         progress(done, total);
         Ok(done)
     }

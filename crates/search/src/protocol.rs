@@ -30,8 +30,11 @@ pub const VERB_RECORD: &str = "record";
 pub const SEGMENT_SIZE: usize = 7000;
 /// How long an answer's later segments stay available, ms.
 pub const RESULT_TTL_MS: u64 = 30_000;
-/// FreshnessPeriod of answers, ms: a catalog changes when files are published.
-pub const FRESHNESS_MS: u64 = 1000;
+/// FreshnessPeriod of answers, ms: none, so that a request (MustBeFresh) is
+/// always answered by the catalog, never by a cached answer from before the
+/// last change; an answer's later segments (exact versioned names, no
+/// MustBeFresh) may still come from a cache.
+pub const FRESHNESS_MS: u64 = 0;
 /// Largest request (ApplicationParameters), bytes.
 pub const MAX_REQUEST: usize = 64 * 1024;
 /// Largest answer, bytes (a page of 10 000 records fits).

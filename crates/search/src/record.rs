@@ -93,7 +93,10 @@ pub fn record_with(
     let comps = components(&name);
     let title = comps.last().cloned().unwrap_or_default();
     let (project, mut facets) = if outcome.is_accepted() {
-        (outcome.project.clone().unwrap_or_default(), outcome.facets.clone())
+        (
+            outcome.project.clone().unwrap_or_default(),
+            outcome.facets.clone(),
+        )
     } else {
         problems.push(format!(
             "not a DRS name: {}",
@@ -102,7 +105,9 @@ pub fn record_with(
         (String::new(), BTreeMap::new())
     };
     if let Some(v) = drs_version {
-        facets.entry("version".into()).or_insert_with(|| v.to_string());
+        facets
+            .entry("version".into())
+            .or_insert_with(|| v.to_string());
     }
     let mut text = vec![title.clone(), m.name.clone()];
     if let Some(nc) = nc {

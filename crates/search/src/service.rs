@@ -81,10 +81,7 @@ impl Service {
     fn verb_of<'a>(&self, n: &'a Name) -> Option<(usize, String)> {
         let p = self.prefixes.iter().find(|p| p.is_prefix_of(n))?;
         let c = n.get(p.len() as isize)?;
-        Some((
-            p.len(),
-            String::from_utf8_lossy(c.value).into_owned(),
-        ))
+        Some((p.len(), String::from_utf8_lossy(c.value).into_owned()))
     }
 
     /// Answers at once (a kept segment, a Nack) or starts the request and
@@ -107,7 +104,10 @@ impl Service {
                 let k = seg.as_segment().unwrap_or(u64::MAX);
                 let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
                 kept.retain(|_, v| v.at.elapsed() < Duration::from_millis(RESULT_TTL_MS));
-                if let Some(d) = kept.get(&n.prefix(-1)).and_then(|v| v.segments.get(k as usize)) {
+                if let Some(d) = kept
+                    .get(&n.prefix(-1))
+                    .and_then(|v| v.segments.get(k as usize))
+                {
                     return Some(NetPacket::Data(d.clone()));
                 }
             }
@@ -154,6 +154,15 @@ impl Service {
     }
 }
 
+/// A search page as it is sent: records without their detail (`meta`) and
+/// free-text blob (`text`); the `record` verb gives those.
+pub fn slim(page: &mut granary_catalog::Page) {
+    for h in &mut page.hits {
+        h.meta = Value::Null;
+        h.text.clear();
+    }
+}
+
 /// Runs one request against the catalog.
 pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
     let req: Value = match serde_json::from_slice(params) {
@@ -165,9 +174,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             .map_err(|e| format!("bad query: {e}"))
             .and_then(|q| cat.query(&q).map_err(|e| e.to_string()))
             .map(|mut page| {
-                for h in &mut page.hits {
-                    h.meta = Value::Null;
-                }
+                slim(&mut page);
                 json!(page)
             }),
         VERB_AUTOCOMPLETE => {

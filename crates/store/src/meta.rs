@@ -255,7 +255,9 @@ mod tests {
             m.tags.clear();
             write(Backend::Xattr, &f, &m).unwrap();
             assert!(read(Backend::Xattr, &f).unwrap().tags.is_empty());
-            assert!(xattr::get(&f, "user.granary.tag.drs_version").unwrap().is_none());
+            assert!(xattr::get(&f, "user.granary.tag.drs_version")
+                .unwrap()
+                .is_none());
         }
     }
 }

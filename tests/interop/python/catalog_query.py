@@ -4,7 +4,8 @@
 Usage: catalog_query.py SOCKET CATALOG_PREFIX VERB JSON
 
 Expresses CATALOG_PREFIX/VERB with the JSON request as ApplicationParameters
-(python-ndn appends the ParametersSha256DigestComponent), CanBePrefix and
+(python-ndn's appv2 sends parameters only in a signed Interest: DigestSha256 here; it
+appends the ParametersSha256DigestComponent), CanBePrefix and
 MustBeFresh; takes the versioned name and FinalBlockId from segment 0, fetches the
 other segments by name, checks every DigestSha256 signature with python-ndn's
 checker, and prints one JSON line:
@@ -20,7 +21,7 @@ import sys
 
 from ndn.appv2 import NDNApp
 from ndn.encoding import Component, Name, SignatureType
-from ndn.security import sha256_digest_checker
+from ndn.security import DigestSha256Signer, sha256_digest_checker
 from ndn.transport.stream_face import UnixFace
 from ndn.types import ValidResult
 
@@ -41,7 +42,8 @@ def main(argv) -> int:
         try:
             name = Name.from_str(prefix) + [Component.from_str(verb)]
             data_name, content, ctx = await app.express(
-                name, validator, app_param=request.encode(), can_be_prefix=True,
+                name, validator, app_param=request.encode(),
+                signer=DigestSha256Signer(for_interest=True), can_be_prefix=True,
                 must_be_fresh=True, lifetime=4000)
             result['data_name'] = Name.to_str(data_name)
             fbi = ctx['meta_info'].final_block_id
