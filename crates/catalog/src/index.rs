@@ -178,11 +178,13 @@ impl Index {
         let n: Arc<str> = Arc::from(name);
         let i = match version {
             Some(v) => *self.order.get(&(n, v))?,
-            None => *self
-                .order
-                .range((n.clone(), 0)..=(n, u64::MAX))
-                .next_back()?
-                .1,
+            None => {
+                *self
+                    .order
+                    .range((n.clone(), 0)..=(n, u64::MAX))
+                    .next_back()?
+                    .1
+            }
         };
         Some(self.slots.get(i as usize)?.as_ref()?.rid)
     }
@@ -234,7 +236,10 @@ impl Index {
             m &= under;
         }
         if let Some(rids) = text {
-            let t: RoaringBitmap = rids.iter().filter_map(|r| self.by_rid.get(r).copied()).collect();
+            let t: RoaringBitmap = rids
+                .iter()
+                .filter_map(|r| self.by_rid.get(r).copied())
+                .collect();
             m &= t;
         }
         if let Some((from, to)) = &q.time_overlap {
@@ -252,7 +257,11 @@ impl Index {
     }
 
     /// Facet counts over `m`: per facet, `(value, count)` sorted by value, non-zero only.
-    pub fn counts(&self, m: &RoaringBitmap, sel: &FacetSel) -> BTreeMap<String, Vec<(String, u64)>> {
+    pub fn counts(
+        &self,
+        m: &RoaringBitmap,
+        sel: &FacetSel,
+    ) -> BTreeMap<String, Vec<(String, u64)>> {
         let keys: Vec<&String> = match sel {
             FacetSel::None => return BTreeMap::new(),
             FacetSel::All => self.cols.keys().collect(),
@@ -264,7 +273,9 @@ impl Index {
         }
         let ids: Vec<u32> = m.iter().collect();
         for k in keys {
-            let Some(col) = self.cols.get(k) else { continue };
+            let Some(col) = self.cols.get(k) else {
+                continue;
+            };
             let counts = count_col(col, &ids, m);
             let mut list: Vec<(String, u64)> = counts
                 .into_iter()
@@ -283,7 +294,13 @@ impl Index {
 
     /// Values of `facet` starting with `prefix` (case-insensitive) with their counts in
     /// `m`, most frequent first.
-    pub fn autocomplete(&self, facet: &str, prefix: &str, limit: usize, m: &RoaringBitmap) -> Vec<(String, u64)> {
+    pub fn autocomplete(
+        &self,
+        facet: &str,
+        prefix: &str,
+        limit: usize,
+        m: &RoaringBitmap,
+    ) -> Vec<(String, u64)> {
         let Some(col) = self.cols.get(facet) else {
             return Vec::new();
         };
@@ -294,7 +311,12 @@ impl Index {
         let mut out: Vec<(String, u64)> = if cands.len() <= 64 {
             cands
                 .iter()
-                .map(|&c| (col.values[c as usize].to_string(), col.post[c as usize].intersection_len(m)))
+                .map(|&c| {
+                    (
+                        col.values[c as usize].to_string(),
+                        col.post[c as usize].intersection_len(m),
+                    )
+                })
                 .collect()
         } else {
             let ids: Vec<u32> = m.iter().collect();
@@ -335,14 +357,21 @@ impl Index {
                 }
             }
             _ => {
-                let mut v: Vec<(u32, &Slot)> = m.iter().filter_map(|i| slot(i).map(|s| (i, s))).collect();
+                let mut v: Vec<(u32, &Slot)> =
+                    m.iter().filter_map(|i| slot(i).map(|s| (i, s))).collect();
                 let cmp = |a: &(u32, &Slot), b: &(u32, &Slot)| {
                     let (a, b) = (a.1, b.1);
                     match sort {
                         Sort::Name => (&a.name, a.version).cmp(&(&b.name, b.version)),
                         Sort::NameDesc => (&b.name, b.version).cmp(&(&a.name, a.version)),
-                        Sort::Newest => (Reverse(a.version), &a.name).cmp(&(Reverse(b.version), &b.name)),
-                        Sort::Size => (Reverse(a.size), &a.name, a.version).cmp(&(Reverse(b.size), &b.name, b.version)),
+                        Sort::Newest => {
+                            (Reverse(a.version), &a.name).cmp(&(Reverse(b.version), &b.name))
+                        }
+                        Sort::Size => (Reverse(a.size), &a.name, a.version).cmp(&(
+                            Reverse(b.size),
+                            &b.name,
+                            b.version,
+                        )),
                     }
                 };
                 if want < v.len() {
@@ -353,7 +382,9 @@ impl Index {
                 v.into_iter().skip(offset).map(|(i, _)| i).collect()
             }
         };
-        idx.into_iter().filter_map(|i| slot(i).map(|s| s.rid)).collect()
+        idx.into_iter()
+            .filter_map(|i| slot(i).map(|s| s.rid))
+            .collect()
     }
 }
 

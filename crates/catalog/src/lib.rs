@@ -44,7 +44,11 @@ impl Inner {
         if head == (self.index.epoch, self.index.seq) {
             return Ok(());
         }
-        let mut since = if head.0 == self.index.epoch { self.index.seq } else { 0 };
+        let mut since = if head.0 == self.index.epoch {
+            self.index.seq
+        } else {
+            0
+        };
         let ch = loop {
             let ch = self.store.changes(since)?;
             // A clear (new epoch) since the last sync: reload everything.
@@ -173,11 +177,19 @@ impl Catalog {
 
     /// Values of `facet` starting with `prefix` (case-insensitive), most frequent first,
     /// counted among the matches of `q` (default: all latest versions).
-    pub fn autocomplete(&self, facet: &str, prefix: &str, limit: usize, q: Option<&Query>) -> Result<Vec<(String, u64)>> {
+    pub fn autocomplete(
+        &self,
+        facet: &str,
+        prefix: &str,
+        limit: usize,
+        q: Option<&Query>,
+    ) -> Result<Vec<(String, u64)>> {
         check_plain("facet", facet, MAX_KEY)?;
         check_plain("prefix", prefix, MAX_VALUE)?;
         if limit > MAX_LIMIT {
-            return Err(Error::Invalid(format!("limit {limit} is more than {MAX_LIMIT}")));
+            return Err(Error::Invalid(format!(
+                "limit {limit} is more than {MAX_LIMIT}"
+            )));
         }
         let mut g = self.synced()?;
         let default = Query::default();

@@ -32,7 +32,10 @@ pub(crate) struct Pg {
 
 fn bump(tx: &mut postgres::Transaction) -> Result<i64> {
     Ok(tx
-        .query_one("UPDATE catalog_meta SET seq = seq + 1 WHERE k = 1 RETURNING seq", &[])?
+        .query_one(
+            "UPDATE catalog_meta SET seq = seq + 1 WHERE k = 1 RETURNING seq",
+            &[],
+        )?
         .get(0))
 }
 
@@ -54,7 +57,9 @@ impl Pg {
     }
 
     pub fn head(&mut self) -> Result<(i64, i64)> {
-        let r = self.client.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
+        let r = self
+            .client
+            .query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
         Ok((r.get(0), r.get(1)))
     }
 
@@ -88,7 +93,11 @@ impl Pg {
             .map(|r| r.get(0))
             .collect();
         tx.commit()?;
-        Ok(Changes { head, rows, removed })
+        Ok(Changes {
+            head,
+            rows,
+            removed,
+        })
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
@@ -141,7 +150,10 @@ impl Pg {
         if ids.is_empty() {
             return Ok(0); // rolled back: nothing changed
         }
-        tx.execute("INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2", &[&ids, &seq])?;
+        tx.execute(
+            "INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2",
+            &[&ids, &seq],
+        )?;
         tx.commit()?;
         Ok(ids.len())
     }
@@ -162,17 +174,26 @@ impl Pg {
             return Ok(0);
         }
         for (id, _, _) in &rows {
-            tx.execute("UPDATE records SET name = $2 WHERE id = $1", &[id, &temp_name(*id)])?;
+            tx.execute(
+                "UPDATE records SET name = $2 WHERE id = $1",
+                &[id, &temp_name(*id)],
+            )?;
         }
         for (id, name, v) in &rows {
             let to = moved_name(old, new, name)?;
             if !tx
-                .query("SELECT 1 FROM records WHERE name = $1 AND version = $2", &[&to, v])?
+                .query(
+                    "SELECT 1 FROM records WHERE name = $1 AND version = $2",
+                    &[&to, v],
+                )?
                 .is_empty()
             {
                 return Err(Error::Conflict(format!("{to} version {v} exists already")));
             }
-            tx.execute("UPDATE records SET name = $2, seq = $3 WHERE id = $1", &[id, &to, &seq])?;
+            tx.execute(
+                "UPDATE records SET name = $2, seq = $3 WHERE id = $1",
+                &[id, &to, &seq],
+            )?;
         }
         tx.commit()?;
         Ok(rows.len())
@@ -194,7 +215,10 @@ impl Pg {
         let q = words.join(" ");
         Ok(self
             .client
-            .query("SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1)", &[&q])?
+            .query(
+                "SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1)",
+                &[&q],
+            )?
             .iter()
             .map(|r| r.get(0))
             .collect())

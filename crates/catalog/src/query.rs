@@ -52,7 +52,9 @@ impl TryFrom<FacetSelRepr> for FacetSel {
         match r {
             FacetSelRepr::Word(w) if w == "none" => Ok(FacetSel::None),
             FacetSelRepr::Word(w) if w == "all" || w == "*" => Ok(FacetSel::All),
-            FacetSelRepr::Word(w) => Err(format!("facets must be \"none\", \"all\" or a list, not {w:?}")),
+            FacetSelRepr::Word(w) => Err(format!(
+                "facets must be \"none\", \"all\" or a list, not {w:?}"
+            )),
             FacetSelRepr::List(l) => Ok(FacetSel::List(l)),
         }
     }
@@ -160,7 +162,11 @@ impl Query {
                 "latest" => q.latest_only = parse_bool(k, v)?,
                 "sort" => {
                     q.sort = serde_json::from_value(serde_json::Value::String(v.to_string()))
-                        .or_else(|_| invalid(format!("sort={v:?}: expected name, name_desc, newest or size")))?
+                        .or_else(|_| {
+                            invalid(format!(
+                                "sort={v:?}: expected name, name_desc, newest or size"
+                            ))
+                        })?
                 }
                 "facets" => {
                     q.facets = match v {
@@ -210,11 +216,16 @@ impl Query {
             n += vs.len();
         }
         if n > MAX_QUERY_VALUES {
-            return invalid(format!("{n} facet values in one query, more than {MAX_QUERY_VALUES}"));
+            return invalid(format!(
+                "{n} facet values in one query, more than {MAX_QUERY_VALUES}"
+            ));
         }
         if let Some(t) = &self.text {
             if t.len() > MAX_QUERY_TEXT {
-                return invalid(format!("text is {} bytes, more than {MAX_QUERY_TEXT}", t.len()));
+                return invalid(format!(
+                    "text is {} bytes, more than {MAX_QUERY_TEXT}",
+                    t.len()
+                ));
             }
         }
         if let Some((a, b)) = &self.time_overlap {

@@ -77,7 +77,10 @@ impl Record {
         check_int("size", self.size)?;
         check_plain("project", &self.project, MAX_KEY)?;
         if self.facets.len() > MAX_FACETS {
-            return invalid(format!("{} facets, more than {MAX_FACETS}", self.facets.len()));
+            return invalid(format!(
+                "{} facets, more than {MAX_FACETS}",
+                self.facets.len()
+            ));
         }
         for (k, v) in &self.facets {
             check_name("facet key", k)?;
@@ -86,7 +89,10 @@ impl Record {
         }
         check_plain("title", &self.title, MAX_VALUE)?;
         if self.text.len() > MAX_TEXT {
-            return invalid(format!("text is {} bytes, more than {MAX_TEXT}", self.text.len()));
+            return invalid(format!(
+                "text is {} bytes, more than {MAX_TEXT}",
+                self.text.len()
+            ));
         }
         if self.text.contains('\0') {
             return invalid("text contains a NUL character");

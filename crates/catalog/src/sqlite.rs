@@ -47,22 +47,27 @@ impl Sqlite {
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
         let mut s = Sqlite { conn };
-        let tx = s.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = s
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(SCHEMA)?;
         tx.commit()?;
         Ok(s)
     }
 
     pub fn head(&mut self) -> Result<(i64, i64)> {
-        let mut st = self.conn.prepare_cached("SELECT epoch, seq FROM catalog_meta WHERE k = 1")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT epoch, seq FROM catalog_meta WHERE k = 1")?;
         Ok(st.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
     pub fn changes(&mut self, since: i64) -> Result<Changes> {
         let tx = self.conn.transaction()?;
-        let head: (i64, i64) = tx.query_row("SELECT epoch, seq FROM catalog_meta WHERE k = 1", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
+        let head: (i64, i64) =
+            tx.query_row("SELECT epoch, seq FROM catalog_meta WHERE k = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
         let mut rows = Vec::new();
         {
             let mut st = tx.prepare(
@@ -89,14 +94,21 @@ impl Sqlite {
             v
         };
         tx.commit()?;
-        Ok(Changes { head, rows, removed })
+        Ok(Changes {
+            head,
+            rows,
+            removed,
+        })
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let seq = bump(&tx)?;
         {
-            let mut find = tx.prepare_cached("SELECT id FROM records WHERE name = ?1 AND version = ?2")?;
+            let mut find =
+                tx.prepare_cached("SELECT id FROM records WHERE name = ?1 AND version = ?2")?;
             let mut ins = tx.prepare_cached(
                 "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, data)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
@@ -106,17 +118,39 @@ impl Sqlite {
                  facets = ?7, data = ?8 WHERE id = ?1",
             )?;
             let mut fts_del = tx.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?;
-            let mut fts_ins = tx.prepare_cached("INSERT INTO records_fts (rowid, body) VALUES (?1, ?2)")?;
+            let mut fts_ins =
+                tx.prepare_cached("INSERT INTO records_fts (rowid, body) VALUES (?1, ?2)")?;
             for p in rs {
-                let old: Option<i64> = find.query_row(params![p.name, p.version], |r| r.get(0)).optional()?;
+                let old: Option<i64> = find
+                    .query_row(params![p.name, p.version], |r| r.get(0))
+                    .optional()?;
                 let id = match old {
                     Some(id) => {
-                        upd.execute(params![id, seq, p.project, p.size, p.time_start, p.time_end, p.facets, p.data])?;
+                        upd.execute(params![
+                            id,
+                            seq,
+                            p.project,
+                            p.size,
+                            p.time_start,
+                            p.time_end,
+                            p.facets,
+                            p.data
+                        ])?;
                         fts_del.execute([id])?;
                         id
                     }
                     None => ins.query_row(
-                        params![p.name, p.version, seq, p.project, p.size, p.time_start, p.time_end, p.facets, p.data],
+                        params![
+                            p.name,
+                            p.version,
+                            seq,
+                            p.project,
+                            p.size,
+                            p.time_start,
+                            p.time_end,
+                            p.facets,
+                            p.data
+                        ],
                         |r| r.get(0),
                     )?,
                 };
@@ -128,9 +162,13 @@ impl Sqlite {
     }
 
     pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let ids: Vec<i64> = {
-            let mut st = tx.prepare("SELECT id FROM records WHERE name = ?1 AND (?2 IS NULL OR version = ?2)")?;
+            let mut st = tx.prepare(
+                "SELECT id FROM records WHERE name = ?1 AND (?2 IS NULL OR version = ?2)",
+            )?;
             let v = st
                 .query_map(params![name, version], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
@@ -150,14 +188,18 @@ impl Sqlite {
     }
 
     pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let (lo, hi) = renamed_range(old);
         let rows: Vec<(i64, String, i64)> = {
             let mut st = tx.prepare(
                 "SELECT id, name, version FROM records WHERE name = ?1 OR (name >= ?2 AND name < ?3)",
             )?;
             let v = st
-                .query_map(params![old, lo, hi], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .query_map(params![old, lo, hi], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })?
                 .collect::<rusqlite::Result<_>>()?;
             v
         };
@@ -166,24 +208,36 @@ impl Sqlite {
         }
         let seq = bump(&tx)?;
         for (id, _, _) in &rows {
-            tx.execute("UPDATE records SET name = ?2 WHERE id = ?1", params![id, temp_name(*id)])?;
+            tx.execute(
+                "UPDATE records SET name = ?2 WHERE id = ?1",
+                params![id, temp_name(*id)],
+            )?;
         }
         for (id, name, v) in &rows {
             let to = moved_name(old, new, name)?;
             let taken: Option<i64> = tx
-                .query_row("SELECT id FROM records WHERE name = ?1 AND version = ?2", params![to, v], |r| r.get(0))
+                .query_row(
+                    "SELECT id FROM records WHERE name = ?1 AND version = ?2",
+                    params![to, v],
+                    |r| r.get(0),
+                )
                 .optional()?;
             if taken.is_some() {
                 return Err(Error::Conflict(format!("{to} version {v} exists already")));
             }
-            tx.execute("UPDATE records SET name = ?2, seq = ?3 WHERE id = ?1", params![id, to, seq])?;
+            tx.execute(
+                "UPDATE records SET name = ?2, seq = ?3 WHERE id = ?1",
+                params![id, to, seq],
+            )?;
         }
         tx.commit()?;
         Ok(rows.len())
     }
 
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
-        let mut st = self.conn.prepare_cached("SELECT name, version, data FROM records WHERE id = ?1")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT name, version, data FROM records WHERE id = ?1")?;
         let mut out = Vec::with_capacity(rids.len());
         for id in rids {
             let row: Option<(String, i64, String)> = st
@@ -197,14 +251,20 @@ impl Sqlite {
     }
 
     pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
-        let mut st = self.conn.prepare_cached("SELECT rowid FROM records_fts WHERE records_fts MATCH ?1")?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT rowid FROM records_fts WHERE records_fts MATCH ?1")?;
         let m = crate::text::fts5_match(words);
-        let v = st.query_map([m], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+        let v = st
+            .query_map([m], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
         Ok(v)
     }
 
     pub fn clear(&mut self) -> Result<()> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(
             "DELETE FROM records; DELETE FROM removed;
              INSERT INTO records_fts (records_fts) VALUES ('delete-all');

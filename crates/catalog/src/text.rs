@@ -64,7 +64,10 @@ mod tests {
     #[test]
     fn hostile_text_becomes_plain_words() {
         let w = query_words("'; DROP TABLE records; -- \"x\" NEAR(a b) -c* col:tas");
-        assert_eq!(w, ["drop", "table", "records", "x", "near", "a", "b", "c", "col", "tas"]);
+        assert_eq!(
+            w,
+            ["drop", "table", "records", "x", "near", "a", "b", "c", "col", "tas"]
+        );
         assert_eq!(fts5_match(&w[..2]), "\"drop\" \"table\"");
         assert!(query_words("*** -- \"").is_empty());
         assert_eq!(body(["tas tas", "TAS Amon"]), "tas amon");
