@@ -3,6 +3,7 @@
 #   - python-ndn (PyPI, pinned) in tests/interop/.venv
 #   - NDNts 0.0.20250307 (npm, pinned by package-lock.json) in tests/interop/ndnts/node_modules
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
+#   - postgresql (apt, only if initdb is missing and we are root) for the catalog tests
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,17 @@ if ! command -v mkfs.xfs >/dev/null 2>&1; then
     (apt-get install -y -qq xfsprogs >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq xfsprogs >/dev/null; })
   else
     echo "setup: mkfs.xfs (xfsprogs) is missing and cannot be installed here; the reflink test will fail" >&2
+  fi
+fi
+
+# PostgreSQL (initdb, pg_ctl) for the catalog's PostgreSQL tests and bench/catalog.sh
+# (each starts a throw-away cluster in a temporary directory).
+if ! command -v initdb >/dev/null 2>&1 && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing postgresql (apt) for the catalog tests"
+    (apt-get install -y -qq postgresql >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; })
+  else
+    echo "setup: PostgreSQL (initdb) is missing and cannot be installed here; the catalog PostgreSQL tests will fail" >&2
   fi
 fi
 

@@ -7,7 +7,8 @@ use common::pgcluster::PgCluster;
 #[test]
 fn suite_on_postgres() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
-    let suites: [(&str, fn(&str)); 7] = [
+    type Suite = (&'static str, fn(&str));
+    let suites: [Suite; 7] = [
         ("facets", common::facet_counts_match_brute_force),
         ("latest", common::latest_only_and_versions),
         ("time", common::time_overlap_and_exclusions),
