@@ -4,6 +4,7 @@
 #   - NDNts 0.0.20250307 (npm, pinned by package-lock.json) in tests/interop/ndnts/node_modules
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
 #   - netcdf-bin (apt, only if ncgen is missing and we are root) for the netCDF fixtures
+#   - postgresql (apt, only if initdb is missing and we are root) for the catalog tests
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,17 @@ if ! command -v ncgen >/dev/null 2>&1; then
     (apt-get install -y -qq netcdf-bin >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq netcdf-bin >/dev/null; })
   else
     echo "setup: ncgen (netcdf-bin) is missing and cannot be installed here; the netCDF tests will fail" >&2
+  fi
+fi
+
+# PostgreSQL (initdb, pg_ctl) for the catalog's PostgreSQL tests and bench/catalog.sh
+# (each starts a throw-away cluster in a temporary directory).
+if ! command -v initdb >/dev/null 2>&1 && [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing postgresql (apt) for the catalog tests"
+    (apt-get install -y -qq postgresql >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; })
+  else
+    echo "setup: PostgreSQL (initdb) is missing and cannot be installed here; the catalog PostgreSQL tests will fail" >&2
   fi
 fi
 

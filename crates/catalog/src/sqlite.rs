@@ -70,9 +70,12 @@ impl Sqlite {
             })?;
         let mut rows = Vec::new();
         {
-            let mut st = tx.prepare(
-                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > ?1",
-            )?;
+            // A full load scans the table; `+seq` keeps SQLite off the seq index then.
+            let mut st = tx.prepare(if since == 0 {
+                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE +seq > ?1"
+            } else {
+                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > ?1"
+            })?;
             let mut q = st.query([since])?;
             while let Some(r) = q.next()? {
                 rows.push(IndexRow {

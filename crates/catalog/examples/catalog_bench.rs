@@ -1,0 +1,202 @@
+//! `bench/catalog.sh [N]`: builds N synthetic CMIP-like records and times queries on
+//! SQLite and on a throw-away PostgreSQL cluster, printed side by side.
+
+#[path = "../tests/common/pgcluster.rs"]
+mod pgcluster;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use granary_catalog::{Catalog, FacetSel, Query, Record};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// (facet, cardinality)
+const FACETS: [(&str, usize); 11] = [
+    ("source_id", 100),
+    ("experiment_id", 300),
+    ("variable_id", 1000),
+    ("table_id", 40),
+    ("member_id", 200),
+    ("grid_label", 10),
+    ("activity_id", 20),
+    ("institution_id", 50),
+    ("frequency", 10),
+    ("realm", 10),
+    ("version", 500),
+];
+const WORDS: [&str; 12] = [
+    "air", "temperature", "precipitation", "flux", "sea", "surface", "pressure", "wind", "ocean", "ice", "cloud",
+    "radiation",
+];
+
+/// Zipf-ish: value k with probability about 1/(k+1).
+fn zipf(rng: &mut StdRng, card: usize) -> usize {
+    let h = ((card + 1) as f64).ln();
+    let x = (rng.random::<f64>() * h).exp() - 1.0;
+    (x as usize).min(card - 1)
+}
+
+fn value(facet: &str, k: usize) -> String {
+    format!("{facet}{k}")
+}
+
+fn record(rng: &mut StdRng, i: usize) -> Record {
+    let mut facets = BTreeMap::new();
+    for (f, card) in FACETS {
+        facets.insert(f.to_string(), value(f, zipf(rng, card)));
+    }
+    let var = facets["variable_id"].clone();
+    let text = format!(
+        "{var} {} {} long name of {var} units K",
+        WORDS[zipf(rng, WORDS.len())],
+        WORDS[rng.random_range(0..WORDS.len())]
+    );
+    Record {
+        name: format!("/CMIP6/{}/{}/{}/f{i}.nc", facets["source_id"], facets["experiment_id"], var),
+        version: 1,
+        project: "CMIP6".into(),
+        title: format!("{var}_{}_{i}.nc", facets["source_id"]),
+        facets,
+        size: rng.random_range(1_000..1_000_000_000),
+        time_start: Some(format!("{:04}-01-01", rng.random_range(1850..2100))),
+        time_end: Some(format!("{:04}-12-31", rng.random_range(1850..2300))),
+        bbox: Some([-180.0, -90.0, 180.0, 90.0]),
+        text,
+        meta: serde_json::json!({"attributes": {"Conventions": "CF-1.7 CMIP-6.2"}}),
+        sha256: Some(format!("{:064x}", i)),
+        manifest_digest: None,
+        node: None,
+    }
+}
+
+fn rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0)
+        / 1024.0
+}
+
+fn pct(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (ms(v[v.len() / 2]), ms(v[(v.len() * 99 / 100).min(v.len() - 1)]))
+}
+
+struct Row {
+    build_rate: f64,
+    load_s: f64,
+    rss: f64,
+    a: (f64, f64),
+    b: (f64, f64),
+    c: (f64, f64),
+    d: (f64, f64),
+}
+
+fn run(spec: &str, n: usize, runs: usize) -> Row {
+    let mut rng = StdRng::seed_from_u64(1);
+    let rss0 = rss_mb();
+    let build = {
+        let cat = Catalog::open(spec).expect("open");
+        cat.clear().expect("clear");
+        let t = Instant::now();
+        let mut i = 0;
+        while i < n {
+            let k = (n - i).min(50_000);
+            let batch: Vec<Record> = (i..i + k).map(|j| record(&mut rng, j)).collect();
+            cat.upsert_many(&batch).expect("upsert");
+            i += k;
+        }
+        t.elapsed()
+    };
+    let t = Instant::now();
+    let cat = Catalog::open(spec).expect("open");
+    let load = t.elapsed();
+    assert_eq!(cat.len().expect("len"), n as u64);
+    let rss = rss_mb() - rss0;
+    let mut time = |f: &mut dyn FnMut(&mut StdRng)| {
+        let mut v = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let t = Instant::now();
+            f(&mut rng);
+            v.push(t.elapsed());
+        }
+        pct(v)
+    };
+    let a = time(&mut |rng| {
+        let mut q = Query { facets: FacetSel::All, ..Query::default() };
+        for f in ["source_id", "variable_id", "experiment_id"] {
+            if rng.random_bool(0.6) {
+                let card = FACETS.iter().find(|x| x.0 == f).map(|x| x.1).unwrap_or(1);
+                q.filters.insert(f.into(), vec![value(f, zipf(rng, card))]);
+            }
+        }
+        cat.query(&q).expect("query");
+    });
+    let b = time(&mut |rng| {
+        let q = Query {
+            text: Some(WORDS[rng.random_range(0..WORDS.len())].to_string()),
+            facets: FacetSel::All,
+            ..Query::default()
+        };
+        cat.query(&q).expect("query");
+    });
+    let c = time(&mut |_| {
+        cat.query(&Query { facets: FacetSel::All, ..Query::default() }).expect("query");
+    });
+    let d = time(&mut |rng| {
+        let p = format!("variable_id{}", rng.random_range(0..100));
+        cat.autocomplete("variable_id", &p, 10, None).expect("autocomplete");
+    });
+    Row {
+        build_rate: n as f64 / build.as_secs_f64(),
+        load_s: load.as_secs_f64(),
+        rss,
+        a,
+        b,
+        c,
+        d,
+    }
+}
+
+fn main() {
+    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let runs: usize = std::env::var("RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = dir.path().join("cat").display().to_string();
+    eprintln!("catalog bench: {n} records, {runs} runs per query; SQLite …");
+    let lite = run(&spec, n, runs);
+    eprintln!("PostgreSQL …");
+    let pg = match pgcluster::PgCluster::start() {
+        Ok(c) => {
+            let url = c.create_db("bench");
+            Some((run(&url, n, runs), c))
+        }
+        Err(e) => {
+            eprintln!("PostgreSQL skipped: {e}");
+            None
+        }
+    };
+    let pgr = pg.as_ref().map(|p| &p.0);
+    let col = |f: &dyn Fn(&Row) -> String| (f(&lite), pgr.map(f).unwrap_or_else(|| "-".into()));
+    println!("| {n} records | SQLite (embedded) | PostgreSQL 15 |");
+    println!("|---|---|---|");
+    let lines: [(&str, Box<dyn Fn(&Row) -> String>); 7] = [
+        ("build (records/s)", Box::new(|r: &Row| format!("{:.0}", r.build_rate))),
+        ("index load at open (s)", Box::new(|r: &Row| format!("{:.2}", r.load_s))),
+        ("RSS of the index (MB)", Box::new(|r: &Row| format!("{:.0}", r.rss))),
+        ("(a) facet filter + counts p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.a.0, r.a.1))),
+        ("(b) free text + counts p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.b.0, r.b.1))),
+        ("(c) facet counts only p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.c.0, r.c.1))),
+        ("(d) autocomplete p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.d.0, r.d.1))),
+    ];
+    for (label, f) in lines.iter() {
+        let (a, b) = col(f.as_ref());
+        println!("| {label} | {a} | {b} |");
+    }
+}

@@ -1,0 +1,727 @@
+//! The query suite run on both back ends, and its brute-force oracle.
+#![allow(dead_code)]
+
+pub mod pgcluster;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use granary_catalog::{text, Catalog, Error, FacetSel, Query, Record, Sort};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const SOURCES: &[&str] = &[
+    "CanESM5",
+    "MIROC6",
+    "IPSL-CM6A-LR",
+    "GFDL-ESM4",
+    "UKESM1-0-LL",
+    "CESM2",
+    "MPI-ESM1-2-HR",
+    "NorESM2-LM",
+];
+const EXPS: &[&str] = &[
+    "historical",
+    "ssp126",
+    "ssp245",
+    "ssp585",
+    "piControl",
+    "amip",
+];
+const VARS: &[&str] = &[
+    "tas", "pr", "psl", "tos", "uas", "vas", "huss", "clt", "rsds", "zg",
+];
+const FREQ: &[&str] = &["mon", "day", "fx"];
+const WORDS: &[&str] = &[
+    "temperature",
+    "precipitation",
+    "pressure",
+    "ocean",
+    "wind",
+    "humidity",
+    "cloud",
+    "radiation",
+    "geopotential",
+    "surface",
+];
+
+fn pick<'a>(rng: &mut StdRng, v: &[&'a str]) -> &'a str {
+    // Skewed: earlier values are more frequent.
+    let a = rng.random_range(0..v.len());
+    let b = rng.random_range(0..=a);
+    v[b]
+}
+
+pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    while out.len() < n {
+        let src = pick(&mut rng, SOURCES);
+        let exp = pick(&mut rng, EXPS);
+        let var = pick(&mut rng, VARS);
+        let file = rng.random_range(0..40);
+        let name = format!("/cmip/{src}/{exp}/{var}/f{file}.nc");
+        let version = rng.random_range(1..4u64);
+        if !seen.insert((name.clone(), version)) {
+            continue;
+        }
+        let mut facets = BTreeMap::new();
+        facets.insert("source_id".to_string(), src.to_string());
+        facets.insert("experiment_id".to_string(), exp.to_string());
+        facets.insert("variable_id".to_string(), var.to_string());
+        if rng.random_bool(0.8) {
+            facets.insert("frequency".to_string(), pick(&mut rng, FREQ).to_string());
+        }
+        if rng.random_bool(0.5) {
+            facets.insert(
+                "member_id".to_string(),
+                format!("r{}i1p1f1", rng.random_range(1..5)),
+            );
+        }
+        let (ts, te) = if rng.random_bool(0.9) {
+            let y = rng.random_range(1850..2100);
+            let len = rng.random_range(0..50);
+            (
+                Some(format!("{y:04}-01-01")),
+                Some(format!("{:04}-12-31", y + len)),
+            )
+        } else {
+            (None, None)
+        };
+        let text = (0..3)
+            .map(|_| pick(&mut rng, WORDS))
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(Record {
+            name,
+            version,
+            project: if rng.random_bool(0.7) {
+                "CMIP6"
+            } else {
+                "CMIP5"
+            }
+            .to_string(),
+            facets,
+            title: format!("{var}_{src}_{exp}_{file}.nc"),
+            size: rng.random_range(0..1_000_000),
+            time_start: ts,
+            time_end: te,
+            bbox: None,
+            text,
+            meta: serde_json::json!({"attrs": {"source_id": src}}),
+            sha256: None,
+            manifest_digest: None,
+            node: None,
+        });
+    }
+    out
+}
+
+/// Facet counts as `Page::facet_counts` holds them.
+pub type Counts = BTreeMap<String, Vec<(String, u64)>>;
+
+fn all_facets(r: &Record) -> BTreeMap<String, String> {
+    let mut f = r.facets.clone();
+    if !r.project.is_empty() && !f.contains_key("project") {
+        f.insert("project".into(), r.project.clone());
+    }
+    f
+}
+
+/// The oracle: evaluates `q` over `recs` by brute force.
+pub fn brute(recs: &[Record], q: &Query) -> (Vec<(String, u64)>, Counts) {
+    let mut latest: BTreeMap<&str, u64> = BTreeMap::new();
+    for r in recs {
+        let e = latest.entry(&r.name).or_insert(0);
+        *e = (*e).max(r.version);
+    }
+    let words = q.text.as_deref().map(text::query_words).unwrap_or_default();
+    let mut m: Vec<&Record> = recs
+        .iter()
+        .filter(|r| !q.latest_only || latest[r.name.as_str()] == r.version)
+        .filter(|r| {
+            let f = all_facets(r);
+            q.filters
+                .iter()
+                .all(|(k, vs)| f.get(k).is_some_and(|v| vs.contains(v)))
+                && q.exclude
+                    .iter()
+                    .all(|(k, vs)| f.get(k).is_none_or(|v| !vs.contains(v)))
+        })
+        .filter(|r| {
+            q.name_prefix
+                .as_ref()
+                .is_none_or(|p| r.name.starts_with(p.as_str()))
+        })
+        .filter(|r| {
+            if words.is_empty() {
+                return true;
+            }
+            let mut have = HashSet::new();
+            for part in [r.title.as_str(), r.project.as_str(), r.text.as_str()]
+                .into_iter()
+                .chain(r.facets.values().map(String::as_str))
+            {
+                have.extend(text::words(part));
+            }
+            words.iter().all(|w| have.contains(w))
+        })
+        .filter(|r| match &q.time_overlap {
+            None => true,
+            Some((from, to)) => {
+                if r.time_start.is_none() && r.time_end.is_none() {
+                    return false;
+                }
+                let a = match (to, &r.time_start) {
+                    (Some(to), Some(s)) => s <= to,
+                    _ => true,
+                };
+                let b = match (from, &r.time_end) {
+                    (Some(from), Some(e)) => e >= from,
+                    _ => true,
+                };
+                a && b
+            }
+        })
+        .collect();
+    m.sort_by(|a, b| match q.sort {
+        Sort::Name => (&a.name, a.version).cmp(&(&b.name, b.version)),
+        Sort::NameDesc => (&b.name, b.version).cmp(&(&a.name, a.version)),
+        Sort::Newest => {
+            (std::cmp::Reverse(a.version), &a.name).cmp(&(std::cmp::Reverse(b.version), &b.name))
+        }
+        Sort::Size => (std::cmp::Reverse(a.size), &a.name, a.version).cmp(&(
+            std::cmp::Reverse(b.size),
+            &b.name,
+            b.version,
+        )),
+    });
+    let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let keys: Option<BTreeSet<String>> = match &q.facets {
+        FacetSel::None => Some(BTreeSet::new()),
+        FacetSel::All => None,
+        FacetSel::List(l) => Some(l.iter().cloned().collect()),
+    };
+    for r in &m {
+        for (k, v) in all_facets(r) {
+            if keys.as_ref().is_none_or(|ks| ks.contains(&k)) {
+                *counts.entry(k).or_default().entry(v).or_default() += 1;
+            }
+        }
+    }
+    let page = m
+        .iter()
+        .skip(q.offset)
+        .take(q.limit)
+        .map(|r| (r.name.clone(), r.version))
+        .collect();
+    (
+        page,
+        counts
+            .into_iter()
+            .map(|(k, v)| (k, v.into_iter().collect()))
+            .collect(),
+    )
+}
+
+fn check(cat: &Catalog, recs: &[Record], q: &Query) {
+    let page = cat.query(q).unwrap_or_else(|e| panic!("query {q:?}: {e}"));
+    let (want, counts) = brute(recs, q);
+    let total_want = {
+        let mut q2 = q.clone();
+        q2.offset = 0;
+        q2.limit = usize::MAX;
+        brute(recs, &q2).0.len() as u64
+    };
+    assert_eq!(page.total, total_want, "total for {q:?}");
+    let got: Vec<(String, u64)> = page
+        .hits
+        .iter()
+        .map(|r| (r.name.clone(), r.version))
+        .collect();
+    assert_eq!(got, want, "hits for {q:?}");
+    assert_eq!(page.facet_counts, counts, "facet counts for {q:?}");
+}
+
+fn random_query(rng: &mut StdRng) -> Query {
+    let mut q = Query::default();
+    let facets: [(&str, &[&str]); 3] = [
+        ("source_id", SOURCES),
+        ("experiment_id", EXPS),
+        ("variable_id", VARS),
+    ];
+    for (k, vs) in facets {
+        if rng.random_bool(0.35) {
+            let n = rng.random_range(1..4);
+            q.filters.insert(
+                k.into(),
+                (0..n).map(|_| pick(rng, vs).to_string()).collect(),
+            );
+        } else if rng.random_bool(0.1) {
+            q.exclude.insert(k.into(), vec![pick(rng, vs).to_string()]);
+        }
+    }
+    if rng.random_bool(0.2) {
+        q.filters
+            .insert("frequency".into(), vec![pick(rng, FREQ).to_string()]);
+    }
+    if rng.random_bool(0.2) {
+        q.text = Some(format!(
+            "{} {}",
+            pick(rng, WORDS),
+            if rng.random_bool(0.3) {
+                pick(rng, WORDS)
+            } else {
+                ""
+            }
+        ));
+    }
+    if rng.random_bool(0.15) {
+        let y = rng.random_range(1850..2100);
+        q.time_overlap = Some((
+            rng.random_bool(0.8).then(|| format!("{y:04}-06-01")),
+            rng.random_bool(0.8).then(|| format!("{:04}-06-01", y + 10)),
+        ));
+    }
+    if rng.random_bool(0.1) {
+        q.name_prefix = Some(format!("/cmip/{}", pick(rng, SOURCES)));
+    }
+    q.latest_only = rng.random_bool(0.7);
+    q.sort = [Sort::Name, Sort::NameDesc, Sort::Newest, Sort::Size][rng.random_range(0..4)];
+    q.limit = [0, 1, 20, 100][rng.random_range(0..4)];
+    q.offset = [0, 0, 5, 50][rng.random_range(0..4)];
+    q.facets = match rng.random_range(0..3) {
+        0 => FacetSel::None,
+        1 => FacetSel::All,
+        _ => FacetSel::List(vec![
+            "source_id".into(),
+            "frequency".into(),
+            "nosuch".into(),
+        ]),
+    };
+    q
+}
+
+pub fn facet_counts_match_brute_force(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let recs = random_records(3000, 7);
+    cat.upsert_many(&recs).unwrap();
+    assert_eq!(cat.len().unwrap(), 3000);
+    let mut rng = StdRng::seed_from_u64(11);
+    for _ in 0..300 {
+        let q = random_query(&mut rng);
+        check(&cat, &recs, &q);
+    }
+    // Dense and sparse paths of the name order, deep paging, the last page.
+    for (limit, offset) in [(20, 0), (100, 1000), (20, 1990), (50, 5000)] {
+        for latest in [true, false] {
+            for sort in [Sort::Name, Sort::NameDesc] {
+                let q = Query {
+                    limit,
+                    offset,
+                    latest_only: latest,
+                    sort,
+                    facets: FacetSel::All,
+                    ..Query::default()
+                };
+                check(&cat, &recs, &q);
+            }
+        }
+    }
+}
+
+pub fn latest_only_and_versions(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let mut r = random_records(1, 3).remove(0);
+    r.name = "/a/x.nc".into();
+    for v in [3, 1, 2] {
+        r.version = v;
+        r.size = v * 10;
+        cat.upsert(&r).unwrap();
+    }
+    assert_eq!(cat.versions("/a/x.nc").unwrap(), vec![1, 2, 3]);
+    assert_eq!(cat.get("/a/x.nc", None).unwrap().unwrap().version, 3);
+    assert_eq!(cat.get("/a/x.nc", Some(2)).unwrap().unwrap().size, 20);
+    assert!(cat.get("/a/x.nc", Some(9)).unwrap().is_none());
+    let all = Query {
+        latest_only: false,
+        ..Query::default()
+    };
+    assert_eq!(cat.query(&Query::default()).unwrap().total, 1);
+    assert_eq!(cat.query(&all).unwrap().total, 3);
+    // Replacing a version keeps one record; removing the latest exposes the previous.
+    r.version = 3;
+    r.size = 33;
+    cat.upsert(&r).unwrap();
+    assert_eq!(cat.query(&all).unwrap().total, 3);
+    assert_eq!(cat.query(&Query::default()).unwrap().hits[0].size, 33);
+    assert_eq!(cat.remove("/a/x.nc", Some(3)).unwrap(), 1);
+    assert_eq!(cat.query(&Query::default()).unwrap().hits[0].version, 2);
+    assert_eq!(cat.remove("/a/x.nc", None).unwrap(), 2);
+    assert_eq!(cat.len().unwrap(), 0);
+    assert_eq!(cat.remove("/a/x.nc", None).unwrap(), 0);
+}
+
+pub fn time_overlap_and_exclusions(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let base = random_records(1, 5).remove(0);
+    let mk = |name: &str, ts: Option<&str>, te: Option<&str>, var: &str| {
+        let mut r = base.clone();
+        r.name = name.into();
+        r.time_start = ts.map(Into::into);
+        r.time_end = te.map(Into::into);
+        r.facets.insert("variable_id".into(), var.into());
+        r
+    };
+    cat.upsert_many(&[
+        mk("/t/a", Some("1850-01-01"), Some("1899-12-31"), "tas"),
+        mk("/t/b", Some("1900-01-01"), Some("1949-12-31"), "pr"),
+        mk("/t/c", Some("1950-01-01"), Some("2014-12-31"), "tas"),
+        mk("/t/fx", None, None, "orog"),
+    ])
+    .unwrap();
+    let names = |q: &Query| -> Vec<String> {
+        cat.query(q)
+            .unwrap()
+            .hits
+            .into_iter()
+            .map(|r| r.name)
+            .collect()
+    };
+    let t = |a: Option<&str>, b: Option<&str>| Query {
+        time_overlap: Some((a.map(Into::into), b.map(Into::into))),
+        ..Query::default()
+    };
+    assert_eq!(
+        names(&t(Some("1890-01-01"), Some("1910-01-01"))),
+        ["/t/a", "/t/b"]
+    );
+    assert_eq!(names(&t(Some("1949-12-31"), None)), ["/t/b", "/t/c"]);
+    assert_eq!(names(&t(None, Some("1849-12-31"))), Vec::<String>::new());
+    assert_eq!(names(&t(None, None)), ["/t/a", "/t/b", "/t/c"]);
+    let mut q = Query::parse_args(&["variable_id!=tas"]).unwrap();
+    assert_eq!(names(&q), ["/t/b", "/t/fx"]);
+    q = Query::parse_args(&["variable_id!=tas,pr", "project=CMIP6,CMIP5"]).unwrap();
+    assert_eq!(names(&q), ["/t/fx"]);
+    q = Query::parse_args(&["variable_id=tas,pr", "variable_id!=pr"]).unwrap();
+    assert_eq!(names(&q), ["/t/a", "/t/c"]);
+    q = Query::parse_args(&["nosuchfacet=x"]).unwrap();
+    assert_eq!(cat.query(&q).unwrap().total, 0);
+    q = Query::parse_args(&["nosuchfacet!=x"]).unwrap();
+    assert_eq!(cat.query(&q).unwrap().total, 4);
+}
+
+pub fn autocomplete(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let recs = random_records(2000, 9);
+    cat.upsert_many(&recs).unwrap();
+    for (facet, prefix, q) in [
+        ("source_id", "c", None),
+        ("source_id", "", None),
+        ("variable_id", "T", None),
+        (
+            "variable_id",
+            "",
+            Some(Query::parse_args(&["experiment_id=historical"]).unwrap()),
+        ),
+        (
+            "experiment_id",
+            "ssp",
+            Some(Query::parse_args(&["latest=false", "ocean"]).unwrap()),
+        ),
+        ("nosuch", "", None),
+    ] {
+        let got = cat.autocomplete(facet, prefix, 5, q.as_ref()).unwrap();
+        let mut q2 = q.clone().unwrap_or_default();
+        q2.facets = FacetSel::List(vec![facet.to_string()]);
+        let (_, counts) = brute(&recs, &q2);
+        let mut want: Vec<(String, u64)> = counts
+            .get(facet)
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(v, _)| v.to_lowercase().starts_with(&prefix.to_lowercase()))
+            .collect();
+        want.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        want.truncate(5);
+        assert_eq!(got, want, "autocomplete {facet} {prefix:?} {q:?}");
+        if facet != "nosuch" {
+            assert!(!got.is_empty());
+        }
+    }
+}
+
+pub fn second_handle_sees_writes(spec: &str) {
+    let a = Catalog::open(spec).unwrap();
+    let b = Catalog::open(spec).unwrap();
+    let recs = random_records(500, 13);
+    a.upsert_many(&recs).unwrap();
+    assert_eq!(b.len().unwrap(), 500);
+    let under: Vec<&Record> = recs
+        .iter()
+        .filter(|r| r.name.starts_with("/cmip/CanESM5/"))
+        .collect();
+    assert!(!under.is_empty());
+    // rename through b, visible through a at once
+    let n = b.rename("/cmip/CanESM5", "/moved/CanESM5").unwrap();
+    assert_eq!(n, under.len());
+    let all = Query {
+        latest_only: false,
+        limit: 10_000,
+        ..Query::default()
+    };
+    let pa = a
+        .query(&Query {
+            name_prefix: Some("/moved/".into()),
+            ..all.clone()
+        })
+        .unwrap();
+    assert_eq!(pa.total as usize, under.len());
+    assert_eq!(
+        a.query(&Query {
+            name_prefix: Some("/cmip/CanESM5".into()),
+            ..all.clone()
+        })
+        .unwrap()
+        .total,
+        0
+    );
+    let one = under[0];
+    let moved = one.name.replacen("/cmip/", "/moved/", 1);
+    let got = a
+        .get(&moved, Some(one.version))
+        .unwrap()
+        .expect("renamed record");
+    assert_eq!(got.title, one.title);
+    assert_eq!(got.facets, one.facets);
+    // A name that only shares a string prefix is not moved.
+    a.upsert(&Record {
+        name: "/cmip/CanESM5x".into(),
+        version: 1,
+        ..Record::default()
+    })
+    .unwrap();
+    assert_eq!(b.rename("/cmip/CanESM5", "/elsewhere").unwrap(), 0);
+    // remove through a, visible through b
+    let gone = a.remove(&moved, None).unwrap();
+    assert!(gone >= 1);
+    assert!(b.get(&moved, None).unwrap().is_none());
+    assert_eq!(b.len().unwrap(), 501 - gone as u64);
+    // free text follows the rename and the removal too
+    let t = Query {
+        text: Some(one.title.clone()),
+        ..all.clone()
+    };
+    assert_eq!(
+        b.query(&t)
+            .unwrap()
+            .hits
+            .iter()
+            .filter(|r| r.name == moved)
+            .count(),
+        0
+    );
+    // clear through b, rebuild visible through a
+    b.clear().unwrap();
+    assert_eq!(a.len().unwrap(), 0);
+    a.upsert_many(&recs[..10]).unwrap();
+    assert_eq!(b.len().unwrap(), 10);
+    assert_eq!(
+        b.query(&Query {
+            facets: FacetSel::All,
+            ..all
+        })
+        .unwrap()
+        .total,
+        brute(
+            &recs[..10],
+            &Query {
+                latest_only: false,
+                limit: 10_000,
+                ..Query::default()
+            }
+        )
+        .0
+        .len() as u64
+    );
+}
+
+pub fn rename_conflicts_and_nesting(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let r = |n: &str, v: u64| Record {
+        name: n.into(),
+        version: v,
+        ..Record::default()
+    };
+    cat.upsert_many(&[r("/a/b", 1), r("/a/b/b", 1), r("/a/b/c", 2), r("/x", 2)])
+        .unwrap();
+    // Moving onto an existing record fails and changes nothing.
+    let e = cat.rename("/a/b/c", "/x").unwrap_err();
+    assert!(matches!(e, Error::Conflict(_)), "{e}");
+    assert!(matches!(cat.rename("/a/b", "/x/y"), Ok(3)));
+    assert_eq!(cat.rename("/x/y", "/a/b").unwrap(), 3);
+    assert_eq!(cat.versions("/a/b/c").unwrap(), vec![2]);
+    // /a/b → /a: /a/b/b becomes /a/b while /a/b itself moves away (same statement set).
+    assert_eq!(cat.rename("/a/b", "/a").unwrap(), 3);
+    assert_eq!(cat.versions("/a").unwrap(), vec![1]);
+    assert_eq!(cat.versions("/a/b").unwrap(), vec![1]);
+    assert_eq!(cat.versions("/a/c").unwrap(), vec![2]);
+    assert_eq!(cat.len().unwrap(), 4);
+}
+
+pub fn hostile_strings(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let evil = [
+        "'; DROP TABLE records; --",
+        "\" OR 1=1 --",
+        "a%b_c\\d",
+        "%",
+        "_",
+        "NEAR(a b) AND c* OR -d \"e\" col:tas ^x",
+        "$1 $$ :: ?1 ?",
+        "ü-ß 雨 🌧 \u{FFFD}\u{FFFD}",
+        "x'y\"z`w",
+    ];
+    let big = "v".repeat(4096);
+    let mut recs = Vec::new();
+    for (i, e) in evil.iter().enumerate() {
+        let mut f = BTreeMap::new();
+        f.insert(e.to_string(), e.to_string());
+        f.insert("evil".into(), e.to_string());
+        f.insert("big".into(), big.clone());
+        recs.push(Record {
+            name: format!("/evil/{e}/{i}"),
+            version: i as u64 + 1,
+            project: e.to_string(),
+            facets: f,
+            title: e.to_string(),
+            size: i as u64,
+            time_start: Some(e.to_string()),
+            time_end: Some(e.to_string()),
+            bbox: Some([-180.0, -90.0, 180.0, 90.0]),
+            text: format!("{e} {} \u{0} gone", "w".repeat(10_000)).replace('\0', ""),
+            meta: serde_json::json!({"attr": e, "nul": "a\u{0}b", "big": "x".repeat(10_000)}),
+            sha256: Some(e.to_string()),
+            manifest_digest: Some(e.to_string()),
+            node: Some(e.to_string()),
+        });
+    }
+    cat.upsert_many(&recs).unwrap();
+    assert_eq!(cat.len().unwrap(), evil.len() as u64);
+    for (i, e) in evil.iter().enumerate() {
+        let got = cat
+            .get(&format!("/evil/{e}/{i}"), None)
+            .unwrap()
+            .expect("evil record");
+        assert_eq!(got, recs[i], "round trip of {e:?}");
+        let q = Query {
+            filters: BTreeMap::from([("evil".to_string(), vec![e.to_string()])]),
+            facets: FacetSel::All,
+            ..Query::default()
+        };
+        let p = cat.query(&q).unwrap();
+        assert_eq!(p.total, 1, "filter {e:?}");
+        assert_eq!(p.facet_counts[*e], vec![(e.to_string(), 1)]);
+        let q = Query {
+            name_prefix: Some(format!("/evil/{e}/")),
+            ..Query::default()
+        };
+        assert_eq!(cat.query(&q).unwrap().total, 1, "prefix {e:?}");
+        // free text: exactly the records holding every word of the hostile string
+        let q = Query {
+            text: Some(e.to_string()),
+            limit: 100,
+            ..Query::default()
+        };
+        let (want, _) = brute(&recs, &q);
+        let got: Vec<(String, u64)> = cat
+            .query(&q)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|r| (r.name.clone(), r.version))
+            .collect();
+        assert_eq!(got, want, "text {e:?}");
+        let q = Query {
+            exclude: BTreeMap::from([("evil".to_string(), vec![e.to_string()])]),
+            ..Query::default()
+        };
+        assert_eq!(cat.query(&q).unwrap().total, evil.len() as u64 - 1);
+        assert_eq!(
+            cat.autocomplete("evil", e, 10, None)
+                .unwrap()
+                .first()
+                .map(|x| x.0.as_str()),
+            Some(*e)
+        );
+    }
+    // `%` and `_` are not wildcards anywhere.
+    assert_eq!(
+        cat.query(&Query {
+            name_prefix: Some("/evil/%".into()),
+            ..Query::default()
+        })
+        .unwrap()
+        .total,
+        1
+    );
+    assert_eq!(cat.rename("/evil/%", "/evil/percent").unwrap(), 1);
+    assert_eq!(cat.remove("/evil/_/4", None).unwrap(), 1);
+    assert_eq!(cat.len().unwrap(), evil.len() as u64 - 1);
+    // Long words match through their first 64 characters on both back ends.
+    let q = Query {
+        text: Some("w".repeat(10_000 / 4)),
+        limit: 100,
+        ..Query::default()
+    };
+    assert_eq!(cat.query(&q).unwrap().total, evil.len() as u64 - 1);
+    // Bad input is an error, never a panic, and writes nothing.
+    let bad = |f: &dyn Fn(&mut Record)| {
+        let mut r = recs[0].clone();
+        r.name = "/bad".into();
+        f(&mut r);
+        let e = cat.upsert_many(&[recs[1].clone(), r]).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e}");
+    };
+    bad(&|r| r.name = "/a\0b".into());
+    bad(&|r| r.text = "a\0b".into());
+    bad(&|r| r.title = "a\0b".into());
+    bad(&|r| {
+        r.facets.insert("k".into(), "a\0b".into());
+    });
+    bad(&|r| {
+        r.facets.insert("k\0".into(), "v".into());
+    });
+    bad(&|r| {
+        r.facets.insert("k".into(), "v".repeat(4097));
+    });
+    bad(&|r| r.text = "t".repeat(256 * 1024 + 1));
+    bad(&|r| r.name = String::new());
+    bad(&|r| r.version = u64::MAX);
+    bad(&|r| r.bbox = Some([f64::NAN, 0.0, 0.0, 0.0]));
+    assert!(cat.get("/bad", None).unwrap().is_none());
+    assert!(matches!(
+        cat.query(&Query {
+            limit: 10_001,
+            ..Query::default()
+        }),
+        Err(Error::Invalid(_))
+    ));
+    assert!(matches!(
+        cat.query(&Query {
+            text: Some("t".repeat(5000)),
+            ..Query::default()
+        }),
+        Err(Error::Invalid(_))
+    ));
+    assert!(cat
+        .query(&Query::parse_args(&["k=a\0"]).unwrap_or_default())
+        .is_ok());
+    assert!(Query::parse_args(&["k=a\0"]).is_err());
+    assert!(matches!(cat.rename("/a\0", "/b"), Err(Error::Invalid(_))));
+    assert!(matches!(cat.remove("", None), Err(Error::Invalid(_))));
+    // The tables are intact.
+    assert_eq!(cat.len().unwrap(), evil.len() as u64 - 1);
+    let again = Catalog::open(spec).unwrap();
+    assert_eq!(again.len().unwrap(), evil.len() as u64 - 1);
+}

@@ -1,0 +1,114 @@
+//! A throw-away PostgreSQL cluster in a temporary directory on a free loopback port,
+//! stopped and removed on drop (also when a test fails). Runs the server as the
+//! `postgres` user when we are root (PostgreSQL refuses to run as root).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct PgCluster {
+    dir: tempfile::TempDir,
+    port: u16,
+    as_postgres: bool,
+    started: bool,
+}
+
+fn bin_dir() -> Option<PathBuf> {
+    let debian = Path::new("/usr/lib/postgresql/15/bin");
+    if debian.join("initdb").exists() {
+        return Some(debian.to_path_buf());
+    }
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p).find(|d| d.join("initdb").exists() && d.join("pg_ctl").exists())
+    })
+}
+
+impl PgCluster {
+    pub fn start() -> Result<PgCluster, String> {
+        let bin = bin_dir().ok_or(
+            "PostgreSQL binaries (initdb, pg_ctl) not found: run scripts/setup-test-deps.sh (as root it installs postgresql)",
+        )?;
+        let uid = Command::new("id")
+            .arg("-u")
+            .output()
+            .map_err(|e| format!("id -u: {e}"))?;
+        let as_postgres = String::from_utf8_lossy(&uid.stdout).trim() == "0";
+        let dir = tempfile::Builder::new()
+            .prefix("granary-pg-")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        if as_postgres {
+            let ok = Command::new("chown")
+                .args(["postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .map_err(|e| format!("chown: {e}"))?;
+            if !ok.success() {
+                return Err("chown postgres failed (is there a postgres user?)".into());
+            }
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("free port: {e}"))?
+            .port();
+        let mut c = PgCluster {
+            dir,
+            port,
+            as_postgres,
+            started: false,
+        };
+        let d = c.dir.path().display().to_string();
+        let b = bin.display();
+        c.run(&format!(
+            "{b}/initdb -D {d}/data -A trust -U postgres >{d}/initdb.log 2>&1 && \
+             {b}/pg_ctl -D {d}/data -l {d}/server.log -w -o '-p {port} -c listen_addresses=127.0.0.1 -k {d} -c fsync=off' start >/dev/null"
+        ))?;
+        c.started = true;
+        Ok(c)
+    }
+
+    fn run(&self, sh: &str) -> Result<(), String> {
+        let out = if self.as_postgres {
+            Command::new("su").args(["postgres", "-c", sh]).output()
+        } else {
+            Command::new("sh").args(["-c", sh]).output()
+        }
+        .map_err(|e| format!("{sh}: {e}"))?;
+        if !out.status.success() {
+            let log =
+                std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default();
+            let ilog =
+                std::fs::read_to_string(self.dir.path().join("initdb.log")).unwrap_or_default();
+            return Err(format!(
+                "{sh} failed: {}{}\n{ilog}\n{log}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Creates a database and returns its URL.
+    pub fn create_db(&self, name: &str) -> String {
+        let admin = format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls)
+            .expect("connect to the test cluster");
+        // `name` is the harness's own identifier, never user input.
+        c.batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create database");
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.started {
+            let d = self.dir.path().display().to_string();
+            let bin = bin_dir()
+                .map(|b| format!("{}/", b.display()))
+                .unwrap_or_default();
+            let _ = self.run(&format!(
+                "{bin}pg_ctl -D {d}/data -m immediate -w stop >/dev/null 2>&1"
+            ));
+        }
+    }
+}
