@@ -26,7 +26,17 @@ const FACETS: [(&str, usize); 11] = [
     ("version", 500),
 ];
 const WORDS: [&str; 12] = [
-    "air", "temperature", "precipitation", "flux", "sea", "surface", "pressure", "wind", "ocean", "ice", "cloud",
+    "air",
+    "temperature",
+    "precipitation",
+    "flux",
+    "sea",
+    "surface",
+    "pressure",
+    "wind",
+    "ocean",
+    "ice",
+    "cloud",
     "radiation",
 ];
 
@@ -53,7 +63,10 @@ fn record(rng: &mut StdRng, i: usize) -> Record {
         WORDS[rng.random_range(0..WORDS.len())]
     );
     Record {
-        name: format!("/CMIP6/{}/{}/{}/f{i}.nc", facets["source_id"], facets["experiment_id"], var),
+        name: format!(
+            "/CMIP6/{}/{}/{}/f{i}.nc",
+            facets["source_id"], facets["experiment_id"], var
+        ),
         version: 1,
         project: "CMIP6".into(),
         title: format!("{var}_{}_{i}.nc", facets["source_id"]),
@@ -85,7 +98,10 @@ fn rss_mb() -> f64 {
 fn pct(mut v: Vec<Duration>) -> (f64, f64) {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    (ms(v[v.len() / 2]), ms(v[(v.len() * 99 / 100).min(v.len() - 1)]))
+    (
+        ms(v[v.len() / 2]),
+        ms(v[(v.len() * 99 / 100).min(v.len() - 1)]),
+    )
 }
 
 struct Row {
@@ -129,7 +145,10 @@ fn run(spec: &str, n: usize, runs: usize) -> Row {
         pct(v)
     };
     let a = time(&mut |rng| {
-        let mut q = Query { facets: FacetSel::All, ..Query::default() };
+        let mut q = Query {
+            facets: FacetSel::All,
+            ..Query::default()
+        };
         for f in ["source_id", "variable_id", "experiment_id"] {
             if rng.random_bool(0.6) {
                 let card = FACETS.iter().find(|x| x.0 == f).map(|x| x.1).unwrap_or(1);
@@ -147,11 +166,16 @@ fn run(spec: &str, n: usize, runs: usize) -> Row {
         cat.query(&q).expect("query");
     });
     let c = time(&mut |_| {
-        cat.query(&Query { facets: FacetSel::All, ..Query::default() }).expect("query");
+        cat.query(&Query {
+            facets: FacetSel::All,
+            ..Query::default()
+        })
+        .expect("query");
     });
     let d = time(&mut |rng| {
         let p = format!("variable_id{}", rng.random_range(0..100));
-        cat.autocomplete("variable_id", &p, 10, None).expect("autocomplete");
+        cat.autocomplete("variable_id", &p, 10, None)
+            .expect("autocomplete");
     });
     Row {
         build_rate: n as f64 / build.as_secs_f64(),
@@ -165,8 +189,14 @@ fn run(spec: &str, n: usize, runs: usize) -> Row {
 }
 
 fn main() {
-    let n: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
-    let runs: usize = std::env::var("RUNS").ok().and_then(|s| s.parse().ok()).unwrap_or(200);
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200);
     let dir = tempfile::tempdir().expect("temp dir");
     let spec = dir.path().join("cat").display().to_string();
     eprintln!("catalog bench: {n} records, {runs} runs per query; SQLite …");
@@ -186,14 +216,36 @@ fn main() {
     let col = |f: &dyn Fn(&Row) -> String| (f(&lite), pgr.map(f).unwrap_or_else(|| "-".into()));
     println!("| {n} records | SQLite (embedded) | PostgreSQL 15 |");
     println!("|---|---|---|");
-    let lines: [(&str, Box<dyn Fn(&Row) -> String>); 7] = [
-        ("build (records/s)", Box::new(|r: &Row| format!("{:.0}", r.build_rate))),
-        ("index load at open (s)", Box::new(|r: &Row| format!("{:.2}", r.load_s))),
-        ("RSS of the index (MB)", Box::new(|r: &Row| format!("{:.0}", r.rss))),
-        ("(a) facet filter + counts p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.a.0, r.a.1))),
-        ("(b) free text + counts p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.b.0, r.b.1))),
-        ("(c) facet counts only p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.c.0, r.c.1))),
-        ("(d) autocomplete p50/p99 (ms)", Box::new(|r: &Row| format!("{:.2} / {:.2}", r.d.0, r.d.1))),
+    type Line<'a> = (&'a str, Box<dyn Fn(&Row) -> String>);
+    let lines: [Line; 7] = [
+        (
+            "build (records/s)",
+            Box::new(|r: &Row| format!("{:.0}", r.build_rate)),
+        ),
+        (
+            "index load at open (s)",
+            Box::new(|r: &Row| format!("{:.2}", r.load_s)),
+        ),
+        (
+            "RSS of the index (MB)",
+            Box::new(|r: &Row| format!("{:.0}", r.rss)),
+        ),
+        (
+            "(a) facet filter + counts p50/p99 (ms)",
+            Box::new(|r: &Row| format!("{:.2} / {:.2}", r.a.0, r.a.1)),
+        ),
+        (
+            "(b) free text + counts p50/p99 (ms)",
+            Box::new(|r: &Row| format!("{:.2} / {:.2}", r.b.0, r.b.1)),
+        ),
+        (
+            "(c) facet counts only p50/p99 (ms)",
+            Box::new(|r: &Row| format!("{:.2} / {:.2}", r.c.0, r.c.1)),
+        ),
+        (
+            "(d) autocomplete p50/p99 (ms)",
+            Box::new(|r: &Row| format!("{:.2} / {:.2}", r.d.0, r.d.1)),
+        ),
     ];
     for (label, f) in lines.iter() {
         let (a, b) = col(f.as_ref());

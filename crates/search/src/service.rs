@@ -78,7 +78,7 @@ impl Service {
         }
     }
 
-    fn verb_of<'a>(&self, n: &'a Name) -> Option<(usize, String)> {
+    fn verb_of(&self, n: &Name) -> Option<(usize, String)> {
         let p = self.prefixes.iter().find(|p| p.is_prefix_of(n))?;
         let c = n.get(p.len() as isize)?;
         Some((p.len(), String::from_utf8_lossy(c.value).into_owned()))
