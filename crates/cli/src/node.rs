@@ -210,17 +210,7 @@ async fn attach_repo(
     let keychain = dir
         .parent()
         .and_then(|d| granary_security::KeyChain::open(d.join("keychain")).ok());
-    let (handle, app) = granary_face::internal::pair(
-        running.ids.next(),
-        "repo",
-        &running.limits,
-        running.events.clone(),
-    );
-    running
-        .events
-        .send(granary_face::FaceEvent::Created(handle))
-        .await
-        .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
+    let app = in_process_face(running, "repo").await?;
     // Names no other producer claims (cost 100, no ChildInherit).
     let route = granary_mgmt::values::route_flags::CHILD_INHERIT;
     let cmds = [
@@ -274,16 +264,14 @@ async fn attach_repo(
     Ok(())
 }
 
-/// Serves the catalog on an in-process face under
-/// `/localhost/granary/catalog` and `<node prefix>/catalog`.
-async fn attach_catalog(
+/// A new in-process face of the forwarder, announced before it is used.
+async fn in_process_face(
     running: &daemon::Running,
-    ix: std::sync::Arc<granary_search::Indexer>,
-    node: &Name,
-) -> anyhow::Result<()> {
+    name: &str,
+) -> anyhow::Result<granary_face::internal::AppFace> {
     let (handle, app) = granary_face::internal::pair(
         running.ids.next(),
-        "catalog",
+        name,
         &running.limits,
         running.events.clone(),
     );
@@ -292,6 +280,17 @@ async fn attach_catalog(
         .send(granary_face::FaceEvent::Created(handle))
         .await
         .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
+    Ok(app)
+}
+
+/// Serves the catalog on an in-process face under
+/// `/localhost/granary/catalog` and `<node prefix>/catalog`.
+async fn attach_catalog(
+    running: &daemon::Running,
+    ix: std::sync::Arc<granary_search::Indexer>,
+    node: &Name,
+) -> anyhow::Result<()> {
+    let app = in_process_face(running, "catalog").await?;
     let service = granary_search::service::Service::new(
         ix.catalog.clone(),
         vec![

@@ -68,6 +68,20 @@ fn latest(files: &[PathBuf]) -> Vec<PathBuf> {
     by_file.into_values().map(|(_, p)| p).collect()
 }
 
+/// Runs `publish-dir TREE` (with more args) and returns its JSON report.
+fn publish_dir(d: &Daemon, tree: &Path, extra: &[&str]) -> Value {
+    let report = d.dir.path().join("report.json");
+    let mut a = vec![
+        "publish-dir",
+        tree.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    a.extend_from_slice(extra);
+    d.ok(&a);
+    serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap()
+}
+
 fn search_json(d: &Daemon, args: &[&str]) -> Value {
     let mut a = vec!["search", "--json"];
     a.extend_from_slice(args);
@@ -84,15 +98,7 @@ fn publish_dir_search_and_get_query_end_to_end() {
     let latest = latest(&all);
 
     // Dry run: every file translated, nothing published.
-    let report = d.dir.path().join("dry.json");
-    d.ok(&[
-        "publish-dir",
-        tree.to_str().unwrap(),
-        "--dry-run",
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let r = publish_dir(&d, &tree, &["--dry-run"]);
     assert_eq!(r["files"], all.len());
     assert_eq!(r["counts"]["translated"], all.len(), "{}", r["counts"]);
     assert!(
@@ -101,36 +107,17 @@ fn publish_dir_search_and_get_query_end_to_end() {
     );
 
     // Publish.
-    let report = d.dir.path().join("report.json");
-    d.ok(&[
-        "publish-dir",
-        tree.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let r = publish_dir(&d, &tree, &[]);
     assert_eq!(r["counts"]["published"], all.len(), "{}", r["counts"]);
     // A second run skips everything (resumable).
-    d.ok(&[
-        "publish-dir",
-        tree.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let r = publish_dir(&d, &tree, &[]);
     assert_eq!(r["counts"]["unchanged"], all.len(), "{}", r["counts"]);
     assert!(r["counts"]["published"].is_null());
     // A file changed since: published again, as a new version of its name.
     let touched = tree.join(&all[0]);
     let bytes = std::fs::read(&touched).unwrap();
     std::fs::write(&touched, &bytes).unwrap();
-    d.ok(&[
-        "publish-dir",
-        tree.to_str().unwrap(),
-        "--report",
-        report.to_str().unwrap(),
-    ]);
-    let r: Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    let r = publish_dir(&d, &tree, &[]);
     assert_eq!(r["counts"]["published"], 1, "{}", r["counts"]);
     assert_eq!(r["counts"]["unchanged"], all.len() - 1, "{}", r["counts"]);
 
