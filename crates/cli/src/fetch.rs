@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use granary_packet::Name;
 use granary_transfer::{
-    dedup_possible, discover, fetch_dedup, fetch_objects, Config, DedupReport, Engine, ObjectInfo,
-    OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats, Trust, UnixLink,
+    copy_verified, dedup_possible, discover, fetch_dedup, fetch_objects, Config, Dedup,
+    DedupReport, Engine, ObjectInfo, OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats,
+    Trust, UnixLink,
 };
 
 /// Engine flags (ndncatchunks' names and defaults).
@@ -312,6 +313,11 @@ pub fn get(
     let trust = trust(data_dir)?;
     let opts = args.open_options();
     let rt = runtime()?;
+    // The node's own repository (this data directory's): a version already
+    // there is copied from its file, verified, at disk speed.
+    let store = Some(data_dir.join("repo"))
+        .filter(|p| p.is_dir())
+        .and_then(|p| granary_store::Store::open(p).ok());
     let done: Vec<(ObjectInfo, std::path::PathBuf)> = rt.block_on(async {
         let mut link = UnixLink::connect(socket).await?;
         let mut engine = Engine::new(cfg);
@@ -320,15 +326,51 @@ pub fn get(
             let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
             objects.push((info, out));
         }
+        // Already in the local repository: a verified copy of its file.
+        let mut copied = Vec::new();
+        let mut fetch = Vec::new();
+        for (info, out) in objects {
+            let Some(src) = local_source(store.as_ref(), &info) else {
+                fetch.push((info, out));
+                continue;
+            };
+            let bar = progress_bar(info.map.file_size()).filter(|_| !quiet);
+            let b2 = bar.clone();
+            let r = tokio::task::block_in_place(|| {
+                copy_verified(&src, &info, &out, move |n| {
+                    if let Some(b) = &b2 {
+                        b.inc(n)
+                    }
+                })
+            });
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+            match r {
+                Ok(r) => {
+                    if !quiet {
+                        eprintln!(
+                            "{}: {} bytes, {} segments, copied from the local repository ({}), every segment verified against {}",
+                            r.versioned, r.size, r.segments, r.source.display(), r.verified_by
+                        );
+                    }
+                    copied.push(serde_json::json!({"local_copy": r}));
+                }
+                Err(e) => {
+                    eprintln!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
+                    fetch.push((info, out));
+                }
+            }
+        }
         // Segments checked against a manifest: hash their content on the
         // socket reader's thread, beside the engine's.
-        link.prehash(objects.iter().any(|(i, _)| i.has_manifest()));
+        link.prehash(fetch.iter().any(|(i, _)| i.has_manifest()));
         // Dedup fetch for every regular-file output whose manifest gives the
         // chunk hashes; the rest (standard output, FIFOs, devices, sockets,
         // --resume, --no-dedup, no manifest) by name, in order where needed.
         let mut deduped = Vec::new();
         let mut plain = Vec::new();
-        for (info, out) in objects {
+        for (info, out) in fetch {
             match out {
                 Output::File(p) if !no_dedup && !resume && dedup_possible(&info) => {
                     deduped.push((info, p))
@@ -339,37 +381,40 @@ pub fn get(
         if resume && !quiet {
             eprintln!("--resume: fetching by name (a dedup fetch is not resumable)");
         }
-        let objects = plain;
+        let mut objects = plain;
+        // Neighbours are asked by hash only when the node has some: a route
+        // for hash requests through a face that is not the producer's.
+        let neighbours = if deduped.is_empty() {
+            false
+        } else {
+            let names: Vec<Name> = deduped.iter().map(|(i, _)| i.versioned.clone()).collect();
+            has_neighbours(socket, &names).await
+        };
         let mut sources = Sources::new(
             Some(name(granary_repo::LOCAL_HASH_PREFIX)?),
-            Some(name(granary_repo::HASH_PREFIX)?),
+            neighbours.then(|| name(granary_repo::HASH_PREFIX)).transpose()?,
         );
+        sources.have = Some(granary_repo::have_query_prefix());
+        sources.have_batch = granary_repo::HAVE_BATCH;
+        sources.probe = NEIGHBOUR_PROBE;
+        sources.plain_if_nothing = true;
         sources.neighbour_lifetime = Duration::from_millis(hash_lifetime);
         let mut dedup_reports = Vec::new();
         let mut dedup_failed = 0;
-        // Bytes fetched so far (chunks repeated in a file are not fetched
-        // again, so there is no fixed total).
-        if let Some(bar) = progress_bar(None).filter(|_| !quiet && !deduped.is_empty()) {
-            if let Ok(style) =
-                indicatif::ProgressStyle::with_template("{spinner} {bytes} {binary_bytes_per_sec}")
-            {
-                bar.set_style(style);
-            }
-            engine.on_progress(move |b| bar.inc(b));
-        }
-        for (info, p) in &deduped {
-            let got = fetch_dedup(&mut engine, &mut link, info, p, &sources).await;
-            if std::io::stderr().is_terminal() && !quiet {
-                eprint!("\r\x1b[2K");
-            }
+        let mut keep = Vec::new();
+        for (info, p) in deduped {
+            let got = fetch_dedup(&mut engine, &mut link, &info, &p, &sources).await;
             match got {
-                Ok((r, st)) => {
+                Ok(Dedup::Done(r, st)) => {
                     if !quiet {
                         print_dedup(&r);
                         print_stats(&st);
                     }
                     dedup_reports.push(serde_json::json!({"report": r, "stats": st}));
+                    keep.push((info, p));
                 }
+                // Nothing to dedupe: by name, with the others.
+                Ok(Dedup::Plain(_)) => objects.push((info, Output::File(p))),
                 Err(e) => {
                     dedup_failed += 1;
                     eprintln!("{}: FAILED: {e}", info.versioned);
@@ -378,19 +423,31 @@ pub fn get(
                 }
             }
         }
+        let n_dedup = dedup_reports.len();
         if objects.is_empty() {
             if json {
-                let v = serde_json::json!({"objects": [], "dedup": dedup_reports});
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied});
                 println!("{v}");
             }
             if dedup_failed > 0 {
                 anyhow::bail!(
                     "{dedup_failed} of {} object(s) failed; nothing unverified was written as good",
-                    deduped.len()
+                    n_dedup + copied.len()
                 );
             }
-            return Ok(deduped);
+            return Ok(keep);
         }
+        // Regular files fetched by name are kept in the repository too (as
+        // dedup outputs are), unless --no-dedup or --resume.
+        let keepable: Vec<(ObjectInfo, std::path::PathBuf)> = objects
+            .iter()
+            .filter_map(|(i, o)| match o {
+                Output::File(p) if !no_dedup && !resume && dedup_possible(i) => {
+                    Some((i.clone(), p.clone()))
+                }
+                _ => None,
+            })
+            .collect();
         let total: Option<u64> = objects.iter().map(|(i, _)| i.map.file_size()).sum();
         if let Some(bar) = progress_bar(total).filter(|_| !quiet) {
             engine.on_progress(move |b| bar.inc(b));
@@ -423,11 +480,19 @@ pub fn get(
                 }
             }
         }
+        for (i, p) in keepable {
+            let ok = reports
+                .iter()
+                .any(|r| r.error.is_none() && r.versioned == i.versioned.to_string());
+            if ok {
+                keep.push((i, p));
+            }
+        }
         if !quiet {
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied});
             if output.is_some() {
                 println!("{v}");
             } else {
@@ -438,10 +503,10 @@ pub fn get(
         if failed > 0 {
             anyhow::bail!(
                 "{failed} of {} object(s) failed; nothing unverified was written as good",
-                reports.len() + deduped.len()
+                reports.len() + n_dedup + copied.len()
             );
         }
-        Ok(deduped)
+        Ok(keep)
     })?;
     if !no_publish {
         for (info, p) in &done {
@@ -449,6 +514,64 @@ pub fn get(
         }
     }
     Ok(())
+}
+
+/// Chunks first asked of the neighbours; when they have none of them, the
+/// rest of the file is fetched by name.
+const NEIGHBOUR_PROBE: usize = 64;
+
+/// The file of the version `info` names in the local repository, if it
+/// holds it (its bytes are checked against the manifest when copied).
+fn local_source(store: Option<&granary_store::Store>, info: &ObjectInfo) -> Option<std::path::PathBuf> {
+    if !info.has_manifest() || !dedup_possible(info) {
+        return None;
+    }
+    let version = info.versioned.last()?.as_version()?;
+    let e = store?.get(&info.versioned.prefix(-1), Some(version)).ok()?;
+    (Some(e.meta.size) == info.map.file_size()).then_some(e.path)
+}
+
+/// True when hash requests (`/localhop/granary/sha256/…`) have a next hop
+/// that is neither a local face (the node's own repository, apps) nor a
+/// next hop of the objects' own names (asking the producer's path by hash
+/// is asking the producer). Any failure to tell says "no neighbours": the
+/// objects then come by name, which is always correct.
+async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
+    use granary_mgmt::{decode_dataset, FaceStatus, FibEntry};
+    let Ok(mut c) = granary_app::Client::connect(socket).await else {
+        return false;
+    };
+    let (Ok(fib), Ok(faces)) = (
+        crate::node::dataset(&mut c, "/localhost/nfd/fib/list").await,
+        crate::node::dataset(&mut c, "/localhost/nfd/faces/list").await,
+    ) else {
+        return false;
+    };
+    let (Ok(fib), Ok(faces)) = (
+        decode_dataset::<FibEntry>(&fib),
+        decode_dataset::<FaceStatus>(&faces),
+    ) else {
+        return false;
+    };
+    let local: std::collections::HashSet<u64> = faces
+        .iter()
+        .filter(|f| f.face_scope == granary_mgmt::values::face_scope::LOCAL)
+        .map(|f| f.face_id)
+        .collect();
+    let hops = |n: &Name| -> Vec<u64> {
+        fib.iter()
+            .filter(|e| e.name.is_prefix_of(n))
+            .max_by_key(|e| e.name.len())
+            .map(|e| e.next_hops.iter().map(|h| h.face_id).collect())
+            .unwrap_or_default()
+    };
+    let Ok(probe) = name(granary_repo::HASH_PREFIX).map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32]))) else {
+        return false;
+    };
+    let producer: std::collections::HashSet<u64> = names.iter().flat_map(|n| hops(n)).collect();
+    hops(&probe)
+        .into_iter()
+        .any(|f| !local.contains(&f) && !producer.contains(&f))
 }
 
 /// One line per source: where a dedup fetch's bytes came from.
@@ -470,10 +593,13 @@ fn print_dedup(r: &DedupReport) {
     );
 }
 
-/// Publishes a dedup-fetched file into the local repository under its
-/// versioned name, with the chunking that reproduces the manifest's
-/// segments (so its chunk hashes are the manifest's and neighbours can ask
-/// for them). A failure is reported, not fatal: the file is complete.
+/// Keeps a fetched file in the local repository under its versioned name,
+/// with the chunking that reproduces the manifest's segments (so its chunk
+/// hashes are the manifest's and neighbours can ask for them). The daemon
+/// ingests it in the background (`granary get` does not wait) and publishes
+/// it only if its segment hashes are still exactly the manifest's: a file
+/// changed meanwhile is never published under the fetched name. A failure
+/// is reported, never fatal: the file itself is complete.
 fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, quiet: bool) {
     // Only a regular file can be published (a FIFO's bytes are gone, a
     // device is no copy of them); dedup outputs are regular, but be sure.
@@ -484,24 +610,57 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         info.versioned.last().and_then(|c| c.as_version()),
         info.versioned.prefix(-1),
     ) else {
-        eprintln!("{}: not published (no version component)", info.versioned);
+        eprintln!("{}: not kept in the local repository (no version component)", info.versioned);
         return;
     };
-    let lengths: Vec<u64> = (0..info.map.count())
-        .map(|s| info.map.len(s).unwrap_or(0))
-        .collect();
+    let granary_transfer::object::Check::Manifest(ck) = &info.check else {
+        return;
+    };
+    let count = info.map.count();
+    let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
+    let mut all = Vec::with_capacity(count as usize * 32);
+    for s in 0..count {
+        match ck.segment_hash(s) {
+            Some(h) => all.extend_from_slice(&h),
+            None => return,
+        }
+    }
+    let expect = hex::encode(granary_packet::sha256(&all));
     let run = || -> anyhow::Result<String> {
-        let (chunking, note) = match crate::repo::matching_chunking(data_dir, p, &lengths)? {
-            Some(c) => (c, "its chunk hashes are the manifest's"),
-            None => (
-                granary_store::Store::open(data_dir.join("repo"))?.default_chunking()?,
-                "WARNING: no known chunking reproduces the manifest's segments, so neighbours cannot find its chunks by hash",
-            ),
+        let Some(chunking) = guess_chunking(data_dir, p, &lengths)? else {
+            anyhow::bail!("no known chunking reproduces the manifest's segments");
         };
-        let v = crate::repo::publish_fetched(data_dir, socket, p, &prefix, version, chunking)?;
+        let path = std::fs::canonicalize(p)?;
+        let params = serde_json::json!({
+            "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
+            "name": prefix.to_string(),
+            "version": version,
+            "sign": "manifest",
+            "chunking": chunking.to_string(),
+            "index": true,
+            "expect_hashes": expect,
+            "detach": true,
+            "id": format!("keep-{}-{version}", std::process::id()),
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let v: serde_json::Value = rt.block_on(async {
+            let mut c = granary_app::Client::connect(socket).await?;
+            let cmd = name(granary_repo::local::PREFIX)?
+                .append(&granary_packet::Component::generic(b"put"));
+            let mut f = granary_packet::InterestFields::new(cmd);
+            f.app_params = Some(bytes::Bytes::from(params.to_string()));
+            f.lifetime = Some(10_000);
+            match c.express(f).await? {
+                granary_app::Reply::Data(d) => Ok::<_, anyhow::Error>(serde_json::from_slice(d.content())?),
+                granary_app::Reply::Nack(_) => anyhow::bail!("the daemon's repository did not take it (is it running with --no-repo?)"),
+            }
+        })?;
+        if v["ok"].as_bool() != Some(true) {
+            anyhow::bail!("{}", v["error"].as_str().unwrap_or("refused"));
+        }
         Ok(format!(
-            "published into the local repository as {} ({chunking}; {note})",
-            v["versioned"].as_str().unwrap_or_default()
+            "being kept in the local repository as {} ({chunking}; the daemon copies it in the background)",
+            info.versioned
         ))
     };
     let have = granary_store::Store::open(data_dir.join("repo"))
@@ -517,10 +676,71 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         Ok(m) if !quiet => eprintln!("{m}"),
         Ok(_) => {}
         Err(e) => eprintln!(
-            "{}: not published into the local repository: {e}",
+            "{}: not kept in the local repository: {e}",
             info.versioned
         ),
     }
+}
+
+/// Segments compared when guessing a file's chunking.
+const GUESS_SEGMENTS: usize = 64;
+
+/// The chunking that cuts `file` into `lengths`, judged on its first
+/// [`GUESS_SEGMENTS`] segments (reading only those): fixed when every
+/// segment but a shorter last one has the same length, else the first of
+/// the repository's default, FastCDC and Rabin that agrees. The daemon
+/// checks the whole file against the manifest's hashes before publishing,
+/// so a wrong guess costs a copy not kept, never a wrong one.
+fn guess_chunking(
+    data_dir: &Path,
+    file: &Path,
+    lengths: &[u64],
+) -> anyhow::Result<Option<granary_store::Chunking>> {
+    use granary_store::Chunking;
+    use std::io::Read;
+    let Some((&first, body)) = lengths.split_first() else {
+        return Ok(None);
+    };
+    let last = *lengths.last().unwrap_or(&first);
+    let but_last = &body[..body.len().saturating_sub(1)];
+    if but_last.iter().all(|&l| l == first) && last <= first {
+        if let Ok(c) = u32::try_from(first).map(Chunking::Fixed) {
+            if c.validate().is_ok() {
+                return Ok(Some(c));
+            }
+        }
+    }
+    let k = lengths.len().min(GUESS_SEGMENTS);
+    let head: u64 = lengths[..k].iter().sum();
+    let mut cands: Vec<Chunking> = Vec::new();
+    if let Ok(s) = granary_store::Store::open(data_dir.join("repo")) {
+        if let Ok(c) = s.default_chunking() {
+            cands.push(c);
+        }
+    }
+    cands.push(Chunking::fastcdc());
+    cands.push(Chunking::rabin());
+    for c in cands {
+        if c.validate().is_err() || c.is_fixed() {
+            continue;
+        }
+        let cutter = c.cutter();
+        let f = std::fs::File::open(file)?.take(head + cutter.max() as u64);
+        let mut got: Vec<u64> = Vec::with_capacity(k + 2);
+        granary_store::chunking::for_each_chunk(std::io::BufReader::new(f), &cutter, |ch| {
+            got.push(ch.len() as u64)
+        })?;
+        // The last chunk of the read part may be cut short by the limit.
+        let whole = if (head + cutter.max() as u64) >= lengths.iter().sum::<u64>() {
+            got.len()
+        } else {
+            got.len().saturating_sub(1)
+        };
+        if whole >= k && got[..k] == lengths[..k] {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
 }
 
 /// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.

@@ -393,7 +393,7 @@ fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
+pub(crate) async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
     Ok(c.dataset(&name(uri)?).await?)
 }
 

@@ -108,6 +108,7 @@ pub fn put(
                 index,
                 file_sha256,
                 tags: Vec::new(),
+                expect_hashes: None,
             };
             if stdin {
                 let reader = std::io::stdin().lock();
@@ -449,104 +450,3 @@ pub(crate) fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     });
 }
 
-/// Publishes a file just fetched (dedup fetch) into the local repository
-/// under `n` and `version`, with `chunking`: through the daemon when one runs
-/// (it holds the hash index), else directly. Returns the put's JSON result.
-pub fn publish_fetched(
-    data_dir: &Path,
-    socket: &Path,
-    file: &Path,
-    n: &Name,
-    version: u64,
-    chunking: granary_store::Chunking,
-) -> anyhow::Result<serde_json::Value> {
-    let bar = indicatif::ProgressBar::hidden();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let path = std::fs::canonicalize(file)?;
-    let result = match rt.block_on(Client::connect(socket)).ok() {
-        Some(client) => rt.block_on(put_via_daemon(
-            client,
-            socket,
-            &path,
-            n,
-            Some(version),
-            "manifest",
-            None,
-            None,
-            None,
-            Some(chunking),
-            true,
-            false,
-            &bar,
-        ))?,
-        None => {
-            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-            let (signer, _) = granary_repo::local::publisher_signer(&kc, None, "manifest")
-                .map_err(|e| anyhow::anyhow!(e))?;
-            let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
-            let how = granary_repo::local::Publish {
-                version: Some(version),
-                signer: &signer,
-                policy: "manifest",
-                keep: None,
-                segment_size: None,
-                chunking: Some(chunking),
-                index: true,
-                file_sha256: false,
-                tags: Vec::new(),
-            };
-            granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
-                .map_err(|e| anyhow::anyhow!(e))?
-        }
-    };
-    if result["ok"] != true {
-        anyhow::bail!(
-            "{}",
-            result["error"].as_str().unwrap_or("publishing failed")
-        );
-    }
-    Ok(result)
-}
-
-/// The chunking that cuts `file` exactly at `lengths` (the segment lengths
-/// of the manifest it was fetched by), among the repository's default,
-/// FastCDC's and Rabin's default sizes and fixed segments of the first
-/// length; `None` when none does (the chunk hashes would then differ).
-pub fn matching_chunking(
-    data_dir: &Path,
-    file: &Path,
-    lengths: &[u64],
-) -> anyhow::Result<Option<granary_store::Chunking>> {
-    use granary_store::Chunking;
-    let mut cands: Vec<Chunking> = Vec::new();
-    if let Ok(s) = store(data_dir) {
-        if let Ok(c) = s.default_chunking() {
-            cands.push(c);
-        }
-    }
-    cands.push(Chunking::fastcdc());
-    cands.push(Chunking::rabin());
-    if let Some(&l) = lengths.first() {
-        if let Ok(l) = u32::try_from(l) {
-            cands.push(Chunking::Fixed(l));
-        }
-    }
-    for c in cands {
-        if c.validate().is_err() {
-            continue;
-        }
-        // Streaming (constant memory); stops comparing at the first miss.
-        let (mut i, mut same) = (0usize, true);
-        let f = std::io::BufReader::new(std::fs::File::open(file)?);
-        granary_store::chunking::for_each_chunk(f, &c.cutter(), |ch| {
-            same = same && lengths.get(i) == Some(&(ch.len() as u64));
-            i += 1;
-        })?;
-        if same && i == lengths.len() {
-            return Ok(Some(c));
-        }
-    }
-    Ok(None)
-}

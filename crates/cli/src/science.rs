@@ -504,6 +504,7 @@ pub fn publish_dir(
             index: true,
             file_sha256: true,
             tags,
+            expect_hashes: None,
         };
         match granary_repo::local::publish_file(repo, &name, f, &how, |_| {}) {
             Ok(v) => {

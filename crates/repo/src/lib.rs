@@ -36,6 +36,21 @@ pub const HASH_ROUTE_COST: u64 = 1000;
 /// neighbour sent.
 pub const LOCAL_HASH_PREFIX: &str = "/localhost/granary/sha256";
 
+/// Most hashes in one batch "have" query (`<LOCAL_HASH_PREFIX>/have`):
+/// 32 bytes each, so a query fits a packet of 8800 bytes.
+pub const HAVE_BATCH: usize = 256;
+
+/// The batch query of the node's own store: an Interest for
+/// `/localhost/granary/sha256/have/<ParametersSha256Digest>` whose
+/// ApplicationParameters are up to [`HAVE_BATCH`] 32-byte chunk hashes; the
+/// answer's content has one byte per hash, 1 where the hash index knows a
+/// location (a hint: the chunk itself is then asked by hash and re-hashed).
+pub fn have_query_prefix() -> Name {
+    Name::from_uri(LOCAL_HASH_PREFIX)
+        .unwrap_or_default()
+        .append(&Component::generic(b"have"))
+}
+
 /// The hash request name of a chunk.
 pub fn hash_request_name(h: &[u8; 32]) -> Name {
     Name::from_uri(HASH_PREFIX)
@@ -205,6 +220,9 @@ impl Repo {
 
     /// Answers one Interest.
     pub fn answer(&self, i: &Interest) -> Answer {
+        if let Some(a) = self.have_answer(i) {
+            return a;
+        }
         if let Some(a) = self.hash_answer(i) {
             return a;
         }
@@ -212,6 +230,34 @@ impl Repo {
             return a;
         }
         answer_with(&self.store, i, |e| self.signer(e))
+    }
+
+    /// A batch "have" query ([`have_query_prefix`]): one byte per hash.
+    fn have_answer(&self, i: &Interest) -> Option<Answer> {
+        static HAVE: std::sync::LazyLock<Name> = std::sync::LazyLock::new(have_query_prefix);
+        if i.name.len() != HAVE.len() + 1 || !HAVE.is_prefix_of(&i.name) {
+            return None;
+        }
+        let nack = Some(Answer::Nack(nack_reason::NO_ROUTE));
+        let Some(params) = i.fields().app_params.as_ref() else {
+            return nack;
+        };
+        if !i.params_digest_ok() || params.len() % 32 != 0 || params.len() > HAVE_BATCH * 32 {
+            return nack;
+        }
+        let hashes: Vec<[u8; 32]> = params
+            .chunks_exact(32)
+            .filter_map(|c| c.try_into().ok())
+            .collect();
+        let have: Vec<u8> = self
+            .store
+            .has_chunks(&hashes)
+            .into_iter()
+            .map(u8::from)
+            .collect();
+        Some(Answer::Data(digest_sign(
+            DataBuilder::new(i.name.clone()).content(Bytes::from(have)),
+        )))
     }
 
     /// A hash request (`/localhop/granary/sha256/<32 bytes>`): the chunk's

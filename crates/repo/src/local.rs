@@ -97,6 +97,9 @@ pub struct Publish<'a> {
     /// Labels kept with the version in its metadata (`FileMeta::tags`; e.g.
     /// `drs_version` from `granary publish-dir`).
     pub tags: Vec<(String, String)>,
+    /// Publish only if the segments' hashes are exactly these
+    /// ([`PutOptions::expect_hashes`]).
+    pub expect_hashes: Option<[u8; 32]>,
 }
 
 /// Segment sizes a publisher may choose: 256 B … 1 MiB. Above 8 KiB the
@@ -162,6 +165,7 @@ fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
         chunking: Some(chunking),
         index: how.index,
         file_sha256: how.file_sha256,
+        expect_hashes: how.expect_hashes,
         ..Default::default()
     })
 }
@@ -293,8 +297,16 @@ impl Local {
                 let (repo, out, progress) =
                     (self.repo.clone(), self.out.clone(), self.progress.clone());
                 let (name, token) = (i.name.clone(), link.pit_token.clone());
+                // `detach`: answered at once; the ingest goes on and its
+                // outcome is logged (what `granary get` uses to keep a copy of
+                // what it fetched without making its user wait).
+                let detach = params["detach"].as_bool().unwrap_or(false);
+                let early = detach.then(|| {
+                    NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true})))
+                });
                 tokio::spawn(async move {
                     let id = params["id"].as_str().unwrap_or("").to_string();
+                    let params_name = params["name"].as_str().unwrap_or("?").to_string();
                     let counter = Arc::new(AtomicU64::new(0));
                     if let Ok(mut m) = progress.lock() {
                         m.insert(id.clone(), counter.clone());
@@ -306,6 +318,17 @@ impl Local {
                     if let Ok(mut m) = progress.lock() {
                         m.remove(&id);
                     }
+                    if detach {
+                        match result {
+                            Ok(v) => tracing::info!(
+                                "kept a copy of {}: {}",
+                                params_name,
+                                v["versioned"].as_str().unwrap_or_default()
+                            ),
+                            Err(e) => tracing::warn!("not kept: {params_name}: {e}"),
+                        }
+                        return;
+                    }
                     let v = result.unwrap_or_else(|e| json!({"ok": false, "error": e}));
                     let link = LinkFields {
                         pit_token: token,
@@ -313,7 +336,7 @@ impl Local {
                     };
                     let _ = out.send((NetPacket::Data(reply(&name, &v)), link)).await;
                 });
-                None
+                early
             }
             _ => Some(NetPacket::Nack(
                 i.clone(),
@@ -360,6 +383,15 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
                     .collect()
             })
             .unwrap_or_default(),
+        expect_hashes: match p["expect_hashes"].as_str() {
+            Some(h) => Some(
+                hex::decode(h)
+                    .ok()
+                    .and_then(|v| <[u8; 32]>::try_from(v).ok())
+                    .ok_or("expect_hashes must be 64 hex digits")?,
+            ),
+            None => None,
+        },
     };
     publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)

@@ -125,6 +125,11 @@ pub struct PutOptions {
     /// recorded in the metadata and the manifest root). Off by default:
     /// the manifest's hash tree already identifies the content.
     pub file_sha256: bool,
+    /// The SHA-256 of the segment hashes concatenated in order (32 bytes
+    /// each): when set, the version is published only if its segments are
+    /// exactly these (e.g. a fetched file, checked against the manifest it
+    /// was fetched by, that may have changed on disk since).
+    pub expect_hashes: Option<[u8; 32]>,
 }
 
 impl Default for PutOptions {
@@ -136,6 +141,7 @@ impl Default for PutOptions {
             chunking: None,
             index: true,
             file_sha256: false,
+            expect_hashes: None,
         }
     }
 }
@@ -461,6 +467,14 @@ impl Store {
             let data = data?;
             read_result?;
             let segments = segments.max(1);
+            if let Some(want) = opts.expect_hashes {
+                let got = fs::read(&tmp_hash).map_err(Error::io(&tmp_hash))?;
+                if <[u8; 32]>::from(Sha256::digest(&got)) != want {
+                    return Err(Error::Corrupt(format!(
+                        "{name}: the file's segments are not the expected ones (it changed, or was cut differently); not published"
+                    )));
+                }
+            }
             data.finish(size)?;
             let m = FileMeta {
                 name: name.to_string(),
@@ -1352,6 +1366,21 @@ impl Store {
             }
         }
         Ok(None)
+    }
+
+    /// Which of `hashes` the hash index holds a location for: one pass over
+    /// the index, no data read (a hint: [`Store::chunk`] still reads and
+    /// re-hashes the bytes, so a stale entry costs one miss later, never a
+    /// wrong byte). All `false` when the index is not available here.
+    pub fn has_chunks(&self, hashes: &[[u8; 32]]) -> Vec<bool> {
+        self.index_catch_up();
+        self.with_index(|ix| {
+            hashes
+                .iter()
+                .map(|h| ix.get(h).is_ok_and(|l| !l.is_empty()))
+                .collect()
+        })
+        .unwrap_or_else(|| vec![false; hashes.len()])
     }
 
     /// Number of (hash, location) entries in the index, if it is available.

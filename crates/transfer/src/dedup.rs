@@ -32,23 +32,45 @@ pub struct Sources {
     /// Prefix answered by the node's own store (`<prefix>/<hash>`); a miss
     /// should be a Nack at once.
     pub local: Option<Name>,
-    /// Prefix of hash requests to the neighbours.
+    /// Prefix of the own store's batch "have" query: an Interest whose
+    /// ApplicationParameters are up to [`Sources::have_batch`] 32-byte
+    /// hashes, answered with one byte per hash (1 = the store has it). When
+    /// set, only the chunks it reports are asked of `local`, so a file the
+    /// store has nothing of costs one query per batch, not one Interest per
+    /// chunk.
+    pub have: Option<Name>,
+    /// Hashes per "have" query.
+    pub have_batch: usize,
+    /// Prefix of hash requests to the neighbours (`None`: no neighbours).
     pub neighbours: Option<Name>,
     /// InterestLifetime of a neighbour's hash request (carepo: 500 ms).
     pub neighbour_lifetime: Duration,
     /// Retransmissions of a neighbour's hash request (carepo: none; on
     /// timeout the producer is asked).
     pub neighbour_retries: u32,
+    /// The neighbours are first asked for this many chunks; when they have
+    /// none of them, the rest of the file is fetched by name (0: ask for
+    /// every chunk).
+    pub probe: usize,
+    /// When no chunk is found in the own store or at a neighbour and no
+    /// chunk repeats within the file, write nothing and return
+    /// [`Dedup::Plain`]: the caller's by-name pipeline does it better.
+    pub plain_if_nothing: bool,
 }
 
 impl Sources {
-    /// carepo's Table I: 500 ms, no retransmission.
+    /// carepo's Table I: 500 ms, no retransmission; every chunk asked of
+    /// `local` and of the neighbours.
     pub fn new(local: Option<Name>, neighbours: Option<Name>) -> Sources {
         Sources {
             local,
+            have: None,
+            have_batch: 256,
             neighbours,
             neighbour_lifetime: Duration::from_millis(500),
             neighbour_retries: 0,
+            probe: 0,
+            plain_if_nothing: false,
         }
     }
 }
@@ -86,6 +108,17 @@ pub struct DedupReport {
     pub repeated: FromSource,
     /// How the chunks were verified.
     pub verified_by: String,
+}
+
+/// What [`fetch_dedup`] did.
+#[derive(Debug)]
+pub enum Dedup {
+    /// Fetched by unique chunk: where each came from, and the statistics.
+    Done(DedupReport, Stats),
+    /// Nothing written: no chunk was found nearby and none repeats, and
+    /// [`Sources::plain_if_nothing`] asked for the by-name pipeline then.
+    /// The statistics of the lookups made.
+    Plain(Stats),
 }
 
 /// Per-source index of a request in an item's list.
@@ -281,6 +314,59 @@ fn phase_job(
     })
 }
 
+/// Asks the own store, `batch` hashes per query, which unique chunks it
+/// has (one byte per hash in each answer). A query that fails counts as
+/// "has none of them": those chunks come from elsewhere.
+async fn have_query<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    prefix: &Name,
+    plans: &[Plan],
+    batch: usize,
+) -> Result<(Vec<bool>, Stats), Error> {
+    let batch = batch.max(1);
+    let has = Arc::new(Mutex::new(vec![false; plans.len()]));
+    let items: Vec<Item> = plans
+        .chunks(batch)
+        .map(|group| {
+            let mut params = Vec::with_capacity(group.len() * 32);
+            for p in group {
+                params.extend_from_slice(&p.hash);
+            }
+            let mut r = Request::with_params(prefix, bytes::Bytes::from(params));
+            r.lifetime = Some(Duration::from_millis(1000));
+            r.retries = Some(1);
+            r.must_be_fresh = true;
+            let n = group.len();
+            Item {
+                requests: vec![r],
+                check: Box::new(move |d: &Data| {
+                    if d.content().len() == n {
+                        Ok(())
+                    } else {
+                        Err(format!("a have answer of {} bytes for {n} hashes", d.content().len()))
+                    }
+                }),
+                optional: true,
+            }
+        })
+        .collect();
+    let h2 = has.clone();
+    let mut job = ItemsJob::new(items).on_done(move |k, o| {
+        let Outcome::Got(d, _) = o else { return };
+        let Ok(mut h) = h2.lock() else { return };
+        for (j, b) in d.content().iter().enumerate() {
+            if let Some(slot) = h.get_mut(k * batch + j) {
+                *slot = *b == 1;
+            }
+        }
+    });
+    let st = engine.run(link, &mut [&mut job]).await?;
+    drop(job);
+    let has = has.lock().map(|h| h.clone()).unwrap_or_default();
+    Ok((has, st))
+}
+
 /// The statistics of the two phases as one run's.
 fn merge(a: &Stats, b: &Stats) -> Stats {
     let mut s = b.clone();
@@ -325,7 +411,7 @@ pub async fn fetch_dedup<L: Link>(
     info: &ObjectInfo,
     out: &Path,
     sources: &Sources,
-) -> Result<(DedupReport, Stats), Error> {
+) -> Result<Dedup, Error> {
     // The `.part` goes beside a symbolic link's target and is renamed onto
     // it; a FIFO, device or socket must never be replaced by a rename.
     let target = match crate::file::Output::for_path(out)? {
@@ -371,35 +457,96 @@ pub async fn fetch_dedup<L: Link>(
         report,
         error: None,
     }));
-    // Phase 1: the own store and the neighbours, by hash (a fixed window
+    // Phase 1: the own store, then the neighbours, by hash (a fixed window
     // of 30 as carepo, its own RTT estimate: the LAN's). Misses are given up
     // and go to phase 2: the producer by name, on the caller's engine (its
     // window and RTT estimate are the WAN's). One shared window would let a
     // burst of name requests meant for the slow link be sized by the LAN.
-    let all: Vec<usize> = (0..plans.len()).collect();
     let mut st1 = Stats::default();
+    let mut rest: Vec<usize> = (0..plans.len()).collect();
+    let hash_cfg = |window: usize| crate::Config {
+        pipeline_type: crate::PipelineType::Fixed,
+        pipeline_size: window,
+        ..engine.config().clone()
+    };
     let mut run1: Result<(), Error> = Ok(());
-    let mut rest = all.clone();
-    let hash_srcs: Vec<Src> = [Src::Local, Src::Neighbour]
-        .into_iter()
-        .filter(|s| match s {
-            Src::Local => sources.local.is_some(),
-            _ => sources.neighbours.is_some(),
-        })
-        .collect();
-    if !hash_srcs.is_empty() && !plans.is_empty() {
-        let cfg = crate::Config {
-            pipeline_type: crate::PipelineType::Fixed,
-            pipeline_size: 30,
-            ..engine.config().clone()
+    if let (Some(_), false) = (&sources.local, plans.is_empty()) {
+        // Which chunks the own store has: one batch query per
+        // `have_batch` hashes, or (no `have` prefix) every chunk asked.
+        let asked: Vec<usize> = match &sources.have {
+            Some(prefix) => {
+                let mut e0 = Engine::new(hash_cfg(8));
+                match have_query(&mut e0, link, prefix, &plans, sources.have_batch).await {
+                    Ok((has, st)) => {
+                        st1 = merge(&st1, &st);
+                        (0..plans.len()).filter(|&i| has[i]).collect()
+                    }
+                    Err(e) => {
+                        run1 = Err(e);
+                        Vec::new()
+                    }
+                }
+            }
+            None => rest.clone(),
         };
-        let mut e1 = Engine::new(cfg);
-        let mut job = phase_job(info, sources, &plans, &all, &hash_srcs, true, &w);
-        match e1.run(link, &mut [&mut job]).await {
-            Ok(st) => st1 = st,
-            Err(e) => run1 = Err(e),
+        if run1.is_ok() && !asked.is_empty() {
+            let mut e1 = Engine::new(hash_cfg(64));
+            let mut job = phase_job(info, sources, &plans, &asked, &[Src::Local], true, &w);
+            match e1.run(link, &mut [&mut job]).await {
+                Ok(st) => st1 = merge(&st1, &st),
+                Err(e) => run1 = Err(e),
+            }
+            let mut got = vec![false; plans.len()];
+            for &i in &asked {
+                got[i] = true;
+            }
+            for k in job.failed() {
+                got[asked[k]] = false;
+            }
+            rest.retain(|&i| !got[i]);
         }
-        rest = job.failed().into_iter().map(|i| all[i]).collect();
+    }
+    if let (Some(_), true, false) = (&sources.neighbours, run1.is_ok(), rest.is_empty()) {
+        // The neighbours: a probe first; when they have none of it, the
+        // rest goes by name at the producer's pace.
+        let probe = if sources.probe == 0 {
+            rest.len()
+        } else {
+            sources.probe.min(rest.len())
+        };
+        let mut e1 = Engine::new(hash_cfg(30));
+        let mut left: Vec<usize> = Vec::new();
+        for (round, which) in [rest[..probe].to_vec(), rest[probe..].to_vec()]
+            .into_iter()
+            .enumerate()
+        {
+            if which.is_empty() {
+                continue;
+            }
+            let mut job = phase_job(info, sources, &plans, &which, &[Src::Neighbour], true, &w);
+            match e1.run(link, &mut [&mut job]).await {
+                Ok(st) => st1 = merge(&st1, &st),
+                Err(e) => {
+                    run1 = Err(e);
+                    break;
+                }
+            }
+            let failed = job.failed();
+            let none_found = failed.len() == which.len();
+            left.extend(failed.into_iter().map(|k| which[k]));
+            if round == 0 && none_found {
+                left.extend_from_slice(&rest[probe..]);
+                break;
+            }
+        }
+        rest = left;
+    }
+    if run1.is_ok() && sources.plain_if_nothing && rest.len() == plans.len() && plans.len() as u64 == info.map.count() {
+        // Nothing nearby and no chunk repeats: the by-name pipeline fetches
+        // it in order, in constant memory, resumably.
+        drop(w);
+        let _ = std::fs::remove_file(&part);
+        return Ok(Dedup::Plain(st1));
     }
     let mut state = JobState::Done;
     let mut run = run1.map(|_| Stats::default());
@@ -439,5 +586,5 @@ pub async fn fetch_dedup<L: Link>(
     if let Err(e) = std::fs::rename(&part, out) {
         return fail(Some(&w), Error::Output(format!("{}: {e}", out.display())));
     }
-    Ok((w.report, st))
+    Ok(Dedup::Done(w.report, st))
 }

@@ -45,6 +45,9 @@ pub struct Request {
     pub retries: Option<u32>,
     /// ForwardingHint.
     pub forwarding_hint: Vec<Name>,
+    /// ApplicationParameters; `name` must then end with their
+    /// ParametersSha256DigestComponent (see [`Request::with_params`]).
+    pub app_params: Option<bytes::Bytes>,
 }
 
 impl Request {
@@ -57,7 +60,21 @@ impl Request {
             lifetime: None,
             retries: None,
             forwarding_hint: Vec::new(),
+            app_params: None,
         }
+    }
+
+    /// A request carrying ApplicationParameters: its name is `prefix` plus
+    /// their ParametersSha256DigestComponent (the name the answer has).
+    pub fn with_params(prefix: &Name, params: bytes::Bytes) -> Request {
+        let f = InterestFields {
+            name: prefix.clone(),
+            app_params: Some(params.clone()),
+            ..Default::default()
+        };
+        let mut r = Request::new(f.encode().name.clone());
+        r.app_params = Some(params);
+        r
     }
 }
 
@@ -409,6 +426,7 @@ impl Engine {
                     can_be_prefix: e.req.can_be_prefix,
                     must_be_fresh: e.req.must_be_fresh,
                     forwarding_hint: e.req.forwarding_hint.clone(),
+                    app_params: e.req.app_params.clone(),
                     nonce: Some(nonce),
                     lifetime: Some(lifetime.as_millis() as u64),
                     ..Default::default()

@@ -66,7 +66,7 @@ impl Output {
 /// Opens an existing non-regular file for writing: a socket is connected
 /// to, anything else opened write-only (never created or truncated). A FIFO
 /// waits here for its reader, as `cp` and `curl -o` do.
-fn open_special(path: &Path) -> Result<Box<dyn Write + Send>, Error> {
+pub(crate) fn open_special(path: &Path) -> Result<Box<dyn Write + Send>, Error> {
     use std::os::unix::fs::FileTypeExt;
     let m = std::fs::metadata(path).map_err(|e| io(path, e))?;
     if m.file_type().is_socket() {

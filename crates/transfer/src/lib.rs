@@ -19,16 +19,18 @@ pub mod engine;
 pub mod file;
 pub mod items;
 pub mod link;
+pub mod local;
 pub mod object;
 pub mod rtt;
 pub mod segmap;
 
 pub use config::{Config, PipelineType};
-pub use dedup::{dedup_possible, fetch_dedup, DedupReport, FromSource, Sources};
+pub use dedup::{dedup_possible, fetch_dedup, Dedup, DedupReport, FromSource, Sources};
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
 pub use items::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
+pub use local::{copy_verified, CopyReport};
 pub use object::{discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust};
 pub use segmap::SegmentMap;
 

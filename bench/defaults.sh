@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# What a user gets with no flags: default `granary put`, then default `granary get`
+# of the same 1 GiB file, (1) on the node that holds it and (2) on a second node whose
+# daemon reaches the first over TCP loopback; beside `cp` of the same file and beside
+# `get --no-dedup` (dedup on must cost ≤ 10% when there is nothing to dedupe).
+# Wall time and peak RSS from GNU time; every output is compared with the original.
+# Usage: bash bench/defaults.sh [MiB] [RUNS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mib=${1:-1024}
+runs=${2:-2}
+cargo build --release -q -p granary
+G=$PWD/target/release/granary
+[ -x /usr/bin/time ] || { echo "GNU time missing: apt-get install time" >&2; exit 1; }
+tmp=$(mktemp -d -p "${BENCH_TMP:-/tmp}")
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
+trap cleanup EXIT
+port=$((20000 + RANDOM % 20000))
+head -c $((mib << 20)) /dev/urandom > "$tmp/file"
+want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
+A=("$G" --data-dir "$tmp/a" --socket "$tmp/a.sock")
+B=("$G" --data-dir "$tmp/b" --socket "$tmp/b.sock")
+"${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!)
+"${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!)
+for _ in $(seq 200); do grep -q ready "$tmp/aout" && grep -q ready "$tmp/bout" && break; sleep 0.05; done
+/usr/bin/time -f "%e %M" -o "$tmp/time" "${A[@]}" put "$tmp/file" /bench/obj > /dev/null 2> "$tmp/err" \
+  || { cat "$tmp/err" >&2; exit 1; }
+read -r put_s put_rss < "$tmp/time"
+# B trusts A's publisher key and routes /bench to A.
+"${A[@]}" key export > "$tmp/a.cert" 2>/dev/null || "${A[@]}" key export /granary/publisher > "$tmp/a.cert"
+"${B[@]}" key trust "$tmp/a.cert" > /dev/null
+"${B[@]}" route add /bench "tcp4://127.0.0.1:$port" > /dev/null
+bytes=$((mib << 20))
+gbps() { awk -v b=$bytes -v s="$1" 'BEGIN{ printf "%.2f", b*8/s/1e9 }'; }
+mibrss() { awk -v k="$1" 'BEGIN{ printf "%.0f MiB", k/1024 }'; }
+echo "$mib MiB random file; default put took ${put_s} s ($(gbps "$put_s") Gbit/s, peak RSS $(mibrss "$put_rss")); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+printf "%-4s %-46s %8s %8s %10s %8s\n" run case seconds "Gbit/s" "peak RSS" "vs cp"
+for r in $(seq "$runs"); do
+  out="$tmp/out"
+  /usr/bin/time -f "%e %M" -o "$tmp/time" cp "$tmp/file" "$out"
+  read -r cp_s cp_rss < "$tmp/time"
+  rm -f "$out"
+  printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "cp (same file, same disk)" "$cp_s" "$(gbps "$cp_s")" "$(mibrss "$cp_rss")" "1.00x"
+  for case in same two two-nodedup; do
+    case $case in
+      same) cmd=("${A[@]}" get /bench/obj -o "$out"); label="same node: granary get (defaults)";;
+      two) cmd=("${B[@]}" get /bench/obj -o "$out"); label="node B <- TCP <- node A: get (defaults)";;
+      two-nodedup) cmd=("${B[@]}" get --no-dedup /bench/obj -o "$out"); label="node B <- TCP <- node A: get --no-dedup";;
+    esac
+    # B starts each run without the object (a default get publishes it into B's repository).
+    "${B[@]}" rm /bench/obj > /dev/null 2>&1 || true
+    /usr/bin/time -f "%e %M" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    got=$(sha256sum "$out" | cut -d' ' -f1)
+    [ "$got" = "$want" ] || { echo "$case: wrong bytes" >&2; exit 1; }
+    rm -f "$out"
+    read -r s rss < "$tmp/time"
+    eval "s_${case//-/_}=$s"
+    printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "$label" "$s" "$(gbps "$s")" "$(mibrss "$rss")" "$(awk -v a="$s" -v c="$cp_s" 'BEGIN{ printf "%.2fx", c/a }')"
+  done
+  awk -v d="$s_two" -v n="$s_two_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (node B): %+.0f%% time\n", (d/n-1)*100 }'
+done
