@@ -414,7 +414,11 @@ pub fn get(
                     keep.push((info, p));
                 }
                 // Nothing to dedupe: by name, with the others.
-                Ok(Dedup::Plain(_)) => objects.push((info, Output::File(p))),
+                Ok(Dedup::Plain(st)) => {
+                    dedup_reports.push(serde_json::json!({
+                        "versioned": info.versioned.to_string(), "by_name": true, "lookup_stats": st}));
+                    objects.push((info, Output::File(p)))
+                }
                 Err(e) => {
                     dedup_failed += 1;
                     eprintln!("{}: FAILED: {e}", info.versioned);
@@ -423,7 +427,7 @@ pub fn get(
                 }
             }
         }
-        let n_dedup = dedup_reports.len();
+        let n_dedup = dedup_reports.iter().filter(|r| r["by_name"].is_null()).count();
         if objects.is_empty() {
             if json {
                 let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied});

@@ -306,6 +306,30 @@ async fn attach_catalog(
 pub enum FaceCmd {
     /// List faces with counters.
     List,
+    /// One face (faces/query with its FaceId, as `nfdc face show`).
+    Show {
+        /// Face id.
+        id: u64,
+    },
+    /// The listeners (faces/channels, as `nfdc channel list`).
+    Channels,
+    /// Change a face's congestion marking (faces/update, as `nfdc face
+    /// update`): marking is on by default for stream faces (Unix, TCP).
+    Update {
+        /// Face id.
+        id: u64,
+        /// Mark Data (NDNLPv2 CongestionMark) when the face's send queue
+        /// stays long: on or off.
+        #[arg(long, value_parser = ["on", "off"])]
+        congestion_marking: Option<String>,
+        /// BaseCongestionMarkingInterval in ms (default 100).
+        #[arg(long)]
+        marking_interval_ms: Option<u64>,
+        /// DefaultCongestionThreshold: bytes queued before the face is
+        /// congested (default 65536).
+        #[arg(long)]
+        marking_threshold: Option<u64>,
+    },
     /// Create a face to a remote node: tcp4://IP:PORT or udp4://IP:PORT.
     Create {
         /// Remote FaceUri.
@@ -428,8 +452,52 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;
         match cmd {
-            FaceCmd::List => {
-                for f in decode_dataset::<FaceStatus>(&dataset(&mut c, "/localhost/nfd/faces/list").await?)? {
+            FaceCmd::Update {
+                id,
+                congestion_marking,
+                marking_interval_ms,
+                marking_threshold,
+            } => {
+                let mut p = ControlParameters::new();
+                p.face_id = Some(id);
+                if let Some(m) = &congestion_marking {
+                    p.set_flag_bit(
+                        granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED,
+                        m == "on",
+                        true,
+                    );
+                }
+                p.base_congestion_marking_interval = marking_interval_ms.map(|ms| ms * 1_000_000);
+                p.default_congestion_threshold = marking_threshold;
+                let r = c.command(&nfd(), "faces", "update", &p).await?;
+                let _ = r;
+                println!("updated face {id}");
+            }
+            FaceCmd::Channels => {
+                for ch in decode_dataset::<granary_mgmt::ChannelStatus>(
+                    &dataset(&mut c, "/localhost/nfd/faces/channels").await?,
+                )? {
+                    println!("{}", ch.local_uri);
+                }
+            }
+            FaceCmd::Show { .. } | FaceCmd::List => {
+                let uri = match &cmd {
+                    FaceCmd::Show { id } => {
+                        let f = granary_mgmt::FaceQueryFilter {
+                            face_id: Some(*id),
+                            ..Default::default()
+                        };
+                        use granary_mgmt::TlvElement;
+                        name("/localhost/nfd/faces/query")?
+                            .append(&granary_packet::Component::generic(&f.encode()))
+                    }
+                    _ => name("/localhost/nfd/faces/list")?,
+                };
+                let faces = decode_dataset::<FaceStatus>(&c.dataset(&uri).await?)?;
+                if let (FaceCmd::Show { id }, true) = (&cmd, faces.is_empty()) {
+                    anyhow::bail!("no face {id}");
+                }
+                for f in faces {
                     println!(
                         "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}",
                         f.face_id,
@@ -444,11 +512,19 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         f.n_out_nacks,
                         f.n_in_bytes,
                         f.n_out_bytes,
-                        if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
-                            " reliable"
-                        } else {
-                            ""
-                        }
+                        format!(
+                            "{}{}",
+                            if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
+                                " reliable"
+                            } else {
+                                ""
+                            },
+                            if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
+                                " congestion-marking"
+                            } else {
+                                ""
+                            }
+                        )
                     );
                 }
             }

@@ -74,7 +74,7 @@ fn repeated_chunks_are_fetched_once_then_come_from_the_local_store() {
         }
     }
     file.extend_from_slice(&noise(1000, 7));
-    let p = producer(&[("/d/rep", &file)], "fixed:4096");
+    let p = producer(&[("/d/rep", &file), ("/d/same", &file)], "fixed:4096");
     let c = client(&p);
     let out = c.dir.path().join("rep");
     let v = get(&c, "/d/rep", &out, &[]);
@@ -89,15 +89,22 @@ fn repeated_chunks_are_fetched_once_then_come_from_the_local_store() {
     assert_eq!(v["dedup"][0]["stats"]["segments"], 9, "{v}");
     assert_eq!(v["dedup"][0]["stats"]["rejected"], 0);
 
-    // Published into the client's repository: a second fetch of the same
-    // version is served by the local store.
-    let ls = c.ok(&["ls"]);
-    assert!(ls.contains("/d/rep/v="), "{ls}");
+    // Kept in the client's repository (by the daemon, in the background):
+    // a second fetch of the same version is a verified local copy, and
+    // another name with the same bytes comes from the local store by hash
+    // (one batch "have" query, then the chunks).
+    wait_for_version(&c, "/d/rep/v=");
     let out2 = c.dir.path().join("rep2");
     let v2 = get(&c, "/d/rep", &out2, &["--no-publish"]);
     assert_eq!(std::fs::read(&out2).unwrap(), file);
-    assert_eq!(src(&v2, "local"), (9, 8 * 4096 + 1000));
-    assert_eq!(src(&v2, "producer"), (0, 0));
+    assert_eq!(v2["local"][0]["local_copy"]["size"], file.len() as u64, "{v2}");
+    assert!(v2["dedup"].as_array().unwrap().is_empty(), "{v2}");
+    assert_eq!(v2["stats"].as_object().map(|_| ()), None, "nothing fetched: {v2}");
+    let out4 = c.dir.path().join("same");
+    let v4 = get(&c, "/d/same", &out4, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out4).unwrap(), file);
+    assert_eq!(src(&v4, "local"), (9, 8 * 4096 + 1000), "{v4}");
+    assert_eq!(src(&v4, "producer"), (0, 0));
 
     // --no-dedup fetches every segment by name.
     let out3 = c.dir.path().join("rep3");
@@ -129,6 +136,7 @@ fn a_similar_file_comes_mostly_from_a_neighbour_by_hash() {
     assert_eq!(std::fs::read(&out_a).unwrap(), fa);
     assert_eq!(src(&va, "producer").1, fa.len() as u64);
 
+    wait_for_version(&n1, "/d/a/v=");
     let n2 = client(&p);
     n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&n1)]);
     let out_b = n2.dir.path().join("b");
@@ -163,10 +171,61 @@ fn a_neighbour_answering_with_wrong_bytes_cannot_poison_the_result() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert!(liar.served() > 0, "the bad neighbour was never asked: {v}");
-    assert_eq!(src(&v, "neighbours"), (0, 0));
-    assert_eq!(src(&v, "producer"), (21, file.len() as u64));
-    // Every 4096-byte chunk was offered wrong bytes (and asked again with
-    // MustBeFresh) before the producer was asked.
-    let rejected = v["dedup"][0]["stats"]["rejected"].as_u64().unwrap();
+    // Every 4096-byte chunk (all within the neighbour probe) was offered
+    // wrong bytes (and asked again with MustBeFresh); none was taken, so
+    // the file came by name from the producer.
+    assert_eq!(v["dedup"][0]["by_name"], true, "{v}");
+    let rejected = v["dedup"][0]["lookup_stats"]["rejected"].as_u64().unwrap();
     assert!(rejected >= 20, "{v}");
+    assert_eq!(v["objects"][0]["segments"], 21, "{v}");
+    assert!(v["objects"][0]["error"].is_null(), "{v}");
+}
+
+/// With no neighbours (no route for hash requests but the producer's), and
+/// nothing in the local store, the dedup path sends no hash request at
+/// all beyond one batch "have" query to its own store: the file comes by
+/// name, and the producer's node sees only name requests.
+#[test]
+fn with_no_neighbours_no_hash_request_leaves_the_node() {
+    let file = noise(300 * 1024 + 17, 9);
+    let p = producer(&[("/d/n", &file)], "fastcdc");
+    let c = client(&p);
+    let out = c.dir.path().join("n");
+    let v = get(&c, "/d/n", &out, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out).unwrap(), file);
+    assert_eq!(v["dedup"][0]["by_name"], true, "{v}");
+    let lookups = &v["dedup"][0]["lookup_stats"];
+    assert_eq!(lookups["interests"], 1, "one have query for a few dozen chunks: {v}");
+    // Out of the node went the file's segments plus discovery (metadata,
+    // manifest): no hash request.
+    let segs = v["objects"][0]["segments"].as_u64().unwrap();
+    let faces = c.ok(&["face", "list"]);
+    let out: u64 = faces
+        .lines()
+        .filter(|l| l.contains("scope=non-local"))
+        .filter_map(|l| l.split_whitespace().find_map(|kv| kv.strip_prefix("out=")))
+        .filter_map(|o| o.split('i').next()?.parse::<u64>().ok())
+        .sum();
+    assert!(
+        (segs..segs + 8).contains(&out),
+        "{segs} segments, {out} Interests out of the node: {faces}"
+    );
+    let _ = &p;
+}
+
+/// Polls `d`'s `ls` until it lists `what` (a fetched file is kept in the
+/// repository by the daemon in the background).
+fn wait_for_version(d: &Daemon, what: &str) {
+    let t = std::time::Instant::now();
+    loop {
+        let ls = d.ok(&["ls"]);
+        if ls.contains(what) {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "{what} never appeared in the repository: {ls}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }

@@ -504,3 +504,86 @@ fn cache_policy_from_a_non_local_face_is_ignored() {
         "NoCache from TCP honoured"
     );
 }
+
+/// What nfdc needs: faces/query with a FaceQueryFilter answers a dataset
+/// named `<query>/<filter>/v=/seg=` holding only the matching faces;
+/// faces/channels lists the listeners; faces/update turns congestion
+/// marking off and on, and the face dataset reports it.
+#[test]
+fn faces_query_channels_and_update_as_nfdc_uses_them() {
+    use granary_mgmt::{decode_dataset, ChannelStatus, FaceQueryFilter, FaceStatus, TlvElement};
+    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
+    a.ok(&["route", "add", "/b", &b_tcp]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = granary_app::Client::connect(&a.socket).await.unwrap();
+        let all = decode_dataset::<FaceStatus>(
+            &c.dataset(&Name::from_uri("/localhost/nfd/faces/list").unwrap())
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        let tcp_face = all.iter().find(|f| f.uri == b_tcp).expect("the TCP face");
+        // Stream faces mark by default, and say so.
+        let bit = granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED;
+        assert_ne!(tcp_face.flags & bit, 0, "{tcp_face:?}");
+        assert_eq!(tcp_face.base_congestion_marking_interval, Some(100_000_000));
+        assert_eq!(tcp_face.default_congestion_threshold, Some(65_536));
+        for filter in [
+            FaceQueryFilter {
+                face_id: Some(tcp_face.face_id),
+                ..Default::default()
+            },
+            FaceQueryFilter {
+                uri_scheme: Some("tcp4".into()),
+                face_scope: Some(0),
+                ..Default::default()
+            },
+        ] {
+            let q = Name::from_uri("/localhost/nfd/faces/query")
+                .unwrap()
+                .append(&granary_packet::Component::generic(&filter.encode()));
+            // The first segment's name: <query>/<filter>/v=<n>/seg=0.
+            let mut f = InterestFields::new(q.clone());
+            f.can_be_prefix = true;
+            f.must_be_fresh = true;
+            let granary_app::Reply::Data(d) = c.express(f).await.unwrap() else {
+                panic!("faces/query was Nacked")
+            };
+            assert_eq!(d.name().len(), q.len() + 2, "{}", d.name());
+            assert!(q.is_prefix_of(d.name()));
+            assert!(d.name().get(-1).unwrap().as_segment().is_some(), "{}", d.name());
+            let got = decode_dataset::<FaceStatus>(&c.dataset(&q).await.unwrap()).unwrap();
+            assert_eq!(got.len(), 1, "{filter:?}: {got:?}");
+            assert_eq!(got[0].face_id, tcp_face.face_id);
+        }
+        let channels = decode_dataset::<ChannelStatus>(
+            &c.dataset(&Name::from_uri("/localhost/nfd/faces/channels").unwrap())
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        let uris: Vec<&str> = channels.iter().map(|c| c.local_uri.as_str()).collect();
+        assert!(uris.contains(&format!("tcp4://{}", a.tcp.as_ref().unwrap()).as_str()), "{uris:?}");
+        assert!(uris.iter().any(|u| u.starts_with("unix://")), "{uris:?}");
+    });
+    let id = a
+        .ok(&["face", "list"])
+        .lines()
+        .find(|l| l.contains(&b_tcp))
+        .and_then(|l| l.split_whitespace().next()?.strip_prefix("faceid=")?.parse::<u64>().ok())
+        .unwrap();
+    let show = a.ok(&["face", "show", &id.to_string()]);
+    assert!(show.contains(&b_tcp) && show.contains("congestion-marking"), "{show}");
+    a.ok(&["face", "update", &id.to_string(), "--congestion-marking", "off", "--marking-threshold", "1000"]);
+    let show = a.ok(&["face", "show", &id.to_string()]);
+    assert!(!show.contains("congestion-marking"), "{show}");
+    let channels = a.ok(&["face", "channels"]);
+    assert!(channels.contains("unix://"), "{channels}");
+    assert!(!a.cli(&["face", "show", "999999"]).status.success());
+}

@@ -67,3 +67,42 @@ fn libraries_fetch_and_verify_published_files() {
         assert!(t.elapsed() < std::time::Duration::from_secs(3));
     }
 }
+
+/// A consumer that reacts to congestion marks (NDNts's fetch, CUBIC by
+/// default) fetching 64 MB straight from the repository over its Unix
+/// face: the face marks Data when its send queue stays long, so the
+/// consumer slows down before anything is lost — no timeouts, at most 1%
+/// of segments asked again.
+#[test]
+fn marked_local_face_keeps_an_ndnts_fetch_clean() {
+    let d = Daemon::start(&[]);
+    let len = 64usize << 20;
+    let mut bytes = vec![0u8; len];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for b in bytes.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let src = d.dir.path().join("big");
+    std::fs::write(&src, &bytes).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/lib/big"]);
+    let out = d.dir.path().join("big.out");
+    let mut cmd = node_script("fetch.mjs");
+    cmd.args(["--timeout", "300"]);
+    let v = fetch(cmd, &d, "/lib/big", &out);
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["bytes"], len as u64);
+    let segments = v["segments"].as_u64().unwrap();
+    let interests = v["segment_interests"].as_u64().unwrap();
+    eprintln!(
+        "NDNts 64 MB: {segments} segments, {interests} segment Interests, {} congestion marks",
+        v["congestion_marks"]
+    );
+    assert!(
+        interests * 100 <= segments * 101,
+        "{} retransmissions for {segments} segments (> 1%): {v}",
+        interests.saturating_sub(segments)
+    );
+}

@@ -23,7 +23,7 @@ pub mod reliability;
 pub mod stream;
 pub mod udp;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -70,9 +70,23 @@ pub struct FaceInfo {
     pub mtu: Option<usize>,
 }
 
+/// Default BaseCongestionMarkingInterval (NFD's): 100 ms.
+pub const DEFAULT_MARKING_INTERVAL_NS: u64 = 100_000_000;
+/// Default DefaultCongestionThreshold (NFD's): 64 KiB queued.
+pub const DEFAULT_MARKING_THRESHOLD: u64 = 65_536;
+
 /// Traffic counters, shared between a face's tasks and the forwarder.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Congestion marking on the send queue (CongestionMarkingEnabled; on
+    /// by default for stream faces, as NFD's local faces).
+    pub marking: AtomicBool,
+    /// BaseCongestionMarkingInterval in ns (0: [`DEFAULT_MARKING_INTERVAL_NS`]).
+    pub marking_interval_ns: AtomicU64,
+    /// DefaultCongestionThreshold in bytes (0: [`DEFAULT_MARKING_THRESHOLD`]).
+    pub marking_threshold: AtomicU64,
+    /// Bytes waiting in the send queue.
+    pub queued_bytes: AtomicU64,
     /// Interests received.
     pub in_interests: AtomicU64,
     /// Data received.
@@ -96,7 +110,7 @@ pub struct Counters {
     /// Packets sent with a congestion mark.
     pub out_marked: AtomicU64,
     /// Link reliability is on for this face (LpReliabilityEnabled).
-    pub lp_reliable: std::sync::atomic::AtomicBool,
+    pub lp_reliable: AtomicBool,
     /// Link reliability: frames sent with a TxSequence.
     pub lp_frames: AtomicU64,
     /// Link reliability: frames retransmitted.
@@ -255,8 +269,12 @@ impl FaceHandle {
     /// Queues a packet; drops it (and counts) when the queue is full or the
     /// face is gone. Never blocks.
     pub fn send(&self, p: OutPacket) -> bool {
+        let len = p.wire.len() as u64;
         match self.tx.try_send((p, tokio::time::Instant::now())) {
-            Ok(()) => true,
+            Ok(()) => {
+                self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
+                true
+            }
             Err(_) => {
                 Counters::inc(&self.counters.out_dropped);
                 false

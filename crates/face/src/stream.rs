@@ -105,6 +105,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (handle, rx, closer) = new_handle(info, &limits);
+    handle.counters.marking.store(true, Ordering::Relaxed);
     let _ = events.send(FaceEvent::Created(handle.clone())).await;
     let shared = Arc::new(Shared {
         closed: AtomicBool::new(false),
@@ -250,8 +251,32 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
         }
         let now = tokio::time::Instant::now();
         out.clear();
+        // What is still queued behind this batch, plus the batch itself.
+        let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
+        let queued = counters.queued_bytes.fetch_sub(
+            batch_bytes.min(counters.queued_bytes.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        let marking = counters.marking.load(Ordering::Relaxed);
+        let interval = match counters.marking_interval_ns.load(Ordering::Relaxed) {
+            0 => interval,
+            ns => Duration::from_nanos(ns),
+        };
+        let threshold = match counters.marking_threshold.load(Ordering::Relaxed) {
+            0 => crate::DEFAULT_MARKING_THRESHOLD,
+            b => b,
+        };
+        let mut backlog = queued;
         for (mut p, enq) in batch {
-            if codel.should_mark(now, now.saturating_duration_since(enq), target, interval)
+            // Congested: the queue holds more than the threshold, or a
+            // packet waited longer than the target (CoDel); marked once an
+            // interval after it began, then at interval/√n.
+            let sojourn = now.saturating_duration_since(enq);
+            let above = backlog > threshold || sojourn >= target;
+            backlog = backlog.saturating_sub(p.wire.len() as u64);
+            let sojourn = if above { target.max(sojourn) } else { Duration::ZERO };
+            if codel.should_mark(now, sojourn, target, interval)
+                && marking
                 && p.congestion_mark.is_none()
             {
                 p.congestion_mark = Some(1);

@@ -128,7 +128,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             }
         }
     }
-    let fcfg = ForwarderConfig {
+    let mut fcfg = ForwarderConfig {
         trust_anchors,
         cs: CsConfig {
             max_packets: cfg.cs_capacity,
@@ -187,6 +187,18 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             .await
             .map_err(|e| format!("listen on {}: {e}", s.display()))?;
     }
+    fcfg.channels = sockets
+        .iter()
+        .map(|s| format!("unix://{}", s.display()))
+        .chain(tcp.iter().map(|a| match a {
+            std::net::SocketAddr::V4(_) => format!("tcp4://{a}"),
+            std::net::SocketAddr::V6(_) => format!("tcp6://{a}"),
+        }))
+        .chain(udp.iter().map(|a| match a {
+            std::net::SocketAddr::V4(_) => format!("udp4://{a}"),
+            std::net::SocketAddr::V6(_) => format!("udp6://{a}"),
+        }))
+        .collect();
     let ctx = FaceContext {
         events: events_tx.clone(),
         ids: ids.clone(),

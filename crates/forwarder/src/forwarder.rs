@@ -36,6 +36,8 @@ pub struct ForwarderConfig {
     /// Certificates whose keys may sign management commands arriving on
     /// non-local faces (`/localhop/nfd`).
     pub trust_anchors: Vec<granary_security::Certificate>,
+    /// Local URIs of the listeners (the faces/channels dataset).
+    pub channels: Vec<String>,
 }
 
 impl Default for ForwarderConfig {
@@ -46,6 +48,7 @@ impl Default for ForwarderConfig {
             dead_nonce_lifetime: Duration::from_secs(6),
             dead_nonce_max: 1 << 18,
             trust_anchors: Vec::new(),
+            channels: Vec::new(),
         }
     }
 }
@@ -92,6 +95,8 @@ pub struct Forwarder {
     pub(crate) mgmt: crate::mgmt::MgmtState,
     pub(crate) trust: Vec<granary_security::Certificate>,
     pub(crate) replay: granary_security::ReplayChecker,
+    /// Listener URIs (faces/channels).
+    pub(crate) channels: Vec<String>,
     rng: u64,
 }
 
@@ -133,6 +138,7 @@ impl Forwarder {
             mgmt: Default::default(),
             trust: cfg.trust_anchors,
             replay: granary_security::ReplayChecker::default(),
+            channels: cfg.channels,
             rng: seed,
         }
     }

@@ -94,6 +94,8 @@ impl Forwarder {
         let dataset = matches!(
             (module.as_str(), verb.as_str()),
             ("faces", "list")
+                | ("faces", "query")
+                | ("faces", "channels")
                 | ("fib", "list")
                 | ("rib", "list")
                 | ("strategy-choice", "list")
@@ -101,8 +103,16 @@ impl Forwarder {
                 | ("status", "general")
         );
         if dataset {
-            let base = i.name.prefix(4);
-            if i.name.len() > 4 {
+            // faces/query carries its FaceQueryFilter as one more component:
+            // the dataset is named after it (`…/query/<filter>/v=/seg=`).
+            let query = (module.as_str(), verb.as_str()) == ("faces", "query");
+            let base_len = if query && i.name.len() >= 5 && !is_version_or_segment(i.name.get(4)) {
+                5
+            } else {
+                4
+            };
+            let base = i.name.prefix(base_len as isize);
+            if i.name.len() > base_len {
                 // A specific version/segment: from the cache, or not at all.
                 let hit = self
                     .mgmt
@@ -116,7 +126,35 @@ impl Forwarder {
                 }
                 return Some(true);
             }
-            let payload = self.dataset_payload(&module, &verb, now);
+            let filter = if base_len == 5 {
+                match i.name.get(4).map(|c| bytes::Bytes::copy_from_slice(c.value)) {
+                    Some(b) => match granary_mgmt::FaceQueryFilter::decode(&b) {
+                        Ok(f) => Some(f),
+                        Err(e) => {
+                            // NFD answers a malformed filter with a
+                            // ControlResponse 400.
+                            reply(
+                                self,
+                                response(
+                                    &i.name,
+                                    ControlResponse::new(
+                                        status::BAD_REQUEST,
+                                        format!("malformed FaceQueryFilter: {e}"),
+                                    ),
+                                ),
+                            );
+                            return Some(true);
+                        }
+                    },
+                    None => None,
+                }
+            } else {
+                None
+            };
+            let payload = match (module.as_str(), verb.as_str()) {
+                ("faces", "query") => self.faces_payload(filter.as_ref()),
+                _ => self.dataset_payload(&module, &verb, now),
+            };
             let segs: Vec<Data> = segment_dataset(&base, now_ms(), &payload, MAX_DATASET_SEGMENT)
                 .into_iter()
                 .map(sign)
@@ -258,6 +296,22 @@ impl Forwarder {
                 Some(ControlResponse::with_params(status::OK, "OK", &out))
             }
             ("faces", "create") => self.faces_create(face, p, i, link),
+            ("faces", "update") => {
+                // FaceId 0 or absent: the requesting face (as NFD).
+                let id = p.face_id.filter(|f| *f != 0).unwrap_or(face);
+                let Some(h) = self.faces.get(&id) else {
+                    return Some(ControlResponse::new(
+                        status::NOT_FOUND,
+                        format!("no face {id}"),
+                    ));
+                };
+                apply_marking(&h.counters, p);
+                Some(ControlResponse::with_params(
+                    status::OK,
+                    "OK",
+                    &self.face_params(id),
+                ))
+            }
             ("faces", "destroy") => {
                 let Some(id) = p.face_id else {
                     return bad("FaceId is required");
@@ -351,6 +405,9 @@ impl Forwarder {
             out.face_persistency = Some(persistency_code(h.info.persistency));
             out.flags = Some(face_flag_bits(&h.counters));
             out.mtu = h.info.mtu.map(|m| m as u64);
+            let (iv, th) = marking_settings(&h.counters);
+            out.base_congestion_marking_interval = Some(iv);
+            out.default_congestion_threshold = Some(th);
         }
         out
     }
@@ -417,6 +474,7 @@ impl Forwarder {
             let bit = granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED;
             let reliable = (p.has_flag_bit(bit) || p.flag_bit(bit)).then(|| p.flag_bit(bit));
             let (h, new) = ch.connect_with(addr, Persistency::Persistent, reliable);
+            apply_marking(&h.counters, p);
             let id = h.info.id;
             if new {
                 self.add_face(h);
@@ -429,6 +487,7 @@ impl Forwarder {
         }
         // TCP: connect off the forwarder task; announce the face first, then answer.
         let ctx = self.ctx.clone();
+        let settings = p.clone();
         let requester = self.faces.get(&face).cloned()?;
         let name = i.name.clone();
         let token = link.pit_token.clone();
@@ -443,12 +502,16 @@ impl Forwarder {
             .await
             {
                 Ok(h) => {
+                    apply_marking(&h.counters, &settings);
                     let mut out = ControlParameters::new();
                     out.face_id = Some(id);
                     out.uri = Some(h.info.remote_uri.clone());
                     out.local_uri = Some(h.info.local_uri.clone());
                     out.face_persistency = Some(face_persistency::PERSISTENT);
-                    out.flags = Some(0);
+                    out.flags = Some(face_flag_bits(&h.counters));
+                    let (iv, th) = marking_settings(&h.counters);
+                    out.base_congestion_marking_interval = Some(iv);
+                    out.default_congestion_threshold = Some(th);
                     ControlResponse::with_params(status::OK, "OK", &out)
                 }
                 Err(e) => ControlResponse::new(
@@ -467,9 +530,16 @@ impl Forwarder {
         None
     }
 
-    fn dataset_payload(&self, module: &str, verb: &str, _now: Instant) -> Bytes {
-        match (module, verb) {
-            ("faces", "list") => {
+    /// faces/list, or faces/query with a filter.
+    fn faces_payload(&self, filter: Option<&granary_mgmt::FaceQueryFilter>) -> Bytes {
+        let mut v = self.face_statuses();
+        if let Some(f) = filter {
+            v.retain(|s| f.matches(s));
+        }
+        encode_dataset(&v)
+    }
+
+    fn face_statuses(&self) -> Vec<FaceStatus> {
                 let mut v: Vec<FaceStatus> = self
                     .faces
                     .values()
@@ -487,8 +557,8 @@ impl Forwarder {
                             },
                             face_persistency: persistency_code(h.info.persistency),
                             link_type: link_type::POINT_TO_POINT,
-                            base_congestion_marking_interval: None,
-                            default_congestion_threshold: None,
+                            base_congestion_marking_interval: Some(marking_settings(c).0),
+                            default_congestion_threshold: Some(marking_settings(c).1),
                             mtu: h.info.mtu.map(|m| m as u64),
                             n_in_interests: Counters::get(&c.in_interests),
                             n_in_data: Counters::get(&c.in_data),
@@ -503,6 +573,18 @@ impl Forwarder {
                     })
                     .collect();
                 v.sort_by_key(|f| f.face_id);
+                v
+    }
+
+    fn dataset_payload(&self, module: &str, verb: &str, _now: Instant) -> Bytes {
+        match (module, verb) {
+            ("faces", "list") => self.faces_payload(None),
+            ("faces", "channels") => {
+                let v: Vec<granary_mgmt::ChannelStatus> = self
+                    .channels
+                    .iter()
+                    .map(|u| granary_mgmt::ChannelStatus { local_uri: u.clone() })
+                    .collect();
                 encode_dataset(&v)
             }
             ("fib", "list") => {
@@ -598,9 +680,53 @@ impl Forwarder {
 
 /// A face's Flags (faces/list, faces/create): LpReliabilityEnabled.
 fn face_flag_bits(c: &Counters) -> u64 {
-    if c.lp_reliable.load(std::sync::atomic::Ordering::Relaxed) {
-        granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED
-    } else {
-        0
+    use granary_mgmt::values::face_flags;
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut f = 0;
+    if c.lp_reliable.load(Relaxed) {
+        f |= face_flags::LP_RELIABILITY_ENABLED;
     }
+    if c.marking.load(Relaxed) {
+        f |= face_flags::CONGESTION_MARKING_ENABLED;
+    }
+    f
+}
+
+/// A face's effective BaseCongestionMarkingInterval (ns) and
+/// DefaultCongestionThreshold (bytes).
+fn marking_settings(c: &Counters) -> (u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let iv = match c.marking_interval_ns.load(Relaxed) {
+        0 => granary_face::DEFAULT_MARKING_INTERVAL_NS,
+        v => v,
+    };
+    let th = match c.marking_threshold.load(Relaxed) {
+        0 => granary_face::DEFAULT_MARKING_THRESHOLD,
+        v => v,
+    };
+    (iv, th)
+}
+
+/// faces/create and faces/update: CongestionMarkingEnabled (Flags bit 2,
+/// applied when Mask has it), BaseCongestionMarkingInterval,
+/// DefaultCongestionThreshold.
+fn apply_marking(c: &Counters, p: &ControlParameters) {
+    use granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED as BIT;
+    use std::sync::atomic::Ordering::Relaxed;
+    if p.has_flag_bit(BIT) {
+        c.marking.store(p.flag_bit(BIT), Relaxed);
+    }
+    if let Some(v) = p.base_congestion_marking_interval.filter(|v| *v > 0) {
+        c.marking_interval_ns.store(v, Relaxed);
+    }
+    if let Some(v) = p.default_congestion_threshold.filter(|v| *v > 0) {
+        c.marking_threshold.store(v, Relaxed);
+    }
+}
+
+/// True for a version or segment component (a dataset's own name parts).
+fn is_version_or_segment(c: Option<granary_packet::ComponentRef<'_>>) -> bool {
+    c.is_some_and(|c| {
+        c.typ == granary_packet::types::COMP_VERSION || c.typ == granary_packet::types::COMP_SEGMENT
+    })
 }

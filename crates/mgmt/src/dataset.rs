@@ -862,3 +862,128 @@ mod tests {
         assert!(GeneralStatus::decode(&Bytes::new()).is_err());
     }
 }
+
+/// A faces/query filter (FaceQueryFilter): every field present must match.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FaceQueryFilter {
+    /// FaceId.
+    pub face_id: Option<u64>,
+    /// UriScheme: matches the scheme of the remote or the local URI.
+    pub uri_scheme: Option<String>,
+    /// Uri (remote).
+    pub uri: Option<String>,
+    /// LocalUri.
+    pub local_uri: Option<String>,
+    /// FaceScope.
+    pub face_scope: Option<u64>,
+    /// FacePersistency.
+    pub face_persistency: Option<u64>,
+    /// LinkType.
+    pub link_type: Option<u64>,
+}
+
+const FACE_QUERY_FILTER_ORDER: [u64; 7] = [
+    FACE_ID,
+    URI_SCHEME,
+    URI,
+    LOCAL_URI,
+    FACE_SCOPE,
+    FACE_PERSISTENCY,
+    LINK_TYPE,
+];
+
+impl FaceQueryFilter {
+    /// True when `f` passes every field of the filter.
+    pub fn matches(&self, f: &FaceStatus) -> bool {
+        let scheme = |u: &str| u.split("://").next().map(str::to_string);
+        self.face_id.is_none_or(|v| v == f.face_id)
+            && self.uri_scheme.as_ref().is_none_or(|s| {
+                scheme(&f.uri).as_ref() == Some(s) || scheme(&f.local_uri).as_ref() == Some(s)
+            })
+            && self.uri.as_ref().is_none_or(|u| *u == f.uri)
+            && self.local_uri.as_ref().is_none_or(|u| *u == f.local_uri)
+            && self.face_scope.is_none_or(|v| v == f.face_scope)
+            && self.face_persistency.is_none_or(|v| v == f.face_persistency)
+            && self.link_type.is_none_or(|v| v == f.link_type)
+    }
+}
+
+impl TlvElement for FaceQueryFilter {
+    const TLV_TYPE: u64 = FACE_QUERY_FILTER;
+
+    fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Self> {
+        expect_type(el, FACE_QUERY_FILTER)?;
+        let mut f = Fields::inside(r, el, true);
+        let mut q = FaceQueryFilter::default();
+        while let Some((_, e)) = f.next(&FACE_QUERY_FILTER_ORDER)? {
+            match e.typ {
+                FACE_ID => q.face_id = Some(f.nni(&e)?),
+                URI_SCHEME => q.uri_scheme = Some(f.string(&e)?),
+                URI => q.uri = Some(f.string(&e)?),
+                LOCAL_URI => q.local_uri = Some(f.string(&e)?),
+                FACE_SCOPE => q.face_scope = Some(f.nni(&e)?),
+                FACE_PERSISTENCY => q.face_persistency = Some(f.nni(&e)?),
+                _ => q.link_type = Some(f.nni(&e)?),
+            }
+        }
+        Ok(q)
+    }
+
+    fn value_len(&self) -> usize {
+        let s = |t: u64, v: &Option<String>| v.as_ref().map_or(0, |v| str_len(t, v));
+        opt_nni_len(FACE_ID, self.face_id)
+            + s(URI_SCHEME, &self.uri_scheme)
+            + s(URI, &self.uri)
+            + s(LOCAL_URI, &self.local_uri)
+            + opt_nni_len(FACE_SCOPE, self.face_scope)
+            + opt_nni_len(FACE_PERSISTENCY, self.face_persistency)
+            + opt_nni_len(LINK_TYPE, self.link_type)
+    }
+
+    fn encode_value<B: BufMut>(&self, buf: &mut B) {
+        put_opt_nni(buf, FACE_ID, self.face_id);
+        for (t, v) in [
+            (URI_SCHEME, &self.uri_scheme),
+            (URI, &self.uri),
+            (LOCAL_URI, &self.local_uri),
+        ] {
+            if let Some(v) = v {
+                tlv::put_tlv(buf, t, v.as_bytes());
+            }
+        }
+        put_opt_nni(buf, FACE_SCOPE, self.face_scope);
+        put_opt_nni(buf, FACE_PERSISTENCY, self.face_persistency);
+        put_opt_nni(buf, LINK_TYPE, self.link_type);
+    }
+}
+
+/// One listening channel (faces/channels dataset item).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChannelStatus {
+    /// LocalUri: where the channel listens (`tcp4://0.0.0.0:6363`, `unix:///…`).
+    pub local_uri: String,
+}
+
+impl TlvElement for ChannelStatus {
+    const TLV_TYPE: u64 = CHANNEL_STATUS;
+
+    fn decode_element(r: &Reader<'_>, el: &Element) -> Result<Self> {
+        expect_type(el, CHANNEL_STATUS)?;
+        let mut f = Fields::inside(r, el, true);
+        let mut uri = None;
+        while let Some((_, e)) = f.next(&[LOCAL_URI])? {
+            uri = Some(f.string(&e)?);
+        }
+        Ok(ChannelStatus {
+            local_uri: required(uri, LOCAL_URI, el)?,
+        })
+    }
+
+    fn value_len(&self) -> usize {
+        str_len(LOCAL_URI, &self.local_uri)
+    }
+
+    fn encode_value<B: BufMut>(&self, buf: &mut B) {
+        tlv::put_tlv(buf, LOCAL_URI, self.local_uri.as_bytes());
+    }
+}

@@ -33,8 +33,8 @@ pub use codec::TlvElement;
 pub use command::{make_command, parse_command, Command, LegacySigned, SignedForm, V03Signed};
 pub use control::{ControlParameters, ControlResponse};
 pub use dataset::{
-    decode_dataset, encode_dataset, CsInfo, FaceStatus, FibEntry, GeneralStatus, NextHopRecord,
-    RibEntry, Route, StrategyChoice,
+    decode_dataset, encode_dataset, ChannelStatus, CsInfo, FaceQueryFilter, FaceStatus, FibEntry,
+    GeneralStatus, NextHopRecord, RibEntry, Route, StrategyChoice,
 };
 pub use segment::{reassemble_dataset, segment_dataset, DATASET_FRESHNESS_MS, MAX_DATASET_SEGMENT};
 

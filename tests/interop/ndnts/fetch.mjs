@@ -23,6 +23,8 @@
 // stdout: exactly one JSON line (also on failure, after a usage error excepted):
 //   {"versioned": "<AltUri of the versioned name>"|null, "bytes": n|null, "segments": k,
 //    "verified": true|false, "sha256": "<hex of OUT>"|null, "error": null|"<message>",
+//    "segment_interests": n (segment Interests sent, retransmissions included),
+//    "congestion_marks": n (Data received with an NDNLPv2 CongestionMark),
 //    "metadata": {"data_name": AltUri, "final_block_id": n|null, "segment_size": n|null,
 //                 "size": n|null, "mode": n|null, "atime": ns|null, "btime": ns|null,
 //                 "ctime": ns|null, "mtime": ns|null} | null}
@@ -48,7 +50,7 @@ import { open, unlink } from "node:fs/promises";
 import { Forwarder } from "@ndn/fw";
 import { AltUri, Segment, Version } from "@ndn/naming-convention2";
 import { UnixTransport } from "@ndn/node-transport";
-import { Component, digestSigning, Nack, Name, SigType, TT } from "@ndn/packet";
+import { Component, digestSigning, Interest, Nack, Name, SigType, TT } from "@ndn/packet";
 import { Metadata, MetadataKeyword, retrieveMetadata } from "@ndn/rdr";
 import { fetch } from "@ndn/segmented-object";
 import { EvDecoder } from "@ndn/tlv";
@@ -131,7 +133,7 @@ function parseArgs(argv) {
 
 const result = {
   versioned: null, bytes: null, segments: 0, verified: false, sha256: null, error: null,
-  metadata: null, null_signed: 0,
+  metadata: null, null_signed: 0, segment_interests: 0, congestion_marks: 0,
 };
 let outPath;
 let outCreated = false;
@@ -174,6 +176,18 @@ async function main() {
   const discovery = opts.name.append(MetadataKeyword);
   let versioned;
   let finalSeg = null;
+  // Segment Interests sent (their excess over the segments is the
+  // retransmissions) and congestion-marked Data received.
+  fw.addEventListener("pkttx", ({ face, packet }) => {
+    if (face === uplink && packet.l3 instanceof Interest && versioned?.isPrefixOf(packet.l3.name)) {
+      ++result.segment_interests;
+    }
+  });
+  fw.addEventListener("pktrx", ({ face, packet }) => {
+    if (face === uplink && packet.congestionMark) {
+      ++result.congestion_marks;
+    }
+  });
   fw.addEventListener("pktrx", ({ face, packet }) => {
     if (face !== uplink || !(packet.l3 instanceof Nack)) {
       return;
