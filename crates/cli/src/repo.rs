@@ -460,6 +460,20 @@ pub fn publish_fetched(
     version: u64,
     chunking: granary_store::Chunking,
 ) -> anyhow::Result<serde_json::Value> {
+    publish_quiet(data_dir, socket, file, n, Some(version), Some(chunking))
+}
+
+/// Publishes `file` as `n` (a new version unless `version`), as `put` does
+/// (through the daemon when one runs, else here, with the catalog), with
+/// no output. Returns the put's JSON result.
+pub fn publish_quiet(
+    data_dir: &Path,
+    socket: &Path,
+    file: &Path,
+    n: &Name,
+    version: Option<u64>,
+    chunking: Option<granary_store::Chunking>,
+) -> anyhow::Result<serde_json::Value> {
     let bar = indicatif::ProgressBar::hidden();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -471,12 +485,12 @@ pub fn publish_fetched(
             socket,
             &path,
             n,
-            Some(version),
+            version,
             "manifest",
             None,
             None,
             None,
-            Some(chunking),
+            chunking,
             true,
             false,
             &bar,
@@ -487,12 +501,12 @@ pub fn publish_fetched(
                 .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::local::Publish {
-                version: Some(version),
+                version,
                 signer: &signer,
                 policy: "manifest",
                 keep: None,
                 segment_size: None,
-                chunking: Some(chunking),
+                chunking,
                 index: true,
                 file_sha256: false,
                 tags: Vec::new(),
