@@ -164,6 +164,15 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     }
     let me = std::fs::metadata("/proc/self").ok();
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    if a.publish {
+        // The key that will sign what is published here must be trusted
+        // when it is read back: make it now (as the first `put` would).
+        let (_, created) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(k) = created {
+            eprintln!("created default publisher key {k}");
+        }
+    }
     let trust = Arc::new(granary_transfer::Trust::from_keychain(&kc)?);
     let publish = a.publish.then(|| {
         (

@@ -494,8 +494,15 @@ impl Fetcher {
             Err(e) => e.to_string(),
             Ok(()) => "segment not delivered".to_string(),
         };
-        for (seg, tx) in pending.lock().unwrap_or_else(|p| p.into_inner()).drain() {
-            tracing::warn!(segment = seg, "{why}");
+        let left: Vec<_> = pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        if !left.is_empty() {
+            tracing::debug!(segments = left.len(), "{why}");
+        }
+        for (seg, tx) in left {
             self.cache.fail((id, seg), &tx, &why);
         }
     }

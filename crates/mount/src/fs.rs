@@ -1101,6 +1101,18 @@ impl Filesystem for GranaryFs {
         }
     }
 
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
+        reply.error(Errno::from_i32(libc::ENODATA))
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        if size == 0 {
+            reply.size(0)
+        } else {
+            reply.data(&[])
+        }
+    }
+
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
         reply.statfs(0, 0, 0, 0, 0, 128 << 10, 255, 128 << 10)
     }
