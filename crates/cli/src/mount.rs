@@ -95,7 +95,7 @@ fn parse_size(s: &str) -> anyhow::Result<usize> {
 }
 
 fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    if !v.is_finite() || v < 0.0 || v > 86_400.0 {
+    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
         anyhow::bail!("{flag} must be between 0 and 86400 seconds, not {v}");
     }
     Ok(Duration::from_secs_f64(v))

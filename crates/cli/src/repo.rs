@@ -481,18 +481,7 @@ pub fn publish_quiet(
     let path = std::fs::canonicalize(file)?;
     let result = match rt.block_on(Client::connect(socket)).ok() {
         Some(client) => rt.block_on(put_via_daemon(
-            client,
-            socket,
-            &path,
-            n,
-            version,
-            "manifest",
-            None,
-            None,
-            None,
-            chunking,
-            true,
-            false,
+            client, socket, &path, n, version, "manifest", None, None, None, chunking, true, false,
             &bar,
         ))?,
         None => {

@@ -26,7 +26,9 @@ fn fuse_available() -> bool {
         Ok(_) => true,
         Err(e) => {
             if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("/dev/fuse cannot be opened ({e}) and CI=true: the mount tests must run in CI");
+                panic!(
+                    "/dev/fuse cannot be opened ({e}) and CI=true: the mount tests must run in CI"
+                );
             }
             eprintln!(
                 "\n*** SKIPPING the mount test: /dev/fuse cannot be opened ({e}). \
@@ -95,7 +97,10 @@ impl Drop for Mount {
             std::thread::sleep(Duration::from_millis(20));
         }
         if is_mounted(self.dir.path()) {
-            let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.dir.path())
+                .status();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -193,10 +198,20 @@ fn python_reads_through_a_remote_mount_match_the_originals() {
     for (i, size) in [(0u64, 1_000_003usize), (1, 8192), (2, 1), (3, 2_500_000)] {
         let f = fixed.join(format!("f{i}.bin"));
         std::fs::write(&f, rnd(i, size)).unwrap();
-        put(&p, &f, &format!("/m/fixed/f{i}.bin"), &["--chunking", "fixed:8000"]);
+        put(
+            &p,
+            &f,
+            &format!("/m/fixed/f{i}.bin"),
+            &["--chunking", "fixed:8000"],
+        );
         let f = cdc.join(format!("c{i}.bin"));
         std::fs::write(&f, rnd(100 + i, size)).unwrap();
-        put(&p, &f, &format!("/m/cdc/c{i}.bin"), &["--chunking", "fastcdc"]);
+        put(
+            &p,
+            &f,
+            &format!("/m/cdc/c{i}.bin"),
+            &["--chunking", "fastcdc"],
+        );
     }
     trust(&p, &c);
     let m = Mount::start(&c, "/m", &[]);
@@ -217,7 +232,11 @@ fn python_reads_through_a_remote_mount_match_the_originals() {
     assert!(out.contains("checked 4"), "{out}");
     let out = py(
         PY_COMPARE,
-        &[m.path("cdc").to_str().unwrap(), cdc.to_str().unwrap(), "4096"],
+        &[
+            m.path("cdc").to_str().unwrap(),
+            cdc.to_str().unwrap(),
+            "4096",
+        ],
     );
     assert!(out.contains("checked 4"), "{out}");
     // Writing is refused in read-only mode.
@@ -296,7 +315,10 @@ fn cp_find_and_parallel_sha256sum_of_a_published_tree() {
         .arg(dst.path().join("copy"))
         .status()
         .unwrap();
-    assert!(st.success(), "cp -r of the mount differs from the originals");
+    assert!(
+        st.success(),
+        "cp -r of the mount differs from the originals"
+    );
     // parallel sha256sum through the mount (a fresh mount: cold cache)
     drop(m);
     let m = Mount::start(&d, "/tree", &["--cache-size", "1M"]);
@@ -347,10 +369,7 @@ assert np.array_equal(np.asarray(x), np.asarray(y))
 assert np.array_equal(a['tas'][:], b['tas'][:])
 print('equal', float(x.mean()))
 "#,
-        &[
-            m.path("tas.nc").to_str().unwrap(),
-            nc.to_str().unwrap(),
-        ],
+        &[m.path("tas.nc").to_str().unwrap(), nc.to_str().unwrap()],
     );
     assert!(out.starts_with("equal"), "{out}");
 }
@@ -387,7 +406,10 @@ fn a_tampered_segment_gives_eio_never_wrong_bytes() {
     bytes[20 * 8000 + 17] ^= 0xff;
     {
         use std::os::unix::fs::FileExt;
-        let h = std::fs::OpenOptions::new().write(true).open(&stored).unwrap();
+        let h = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&stored)
+            .unwrap();
         h.write_all_at(&bytes[20 * 8000 + 17..20 * 8000 + 18], 20 * 8000 + 17)
             .unwrap();
     }
@@ -411,7 +433,7 @@ fn a_stopped_producer_gives_eio_after_the_timeout() {
         return;
     }
     let p = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
-    let c = Daemon::start(&[]);
+    let c = Daemon::start(&["--listen", "udp://127.0.0.1:0"]);
     c.ok(&["route", "add", "/gone", &tcp(&p)]);
     let src = tempfile::tempdir().unwrap();
     let f = src.path().join("g.bin");
@@ -437,7 +459,25 @@ fn a_stopped_producer_gives_eio_after_the_timeout() {
     };
     let took = t.elapsed();
     assert_eq!(e.raw_os_error(), Some(5), "{e}");
-    assert!(took < Duration::from_secs(8), "EIO after {took:?}, not a hang");
+    assert!(
+        took < Duration::from_secs(8),
+        "EIO after {took:?}, not a hang"
+    );
+    // A producer that is silent (the route leads to a UDP port nobody
+    // answers on: no Nack, no Data): EIO once the 2 s timeout has passed.
+    c.ok(&["route", "add", "/gone", "udp4://127.0.0.1:9"]);
+    let t = Instant::now();
+    let e = {
+        use std::os::unix::fs::FileExt;
+        let mut b = vec![0; 1000];
+        h.read_exact_at(&mut b, 1_900_000).unwrap_err()
+    };
+    let took = t.elapsed();
+    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(8),
+        "EIO after {took:?} with --timeout 2"
+    );
 }
 
 #[test]
@@ -532,7 +572,10 @@ with open(p, 'ab') as f:
     // mv = granary mv; rm = granary rm.
     std::fs::rename(m.path("in.bin"), m.path("moved.bin")).unwrap();
     let ls = a.ok(&["ls", "/pub"]);
-    assert!(ls.contains("/pub/moved.bin/v=") && !ls.contains("/pub/in.bin"), "{ls}");
+    assert!(
+        ls.contains("/pub/moved.bin/v=") && !ls.contains("/pub/in.bin"),
+        "{ls}"
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert!(std::fs::read(m.path("moved.bin")).unwrap() == data);
     std::fs::remove_file(m.path("moved.bin")).unwrap();
@@ -563,7 +606,10 @@ time.sleep(60)
     w.wait().unwrap();
     std::thread::sleep(Duration::from_millis(500));
     let ls = a.ok(&["ls", "/pub"]);
-    assert!(!ls.contains("killed.bin"), "a killed writer published: {ls}");
+    assert!(
+        !ls.contains("killed.bin"),
+        "a killed writer published: {ls}"
+    );
     // …while one that closes publishes.
     std::fs::write(m.path("kept.bin"), b"kept").unwrap();
     assert!(a.ok(&["ls", "/pub"]).contains("/pub/kept.bin/v="));

@@ -13,8 +13,8 @@ use bytes::Bytes;
 use granary_packet::{types::COMP_VERSION, Component, Name};
 use granary_transfer::object::parse_metadata;
 use granary_transfer::{
-    discover, fetch_one, Config, Engine, Job, JobState, ObjectInfo, ObjectJob, OpenOptions, Request,
-    Sink, Trust, UnixLink,
+    discover, fetch_one, Config, Engine, Job, JobState, ObjectInfo, ObjectJob, OpenOptions,
+    Request, Sink, Trust, UnixLink,
 };
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
@@ -165,8 +165,7 @@ impl Fetcher {
     async fn one(&self, req: Request) -> Result<granary_packet::Data, FetchError> {
         let mut c = self.take().await?;
         let what = req.name.to_string();
-        match tokio::time::timeout(self.timeout, fetch_one(&mut c.engine, &mut c.link, req)).await
-        {
+        match tokio::time::timeout(self.timeout, fetch_one(&mut c.engine, &mut c.link, req)).await {
             Ok(Ok(d)) => {
                 self.give(c);
                 Ok(d)

@@ -119,8 +119,8 @@ const NEAR: u64 = 4 << 20;
 
 impl ReadAhead {
     fn on_read(&mut self, off: u64, len: u64, max: u64) -> u64 {
-        let sequential = off + NEAR >= self.next && off <= self.next + NEAR && self.next > 0
-            || off == 0;
+        let sequential =
+            off + NEAR >= self.next && off <= self.next + NEAR && self.next > 0 || off == 0;
         self.window = if sequential {
             (self.window * 2).clamp(RA_MIN, max.max(RA_MIN))
         } else {
@@ -312,9 +312,7 @@ impl GranaryFs {
             Ok(k) => k,
             // An empty prefix has no listing: empty if it is the root or
             // was made here, else gone.
-            Err(FetchError::NotFound(_))
-                if ino == ROOT || lock(&self.made_dirs).contains(name) =>
-            {
+            Err(FetchError::NotFound(_)) if ino == ROOT || lock(&self.made_dirs).contains(name) => {
                 Vec::new()
             }
             Err(e) => {
@@ -381,9 +379,10 @@ impl GranaryFs {
         let Some(p) = &self.publish else {
             return Err(std::io::Error::from_raw_os_error(libc::EROFS));
         };
-        let path = p
-            .drafts_dir
-            .join(format!("{}", self.next_draft.fetch_add(1, Ordering::Relaxed)));
+        let path = p.drafts_dir.join(format!(
+            "{}",
+            self.next_draft.fetch_add(1, Ordering::Relaxed)
+        ));
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -628,7 +627,10 @@ impl Filesystem for GranaryFs {
                 let _ = d.file.set_len(0);
                 d.dirty.store(true, Ordering::Release);
             }
-            return reply.opened(FileHandle(self.new_fh(Handle::Draft(ino.0))), FopenFlags::empty());
+            return reply.opened(
+                FileHandle(self.new_fh(Handle::Draft(ino.0))),
+                FopenFlags::empty(),
+            );
         }
         let Kind::File { versioned, .. } = kind else {
             return reply.error(Errno::EISDIR);
@@ -667,7 +669,10 @@ impl Filesystem for GranaryFs {
             }
             lock(&self.drafts).insert(ino.0, d);
             lock(&self.draft_names).insert(name, ino.0);
-            return reply.opened(FileHandle(self.new_fh(Handle::Draft(ino.0))), FopenFlags::empty());
+            return reply.opened(
+                FileHandle(self.new_fh(Handle::Draft(ino.0))),
+                FopenFlags::empty(),
+            );
         }
         match self.rt.block_on(self.fetcher.open(&versioned)) {
             Ok((id, info)) => {
@@ -1024,7 +1029,11 @@ impl Filesystem for GranaryFs {
         let ino = self.dir_ino(&n);
         self.invalidate(ino, None);
         match self.entries(ino, &n) {
-            Ok(es) if es.iter().any(|x| !lock(&self.made_dirs).contains(&n.append(&x.comp))) => {
+            Ok(es)
+                if es
+                    .iter()
+                    .any(|x| !lock(&self.made_dirs).contains(&n.append(&x.comp))) =>
+            {
                 return reply.error(Errno::ENOTEMPTY)
             }
             Ok(es) if !es.is_empty() => return reply.error(Errno::ENOTEMPTY),
@@ -1101,7 +1110,14 @@ impl Filesystem for GranaryFs {
         }
     }
 
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
         reply.error(Errno::from_i32(libc::ENODATA))
     }
 

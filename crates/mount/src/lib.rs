@@ -124,7 +124,9 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
     ];
     if opts.allow_other {
         config.acl = fuser::SessionACL::All;
-        config.mount_options.push(fuser::MountOption::DefaultPermissions);
+        config
+            .mount_options
+            .push(fuser::MountOption::DefaultPermissions);
     }
     config.n_threads = Some(opts.threads.max(1));
     let mut session = fuser::Session::new(fs, &opts.mountpoint, &config)?;
