@@ -149,7 +149,7 @@ fn py(script: &str, args: &[&str]) -> String {
 /// boundaries), os.stat and os.listdir through the mount, compared with
 /// the originals.
 const PY_COMPARE: &str = r#"
-import os, random, sys
+import mmap, os, random, sys
 mnt, orig_dir, seg = sys.argv[1], sys.argv[2], int(sys.argv[3])
 names = sorted(os.listdir(orig_dir))
 assert sorted(os.listdir(mnt)) == names, (os.listdir(mnt), names)
@@ -180,6 +180,9 @@ for n in names:
         assert f.read(10) == b''
         f.seek(0)
         assert f.read() == data
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        assert mm[:] == data and mm[len(data) // 2:len(data) // 2 + 9000] == data[len(data) // 2:len(data) // 2 + 9000]
+        mm.close()
 print('checked', len(names))
 "#;
 

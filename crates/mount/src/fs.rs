@@ -171,6 +171,7 @@ pub struct GranaryFs {
     draft_names: Mutex<HashMap<Name, u64>>,
     made_dirs: Mutex<HashSet<Name>>,
     next_draft: AtomicU64,
+    started: SystemTime,
 }
 
 const ROOT: u64 = 1;
@@ -209,6 +210,7 @@ impl GranaryFs {
             draft_names: Mutex::new(HashMap::new()),
             made_dirs: Mutex::new(HashSet::new()),
             next_draft: AtomicU64::new(1),
+            started: SystemTime::now(),
         }
     }
 
@@ -254,7 +256,7 @@ impl GranaryFs {
                 FileType::Directory,
                 0,
                 if self.writable() { 0o755 } else { 0o555 },
-                SystemTime::UNIX_EPOCH,
+                self.started,
             ),
             Kind::File { size, mtime, .. } => (
                 FileType::RegularFile,
