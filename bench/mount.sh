@@ -114,8 +114,10 @@ if command -v sshfs > /dev/null && [ -x /usr/sbin/sshd ]; then
   ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/host"
   ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/user"
   cp "$tmp/ssh/user.pub" "$tmp/ssh/authorized_keys"
+  mkdir -p /run/sshd
   /usr/sbin/sshd -f /dev/null -o ListenAddress=127.0.0.1:22022 -o HostKey="$tmp/ssh/host" \
-    -o AuthorizedKeysFile="$tmp/ssh/authorized_keys" -o PidFile="$tmp/ssh/pid" -o StrictModes=no -D &
+    -o AuthorizedKeysFile="$tmp/ssh/authorized_keys" -o PidFile="$tmp/ssh/pid" -o StrictModes=no \
+    -o "Subsystem=sftp internal-sftp" -o PermitRootLogin=prohibit-password -D &
   pids+=($!)
   sleep 0.5
   sshfs -p 22022 -o IdentityFile="$tmp/ssh/user" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \

@@ -1135,3 +1135,47 @@ impl Filesystem for GranaryFs {
         reply.statfs(0, 0, 0, 0, 0, 128 << 10, 255, 128 << 10)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_ahead_grows_while_sequential_and_closes_on_a_seek() {
+        let mut ra = ReadAhead::default();
+        let max = 8 << 20;
+        let mut w = Vec::new();
+        let mut off = 0;
+        for _ in 0..8 {
+            w.push(ra.on_read(off, 128 << 10, max));
+            off += 128 << 10;
+        }
+        assert_eq!(w[0], RA_MIN);
+        assert!(w.windows(2).all(|p| p[1] >= p[0]));
+        assert_eq!(*w.last().unwrap(), max);
+        // A far seek: no read-ahead until reads are sequential again.
+        assert_eq!(ra.on_read(900 << 20, 4096, max), 0);
+        assert_eq!(ra.on_read((900 << 20) + 4096, 4096, max), RA_MIN);
+    }
+
+    #[test]
+    fn a_live_process_is_not_being_killed() {
+        assert!(!GranaryFs::killed(std::process::id()));
+        assert!(!GranaryFs::killed(u32::MAX));
+    }
+
+    #[test]
+    fn versions_as_times() {
+        use crate::fetch::version_time;
+        let t = |v| {
+            version_time(v)
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        assert_eq!(t(1_795_430_698_329_782), 1_795_430_698);
+        assert_eq!(t(1_795_430_698_329), 1_795_430_698);
+        assert_eq!(t(1_795_430_698), 1_795_430_698);
+        assert_eq!(t(3), 0);
+    }
+}
