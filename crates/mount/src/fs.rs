@@ -724,7 +724,10 @@ impl Filesystem for GranaryFs {
                 reply.data(&buf[..n])
             }
             Handle::Object { id, info, ra } => {
-                let ahead = lock(ra).on_read(offset, size as u64, self.s.max_readahead);
+                let ahead = match self.s.max_readahead {
+                    0 => 0,
+                    max => lock(ra).on_read(offset, size as u64, max),
+                };
                 let (id, info) = (*id, info.clone());
                 let f = self.fetcher.clone();
                 self.rt.spawn(async move {

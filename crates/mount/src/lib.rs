@@ -106,7 +106,12 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
         dir_ttl: opts.dir_ttl,
         uid: opts.uid,
         gid: opts.gid,
-        max_readahead: (opts.cache_bytes as u64 / 4).clamp(256 << 10, 64 << 20),
+        // Without a cache, read-ahead would fetch segments only to drop them.
+        max_readahead: if opts.cache_bytes == 0 {
+            0
+        } else {
+            (opts.cache_bytes as u64 / 4).clamp(256 << 10, 64 << 20)
+        },
     };
     let writable = publish.is_some();
     let fs = GranaryFs::new(settings, fetcher, rt.handle().clone(), publish);
