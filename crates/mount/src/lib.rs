@@ -84,7 +84,7 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
     rt.block_on(granary_transfer::UnixLink::connect(&opts.socket))
         .map_err(|e| {
             std::io::Error::other(format!(
-                "cannot reach the node at {}: {e} (is `granary daemon` running?)",
+                "cannot reach the node at {}: {e}",
                 opts.socket.display()
             ))
         })?;
