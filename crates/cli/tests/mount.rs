@@ -17,6 +17,10 @@ fn rnd(seed: u64, n: usize) -> Vec<u8> {
     noise(n, seed)
 }
 
+/// Linux errno values the tests expect.
+const EIO: i32 = 5;
+const EROFS: i32 = 30;
+
 fn fuse_available() -> bool {
     match std::fs::OpenOptions::new()
         .read(true)
@@ -244,15 +248,11 @@ fn python_reads_through_a_remote_mount_match_the_originals() {
     assert!(out.contains("checked 4"), "{out}");
     // Writing is refused in read-only mode.
     let e = std::fs::write(m.path("fixed/new"), b"x").unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(libc_erofs()), "{e}");
+    assert_eq!(e.raw_os_error(), Some(EROFS), "{e}");
     // The mount shows up, and SIGTERM unmounts it cleanly.
     let root = m.root().to_path_buf();
     drop(m);
     assert!(!is_mounted(&root));
-}
-
-fn libc_erofs() -> i32 {
-    30
 }
 
 fn sha256_of(p: &Path) -> String {
@@ -424,7 +424,7 @@ fn a_tampered_segment_gives_eio_never_wrong_bytes() {
     // or the mount's manifest check rejects it), never the wrong bytes.
     let t = Instant::now();
     let e = read_at(&p, 20 * 8000, 100).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert_eq!(e.raw_os_error(), Some(EIO), "{e}");
     assert!(t.elapsed() < Duration::from_secs(10));
     // Reading across it fails too; the whole file cannot be read.
     assert!(std::fs::read(&p).is_err());
@@ -461,7 +461,7 @@ fn a_stopped_producer_gives_eio_after_the_timeout() {
         h.read_exact_at(&mut b, 1_500_000).unwrap_err()
     };
     let took = t.elapsed();
-    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert_eq!(e.raw_os_error(), Some(EIO), "{e}");
     assert!(
         took < Duration::from_secs(8),
         "EIO after {took:?}, not a hang"
@@ -476,7 +476,7 @@ fn a_stopped_producer_gives_eio_after_the_timeout() {
         h.read_exact_at(&mut b, 1_900_000).unwrap_err()
     };
     let took = t.elapsed();
-    assert_eq!(e.raw_os_error(), Some(5), "{e}");
+    assert_eq!(e.raw_os_error(), Some(EIO), "{e}");
     assert!(
         took >= Duration::from_millis(1500) && took < Duration::from_secs(8),
         "EIO after {took:?} with --timeout 2"
