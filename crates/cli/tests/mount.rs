@@ -659,3 +659,52 @@ fn unmount_cleans_a_crashed_mount() {
     assert!(!is_mounted(m.root()));
     assert!(std::fs::read_dir(m.root()).unwrap().next().is_none());
 }
+
+/// Data packets a node has sent (`granary status`).
+fn data_out(d: &Daemon) -> u64 {
+    let s = d.ok(&["status"]);
+    s.lines()
+        .find_map(|l| l.strip_prefix("data"))
+        .and_then(|l| l.split_whitespace().skip_while(|w| *w != "out").nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no data counters in {s}"))
+}
+
+#[test]
+fn a_small_read_fetches_only_its_covering_segments() {
+    if !fuse_available() {
+        return;
+    }
+    let p = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let c = Daemon::start(&[]);
+    c.ok(&["route", "add", "/few", &tcp(&p)]);
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("f.bin");
+    let data = rnd(21, 2_000_000);
+    std::fs::write(&f, &data).unwrap();
+    put(&p, &f, "/few/f.bin", &["--chunking", "fixed:8000"]);
+    trust(&p, &c);
+    // No block cache, so no read-ahead of our own; POSIX_FADV_RANDOM turns
+    // the kernel's off.
+    let m = Mount::start(&c, "/few", &["--cache-size", "0"]);
+    let before = data_out(&p);
+    let out = py(
+        r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+print(os.pread(fd, 100, 1000037).hex())
+"#,
+        &[m.path("f.bin").to_str().unwrap()],
+    );
+    let small = data_out(&p) - before;
+    assert_eq!(out.trim(), hex::encode(&data[1_000_037..1_000_137]));
+    // Listing, metadata, the manifest (root and blocks), one or two
+    // segments, and the status queries: far from the 250 segments.
+    assert!(small <= 12, "{small} Data for a 100-byte read");
+    let before = data_out(&p);
+    assert!(std::fs::read(m.path("f.bin")).unwrap() == data);
+    let all = data_out(&p) - before;
+    eprintln!("producer sent {small} Data for a 100-byte read, {all} for the whole file");
+    assert!(all >= 240, "a whole read took only {all} Data");
+}
