@@ -5,6 +5,8 @@
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
 #   - netcdf-bin (apt, only if ncgen is missing and we are root) for the netCDF fixtures
 #   - postgresql (apt, only if initdb is missing and we are root) for the catalog tests
+#   - fuse3 (apt, only if fusermount3 is missing and we are root) for `granary mount`
+#     (fusermount3 unmounts for non-root users; root mounts through /dev/fuse directly)
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,17 @@ if ! command -v initdb >/dev/null 2>&1 && [ ! -x /usr/lib/postgresql/15/bin/init
     (apt-get install -y -qq postgresql >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; })
   else
     echo "setup: PostgreSQL (initdb) is missing and cannot be installed here; the catalog PostgreSQL tests will fail" >&2
+  fi
+fi
+
+# fusermount3 for `granary mount` (the mount tests need /dev/fuse; as root
+# they mount without it, but `granary mount --unmount` falls back to it).
+if ! command -v fusermount3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing fuse3 (apt) for granary mount"
+    (apt-get install -y -qq fuse3 >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq fuse3 >/dev/null; })
+  else
+    echo "setup: fusermount3 (fuse3) is missing and cannot be installed here; non-root mounts will not unmount cleanly" >&2
   fi
 fi
 

@@ -5,6 +5,7 @@ mod dissect;
 mod fetch;
 mod key;
 mod linkem;
+mod mount;
 mod node;
 mod repo;
 mod science;
@@ -312,6 +313,9 @@ enum Command {
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
+    /// Mount a namespace as a file system (FUSE): read-only and verified,
+    /// or with --publish a writable NDNFS over the local repository.
+    Mount(mount::MountArgs),
     /// List published files under a prefix.
     Ls {
         /// Prefix (default: everything).
@@ -553,6 +557,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             stats,
             fetch,
         } => fetch::cat(&socket, &data_dir, &name, offset, length, stats, &fetch),
+        Command::Mount(a) => {
+            init_logging(&cli.log, cli.log_format);
+            mount::run(&socket, &data_dir, a)
+        }
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
         Command::Mv { old, new } => {

@@ -450,3 +450,53 @@ pub(crate) fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     });
 }
 
+/// Publishes `file` as `n` (a new version unless `version`), as `put` does
+/// (through the daemon when one runs, else here, with the catalog), with
+/// no output. Returns the put's JSON result.
+pub fn publish_quiet(
+    data_dir: &Path,
+    socket: &Path,
+    file: &Path,
+    n: &Name,
+    version: Option<u64>,
+    chunking: Option<granary_store::Chunking>,
+) -> anyhow::Result<serde_json::Value> {
+    let bar = indicatif::ProgressBar::hidden();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let path = std::fs::canonicalize(file)?;
+    let result = match rt.block_on(Client::connect(socket)).ok() {
+        Some(client) => rt.block_on(put_via_daemon(
+            client, socket, &path, n, version, "manifest", None, None, None, chunking, true, false,
+            &bar,
+        ))?,
+        None => {
+            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let (signer, _) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+                .map_err(|e| anyhow::anyhow!(e))?;
+            let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
+            let how = granary_repo::local::Publish {
+                version,
+                signer: &signer,
+                policy: "manifest",
+                keep: None,
+                segment_size: None,
+                chunking,
+                index: true,
+                file_sha256: false,
+                tags: Vec::new(),
+                expect_hashes: None,
+            };
+            granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
+                .map_err(|e| anyhow::anyhow!(e))?
+        }
+    };
+    if result["ok"] != true {
+        anyhow::bail!(
+            "{}",
+            result["error"].as_str().unwrap_or("publishing failed")
+        );
+    }
+    Ok(result)
+}

@@ -1,0 +1,226 @@
+//! `granary mount`: the FUSE mount (granary-mount) from the command line;
+//! publish mode publishes, renames and removes through `put`, `mv` and
+//! `rm`'s code.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_packet::Name;
+
+/// `granary mount` flags.
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Runs in the foreground (like `sshfs -f`) until Ctrl-C, SIGTERM or `umount`; \
+start it with `&` or from a service manager to keep it in the background.
+
+Read-only (default): PREFIX's children (`32=ls`) are directories and files; \
+a file is its object's latest version (RDR metadata gives size and mtime, \
+mode 0444). An open file stays on the version it opened. Reads fetch only \
+the covering segments, each verified against the signed manifest; a segment \
+that fails verification, or a producer silent for --timeout, gives EIO.
+
+--publish (NDNFS): a file written into the mount is published as a new \
+version of its name when closed (as `granary put`); mv is `granary mv`, rm \
+is `granary rm`, mkdir makes a prefix. A writer killed by a signal publishes \
+nothing.
+
+Examples:
+  granary mount /cmip6 /mnt/cmip6 &
+  python -c 'import netCDF4; netCDF4.Dataset(\"/mnt/cmip6/tas.nc\")'
+  granary mount --publish /lab/run42 /mnt/run42
+  granary mount --unmount /mnt/cmip6")]
+pub struct MountArgs {
+    /// NDN prefix shown at the mount point's root.
+    #[arg(required_unless_present = "unmount")]
+    pub prefix: Option<String>,
+    /// An existing, empty directory.
+    #[arg(required_unless_present = "unmount")]
+    pub mountpoint: Option<PathBuf>,
+    /// Writable NDNFS mode over the local repository.
+    #[arg(long)]
+    pub publish: bool,
+    /// Unmount MOUNTPOINT (also one left behind by a crashed mount) and exit.
+    #[arg(long, value_name = "MOUNTPOINT", conflicts_with_all = ["prefix", "publish"])]
+    pub unmount: Option<PathBuf>,
+    /// How long directory listings, sizes and latest versions are cached
+    /// (seconds): a new version shows after at most this long.
+    #[arg(long, default_value_t = 5.0, value_name = "SECONDS")]
+    pub dir_ttl: f64,
+    /// An operation with no answer for this long fails with EIO (seconds).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    /// Shared block cache of verified segments (e.g. 256M, 1G, 0 for none).
+    #[arg(long, default_value = "256M", value_name = "SIZE")]
+    pub cache_size: String,
+    /// Let other users use the mount (with the kernel's permission checks).
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Owner shown for every file (default: yours).
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// Group shown for every file (default: yours).
+    #[arg(long)]
+    pub gid: Option<u32>,
+    /// FUSE worker threads.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub threads: u64,
+}
+
+/// `256M`, `1G`, `4096`, `64k`.
+fn parse_size(s: &str) -> anyhow::Result<usize> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let m = match t[i..].to_ascii_lowercase().trim_end_matches("ib") {
+                "k" | "kb" => 1u64 << 10,
+                "m" | "mb" => 1 << 20,
+                "g" | "gb" => 1 << 30,
+                "b" => 1,
+                u => anyhow::bail!("--cache-size {s}: unknown unit {u:?} (use K, M or G)"),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--cache-size {s}: not a size (e.g. 256M)"))?;
+    if !n.is_finite() || n < 0.0 {
+        anyhow::bail!("--cache-size {s}: not a size");
+    }
+    Ok((n * mul as f64) as usize)
+}
+
+fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+        anyhow::bail!("{flag} must be between 0 and 86400 seconds, not {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Publishing through `put`, `mv` and `rm`'s code paths.
+struct RepoPublisher {
+    data_dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl granary_mount::Publisher for RepoPublisher {
+    fn publish(&self, name: &Name, file: &Path) -> Result<Name, String> {
+        granary_store::path::check(name).map_err(|e| e.to_string())?;
+        let v = crate::repo::publish_quiet(&self.data_dir, &self.socket, file, name, None, None)
+            .map_err(|e| e.to_string())?;
+        let versioned = v["versioned"].as_str().unwrap_or_default();
+        Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
+    }
+
+    fn rename(&self, old: &Name, new: &Name) -> Result<(), String> {
+        crate::repo::mv(
+            &self.data_dir,
+            &self.socket,
+            crate::science::catalog_spec(),
+            &old.to_string(),
+            &new.to_string(),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    fn remove(&self, name: &Name) -> Result<(), String> {
+        crate::repo::rm(
+            &self.data_dir,
+            &self.socket,
+            crate::science::catalog_spec(),
+            &name.to_string(),
+            None,
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// `granary mount …`.
+pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
+    if let Some(mp) = &a.unmount {
+        granary_mount::unmount(mp)?;
+        eprintln!("unmounted {}", mp.display());
+        return Ok(());
+    }
+    let (Some(prefix), Some(mountpoint)) = (&a.prefix, &a.mountpoint) else {
+        anyhow::bail!("usage: granary mount [--publish] PREFIX MOUNTPOINT");
+    };
+    let prefix = Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
+    let md = std::fs::metadata(mountpoint)
+        .map_err(|e| anyhow::anyhow!("mount point {}: {e}", mountpoint.display()))?;
+    if !md.is_dir() {
+        anyhow::bail!("mount point {} is not a directory", mountpoint.display());
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        anyhow::bail!("cannot open /dev/fuse ({e}): FUSE is not available here (load the fuse module; in a container, pass --device /dev/fuse)");
+    }
+    let me = std::fs::metadata("/proc/self").ok();
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    if a.publish {
+        // The key that will sign what is published here must be trusted
+        // when it is read back: make it now (as the first `put` would).
+        let (_, created) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(k) = created {
+            eprintln!("created default publisher key {k}");
+        }
+    }
+    let trust = Arc::new(granary_transfer::Trust::from_keychain(&kc)?);
+    let publish = a.publish.then(|| {
+        (
+            Arc::new(RepoPublisher {
+                data_dir: data_dir.to_path_buf(),
+                socket: socket.to_path_buf(),
+            }) as Arc<dyn granary_mount::Publisher>,
+            data_dir.join("mount-drafts"),
+        )
+    });
+    let opts = granary_mount::Options {
+        prefix: prefix.clone(),
+        mountpoint: mountpoint.clone(),
+        socket: socket.to_path_buf(),
+        trust,
+        dir_ttl: secs("--dir-ttl", a.dir_ttl)?,
+        timeout: secs("--timeout", a.timeout)?.max(Duration::from_millis(100)),
+        cache_bytes: parse_size(&a.cache_size)?,
+        allow_other: a.allow_other,
+        uid: a.uid.or(me.as_ref().map(|m| m.uid())).unwrap_or(0),
+        gid: a.gid.or(me.as_ref().map(|m| m.gid())).unwrap_or(0),
+        threads: a.threads as usize,
+        publish,
+    };
+    let mode = if a.publish { "publish" } else { "read-only" };
+    let mp = mountpoint.clone();
+    granary_mount::mount(opts, || {
+        eprintln!(
+            "mounted {prefix} at {} ({mode}); Ctrl-C or `granary mount --unmount {}` to unmount",
+            mp.display(),
+            mp.display()
+        );
+        println!("ready");
+    })
+    .map_err(|e| anyhow::anyhow!("mount {}: {e}", mountpoint.display()))?;
+    eprintln!("unmounted {}", mountpoint.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(super::parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(super::parse_size("0").unwrap(), 0);
+        assert_eq!(super::parse_size("64k").unwrap(), 64 << 10);
+        assert!(super::parse_size("12parsecs").is_err());
+        assert!(super::parse_size("-1").is_err());
+    }
+}
