@@ -5,6 +5,9 @@
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
 #   - netcdf-bin (apt, only if ncgen is missing and we are root) for the netCDF fixtures
 #   - postgresql (apt, only if initdb is missing and we are root) for the catalog tests
+#   - chromium + chromium-driver (apt, only if /usr/bin/chromium is missing and we are
+#     root) for the web page's browser test (Playwright drives this Chromium; it never
+#     downloads a browser of its own)
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,16 @@ if ! command -v initdb >/dev/null 2>&1 && [ ! -x /usr/lib/postgresql/15/bin/init
     (apt-get install -y -qq postgresql >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; })
   else
     echo "setup: PostgreSQL (initdb) is missing and cannot be installed here; the catalog PostgreSQL tests will fail" >&2
+  fi
+fi
+
+# Debian's Chromium for the web page's browser test (crates/cli/tests/browser.rs).
+if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium and chromium-driver (apt) for the browser test"
+    (apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; })
+  else
+    echo "setup: /usr/bin/chromium (Debian chromium) is missing and cannot be installed here; the browser test will skip (fail with CI=true)" >&2
   fi
 fi
 
