@@ -322,7 +322,7 @@ function renderHits() {
     });
     const facets = SUMMARY_FACETS.filter((f) => h.facets?.[f]).map((f) => h.facets[f]);
     const time = h.time_start ? `${day(h.time_start)} → ${day(h.time_end)}` : "";
-    return el("li", { class: "hit", "data-name": h.name },
+    return el("li", { class: "hit", "data-name": h.name, "data-key": k },
       cb,
       el("div", { class: "hit-main" },
         el("button", { type: "button", class: "hit-title", onclick: () => openFile(h.name, h.version, { push: true }) }, h.title || h.name),
@@ -596,10 +596,7 @@ function select(hit, on) {
   else state.selected.delete(k);
   renderSelection();
   // Keep the page's checkboxes in step (the file panel can change them too).
-  for (const li of $("hits").children) {
-    const h = state.page?.hits.find((x) => x.name === li.dataset.name);
-    if (h) li.querySelector(".pick").checked = state.selected.has(keyOf(h));
-  }
+  for (const li of $("hits").children) li.querySelector(".pick").checked = state.selected.has(li.dataset.key);
   if (state.page) $("select-page").checked = state.page.hits.length > 0 && state.page.hits.every((h) => state.selected.has(keyOf(h)));
 }
 
@@ -775,7 +772,10 @@ function toggleStatus() {
   box.hidden = !box.hidden;
   $("status-toggle").setAttribute("aria-expanded", box.hidden ? "false" : "true");
   clearTimeout(status.timer);
-  if (!box.hidden) refreshStatus();
+  if (!box.hidden) {
+    refreshStatus();
+    box.scrollIntoView({ block: "start" });
+  }
 }
 
 // ------------------------------------------------------------------ start

@@ -99,7 +99,7 @@ class Flow:
 
     def shot(self, page, label, step):
         path = os.path.join(self.a.out, f"{label}-{step}.png")
-        page.screenshot(path=path, full_page=True)
+        page.screenshot(path=path)  # what the user sees (fixed and sticky parts in place)
         self.shots.append(path)
 
     def watch(self, page, label):
@@ -235,7 +235,7 @@ class Flow:
         self.shot(page, label, "07-selected")
 
         downloads = []
-        page.on("download", downloads.append)
+        page.on("download", lambda d: downloads.append(d))
         page.locator("#download-all").click()
         expect(page.locator("#progress")).to_have_attribute("data-done", "ok")
         deadline = time.time() + TIMEOUT_MS / 1000
