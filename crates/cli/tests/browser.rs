@@ -54,15 +54,6 @@ fn browser_missing() -> Option<String> {
     None
 }
 
-/// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Where screenshots go: `<target>/test-artifacts/browser/`.
 fn artefact_dir() -> PathBuf {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
@@ -84,9 +75,9 @@ fn web_page_flow_in_headless_chromium() {
         );
         return;
     }
-    let port = free_port();
-    let http = format!("127.0.0.1:{port}");
-    let d = Daemon::start(&["--http", &http]);
+    // The gateway on a port the system picks (the daemon prints it).
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let http = d.http.clone().expect("the daemon printed no gateway address");
 
     // Three generated netCDF files, published with their DRS paths.
     let example = d.dir.path().join("example");
@@ -110,6 +101,7 @@ fn web_page_flow_in_headless_chromium() {
         "picked": [title(FILES[0]), title(FILES[1])],
         "facet": ["member_id", "r2i1p1f1"],
         "single": title(FILES[1]),
+        "late": title(FILES[2]),
     });
     let plan_path = d.dir.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();

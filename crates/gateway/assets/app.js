@@ -16,7 +16,7 @@ const FACET_ORDER = [
 ];
 /** Facets shown in a result's summary line. */
 const SUMMARY_FACETS = ["source_id", "experiment_id", "member_id", "table_id", "variable_id", "grid_label", "version"];
-const RESERVED = new Set(["q", "offset", "all", "file", "v"]);
+const RESERVED = new Set(["q", "time", "offset", "all", "file", "v"]);
 
 const $ = (id) => document.getElementById(id);
 
@@ -91,6 +91,7 @@ const sq = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`;
 const state = {
   filters: new Map(), // facet -> Set of values (OR within, AND across)
   q: "",
+  time: "", // "START/END" (either may be empty): time coverage overlapping it
   offset: 0,
   all: false, // every version, not only the latest
   file: null, // {name, version} of the open file panel
@@ -108,6 +109,7 @@ function readUrl() {
     state.filters.get(k).add(v);
   }
   state.q = p.get("q") || "";
+  state.time = p.get("time") || "";
   state.offset = Math.max(0, parseInt(p.get("offset") || "0", 10) || 0);
   state.all = p.get("all") === "1";
   state.file = p.get("file") ? { name: p.get("file"), version: p.get("v") || "" } : null;
@@ -125,11 +127,13 @@ function urlParams() {
   return p;
 }
 
-/** Filters and free text as query parameters (shared by the API and the URL). */
-function filterParams() {
+/** Filters, free text and time as query parameters (shared by the API and the
+ * URL); `without` leaves one facet's filter out. */
+function filterParams(without) {
   const p = new URLSearchParams();
-  for (const [k, vs] of state.filters) for (const v of vs) p.append(k, v);
+  for (const [k, vs] of state.filters) if (k !== without) for (const v of vs) p.append(k, v);
   if (state.q) p.set("q", state.q);
+  if (state.time) p.set("time", state.time);
   return p;
 }
 
@@ -194,8 +198,18 @@ async function search({ push = false } = {}) {
   const seq = ++searchSeq;
   $("results").setAttribute("aria-busy", "true");
   try {
-    const page = await api(`/api/search?${p}`);
+    // The counts of a facet that has a filter are taken without that filter,
+    // so its other values stay listed and can be added (OR within a facet).
+    const others = [...state.filters.keys()].map((f) => {
+      const o = filterParams(f);
+      o.set("limit", 0);
+      o.set("latest", state.all ? "false" : "true");
+      o.set("facets", f);
+      return api(`/api/search?${o}`).then((r) => [f, r.facet_counts?.[f] || []]);
+    });
+    const [page, ...alt] = await Promise.all([api(`/api/search?${p}`), ...others]);
     if (seq !== searchSeq) return;
+    page.facet_counts = { ...(page.facet_counts || {}), ...Object.fromEntries(alt) };
     state.page = page;
     // An offset past the end (after a filter change): back to the last page.
     if (page.total > 0 && page.hits.length === 0 && state.offset > 0) {
@@ -230,6 +244,9 @@ function render() {
   renderHits();
   renderSearchCommands();
   $("all-versions").checked = state.all;
+  const [from, to] = state.time ? state.time.split("/") : ["", ""];
+  $("time-from").value = from || "";
+  $("time-to").value = to || "";
 }
 
 function renderChips() {
@@ -250,10 +267,16 @@ function renderChips() {
       onclick: () => { state.q = ""; $("q").value = ""; state.offset = 0; search({ push: true }); },
     }, el("span", { class: "chip-k", text: "words:" }), ` ${state.q} `, el("span", { "aria-hidden": "true", text: "✕" })));
   }
+  if (state.time) {
+    chips.push(el("button", {
+      type: "button", class: "chip", "aria-label": `Remove time filter ${state.time}`,
+      onclick: () => { state.time = ""; state.offset = 0; search({ push: true }); },
+    }, el("span", { class: "chip-k", text: "time:" }), ` ${state.time.replace("/", " → ")} `, el("span", { "aria-hidden": "true", text: "✕" })));
+  }
   if (chips.length > 1) {
     chips.push(el("button", {
       type: "button", class: "link", onclick: () => {
-        state.filters.clear(); state.q = ""; $("q").value = ""; state.offset = 0; search({ push: true });
+        state.filters.clear(); state.q = ""; state.time = ""; $("q").value = ""; state.offset = 0; search({ push: true });
       },
     }, "Clear all"));
   }
@@ -351,6 +374,11 @@ function renderSearchCommands() {
   const words = [];
   for (const [k, vs] of state.filters) words.push(`${k}=${[...vs].join(",")}`);
   if (state.q) words.push(...state.q.split(/\s+/).filter(Boolean));
+  if (state.time) {
+    const [from, to] = state.time.split("/");
+    if (from) words.push(`from=${from}`);
+    if (to) words.push(`to=${to}`);
+  }
   if (state.all) words.push("latest=false");
   const dir = "granary-data";
   $("cmd-query").textContent = words.length
@@ -789,6 +817,13 @@ function wire() {
     for (const h of state.page?.hits || []) select(h, ev.target.checked);
   });
   $("download-all").addEventListener("click", downloadAll);
+  $("time-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const from = $("time-from").value.trim(), to = $("time-to").value.trim();
+    state.time = from || to ? `${from}/${to}` : "";
+    state.offset = 0;
+    search({ push: true });
+  });
   $("sel-clear").addEventListener("click", () => {
     state.selected.clear();
     if (!downloading) $("progress").hidden = true;

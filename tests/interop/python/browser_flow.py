@@ -12,10 +12,11 @@ the flow's data:
    "pick": ["source_id", "CanESM5"],         # the autocomplete entry to pick
    "picked": [<title>, <title>],             # what the search then shows
    "facet": ["member_id", "r2i1p1f1"],       # the facet value to click
-   "single": <title>}                        # what remains, opened and downloaded
+   "single": <title>,                        # what remains, opened and downloaded
+   "late": <title>}                          # the one file covering 2015 and later
 
 The flow, at desktop width (1280 px) and at phone width (375 px): open the page;
-type in the search box and pick an autocomplete entry; click a facet; open the file
+filter by time coverage and remove the filter; type in the search box and pick an autocomplete entry; click a facet; open the file
 panel and check its metadata; download the file and compare its bytes with the
 original; remove the facet filter, select two files and "download all", comparing
 both; show the node status. A screenshot of each step goes to --out. Any console
@@ -138,6 +139,20 @@ class Flow:
         expect(hits).to_have_count(len(x["files"]))
         expect(page.locator("#total")).to_contain_text(f"{len(x['files'])} files")
         self.shot(page, label, "01-open")
+
+        # 1b. The time filter: coverage overlapping 2015 onwards leaves the one
+        #     ssp585 file; its chip removes it again.
+        if phone:
+            page.locator("#facets-details > summary").click()
+        page.locator("#time-from").fill("2015")
+        page.locator("#time-form button[type=submit]").click()
+        expect(hits).to_have_count(1)
+        expect(hits.locator(".hit-title")).to_have_text(x["late"])
+        page.locator("#chips .chip", has_text="time:").click()
+        expect(hits).to_have_count(len(x["files"]))
+        if phone:
+            page.locator("#facets-details > summary").click()
+            expect(page.locator("#facets")).to_be_hidden()
 
         # 2. Type in the search box; pick an autocomplete entry (by keyboard on the
         #    desktop, by touch on the phone).
