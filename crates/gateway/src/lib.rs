@@ -13,7 +13,9 @@
 mod api;
 mod assets;
 mod data;
+mod esgf;
 mod query;
+mod wget;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,7 +72,11 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/autocomplete", get(api::autocomplete))
         .route("/api/file/{*name}", get(api::file))
         .route("/api/status", get(api::status))
+        .route("/api/wget", get(wget::api_wget))
         .route("/data/{*name}", get(data::download))
+        .route("/esg-search/search", get(esgf::search))
+        .route("/esg-search/search/", get(esgf::search))
+        .route("/esg-search/wget", get(esgf::wget))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
