@@ -632,7 +632,7 @@ function renderSelection() {
   const items = [...state.selected.values()];
   const box = $("selection");
   box.hidden = items.length === 0 && $("progress").hidden;
-  document.body.classList.toggle("has-selection", !box.hidden);
+  if (box.hidden) document.body.style.paddingBottom = "";
   $("sel-count").textContent = `${items.length} file${items.length === 1 ? "" : "s"}`;
   $("sel-size").textContent = items.length ? `(${bytes(items.reduce((s, h) => s + Number(h.size || 0), 0))})` : "";
   $("download-all").disabled = items.length === 0 || downloading;
@@ -850,6 +850,12 @@ function wire() {
     if (state.file) openFile(state.file.name, state.file.version);
     else if ($("file").open) $("file").close();
   });
+  // The selection bar is fixed at the bottom: the page gets room below its
+  // end as tall as the bar, so nothing stays hidden under it.
+  new ResizeObserver(() => {
+    const box = $("selection");
+    document.body.style.paddingBottom = box.hidden ? "" : `${box.offsetHeight + 16}px`;
+  }).observe($("selection"));
   // On a narrow screen the filter list starts folded, so results come first.
   if (matchMedia("(max-width: 760px)").matches) $("facets-details").open = false;
 }

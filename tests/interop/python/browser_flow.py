@@ -244,6 +244,14 @@ class Flow:
                 self.problems.append(f"[{label}] {t} is missing from the commands:\n{cmd_get}\n{cmd_wget}")
         if "granary get" not in cmd_get or "wget -c" not in cmd_wget:
             self.problems.append(f"[{label}] odd commands:\n{cmd_get}\n{cmd_wget}")
+        # The whole search as a wget script (the gateway's /api/wget): one URL
+        # per match, and nothing else.
+        page.locator("#search-commands > summary").click()
+        expect(page.locator("#cmd-wget-query")).to_contain_text("/api/wget?")
+        r = page.request.get(page.locator("#wget-link").get_attribute("href"))
+        script = r.text()
+        if r.status != 200 or not all(t in script for t in x["picked"]) or x["late"] in script:
+            self.problems.append(f"[{label}] the wget script of the search ({r.status}):\n{script[:2000]}")
         query_cmd = page.locator("#cmd-query").text_content()
         if f"{facet}={value}" not in query_cmd or "--query" not in query_cmd:
             self.problems.append(f"[{label}] odd granary get --query command: {query_cmd}")
