@@ -203,7 +203,11 @@ class Flow:
 
         # 4. Open the file panel: metadata, variables with units and shapes,
         #    time coverage, versions, the NDN name.
-        hits.locator(".hit-title").click()
+        if phone:
+            hits.locator(".hit-title").tap()
+        else:  # by keyboard
+            hits.locator(".hit-title").focus()
+            page.keyboard.press("Enter")
         panel = page.locator("#file")
         expect(panel).to_be_visible()
         expect(page.locator("#file-h")).to_have_text(x["single"])
@@ -228,6 +232,8 @@ class Flow:
         self.shot(page, label, "06-downloaded")
         page.keyboard.press("Escape")
         expect(panel).to_be_hidden()
+        if not phone:  # the focus is back where it was
+            expect(hits.locator(".hit-title")).to_be_focused()
 
         # 6. Remove the facet filter (its chip), select two files, download all.
         page.locator("#chips .chip", has_text=f"{ffacet}: {fvalue}").click()
