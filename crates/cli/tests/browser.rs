@@ -77,7 +77,10 @@ fn web_page_flow_in_headless_chromium() {
     }
     // The gateway on a port the system picks (the daemon prints it).
     let d = Daemon::start(&["--http", "127.0.0.1:0"]);
-    let http = d.http.clone().expect("the daemon printed no gateway address");
+    let http = d
+        .http
+        .clone()
+        .expect("the daemon printed no gateway address");
 
     // Three generated netCDF files, published with their DRS paths.
     let example = d.dir.path().join("example");
