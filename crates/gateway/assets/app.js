@@ -338,6 +338,8 @@ function renderHits() {
   const n = page.total;
   const first = n ? state.offset + 1 : 0;
   const last = state.offset + page.hits.length;
+  const what = [...state.filters.values()].flatMap((vs) => [...vs]).concat(state.q ? [state.q] : []);
+  document.title = `${what.length ? `${what.join(", ")} — ` : ""}${n} file${n === 1 ? "" : "s"} — Granary`;
   $("total").textContent = n === 0 ? "No files match." : `${n} file${n === 1 ? "" : "s"}${n > page.hits.length ? ` · showing ${first}–${last}` : ""}`;
   list.replaceChildren(...page.hits.map((h) => {
     const k = keyOf(h);
@@ -631,7 +633,22 @@ function select(hit, on) {
   if (state.page) $("select-page").checked = state.page.hits.length > 0 && state.page.hits.every((h) => state.selected.has(keyOf(h)));
 }
 
+/** The selection survives a reload of the tab (not the tab's closing). */
+function saveSelection() {
+  try {
+    sessionStorage.setItem("granary.selection", JSON.stringify([...state.selected.values()]));
+  } catch { /* storage full or off: the selection is only in memory */ }
+}
+
+function loadSelection() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem("granary.selection") || "[]");
+    for (const h of Array.isArray(v) ? v : []) if (h && h.name && h.download) state.selected.set(keyOf(h), h);
+  } catch { /* nothing kept */ }
+}
+
 function renderSelection() {
+  saveSelection();
   const items = [...state.selected.values()];
   const box = $("selection");
   box.hidden = items.length === 0 && $("progress").hidden;
@@ -880,6 +897,7 @@ function wire() {
 
 wire();
 readUrl();
+loadSelection();
 renderSelection();
 search();
 if (state.file) openFile(state.file.name, state.file.version);
