@@ -14,6 +14,7 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
+mod ndn;
 mod query;
 mod wget;
 
@@ -56,6 +57,20 @@ pub struct Node {
     pub limits: FaceLimits,
     /// When the gateway started.
     pub started: Instant,
+    /// The address the gateway is bound to (set by [`start`]).
+    pub local: std::sync::OnceLock<SocketAddr>,
+}
+
+/// The peer of a connection (for face URIs).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, CappedListener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, CappedListener>) -> Self {
+        Peer(*s.remote_addr())
+    }
 }
 
 /// Shared state of the handlers.
@@ -77,6 +92,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search", get(esgf::search))
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
+        .route("/ndn", get(ndn::websocket))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
@@ -233,7 +249,8 @@ pub async fn start(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let l = TcpListener::bind(addr).await?;
     let bound = l.local_addr()?;
-    let app = router(node);
+    let _ = node.local.set(bound);
+    let app = router(node).into_make_service_with_connect_info::<Peer>();
     let task = tokio::spawn(async move {
         let l = CappedListener::new(l, max_conns);
         if let Err(e) = axum::serve(l, app).await {
