@@ -176,15 +176,14 @@ pub async fn serve_socket<S>(
         let _ = sink.close().await;
     });
     while let Some(Ok(m)) = stream.next().await {
-        match m {
-            Message::Binary(b) => {
-                if in_tx.send(b).await.is_err() {
-                    break;
-                }
-            }
+        let b = match m {
+            Message::Binary(b) => b,
             Message::Close(_) => break,
             // Text, ping, pong: not packets (pings are answered by the library).
-            _ => {}
+            _ => continue,
+        };
+        if in_tx.send(b).await.is_err() {
+            break;
         }
     }
     drop(in_tx);

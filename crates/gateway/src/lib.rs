@@ -9,6 +9,9 @@
 //! Nothing here writes: there is no publishing over HTTP. Every name in a URL is
 //! an NDN name, fetched over NDN; no URL is ever mapped to a file path.
 #![forbid(unsafe_code)]
+// Handlers return ready HTTP responses as their errors (the axum idiom); they
+// are built once per request, so their size does not matter.
+#![allow(clippy::result_large_err)]
 
 mod api;
 mod assets;

@@ -52,14 +52,14 @@ async fn serve(socket: WebSocket, node: State, peer: Peer) {
         let _ = sink.close().await;
     });
     while let Some(Ok(m)) = stream.next().await {
-        match m {
-            Message::Binary(b) => {
-                if in_tx.send(b).await.is_err() {
-                    break;
-                }
-            }
+        let b = match m {
+            Message::Binary(b) => b,
             Message::Close(_) => break,
-            _ => {}
+            // Text, ping, pong: not packets (pings are answered by the library).
+            _ => continue,
+        };
+        if in_tx.send(b).await.is_err() {
+            break;
         }
     }
     drop(in_tx);
