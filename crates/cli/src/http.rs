@@ -81,6 +81,7 @@ pub async fn start(
         ids: running.ids.clone(),
         limits: running.limits.clone(),
         started: std::time::Instant::now(),
+        local: Default::default(),
     });
     match granary_gateway::start(addr, s.max_conns, node).await {
         Ok((bound, task)) => {

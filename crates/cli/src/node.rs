@@ -22,7 +22,9 @@ pub struct DaemonArgs {
     /// Flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Extra listener: tcp://IP:PORT, udp://IP:PORT or unix:///PATH (repeatable).
+    /// Extra listener: tcp://IP:PORT, udp://IP:PORT, ws://IP:PORT (WebSocket
+    /// face, one packet per binary message, as NFD's) or unix:///PATH
+    /// (repeatable).
     #[arg(long = "listen", value_name = "URI")]
     listen: Vec<String>,
     /// Also listen at /run/nfd/nfd.sock so unmodified NFD apps use this node.
@@ -201,6 +203,9 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         }
         if let Some(a) = running.udp {
             println!("listening udp://{a}");
+        }
+        for a in &running.ws {
+            println!("listening ws://{a}");
         }
         println!("ready");
         use tokio::signal::unix::{signal, SignalKind};

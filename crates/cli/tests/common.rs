@@ -91,6 +91,8 @@ pub struct Daemon {
     pub udp: Option<String>,
     /// The HTTP gateway's address (`IP:PORT`), when started with `--http`.
     pub http: Option<String>,
+    /// The WebSocket listener's address, when started with `--listen ws://…`.
+    pub ws: Option<String>,
 }
 
 impl Daemon {
@@ -129,7 +131,7 @@ impl Daemon {
             .unwrap();
         let out = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(out).lines();
-        let (mut tcp, mut udp, mut http) = (None, None, None);
+        let (mut tcp, mut udp, mut http, mut ws) = (None, None, None, None);
         loop {
             let l = lines.next().expect("daemon exited before ready").unwrap();
             if let Some(a) = l.strip_prefix("listening tcp://") {
@@ -137,6 +139,9 @@ impl Daemon {
             }
             if let Some(a) = l.strip_prefix("listening udp://") {
                 udp = Some(a.to_string());
+            }
+            if let Some(a) = l.strip_prefix("listening ws://") {
+                ws = Some(a.to_string());
             }
             if let Some(a) = l.strip_prefix("gateway http://") {
                 http = Some(a.trim_end_matches('/').to_string());
@@ -153,6 +158,7 @@ impl Daemon {
             tcp,
             udp,
             http,
+            ws,
         }
     }
 

@@ -379,11 +379,10 @@ fn hex_of(b: &[u8]) -> String {
 fn stream(mut f: RemoteFile<GwLink>, start: u64, end: u64, seg: u64) -> Body {
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(AHEAD);
     tokio::spawn(async move {
-        let per = if seg > 0 {
-            (CHUNK / seg).max(1) * seg
-        } else {
-            CHUNK
-        };
+        let per = CHUNK
+            .checked_div(seg)
+            .map(|n| n.max(1) * seg)
+            .unwrap_or(CHUNK);
         let mut pos = start;
         while pos < end {
             // End each chunk on a segment boundary, so no segment is fetched twice.

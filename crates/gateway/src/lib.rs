@@ -9,11 +9,15 @@
 //! Nothing here writes: there is no publishing over HTTP. Every name in a URL is
 //! an NDN name, fetched over NDN; no URL is ever mapped to a file path.
 #![forbid(unsafe_code)]
+// Handlers return ready HTTP responses as their errors (the axum idiom); they
+// are built once per request, so their size does not matter.
+#![allow(clippy::result_large_err)]
 
 mod api;
 mod assets;
 mod data;
 mod esgf;
+mod ndn;
 mod query;
 mod wget;
 
@@ -56,6 +60,20 @@ pub struct Node {
     pub limits: FaceLimits,
     /// When the gateway started.
     pub started: Instant,
+    /// The address the gateway is bound to (set by [`start`]).
+    pub local: std::sync::OnceLock<SocketAddr>,
+}
+
+/// The peer of a connection (for face URIs).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, CappedListener>>
+    for Peer
+{
+    fn connect_info(s: axum::serve::IncomingStream<'_, CappedListener>) -> Self {
+        Peer(*s.remote_addr())
+    }
 }
 
 /// Shared state of the handlers.
@@ -77,6 +95,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search", get(esgf::search))
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
+        .route("/ndn", get(ndn::websocket))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
@@ -233,7 +252,8 @@ pub async fn start(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let l = TcpListener::bind(addr).await?;
     let bound = l.local_addr()?;
-    let app = router(node);
+    let _ = node.local.set(bound);
+    let app = router(node).into_make_service_with_connect_info::<Peer>();
     let task = tokio::spawn(async move {
         let l = CappedListener::new(l, max_conns);
         if let Err(e) = axum::serve(l, app).await {
