@@ -242,8 +242,20 @@ function setFilter(facet, value, on) {
 }
 
 function render() {
+  // Re-rendering replaces the buttons: a keyboard user keeps their place.
+  const a = document.activeElement;
+  const facetFocus = a?.classList.contains("facet-value") ? [a.dataset.facet, a.dataset.value] : null;
+  const chipFocus = a?.closest?.("#chips") ? [...$("chips").children].indexOf(a) : -1;
   renderChips();
   renderFacets();
+  if (facetFocus) {
+    const [f, v] = facetFocus;
+    const b = [...$("facets").querySelectorAll("button.facet-value")].find((x) => x.dataset.facet === f && x.dataset.value === v);
+    (b || $(`facet-${f}`) || $("q")).focus();
+  } else if (chipFocus >= 0) {
+    const chips = $("chips").children;
+    (chips[Math.min(chipFocus, chips.length - 1)] || $("q")).focus();
+  }
   renderHits();
   renderSearchCommands();
   $("all-versions").checked = state.all;

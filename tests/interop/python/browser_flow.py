@@ -42,6 +42,7 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
+    "--disable-dev-shm-usage",  # containers often have a small /dev/shm
 ]
 VIEWPORTS = {
     "desktop": dict(viewport={"width": 1280, "height": 860}),
@@ -193,8 +194,14 @@ class Flow:
         if group.get_attribute("open") is None:
             page.locator(f"#facet-{ffacet}").click()
         expect(button.locator(".count")).to_have_text("1")
-        button.click()
+        if phone:
+            button.tap()
+        else:  # by keyboard: the focus stays on the button after the page re-renders
+            button.focus()
+            page.keyboard.press("Enter")
         expect(button).to_have_attribute("aria-pressed", "true")
+        if not phone:
+            expect(button).to_be_focused()
         expect(hits).to_have_count(1)
         expect(hits.locator(".hit-title")).to_have_text(x["single"])
         if page.url.find(f"{ffacet}={fvalue}") < 0:
