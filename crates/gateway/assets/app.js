@@ -101,6 +101,7 @@ const state = {
   selected: new Map(), // "name@version" -> hit
   page: null, // the last search answer
   expanded: new Set(), // facets showing all their values
+  folded: new Map(), // facet -> open (true) or folded (false), as the user last set it
 };
 
 function readUrl() {
@@ -325,7 +326,8 @@ function renderFacets() {
           type: "button", class: "facet-value", "aria-pressed": on ? "true" : "false",
           "data-facet": f, "data-value": v,
           onclick: () => setFilter(f, v, !on),
-        }, el("span", { class: "fv", text: v }), el("span", { class: "count", text: n, "aria-label": `${n} files` })));
+        }, el("span", { class: "fv", text: v }),
+        el("span", { class: "count" }, n, el("span", { class: "visually-hidden", text: n === 1 ? " file" : " files" }))));
       }));
     const more = values.length > shown.length || all
       ? el("button", {
@@ -333,10 +335,15 @@ function renderFacets() {
         onclick: () => { all ? state.expanded.delete(f) : state.expanded.add(f); renderFacets(); },
       }, all ? "Show fewer" : `Show all ${values.length}`)
       : null;
-    const open = active.size > 0 || values.length > 1 || state.expanded.has(f);
-    return el("details", { class: "facet", open },
-      el("summary", { id }, f, active.size ? el("span", { class: "badge", text: active.size }) : null),
+    const open = state.folded.has(f) ? state.folded.get(f) : active.size > 0 || values.length > 1;
+    const details = el("details", { class: "facet", open },
+      el("summary", {
+        id,
+        // Click, Enter or Space: remember the user's choice across re-renders.
+        onclick: () => state.folded.set(f, !details.open),
+      }, f, active.size ? el("span", { class: "badge", text: active.size }) : null),
       list, more);
+    return details;
   });
   box.replaceChildren(...groups);
   if (!groups.length) box.append(el("p", { class: "muted", text: "No facets for this search." }));

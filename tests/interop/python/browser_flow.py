@@ -193,7 +193,7 @@ class Flow:
         group = page.locator(f"#facets details.facet:has(#facet-{ffacet})")
         if group.get_attribute("open") is None:
             page.locator(f"#facet-{ffacet}").click()
-        expect(button.locator(".count")).to_have_text("1")
+        expect(button.locator(".count")).to_have_text("1 file")  # "1" and, for screen readers, " file"
         if phone:
             button.tap()
         else:  # by keyboard: the focus stays on the button after the page re-renders
