@@ -359,6 +359,7 @@ function renderHits() {
   const last = state.offset + page.hits.length;
   const what = [...state.filters.values()].flatMap((vs) => [...vs]).concat(state.q ? [state.q] : []);
   document.title = `${what.length ? `${what.join(", ")} — ` : ""}${n} file${n === 1 ? "" : "s"} — Granary`;
+  $("show-results").textContent = n === 0 ? "No files match" : `Show ${n === 1 ? "the file" : `the ${n} files`}`;
   $("total").textContent = n === 0 ? "No files match." : `${n} file${n === 1 ? "" : "s"}${n > page.hits.length ? ` · showing ${first}–${last}` : ""}`;
   list.replaceChildren(...page.hits.map((h) => {
     const k = keyOf(h);
@@ -671,7 +672,10 @@ function renderSelection() {
   const items = [...state.selected.values()];
   const box = $("selection");
   box.hidden = items.length === 0 && $("progress").hidden;
-  if (box.hidden) document.body.style.paddingBottom = "";
+  if (box.hidden) {
+    document.body.style.paddingBottom = "";
+    document.body.style.setProperty("--selection-h", "0px");
+  }
   $("sel-count").textContent = `${items.length} file${items.length === 1 ? "" : "s"}`;
   $("sel-size").textContent = items.length ? `(${bytes(items.reduce((s, h) => s + Number(h.size || 0), 0))})` : "";
   $("download-all").disabled = items.length === 0 || downloading;
@@ -871,6 +875,11 @@ function wire() {
     for (const h of state.page?.hits || []) select(h, ev.target.checked);
   });
   $("download-all").addEventListener("click", downloadAll);
+  $("show-results").addEventListener("click", () => {
+    $("facets-details").open = false;
+    $("results").scrollIntoView({ block: "start" });
+    $("results").focus({ preventScroll: true });
+  });
   $("time-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const from = $("time-from").value.trim(), to = $("time-to").value.trim();
@@ -909,6 +918,7 @@ function wire() {
   new ResizeObserver(() => {
     const box = $("selection");
     document.body.style.paddingBottom = box.hidden ? "" : `${box.offsetHeight + 16}px`;
+    document.body.style.setProperty("--selection-h", box.hidden ? "0px" : `${box.offsetHeight}px`);
   }).observe($("selection"));
   // On a narrow screen the filter list starts folded, so results come first.
   if (matchMedia("(max-width: 760px)").matches) $("facets-details").open = false;

@@ -204,6 +204,12 @@ class Flow:
             expect(button).to_be_focused()
         expect(hits).to_have_count(1)
         expect(hits.locator(".hit-title")).to_have_text(x["single"])
+        if phone:  # back from the filter list to the results
+            show = page.locator("#show-results")
+            expect(show).to_have_text("Show the file")
+            show.tap()
+            expect(page.locator("#facets")).to_be_hidden()
+            expect(hits.locator(".hit-title")).to_be_in_viewport()
         if page.url.find(f"{ffacet}={fvalue}") < 0:
             self.problems.append(f"[{label}] the URL does not hold the filter: {page.url}")
         self.shot(page, label, "04-facet")
