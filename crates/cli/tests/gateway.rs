@@ -652,3 +652,78 @@ fn hex_sha256(b: &[u8]) -> String {
         .unwrap()
         .to_string()
 }
+
+/// Starts a daemon without the test helper's `--http off`; returns it with its
+/// standard output up to `ready`.
+fn raw_daemon(dir: &Path, extra: &[&str]) -> (std::process::Child, Vec<String>) {
+    use std::io::BufRead;
+    let sock = dir.join("g.sock");
+    let mut child = granary()
+        .args([
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--socket",
+            sock.to_str().unwrap(),
+            "daemon",
+        ])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    loop {
+        let l = lines.next().expect("daemon exited before ready").unwrap();
+        if l == "ready" {
+            break;
+        }
+        out.push(l);
+    }
+    (child, out)
+}
+
+#[test]
+fn config_file_http_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("granary.toml");
+    // The file's `http` key starts the gateway (other keys still reach the forwarder).
+    std::fs::write(
+        &cfg,
+        "http = \"127.0.0.1:0\"\nhttp_max_conns = 4\ncs_capacity = 1000\n",
+    )
+    .unwrap();
+    let (mut child, out) = raw_daemon(dir.path(), &["--config", cfg.to_str().unwrap()]);
+    let addr = out
+        .iter()
+        .find_map(|l| l.strip_prefix("gateway http://"))
+        .unwrap_or_else(|| panic!("no gateway line: {out:?}"))
+        .trim_end_matches('/')
+        .to_string();
+    assert_eq!(get(&format!("http://{addr}/api/status"), &[]).0, 200);
+    // The flag overrides the file.
+    terminate(&mut child);
+    let (mut child, out) = raw_daemon(
+        dir.path(),
+        &["--config", cfg.to_str().unwrap(), "--http", "off"],
+    );
+    assert!(!out.iter().any(|l| l.starts_with("gateway ")), "{out:?}");
+    terminate(&mut child);
+    // A bad value is refused with the file named.
+    std::fs::write(&cfg, "http = \"not an address\"\n").unwrap();
+    let o = granary()
+        .args([
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--socket",
+            dir.path().join("x.sock").to_str().unwrap(),
+            "daemon",
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not an address"), "{err}");
+}
