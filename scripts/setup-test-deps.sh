@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the tests need into the checkout (idempotent, offline-safe once done):
-#   - python-ndn (PyPI, pinned) in tests/interop/.venv
+#   - python-ndn, esgf-pyclient and friends (PyPI, pinned) in tests/interop/.venv
 #   - NDNts 0.0.20250307 (npm, pinned by package-lock.json) in tests/interop/ndnts/node_modules
 #   - xfsprogs (apt, only if mkfs.xfs is missing and we are root) for the reflink test
 #   - netcdf-bin (apt, only if ncgen is missing and we are root) for the netCDF fixtures
 #   - postgresql (apt, only if initdb is missing and we are root) for the catalog tests
 #   - fuse3 (apt, only if fusermount3 is missing and we are root) for `granary mount`
 #     (fusermount3 unmounts for non-root users; root mounts through /dev/fuse directly)
+#   - chromium + chromium-driver (apt, only if /usr/bin/chromium is missing and we are
+#     root) for the web page's browser test (Playwright drives this Chromium; it never
+#     downloads a browser of its own)
+#   - curl (apt, if missing) for the gateway test; nginx (apt, if missing) for bench/gateway.sh
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,12 +61,32 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
   fi
 fi
 
+# Debian's Chromium for the web page's browser test (crates/cli/tests/browser.rs).
+if [ ! -x /usr/bin/chromium ]; then
+    echo "setup: installing chromium and chromium-driver (apt) for the browser test"
+    (apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; })
+    echo "setup: /usr/bin/chromium (Debian chromium) is missing and cannot be installed here; the browser test will skip (fail with CI=true)" >&2
+
+# curl for the gateway test (ranges, HEAD); nginx as the peer of bench/gateway.sh (the
+# script starts its own instance on loopback with a temporary config; the package's
+# service is not used).
+for pkg in curl:curl nginx:nginx; do
+  cmd=${pkg%%:*}; deb=${pkg##*:}
+  if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      echo "setup: installing $deb (apt)"
+      (apt-get install -y -qq "$deb" >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq "$deb" >/dev/null; })
+    else
+      echo "setup: $cmd ($deb) is missing and cannot be installed here" >&2
+    fi
+done
+
 req="$interop/python/requirements.txt"
 stamp="$interop/.venv/.installed"
 if [ ! -x "$interop/.venv/bin/python" ] || [ ! -f "$stamp" ] || ! cmp -s "$req" "$stamp"; then
   echo "setup: creating $interop/.venv with $(tr '\n' ' ' < "$req")"
   python3 -m venv "$interop/.venv"
-  "$interop/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  "$interop/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req"
   cp "$req" "$stamp"
 fi
 

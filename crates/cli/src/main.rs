@@ -3,6 +3,7 @@
 mod dedup;
 mod dissect;
 mod fetch;
+mod http;
 mod key;
 mod linkem;
 mod mount;

@@ -12,6 +12,7 @@ use granary_mgmt::{
     StrategyChoice, TlvElement,
 };
 use granary_packet::{InterestFields, Name};
+use serde::Deserialize;
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -21,7 +22,9 @@ pub struct DaemonArgs {
     /// Flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Extra listener: tcp://IP:PORT, udp://IP:PORT or unix:///PATH (repeatable).
+    /// Extra listener: tcp://IP:PORT, udp://IP:PORT, ws://IP:PORT (WebSocket
+    /// face, one packet per binary message, as NFD's) or unix:///PATH
+    /// (repeatable).
     #[arg(long = "listen", value_name = "URI")]
     listen: Vec<String>,
     /// Also listen at /run/nfd/nfd.sock so unmodified NFD apps use this node.
@@ -56,6 +59,9 @@ pub struct DaemonArgs {
     /// DRS rules and attribute trust for what the daemon catalogs.
     #[command(flatten)]
     catalog: crate::science::CatalogArgs,
+    /// The HTTP gateway.
+    #[command(flatten)]
+    http: crate::http::HttpArgs,
 }
 
 /// The node's prefix, from `<data-dir>/node.toml` (`node_prefix = "/…"`);
@@ -108,15 +114,20 @@ pub fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
 }
 
 pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
+    let mut http_file = crate::http::HttpArgs::default();
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-            toml::from_str::<DaemonConfig>(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
+            let mut t = toml::from_str::<toml::Table>(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            http_file = crate::http::take_config_keys(&mut t)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => DaemonConfig::default(),
     };
+    let http = crate::http::settings(&args.http, &http_file)?;
     if args.config.is_none() || cfg.socket == DaemonConfig::default().socket {
         cfg.socket = socket;
     }
@@ -161,6 +172,7 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         }
     };
     let node = node_prefix(data_dir)?;
+    let gateway_dir = data_dir.to_path_buf();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -176,6 +188,13 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
                 granary_search::protocol::catalog_prefix(&node)
             );
         }
+        let _gateway = crate::http::start(
+            &http,
+            &running,
+            &gateway_dir,
+            indexer.as_ref().map(|ix| ix.catalog.clone()),
+        )
+        .await;
         for s in &running.sockets {
             println!("listening unix://{}", s.display());
         }
@@ -184,6 +203,9 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         }
         if let Some(a) = running.udp {
             println!("listening udp://{a}");
+        }
+        for a in &running.ws {
+            println!("listening ws://{a}");
         }
         println!("ready");
         use tokio::signal::unix::{signal, SignalKind};

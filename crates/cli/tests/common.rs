@@ -89,6 +89,10 @@ pub struct Daemon {
     pub socket: PathBuf,
     pub tcp: Option<String>,
     pub udp: Option<String>,
+    /// The HTTP gateway's address (`IP:PORT`), when started with `--http`.
+    pub http: Option<String>,
+    /// The WebSocket listener's address, when started with `--listen ws://…`.
+    pub ws: Option<String>,
 }
 
 impl Daemon {
@@ -113,6 +117,13 @@ impl Daemon {
                 "daemon",
             ])
             .args(extra)
+            // Tests never take the gateway's fixed default port: only those
+            // that ask for it (`--http 127.0.0.1:0`) get a gateway.
+            .args(if extra.contains(&"--http") {
+                &[][..]
+            } else {
+                &["--http", "off"][..]
+            })
             .env("GRANARY_LOG", "warn")
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
@@ -120,7 +131,7 @@ impl Daemon {
             .unwrap();
         let out = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(out).lines();
-        let (mut tcp, mut udp) = (None, None);
+        let (mut tcp, mut udp, mut http, mut ws) = (None, None, None, None);
         loop {
             let l = lines.next().expect("daemon exited before ready").unwrap();
             if let Some(a) = l.strip_prefix("listening tcp://") {
@@ -128,6 +139,12 @@ impl Daemon {
             }
             if let Some(a) = l.strip_prefix("listening udp://") {
                 udp = Some(a.to_string());
+            }
+            if let Some(a) = l.strip_prefix("listening ws://") {
+                ws = Some(a.to_string());
+            }
+            if let Some(a) = l.strip_prefix("gateway http://") {
+                http = Some(a.trim_end_matches('/').to_string());
             }
             if l == "ready" {
                 break;
@@ -140,6 +157,8 @@ impl Daemon {
             socket,
             tcp,
             udp,
+            http,
+            ws,
         }
     }
 

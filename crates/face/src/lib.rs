@@ -22,6 +22,7 @@ pub mod link;
 pub mod reliability;
 pub mod stream;
 pub mod udp;
+pub mod ws;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -79,6 +79,8 @@ pub struct Running {
     pub tcp: Vec<SocketAddr>,
     /// UDP address bound.
     pub udp: Option<SocketAddr>,
+    /// WebSocket addresses bound (`ws://`).
+    pub ws: Vec<SocketAddr>,
     /// Channel to the forwarder, for in-process faces added later.
     pub events: granary_face::EventSender,
     /// Face id allocator.
@@ -145,6 +147,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
     let mut sockets = vec![cfg.socket.clone()];
     sockets.extend(cfg.nfd_socket.clone());
     let mut tcp = Vec::new();
+    let mut ws = Vec::new();
     let mut udp = None;
     let mut udp_channel = None;
     for l in &cfg.listen {
@@ -174,11 +177,18 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             ch.set_reliability(cfg.udp_reliability);
             udp = Some(ch.local_addr());
             udp_channel = Some(ch);
+        } else if l.starts_with("ws://") {
+            let a = parse_addr(l, "ws://")?;
+            let bound =
+                granary_face::ws::listen_ws(a, limits.clone(), events_tx.clone(), ids.clone())
+                    .await
+                    .map_err(|e| format!("listen {l}: {e}"))?;
+            ws.push(bound);
         } else if let Some(p) = l.strip_prefix("unix://") {
             sockets.push(PathBuf::from(p));
         } else {
             return Err(format!(
-                "listener {l:?}: use tcp://IP:PORT, udp://IP:PORT or unix:///path"
+                "listener {l:?}: use tcp://IP:PORT, udp://IP:PORT, ws://IP:PORT or unix:///path"
             ));
         }
     }
@@ -214,6 +224,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         sockets,
         tcp,
         udp,
+        ws,
         events: events_tx,
         ids,
         limits,

@@ -1207,6 +1207,11 @@ impl Store {
         };
         let mut done = 0;
         for m in rd.flatten() {
+            // `.tmp-…`: a mark still being written (`write_atomic` renames it
+            // into place). Not a mark yet; removing it would fail its writer.
+            if m.file_name().as_encoded_bytes().starts_with(b".") {
+                continue;
+            }
             let p = m.path();
             match self.index_mark(ix, &p) {
                 Ok(true) => {

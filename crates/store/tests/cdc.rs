@@ -244,3 +244,20 @@ fn the_index_is_held_by_one_opener() {
     drop(first);
     assert!(granary_store::index::Index::open(&dir.path().join("index")).is_ok());
 }
+
+/// A mark being written (`write_atomic`'s `.tmp-…` file in `index-pending/`)
+/// is not a mark: a catch-up running meanwhile (a serving daemon's, every
+/// 200 ms) leaves it alone, so the publisher's rename into place succeeds.
+#[test]
+fn catch_up_leaves_marks_being_written_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let pending = dir.path().join("index-pending");
+    std::fs::create_dir_all(&pending).unwrap();
+    // A writer that is not alive and an empty (not yet written) file: both
+    // would make it look like an abandoned mark.
+    let tmp = pending.join(".tmp-999999999-1");
+    std::fs::write(&tmp, b"").unwrap();
+    store.index_pending();
+    assert!(tmp.exists(), "a mark being written was removed");
+}

@@ -2,6 +2,8 @@
 //
 //   node fetch.mjs SOCKET NAME OUT [--timeout S] [--accept-null]
 //
+// SOCKET is a Unix socket path, or a ws:// URL (@ndn/ws-transport: the node's WebSocket face).
+//
 // Connects to the node over the Unix stream socket SOCKET the way an NDNts application does
 // (UnixTransport.createFace into the default logical forwarder, route "/"), then:
 //
@@ -51,6 +53,7 @@ import { Forwarder } from "@ndn/fw";
 import { AltUri, Segment, Version } from "@ndn/naming-convention2";
 import { UnixTransport } from "@ndn/node-transport";
 import { Component, digestSigning, Interest, Nack, Name, SigType, TT } from "@ndn/packet";
+import { WsTransport } from "@ndn/ws-transport";
 import { Metadata, MetadataKeyword, retrieveMetadata } from "@ndn/rdr";
 import { fetch } from "@ndn/segmented-object";
 import { EvDecoder } from "@ndn/tlv";
@@ -160,7 +163,10 @@ async function main() {
   let l3face;
   let uplink;
   try {
-    uplink = await UnixTransport.createFace({ callback: (_t, l3) => { l3face = l3; } }, opts.socket);
+    // SOCKET may also be a WebSocket URL (ws://HOST:PORT[/ndn]): a Granary
+    // WebSocket face, one packet per binary message.
+    const transport = /^wss?:\/\//.test(opts.socket) ? WsTransport : UnixTransport;
+    uplink = await transport.createFace({ callback: (_t, l3) => { l3face = l3; } }, opts.socket);
   } catch (err) {
     return finish(1, `cannot connect to ${opts.socket}: ${errorText(err)}`);
   }

@@ -1,0 +1,108 @@
+//! The daemon's HTTP gateway (granary-gateway): settings and start-up.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use granary_forwarder::daemon::Running;
+
+/// Gateway flags of `granary daemon`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct HttpArgs {
+    /// HTTP gateway (web page, JSON API, ESGF search, /data downloads,
+    /// WebSocket face at /ndn): IP:PORT, a port (loopback), or `off`.
+    /// Default 127.0.0.1:8080; it listens beyond loopback only when given a
+    /// non-loopback address. Config key `http`.
+    #[arg(long, value_name = "ADDR|off")]
+    pub http: Option<String>,
+    /// Most concurrent HTTP connections; more wait to be accepted (default
+    /// 256). Config key `http_max_conns`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub http_max_conns: Option<u64>,
+}
+
+/// The gateway's settings after flags and config file.
+pub struct HttpSettings {
+    pub addr: Option<SocketAddr>,
+    pub max_conns: usize,
+}
+
+/// Takes the gateway's keys (`http`, `http_max_conns`) out of a daemon config
+/// table, so the rest parses as the forwarder's `DaemonConfig`.
+pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<HttpArgs> {
+    let mut a = HttpArgs::default();
+    if let Some(v) = t.remove("http") {
+        a.http = Some(match v {
+            toml::Value::String(s) => s,
+            toml::Value::Boolean(false) => "off".into(),
+            toml::Value::Integer(p) => p.to_string(),
+            other => anyhow::bail!("http = {other}: expected \"IP:PORT\" or \"off\""),
+        });
+    }
+    if let Some(v) = t.remove("http_max_conns") {
+        match v.as_integer() {
+            Some(n) if (1..=65536).contains(&n) => a.http_max_conns = Some(n as u64),
+            _ => anyhow::bail!("http_max_conns = {v}: expected a number from 1 to 65536"),
+        }
+    }
+    Ok(a)
+}
+
+/// Flags over config file over defaults.
+pub fn settings(flags: &HttpArgs, file: &HttpArgs) -> anyhow::Result<HttpSettings> {
+    let spec = flags
+        .http
+        .clone()
+        .or_else(|| file.http.clone())
+        .unwrap_or_else(|| granary_gateway::DEFAULT_ADDR.to_string());
+    let addr = granary_gateway::parse_addr(&spec).map_err(|e| anyhow::anyhow!("--http: {e}"))?;
+    let max_conns = flags
+        .http_max_conns
+        .or(file.http_max_conns)
+        .map(|n| n as usize)
+        .unwrap_or(granary_gateway::DEFAULT_MAX_CONNS);
+    Ok(HttpSettings { addr, max_conns })
+}
+
+/// Starts the gateway on the current runtime. A port that cannot be bound
+/// costs the gateway, not the node: the daemon says so and runs on.
+pub async fn start(
+    s: &HttpSettings,
+    running: &Running,
+    data_dir: &Path,
+    catalog: Option<Arc<granary_catalog::Catalog>>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let addr = s.addr?;
+    let node = Arc::new(granary_gateway::Node {
+        socket: running.sockets[0].clone(),
+        data_dir: data_dir.to_path_buf(),
+        catalog,
+        events: running.events.clone(),
+        ids: running.ids.clone(),
+        limits: running.limits.clone(),
+        started: std::time::Instant::now(),
+        local: Default::default(),
+    });
+    match granary_gateway::start(addr, s.max_conns, node).await {
+        Ok((bound, task)) => {
+            if !bound.ip().is_loopback() {
+                eprintln!(
+                    "granary: the HTTP gateway listens on {bound}, beyond this host (read-only)"
+                );
+            }
+            println!("gateway http://{bound}/");
+            Some(task)
+        }
+        Err(e) => {
+            eprintln!(
+                "granary: HTTP gateway not started: cannot listen on {addr}: {e}{}; the node runs on without it (choose another address with --http IP:PORT, or --http off)",
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    " (another program uses the port)"
+                } else {
+                    ""
+                }
+            );
+            None
+        }
+    }
+}

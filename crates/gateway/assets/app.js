@@ -1,0 +1,932 @@
+// Granary's web page: search the node's science catalog, read a file's
+// metadata, download one file or a selection. Plain ES module, no framework,
+// nothing fetched from anywhere but this node's own /api and /data.
+//
+// State lives in the URL (?<facet>=<value>…&q=&offset=&all=1&file=&v=), so a
+// search is a link that can be shared, and Back/Forward work.
+
+const PAGE = 20;
+const FACETS_SHOWN = 8;
+const STATUS_EVERY_MS = 5000;
+/** Files larger than this are handed to the browser's own download (streamed to
+ * disk) by "download all", instead of being held in memory until complete. */
+const IN_MEMORY_MAX = 512 * 1024 * 1024;
+/** Facets listed first, in this order (DRS order); the others follow by name. */
+const FACET_ORDER = [
+  "project", "mip_era", "activity_id", "institution_id", "source_id", "experiment_id",
+  "sub_experiment_id", "member_id", "variant_label", "table_id", "frequency", "realm",
+  "variable_id", "grid_label", "version",
+];
+/** Facets shown in a result's summary line. */
+const SUMMARY_FACETS = ["source_id", "experiment_id", "member_id", "table_id", "variable_id", "grid_label", "version"];
+const RESERVED = new Set(["q", "time", "offset", "all", "file", "v"]);
+
+const $ = (id) => document.getElementById(id);
+
+/** Creates an element: el("a", {href: "x", class: "y"}, child, "text", …). */
+function el(tag, attrs = {}, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "class") e.className = v;
+    else if (k === "text") e.textContent = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k in e && typeof v !== "string") e[k] = v;
+    else e.setAttribute(k, v === true ? "" : v);
+  }
+  for (const k of kids.flat()) {
+    if (k === null || k === undefined || k === false) continue;
+    e.append(k instanceof Node ? k : String(k));
+  }
+  return e;
+}
+
+// ------------------------------------------------------------------ formatting
+
+function bytes(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return "?";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  let x = Number(n);
+  while (x >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+  return i === 0 ? `${x} B` : `${x.toFixed(x < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+function rate(bytesPerS) {
+  const bits = bytesPerS * 8;
+  if (bits >= 1e9) return `${(bits / 1e9).toFixed(2)} Gbit/s`;
+  if (bits >= 1e6) return `${(bits / 1e6).toFixed(2)} Mbit/s`;
+  if (bits >= 1e3) return `${(bits / 1e3).toFixed(1)} kbit/s`;
+  return `${Math.round(bits)} bit/s`;
+}
+
+function duration(s) {
+  s = Math.floor(s);
+  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
+  if (d) return `${d} d ${h} h`;
+  if (h) return `${h} h ${m} min`;
+  if (m) return `${m} min ${s % 60} s`;
+  return `${s} s`;
+}
+
+/** A repository version (µs since the epoch for Granary's own) as a date. */
+function versionDate(v) {
+  const n = Number(v);
+  if (!(n > 1e14 && n < 1e17)) return "";
+  return new Date(n / 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC");
+}
+
+const day = (iso) => (iso ? String(iso).replace(/T00:00:00$/, "") : "");
+
+/** The text of a netCDF attribute value ({type, value} as the catalog stores it). */
+function attrText(a) {
+  if (a === null || a === undefined) return "";
+  if (typeof a !== "object") return String(a);
+  const v = "value" in a ? a.value : a;
+  return Array.isArray(v) ? v.join(", ") : String(v);
+}
+
+/** Single-quotes a word for a POSIX shell. */
+const sq = (s) => `'${String(s).replace(/'/g, `'\\''`)}'`;
+
+// ------------------------------------------------------------------ state
+
+const state = {
+  filters: new Map(), // facet -> Set of values (OR within, AND across)
+  q: "",
+  time: "", // "START/END" (either may be empty): time coverage overlapping it
+  offset: 0,
+  all: false, // every version, not only the latest
+  file: null, // {name, version} of the open file panel
+  selected: new Map(), // "name@version" -> hit
+  page: null, // the last search answer
+  expanded: new Set(), // facets showing all their values
+  folded: new Map(), // facet -> open (true) or folded (false), as the user last set it
+};
+
+function readUrl() {
+  const p = new URLSearchParams(location.search);
+  state.filters = new Map();
+  for (const [k, v] of p) {
+    if (RESERVED.has(k) || v === "") continue;
+    if (!state.filters.has(k)) state.filters.set(k, new Set());
+    state.filters.get(k).add(v);
+  }
+  state.q = p.get("q") || "";
+  state.time = p.get("time") || "";
+  state.offset = Math.max(0, parseInt(p.get("offset") || "0", 10) || 0);
+  state.all = p.get("all") === "1";
+  state.file = p.get("file") ? { name: p.get("file"), version: p.get("v") || "" } : null;
+}
+
+/** The page's own URL parameters (state). */
+function urlParams() {
+  const p = filterParams();
+  if (state.offset) p.set("offset", state.offset);
+  if (state.all) p.set("all", "1");
+  if (state.file) {
+    p.set("file", state.file.name);
+    if (state.file.version) p.set("v", state.file.version);
+  }
+  return p;
+}
+
+/** Filters, free text and time as query parameters (shared by the API and the
+ * URL); `without` leaves one facet's filter out. */
+function filterParams(without) {
+  const p = new URLSearchParams();
+  for (const [k, vs] of state.filters) if (k !== without) for (const v of vs) p.append(k, v);
+  if (state.q) p.set("q", state.q);
+  if (state.time) p.set("time", state.time);
+  return p;
+}
+
+function writeUrl(push) {
+  const s = urlParams().toString();
+  const url = s ? `?${s}` : location.pathname;
+  if (push) history.pushState(null, "", url);
+  else history.replaceState(null, "", url);
+}
+
+// ------------------------------------------------------------------ API
+
+async function api(path) {
+  const res = await fetch(path, { headers: { Accept: "application/json" } });
+  let body = null;
+  try { body = await res.json(); } catch { /* not JSON */ }
+  if (!res.ok) throw new Error((body && body.error) || `${res.status} ${res.statusText} for ${path}`);
+  return body;
+}
+
+function showError(msg) {
+  const e = $("error");
+  e.textContent = msg || "";
+  e.hidden = !msg;
+}
+
+function toast(msg) {
+  const t = $("toast");
+  t.textContent = msg;
+  t.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => { t.hidden = true; }, 2500);
+}
+
+async function copy(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch {
+    // Not a secure context, or no permission: the old way.
+    const ta = el("textarea", { class: "offscreen", readonly: true }, text);
+    document.body.append(ta);
+    ta.select();
+    document.execCommand("copy");
+    ta.remove();
+  }
+  toast("Copied");
+}
+
+// ------------------------------------------------------------------ search
+
+// Answers that arrive after a newer request was sent are dropped (by sequence
+// number; requests are not aborted, so the network log stays clean).
+let searchSeq = 0;
+
+async function search({ push = false } = {}) {
+  writeUrl(push);
+  const p = filterParams();
+  p.set("limit", PAGE);
+  p.set("offset", state.offset);
+  p.set("latest", state.all ? "false" : "true");
+  p.set("facets", "all");
+  const seq = ++searchSeq;
+  $("results").setAttribute("aria-busy", "true");
+  try {
+    // The counts of a facet that has a filter are taken without that filter,
+    // so its other values stay listed and can be added (OR within a facet).
+    const others = [...state.filters.keys()].map((f) => {
+      const o = filterParams(f);
+      o.set("limit", 0);
+      o.set("latest", state.all ? "false" : "true");
+      o.set("facets", f);
+      return api(`/api/search?${o}`).then((r) => [f, r.facet_counts?.[f] || []]);
+    });
+    const [page, ...alt] = await Promise.all([api(`/api/search?${p}`), ...others]);
+    if (seq !== searchSeq) return;
+    page.facet_counts = { ...(page.facet_counts || {}), ...Object.fromEntries(alt) };
+    state.page = page;
+    // An offset past the end (after a filter change): back to the last page.
+    if (page.total > 0 && page.hits.length === 0 && state.offset > 0) {
+      state.offset = Math.floor((page.total - 1) / PAGE) * PAGE;
+      return search();
+    }
+    showError("");
+    render();
+  } catch (e) {
+    if (seq !== searchSeq) return;
+    showError(`Search failed: ${e.message}`);
+  } finally {
+    if (seq === searchSeq) $("results").removeAttribute("aria-busy");
+  }
+}
+
+function setFilter(facet, value, on) {
+  if (on) {
+    if (!state.filters.has(facet)) state.filters.set(facet, new Set());
+    state.filters.get(facet).add(value);
+  } else {
+    state.filters.get(facet)?.delete(value);
+    if (!state.filters.get(facet)?.size) state.filters.delete(facet);
+  }
+  state.offset = 0;
+  search({ push: true });
+}
+
+function render() {
+  // Re-rendering replaces the buttons: a keyboard user keeps their place.
+  const a = document.activeElement;
+  const facetFocus = a?.classList.contains("facet-value") ? [a.dataset.facet, a.dataset.value] : null;
+  const chipFocus = a?.closest?.("#chips") ? [...$("chips").children].indexOf(a) : -1;
+  renderChips();
+  renderFacets();
+  if (facetFocus) {
+    const [f, v] = facetFocus;
+    const b = [...$("facets").querySelectorAll("button.facet-value")].find((x) => x.dataset.facet === f && x.dataset.value === v);
+    (b || $(`facet-${f}`) || $("q")).focus();
+  } else if (chipFocus >= 0) {
+    const chips = $("chips").children;
+    (chips[Math.min(chipFocus, chips.length - 1)] || $("q")).focus();
+  }
+  renderHits();
+  renderSearchCommands();
+  $("all-versions").checked = state.all;
+  const [from, to] = state.time ? state.time.split("/") : ["", ""];
+  $("time-from").value = from || "";
+  $("time-to").value = to || "";
+}
+
+function renderChips() {
+  const box = $("chips");
+  box.replaceChildren();
+  const chips = [];
+  for (const [k, vs] of state.filters) {
+    for (const v of vs) {
+      chips.push(el("button", {
+        type: "button", class: "chip", "aria-label": `Remove filter ${k} = ${v}`,
+        onclick: () => setFilter(k, v, false),
+      }, el("span", { class: "chip-k", text: `${k}:` }), ` ${v} `, el("span", { "aria-hidden": "true", text: "✕" })));
+    }
+  }
+  if (state.q) {
+    chips.push(el("button", {
+      type: "button", class: "chip", "aria-label": `Remove words “${state.q}”`,
+      onclick: () => { state.q = ""; $("q").value = ""; state.offset = 0; search({ push: true }); },
+    }, el("span", { class: "chip-k", text: "words:" }), ` ${state.q} `, el("span", { "aria-hidden": "true", text: "✕" })));
+  }
+  if (state.time) {
+    chips.push(el("button", {
+      type: "button", class: "chip", "aria-label": `Remove time filter ${state.time}`,
+      onclick: () => { state.time = ""; state.offset = 0; search({ push: true }); },
+    }, el("span", { class: "chip-k", text: "time:" }), ` ${state.time.replace("/", " → ")} `, el("span", { "aria-hidden": "true", text: "✕" })));
+  }
+  if (chips.length > 1) {
+    chips.push(el("button", {
+      type: "button", class: "link", onclick: () => {
+        state.filters.clear(); state.q = ""; state.time = ""; $("q").value = ""; state.offset = 0; search({ push: true });
+      },
+    }, "Clear all"));
+  }
+  box.append(...chips);
+  box.hidden = chips.length === 0;
+}
+
+function facetRank(f) {
+  const i = FACET_ORDER.indexOf(f);
+  return i < 0 ? FACET_ORDER.length : i;
+}
+
+function renderFacets() {
+  const box = $("facets");
+  const counts = state.page?.facet_counts || {};
+  const names = Object.keys(counts);
+  for (const f of state.filters.keys()) if (!names.includes(f)) names.push(f);
+  names.sort((a, b) => facetRank(a) - facetRank(b) || a.localeCompare(b));
+  const groups = names.map((f) => {
+    const active = state.filters.get(f) || new Set();
+    const values = [...(counts[f] || [])];
+    for (const v of active) if (!values.some(([x]) => x === v)) values.push([v, 0]);
+    values.sort((a, b) => (b[1] - a[1]) || String(a[0]).localeCompare(String(b[0])));
+    const all = state.expanded.has(f);
+    const shown = all ? values : values.filter(([v], i) => i < FACETS_SHOWN || active.has(v));
+    const id = `facet-${f}`;
+    const list = el("ul", { class: "facet-values", "aria-labelledby": id },
+      shown.map(([v, n]) => {
+        const on = active.has(v);
+        return el("li", {}, el("button", {
+          type: "button", class: "facet-value", "aria-pressed": on ? "true" : "false",
+          "data-facet": f, "data-value": v,
+          onclick: () => setFilter(f, v, !on),
+        }, el("span", { class: "fv", text: v }),
+        el("span", { class: "count" }, n, el("span", { class: "visually-hidden", text: n === 1 ? " file" : " files" }))));
+      }));
+    const more = values.length > shown.length || all
+      ? el("button", {
+        type: "button", class: "link more", "aria-expanded": all ? "true" : "false",
+        onclick: () => { all ? state.expanded.delete(f) : state.expanded.add(f); renderFacets(); },
+      }, all ? "Show fewer" : `Show all ${values.length}`)
+      : null;
+    const open = state.folded.has(f) ? state.folded.get(f) : active.size > 0 || values.length > 1;
+    const details = el("details", { class: "facet", open },
+      el("summary", {
+        id,
+        // Click, Enter or Space: remember the user's choice across re-renders.
+        onclick: () => state.folded.set(f, !details.open),
+      }, f, active.size ? el("span", { class: "badge", text: active.size }) : null),
+      list, more);
+    return details;
+  });
+  box.replaceChildren(...groups);
+  if (!groups.length) box.append(el("p", { class: "muted", text: "No facets for this search." }));
+}
+
+const keyOf = (h) => `${h.name}@${h.version}`;
+
+function renderHits() {
+  const page = state.page;
+  const list = $("hits");
+  const n = page.total;
+  const first = n ? state.offset + 1 : 0;
+  const last = state.offset + page.hits.length;
+  const what = [...state.filters.values()].flatMap((vs) => [...vs]).concat(state.q ? [state.q] : []);
+  document.title = `${what.length ? `${what.join(", ")} — ` : ""}${n} file${n === 1 ? "" : "s"} — Granary`;
+  $("show-results").textContent = n === 0 ? "No files match" : `Show ${n === 1 ? "the file" : `the ${n} files`}`;
+  $("total").textContent = n === 0 ? "No files match." : `${n} file${n === 1 ? "" : "s"}${n > page.hits.length ? ` · showing ${first}–${last}` : ""}`;
+  list.replaceChildren(...page.hits.map((h) => {
+    const k = keyOf(h);
+    const cb = el("input", {
+      type: "checkbox", class: "pick", checked: state.selected.has(k),
+      "aria-label": `Select ${h.title}`,
+      onchange: (ev) => select(h, ev.target.checked),
+    });
+    const facets = SUMMARY_FACETS.filter((f) => h.facets?.[f]).map((f) => h.facets[f]);
+    const time = h.time_start ? `${day(h.time_start)} → ${day(h.time_end)}` : "";
+    return el("li", { class: "hit", "data-name": h.name, "data-key": k },
+      cb,
+      el("div", { class: "hit-main" },
+        el("button", { type: "button", class: "hit-title", onclick: () => openFile(h.name, h.version, { push: true }) }, h.title || h.name),
+        el("p", { class: "hit-meta" },
+          facets.length ? el("span", { text: facets.join(" · ") }) : el("span", { class: "muted", text: h.name }),
+        ),
+        el("p", { class: "hit-meta muted" },
+          el("span", { text: bytes(h.size) }),
+          time ? el("span", { text: time }) : null,
+          state.all ? el("span", { text: `v=${h.version}` }) : null,
+        ),
+      ),
+      el("a", { class: "hit-dl", href: h.download, download: h.title || "", "aria-label": `Download ${h.title}` }, "⬇"),
+    );
+  }));
+  const pages = Math.max(1, Math.ceil(n / PAGE));
+  const cur = Math.floor(state.offset / PAGE) + 1;
+  $("page-info").textContent = `Page ${cur} of ${pages}`;
+  $("prev").disabled = state.offset === 0;
+  $("next").disabled = last >= n;
+  $("select-page").checked = page.hits.length > 0 && page.hits.every((h) => state.selected.has(keyOf(h)));
+  $("select-page").disabled = page.hits.length === 0;
+}
+
+function renderSearchCommands() {
+  const words = [];
+  for (const [k, vs] of state.filters) words.push(`${k}=${[...vs].join(",")}`);
+  if (state.q) words.push(...state.q.split(/\s+/).filter(Boolean));
+  if (state.time) {
+    const [from, to] = state.time.split("/");
+    if (from) words.push(`from=${from}`);
+    if (to) words.push(`to=${to}`);
+  }
+  if (state.all) words.push("latest=false");
+  const dir = "granary-data";
+  $("cmd-query").textContent = words.length
+    ? `mkdir -p ${dir} && granary get --query ${sq(words.join(" "))} -o ${dir}/`
+    : `mkdir -p ${dir} && granary get --query '' -o ${dir}/   # every file in the catalog`;
+  const p = filterParams();
+  p.set("latest", state.all ? "false" : "true");
+  const url = `${location.origin}/api/wget?${p}`;
+  $("wget-link").href = url;
+  $("cmd-wget-query").textContent = `wget -O granary-wget.sh ${sq(url)} && bash granary-wget.sh`;
+}
+
+// ------------------------------------------------------------------ autocomplete
+
+const ac = { items: [], active: -1, seq: 0, timer: 0 };
+
+function acClose() {
+  ac.items = [];
+  ac.active = -1;
+  $("ac-list").hidden = true;
+  $("ac-list").replaceChildren();
+  $("q").setAttribute("aria-expanded", "false");
+  $("q").removeAttribute("aria-activedescendant");
+}
+
+function acRender() {
+  const list = $("ac-list");
+  list.replaceChildren(...ac.items.map((it, i) => el("li", {
+    id: `ac-${i}`, role: "option", class: "ac-item",
+    "aria-selected": i === ac.active ? "true" : "false",
+    "data-facet": it.facet, "data-value": it.value,
+    onmousedown: (ev) => ev.preventDefault(), // keep the focus in the box
+    onclick: () => acPick(i),
+  }, el("span", { class: "ac-v", text: it.value }), " ",
+  el("span", { class: "ac-f", text: it.facet }), el("span", { class: "count", text: it.count }))));
+  list.hidden = ac.items.length === 0;
+  $("q").setAttribute("aria-expanded", ac.items.length ? "true" : "false");
+  if (ac.active >= 0) {
+    $("q").setAttribute("aria-activedescendant", `ac-${ac.active}`);
+    $(`ac-${ac.active}`).scrollIntoView({ block: "nearest" });
+  } else {
+    $("q").removeAttribute("aria-activedescendant");
+  }
+}
+
+async function acFetch(prefix) {
+  const seq = ++ac.seq;
+  try {
+    const r = await api(`/api/autocomplete?${new URLSearchParams({ prefix, limit: 10 })}`);
+    if (seq !== ac.seq || $("q").value.trim() !== prefix) return;
+    ac.items = r.values || [];
+    ac.active = -1;
+    acRender();
+  } catch {
+    if (seq === ac.seq) acClose();
+  }
+}
+
+function acPick(i) {
+  const it = ac.items[i];
+  if (!it) return;
+  acClose();
+  $("q").value = "";
+  setFilter(it.facet, it.value, true);
+}
+
+function wireSearchBox() {
+  const q = $("q");
+  q.addEventListener("input", () => {
+    clearTimeout(ac.timer);
+    const v = q.value.trim();
+    if (!v) { ac.seq++; acClose(); return; }
+    ac.timer = setTimeout(() => acFetch(v), 120);
+  });
+  q.addEventListener("keydown", (ev) => {
+    const n = ac.items.length;
+    if (ev.key === "ArrowDown" && n) { ac.active = (ac.active + 1) % n; acRender(); ev.preventDefault(); }
+    else if (ev.key === "ArrowUp" && n) { ac.active = (ac.active - 1 + n) % n; acRender(); ev.preventDefault(); }
+    else if (ev.key === "Enter" && ac.active >= 0) { acPick(ac.active); ev.preventDefault(); }
+    else if (ev.key === "Escape" && n) { acClose(); ev.preventDefault(); }
+  });
+  q.addEventListener("blur", () => setTimeout(acClose, 100));
+  $("search-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    clearTimeout(ac.timer);
+    ac.seq++;
+    acClose();
+    state.q = q.value.trim();
+    q.value = "";
+    state.offset = 0;
+    search({ push: true });
+  });
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key === "/" && !/^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement?.tagName) && !$("file").open) {
+      ev.preventDefault();
+      q.focus();
+    }
+  });
+}
+
+// ------------------------------------------------------------------ file panel
+
+let fileSeq = 0;
+
+async function openFile(name, version, { push = false } = {}) {
+  state.file = { name, version: version ? String(version) : "" };
+  writeUrl(push);
+  const dlg = $("file");
+  const body = $("file-body");
+  $("file-h").textContent = name.split("/").pop() || name;
+  body.replaceChildren(el("p", { class: "muted", text: "Loading…" }));
+  if (!dlg.open) dlg.showModal();
+  const seq = ++fileSeq;
+  try {
+    const qs = version ? `?version=${encodeURIComponent(version)}` : "";
+    const r = await api(`/api/file${name}${qs}`);
+    if (seq !== fileSeq) return;
+    renderFile(r);
+  } catch (e) {
+    if (seq !== fileSeq) return;
+    body.replaceChildren(el("p", { class: "error", role: "alert", text: `Cannot show ${name}: ${e.message}` }));
+  }
+}
+
+function closeFile() {
+  state.file = null;
+  if ($("file").open) $("file").close();
+  writeUrl(false);
+}
+
+function table(caption, head, rows, cls = "") {
+  return el("div", { class: "table-wrap" }, el("table", { class: cls },
+    el("caption", { text: caption }),
+    el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col", text: h })))),
+    el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c, i) => (i === 0
+      ? el("th", { scope: "row" }, c)
+      : el("td", {}, c))))))));
+}
+
+function renderFile(r) {
+  const m = r.meta || {};
+  $("file-h").textContent = r.title || r.name;
+  const hit = { ...r };
+  delete hit.meta;
+  const k = keyOf(r);
+  const latest = Math.max(...(r.versions || [r.version]).map(Number));
+  const parts = [];
+
+  // Name, download, selection.
+  parts.push(el("div", { class: "name-row" },
+    el("code", { id: "file-name", class: "ndn-name", text: r.name }),
+    el("button", { type: "button", class: "copy", "aria-label": "Copy the NDN name", onclick: () => copy(r.name) }, "Copy name")));
+  parts.push(el("div", { class: "actions" },
+    el("a", { id: "file-download", class: "button primary", href: r.download, download: r.title || "" }, `Download (${bytes(r.size)})`),
+    el("label", { class: "inline" }, el("input", {
+      type: "checkbox", id: "file-select", checked: state.selected.has(k),
+      onchange: (ev) => select(hit, ev.target.checked),
+    }), " selected")));
+
+  // Summary.
+  const dl = [];
+  const add = (k2, v) => { if (v !== undefined && v !== null && v !== "") dl.push(el("dt", { text: k2 }), el("dd", {}, v)); };
+  add("Size", `${bytes(r.size)} (${Number(r.size).toLocaleString("en")} bytes)`);
+  add("Version", `${r.version}${versionDate(r.version) ? ` — published ${versionDate(r.version)}` : ""}${Number(r.version) === latest ? " (latest)" : ""}`);
+  if (m.time) add("Time coverage", `${m.time.start} → ${m.time.end} (calendar ${m.time.calendar}; ${m.time.units}; from ${m.time.from_variable})`);
+  else if (r.time_start) add("Time coverage", `${r.time_start} → ${r.time_end}`);
+  if (Array.isArray(r.bbox)) {
+    const [la0, la1, lo0, lo1] = r.bbox;
+    add("Lat / lon", `lat ${la0} … ${la1}, lon ${lo0} … ${lo1}`);
+  }
+  add("Project", r.project);
+  add("Format", m.format);
+  add("SHA-256", r.sha256 ? el("code", { class: "hash", text: r.sha256 }) : "");
+  add("Manifest digest", r.manifest_digest ? el("code", { class: "hash", text: r.manifest_digest }) : "");
+  add("Signed by", m.signer);
+  parts.push(el("dl", { class: "summary" }, dl));
+
+  // Facets (each one a filter).
+  const facets = Object.entries(r.facets || {}).sort((a, b) => facetRank(a[0]) - facetRank(b[0]) || a[0].localeCompare(b[0]));
+  if (facets.length) {
+    parts.push(el("h3", { text: "Facets" }), el("ul", { class: "facet-chips" }, facets.map(([f, v]) => el("li", {},
+      el("button", {
+        type: "button", class: "chip", title: `Filter on ${f} = ${v}`,
+        onclick: () => { closeFile(); setFilter(f, v, true); },
+      }, el("span", { class: "chip-k", text: `${f}:` }), ` ${v}`)))));
+  }
+
+  // Versions.
+  const versions = [...(r.versions || [])].map(Number).sort((a, b) => b - a);
+  if (versions.length) {
+    parts.push(el("h3", { text: `Versions (${versions.length})` }), el("ul", { class: "versions" }, versions.map((v) => el("li", {},
+      v === Number(r.version)
+        ? el("strong", { "aria-current": "true" }, `v=${v}`)
+        : el("button", { type: "button", class: "link", onclick: () => openFile(r.name, v) }, `v=${v}`),
+      versionDate(v) ? ` ${versionDate(v)}` : "", v === latest ? " (latest)" : ""))));
+  }
+
+  // Variables.
+  const vars = m.variables || [];
+  if (vars.length) {
+    parts.push(table(`Variables (${vars.length})`, ["Name", "Long name", "Units", "Dimensions (shape)", "Type"],
+      vars.map((v) => [
+        el("code", { text: v.name }),
+        v.long_name || v.standard_name || "",
+        v.units || "",
+        (v.dims || []).length ? (v.dims || []).map((d, i) => `${d}=${v.shape?.[i] ?? "?"}`).join(" × ") : "scalar",
+        v.dtype || "",
+      ]), "vars"));
+  }
+  const dims = m.dimensions || [];
+  if (dims.length) {
+    parts.push(el("p", { class: "dims" }, el("strong", { text: "Dimensions: " }),
+      dims.map((d) => `${d.name} = ${d.len}${d.unlimited ? " (unlimited)" : ""}`).join(", ")));
+  }
+
+  // Global attributes.
+  const attrs = Object.entries(m.attributes || {});
+  if (attrs.length) {
+    parts.push(el("details", { class: "attrs", open: attrs.length <= 40 },
+      el("summary", {}, el("h3", { text: `Global attributes (${attrs.length})` })),
+      table("Global attributes", ["Attribute", "Value"], attrs.map(([a, v]) => [a, attrText(v)]), "attrs-table")));
+  }
+
+  const notes = [...(m.warnings || []), ...(m.problems || [])];
+  const tr = m.translation;
+  if (tr && (tr.fixes?.length || tr.mismatches?.length)) {
+    notes.push(...(tr.fixes || []).map((f) => `name fix: ${typeof f === "string" ? f : JSON.stringify(f)}`));
+    notes.push(...(tr.mismatches || []).map((f) => `mismatch: ${typeof f === "string" ? f : JSON.stringify(f)}`));
+  }
+  if (notes.length) parts.push(el("h3", { text: "Notes" }), el("ul", { class: "notes" }, notes.map((n) => el("li", { text: n }))));
+
+  parts.push(el("h3", { text: "Get it elsewhere" }),
+    el("div", { class: "cmd" }, el("pre", {}, el("code", { id: "file-cmd", text: `granary get ${sq(`${r.name}/v=${r.version}`)} -o ${sq(r.title || "file")}` })),
+      el("button", { type: "button", class: "copy", onclick: () => copy($("file-cmd").textContent) }, "Copy")));
+  $("file-body").replaceChildren(...parts);
+}
+
+// ------------------------------------------------------------------ selection and download
+
+function select(hit, on) {
+  const k = keyOf(hit);
+  if (on) state.selected.set(k, hit);
+  else state.selected.delete(k);
+  renderSelection();
+  // Keep the page's checkboxes in step (the file panel can change them too).
+  for (const li of $("hits").children) li.querySelector(".pick").checked = state.selected.has(li.dataset.key);
+  if (state.page) $("select-page").checked = state.page.hits.length > 0 && state.page.hits.every((h) => state.selected.has(keyOf(h)));
+}
+
+/** The selection survives a reload of the tab (not the tab's closing). */
+function saveSelection() {
+  try {
+    sessionStorage.setItem("granary.selection", JSON.stringify([...state.selected.values()]));
+  } catch { /* storage full or off: the selection is only in memory */ }
+}
+
+function loadSelection() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem("granary.selection") || "[]");
+    for (const h of Array.isArray(v) ? v : []) if (h && h.name && h.download) state.selected.set(keyOf(h), h);
+  } catch { /* nothing kept */ }
+}
+
+function renderSelection() {
+  saveSelection();
+  const items = [...state.selected.values()];
+  const box = $("selection");
+  box.hidden = items.length === 0 && $("progress").hidden;
+  if (box.hidden) {
+    document.body.style.paddingBottom = "";
+    document.body.style.setProperty("--selection-h", "0px");
+  }
+  $("sel-count").textContent = `${items.length} file${items.length === 1 ? "" : "s"}`;
+  $("sel-size").textContent = items.length ? `(${bytes(items.reduce((s, h) => s + Number(h.size || 0), 0))})` : "";
+  $("download-all").disabled = items.length === 0 || downloading;
+  const names = items.map((h) => sq(`${h.name}/v=${h.version}`));
+  const dir = "granary-data";
+  $("cmd-get").textContent = items.length
+    ? `mkdir -p ${dir} && granary get ${names.join(" \\\n    ")} \\\n    -o ${dir}/`
+    : "";
+  const seen = new Set();
+  $("cmd-wget").textContent = items.map((h) => {
+    let f = h.title || h.name.split("/").pop();
+    if (seen.has(f)) f = `${f}.v${h.version}`;
+    seen.add(f);
+    return `wget -c -O ${sq(f)} ${sq(location.origin + h.download)}`;
+  }).join("\n");
+}
+
+let downloading = false;
+
+/** Saves a Blob as a file through a temporary <a download>. */
+function save(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { href: url, download: filename, class: "offscreen" });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
+async function sha256hex(blob) {
+  const d = await crypto.subtle.digest("SHA-256", await blob.arrayBuffer());
+  return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * Downloads every selected file over /data, one after the other, with a
+ * progress bar per file and for the whole set; each file is kept in memory
+ * until complete, checked (length, and SHA-256 where the catalog has it and
+ * the browser offers WebCrypto), then saved. Bad bytes are never saved (and
+ * the node never sends any: /data is verified against the signed manifest).
+ * Files over IN_MEMORY_MAX go to the browser's own download manager instead.
+ */
+async function downloadAll() {
+  const items = [...state.selected.values()];
+  if (!items.length || downloading) return;
+  downloading = true;
+  $("download-all").disabled = true;
+  const total = items.reduce((s, h) => s + Number(h.size || 0), 0);
+  let doneBytes = 0;
+  let ok = 0;
+  const bar = $("progress-total");
+  bar.max = Math.max(1, total);
+  bar.value = 0;
+  $("progress").hidden = false;
+  $("progress-label").textContent = `Downloading ${items.length} file${items.length === 1 ? "" : "s"} (${bytes(total)})…`;
+  const rows = items.map((h) => {
+    const p = el("progress", { max: Math.max(1, Number(h.size || 1)), value: 0, "aria-label": `${h.title} progress` });
+    const s = el("span", { class: "pstate", text: "waiting" });
+    const li = el("li", { "data-name": h.name }, el("span", { class: "pname", text: h.title }), p, s);
+    return { h, p, s, li };
+  });
+  $("progress-files").replaceChildren(...rows.map((r) => r.li));
+  const started = performance.now();
+  for (const r of rows) {
+    const { h, p, s } = r;
+    try {
+      if (Number(h.size) > IN_MEMORY_MAX) {
+        const a = el("a", { href: h.download, download: h.title || "", class: "offscreen" });
+        document.body.append(a);
+        a.click();
+        a.remove();
+        p.value = p.max;
+        doneBytes += Number(h.size);
+        bar.value = doneBytes;
+        s.textContent = "handed to the browser's downloads";
+        r.li.classList.add("ok");
+        ok++;
+        continue;
+      }
+      s.textContent = "starting";
+      const res = await fetch(h.download);
+      if (!res.ok) {
+        let why = `${res.status} ${res.statusText}`;
+        try { why = (await res.json()).error || why; } catch { /* not JSON */ }
+        throw new Error(why);
+      }
+      const len = Number(res.headers.get("Content-Length")) || Number(h.size) || 0;
+      p.max = Math.max(1, len);
+      const reader = res.body.getReader();
+      const chunks = [];
+      let got = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+        got += value.length;
+        p.value = got;
+        bar.value = doneBytes + got;
+        const secs = (performance.now() - started) / 1000;
+        s.textContent = `${bytes(got)} of ${bytes(len)}`;
+        $("progress-label").textContent = `Downloading… ${bytes(doneBytes + got)} of ${bytes(total)}${secs > 0.5 ? ` · ${rate((doneBytes + got) / secs)}` : ""}`;
+      }
+      if (len && got !== len) throw new Error(`the transfer stopped at ${got} of ${len} bytes`);
+      const blob = new Blob(chunks, { type: res.headers.get("Content-Type") || "application/octet-stream" });
+      if (h.sha256 && globalThis.crypto?.subtle) {
+        s.textContent = "checking";
+        const d = await sha256hex(blob);
+        if (d !== h.sha256) throw new Error(`SHA-256 ${d} is not the catalog's ${h.sha256}`);
+      }
+      save(blob, h.title || h.name.split("/").pop());
+      doneBytes += got;
+      bar.value = doneBytes;
+      s.textContent = h.sha256 && globalThis.crypto?.subtle ? "saved ✓ SHA-256" : "saved ✓";
+      r.li.classList.add("ok");
+      ok++;
+    } catch (e) {
+      s.textContent = `failed: ${e.message}`;
+      r.li.classList.add("failed");
+    }
+  }
+  const secs = (performance.now() - started) / 1000;
+  $("progress-label").textContent = ok === rows.length
+    ? `Done: ${ok} file${ok === 1 ? "" : "s"}, ${bytes(doneBytes)} in ${secs.toFixed(1)} s`
+    : `${rows.length - ok} of ${rows.length} failed; ${ok} saved`;
+  $("progress").dataset.done = ok === rows.length ? "ok" : "failed";
+  downloading = false;
+  renderSelection();
+}
+
+// ------------------------------------------------------------------ node status
+
+const status = { timer: 0, prev: null };
+
+async function refreshStatus() {
+  try {
+    const s = await api("/api/status");
+    renderStatus(s);
+  } catch (e) {
+    $("status-summary").textContent = `Status unavailable: ${e.message}`;
+  }
+  if (!$("status").hidden) status.timer = setTimeout(refreshStatus, STATUS_EVERY_MS);
+}
+
+function renderStatus(s) {
+  const now = performance.now();
+  const prev = status.prev;
+  status.prev = { at: now, faces: new Map((s.faces || []).map((f) => [f.id, f])) };
+  const io = (x) => (x ? `${x.in ?? 0} / ${x.out ?? 0}` : "");
+  const bits = [
+    s.version ? `Granary ${s.version}` : "",
+    s.uptime_s !== undefined ? `up ${duration(s.uptime_s)}` : "",
+    `${(s.faces || []).length} faces`,
+    s.interests ? `Interests in/out ${io(s.interests)}` : "",
+    s.data ? `Data in/out ${io(s.data)}` : "",
+    s.nacks ? `Nacks in/out ${io(s.nacks)}` : "",
+    s.satisfied !== undefined ? `satisfied ${s.satisfied}, unsatisfied ${s.unsatisfied}` : "",
+    s.cs_entries !== undefined ? `CS ${s.cs_entries}` : "",
+    s.pit_entries !== undefined ? `PIT ${s.pit_entries}` : "",
+    s.fib_entries !== undefined ? `FIB ${s.fib_entries}` : "",
+    s.catalog_records !== undefined && s.catalog_records !== null ? `${s.catalog_records} catalog records` : "",
+  ].filter(Boolean);
+  $("status-summary").textContent = bits.join(" · ");
+  $("faces").tBodies[0].replaceChildren(...(s.faces || []).map((f) => {
+    const before = prev?.faces.get(f.id);
+    const dt = prev ? (now - prev.at) / 1000 : 0;
+    const tin = before && dt > 0 ? rate(Math.max(0, (f.in?.bytes ?? 0) - (before.in?.bytes ?? 0)) / dt) : "–";
+    const tout = before && dt > 0 ? rate(Math.max(0, (f.out?.bytes ?? 0) - (before.out?.bytes ?? 0)) / dt) : "–";
+    return el("tr", {},
+      el("th", { scope: "row", text: f.id }),
+      el("td", {}, el("span", { class: "uri", text: f.remote || "" }), f.scope === "local" ? el("span", { class: "muted", text: " (local)" }) : null),
+      el("td", { text: `${f.in?.interests ?? 0} / ${f.out?.interests ?? 0}` }),
+      el("td", { text: `${f.in?.data ?? 0} / ${f.out?.data ?? 0}` }),
+      el("td", { text: `${bytes(f.in?.bytes ?? 0)} / ${bytes(f.out?.bytes ?? 0)}` }),
+      el("td", { text: `${tin} / ${tout}` }));
+  }));
+}
+
+function toggleStatus() {
+  const box = $("status");
+  box.hidden = !box.hidden;
+  $("status-toggle").setAttribute("aria-expanded", box.hidden ? "false" : "true");
+  clearTimeout(status.timer);
+  if (!box.hidden) {
+    refreshStatus();
+    box.scrollIntoView({ block: "start" });
+  }
+}
+
+// ------------------------------------------------------------------ start
+
+function wire() {
+  wireSearchBox();
+  $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); search({ push: true }); $("results").focus(); });
+  $("next").addEventListener("click", () => { state.offset += PAGE; search({ push: true }); $("results").focus(); });
+  $("all-versions").addEventListener("change", (ev) => { state.all = ev.target.checked; state.offset = 0; search({ push: true }); });
+  $("select-page").addEventListener("change", (ev) => {
+    for (const h of state.page?.hits || []) select(h, ev.target.checked);
+  });
+  $("download-all").addEventListener("click", downloadAll);
+  $("show-results").addEventListener("click", () => {
+    $("facets-details").open = false;
+    $("results").scrollIntoView({ block: "start" });
+    $("results").focus({ preventScroll: true });
+  });
+  $("time-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const from = $("time-from").value.trim(), to = $("time-to").value.trim();
+    state.time = from || to ? `${from}/${to}` : "";
+    state.offset = 0;
+    search({ push: true });
+  });
+  $("sel-clear").addEventListener("click", () => {
+    state.selected.clear();
+    if (!downloading) $("progress").hidden = true;
+    renderSelection();
+    if (state.page) renderHits();
+  });
+  $("sel-commands-toggle").addEventListener("click", (ev) => {
+    const box = $("sel-commands");
+    box.hidden = !box.hidden;
+    ev.currentTarget.setAttribute("aria-expanded", box.hidden ? "false" : "true");
+  });
+  $("status-toggle").addEventListener("click", toggleStatus);
+  $("file-close").addEventListener("click", closeFile);
+  $("file").addEventListener("close", () => { if (state.file) { state.file = null; writeUrl(false); } });
+  // A click on the backdrop (outside the panel) closes it.
+  $("file").addEventListener("click", (ev) => { if (ev.target === $("file")) closeFile(); });
+  document.addEventListener("click", (ev) => {
+    const b = ev.target.closest?.("button.copy[data-copy]");
+    if (b) copy($(b.dataset.copy).textContent);
+  });
+  window.addEventListener("popstate", () => {
+    readUrl();
+    search();
+    if (state.file) openFile(state.file.name, state.file.version);
+    else if ($("file").open) $("file").close();
+  });
+  // The selection bar is fixed at the bottom: the page gets room below its
+  // end as tall as the bar, so nothing stays hidden under it.
+  new ResizeObserver(() => {
+    const box = $("selection");
+    document.body.style.paddingBottom = box.hidden ? "" : `${box.offsetHeight + 16}px`;
+    document.body.style.setProperty("--selection-h", box.hidden ? "0px" : `${box.offsetHeight}px`);
+  }).observe($("selection"));
+  // On a narrow screen the filter list starts folded, so results come first.
+  if (matchMedia("(max-width: 760px)").matches) $("facets-details").open = false;
+}
+
+wire();
+readUrl();
+loadSelection();
+renderSelection();
+search();
+if (state.file) openFile(state.file.name, state.file.version);

@@ -1,0 +1,200 @@
+//! `bench/gateway.sh` part 2: `/api/search` latency over HTTP. Builds N synthetic
+//! CMIP-like records in a temporary SQLite catalog, serves the real gateway router on
+//! loopback, and times GET requests (one keep-alive connection, like a page) per
+//! query kind: p50 / p99.
+//!
+//! Usage: cargo run --release -p granary-gateway --example search_bench -- [N] [RUNS]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::sync::Arc;
+use std::time::Instant;
+
+use granary_catalog::{Catalog, Record};
+
+/// (facet, cardinality)
+const FACETS: [(&str, u64); 9] = [
+    ("source_id", 100),
+    ("experiment_id", 300),
+    ("variable_id", 1000),
+    ("table_id", 40),
+    ("member_id", 200),
+    ("grid_label", 10),
+    ("activity_id", 20),
+    ("institution_id", 50),
+    ("version", 500),
+];
+const WORDS: [&str; 8] = [
+    "air",
+    "temperature",
+    "precipitation",
+    "surface",
+    "pressure",
+    "wind",
+    "ocean",
+    "cloud",
+];
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Skewed: small values much more likely (about 1/(k+1)).
+    fn skewed(&mut self, card: u64) -> u64 {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        (((card as f64 + 1.0).ln() * u).exp() as u64 - 1).min(card - 1)
+    }
+}
+
+fn record(rng: &mut Rng, i: u64) -> Record {
+    let mut facets = BTreeMap::new();
+    for (f, card) in FACETS {
+        facets.insert(f.to_string(), format!("{f}{}", rng.skewed(card)));
+    }
+    let w1 = WORDS[(rng.next() % 8) as usize];
+    let w2 = WORDS[(rng.next() % 8) as usize];
+    Record {
+        name: format!(
+            "/bench/{}/{}/f{i}.nc",
+            facets["source_id"], facets["variable_id"]
+        ),
+        version: 1,
+        project: "CMIP6".into(),
+        title: format!("f{i}.nc"),
+        size: 1000 + rng.next() % 1_000_000,
+        text: format!("{w1} {w2} {}", facets["variable_id"]),
+        facets,
+        ..Record::default()
+    }
+}
+
+/// One GET on a keep-alive connection; returns the body length.
+fn get(r: &mut BufReader<std::net::TcpStream>, path: &str) -> usize {
+    r.get_mut()
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut len = 0;
+    let mut line = String::new();
+    r.read_line(&mut line).unwrap();
+    assert!(line.starts_with("HTTP/1.1 200"), "{path}: {line}");
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if line == "\r\n" {
+            break;
+        }
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).unwrap();
+    len
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200);
+    let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
+    let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
+    let t = Instant::now();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut batch = Vec::with_capacity(5000);
+    for i in 0..n {
+        batch.push(record(&mut rng, i));
+        if batch.len() == 5000 {
+            cat.upsert_many(&batch).expect("insert");
+            batch.clear();
+        }
+    }
+    cat.upsert_many(&batch).expect("insert");
+    let built = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let total = cat.len().expect("len");
+    eprintln!(
+        "{total} records built in {built:.1} s; index loaded in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (events, _keep) = tokio::sync::mpsc::channel(16);
+    let node = Arc::new(granary_gateway::Node {
+        socket: dir.join("none.sock"),
+        data_dir: dir.clone(),
+        catalog: Some(Arc::new(cat)),
+        events,
+        ids: Arc::new(granary_face::FaceIds::default()),
+        limits: granary_face::FaceLimits::default(),
+        started: Instant::now(),
+        local: Default::default(),
+    });
+    let (addr, _task) = rt
+        .block_on(granary_gateway::start(
+            "127.0.0.1:0".parse().unwrap(),
+            64,
+            node,
+        ))
+        .expect("start gateway");
+    let kinds: [(&str, Box<dyn Fn(usize) -> String>); 5] = [
+        (
+            "(a) one facet + all facet counts",
+            Box::new(|i| format!("/api/search?variable_id=variable_id{}", i % 50)),
+        ),
+        (
+            "(b) two facets (OR) + one facet",
+            Box::new(|i| {
+                format!(
+                    "/api/search?source_id=source_id{}&source_id=source_id{}&experiment_id=experiment_id{}",
+                    i % 20,
+                    (i + 7) % 20,
+                    i % 30
+                )
+            }),
+        ),
+        (
+            "(c) free text + all facet counts",
+            Box::new(|i| format!("/api/search?q={}+{}", WORDS[i % 8], WORDS[(i + 3) % 8])),
+        ),
+        (
+            "(d) no filter, all facet counts",
+            Box::new(|i| format!("/api/search?offset={}", i % 100)),
+        ),
+        (
+            "(e) autocomplete, one facet",
+            Box::new(|i| {
+                format!(
+                    "/api/autocomplete?facet=source_id&prefix=source_id{}",
+                    i % 10
+                )
+            }),
+        ),
+    ];
+    println!("{total} records; {runs} requests per kind over one keep-alive HTTP/1.1 connection");
+    println!(
+        "{:<36} {:>9} {:>9} {:>12}",
+        "query", "p50 ms", "p99 ms", "body bytes"
+    );
+    let mut conn = BufReader::new(std::net::TcpStream::connect(addr).unwrap());
+    for (label, path) in &kinds {
+        let _ = get(&mut conn, &path(0));
+        let mut ms = Vec::with_capacity(runs);
+        let mut bytes = 0;
+        for i in 0..runs {
+            let t = Instant::now();
+            bytes = get(&mut conn, &path(i));
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        ms.sort_by(|a, b| a.total_cmp(b));
+        let p = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
+        println!("{label:<36} {:>9.2} {:>9.2} {bytes:>12}", p(0.5), p(0.99));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,313 @@
+//! The JSON API: `/api/search`, `/api/autocomplete`, `/api/file/<name>`,
+//! `/api/status`, `/api/openapi.json`.
+
+use std::sync::Arc;
+
+use axum::extract::State as St;
+use axum::http::{header, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use granary_catalog::{Catalog, FacetSel, Page, Query, Record};
+use granary_packet::Name;
+use serde_json::{json, Value};
+
+use crate::query::{pairs, parse_num, search_query};
+use crate::{error, State};
+
+/// Largest autocomplete answer.
+const MAX_SUGGESTIONS: usize = 1000;
+
+pub async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("openapi.json"),
+    )
+        .into_response()
+}
+
+/// The canonical NDN URI of a name taken from a URL path (its percent escapes are
+/// NDN URI escapes: they only ever make name components).
+pub(crate) fn ndn_name(raw: &str) -> Result<Name, Response> {
+    let raw = if raw.starts_with('/') {
+        raw.to_string()
+    } else {
+        format!("/{raw}")
+    };
+    let n = Name::from_uri(&raw)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("bad NDN name: {e}")))?;
+    if n.is_empty() {
+        return Err(error(StatusCode::BAD_REQUEST, "empty NDN name"));
+    }
+    Ok(n)
+}
+
+/// `/data/<name>?version=<v>`.
+pub(crate) fn download_path(name: &str, version: u64) -> String {
+    format!("/data{name}?version={version}")
+}
+
+/// Runs `f` on the catalog on a blocking thread.
+pub(crate) async fn with_catalog<T: Send + 'static>(
+    node: &State,
+    f: impl FnOnce(&Catalog) -> Result<T, String> + Send + 'static,
+) -> Result<T, Response> {
+    let Some(cat) = node.catalog.clone() else {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this node serves no catalog (the daemon runs with --no-catalog, or it could not be opened)",
+        ));
+    };
+    match tokio::task::spawn_blocking(move || f(&cat)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error(StatusCode::BAD_REQUEST, e)),
+        Err(e) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("catalog task failed: {e}"),
+        )),
+    }
+}
+
+/// A search hit as sent: no `meta`, no free-text blob, plus its download path.
+pub(crate) fn hit_json(r: &Record) -> Value {
+    let mut v = json!(r);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("meta");
+        o.remove("text");
+        o.insert("download".into(), json!(download_path(&r.name, r.version)));
+    }
+    v
+}
+
+pub(crate) fn page_json(p: &Page) -> Value {
+    json!({
+        "total": p.total,
+        "hits": p.hits.iter().map(hit_json).collect::<Vec<_>>(),
+        "facet_counts": p.facet_counts,
+    })
+}
+
+/// Runs a search query from a query string.
+pub(crate) async fn run_search(node: &State, uri: &Uri) -> Result<(Query, Page), Response> {
+    let p = pairs(uri.query()).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let q = search_query(&p).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let q2 = q.clone();
+    let page = with_catalog(node, move |c| {
+        let mut page = c.query(&q2).map_err(|e| e.to_string())?;
+        granary_search::service::slim(&mut page);
+        Ok(page)
+    })
+    .await?;
+    Ok((q, page))
+}
+
+pub async fn search(St(node): St<State>, uri: Uri) -> Response {
+    match run_search(&node, &uri).await {
+        Ok((_, page)) => Json(page_json(&page)).into_response(),
+        Err(r) => r,
+    }
+}
+
+pub async fn autocomplete(St(node): St<State>, uri: Uri) -> Response {
+    let p = match pairs(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let mut prefix = String::new();
+    let mut facet = None;
+    let mut limit = 10usize;
+    let mut rest = Vec::new();
+    for (k, v) in p {
+        match k.as_str() {
+            "prefix" => prefix = v,
+            "facet" if !v.is_empty() => facet = Some(v),
+            "facet" => {}
+            "limit" => match parse_num(&k, &v) {
+                Ok(n) if n <= MAX_SUGGESTIONS => limit = n,
+                Ok(n) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("limit {n} is more than {MAX_SUGGESTIONS}"),
+                    )
+                }
+                Err(e) => return error(StatusCode::BAD_REQUEST, e),
+            },
+            _ => rest.push((k, v)),
+        }
+    }
+    // The other parameters narrow the set the values are counted in.
+    let mut q = match search_query(&rest) {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    q.limit = 0;
+    q.offset = 0;
+    let r = with_catalog(&node, move |c| {
+        if let Some(f) = facet {
+            q.facets = FacetSel::None;
+            let vals = c
+                .autocomplete(&f, &prefix, limit, Some(&q))
+                .map_err(|e| e.to_string())?;
+            return Ok(vals
+                .into_iter()
+                .map(|(v, n)| json!({"facet": f, "value": v, "count": n}))
+                .collect::<Vec<_>>());
+        }
+        // Every facet: the values starting with the prefix (case-insensitive),
+        // then those containing it, most frequent first.
+        q.facets = FacetSel::All;
+        let page = c.query(&q).map_err(|e| e.to_string())?;
+        let lp = prefix.to_lowercase();
+        let mut all: Vec<(bool, u64, String, String)> = Vec::new();
+        for (f, vals) in page.facet_counts {
+            for (v, n) in vals {
+                let lv = v.to_lowercase();
+                if lv.starts_with(&lp) {
+                    all.push((true, n, f.clone(), v));
+                } else if !lp.is_empty() && lv.contains(&lp) {
+                    all.push((false, n, f.clone(), v));
+                }
+            }
+        }
+        all.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(b.1.cmp(&a.1))
+                .then_with(|| a.2.cmp(&b.2))
+                .then_with(|| a.3.cmp(&b.3))
+        });
+        all.truncate(limit);
+        Ok(all
+            .into_iter()
+            .map(|(_, n, f, v)| json!({"facet": f, "value": v, "count": n}))
+            .collect())
+    })
+    .await;
+    match r {
+        Ok(values) => Json(json!({ "values": values })).into_response(),
+        Err(r) => r,
+    }
+}
+
+/// The `version` parameter, if any.
+pub(crate) fn version_param(uri: &Uri) -> Result<Option<u64>, Response> {
+    let p = pairs(uri.query()).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    let mut version = None;
+    for (k, v) in p {
+        if k == "version" && !v.is_empty() {
+            let v = v.strip_prefix("v=").unwrap_or(&v);
+            version = Some(v.parse::<u64>().map_err(|_| {
+                error(
+                    StatusCode::BAD_REQUEST,
+                    format!("version={v:?}: expected a number"),
+                )
+            })?);
+        }
+    }
+    Ok(version)
+}
+
+pub async fn file(St(node): St<State>, uri: Uri) -> Response {
+    let raw = uri.path().strip_prefix("/api/file").unwrap_or_default();
+    let name = match ndn_name(raw) {
+        Ok(n) => n.to_string(),
+        Err(r) => return r,
+    };
+    let version = match version_param(&uri) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let n2 = name.clone();
+    let r = with_catalog(&node, move |c| {
+        let rec = c.get(&n2, version).map_err(|e| e.to_string())?;
+        let versions = c.versions(&n2).map_err(|e| e.to_string())?;
+        Ok(rec.map(|r| (r, versions)))
+    })
+    .await;
+    match r {
+        Ok(Some((rec, versions))) => {
+            let mut v = json!(rec);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("text");
+                o.insert("versions".into(), json!(versions));
+                o.insert(
+                    "download".into(),
+                    json!(download_path(&rec.name, rec.version)),
+                );
+            }
+            Json(v).into_response()
+        }
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            match version {
+                Some(v) => format!("{name} version {v} is not in the catalog"),
+                None => format!("{name} is not in the catalog"),
+            },
+        ),
+        Err(r) => r,
+    }
+}
+
+async fn mgmt_dataset(c: &mut granary_app::Client, uri: &str) -> Result<bytes::Bytes, String> {
+    let n = Name::from_uri(uri).map_err(|e| e.to_string())?;
+    c.dataset(&n).await.map_err(|e| e.to_string())
+}
+
+/// The node's counters, as `granary status` and `granary face list` show them.
+pub(crate) async fn status_json(node: &Arc<crate::Node>) -> Result<Value, String> {
+    use granary_mgmt::{decode_dataset, FaceStatus, GeneralStatus};
+    let mut c = granary_app::Client::connect(&node.socket)
+        .await
+        .map_err(|e| format!("cannot reach the forwarder: {e}"))?;
+    let g = GeneralStatus::decode(&mgmt_dataset(&mut c, "/localhost/nfd/status/general").await?)
+        .map_err(|e| e.to_string())?;
+    let faces =
+        decode_dataset::<FaceStatus>(&mgmt_dataset(&mut c, "/localhost/nfd/faces/list").await?)
+            .map_err(|e| e.to_string())?;
+    let faces: Vec<Value> = faces
+        .iter()
+        .map(|f| {
+            json!({
+                "id": f.face_id,
+                "remote": f.uri,
+                "local": f.local_uri,
+                "scope": if f.face_scope == 1 { "local" } else { "non-local" },
+                "reliable": f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0,
+                "in": {"interests": f.n_in_interests, "data": f.n_in_data, "nacks": f.n_in_nacks, "bytes": f.n_in_bytes},
+                "out": {"interests": f.n_out_interests, "data": f.n_out_data, "nacks": f.n_out_nacks, "bytes": f.n_out_bytes},
+            })
+        })
+        .collect();
+    let catalog_records = match &node.catalog {
+        Some(cat) => {
+            let cat = cat.clone();
+            tokio::task::spawn_blocking(move || cat.len().ok())
+                .await
+                .ok()
+                .flatten()
+        }
+        None => None,
+    };
+    Ok(json!({
+        "version": g.nfd_version,
+        "uptime_s": g.current_timestamp.saturating_sub(g.start_timestamp) / 1000,
+        "start_timestamp_ms": g.start_timestamp,
+        "current_timestamp_ms": g.current_timestamp,
+        "fib_entries": g.n_fib_entries,
+        "pit_entries": g.n_pit_entries,
+        "cs_entries": g.n_cs_entries,
+        "interests": {"in": g.n_in_interests, "out": g.n_out_interests},
+        "data": {"in": g.n_in_data, "out": g.n_out_data},
+        "nacks": {"in": g.n_in_nacks, "out": g.n_out_nacks},
+        "satisfied": g.n_satisfied_interests,
+        "unsatisfied": g.n_unsatisfied_interests,
+        "faces": faces,
+        "catalog_records": catalog_records,
+        "gateway_uptime_s": node.started.elapsed().as_secs(),
+    }))
+}
+
+pub async fn status(St(node): St<State>) -> Response {
+    match status_json(&node).await {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}

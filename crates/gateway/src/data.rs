@@ -1,0 +1,450 @@
+//! `GET|HEAD /data/<NDN name>[?version=]`: a file streamed through the fetch
+//! engine (granary-transfer) on an in-process face of the forwarder, so it comes
+//! from the local repository or over NDN alike. Every byte handed to the client
+//! was verified against the signed manifest (or the packet's own signature);
+//! a failure mid-stream aborts the response.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::State as St;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use granary_face::{EventSender, FaceEvent};
+use granary_packet::types::COMP_VERSION;
+use granary_packet::{Component, Name};
+use granary_transfer::link::Incoming;
+use granary_transfer::{AppLink, Config, Engine, Link, OpenOptions, RemoteFile, Trust};
+use tokio::sync::mpsc;
+
+use crate::api::{ndn_name, version_param};
+use crate::{error, Node, State};
+
+/// Bytes fetched per engine run (rounded to whole segments). Two chunks are
+/// kept ahead of the client, so a slow client holds back the fetch.
+const CHUNK: u64 = 4 << 20;
+/// Chunks fetched ahead of the client.
+const AHEAD: usize = 2;
+/// Longest wait for version discovery and the manifest.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// An in-process face for one download; it is closed when dropped.
+pub(crate) struct GwLink {
+    inner: AppLink,
+    id: u64,
+    events: EventSender,
+}
+
+impl GwLink {
+    pub(crate) async fn new(node: &Node, what: &str) -> Result<GwLink, String> {
+        let id = node.ids.next();
+        let (handle, app) =
+            granary_face::internal::pair(id, what, &node.limits, node.events.clone());
+        node.events
+            .send(FaceEvent::Created(handle))
+            .await
+            .map_err(|_| "the forwarder has stopped".to_string())?;
+        Ok(GwLink {
+            inner: AppLink(app),
+            id,
+            events: node.events.clone(),
+        })
+    }
+}
+
+impl Drop for GwLink {
+    fn drop(&mut self) {
+        let ev = FaceEvent::Closed {
+            face: self.id,
+            reason: "gateway request finished".into(),
+        };
+        if let Err(mpsc::error::TrySendError::Full(ev)) = self.events.try_send(ev) {
+            let events = self.events.clone();
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                h.spawn(async move {
+                    let _ = events.send(ev).await;
+                });
+            }
+        }
+    }
+}
+
+impl Link for GwLink {
+    async fn send(
+        &mut self,
+        batch: &[granary_packet::Interest],
+    ) -> Result<(), granary_transfer::Error> {
+        self.inner.send(batch).await
+    }
+    async fn recv(&mut self, out: &mut Vec<Incoming>) -> Result<(), granary_transfer::Error> {
+        self.inner.recv(out).await
+    }
+}
+
+fn engine_config() -> Config {
+    Config {
+        lifetime: Duration::from_secs(4),
+        retries: 6,
+        ..Config::default()
+    }
+}
+
+/// The outcome of a `Range` header against a size.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ranged {
+    /// Serve the whole file (no header, several ranges, or one we ignore).
+    Full,
+    /// Serve `start..=end`.
+    Part(u64, u64),
+    /// 416.
+    Unsatisfiable,
+}
+
+/// One `bytes=` range (RFC 9110 §14.1.2): `a-b`, `a-`, `-n`. A header that does not
+/// parse, or asks for several ranges, is ignored (the whole file is served).
+pub(crate) fn parse_range(h: &str, size: u64) -> Ranged {
+    let h = h.trim();
+    let Some(spec) = h
+        .get(..6)
+        .filter(|u| u.eq_ignore_ascii_case("bytes="))
+        .map(|_| h[6..].trim())
+    else {
+        return Ranged::Full;
+    };
+    if spec.contains(',') {
+        return Ranged::Full;
+    }
+    let Some((a, b)) = spec.split_once('-') else {
+        return Ranged::Full;
+    };
+    let (a, b) = (a.trim(), b.trim());
+    let num = |s: &str| -> Option<u64> {
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    match (a.is_empty(), b.is_empty()) {
+        // -n: the last n bytes.
+        (true, false) => match num(b) {
+            Some(0) => Ranged::Unsatisfiable,
+            Some(_) if size == 0 => Ranged::Unsatisfiable,
+            Some(n) => Ranged::Part(size.saturating_sub(n), size - 1),
+            None => Ranged::Full,
+        },
+        // a-
+        (false, true) => match num(a) {
+            Some(s) if s >= size => Ranged::Unsatisfiable,
+            Some(s) => Ranged::Part(s, size - 1),
+            None => Ranged::Full,
+        },
+        (false, false) => match (num(a), num(b)) {
+            (Some(s), Some(e)) if s <= e => {
+                if s >= size {
+                    Ranged::Unsatisfiable
+                } else {
+                    Ranged::Part(s, e.min(size - 1))
+                }
+            }
+            _ => Ranged::Full,
+        },
+        (true, true) => Ranged::Full,
+    }
+}
+
+/// A version number read as a time: µs or ms since the epoch, when plausible.
+fn version_time(v: u64) -> Option<SystemTime> {
+    let secs = if v > 1_000_000_000_000_000 {
+        v / 1_000_000
+    } else if v > 1_000_000_000_000 {
+        v / 1000
+    } else {
+        v
+    };
+    (1_000_000_000..4_102_444_800)
+        .contains(&secs)
+        .then(|| UNIX_EPOCH + Duration::from_secs(secs))
+}
+
+fn fetch_status(e: &granary_transfer::Error) -> StatusCode {
+    match e {
+        granary_transfer::Error::Fetch(_) => StatusCode::NOT_FOUND,
+        granary_transfer::Error::Verify(_) => StatusCode::BAD_GATEWAY,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    }
+}
+
+fn content_type(name: &Name) -> &'static str {
+    let last = name
+        .components()
+        .filter(|c| c.typ == granary_packet::types::COMP_GENERIC)
+        .last()
+        .map(|c| String::from_utf8_lossy(c.value).to_ascii_lowercase())
+        .unwrap_or_default();
+    if last.ends_with(".nc") || last.ends_with(".nc4") {
+        "application/x-netcdf"
+    } else if last.ends_with(".json") {
+        "application/json"
+    } else if last.ends_with(".txt") || last.ends_with(".csv") {
+        "text/plain; charset=utf-8"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+pub async fn download(
+    St(node): St<State>,
+    method: Method,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let raw = uri.path().strip_prefix("/data").unwrap_or_default();
+    let name = match ndn_name(raw) {
+        Ok(n) => n,
+        Err(r) => return r,
+    };
+    let version = match version_param(&uri) {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    if version.is_some() && name.last().is_some_and(|c| c.typ == COMP_VERSION) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the name already has a version component; leave out ?version=",
+        );
+    }
+    let target = match version {
+        Some(v) => name.append(&Component::version(v)),
+        None => name.clone(),
+    };
+    let trust = {
+        let dir = node.data_dir.join("keychain");
+        match granary_security::KeyChain::open(&dir)
+            .map_err(|e| e.to_string())
+            .and_then(|kc| Trust::from_keychain(&kc).map_err(|e| e.to_string()))
+        {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("trust anchors in {}: {e}", dir.display()),
+                )
+            }
+        }
+    };
+    let link = match GwLink::new(&node, "gateway-data").await {
+        Ok(l) => l,
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    let opened = tokio::time::timeout(
+        OPEN_TIMEOUT,
+        RemoteFile::open(
+            link,
+            Engine::new(engine_config()),
+            &target,
+            trust,
+            &OpenOptions::default(),
+        ),
+    )
+    .await;
+    let f = match opened {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => return error(fetch_status(&e), e.to_string()),
+        Err(_) => {
+            return error(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("{target}: no answer within {} s", OPEN_TIMEOUT.as_secs()),
+            )
+        }
+    };
+    let st = f.stat();
+    let versioned = st.versioned.clone();
+    let file_version = versioned
+        .last()
+        .filter(|c| c.typ == COMP_VERSION)
+        .and_then(|c| c.as_version());
+    // The ETag is the manifest digest the catalog recorded for this version; a
+    // version is immutable, so failing that, a digest of the versioned name.
+    let mut etag = None;
+    if let (Some(cat), Some(v)) = (node.catalog.clone(), file_version) {
+        let n = name.to_string();
+        etag = tokio::task::spawn_blocking(move || {
+            cat.get(&n, Some(v))
+                .ok()
+                .flatten()
+                .and_then(|r| r.manifest_digest)
+        })
+        .await
+        .ok()
+        .flatten();
+    }
+    let etag = format!(
+        "\"{}\"",
+        etag.unwrap_or_else(|| hex_of(&granary_packet::sha256(versioned.to_string().as_bytes())))
+    );
+
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&name)),
+    );
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    if let Some(t) = file_version.and_then(version_time) {
+        if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
+            h.insert(header::LAST_MODIFIED, v);
+        }
+    }
+    if let Ok(v) = HeaderValue::from_str(&versioned.to_string()) {
+        h.insert("x-ndn-name", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&st.verified_by) {
+        h.insert("x-ndn-verified-by", v);
+    }
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(if version.is_some() {
+            "public, max-age=31536000, immutable"
+        } else {
+            "no-cache"
+        }),
+    );
+
+    if let Some(inm) = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+    {
+        if inm.trim() == "*"
+            || inm
+                .split(',')
+                .any(|t| t.trim().trim_start_matches("W/") == etag)
+        {
+            return (StatusCode::NOT_MODIFIED, h).into_response();
+        }
+    }
+
+    let Some(size) = st.size else {
+        // No manifest and no size: the whole object, streamed until it ends.
+        if method == Method::HEAD {
+            return (StatusCode::OK, h).into_response();
+        }
+        return (StatusCode::OK, h, stream(f, 0, u64::MAX, st.segment_size)).into_response();
+    };
+    let if_range_ok = headers
+        .get(header::IF_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.trim() == etag);
+    let ranged = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(r) if if_range_ok => parse_range(r, size),
+        _ => Ranged::Full,
+    };
+    let (status, start, end) = match ranged {
+        Ranged::Full => (StatusCode::OK, 0, size),
+        Ranged::Part(a, b) => {
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes {a}-{b}/{size}")) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            (StatusCode::PARTIAL_CONTENT, a, b + 1)
+        }
+        Ranged::Unsatisfiable => {
+            let mut r = error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                format!("range outside the file ({size} bytes)"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return r;
+        }
+    };
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    if method == Method::HEAD || start == end {
+        return (status, h).into_response();
+    }
+    // Drop the face now if nothing is to be fetched; else the stream owns it.
+    (status, h, stream(f, start, end, st.segment_size)).into_response()
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The bytes `start..end` (to the end of the object with `u64::MAX`) as a body:
+/// a task fetches whole-segment chunks ahead of the client; an error ends the
+/// body with an error, which aborts the response (the connection is closed
+/// before the announced length is reached).
+fn stream(mut f: RemoteFile<GwLink>, start: u64, end: u64, seg: u64) -> Body {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(AHEAD);
+    tokio::spawn(async move {
+        let per = CHUNK
+            .checked_div(seg)
+            .map(|n| n.max(1) * seg)
+            .unwrap_or(CHUNK);
+        let mut pos = start;
+        while pos < end {
+            // End each chunk on a segment boundary, so no segment is fetched twice.
+            let mut hi = pos.saturating_add(per).min(end);
+            if seg > 0 && hi < end {
+                hi = (hi / seg).max(pos / seg + 1) * seg;
+                hi = hi.min(end);
+            }
+            let r = f.read_at(pos, hi - pos).await;
+            let chunk = match r {
+                Ok(b) if b.is_empty() && end != u64::MAX => Err(std::io::Error::other(format!(
+                    "{}: the object ended at byte {pos}, before {end}",
+                    f.stat().versioned
+                ))),
+                Ok(b) if b.is_empty() => break,
+                Ok(b) => Ok(Bytes::from(b)),
+                Err(e) => {
+                    tracing::warn!("gateway: download of {} aborted: {e}", f.stat().versioned);
+                    Err(std::io::Error::other(e.to_string()))
+                }
+            };
+            let failed = chunk.is_err();
+            if let Ok(b) = &chunk {
+                pos += b.len() as u64;
+            }
+            if tx.send(chunk).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    let s =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
+    Body::from_stream(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        use Ranged::*;
+        assert_eq!(parse_range("bytes=0-9", 100), Part(0, 9));
+        assert_eq!(parse_range("bytes=90-200", 100), Part(90, 99));
+        assert_eq!(parse_range("bytes=10-", 100), Part(10, 99));
+        assert_eq!(parse_range("bytes=-10", 100), Part(90, 99));
+        assert_eq!(parse_range("bytes=-1000", 100), Part(0, 99));
+        assert_eq!(parse_range("bytes=100-", 100), Unsatisfiable);
+        assert_eq!(parse_range("bytes=100-200", 100), Unsatisfiable);
+        assert_eq!(parse_range("bytes=-0", 100), Unsatisfiable);
+        assert_eq!(parse_range("bytes=0-0", 0), Unsatisfiable);
+        assert_eq!(parse_range("bytes=5-2", 100), Full);
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), Full);
+        assert_eq!(parse_range("items=0-1", 100), Full);
+        assert_eq!(parse_range("bytes=x-1", 100), Full);
+        assert_eq!(parse_range("BYTES=1-1", 100), Part(1, 1));
+    }
+
+    #[test]
+    fn version_times() {
+        assert!(version_time(1_700_000_000_000_000).is_some());
+        assert!(version_time(1_700_000_000_000).is_some());
+        assert!(version_time(7).is_none());
+    }
+}

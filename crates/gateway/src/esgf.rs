@@ -1,0 +1,524 @@
+//! The subset of ESGF's search API (`/esg-search/search`, `/esg-search/wget`)
+//! that esgf-pyclient (`pyesgf`) uses, answered from the catalog in the Solr
+//! JSON shape it parses.
+//!
+//! The catalog holds files. A dataset is the files sharing a parent name and a
+//! DRS `version` facet; its `instance_id` is the parent name's components joined
+//! by dots (the first written as the project, `CMIP6`, when they agree) and the
+//! version: `CMIP6.CMIP.CCCma.CanESM5.historical.r1i1p1f1.Amon.tas.gn.v20190429`.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State as St;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use granary_catalog::{FacetSel, Query, Record, MAX_LIMIT};
+use serde_json::{json, Map, Value};
+
+use crate::api::{download_path, with_catalog};
+use crate::query::{facet_sel, pairs, parse_bool, parse_num};
+use crate::wget::{all_records, base_url, host_of, script, script_response};
+use crate::{error, State};
+
+/// Files scanned to build datasets for one request, at most.
+const MAX_SCAN: usize = 200_000;
+
+/// Parameters that are not constraints.
+const KEYWORDS: &[&str] = &[
+    "type",
+    "limit",
+    "offset",
+    "latest",
+    "replica",
+    "distrib",
+    "shards",
+    "facets",
+    "format",
+    "fields",
+    "query",
+    "dataset_id",
+    "sort",
+    "start",
+    "end",
+    "from",
+    "to",
+    "bbox",
+    "download_structure",
+    "download_emptypath",
+];
+
+#[derive(Debug, Default)]
+struct Esgf {
+    file: bool,
+    limit: usize,
+    offset: usize,
+    facets: FacetSel,
+    latest: Option<bool>,
+    replica: Option<bool>,
+    dataset_ids: Vec<String>,
+    query: Query,
+}
+
+fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
+    let mut e = Esgf {
+        limit: 10,
+        ..Default::default()
+    };
+    let mut q = Query {
+        latest_only: false,
+        ..Query::default()
+    };
+    let mut words = Vec::new();
+    for (k, v) in p {
+        let split = || {
+            v.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        match k.as_str() {
+            "type" => {
+                e.file = match v.to_ascii_lowercase().as_str() {
+                    "dataset" | "" => false,
+                    "file" => true,
+                    _ => return Err(format!("type={v:?}: expected Dataset or File")),
+                }
+            }
+            "limit" => e.limit = parse_num(k, v)?.min(MAX_LIMIT),
+            "offset" => e.offset = parse_num(k, v)?,
+            "latest" => e.latest = Some(parse_bool(k, v)?),
+            "replica" => e.replica = Some(parse_bool(k, v)?),
+            "facets" => e.facets = facet_sel(v),
+            "query" => {
+                if !v.trim().is_empty() && v.trim() != "*" && v.trim() != "*:*" {
+                    words.push(v.clone())
+                }
+            }
+            "dataset_id" => e.dataset_ids.extend(split()),
+            "start" | "from" => q.time_overlap.get_or_insert((None, None)).0 = Some(v.clone()),
+            "end" | "to" => q.time_overlap.get_or_insert((None, None)).1 = Some(v.clone()),
+            k if KEYWORDS.contains(&k) => {}
+            "" => return Err("a parameter has an empty name".into()),
+            k => {
+                let (map, key) = match k.strip_suffix('!') {
+                    Some(f) => (&mut q.exclude, f),
+                    None => (&mut q.filters, k),
+                };
+                let e = map.entry(key.to_string()).or_default();
+                for x in split() {
+                    if !e.contains(&x) {
+                        e.push(x);
+                    }
+                }
+            }
+        }
+    }
+    if !words.is_empty() {
+        q.text = Some(words.join(" "));
+    }
+    q.validate().map_err(|e| e.to_string())?;
+    e.query = q;
+    Ok(e)
+}
+
+/// The dataset a file belongs to: (instance id, master id, version).
+fn dataset_of(r: &Record) -> (String, String, String) {
+    let mut comps: Vec<&str> = r.name.split('/').filter(|c| !c.is_empty()).collect();
+    comps.pop();
+    if let Some(first) = comps.first_mut() {
+        if !r.project.is_empty() && first.eq_ignore_ascii_case(&r.project) {
+            *first = r.project.as_str();
+        }
+    }
+    let master = comps.join(".");
+    let version = r
+        .facets
+        .get("version")
+        .cloned()
+        .unwrap_or_else(|| format!("v{}", r.version));
+    (format!("{master}.{version}"), master, version)
+}
+
+fn facet_lists(r: &Record) -> Map<String, Value> {
+    let mut m = Map::new();
+    for (k, v) in &r.facets {
+        m.insert(k.clone(), json!([v]));
+    }
+    if !r.project.is_empty() {
+        m.insert("project".into(), json!([r.project]));
+    }
+    m
+}
+
+fn file_doc(r: &Record, base: &str, node: &str) -> Value {
+    let (inst, master, version) = dataset_of(r);
+    let mut d = facet_lists(r);
+    let url = format!("{base}{}", download_path(&r.name, r.version));
+    let tracking = r
+        .meta
+        .pointer("/attributes/tracking_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let fields = json!({
+        "id": format!("{inst}.{}|{node}", r.title),
+        "instance_id": format!("{inst}.{}", r.title),
+        "master_id": format!("{master}.{}", r.title),
+        "dataset_id": format!("{inst}|{node}"),
+        "type": "File",
+        "title": r.title,
+        "size": r.size,
+        "version": version.trim_start_matches('v'),
+        "data_node": node,
+        "index_node": node,
+        "replica": false,
+        "latest": true,
+        "url": [format!("{url}|application/netcdf|HTTPServer")],
+        "ndn_name": r.name,
+        "ndn_version": r.version,
+    });
+    if let Value::Object(f) = fields {
+        d.extend(f);
+    }
+    if let Some(h) = &r.sha256 {
+        d.insert("checksum".into(), json!([h]));
+        d.insert("checksum_type".into(), json!(["SHA256"]));
+    }
+    if let Some(t) = tracking {
+        d.insert("tracking_id".into(), json!([t]));
+    }
+    if let Some(t) = &r.time_start {
+        d.insert("datetime_start".into(), json!(t));
+    }
+    if let Some(t) = &r.time_end {
+        d.insert("datetime_stop".into(), json!(t));
+    }
+    Value::Object(d)
+}
+
+struct Dataset {
+    first: Record,
+    files: u64,
+    size: u64,
+}
+
+fn dataset_doc(ds: &Dataset, latest: bool, node: &str) -> Value {
+    let (inst, master, version) = dataset_of(&ds.first);
+    let mut d = facet_lists(&ds.first);
+    let fields = json!({
+        "id": format!("{inst}|{node}"),
+        "instance_id": inst,
+        "master_id": master,
+        "title": inst,
+        "type": "Dataset",
+        "version": version.trim_start_matches('v'),
+        "number_of_files": ds.files,
+        "size": ds.size,
+        "data_node": node,
+        "index_node": node,
+        "latest": latest,
+        "replica": false,
+        "url": [],
+    });
+    if let Value::Object(f) = fields {
+        d.extend(f);
+    }
+    Value::Object(d)
+}
+
+fn solr(
+    params: &[(String, String)],
+    found: u64,
+    start: usize,
+    docs: Vec<Value>,
+    counts: Value,
+) -> Value {
+    let mut p = Map::new();
+    for (k, v) in params {
+        p.insert(k.clone(), json!(v));
+    }
+    p.insert("shards".into(), json!("127.0.0.1:8983/solr/datasets"));
+    json!({
+        "responseHeader": {"status": 0, "QTime": 0, "params": p},
+        "response": {"numFound": found, "start": start, "maxScore": 1.0, "docs": docs},
+        "facet_counts": {"facet_queries": {}, "facet_fields": counts, "facet_ranges": {}, "facet_intervals": {}, "facet_heatmaps": {}},
+    })
+}
+
+/// Solr's facet list: `[value, count, …]` sorted by value.
+fn flat(counts: &BTreeMap<String, Vec<(String, u64)>>) -> Value {
+    let mut m = Map::new();
+    for (k, vs) in counts {
+        let mut l = Vec::new();
+        for (v, n) in vs {
+            l.push(json!(v));
+            l.push(json!(n));
+        }
+        m.insert(k.clone(), Value::Array(l));
+    }
+    Value::Object(m)
+}
+
+/// Name prefixes and version facet for a dataset id (`instance_id[|node]`).
+fn dataset_filter(id: &str) -> Option<(Vec<String>, String)> {
+    let inst = id.split('|').next()?;
+    let (master, version) = inst.rsplit_once('.')?;
+    let comps: Vec<&str> = master.split('.').collect();
+    let rest = comps[1..].join("/");
+    let first = comps[0];
+    let mut prefixes = vec![format!("/{first}/{rest}/")];
+    for alt in [first.to_lowercase(), first.to_uppercase()] {
+        let p = format!("/{alt}/{rest}/");
+        if !prefixes.contains(&p) {
+            prefixes.push(p);
+        }
+    }
+    Some((prefixes, version.to_string()))
+}
+
+pub async fn search(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response {
+    let p = match pairs(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let e = match parse(&p) {
+        Ok(e) => e,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    let base = base_url(&headers);
+    let host = host_of(&base);
+    // No replicas here: asking only for replicas finds nothing.
+    if e.replica == Some(true) {
+        return Json(solr(&p, 0, e.offset, vec![], json!({}))).into_response();
+    }
+    let r = if e.file {
+        files(&node, e, &base, &host).await
+    } else {
+        datasets(&node, e, &host).await
+    };
+    match r {
+        Ok((found, start, docs, counts)) => {
+            Json(solr(&p, found, start, docs, counts)).into_response()
+        }
+        Err(r) => r,
+    }
+}
+
+type Answer = (u64, usize, Vec<Value>, Value);
+
+async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, Response> {
+    let mut q = e.query.clone();
+    // A file of the latest version of its dataset is the latest version of its name.
+    q.latest_only = e.latest.unwrap_or(false);
+    q.limit = e.limit;
+    q.offset = e.offset;
+    q.facets = e.facets.clone();
+    let ids = e.dataset_ids.clone();
+    let (total, hits, counts) = with_catalog(node, move |c| {
+        if ids.is_empty() {
+            let mut p = c.query(&q).map_err(|e| e.to_string())?;
+            granary_search::service::slim(&mut p);
+            return Ok((p.total, p.hits, p.facet_counts));
+        }
+        // Files of the given datasets: the first name prefix that has any.
+        let mut all = Vec::new();
+        let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for id in &ids {
+            let Some((prefixes, version)) = dataset_filter(id) else {
+                continue;
+            };
+            for pre in prefixes {
+                let mut q2 = q.clone();
+                q2.name_prefix = Some(pre);
+                q2.filters.insert("version".into(), vec![version.clone()]);
+                q2.offset = 0;
+                q2.limit = MAX_LIMIT;
+                let mut p = c.query(&q2).map_err(|e| e.to_string())?;
+                if p.total == 0 {
+                    continue;
+                }
+                granary_search::service::slim(&mut p);
+                for (k, vs) in p.facet_counts {
+                    for (v, n) in vs {
+                        *counts.entry(k.clone()).or_default().entry(v).or_default() += n;
+                    }
+                }
+                all.extend(p.hits);
+                break;
+            }
+        }
+        let total = all.len() as u64;
+        let hits = all.into_iter().skip(q.offset).take(q.limit).collect();
+        let counts = counts
+            .into_iter()
+            .map(|(k, m)| (k, m.into_iter().collect()))
+            .collect();
+        Ok((total, hits, counts))
+    })
+    .await?;
+    let docs = hits.iter().map(|r| file_doc(r, base, host)).collect();
+    Ok((total, e.offset, docs, flat(&counts)))
+}
+
+async fn datasets(node: &State, e: Esgf, host: &str) -> Result<Answer, Response> {
+    let mut q = e.query.clone();
+    q.latest_only = e.latest.unwrap_or(false);
+    q.facets = FacetSel::None;
+    q.limit = MAX_SCAN;
+    q.offset = 0;
+    q.sort = granary_catalog::Sort::Name;
+    let ids = e.dataset_ids.clone();
+    let files = all_records(node, q).await?;
+    // Group by dataset, in name order.
+    let mut order: Vec<String> = Vec::new();
+    let mut by: BTreeMap<String, Dataset> = BTreeMap::new();
+    for r in files {
+        let (inst, _, _) = dataset_of(&r);
+        if !ids.is_empty()
+            && !ids
+                .iter()
+                .any(|i| i.split('|').next() == Some(inst.as_str()))
+        {
+            continue;
+        }
+        match by.get_mut(&inst) {
+            Some(d) => {
+                d.files += 1;
+                d.size += r.size;
+            }
+            None => {
+                order.push(inst.clone());
+                by.insert(
+                    inst,
+                    Dataset {
+                        size: r.size,
+                        first: r,
+                        files: 1,
+                    },
+                );
+            }
+        }
+    }
+    // The newest DRS version of each master id is the latest.
+    let mut newest: BTreeMap<String, String> = BTreeMap::new();
+    for d in by.values() {
+        let (_, master, version) = dataset_of(&d.first);
+        let e = newest.entry(master).or_default();
+        if version > *e {
+            *e = version;
+        }
+    }
+    let is_latest = |d: &Dataset| {
+        let (_, master, version) = dataset_of(&d.first);
+        newest.get(&master) == Some(&version)
+    };
+    if e.latest == Some(true) {
+        order.retain(|i| by.get(i).is_some_and(is_latest));
+    } else if e.latest == Some(false) {
+        // ESGF's latest=false: the superseded versions only.
+        order.retain(|i| by.get(i).is_some_and(|d| !is_latest(d)));
+    }
+    // Facet counts count datasets.
+    let wanted = |k: &str| match &e.facets {
+        FacetSel::None => false,
+        FacetSel::All => true,
+        FacetSel::List(l) => l.iter().any(|x| x == k),
+    };
+    let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    for i in &order {
+        let d = &by[i];
+        for (k, v) in d
+            .first
+            .facets
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(
+                (!d.first.project.is_empty() && !d.first.facets.contains_key("project"))
+                    .then_some(("project", d.first.project.as_str())),
+            )
+        {
+            if wanted(k) {
+                *counts
+                    .entry(k.to_string())
+                    .or_default()
+                    .entry(v.to_string())
+                    .or_default() += 1;
+            }
+        }
+    }
+    let counts: BTreeMap<String, Vec<(String, u64)>> = counts
+        .into_iter()
+        .map(|(k, m)| (k, m.into_iter().collect()))
+        .collect();
+    let found = order.len() as u64;
+    let docs = order
+        .iter()
+        .skip(e.offset)
+        .take(e.limit)
+        .map(|i| {
+            let d = &by[i];
+            dataset_doc(d, is_latest(d), host)
+        })
+        .collect();
+    Ok((found, e.offset, docs, flat(&counts)))
+}
+
+/// `GET /esg-search/wget?<ESGF constraints>`: a script for the matching files
+/// (at most `limit`, default 1000 as ESGF's).
+pub async fn wget(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response {
+    let p = match pairs(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let has_limit = p.iter().any(|(k, _)| k == "limit");
+    let mut e = match parse(&p) {
+        Ok(e) => e,
+        Err(m) => return error(StatusCode::BAD_REQUEST, m),
+    };
+    e.file = true;
+    e.facets = FacetSel::None;
+    if !has_limit {
+        e.limit = 1000;
+    }
+    let base = base_url(&headers);
+    let host = host_of(&base);
+    let files: Vec<Record> = if e.dataset_ids.is_empty() {
+        let mut q = e.query.clone();
+        q.latest_only = e.latest.unwrap_or(true);
+        q.limit = e.limit;
+        q.offset = e.offset;
+        match all_records(&node, q).await {
+            Ok(f) => f,
+            Err(r) => return r,
+        }
+    } else {
+        // Through the File search (dataset ids), then back to records.
+        let limit = e.limit;
+        match files(&node, e, &base, &host).await {
+            Ok((_, _, docs, _)) => {
+                let names: Vec<(String, u64)> = docs
+                    .iter()
+                    .filter_map(|d| {
+                        Some((
+                            d["ndn_name"].as_str()?.to_string(),
+                            d["ndn_version"].as_u64()?,
+                        ))
+                    })
+                    .take(limit)
+                    .collect();
+                match with_catalog(&node, move |c| {
+                    Ok(names
+                        .iter()
+                        .filter_map(|(n, v)| c.get(n, Some(*v)).ok().flatten())
+                        .collect::<Vec<_>>())
+                })
+                .await
+                {
+                    Ok(f) => f,
+                    Err(r) => return r,
+                }
+            }
+            Err(r) => return r,
+        }
+    };
+    script_response(script(&base, uri.query().unwrap_or(""), &files))
+}

@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Drives Granary's web page in a real headless Chromium (Debian's, through
+Playwright's `executable_path`; Playwright's own browser download is never used).
+
+Usage: browser_flow.py --base http://127.0.0.1:PORT --tree DIR --expect JSON --out DIR
+                       [--chromium /usr/bin/chromium]
+
+DIR (--tree) holds the published netCDF files; --expect is a JSON file describing
+the flow's data:
+  {"files": {<title>: <relative path under --tree>, ...},
+   "prefix": "CanE",                         # typed into the search box
+   "pick": ["source_id", "CanESM5"],         # the autocomplete entry to pick
+   "picked": [<title>, <title>],             # what the search then shows
+   "facet": ["member_id", "r2i1p1f1"],       # the facet value to click
+   "single": <title>,                        # what remains, opened and downloaded
+   "late": <title>}                          # the one file covering 2015 and later
+
+The flow, at desktop width (1280 px) and at phone width (375 px): open the page;
+filter by time coverage and remove the filter; type in the search box and pick an autocomplete entry; click a facet; open the file
+panel and check its metadata; download the file and compare its bytes with the
+original; remove the facet filter, select two files and "download all", comparing
+both; show the node status. A screenshot of each step goes to --out. Any console
+error, page error, failed request or HTTP error response fails the run.
+
+Prints one JSON line {"ok": true, "screenshots": [...], "downloads": N} and exits 0,
+or prints the problems and exits 1.
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import urllib.request
+
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",  # containers often have a small /dev/shm
+]
+VIEWPORTS = {
+    "desktop": dict(viewport={"width": 1280, "height": 860}),
+    "phone": dict(viewport={"width": 375, "height": 740}, device_scale_factor=2,
+                  is_mobile=True, has_touch=True),
+}
+TIMEOUT_MS = 15_000
+
+
+def wait_http(base, seconds=20):
+    """Waits until the gateway answers /api/status."""
+    end = time.time() + seconds
+    last = None
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception as e:  # not up yet
+            last = e
+        time.sleep(0.2)
+    raise SystemExit(f"the gateway at {base} did not answer within {seconds} s: {last}")
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+class Flow:
+    def __init__(self, args, expect_data):
+        self.a = args
+        self.x = expect_data
+        self.problems = []
+        self.shots = []
+        self.downloads = 0
+        os.makedirs(args.out, exist_ok=True)
+
+    def original(self, title):
+        with open(os.path.join(self.a.tree, self.x["files"][title]), "rb") as f:
+            return f.read()
+
+    def check_download(self, d, what):
+        """Compares a Playwright download with the original file of its name."""
+        title = d.suggested_filename
+        if title not in self.x["files"]:
+            self.problems.append(f"{what}: unexpected file name {title!r}")
+            return title
+        got = open(d.path(), "rb").read()
+        want = self.original(title)
+        if got != want:
+            self.problems.append(
+                f"{what}: {title}: {len(got)} bytes, sha256 {sha(got)}; "
+                f"the original has {len(want)} bytes, sha256 {sha(want)}")
+        self.downloads += 1
+        return title
+
+    def shot(self, page, label, step):
+        path = os.path.join(self.a.out, f"{label}-{step}.png")
+        page.screenshot(path=path)  # what the user sees (fixed and sticky parts in place)
+        self.shots.append(path)
+
+    def watch(self, page, label):
+        """Records console errors, page errors, failed requests and HTTP errors."""
+        def console(m):
+            if m.type == "error":
+                self.problems.append(f"[{label}] console error: {m.text} ({m.location})")
+
+        def failed(r):
+            # A navigation that became a download is reported as aborted by
+            # Chromium; that is the download working, not a failure.
+            if r.failure == "net::ERR_ABORTED" and "/data/" in r.url and r.is_navigation_request():
+                return
+            self.problems.append(f"[{label}] request failed: {r.method} {r.url}: {r.failure}")
+
+        def response(r):
+            if r.status >= 400:
+                self.problems.append(f"[{label}] HTTP {r.status} for {r.request.method} {r.url}")
+
+        page.on("console", console)
+        page.on("pageerror", lambda e: self.problems.append(f"[{label}] page error: {e}"))
+        page.on("requestfailed", failed)
+        page.on("response", response)
+
+    def run_viewport(self, browser, label):
+        x = self.x
+        ctx = browser.new_context(accept_downloads=True, **VIEWPORTS[label])
+        ctx.set_default_timeout(TIMEOUT_MS)
+        page = ctx.new_page()
+        self.watch(page, label)
+        phone = label == "phone"
+        hits = page.locator("#hits > li")
+
+        # 1. Open the page: every published file is listed.
+        page.goto(self.a.base + "/")
+        expect(hits).to_have_count(len(x["files"]))
+        expect(page.locator("#total")).to_contain_text(f"{len(x['files'])} files")
+        self.shot(page, label, "01-open")
+
+        # 1b. The time filter: coverage overlapping 2015 onwards leaves the one
+        #     ssp585 file; its chip removes it again.
+        if phone:
+            page.locator("#facets-details > summary").click()
+        page.locator("#time-from").fill("2015")
+        page.locator("#time-form button[type=submit]").click()
+        expect(hits).to_have_count(1)
+        expect(hits.locator(".hit-title")).to_have_text(x["late"])
+        page.locator("#chips .chip", has_text="time:").click()
+        expect(hits).to_have_count(len(x["files"]))
+        if phone:
+            page.locator("#facets-details > summary").click()
+            expect(page.locator("#facets")).to_be_hidden()
+
+        # 2. Type in the search box; pick an autocomplete entry (by keyboard on the
+        #    desktop, by touch on the phone).
+        facet, value = x["pick"]
+        box = page.locator("#q")
+        box.click()
+        box.press_sequentially(x["prefix"], delay=60)
+        option = page.locator(f'#ac-list [role=option][data-facet="{facet}"][data-value="{value}"]')
+        expect(option).to_be_visible()
+        expect(box).to_have_attribute("aria-expanded", "true")
+        self.shot(page, label, "02-autocomplete")
+        if phone:
+            option.tap()
+        else:
+            options = page.locator("#ac-list [role=option]")
+            index = next(i for i in range(options.count())
+                         if options.nth(i).get_attribute("data-facet") == facet
+                         and options.nth(i).get_attribute("data-value") == value)
+            for _ in range(index + 1):
+                box.press("ArrowDown")
+            expect(options.nth(index)).to_have_attribute("aria-selected", "true")
+            box.press("Enter")
+        expect(page.locator("#chips .chip")).to_contain_text([f"{facet}: {value}"])
+        expect(hits).to_have_count(len(x["picked"]))
+        titles = sorted(hits.locator(".hit-title").all_text_contents())
+        if titles != sorted(x["picked"]):
+            self.problems.append(f"[{label}] after picking {facet}={value}: {titles}")
+        self.shot(page, label, "03-picked")
+
+        # 3. Click a facet value in the facet panel (folded on a phone: open it).
+        ffacet, fvalue = x["facet"]
+        if phone:
+            details = page.locator("#facets-details")
+            if details.get_attribute("open") is None:
+                page.locator("#facets-details > summary").click()
+        button = page.locator(f'#facets button[data-facet="{ffacet}"][data-value="{fvalue}"]')
+        group = page.locator(f"#facets details.facet:has(#facet-{ffacet})")
+        if group.get_attribute("open") is None:
+            page.locator(f"#facet-{ffacet}").click()
+        expect(button.locator(".count")).to_have_text("1 file")  # "1" and, for screen readers, " file"
+        if phone:
+            button.tap()
+        else:  # by keyboard: the focus stays on the button after the page re-renders
+            button.focus()
+            page.keyboard.press("Enter")
+        expect(button).to_have_attribute("aria-pressed", "true")
+        if not phone:
+            expect(button).to_be_focused()
+        expect(hits).to_have_count(1)
+        expect(hits.locator(".hit-title")).to_have_text(x["single"])
+        if phone:  # back from the filter list to the results
+            show = page.locator("#show-results")
+            expect(show).to_have_text("Show the file")
+            show.tap()
+            expect(page.locator("#facets")).to_be_hidden()
+            expect(hits.locator(".hit-title")).to_be_in_viewport()
+        if page.url.find(f"{ffacet}={fvalue}") < 0:
+            self.problems.append(f"[{label}] the URL does not hold the filter: {page.url}")
+        self.shot(page, label, "04-facet")
+
+        # 4. Open the file panel: metadata, variables with units and shapes,
+        #    time coverage, versions, the NDN name.
+        if phone:
+            hits.locator(".hit-title").tap()
+        else:  # by keyboard
+            hits.locator(".hit-title").focus()
+            page.keyboard.press("Enter")
+        panel = page.locator("#file")
+        expect(panel).to_be_visible()
+        expect(page.locator("#file-h")).to_have_text(x["single"])
+        expect(page.locator("#file-name")).to_contain_text(x["single"])
+        vars_table = page.locator("#file-body table.vars")
+        expect(vars_table).to_contain_text("tas")
+        expect(vars_table).to_contain_text("K")  # the units of tas
+        expect(vars_table).to_contain_text("time=")  # a shape
+        expect(page.locator("#file-body .summary")).to_contain_text("Time coverage")
+        expect(page.locator("#file-body .versions li")).to_have_count(1)
+        expect(page.locator("#file-body .attrs-table")).to_contain_text("source_id")
+        self.shot(page, label, "05-file-panel")
+        page.locator("#file-body").get_by_role("button", name="Copy the NDN name").click()
+        expect(page.locator("#toast")).to_have_text("Copied")
+
+        # 5. Download from the panel and compare the bytes.
+        with page.expect_download() as info:
+            page.locator("#file-download").click()
+        got = self.check_download(info.value, f"[{label}] file panel download")
+        if got != x["single"]:
+            self.problems.append(f"[{label}] the panel downloaded {got}, not {x['single']}")
+        self.shot(page, label, "06-downloaded")
+        page.keyboard.press("Escape")
+        expect(panel).to_be_hidden()
+        if not phone:  # the focus is back where it was
+            expect(hits.locator(".hit-title")).to_be_focused()
+
+        # 6. Remove the facet filter (its chip), select two files, download all.
+        page.locator("#chips .chip", has_text=f"{ffacet}: {fvalue}").click()
+        expect(hits).to_have_count(len(x["picked"]))
+        picks = hits.locator("input.pick")
+        for i in range(picks.count()):
+            picks.nth(i).check()
+        expect(page.locator("#sel-count")).to_have_text(f"{len(x['picked'])} files")
+        page.locator("#sel-commands-toggle").click()
+        cmd_get = page.locator("#cmd-get").text_content()
+        cmd_wget = page.locator("#cmd-wget").text_content()
+        for t in x["picked"]:
+            if t not in cmd_get or t not in cmd_wget:
+                self.problems.append(f"[{label}] {t} is missing from the commands:\n{cmd_get}\n{cmd_wget}")
+        if "granary get" not in cmd_get or "wget -c" not in cmd_wget:
+            self.problems.append(f"[{label}] odd commands:\n{cmd_get}\n{cmd_wget}")
+        # The whole search as a wget script (the gateway's /api/wget): one URL
+        # per match, and nothing else.
+        page.locator("#search-commands > summary").click()
+        expect(page.locator("#cmd-wget-query")).to_contain_text("/api/wget?")
+        r = page.request.get(page.locator("#wget-link").get_attribute("href"))
+        script = r.text()
+        if r.status != 200 or not all(t in script for t in x["picked"]) or x["late"] in script:
+            self.problems.append(f"[{label}] the wget script of the search ({r.status}):\n{script[:2000]}")
+        query_cmd = page.locator("#cmd-query").text_content()
+        if f"{facet}={value}" not in query_cmd or "--query" not in query_cmd:
+            self.problems.append(f"[{label}] odd granary get --query command: {query_cmd}")
+        self.shot(page, label, "07-selected")
+
+        downloads = []
+        page.on("download", lambda d: downloads.append(d))
+        page.locator("#download-all").click()
+        expect(page.locator("#progress")).to_have_attribute("data-done", "ok")
+        deadline = time.time() + TIMEOUT_MS / 1000
+        while len(downloads) < len(x["picked"]) and time.time() < deadline:
+            page.wait_for_timeout(100)
+        names = sorted(self.check_download(d, f"[{label}] download all") for d in downloads)
+        if names != sorted(x["picked"]):
+            self.problems.append(f"[{label}] download all saved {names}, expected {sorted(x['picked'])}")
+        expect(page.locator("#progress-files li.ok")).to_have_count(len(x["picked"]))
+        self.shot(page, label, "08-download-all")
+
+        # 7. Node status: faces with counters.
+        page.locator("#status-toggle").click()
+        expect(page.locator("#faces tbody tr").first).to_be_visible()
+        expect(page.locator("#status-summary")).to_contain_text("faces")
+        self.shot(page, label, "09-status")
+
+        # No horizontal scrolling at this width.
+        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        if overflow > 0:
+            self.problems.append(f"[{label}] the page is {overflow} px wider than the screen")
+        ctx.close()
+
+    def run(self):
+        wait_http(self.a.base)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=self.a.chromium, headless=True, args=CHROMIUM_ARGS)
+            try:
+                for label in VIEWPORTS:
+                    try:
+                        self.run_viewport(browser, label)
+                    except Exception as e:  # a failed expectation: record, go on
+                        self.problems.append(f"[{label}] {type(e).__name__}: {e}")
+            finally:
+                browser.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--tree", required=True)
+    ap.add_argument("--expect", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    a = ap.parse_args()
+    with open(a.expect) as f:
+        x = json.load(f)
+    flow = Flow(a, x)
+    flow.run()
+    print(json.dumps({"ok": not flow.problems, "screenshots": flow.shots,
+                      "downloads": flow.downloads, "problems": flow.problems}))
+    if flow.problems:
+        for p in flow.problems:
+            print(f"problem: {p}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
