@@ -330,7 +330,7 @@ pub fn get(
         let mut copied = Vec::new();
         let mut fetch = Vec::new();
         for (info, out) in objects {
-            let Some(src) = local_source(store.as_ref(), &info) else {
+            let Some(src) = local_source(store.as_ref(), &info).filter(|_| !no_dedup) else {
                 fetch.push((info, out));
                 continue;
             };
@@ -526,7 +526,10 @@ const NEIGHBOUR_PROBE: usize = 64;
 
 /// The file of the version `info` names in the local repository, if it
 /// holds it (its bytes are checked against the manifest when copied).
-fn local_source(store: Option<&granary_store::Store>, info: &ObjectInfo) -> Option<std::path::PathBuf> {
+fn local_source(
+    store: Option<&granary_store::Store>,
+    info: &ObjectInfo,
+) -> Option<std::path::PathBuf> {
     if !info.has_manifest() || !dedup_possible(info) {
         return None;
     }
@@ -569,7 +572,9 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
             .map(|e| e.next_hops.iter().map(|h| h.face_id).collect())
             .unwrap_or_default()
     };
-    let Ok(probe) = name(granary_repo::HASH_PREFIX).map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32]))) else {
+    let Ok(probe) = name(granary_repo::HASH_PREFIX)
+        .map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32])))
+    else {
         return false;
     };
     let producer: std::collections::HashSet<u64> = names.iter().flat_map(|n| hops(n)).collect();
@@ -614,7 +619,10 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         info.versioned.last().and_then(|c| c.as_version()),
         info.versioned.prefix(-1),
     ) else {
-        eprintln!("{}: not kept in the local repository (no version component)", info.versioned);
+        eprintln!(
+            "{}: not kept in the local repository (no version component)",
+            info.versioned
+        );
         return;
     };
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
@@ -646,7 +654,9 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
             "detach": true,
             "id": format!("keep-{}-{version}", std::process::id()),
         });
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         let v: serde_json::Value = rt.block_on(async {
             let mut c = granary_app::Client::connect(socket).await?;
             let cmd = name(granary_repo::local::PREFIX)?
@@ -655,8 +665,12 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
             f.app_params = Some(bytes::Bytes::from(params.to_string()));
             f.lifetime = Some(10_000);
             match c.express(f).await? {
-                granary_app::Reply::Data(d) => Ok::<_, anyhow::Error>(serde_json::from_slice(d.content())?),
-                granary_app::Reply::Nack(_) => anyhow::bail!("the daemon's repository did not take it (is it running with --no-repo?)"),
+                granary_app::Reply::Data(d) => {
+                    Ok::<_, anyhow::Error>(serde_json::from_slice(d.content())?)
+                }
+                granary_app::Reply::Nack(_) => anyhow::bail!(
+                    "the daemon's repository did not take it (is it running with --no-repo?)"
+                ),
             }
         })?;
         if v["ok"].as_bool() != Some(true) {
@@ -679,10 +693,7 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
     match run() {
         Ok(m) if !quiet => eprintln!("{m}"),
         Ok(_) => {}
-        Err(e) => eprintln!(
-            "{}: not kept in the local repository: {e}",
-            info.versioned
-        ),
+        Err(e) => eprintln!("{}: not kept in the local repository: {e}", info.versioned),
     }
 }
 

@@ -250,17 +250,22 @@ enum Command {
         /// No summary on standard error (errors are still reported).
         #[arg(short, long)]
         quiet: bool,
-        /// Fetch by name only. By default a file whose signed manifest gives
-        /// every chunk's SHA-256 is fetched one unique chunk at a time: from
-        /// the local repository, then from neighbours by hash request
-        /// (/localhop/granary/sha256/<hash>, short lifetime), then from the
-        /// producer by name; each chunk is checked against the manifest, and
-        /// a chunk repeated inside the file is fetched once.
+        /// Fetch every segment by name, in order. By default, for a file
+        /// whose signed manifest gives every chunk's SHA-256: a version the
+        /// local repository holds is copied from it (verified, no Interest);
+        /// otherwise the chunks the local repository has (one batch query) come
+        /// from it, neighbours are asked by hash request
+        /// (/localhop/granary/sha256/<hash>, short lifetime) when the node has
+        /// any, and the rest comes from the producer by name — the whole file
+        /// in the by-name pipeline when nothing was found nearby. Every chunk
+        /// is checked against the manifest; a chunk repeated inside the file is
+        /// fetched once.
         #[arg(long)]
         no_dedup: bool,
-        /// Do not publish a dedup-fetched file into the local repository
-        /// (by default it is, under the same versioned name, so that
-        /// neighbours can fetch its chunks by hash).
+        /// Do not keep the fetched file in the local repository (by default
+        /// the daemon copies it in, in the background, under the same
+        /// versioned name, so that neighbours can fetch its chunks by hash;
+        /// it is published only if its chunks are still the manifest's).
         #[arg(long)]
         no_publish: bool,
         /// InterestLifetime of hash requests to neighbours (ms); on timeout

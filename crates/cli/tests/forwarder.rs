@@ -557,7 +557,11 @@ fn faces_query_channels_and_update_as_nfdc_uses_them() {
             };
             assert_eq!(d.name().len(), q.len() + 2, "{}", d.name());
             assert!(q.is_prefix_of(d.name()));
-            assert!(d.name().get(-1).unwrap().as_segment().is_some(), "{}", d.name());
+            assert!(
+                d.name().get(-1).unwrap().as_segment().is_some(),
+                "{}",
+                d.name()
+            );
             let got = decode_dataset::<FaceStatus>(&c.dataset(&q).await.unwrap()).unwrap();
             assert_eq!(got.len(), 1, "{filter:?}: {got:?}");
             assert_eq!(got[0].face_id, tcp_face.face_id);
@@ -569,18 +573,38 @@ fn faces_query_channels_and_update_as_nfdc_uses_them() {
         )
         .unwrap();
         let uris: Vec<&str> = channels.iter().map(|c| c.local_uri.as_str()).collect();
-        assert!(uris.contains(&format!("tcp4://{}", a.tcp.as_ref().unwrap()).as_str()), "{uris:?}");
+        assert!(
+            uris.contains(&format!("tcp4://{}", a.tcp.as_ref().unwrap()).as_str()),
+            "{uris:?}"
+        );
         assert!(uris.iter().any(|u| u.starts_with("unix://")), "{uris:?}");
     });
     let id = a
         .ok(&["face", "list"])
         .lines()
         .find(|l| l.contains(&b_tcp))
-        .and_then(|l| l.split_whitespace().next()?.strip_prefix("faceid=")?.parse::<u64>().ok())
+        .and_then(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("faceid=")?
+                .parse::<u64>()
+                .ok()
+        })
         .unwrap();
     let show = a.ok(&["face", "show", &id.to_string()]);
-    assert!(show.contains(&b_tcp) && show.contains("congestion-marking"), "{show}");
-    a.ok(&["face", "update", &id.to_string(), "--congestion-marking", "off", "--marking-threshold", "1000"]);
+    assert!(
+        show.contains(&b_tcp) && show.contains("congestion-marking"),
+        "{show}"
+    );
+    a.ok(&[
+        "face",
+        "update",
+        &id.to_string(),
+        "--congestion-marking",
+        "off",
+        "--marking-threshold",
+        "1000",
+    ]);
     let show = a.ok(&["face", "show", &id.to_string()]);
     assert!(!show.contains("congestion-marking"), "{show}");
     let channels = a.ok(&["face", "channels"]);

@@ -274,7 +274,11 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             let sojourn = now.saturating_duration_since(enq);
             let above = backlog > threshold || sojourn >= target;
             backlog = backlog.saturating_sub(p.wire.len() as u64);
-            let sojourn = if above { target.max(sojourn) } else { Duration::ZERO };
+            let sojourn = if above {
+                target.max(sojourn)
+            } else {
+                Duration::ZERO
+            };
             if codel.should_mark(now, sojourn, target, interval)
                 && marking
                 && p.congestion_mark.is_none()

@@ -127,7 +127,11 @@ impl Forwarder {
                 return Some(true);
             }
             let filter = if base_len == 5 {
-                match i.name.get(4).map(|c| bytes::Bytes::copy_from_slice(c.value)) {
+                match i
+                    .name
+                    .get(4)
+                    .map(|c| bytes::Bytes::copy_from_slice(c.value))
+                {
                     Some(b) => match granary_mgmt::FaceQueryFilter::decode(&b) {
                         Ok(f) => Some(f),
                         Err(e) => {
@@ -540,40 +544,40 @@ impl Forwarder {
     }
 
     fn face_statuses(&self) -> Vec<FaceStatus> {
-                let mut v: Vec<FaceStatus> = self
-                    .faces
-                    .values()
-                    .map(|h| {
-                        let c = &h.counters;
-                        FaceStatus {
-                            face_id: h.info.id,
-                            uri: h.info.remote_uri.clone(),
-                            local_uri: h.info.local_uri.clone(),
-                            expiration_period: None,
-                            face_scope: if h.info.scope == Scope::Local {
-                                face_scope::LOCAL
-                            } else {
-                                face_scope::NON_LOCAL
-                            },
-                            face_persistency: persistency_code(h.info.persistency),
-                            link_type: link_type::POINT_TO_POINT,
-                            base_congestion_marking_interval: Some(marking_settings(c).0),
-                            default_congestion_threshold: Some(marking_settings(c).1),
-                            mtu: h.info.mtu.map(|m| m as u64),
-                            n_in_interests: Counters::get(&c.in_interests),
-                            n_in_data: Counters::get(&c.in_data),
-                            n_in_nacks: Counters::get(&c.in_nacks),
-                            n_out_interests: Counters::get(&c.out_interests),
-                            n_out_data: Counters::get(&c.out_data),
-                            n_out_nacks: Counters::get(&c.out_nacks),
-                            n_in_bytes: Counters::get(&c.in_bytes),
-                            n_out_bytes: Counters::get(&c.out_bytes),
-                            flags: face_flag_bits(c),
-                        }
-                    })
-                    .collect();
-                v.sort_by_key(|f| f.face_id);
-                v
+        let mut v: Vec<FaceStatus> = self
+            .faces
+            .values()
+            .map(|h| {
+                let c = &h.counters;
+                FaceStatus {
+                    face_id: h.info.id,
+                    uri: h.info.remote_uri.clone(),
+                    local_uri: h.info.local_uri.clone(),
+                    expiration_period: None,
+                    face_scope: if h.info.scope == Scope::Local {
+                        face_scope::LOCAL
+                    } else {
+                        face_scope::NON_LOCAL
+                    },
+                    face_persistency: persistency_code(h.info.persistency),
+                    link_type: link_type::POINT_TO_POINT,
+                    base_congestion_marking_interval: Some(marking_settings(c).0),
+                    default_congestion_threshold: Some(marking_settings(c).1),
+                    mtu: h.info.mtu.map(|m| m as u64),
+                    n_in_interests: Counters::get(&c.in_interests),
+                    n_in_data: Counters::get(&c.in_data),
+                    n_in_nacks: Counters::get(&c.in_nacks),
+                    n_out_interests: Counters::get(&c.out_interests),
+                    n_out_data: Counters::get(&c.out_data),
+                    n_out_nacks: Counters::get(&c.out_nacks),
+                    n_in_bytes: Counters::get(&c.in_bytes),
+                    n_out_bytes: Counters::get(&c.out_bytes),
+                    flags: face_flag_bits(c),
+                }
+            })
+            .collect();
+        v.sort_by_key(|f| f.face_id);
+        v
     }
 
     fn dataset_payload(&self, module: &str, verb: &str, _now: Instant) -> Bytes {
@@ -583,7 +587,9 @@ impl Forwarder {
                 let v: Vec<granary_mgmt::ChannelStatus> = self
                     .channels
                     .iter()
-                    .map(|u| granary_mgmt::ChannelStatus { local_uri: u.clone() })
+                    .map(|u| granary_mgmt::ChannelStatus {
+                        local_uri: u.clone(),
+                    })
                     .collect();
                 encode_dataset(&v)
             }

@@ -903,7 +903,9 @@ impl FaceQueryFilter {
             && self.uri.as_ref().is_none_or(|u| *u == f.uri)
             && self.local_uri.as_ref().is_none_or(|u| *u == f.local_uri)
             && self.face_scope.is_none_or(|v| v == f.face_scope)
-            && self.face_persistency.is_none_or(|v| v == f.face_persistency)
+            && self
+                .face_persistency
+                .is_none_or(|v| v == f.face_persistency)
             && self.link_type.is_none_or(|v| v == f.link_type)
     }
 }

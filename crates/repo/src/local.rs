@@ -301,9 +301,8 @@ impl Local {
                 // outcome is logged (what `granary get` uses to keep a copy of
                 // what it fetched without making its user wait).
                 let detach = params["detach"].as_bool().unwrap_or(false);
-                let early = detach.then(|| {
-                    NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true})))
-                });
+                let early = detach
+                    .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
                 tokio::spawn(async move {
                     let id = params["id"].as_str().unwrap_or("").to_string();
                     let params_name = params["name"].as_str().unwrap_or("?").to_string();

@@ -344,7 +344,10 @@ async fn have_query<L: Link>(
                     if d.content().len() == n {
                         Ok(())
                     } else {
-                        Err(format!("a have answer of {} bytes for {n} hashes", d.content().len()))
+                        Err(format!(
+                            "a have answer of {} bytes for {n} hashes",
+                            d.content().len()
+                        ))
                     }
                 }),
                 optional: true,
@@ -541,7 +544,11 @@ pub async fn fetch_dedup<L: Link>(
         }
         rest = left;
     }
-    if run1.is_ok() && sources.plain_if_nothing && rest.len() == plans.len() && plans.len() as u64 == info.map.count() {
+    if run1.is_ok()
+        && sources.plain_if_nothing
+        && rest.len() == plans.len()
+        && plans.len() as u64 == info.map.count()
+    {
         // Nothing nearby and no chunk repeats: the by-name pipeline fetches
         // it in order, in constant memory, resumably.
         drop(w);

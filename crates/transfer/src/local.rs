@@ -83,8 +83,7 @@ pub fn copy_verified(
         };
         plan.push((info.map.start(s), len, h));
     }
-    let (path, part, mut w): (Option<PathBuf>, Option<PathBuf>, Box<dyn Write + Send>) = match out
-    {
+    let (path, part, mut w): (Option<PathBuf>, Option<PathBuf>, Box<dyn Write + Send>) = match out {
         Output::File(p) => {
             let (part, _, _) = part_paths(p);
             let f = std::fs::File::create(&part).map_err(|e| io(&part, e))?;
@@ -102,7 +101,9 @@ pub fn copy_verified(
         .spawn(move || -> std::io::Result<Box<dyn Write + Send>> {
             for buf in rx {
                 w.write_all(&buf)?;
-                let _ = back_tx.send(buf);
+                // Never blocks: a buffer the reader has no room for is dropped
+                // (blocking here while the reader blocks on `tx` would deadlock).
+                let _ = back_tx.try_send(buf);
             }
             w.flush()?;
             Ok(w)
