@@ -115,6 +115,17 @@ fn repeated_chunks_are_fetched_once_then_come_from_the_local_store() {
     assert_eq!(src(&v4, "local"), (9, 8 * 4096 + 1000), "{v4}");
     assert_eq!(src(&v4, "producer"), (0, 0));
 
+    // Removed from the repository: its index entries are stale, and the
+    // "have" query says so (the chunks come from the producer, no local
+    // request is wasted on them).
+    c.ok(&["rm", "/d/rep"]);
+    let out5 = c.dir.path().join("again");
+    let v5 = get(&c, "/d/same", &out5, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out5).unwrap(), file);
+    assert_eq!(src(&v5, "local"), (0, 0), "{v5}");
+    assert_eq!(src(&v5, "producer"), (9, 8 * 4096 + 1000), "{v5}");
+    assert_eq!(v5["dedup"][0]["stats"]["interests"], 9 + 1, "{v5}");
+
     // --no-dedup fetches every segment by name.
     let out3 = c.dir.path().join("rep3");
     let v3 = get(&c, "/d/rep", &out3, &["--no-dedup"]);

@@ -1379,10 +1379,29 @@ impl Store {
     /// wrong byte). All `false` when the index is not available here.
     pub fn has_chunks(&self, hashes: &[[u8; 32]]) -> Vec<bool> {
         self.index_catch_up();
+        // A location counts only while its file exists (removal leaves index
+        // entries behind; they are dropped here as `chunk` drops them).
+        let mut exists: std::collections::HashMap<String, bool> = Default::default();
         self.with_index(|ix| {
             hashes
                 .iter()
-                .map(|h| ix.get(h).is_ok_and(|l| !l.is_empty()))
+                .map(|h| {
+                    let Ok(locs) = ix.get(h) else { return false };
+                    let mut found = false;
+                    for (slot, loc) in locs {
+                        let here = *exists
+                            .entry(loc.file.clone())
+                            .or_insert_with(|| self.objects.join(&loc.file).is_file());
+                        if here {
+                            found = true;
+                            break;
+                        }
+                        if !ix.writing() {
+                            let _ = ix.remove(h, &slot);
+                        }
+                    }
+                    found
+                })
                 .collect()
         })
         .unwrap_or_else(|| vec![false; hashes.len()])
