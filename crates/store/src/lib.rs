@@ -15,6 +15,7 @@
 
 pub mod chunking;
 pub mod index;
+pub mod integrity;
 pub mod meta;
 pub mod path;
 
@@ -151,6 +152,9 @@ pub struct Entry {
     pub file: Option<std::sync::Arc<fs::File>>,
     /// Its `.offsets` file, open, for variable-size segments from a lookup.
     pub offsets: Option<std::sync::Arc<fs::File>>,
+    /// Its `.hashes` file, open, from a lookup (serve-time integrity checks
+    /// read one hash per segment served).
+    pub hashes: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -511,6 +515,7 @@ impl Store {
                 meta: m,
                 file: None,
                 offsets: None,
+                hashes: None,
             };
             // The version is durable: commit its index entries (made while
             // ingesting), then drop the mark. Without the index here, the
@@ -624,10 +629,12 @@ impl Store {
                 fs::File::open(&op).map_err(Error::io(&op))?,
             ))
         };
+        let hashes = fs::File::open(hashes_path(&p)).ok().map(std::sync::Arc::new);
         Ok(Entry {
             meta,
             file: Some(std::sync::Arc::new(file)),
             offsets,
+            hashes,
             path: p,
         })
     }
@@ -635,9 +642,12 @@ impl Store {
     /// Hash of one segment (from the `.hashes` file).
     pub fn segment_hash(&self, e: &Entry, seg: u64) -> Result<[u8; 32]> {
         let hp = hashes_path(&e.path);
-        let f = fs::File::open(&hp).map_err(Error::io(&hp))?;
         let mut h = [0u8; 32];
-        f.read_exact_at(&mut h, seg * 32).map_err(Error::io(&hp))?;
+        match &e.hashes {
+            Some(f) => f.read_exact_at(&mut h, seg * 32),
+            None => fs::File::open(&hp).and_then(|f| f.read_exact_at(&mut h, seg * 32)),
+        }
+        .map_err(Error::io(&hp))?;
         Ok(h)
     }
 
@@ -903,7 +913,7 @@ fn version_files(dir: &Path, v: u64) -> Vec<PathBuf> {
         .collect()
 }
 
-fn extra_path(data: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn extra_path(data: &Path, suffix: &str) -> PathBuf {
     let mut s = data.as_os_str().to_owned();
     s.push(".");
     s.push(suffix);
@@ -1150,6 +1160,7 @@ impl Store {
             path: data.to_path_buf(),
             file: None,
             offsets: None,
+            hashes: None,
         };
         let spans = self.segment_spans(&e)?;
         let hp = hashes_path(data);
@@ -1710,7 +1721,7 @@ fn spawn<T: Send + 'static>(
         })
 }
 
-fn hashes_path(data: &Path) -> PathBuf {
+pub(crate) fn hashes_path(data: &Path) -> PathBuf {
     let mut s = data.as_os_str().to_owned();
     s.push(".hashes");
     PathBuf::from(s)
