@@ -8,6 +8,7 @@ mod linkem;
 mod node;
 mod repo;
 mod science;
+mod scrub;
 mod selfcheck;
 
 use std::io::{IsTerminal, Read};

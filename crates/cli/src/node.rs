@@ -379,7 +379,7 @@ pub enum Toggle {
     Off,
 }
 
-fn nfd() -> Name {
+pub(crate) fn nfd() -> Name {
     Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default()
 }
 
@@ -393,7 +393,7 @@ fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
+pub(crate) async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
     Ok(c.dataset(&name(uri)?).await?)
 }
 
@@ -467,7 +467,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
     })
 }
 
-async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
+pub(crate) async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
     let mut p = ControlParameters::new();
     p.uri = Some(uri.to_string());
     if reliable {

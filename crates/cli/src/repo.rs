@@ -259,11 +259,22 @@ pub enum RepoCmd {
         #[arg(long, value_name = "SIG", value_parser = granary_store::SEGMENT_SIGNATURES)]
         segment_signature: Option<String>,
     },
+    /// Re-hash stored files against the hashes taken when they were
+    /// published (`.hashes`) and their signed manifests; record damaged
+    /// versions (`granary stat` shows them; the daemon stops serving their
+    /// bad segments and RDR discovery prefers an older good version), and
+    /// with --repair-from restore bad segments from another node. Exits
+    /// non-zero while damage remains.
+    Scrub(crate::scrub::ScrubArgs),
 }
 
 pub fn repo_cmd(data_dir: &Path, socket: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
+    if let RepoCmd::Scrub(a) = &cmd {
+        return crate::scrub::scrub(data_dir, socket, a);
+    }
     let s = store(data_dir)?;
     match cmd {
+        RepoCmd::Scrub(_) => {}
         RepoCmd::Reindex => {
             let t = Instant::now();
             let r = s.reindex()?;
@@ -314,9 +325,38 @@ pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {
 }
 
 pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
-    let e = store(data_dir)?.get(&name(uri)?, None)?;
+    let s = store(data_dir)?;
+    let e = s.get(&name(uri)?, None)?;
     println!("{}", serde_json::to_string_pretty(&e.meta)?);
     println!("path {}", e.path.display());
+    // Damage (serve-time check or scrub): this version and any other.
+    let n = e.meta.name()?;
+    for v in s.versions(&n)?.into_iter().rev() {
+        let Ok(ev) = s.get(&n, Some(v)) else { continue };
+        if let Some(d) = s.damage(&ev) {
+            println!(
+                "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
+                d.segments.len(),
+                if d.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", d.problems.join("; "))
+                },
+                d.by,
+                e.meta.name
+            );
+            for b in &d.segments {
+                println!(
+                    "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
+                    b.segment,
+                    b.offset,
+                    b.offset + b.len,
+                    b.found,
+                    b.expected
+                );
+            }
+        }
+    }
     Ok(())
 }
 
