@@ -91,9 +91,16 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
         // the bad segments (they were never sent).
         crate::repo::tell_daemon(socket, None);
     }
-    let damaged = reports.iter().filter(|r| !still_damaged(r).is_empty() || !r.problems.is_empty()).count();
+    let damaged = reports
+        .iter()
+        .filter(|r| !still_damaged(r).is_empty() || !r.problems.is_empty())
+        .count();
     let repaired: usize = reports.iter().map(|r| r.repaired.len()).sum();
-    let rate = if seconds > 0.0 { bytes as f64 / seconds / 1e9 } else { 0.0 };
+    let rate = if seconds > 0.0 {
+        bytes as f64 / seconds / 1e9
+    } else {
+        0.0
+    };
     if args.json {
         println!(
             "{}",
@@ -262,10 +269,12 @@ fn repair(
             // What is on disk now decides the record.
             let again = scrub_version(store, &e, 1, &|_| {}).map_err(|x| anyhow::anyhow!(x))?;
             r.problems = again.problems;
-            r.repaired.retain(|s| !again.bad.iter().any(|b| b.segment == *s));
+            r.repaired
+                .retain(|s| !again.bad.iter().any(|b| b.segment == *s));
             if !again.bad.is_empty() {
                 let left: Vec<u64> = again.bad.iter().map(|b| b.segment).collect();
-                r.bad.retain(|b| left.contains(&b.segment) || r.repaired.contains(&b.segment));
+                r.bad
+                    .retain(|b| left.contains(&b.segment) || r.repaired.contains(&b.segment));
             }
         }
         if failures.is_empty() {

@@ -507,14 +507,10 @@ pub fn segment_checked(
             // Read from the file straight into the packet, check it (not
             // for a NullSignature), then digest (or, for a NullSignature,
             // nothing more).
-            let (start, len) = store
-                .segment_range(e, seg)
-                .map_err(|_| Refused::Missing)?;
+            let (start, len) = store.segment_range(e, seg).map_err(|_| Refused::Missing)?;
             let null = matches!(sig, SegmentSig::Null);
             let fill = |dst: &mut [u8]| {
-                store
-                    .read_at(e, start, dst)
-                    .map_err(|_| Refused::Missing)?;
+                store.read_at(e, start, dst).map_err(|_| Refused::Missing)?;
                 if null {
                     Ok(())
                 } else {

@@ -51,7 +51,9 @@ pub fn scrub_version(
         bytes,
         bad,
         mut problems,
-    } = store.verify(e, threads, progress).map_err(|x| x.to_string())?;
+    } = store
+        .verify(e, threads, progress)
+        .map_err(|x| x.to_string())?;
     problems.extend(crate::manifest::check_stored(store, e));
     let report = VersionReport {
         name: e.meta.name.clone(),

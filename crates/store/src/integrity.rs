@@ -203,8 +203,10 @@ impl Store {
         let hashes = match fs::read(&hp) {
             Ok(h) => h,
             Err(x) => {
-                out.problems
-                    .push(format!("{}: {x}: the segments cannot be checked", hp.display()));
+                out.problems.push(format!(
+                    "{}: {x}: the segments cannot be checked",
+                    hp.display()
+                ));
                 return Ok(out);
             }
         };
@@ -368,7 +370,10 @@ mod tests {
             assert_eq!(v.bad.len(), 1, "{v:?}");
             let b = &v.bad[0];
             assert!(b.offset <= 100_000 && 100_000 < b.offset + b.len);
-            assert_eq!(store.segment_range(&e, b.segment).unwrap(), (b.offset, b.len));
+            assert_eq!(
+                store.segment_range(&e, b.segment).unwrap(),
+                (b.offset, b.len)
+            );
             // The serve-time check agrees.
             let mut buf = Vec::new();
             store.read_segment(&e, b.segment, &mut buf).unwrap();
@@ -394,19 +399,32 @@ mod tests {
         let old = put(&store, "/t/d", b"old bytes", None);
         let new = put(&store, "/t/d", b"new bytes", None);
         assert_ne!(old.meta.version, new.meta.version);
-        assert_eq!(store.latest_good(&n).unwrap().meta.version, new.meta.version);
+        assert_eq!(
+            store.latest_good(&n).unwrap().meta.version,
+            new.meta.version
+        );
         let bad = store.check_segment(&new, 0, b"xew bytes").unwrap().unwrap();
-        let d = store.mark_damaged(&new, &[bad.clone()], &[], "serve").unwrap();
+        let d = store
+            .mark_damaged(&new, &[bad.clone()], &[], "serve")
+            .unwrap();
         assert_eq!(d.segments, vec![bad]);
-        assert_eq!(store.latest_good(&n).unwrap().meta.version, old.meta.version);
+        assert_eq!(
+            store.latest_good(&n).unwrap().meta.version,
+            old.meta.version
+        );
         // Rename carries the record; every version damaged → the newest.
         let m = Name::from_uri("/t/e").unwrap();
         store.rename(&n, &m).unwrap();
         let moved = store.get(&m, Some(new.meta.version)).unwrap();
         assert!(store.damage(&moved).is_some());
         let old_moved = store.get(&m, Some(old.meta.version)).unwrap();
-        store.mark_damaged(&old_moved, &[], &["x".into()], "scrub").unwrap();
-        assert_eq!(store.latest_good(&m).unwrap().meta.version, new.meta.version);
+        store
+            .mark_damaged(&old_moved, &[], &["x".into()], "scrub")
+            .unwrap();
+        assert_eq!(
+            store.latest_good(&m).unwrap().meta.version,
+            new.meta.version
+        );
         store.clear_damaged(&moved).unwrap();
         assert!(!store.is_damaged(&moved));
         // Removal takes the record along.

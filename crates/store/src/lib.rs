@@ -629,7 +629,9 @@ impl Store {
                 fs::File::open(&op).map_err(Error::io(&op))?,
             ))
         };
-        let hashes = fs::File::open(hashes_path(&p)).ok().map(std::sync::Arc::new);
+        let hashes = fs::File::open(hashes_path(&p))
+            .ok()
+            .map(std::sync::Arc::new);
         Ok(Entry {
             meta,
             file: Some(std::sync::Arc::new(file)),
