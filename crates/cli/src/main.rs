@@ -594,7 +594,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Key(cmd) => key::run(cmd, &data_dir),
+        Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
     }

@@ -257,6 +257,13 @@ async fn attach_repo(
         store.backend()
     );
     let mut repo = granary_repo::Repo::new(store, keychain);
+    // A publisher key made by the daemon's put is named after the node.
+    if let Some(id) = dir
+        .parent()
+        .and_then(|d| crate::key::publisher_identity(d).ok())
+    {
+        repo = repo.with_publisher(id);
+    }
     if let Some(ix) = indexer {
         repo = repo.with_observer(ix);
     }

@@ -91,8 +91,9 @@ pub fn put(
         }
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let id = crate::key::publisher_identity(data_dir)?;
             let (signer, created) =
-                granary_repo::local::publisher_signer(&kc, key.as_ref(), policy)
+                granary_repo::local::publisher_signer_as(&kc, key.as_ref(), policy, &id)
                     .map_err(|e| anyhow::anyhow!(e))?;
             if let Some(k) = created {
                 eprintln!("created default publisher key {k}");
@@ -523,7 +524,8 @@ pub fn publish_fetched(
         ))?,
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-            let (signer, _) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+            let id = crate::key::publisher_identity(data_dir)?;
+            let (signer, _) = granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::local::Publish {

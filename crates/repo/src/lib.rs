@@ -104,6 +104,9 @@ pub struct Repo {
     null_segments: std::sync::atomic::AtomicBool,
     /// Told of every version published or removed through the repo.
     observer: Option<Arc<dyn Observer>>,
+    /// Identity of the publisher key made when the keychain has none (the
+    /// node's prefix); `None`: [`local::DEFAULT_PUBLISHER`].
+    publisher: Option<Name>,
 }
 
 /// Something that follows the repository's changes: the science catalog.
@@ -143,9 +146,21 @@ impl Repo {
             keychain,
             null_segments: Default::default(),
             observer: None,
+            publisher: None,
         };
         repo.reload();
         repo
+    }
+
+    /// The same repo, making a missing publisher key under `identity`.
+    pub fn with_publisher(mut self, identity: Name) -> Self {
+        self.publisher = Some(identity);
+        self
+    }
+
+    /// Identity for a new publisher key, if set.
+    pub fn publisher(&self) -> Option<&Name> {
+        self.publisher.as_ref()
     }
 
     /// The same repo, telling `o` of what it publishes and removes.
@@ -212,6 +227,9 @@ impl Repo {
         if let Some(a) = self.manifest_answer(i) {
             return a;
         }
+        if let Some(a) = self.certificate_answer(i) {
+            return a;
+        }
         answer_with(&self.store, i, |e| self.signer(e))
     }
 
@@ -233,6 +251,31 @@ impl Repo {
                 Answer::Nack(nack_reason::NO_ROUTE)
             }
         })
+    }
+
+    /// The node's own certificates (`<identity>/KEY/<key-id>/<issuer>/<v>`),
+    /// from its keychain, for anyone who asks by key or certificate name
+    /// (`granary key trust --fetch`, or a consumer following a KeyLocator):
+    /// certificates are public. Only names with a `KEY` component are
+    /// looked up.
+    fn certificate_answer(&self, i: &Interest) -> Option<Answer> {
+        let kc = self.keychain.as_ref()?;
+        let n = &i.name;
+        let key_at = n
+            .components()
+            .position(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == b"KEY")?;
+        if key_at == 0 || key_at + 1 >= n.len() {
+            return None;
+        }
+        let keys = kc.list().ok()?;
+        let cert = keys.into_iter().filter_map(|k| k.cert).find(|c| {
+            if i.can_be_prefix {
+                n.is_prefix_of(c.name())
+            } else {
+                n == c.name()
+            }
+        })?;
+        Some(Answer::Data(cert.data().clone()))
     }
 
     fn manifest_answer(&self, i: &Interest) -> Option<Answer> {

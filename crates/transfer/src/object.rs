@@ -65,7 +65,7 @@ impl Trust {
             }
         }
         Err(format!(
-            "{}: signed by {key}, which is not in the keychain or its trust anchors (add it with `granary key trust`)",
+            "{}: signed by {key}, which is not in the keychain or its trust anchors. To trust it, run here: `granary key trust --fetch {key}` (it shows the key's SHA-256 fingerprint; compare it with `granary key list` on the publishing node, or pin it with --fingerprint HEX); or on the publishing node `granary key export -o publisher.ndncert`, copy the file here and run `granary key trust publisher.ndncert`",
             d.name()
         ))
     }
