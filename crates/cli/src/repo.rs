@@ -146,6 +146,20 @@ pub fn put(
             None => String::new(),
         }
     );
+    if let Some(theirs) = result["data_dir"].as_str() {
+        let same = std::fs::canonicalize(theirs).ok() == std::fs::canonicalize(data_dir).ok();
+        if !same {
+            eprintln!(
+                "note: the daemon at {} uses the data directory {theirs}, not {}: the file was published there{}",
+                socket.display(),
+                data_dir.display(),
+                match result["key"].as_str() {
+                    Some(k) => format!(", signed with its key {k}"),
+                    None => String::new(),
+                }
+            );
+        }
+    }
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         eprintln!("removed {r} older version(s) (--keep)");
         tell_daemon(socket, Some(&n));

@@ -121,3 +121,33 @@ fn key_trust_of_a_non_certificate_says_so() {
     let out = d.dir.path().join("out");
     d.ok(&["get", "/old/key", "-o", out.to_str().unwrap()]);
 }
+
+#[test]
+fn put_says_which_data_directory_and_key_the_daemon_used() {
+    let d = Daemon::start(&[]);
+    let other = tempfile::tempdir().unwrap();
+    let f = d.dir.path().join("f");
+    std::fs::write(&f, b"some bytes").unwrap();
+    let o = granary()
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "--socket",
+            d.socket.to_str().unwrap(),
+            "put",
+            f.to_str().unwrap(),
+            "/dd/file",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("uses the data directory {}", d.data.display()))
+            && err.contains("signed with its key /granary/"),
+        "{err}"
+    );
+    // The same data directory: no note.
+    let err = d.cli(&["put", f.to_str().unwrap(), "/dd/file2"]).stderr;
+    assert!(!String::from_utf8_lossy(&err).contains("note:"));
+}

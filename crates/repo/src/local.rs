@@ -377,7 +377,17 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             })
             .unwrap_or_default(),
     };
-    publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
+    let mut v = publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)
-    })
+    })?;
+    // Which data directory and key the daemon used: the CLI tells the user
+    // when it is not the data directory it was given.
+    if let Some(dir) = repo.store.root().parent() {
+        v["data_dir"] = json!(dir.display().to_string());
+    }
+    v["key"] = match &signer.sig_info().key_locator {
+        Some(granary_packet::KeyLocator::Name(k)) => json!(k.to_string()),
+        _ => Value::Null,
+    };
+    Ok(v)
 }
