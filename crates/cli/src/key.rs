@@ -274,10 +274,9 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
         } => {
             let c = match (&file, &fetch) {
                 (_, Some(n)) => fetch_certificate(socket, &parse_name(n)?, lifetime)?,
-                (Some(f), None) => certificate(
-                    &crate::read_input(Some(f))?,
-                    &f.display().to_string(),
-                )?,
+                (Some(f), None) => {
+                    certificate(&crate::read_input(Some(f))?, &f.display().to_string())?
+                }
                 (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
             };
             let fp = fingerprint(&c);

@@ -244,3 +244,57 @@ fn discovery_skips_a_damaged_version_for_an_older_good_one() {
     assert_eq!(std::fs::read(&out).unwrap(), old, "{o}");
     assert!(o.contains("v=1"), "{o}");
 }
+
+#[test]
+fn background_scrub_records_damage_at_a_bounded_rate() {
+    // Published without a daemon (NullSignature setting: nothing is
+    // checked when served), damaged, then a daemon scrubbing at 1 MB/s.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    let cli = |args: &[&str]| {
+        let o = granary()
+            .args(["--data-dir", data.to_str().unwrap(), "--socket"])
+            .arg(data.join("none.sock"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    cli(&["repo", "config", "--segment-signature", "null"]);
+    let f = data.join("f");
+    std::fs::write(&f, noise(2_000_000, 9)).unwrap();
+    cli(&[
+        "put",
+        f.to_str().unwrap(),
+        "/bg/file",
+        "--chunking",
+        "fixed",
+    ]);
+    let path = cli(&["stat", "/bg/file"])
+        .lines()
+        .find_map(|l| l.strip_prefix("path ").map(str::to_string))
+        .unwrap();
+    tamper(&path, 1_500_000);
+    let t = std::time::Instant::now();
+    let d = Daemon::start_at(dir, data.clone(), &["--scrub-rate", "1"]);
+    let mut s = String::new();
+    while t.elapsed() < std::time::Duration::from_secs(20) {
+        s = d.ok(&["stat", "/bg/file"]);
+        if s.contains("DAMAGED") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(s.contains("detected by scrub"), "{s}");
+    assert!(
+        s.contains(&format!("segment {} bytes", 1_500_000 / SEG)),
+        "{s}"
+    );
+    // 2 MB at 1 MB/s: not before about 1.5 s (the damage is 3/4 in).
+    assert!(
+        t.elapsed() >= std::time::Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+}

@@ -676,7 +676,10 @@ fn per_packet_fetch_follows_final_block_id_over_variable_segments() {
     let _p = python_producer(&d, "/pp/cxx", &src, &["--no-metadata", "--chunk", "8000"]);
     assert_ne!(body.len() % 8000, 0);
     let out = d.dir.path().join("out-cxx");
-    let (ok, _, err) = get_json(&d, &["/pp/cxx", "--no-manifest", "-o", out.to_str().unwrap()]);
+    let (ok, _, err) = get_json(
+        &d,
+        &["/pp/cxx", "--no-manifest", "-o", out.to_str().unwrap()],
+    );
     assert!(ok, "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), body);
 }

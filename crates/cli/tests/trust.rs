@@ -37,7 +37,10 @@ fn key_trust_fetch_between_two_daemons() {
     // The key was made under A's own node prefix, not /granary/publisher.
     let (key, fp) = default_key(&a);
     let prefix = node_prefix(&a);
-    assert!(key.starts_with(&format!("{prefix}/KEY/")), "{key} vs {prefix}");
+    assert!(
+        key.starts_with(&format!("{prefix}/KEY/")),
+        "{key} vs {prefix}"
+    );
     assert_ne!(node_prefix(&a), node_prefix(&b));
     // `key export` with no name: the default key's certificate.
     let exported = a.ok(&["key", "export"]);
@@ -85,7 +88,10 @@ fn key_trust_fetch_between_two_daemons() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("key type     ed25519") && err.contains(&fp), "{err}");
+    assert!(
+        err.contains("key type     ed25519") && err.contains(&fp),
+        "{err}"
+    );
     assert!(b.ok(&["key", "list"]).contains(&format!("sha256={fp}")));
     b.ok(&["get", "/trust/file", "-o", out.to_str().unwrap()]);
     assert_eq!(std::fs::read(&out).unwrap(), body);
