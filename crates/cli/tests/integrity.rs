@@ -43,7 +43,9 @@ fn consume(script: std::process::Command, d: &Daemon, name: &str) -> serde_json:
     serde_json::from_slice(o.stdout.split(|b| *b == b'\n').next().unwrap()).unwrap()
 }
 
-fn consumers() -> Vec<(&'static str, fn() -> std::process::Command)> {
+type Script = fn() -> std::process::Command;
+
+fn consumers() -> Vec<(&'static str, Script)> {
     vec![
         ("python-ndn", || python_script("consumer.py")),
         ("NDNts", || node_script("consumer.mjs")),

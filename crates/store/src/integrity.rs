@@ -405,7 +405,7 @@ mod tests {
         );
         let bad = store.check_segment(&new, 0, b"xew bytes").unwrap().unwrap();
         let d = store
-            .mark_damaged(&new, &[bad.clone()], &[], "serve")
+            .mark_damaged(&new, std::slice::from_ref(&bad), &[], "serve")
             .unwrap();
         assert_eq!(d.segments, vec![bad]);
         assert_eq!(
