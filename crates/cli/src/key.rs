@@ -49,9 +49,9 @@ pub enum KeyCmd {
     /// Add a trust anchor certificate (binary or base64) from a file, or
     /// with --fetch NAME straight from another node over NDN (through the
     /// running daemon). Its name, key type, validity and SHA-256
-    /// fingerprint are shown and must be confirmed (compare the fingerprint
-    /// with `granary key list` on the other node), unless --yes or
-    /// --fingerprint is given.
+    /// fingerprint are shown; a fetched one must be confirmed (compare the
+    /// fingerprint with `granary key list` on the other node) unless --yes
+    /// or --fingerprint is given (a --fingerprint is checked for files too).
     Trust {
         /// Certificate file; `-` for standard input.
         #[arg(required_unless_present = "fetch", conflicts_with = "fetch")]
@@ -295,7 +295,9 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
                         "fingerprint mismatch: expected {want}, the certificate's is {fp}; not trusted"
                     );
                 }
-            } else if !yes {
+            } else if !yes && fetch.is_some() {
+                // A certificate from the network is confirmed; a file the
+                // operator named is trusted as before.
                 use std::io::{BufRead, IsTerminal, Write};
                 if !std::io::stdin().is_terminal() {
                     anyhow::bail!(

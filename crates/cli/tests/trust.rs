@@ -96,7 +96,7 @@ fn key_trust_fetch_between_two_daemons() {
     b.ok(&["get", "/trust/file", "-o", out.to_str().unwrap()]);
     assert_eq!(std::fs::read(&out).unwrap(), body);
     // The exported file is the same certificate.
-    let o = b.ok(&["key", "trust", cert.to_str().unwrap(), "--yes"]);
+    let o = b.ok(&["key", "trust", cert.to_str().unwrap()]);
     assert!(o.starts_with(&format!("{key}/")), "{o}");
 }
 
