@@ -185,9 +185,19 @@ fn tampered_segments_are_refused_reported_and_repaired() {
             "{txt}"
         );
 
-        // Repair from the second node (over TCP, through A's daemon).
+        // Repair from the second node (over TCP, through A's daemon): by
+        // face URI, or (ed25519 round) by a prefix A routes to B — B's node
+        // prefix.
         let b_uri = format!("tcp://{}", b.tcp.as_ref().unwrap());
-        let (ok, rep) = scrub_json(&a, &["--repair-from", &b_uri]);
+        let source = if sign == "ed25519" {
+            let t = std::fs::read_to_string(b.data.join("node.toml")).unwrap();
+            let b_prefix = t.split('"').nth(1).unwrap().to_string();
+            a.ok(&["route", "add", &b_prefix, &b_uri]);
+            b_prefix
+        } else {
+            b_uri
+        };
+        let (ok, rep) = scrub_json(&a, &["--repair-from", &source]);
         assert!(ok, "{sign}: {rep}");
         assert_eq!(rep["repaired_segments"], 1, "{rep}");
         assert_eq!(
