@@ -847,7 +847,13 @@ impl Store {
         // Move the versions (children objects under `old` stay where they are).
         fs::create_dir_all(&to).map_err(Error::io(&to))?;
         for v in &versions {
-            for f in version_files(&from, *v) {
+            // The data file last (as ingest does): a lookup that finds the
+            // version at its new place finds its hashes there too, so the
+            // serve-time integrity check never sees half a rename.
+            let mut files = version_files(&from, *v);
+            let data = format!("@{v}");
+            files.sort_by_key(|f| f.file_name().is_some_and(|n| n == data.as_str()));
+            for f in files {
                 if let Some(fname) = f.file_name() {
                     fs::rename(&f, to.join(fname)).map_err(Error::io(&f))?;
                 }
