@@ -1213,6 +1213,20 @@ impl Store {
         let mut done = 0;
         for m in rd.flatten() {
             let p = m.path();
+            // A mark being written (`write_atomic`'s `.tmp-<pid>-<n>`): not
+            // a mark yet; removed only when its writer is gone (removing it
+            // under a live writer made that writer's rename fail).
+            if let Some(tmp) = m.file_name().to_str().and_then(|f| f.strip_prefix(".tmp-")) {
+                let alive = tmp
+                    .split('-')
+                    .next()
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                    .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                if !alive {
+                    let _ = fs::remove_file(&p);
+                }
+                continue;
+            }
             match self.index_mark(ix, &p) {
                 Ok(true) => {
                     let _ = fs::remove_file(&p);
