@@ -23,8 +23,9 @@ pub enum KeyCmd {
     /// Export a key's certificate (base64, as .ndncert), or with --private a
     /// key bag holding the private key (unencrypted: protect the file).
     Export {
-        /// Key, identity or certificate name.
-        name: String,
+        /// Key, identity or certificate name (default: the default key, the
+        /// one this node publishes with).
+        name: Option<String>,
         /// Export the private key as well.
         #[arg(long)]
         private: bool,
@@ -45,10 +46,31 @@ pub enum KeyCmd {
         /// Key or identity name.
         name: Option<String>,
     },
-    /// Add a trust anchor certificate (binary or base64).
+    /// Add a trust anchor certificate (binary or base64) from a file, or
+    /// with --fetch NAME straight from another node over NDN (through the
+    /// running daemon). Its name, key type, validity and SHA-256
+    /// fingerprint are shown; a fetched one must be confirmed (compare the
+    /// fingerprint with `granary key list` on the other node) unless --yes
+    /// or --fingerprint is given (a --fingerprint is checked for files too).
     Trust {
         /// Certificate file; `-` for standard input.
-        file: PathBuf,
+        #[arg(required_unless_present = "fetch", conflicts_with = "fetch")]
+        file: Option<PathBuf>,
+        /// Fetch the certificate named NAME (a key or certificate name, as
+        /// in a signature's KeyLocator, e.g. /granary/host-1a2b/KEY/…) over
+        /// NDN.
+        #[arg(long, value_name = "NAME")]
+        fetch: Option<String>,
+        /// Trust without asking.
+        #[arg(long, short = 'y')]
+        yes: bool,
+        /// Trust only a certificate whose key has this SHA-256 fingerprint
+        /// (hex, colons allowed); refuse any other.
+        #[arg(long, value_name = "HEX")]
+        fingerprint: Option<String>,
+        /// How long to wait for the certificate (ms).
+        #[arg(long, default_value_t = 4000)]
+        lifetime: u64,
     },
 }
 
@@ -74,7 +96,83 @@ fn parse_name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
+/// SHA-256 fingerprint of a certificate's public key (its
+/// SubjectPublicKeyInfo), as colon-separated hex pairs.
+pub fn fingerprint(c: &granary_security::Certificate) -> String {
+    granary_packet::sha256(c.public_key())
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn key_kind(c: &granary_security::Certificate) -> &'static str {
+    use granary_security::verify::PublicKeyKind;
+    match granary_security::verify::spki_kind(c.public_key()) {
+        Some(PublicKeyKind::Ed25519) => "ed25519",
+        Some(PublicKeyKind::Ec) => "ecdsa (P-256)",
+        Some(PublicKeyKind::Rsa) => "rsa",
+        None => "unknown",
+    }
+}
+
+/// A certificate from bytes (binary or base64), or why it is not one.
+fn certificate(bytes: &[u8], what: &str) -> anyhow::Result<granary_security::Certificate> {
+    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+        anyhow::bail!("not an NDN certificate: {what} is empty");
+    }
+    let wire = granary_security::keychain::decode_binary_or_base64(bytes)
+        .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))?;
+    granary_security::Certificate::decode(wire)
+        .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))
+}
+
+/// Identity of this node's publisher key, made at first need when the
+/// keychain has no default key: the node prefix (`<data-dir>/node.toml`,
+/// e.g. `/granary/<host>-1a2b`), so that every node signs as itself. An
+/// existing default key (e.g. `/granary/publisher` of an older data
+/// directory) is kept, and what it signed stays valid.
+pub fn publisher_identity(data_dir: &Path) -> anyhow::Result<Name> {
+    crate::node::node_prefix(data_dir)
+}
+
+fn fetch_certificate(
+    socket: &Path,
+    name: &Name,
+    lifetime: u64,
+) -> anyhow::Result<granary_security::Certificate> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut c = granary_app::Client::connect(socket).await.map_err(|e| {
+            anyhow::anyhow!(
+                "--fetch needs the running daemon ({}): {e}",
+                socket.display()
+            )
+        })?;
+        let mut f = granary_packet::InterestFields::new(name.clone());
+        f.can_be_prefix = true;
+        f.lifetime = Some(lifetime);
+        match c.express(f).await {
+            Ok(granary_app::Reply::Data(d)) => granary_security::Certificate::from_data(d)
+                .map_err(|e| anyhow::anyhow!("not an NDN certificate: the answer to {name}: {e}")),
+            Ok(granary_app::Reply::Nack(r)) => anyhow::bail!(
+                "no certificate {name}: Nack (reason {r}); does this node have a route to the other node (`granary route add PREFIX tcp://HOST:PORT`)?"
+            ),
+            Err(e) => anyhow::bail!("no certificate {name}: {e}"),
+        }
+    })
+}
+
+fn normalize_fp(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
+}
+
+pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<()> {
     let kc = KeyChain::open(data_dir.join("keychain"))?;
     match cmd {
         KeyCmd::Gen { name, key_type } => {
@@ -104,19 +202,20 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
                     Some(c) => {
                         let v = c.validity();
                         println!(
-                            "{mark} {} {} cert={} valid={}..{}",
+                            "{mark} {} {} cert={} valid={}..{} sha256={}",
                             k.name,
                             k.key_type.as_str(),
                             c.name(),
                             v.not_before.format(),
-                            v.not_after.format()
+                            v.not_after.format(),
+                            fingerprint(c)
                         );
                     }
                     None => println!("{mark} {} {}", k.name, k.key_type.as_str()),
                 }
             }
             for a in kc.trust_anchors()? {
-                println!("  anchor {}", a.name());
+                println!("  anchor {} sha256={}", a.name(), fingerprint(&a));
             }
         }
         KeyCmd::Export {
@@ -124,7 +223,12 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
             private,
             output,
         } => {
-            let n = parse_name(&name)?;
+            let n = match name {
+                Some(n) => parse_name(&n)?,
+                None => kc.default_name()?.ok_or_else(|| {
+                    anyhow::anyhow!("no default key: run `granary key gen NAME` (or start the daemon once: it makes the node's key)")
+                })?,
+            };
             if private {
                 let out = output.ok_or_else(|| {
                     anyhow::anyhow!("--private needs -o FILE (the key is not printed)")
@@ -161,8 +265,54 @@ pub fn run(cmd: KeyCmd, data_dir: &Path) -> anyhow::Result<()> {
                 None => anyhow::bail!("no default key: run `granary key gen NAME`"),
             },
         },
-        KeyCmd::Trust { file } => {
-            let c = kc.add_trust_anchor(&crate::read_input(Some(&file))?)?;
+        KeyCmd::Trust {
+            file,
+            fetch,
+            yes,
+            fingerprint: pinned,
+            lifetime,
+        } => {
+            let c = match (&file, &fetch) {
+                (_, Some(n)) => fetch_certificate(socket, &parse_name(n)?, lifetime)?,
+                (Some(f), None) => {
+                    certificate(&crate::read_input(Some(f))?, &f.display().to_string())?
+                }
+                (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
+            };
+            let fp = fingerprint(&c);
+            let v = c.validity();
+            eprintln!("certificate  {}", c.name());
+            eprintln!("key type     {}", key_kind(&c));
+            eprintln!(
+                "valid        {} .. {}",
+                v.not_before.format(),
+                v.not_after.format()
+            );
+            eprintln!("fingerprint  SHA-256 {fp}");
+            if let Some(want) = &pinned {
+                if normalize_fp(want) != normalize_fp(&fp) {
+                    anyhow::bail!(
+                        "fingerprint mismatch: expected {want}, the certificate's is {fp}; not trusted"
+                    );
+                }
+            } else if !yes && fetch.is_some() {
+                // A certificate from the network is confirmed; a file the
+                // operator named is trusted as before.
+                use std::io::{BufRead, IsTerminal, Write};
+                if !std::io::stdin().is_terminal() {
+                    anyhow::bail!(
+                        "not trusted: confirm with --yes, or pin the key with --fingerprint HEX (compare with `granary key list` on the other node)"
+                    );
+                }
+                eprint!("Trust this key? Compare the fingerprint with `granary key list` on the other node. [y/N] ");
+                let _ = std::io::stderr().flush();
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line)?;
+                if !matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes") {
+                    anyhow::bail!("not trusted");
+                }
+            }
+            let c = kc.add_trust_anchor(c.data().wire())?;
             println!("{}", c.name());
         }
     }

@@ -10,6 +10,7 @@ mod mount;
 mod node;
 mod repo;
 mod science;
+mod scrub;
 mod selfcheck;
 
 use std::io::{IsTerminal, Read};
@@ -607,7 +608,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Key(cmd) => key::run(cmd, &data_dir),
+        Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
     }

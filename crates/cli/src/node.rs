@@ -52,6 +52,15 @@ pub struct DaemonArgs {
     /// Do not serve the repository in <data-dir>/repo.
     #[arg(long)]
     no_repo: bool,
+    /// Scrub the repository in the background at no more than this many
+    /// MB/s (one thread): every stored version is re-hashed against the
+    /// hashes taken at ingest and its manifest, then again after an hour;
+    /// damage is logged and recorded as `granary repo scrub` does. Off by
+    /// default (0): the serve-time check already refuses bad segments
+    /// signed per packet or with DigestSha256; this finds damage in what is
+    /// not served, and under NullSignature segments.
+    #[arg(long, value_name = "MB_PER_S", default_value_t = 0)]
+    scrub_rate: u64,
     /// Do not serve the science catalog (it is served under
     /// /localhost/granary/catalog and <node prefix>/catalog).
     #[arg(long)]
@@ -179,7 +188,7 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            attach_repo(&running, &repo_dir, indexer.clone()).await?;
+            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate).await?;
         }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
@@ -227,6 +236,7 @@ async fn attach_repo(
     running: &daemon::Running,
     dir: &Path,
     indexer: Option<std::sync::Arc<granary_search::Indexer>>,
+    scrub_mb_per_s: u64,
 ) -> anyhow::Result<()> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
@@ -279,10 +289,29 @@ async fn attach_repo(
         store.backend()
     );
     let mut repo = granary_repo::Repo::new(store, keychain);
+    // A publisher key made by the daemon's put is named after the node.
+    if let Some(id) = dir
+        .parent()
+        .and_then(|d| crate::key::publisher_identity(d).ok())
+    {
+        repo = repo.with_publisher(id);
+    }
     if let Some(ix) = indexer {
         repo = repo.with_observer(ix);
     }
-    tokio::spawn(granary_repo::serve(std::sync::Arc::new(repo), app));
+    let repo = std::sync::Arc::new(repo);
+    if scrub_mb_per_s > 0 {
+        // Its own store handle: the scrub never waits on the serving path.
+        let store = granary_store::Store::open(dir)?;
+        let rate = scrub_mb_per_s.saturating_mul(1_000_000);
+        std::thread::Builder::new()
+            .name("scrub".into())
+            .spawn(move || {
+                granary_repo::scrub::background(&store, rate, std::time::Duration::from_secs(3600))
+            })?;
+        tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
+    }
+    tokio::spawn(granary_repo::serve(repo, app));
     Ok(())
 }
 
@@ -425,7 +454,7 @@ pub enum Toggle {
     Off,
 }
 
-fn nfd() -> Name {
+pub(crate) fn nfd() -> Name {
     Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default()
 }
 
@@ -565,7 +594,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
     })
 }
 
-async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
+pub(crate) async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
     let mut p = ControlParameters::new();
     p.uri = Some(uri.to_string());
     if reliable {

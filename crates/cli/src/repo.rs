@@ -91,8 +91,9 @@ pub fn put(
         }
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let id = crate::key::publisher_identity(data_dir)?;
             let (signer, created) =
-                granary_repo::local::publisher_signer(&kc, key.as_ref(), policy)
+                granary_repo::local::publisher_signer_as(&kc, key.as_ref(), policy, &id)
                     .map_err(|e| anyhow::anyhow!(e))?;
             if let Some(k) = created {
                 eprintln!("created default publisher key {k}");
@@ -146,6 +147,20 @@ pub fn put(
             None => String::new(),
         }
     );
+    if let Some(theirs) = result["data_dir"].as_str() {
+        let same = std::fs::canonicalize(theirs).ok() == std::fs::canonicalize(data_dir).ok();
+        if !same {
+            eprintln!(
+                "note: the daemon at {} uses the data directory {theirs}, not {}: the file was published there{}",
+                socket.display(),
+                data_dir.display(),
+                match result["key"].as_str() {
+                    Some(k) => format!(", signed with its key {k}"),
+                    None => String::new(),
+                }
+            );
+        }
+    }
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         eprintln!("removed {r} older version(s) (--keep)");
         tell_daemon(socket, Some(&n));
@@ -260,11 +275,22 @@ pub enum RepoCmd {
         #[arg(long, value_name = "SIG", value_parser = granary_store::SEGMENT_SIGNATURES)]
         segment_signature: Option<String>,
     },
+    /// Re-hash stored files against the hashes taken when they were
+    /// published (`.hashes`) and their signed manifests; record damaged
+    /// versions (`granary stat` shows them; the daemon stops serving their
+    /// bad segments and RDR discovery prefers an older good version), and
+    /// with --repair-from restore bad segments from another node. Exits
+    /// non-zero while damage remains.
+    Scrub(crate::scrub::ScrubArgs),
 }
 
 pub fn repo_cmd(data_dir: &Path, socket: &Path, cmd: RepoCmd) -> anyhow::Result<()> {
+    if let RepoCmd::Scrub(a) = &cmd {
+        return crate::scrub::scrub(data_dir, socket, a);
+    }
     let s = store(data_dir)?;
     match cmd {
+        RepoCmd::Scrub(_) => {}
         RepoCmd::Reindex => {
             let t = Instant::now();
             let r = s.reindex()?;
@@ -315,9 +341,38 @@ pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {
 }
 
 pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
-    let e = store(data_dir)?.get(&name(uri)?, None)?;
+    let s = store(data_dir)?;
+    let e = s.get(&name(uri)?, None)?;
     println!("{}", serde_json::to_string_pretty(&e.meta)?);
     println!("path {}", e.path.display());
+    // Damage (serve-time check or scrub): this version and any other.
+    let n = e.meta.name()?;
+    for v in s.versions(&n)?.into_iter().rev() {
+        let Ok(ev) = s.get(&n, Some(v)) else { continue };
+        if let Some(d) = s.damage(&ev) {
+            println!(
+                "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
+                d.segments.len(),
+                if d.problems.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", d.problems.join("; "))
+                },
+                d.by,
+                e.meta.name
+            );
+            for b in &d.segments {
+                println!(
+                    "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
+                    b.segment,
+                    b.offset,
+                    b.offset + b.len,
+                    b.found,
+                    b.expected
+                );
+            }
+        }
+    }
     Ok(())
 }
 
@@ -473,7 +528,8 @@ pub fn publish_quiet(
         ))?,
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-            let (signer, _) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+            let id = crate::key::publisher_identity(data_dir)?;
+            let (signer, _) = granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::local::Publish {

@@ -422,8 +422,10 @@ pub fn publish_dir(
         (None, None)
     } else {
         let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-        let (signer, created) = granary_repo::local::publisher_signer(&kc, None, "manifest")
-            .map_err(|e| anyhow::anyhow!(e))?;
+        let id = crate::key::publisher_identity(data_dir)?;
+        let (signer, created) =
+            granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+                .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(k) = created {
             eprintln!("created default publisher key {k}");
         }

@@ -113,6 +113,10 @@ fn manifest_tampering_in_the_repo_is_caught() {
     let body = noise(300_000, 3);
     let src = d.dir.path().join("src");
     std::fs::write(&src, &body).unwrap();
+    // NullSignature segments: the repository does not re-hash what it does
+    // not vouch for (with DigestSha256 it would refuse the changed segment
+    // itself: tests/integrity.rs), so this is the consumer's own check.
+    d.ok(&["repo", "config", "--segment-signature", "null"]);
     // Fixed 8 KiB segments: the assertions count and place them.
     d.ok(&[
         "put",
@@ -617,4 +621,65 @@ fn every_pipeline_type_fetches_the_same_bytes() {
     ]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--cubic-beta"));
+}
+
+#[test]
+fn per_packet_fetch_follows_final_block_id_over_variable_segments() {
+    // `get --no-manifest` verifies each packet's own signature and has no
+    // layout from a manifest: content-defined segments are placed in
+    // order as they come, up to the FinalBlockId.
+    let d = Daemon::start(&[]);
+    let body = noise(700_000, 12);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    for chunking in ["fastcdc", "rabin"] {
+        let name = format!("/pp/{chunking}");
+        d.ok(&[
+            "put",
+            src.to_str().unwrap(),
+            &name,
+            "--sign",
+            "digest",
+            "--chunking",
+            chunking,
+        ]);
+        let out = d.dir.path().join(format!("out-{chunking}"));
+        let (ok, v, err) = get_json(&d, &[&name, "--no-manifest", "-o", out.to_str().unwrap()]);
+        assert!(ok, "{chunking}: {err}");
+        assert_eq!(std::fs::read(&out).unwrap(), body, "{chunking}");
+        let v = v.unwrap();
+        assert!(
+            v["objects"][0]["verified_by"]
+                .as_str()
+                .unwrap()
+                .contains("each segment"),
+            "{v}"
+        );
+        // Standard output and a byte range, per packet.
+        let o = d.cli(&["get", &name, "--no-manifest", "--no-dedup", "-q"]);
+        assert!(o.status.success());
+        assert_eq!(o.stdout, body, "{chunking} to stdout");
+        let o = d.cli(&[
+            "cat",
+            &name,
+            "--no-manifest",
+            "--offset",
+            "123457",
+            "--length",
+            "20000",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.stdout, body[123_457..143_457], "{chunking} range");
+    }
+    // An ndn-cxx-style producer: FinalBlockId only (no metadata), equal
+    // segments but a short last one.
+    let _p = python_producer(&d, "/pp/cxx", &src, &["--no-metadata", "--chunk", "8000"]);
+    assert_ne!(body.len() % 8000, 0);
+    let out = d.dir.path().join("out-cxx");
+    let (ok, _, err) = get_json(
+        &d,
+        &["/pp/cxx", "--no-manifest", "-o", out.to_str().unwrap()],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), body);
 }

@@ -9,6 +9,7 @@ pub mod command;
 pub mod local;
 pub mod manifest;
 pub mod net;
+pub mod scrub;
 
 use std::sync::Arc;
 
@@ -118,6 +119,9 @@ pub struct Repo {
     null_segments: std::sync::atomic::AtomicBool,
     /// Told of every version published or removed through the repo.
     observer: Option<Arc<dyn Observer>>,
+    /// Identity of the publisher key made when the keychain has none (the
+    /// node's prefix); `None`: [`local::DEFAULT_PUBLISHER`].
+    publisher: Option<Name>,
 }
 
 /// Something that follows the repository's changes: the science catalog.
@@ -157,9 +161,21 @@ impl Repo {
             keychain,
             null_segments: Default::default(),
             observer: None,
+            publisher: None,
         };
         repo.reload();
         repo
+    }
+
+    /// The same repo, making a missing publisher key under `identity`.
+    pub fn with_publisher(mut self, identity: Name) -> Self {
+        self.publisher = Some(identity);
+        self
+    }
+
+    /// Identity for a new publisher key, if set.
+    pub fn publisher(&self) -> Option<&Name> {
+        self.publisher.as_ref()
     }
 
     /// The same repo, telling `o` of what it publishes and removes.
@@ -229,6 +245,9 @@ impl Repo {
         if let Some(a) = self.manifest_answer(i) {
             return a;
         }
+        if let Some(a) = self.certificate_answer(i) {
+            return a;
+        }
         answer_with(&self.store, i, |e| self.signer(e))
     }
 
@@ -278,6 +297,31 @@ impl Repo {
                 Answer::Nack(nack_reason::NO_ROUTE)
             }
         })
+    }
+
+    /// The node's own certificates (`<identity>/KEY/<key-id>/<issuer>/<v>`),
+    /// from its keychain, for anyone who asks by key or certificate name
+    /// (`granary key trust --fetch`, or a consumer following a KeyLocator):
+    /// certificates are public. Only names with a `KEY` component are
+    /// looked up.
+    fn certificate_answer(&self, i: &Interest) -> Option<Answer> {
+        let kc = self.keychain.as_ref()?;
+        let n = &i.name;
+        let key_at = n
+            .components()
+            .position(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == b"KEY")?;
+        if key_at == 0 || key_at + 1 >= n.len() {
+            return None;
+        }
+        let keys = kc.list().ok()?;
+        let cert = keys.into_iter().filter_map(|k| k.cert).find(|c| {
+            if i.can_be_prefix {
+                n.is_prefix_of(c.name())
+            } else {
+                n == c.name()
+            }
+        })?;
+        Some(Answer::Data(cert.data().clone()))
     }
 
     fn manifest_answer(&self, i: &Interest) -> Option<Answer> {
@@ -372,7 +416,9 @@ fn answer_with(store: &Store, i: &Interest, signer: impl Fn(&Entry) -> SegmentSi
         return a;
     }
     if is_keyword(name.last(), b"metadata") {
-        return match store.get(&name.prefix(-1), None) {
+        // RDR discovery points at the newest version that is not damaged
+        // (the newest when all are).
+        return match store.latest_good(&name.prefix(-1)) {
             Ok(e) => Answer::Data(metadata(name, &e)),
             Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
         };
@@ -383,8 +429,15 @@ fn answer_with(store: &Store, i: &Interest, signer: impl Fn(&Entry) -> SegmentSi
         if s.typ == COMP_SEGMENT && v.typ == COMP_VERSION {
             if let (Some(seg), Some(ver)) = (s.as_number(), v.as_number()) {
                 return match store.get_shared(&name.prefix(-2), Some(ver)) {
-                    Ok(e) => segment(store, &e, name.clone(), seg, &signer(&e))
-                        .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
+                    Ok(e) => segment_with(
+                        store,
+                        &e,
+                        name.clone(),
+                        seg,
+                        &signer(&e),
+                        SEGMENT_FRESHNESS_MS,
+                    )
+                    .map_or(Answer::Nack(nack_reason::NO_ROUTE), Answer::Data),
                     Err(_) => Answer::Nack(nack_reason::NO_ROUTE),
                 };
             }
@@ -411,11 +464,15 @@ fn answer_with(store: &Store, i: &Interest, signer: impl Fn(&Entry) -> SegmentSi
             Some(v) if v.typ == COMP_VERSION => (name.prefix(-1), v.as_number()),
             _ => (name.clone(), None),
         };
-        if let Ok(e) = store.get(&object, version) {
+        let found = match version {
+            Some(v) => store.get_shared(&object, Some(v)),
+            None => store.latest_good(&object),
+        };
+        if let Ok(e) = found {
             let full = object
                 .append(&Component::version(e.meta.version))
                 .append(&Component::segment(0));
-            if let Some(d) = segment(store, &e, full, 0, &no_null(&e)) {
+            if let Some(d) = segment_with(store, &e, full, 0, &no_null(&e), SEGMENT_FRESHNESS_MS) {
                 return Answer::Data(d);
             }
         }
@@ -480,9 +537,125 @@ pub fn listing(store: &Store, i: &Interest) -> Option<Answer> {
 }
 
 /// The Data of one segment, encoded straight from the file bytes, signed
-/// as `sig` says.
+/// as `sig` says; `None` when there is no such segment or its bytes no
+/// longer match the hash taken at ingest (see [`segment_checked`]).
 pub fn segment(store: &Store, e: &Entry, name: Name, seg: u64, sig: &SegmentSig) -> Option<Data> {
-    segment_with(store, e, name, seg, sig, SEGMENT_FRESHNESS_MS)
+    segment_checked(store, e, name, seg, sig, SEGMENT_FRESHNESS_MS).ok()
+}
+
+/// Why a segment is not served.
+#[derive(Debug)]
+pub enum Refused {
+    /// No such segment, or the file could not be read.
+    Missing,
+    /// Its bytes differ from the SHA-256 taken at ingest (the file was
+    /// changed outside the repository); recorded with
+    /// [`Store::mark_damaged`] by [`report_damage`].
+    Damaged(granary_store::integrity::BadSegment),
+    /// Its hash could not be read (`@<v>.hashes` missing or short).
+    Unchecked(String),
+}
+
+/// Serve-time integrity: before the repository vouches for a segment —
+/// with a DigestSha256 or the publisher's signature — its bytes are
+/// checked against the hash taken at ingest (`@<v>.hashes`, one `pread`
+/// and one SHA-256 of the content). A NullSignature vouches for nothing
+/// (the consumer checks the key-signed manifest), so those segments are
+/// not re-hashed here; `granary repo scrub` finds their damage.
+pub fn segment_checked(
+    store: &Store,
+    e: &Entry,
+    name: Name,
+    seg: u64,
+    sig: &SegmentSig,
+    freshness_ms: u64,
+) -> Result<Data, Refused> {
+    let last = e.meta.segments() - 1;
+    let mut b = DataBuilder::new(name)
+        .freshness_period(freshness_ms)
+        .final_block_id(Component::segment(last));
+    let check = |content: &[u8]| -> Result<(), Refused> {
+        match store.check_segment(e, seg, content) {
+            Ok(None) => Ok(()),
+            Ok(Some(bad)) => Err(Refused::Damaged(bad)),
+            Err(granary_store::Error::NotFound(_)) => Err(Refused::Missing),
+            Err(x) => Err(Refused::Unchecked(x.to_string())),
+        }
+    };
+    match sig {
+        SegmentSig::Key(s) => {
+            let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
+            store
+                .read_segment(e, seg, &mut buf)
+                .map_err(|_| Refused::Missing)?;
+            check(&buf)?;
+            s.sign_data(b.content(Bytes::from(buf)))
+                .map_err(|_| Refused::Missing)
+        }
+        SegmentSig::Digest | SegmentSig::Null => {
+            // Read from the file straight into the packet, check it (not
+            // for a NullSignature), then digest (or, for a NullSignature,
+            // nothing more).
+            let (start, len) = store.segment_range(e, seg).map_err(|_| Refused::Missing)?;
+            let null = matches!(sig, SegmentSig::Null);
+            let fill = |dst: &mut [u8]| {
+                store.read_at(e, start, dst).map_err(|_| Refused::Missing)?;
+                if null {
+                    Ok(())
+                } else {
+                    check(dst)
+                }
+            };
+            if null {
+                b.sig_info = granary_packet::SignatureInfo::new(sig_type::NULL);
+                b.sign_with_content(len as usize, fill, 0, |_| Ok(Bytes::new()))
+            } else {
+                b.sign_with_content(len as usize, fill, 32, digest_value)
+            }
+        }
+    }
+}
+
+/// Logs a refused segment and, for damage, records it on the version
+/// (`@<v>.damaged`: `granary stat` shows it, RDR discovery then prefers an
+/// older good version). The error is logged once per segment (when it is
+/// first recorded); repeats are logged at debug level.
+pub fn report_damage(store: &Store, e: &Entry, seg: u64, why: &Refused) {
+    match why {
+        Refused::Missing => {}
+        Refused::Unchecked(x) => tracing::error!(
+            "not serving {} v={} segment {seg} ({}): its ingest hash cannot be read: {x}",
+            e.meta.name,
+            e.meta.version,
+            e.path.display()
+        ),
+        Refused::Damaged(bad) => {
+            let known = store
+                .damage(e)
+                .is_some_and(|d| d.segments.iter().any(|b| b.segment == seg));
+            if known {
+                tracing::debug!(
+                    "not serving damaged segment {seg} of {} v={}",
+                    e.meta.name,
+                    e.meta.version
+                );
+                return;
+            }
+            tracing::error!(
+                "integrity: {} v={} segment {seg} (bytes {}..{} of {}) has SHA-256 {}, {} at ingest: the file was changed outside the repository; not served (Nack), version marked damaged (`granary repo scrub --repair-from` restores it)",
+                e.meta.name,
+                e.meta.version,
+                bad.offset,
+                bad.offset + bad.len,
+                e.path.display(),
+                bad.found,
+                bad.expected
+            );
+            if let Err(x) = store.mark_damaged(e, std::slice::from_ref(bad), &[], "serve") {
+                tracing::error!("cannot record the damage of {}: {x}", e.path.display());
+            }
+        }
+    }
 }
 
 fn segment_with(
@@ -493,29 +666,11 @@ fn segment_with(
     sig: &SegmentSig,
     freshness_ms: u64,
 ) -> Option<Data> {
-    let last = e.meta.segments() - 1;
-    let mut b = DataBuilder::new(name)
-        .freshness_period(freshness_ms)
-        .final_block_id(Component::segment(last));
-    match sig {
-        SegmentSig::Key(s) => {
-            let mut buf = Vec::with_capacity(e.meta.segment_size as usize);
-            store.read_segment(e, seg, &mut buf).ok()?;
-            s.sign_data(b.content(Bytes::from(buf))).ok()
-        }
-        SegmentSig::Digest | SegmentSig::Null => {
-            // Read from the file straight into the packet, then digest (or,
-            // for a NullSignature, nothing more).
-            let (start, len) = store.segment_range(e, seg).ok()?;
-            let fill = |dst: &mut [u8]| store.read_at(e, start, dst);
-            if matches!(sig, SegmentSig::Null) {
-                b.sig_info = granary_packet::SignatureInfo::new(sig_type::NULL);
-                b.sign_with_content(len as usize, fill, 0, |_| Ok(Bytes::new()))
-                    .ok()
-            } else {
-                b.sign_with_content(len as usize, fill, 32, digest_value)
-                    .ok()
-            }
+    match segment_checked(store, e, name, seg, sig, freshness_ms) {
+        Ok(d) => Some(d),
+        Err(why) => {
+            report_damage(store, e, seg, &why);
+            None
         }
     }
 }

@@ -35,6 +35,20 @@ pub fn publisher_signer(
     key: Option<&Name>,
     policy: &str,
 ) -> Result<(Signer, Option<Name>), String> {
+    let id = Name::from_uri(DEFAULT_PUBLISHER).map_err(|e| e.to_string())?;
+    publisher_signer_as(kc, key, policy, &id)
+}
+
+/// [`publisher_signer`], making a missing default key under `identity`
+/// (the node's prefix, so that every node signs as itself) instead of
+/// [`DEFAULT_PUBLISHER`]. An existing default key is used whatever its name
+/// (older data directories keep `/granary/publisher`).
+pub fn publisher_signer_as(
+    kc: &KeyChain,
+    key: Option<&Name>,
+    policy: &str,
+    identity: &Name,
+) -> Result<(Signer, Option<Name>), String> {
     if policy == "digest" {
         return Ok((Signer::Digest, None));
     }
@@ -49,8 +63,7 @@ pub fn publisher_signer(
                 } else {
                     KeyType::Ed25519
                 };
-                let id = Name::from_uri(DEFAULT_PUBLISHER).map_err(|e| e.to_string())?;
-                let e = kc.generate(&id, t).map_err(|e| e.to_string())?;
+                let e = kc.generate(identity, t).map_err(|e| e.to_string())?;
                 created = Some(e.name.clone());
                 kc.signer(&e.name).map_err(|e| e.to_string())?
             }
@@ -356,7 +369,10 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         .transpose()
         .map_err(|e| e.to_string())?;
     let kc = repo.keychain().ok_or("the daemon has no keychain")?;
-    let (signer, _) = publisher_signer(kc, key.as_ref(), policy)?;
+    let (signer, _) = match repo.publisher() {
+        Some(id) => publisher_signer_as(kc, key.as_ref(), policy, id)?,
+        None => publisher_signer(kc, key.as_ref(), policy)?,
+    };
     std::fs::File::open(path).map_err(|e| format!("the daemon cannot open {path}: {e}"))?;
     let how = Publish {
         version: p["version"].as_u64(),
@@ -392,7 +408,17 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
             None => None,
         },
     };
-    publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
+    let mut v = publish_file(repo, &name, std::path::Path::new(path), &how, |b| {
         counter.store(b, Ordering::Relaxed)
-    })
+    })?;
+    // Which data directory and key the daemon used: the CLI tells the user
+    // when it is not the data directory it was given.
+    if let Some(dir) = repo.store.root().parent() {
+        v["data_dir"] = json!(dir.display().to_string());
+    }
+    v["key"] = match &signer.sig_info().key_locator {
+        Some(granary_packet::KeyLocator::Name(k)) => json!(k.to_string()),
+        _ => Value::Null,
+    };
+    Ok(v)
 }

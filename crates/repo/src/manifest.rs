@@ -48,20 +48,17 @@ pub fn level0_entries(
     Ok(out)
 }
 
-/// Builds, signs and stores the manifest of a stored version; records its
-/// digest, signer and policy in the metadata. Memory: the level-0 entries
-/// (32 bytes per fixed segment, 44 per variable one).
-pub fn publish(
+/// The manifest of a stored version computed from its `.hashes` (and
+/// `.offsets`): the upper levels (the `.levels` file) and the root.
+pub fn compute_for(
     store: &granary_store::Store,
     e: &granary_store::Entry,
-    signer: &Signer,
-    policy: &str,
-) -> Result<Data, String> {
+) -> Result<(Vec<u8>, Root), String> {
     let sha = match e.meta.sha256.as_deref() {
         Some(h) => Some(hex_to_32(h).ok_or("bad sha256 in metadata")?),
         None => None,
     };
-    let (upper, root) = if e.meta.is_fixed() {
+    Ok(if e.meta.is_fixed() {
         let level0 = store
             .read_extra(e, "hashes")
             .ok_or("no segment hashes for this version")?;
@@ -85,7 +82,68 @@ pub fn publish(
             }
             compute_variable_from_level1(level1, n, max, e.meta.size, sha)
         }
+    })
+}
+
+/// Checks a stored version's manifest files against its `.hashes`: the
+/// root's hashes, counts and sizes and the `.levels` file must be what the
+/// hashes give, and the root's digest what the metadata recorded. Returns
+/// the problems found (none when it has no manifest).
+pub fn check_stored(store: &granary_store::Store, e: &granary_store::Entry) -> Vec<String> {
+    let Some(digest) = e.meta.manifest.as_deref() else {
+        return Vec::new();
     };
+    let mut out = Vec::new();
+    let Some(wire) = store.read_extra(e, "manifest") else {
+        return vec!["the manifest root file is missing".into()];
+    };
+    let Ok(root_data) = Data::decode(Bytes::from(wire)) else {
+        return vec!["the manifest root file is not a Data packet".into()];
+    };
+    let have: String = root_data
+        .implicit_digest()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if have != digest {
+        out.push(format!(
+            "the manifest root's digest is {have}, {digest} when it was made"
+        ));
+    }
+    let stored = match Root::decode(&Bytes::copy_from_slice(root_data.content())) {
+        Ok(r) => r,
+        Err(x) => {
+            out.push(format!("the manifest root does not decode: {x}"));
+            return out;
+        }
+    };
+    match compute_for(store, e) {
+        Err(x) => out.push(format!("the manifest cannot be recomputed: {x}")),
+        Ok((upper, root)) => {
+            if root.hashes != stored.hashes
+                || root.segment_count != stored.segment_count
+                || root.file_size != stored.file_size
+            {
+                out.push("the segment hashes (.hashes) do not match the signed manifest".into());
+            }
+            if !upper.is_empty() && store.read_extra(e, "levels").as_deref() != Some(&upper[..]) {
+                out.push("the manifest levels (.levels) do not match the segment hashes".into());
+            }
+        }
+    }
+    out
+}
+
+/// Builds, signs and stores the manifest of a stored version; records its
+/// digest, signer and policy in the metadata. Memory: the level-0 entries
+/// (32 bytes per fixed segment, 44 per variable one).
+pub fn publish(
+    store: &granary_store::Store,
+    e: &granary_store::Entry,
+    signer: &Signer,
+    policy: &str,
+) -> Result<Data, String> {
+    let (upper, root) = compute_for(store, e)?;
     let versioned = e
         .meta
         .name()

@@ -15,6 +15,7 @@
 
 pub mod chunking;
 pub mod index;
+pub mod integrity;
 pub mod meta;
 pub mod path;
 
@@ -157,6 +158,9 @@ pub struct Entry {
     pub file: Option<std::sync::Arc<fs::File>>,
     /// Its `.offsets` file, open, for variable-size segments from a lookup.
     pub offsets: Option<std::sync::Arc<fs::File>>,
+    /// Its `.hashes` file, open, from a lookup (serve-time integrity checks
+    /// read one hash per segment served).
+    pub hashes: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -525,6 +529,7 @@ impl Store {
                 meta: m,
                 file: None,
                 offsets: None,
+                hashes: None,
             };
             // The version is durable: commit its index entries (made while
             // ingesting), then drop the mark. Without the index here, the
@@ -638,10 +643,14 @@ impl Store {
                 fs::File::open(&op).map_err(Error::io(&op))?,
             ))
         };
+        let hashes = fs::File::open(hashes_path(&p))
+            .ok()
+            .map(std::sync::Arc::new);
         Ok(Entry {
             meta,
             file: Some(std::sync::Arc::new(file)),
             offsets,
+            hashes,
             path: p,
         })
     }
@@ -649,9 +658,12 @@ impl Store {
     /// Hash of one segment (from the `.hashes` file).
     pub fn segment_hash(&self, e: &Entry, seg: u64) -> Result<[u8; 32]> {
         let hp = hashes_path(&e.path);
-        let f = fs::File::open(&hp).map_err(Error::io(&hp))?;
         let mut h = [0u8; 32];
-        f.read_exact_at(&mut h, seg * 32).map_err(Error::io(&hp))?;
+        match &e.hashes {
+            Some(f) => f.read_exact_at(&mut h, seg * 32),
+            None => fs::File::open(&hp).and_then(|f| f.read_exact_at(&mut h, seg * 32)),
+        }
+        .map_err(Error::io(&hp))?;
         Ok(h)
     }
 
@@ -849,7 +861,13 @@ impl Store {
         // Move the versions (children objects under `old` stay where they are).
         fs::create_dir_all(&to).map_err(Error::io(&to))?;
         for v in &versions {
-            for f in version_files(&from, *v) {
+            // The data file last (as ingest does): a lookup that finds the
+            // version at its new place finds its hashes there too, so the
+            // serve-time integrity check never sees half a rename.
+            let mut files = version_files(&from, *v);
+            let data = format!("@{v}");
+            files.sort_by_key(|f| f.file_name().is_some_and(|n| n == data.as_str()));
+            for f in files {
                 if let Some(fname) = f.file_name() {
                     fs::rename(&f, to.join(fname)).map_err(Error::io(&f))?;
                 }
@@ -917,7 +935,7 @@ fn version_files(dir: &Path, v: u64) -> Vec<PathBuf> {
         .collect()
 }
 
-fn extra_path(data: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn extra_path(data: &Path, suffix: &str) -> PathBuf {
     let mut s = data.as_os_str().to_owned();
     s.push(".");
     s.push(suffix);
@@ -1164,6 +1182,7 @@ impl Store {
             path: data.to_path_buf(),
             file: None,
             offsets: None,
+            hashes: None,
         };
         let spans = self.segment_spans(&e)?;
         let hp = hashes_path(data);
@@ -1213,6 +1232,20 @@ impl Store {
                 continue;
             }
             let p = m.path();
+            // A mark being written (`write_atomic`'s `.tmp-<pid>-<n>`): not
+            // a mark yet; removed only when its writer is gone (removing it
+            // under a live writer made that writer's rename fail).
+            if let Some(tmp) = m.file_name().to_str().and_then(|f| f.strip_prefix(".tmp-")) {
+                let alive = tmp
+                    .split('-')
+                    .next()
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                    .is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+                if !alive {
+                    let _ = fs::remove_file(&p);
+                }
+                continue;
+            }
             match self.index_mark(ix, &p) {
                 Ok(true) => {
                     let _ = fs::remove_file(&p);
@@ -1763,7 +1796,7 @@ fn spawn<T: Send + 'static>(
         })
 }
 
-fn hashes_path(data: &Path) -> PathBuf {
+pub(crate) fn hashes_path(data: &Path) -> PathBuf {
     let mut s = data.as_os_str().to_owned();
     s.push(".hashes");
     PathBuf::from(s)

@@ -156,7 +156,11 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
     } else {
         None
     };
-    let resuming = old.as_ref() == Some(&state) && part.exists() && hashes_p.exists();
+    // Segments of unknown sizes have no offsets to resume at.
+    let resuming = old.as_ref() == Some(&state)
+        && part.exists()
+        && hashes_p.exists()
+        && !info.map.is_sequential();
     if resume && !resuming && old.is_some() {
         eprintln!(
             "{}: the partial download is of another version or layout; starting over",
@@ -232,7 +236,8 @@ fn finish_file(info: &ObjectInfo, out: &Path, last_len: Option<u64>) -> Result<(
         .write(true)
         .open(&part)
         .map_err(|e| io(&part, e))?;
-    if info.map.file_size().is_none() {
+    // (Sequential segments are written end to end: the file is its size.)
+    if info.map.file_size().is_none() && !info.map.is_sequential() {
         if let Some(l) = last_len {
             f.set_len(info.map.start(info.map.count() - 1) + l)
                 .map_err(|e| io(&part, e))?;

@@ -65,7 +65,7 @@ impl Trust {
             }
         }
         Err(format!(
-            "{}: signed by {key}, which is not in the keychain or its trust anchors (add it with `granary key trust`)",
+            "{}: signed by {key}, which is not in the keychain or its trust anchors. To trust it, run here: `granary key trust --fetch {key}` (it shows the key's SHA-256 fingerprint; compare it with `granary key list` on the publishing node, or pin it with --fingerprint HEX); or on the publishing node `granary key export -o publisher.ndncert`, copy the file here and run `granary key trust publisher.ndncert`",
             d.name()
         ))
     }
@@ -431,41 +431,52 @@ pub async fn discover<L: Link>(
         }
     }
 
-    // No manifest: the layout from the metadata, or from segment 0.
-    let map = match md.as_ref() {
+    // No manifest: fixed segments only when the metadata says so (and its
+    // numbers agree); otherwise — content-defined segments, or a producer
+    // that gives only FinalBlockId — segments are taken in order as they
+    // come, up to the FinalBlockId, whatever their sizes.
+    let fixed = match md.as_ref() {
         Some(Metadata {
             last_segment: Some(l),
             segment_size: Some(s),
             size,
             ..
-        }) => SegmentMap::fixed(*s, l + 1, *size).map_err(Error::Fetch)?,
-        _ => {
-            let d = match first {
-                Some(d) => d,
+        }) => SegmentMap::fixed(*s, l + 1, *size).ok(),
+        _ => None,
+    };
+    let map = match fixed {
+        Some(m) => m,
+        None => {
+            let last = match md.as_ref().and_then(|m| m.last_segment) {
+                Some(l) => l,
                 None => {
-                    fetch_one(
-                        engine,
-                        link,
-                        Request::new(versioned.append(&Component::segment(0))),
-                    )
-                    .await?
+                    // The FinalBlockId of segment 0.
+                    let d = match first {
+                        Some(d) => d,
+                        None => {
+                            fetch_one(
+                                engine,
+                                link,
+                                Request::new(versioned.append(&Component::segment(0))),
+                            )
+                            .await?
+                        }
+                    };
+                    let last = d
+                        .final_block_id()
+                        .and_then(|c| c.as_ref().as_segment())
+                        .ok_or_else(|| {
+                            Error::Fetch(format!(
+                                "{versioned}: segment 0 has no FinalBlockId and there is no metadata: the object's length is unknown"
+                            ))
+                        })?;
+                    last
                 }
             };
-            let last = d
-                .final_block_id()
-                .and_then(|c| c.as_ref().as_segment())
-                .ok_or_else(|| {
-                    Error::Fetch(format!(
-                        "{versioned}: segment 0 has no FinalBlockId and there is no metadata: the object's length is unknown"
-                    ))
-                })?;
-            let len = d.content().len() as u64;
-            let size = if last == 0 {
-                Some(len)
-            } else {
-                md.as_ref().and_then(|m| m.size)
-            };
-            SegmentMap::fixed(len, last + 1, size).map_err(Error::Fetch)?
+            SegmentMap::Sequential {
+                count: last + 1,
+                file_size: md.as_ref().and_then(|m| m.size),
+            }
         }
     };
     Ok(ObjectInfo {
@@ -792,7 +803,25 @@ pub struct ObjectJob {
     error: Option<String>,
     /// Segments taken from disk (resume) instead of the network.
     pub reused: u64,
+    /// Placement of [`SegmentMap::Sequential`] segments.
+    seq: Option<Sequence>,
 }
+
+/// Verified segments of a [`SegmentMap::Sequential`] object wait here
+/// until every one before them has arrived: then their offset is known.
+#[derive(Default)]
+struct Sequence {
+    /// Segments placed so far (0..placed).
+    placed: u64,
+    /// Bytes placed so far: the offset of segment `placed`.
+    offset: u64,
+    /// Verified, not yet placed (at most [`SEQUENCE_AHEAD`]).
+    held: BTreeMap<u64, Data>,
+}
+
+/// How far past the last placed segment a sequential fetch may request
+/// (bounds the segments held in memory: 1024 × 8800 bytes).
+pub const SEQUENCE_AHEAD: u64 = 1024;
 
 impl ObjectJob {
     /// A job for bytes `[lo, hi)` of `info` (`hi` = `u64::MAX` for the end).
@@ -813,7 +842,59 @@ impl ObjectJob {
             sink,
             error: None,
             reused: 0,
+            seq: None,
         }
+        .sequential()
+    }
+
+    fn sequential(mut self) -> ObjectJob {
+        if self.info.map.is_sequential() {
+            self.seq = Some(Sequence::default());
+        }
+        self
+    }
+
+    /// Places held segments that are next in order; the bytes written.
+    fn place(&mut self) -> Result<u64, String> {
+        let Some(q) = self.seq.as_mut() else {
+            return Ok(0);
+        };
+        let mut written = 0u64;
+        while let Some(d) = q.held.remove(&q.placed) {
+            let c = d.content();
+            let start = q.offset;
+            let from = self.lo.saturating_sub(start).min(c.len() as u64) as usize;
+            let to = self.hi.saturating_sub(start).min(c.len() as u64) as usize;
+            if from < to {
+                self.sink
+                    .put(start + from as u64, &c[from..to])
+                    .map_err(|e| format!("writing segment {}: {e}", q.placed))?;
+                written += (to - from) as u64;
+            }
+            self.sink
+                .segment_done(q.placed, c)
+                .map_err(|e| format!("writing segment {}: {e}", q.placed))?;
+            q.offset += c.len() as u64;
+            q.placed += 1;
+            self.remaining = self.remaining.saturating_sub(1);
+        }
+        let past_range = q.offset >= self.hi;
+        if self.remaining == 0 || past_range {
+            if let (Some(f), false) = (self.info.map.file_size(), past_range) {
+                if q.offset != f {
+                    return Err(format!(
+                        "{}: its segments hold {} bytes, the metadata says {f}",
+                        self.info.versioned, q.offset
+                    ));
+                }
+            }
+            self.remaining = 0;
+            q.held.clear();
+            self.sink
+                .finish()
+                .map_err(|e| format!("writing the output: {e}"))?;
+        }
+        Ok(written)
     }
 
     /// Marks segment `seg` as already stored (resume).
@@ -871,7 +952,11 @@ impl Job for ObjectJob {
         if self.next >= self.want.end {
             return None;
         }
-        if let Some(c) = self.sink.cursor() {
+        if let Some(q) = &self.seq {
+            if self.next >= q.placed + SEQUENCE_AHEAD || self.remaining == 0 {
+                return None;
+            }
+        } else if let Some(c) = self.sink.cursor() {
             if self.next >= self.info.map.segment_of(c) + STREAM_AHEAD {
                 return None;
             }
@@ -885,7 +970,7 @@ impl Job for ObjectJob {
     }
 
     fn on_data(&mut self, seg: u64, d: Data) -> Verdict {
-        if self.have.get(seg) {
+        if self.have.get(seg) || (self.seq.is_some() && self.remaining == 0) {
             return Verdict::Done(0);
         }
         if d.content_type() == granary_packet::types::content_type::NACK {
@@ -908,6 +993,14 @@ impl Job for ObjectJob {
             let mut r = Request::new(d.name().clone());
             r.must_be_fresh = true;
             return Verdict::Instead(r);
+        }
+        if let Some(q) = self.seq.as_mut() {
+            self.have.set(seg);
+            q.held.insert(seg, d);
+            return match self.place() {
+                Ok(n) => Verdict::Done(n),
+                Err(e) => Verdict::Fatal(e),
+            };
         }
         let start = self.info.map.start(seg);
         let c = d.content();

@@ -25,6 +25,18 @@ pub enum SegmentMap {
         /// Largest segment.
         max_segment: u64,
     },
+    /// Segments whose sizes are known only once they arrive: a per-packet
+    /// fetch (no manifest) from a producer whose segments are not provably
+    /// all one size — content-defined (FastCDC, Rabin) or ndn-cxx-style
+    /// with a short last segment — whose end is its FinalBlockId. The
+    /// fetch places them in order as they come ([`crate::ObjectJob`]);
+    /// offsets are not known in advance, so `start`/`segment_of` say 0.
+    Sequential {
+        /// Number of segments (FinalBlockId + 1).
+        count: u64,
+        /// File size, when the metadata gives it (checked at the end).
+        file_size: Option<u64>,
+    },
 }
 
 impl SegmentMap {
@@ -95,6 +107,7 @@ impl SegmentMap {
         match self {
             SegmentMap::Fixed { count, .. } => *count,
             SegmentMap::Variable { starts, .. } => starts.len() as u64 - 1,
+            SegmentMap::Sequential { count, .. } => *count,
         }
     }
 
@@ -103,6 +116,7 @@ impl SegmentMap {
         match self {
             SegmentMap::Fixed { file_size, .. } => *file_size,
             SegmentMap::Variable { starts, .. } => starts.last().copied(),
+            SegmentMap::Sequential { file_size, .. } => *file_size,
         }
     }
 
@@ -111,6 +125,7 @@ impl SegmentMap {
         match self {
             SegmentMap::Fixed { segment_size, .. } => *segment_size,
             SegmentMap::Variable { max_segment, .. } => *max_segment,
+            SegmentMap::Sequential { .. } => 0,
         }
     }
 
@@ -119,6 +134,7 @@ impl SegmentMap {
         match self {
             SegmentMap::Fixed { segment_size, .. } => seg * segment_size,
             SegmentMap::Variable { starts, .. } => starts[(seg as usize).min(starts.len() - 1)],
+            SegmentMap::Sequential { .. } => 0,
         }
     }
 
@@ -140,6 +156,7 @@ impl SegmentMap {
                 let i = seg as usize;
                 (i + 1 < starts.len()).then(|| starts[i + 1] - starts[i])
             }
+            SegmentMap::Sequential { .. } => None,
         }
     }
 
@@ -156,6 +173,7 @@ impl SegmentMap {
                 let i = starts[..starts.len() - 1].partition_point(|s| *s <= offset);
                 (i.saturating_sub(1) as u64).min(self.count().saturating_sub(1))
             }
+            SegmentMap::Sequential { .. } => 0,
         }
     }
 
@@ -165,9 +183,17 @@ impl SegmentMap {
         if hi <= lo {
             return 0..0;
         }
+        if let SegmentMap::Sequential { count, .. } = self {
+            return 0..*count;
+        }
         let first = self.segment_of(lo);
         let last = self.segment_of(hi - 1);
         first..last + 1
+    }
+
+    /// True for [`SegmentMap::Sequential`].
+    pub fn is_sequential(&self) -> bool {
+        matches!(self, SegmentMap::Sequential { .. })
     }
 
     /// Checks a received segment's length.
@@ -178,6 +204,14 @@ impl SegmentMap {
             }
             (None, SegmentMap::Fixed { segment_size, .. }) if len > *segment_size => Err(format!(
                 "last segment {seg} has {len} bytes, more than the segment size {segment_size}"
+            )),
+            (
+                None,
+                SegmentMap::Sequential {
+                    file_size: Some(f), ..
+                },
+            ) if len > *f => Err(format!(
+                "segment {seg} has {len} bytes, more than the whole object ({f})"
             )),
             _ => Ok(()),
         }

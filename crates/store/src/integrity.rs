@@ -1,0 +1,434 @@
+//! Integrity of stored versions: the per-segment check against the hashes
+//! taken at ingest (`@<v>.hashes`), damage records (`@<v>.damaged`, JSON,
+//! moved by rename and removed with the version like every file beside
+//! it), and the whole-version re-hash that `granary repo scrub` runs.
+//!
+//! A version is *damaged* when its data file no longer matches the hashes
+//! taken when it was published: something outside the repository changed
+//! the file (the repository itself never rewrites a published file; `put`
+//! makes a new version, `mv` renames, `rm` removes). The record names each
+//! bad segment (number, byte offset, length, expected and found SHA-256),
+//! so an operator can see what is wrong and `scrub --repair-from` knows
+//! what to fetch.
+
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use granary_packet::Name;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{extra_path, hashes_path, write_atomic, Entry, Error, Result, Store};
+
+/// Suffix of a version's damage record: `@<v>.damaged`.
+pub const DAMAGED: &str = "damaged";
+
+/// One segment whose bytes no longer match the hash taken at ingest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BadSegment {
+    /// Segment number (`seg=`).
+    pub segment: u64,
+    /// Byte offset of its first byte in the file.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
+    /// SHA-256 taken at ingest (hex).
+    pub expected: String,
+    /// SHA-256 of the bytes now on disk (hex), or why they could not be
+    /// read.
+    pub found: String,
+}
+
+/// A version's damage record (`@<v>.damaged`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Damage {
+    /// Bad segments known so far, by segment number.
+    pub segments: Vec<BadSegment>,
+    /// Problems that are not one segment's (a file of the wrong size, a
+    /// hashes file that does not match the manifest, …).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// When damage was first detected (ms since the Unix epoch).
+    pub detected_ms: u64,
+    /// What detected it: `serve` (a segment about to be sent) or `scrub`.
+    pub by: String,
+}
+
+/// What re-hashing one version found.
+#[derive(Debug, Clone, Default)]
+pub struct Verified {
+    /// Segments checked.
+    pub segments: u64,
+    /// Bytes read and hashed.
+    pub bytes: u64,
+    /// Segments that do not match.
+    pub bad: Vec<BadSegment>,
+    /// Other problems (see [`Damage::problems`]).
+    pub problems: Vec<String>,
+}
+
+impl Verified {
+    /// True when nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.bad.is_empty() && self.problems.is_empty()
+    }
+}
+
+/// Lowercase hex.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Bytes read per scrub batch (a whole number of segments).
+const BATCH: u64 = 8 << 20;
+
+impl Store {
+    /// Checks `content`, about to be served as segment `seg` of `e`,
+    /// against the hash taken at ingest. `Ok(None)`: it matches.
+    pub fn check_segment(&self, e: &Entry, seg: u64, content: &[u8]) -> Result<Option<BadSegment>> {
+        let want = self.segment_hash(e, seg)?;
+        let got: [u8; 32] = Sha256::digest(content).into();
+        if got == want {
+            return Ok(None);
+        }
+        let (offset, len) = self.segment_range(e, seg)?;
+        Ok(Some(BadSegment {
+            segment: seg,
+            offset,
+            len,
+            expected: hex(&want),
+            found: hex(&got),
+        }))
+    }
+
+    /// True when `e` has a damage record.
+    pub fn is_damaged(&self, e: &Entry) -> bool {
+        extra_path(&e.path, DAMAGED).exists()
+    }
+
+    /// `e`'s damage record, if any (an unreadable record counts as one
+    /// with a problem).
+    pub fn damage(&self, e: &Entry) -> Option<Damage> {
+        let p = extra_path(&e.path, DAMAGED);
+        let raw = fs::read(&p).ok()?;
+        Some(serde_json::from_slice(&raw).unwrap_or_else(|x| Damage {
+            problems: vec![format!("{}: unreadable damage record: {x}", p.display())],
+            ..Default::default()
+        }))
+    }
+
+    /// Records damage to `e` (merged with what was recorded before;
+    /// written atomically and durably). Returns the record.
+    pub fn mark_damaged(
+        &self,
+        e: &Entry,
+        bad: &[BadSegment],
+        problems: &[String],
+        by: &str,
+    ) -> Result<Damage> {
+        let mut d = self.damage(e).unwrap_or_else(|| Damage {
+            detected_ms: now_ms(),
+            by: by.to_string(),
+            ..Default::default()
+        });
+        for b in bad {
+            match d.segments.iter_mut().find(|x| x.segment == b.segment) {
+                Some(x) => *x = b.clone(),
+                None => d.segments.push(b.clone()),
+            }
+        }
+        d.segments.sort_by_key(|b| b.segment);
+        for p in problems {
+            if !d.problems.contains(p) {
+                d.problems.push(p.clone());
+            }
+        }
+        let json = serde_json::to_vec_pretty(&d).map_err(|x| Error::Corrupt(x.to_string()))?;
+        write_atomic(&extra_path(&e.path, DAMAGED), &json)?;
+        Ok(d)
+    }
+
+    /// Removes `e`'s damage record (after a scrub found it clean again).
+    pub fn clear_damaged(&self, e: &Entry) -> Result<()> {
+        let p = extra_path(&e.path, DAMAGED);
+        match fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(x) if x.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(x) => Err(Error::io(&p)(x)),
+        }
+    }
+
+    /// The newest version of `name` without a damage record; the newest
+    /// version when every one is damaged (what discovery points at: a
+    /// damaged version is still served, except for its bad segments).
+    pub fn latest_good(&self, name: &Name) -> Result<Arc<Entry>> {
+        let latest = self.get_shared(name, None)?;
+        if !self.is_damaged(&latest) {
+            return Ok(latest);
+        }
+        for v in self.versions(name)?.into_iter().rev() {
+            if v == latest.meta.version {
+                continue;
+            }
+            if let Ok(e) = self.get_shared(name, Some(v)) {
+                if !self.is_damaged(&e) {
+                    return Ok(e);
+                }
+            }
+        }
+        Ok(latest)
+    }
+
+    /// Re-hashes every segment of `e` against `@<v>.hashes`, on `threads`
+    /// threads, in batches of 8 MiB read with one `pread` each; `progress`
+    /// gets the bytes of each batch done.
+    pub fn verify(
+        &self,
+        e: &Entry,
+        threads: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Verified> {
+        let mut out = Verified::default();
+        let spans = self.segment_spans(e)?;
+        let hp = hashes_path(&e.path);
+        let hashes = match fs::read(&hp) {
+            Ok(h) => h,
+            Err(x) => {
+                out.problems.push(format!(
+                    "{}: {x}: the segments cannot be checked",
+                    hp.display()
+                ));
+                return Ok(out);
+            }
+        };
+        if hashes.len() != spans.len() * 32 {
+            out.problems.push(format!(
+                "{}: {} bytes for {} segments",
+                hp.display(),
+                hashes.len(),
+                spans.len()
+            ));
+            return Ok(out);
+        }
+        let file = fs::File::open(&e.path).map_err(Error::io(&e.path))?;
+        let disk = file.metadata().map_err(Error::io(&e.path))?.len();
+        if disk != e.meta.size {
+            out.problems.push(format!(
+                "{}: {disk} bytes on disk, {} published",
+                e.path.display(),
+                e.meta.size
+            ));
+        }
+        // Batches of whole segments, about BATCH bytes each.
+        let mut batches = Vec::new();
+        let mut first = 0usize;
+        while first < spans.len() {
+            let start = spans[first].0;
+            let mut end = first + 1;
+            while end < spans.len() && spans[end].0 + spans[end].1 as u64 - start <= BATCH {
+                end += 1;
+            }
+            batches.push((first, end));
+            first = end;
+        }
+        let next = AtomicUsize::new(0);
+        let threads = threads.clamp(1, 64);
+        let results: Vec<Vec<BadSegment>> = std::thread::scope(|sc| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    sc.spawn(|| {
+                        let mut bad = Vec::new();
+                        let mut buf = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(&(a, b)) = batches.get(i) else { break };
+                            let start = spans[a].0;
+                            let end = spans[b - 1].0 + spans[b - 1].1 as u64;
+                            buf.resize((end - start) as usize, 0);
+                            let read = file.read_exact_at(&mut buf, start);
+                            for (s, &(off, len)) in spans.iter().enumerate().take(b).skip(a) {
+                                let want = &hashes[s * 32..s * 32 + 32];
+                                let found = match &read {
+                                    Ok(()) => {
+                                        let from = (off - start) as usize;
+                                        let got: [u8; 32] =
+                                            Sha256::digest(&buf[from..from + len as usize]).into();
+                                        if got[..] == *want {
+                                            continue;
+                                        }
+                                        hex(&got)
+                                    }
+                                    Err(x) => format!("unreadable: {x}"),
+                                };
+                                bad.push(BadSegment {
+                                    segment: s as u64,
+                                    offset: off,
+                                    len: len as u64,
+                                    expected: hex(want),
+                                    found,
+                                });
+                            }
+                            progress(end - start);
+                        }
+                        bad
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        out.bad = results.into_iter().flatten().collect();
+        out.bad.sort_by_key(|b| b.segment);
+        out.segments = spans.len() as u64;
+        out.bytes = spans.last().map_or(0, |(o, l)| o + *l as u64);
+        Ok(out)
+    }
+
+    /// Writes good bytes back over segment `seg` of `e` (repair): refused
+    /// unless `bytes` have the segment's length and the SHA-256 taken at
+    /// ingest. Synced before it returns.
+    pub fn repair_segment(&self, e: &Entry, seg: u64, bytes: &[u8]) -> Result<()> {
+        let (offset, len) = self.segment_range(e, seg)?;
+        if bytes.len() as u64 != len {
+            return Err(Error::Corrupt(format!(
+                "segment {seg}: {} bytes offered, {len} expected",
+                bytes.len()
+            )));
+        }
+        let want = self.segment_hash(e, seg)?;
+        let got: [u8; 32] = Sha256::digest(bytes).into();
+        if got != want {
+            return Err(Error::Corrupt(format!(
+                "segment {seg}: offered bytes have SHA-256 {}, the version's is {}",
+                hex(&got),
+                hex(&want)
+            )));
+        }
+        let f = fs::OpenOptions::new()
+            .write(true)
+            .open(&e.path)
+            .map_err(Error::io(&e.path))?;
+        f.write_all_at(bytes, offset).map_err(Error::io(&e.path))?;
+        f.sync_data().map_err(Error::io(&e.path))?;
+        self.forget();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Chunking, PutOptions};
+
+    fn put(store: &Store, name: &str, data: &[u8], chunking: Option<Chunking>) -> Entry {
+        static V: AtomicUsize = AtomicUsize::new(1);
+        let n = Name::from_uri(name).unwrap();
+        let opts = PutOptions {
+            chunking,
+            index: false,
+            version: Some(V.fetch_add(1, Ordering::Relaxed) as u64),
+            ..Default::default()
+        };
+        let e = store.put(&n, data, &opts, |_| {}).unwrap();
+        store.forget();
+        store.get(&n, Some(e.meta.version)).unwrap()
+    }
+
+    fn tamper(e: &Entry, at: u64) {
+        let f = fs::OpenOptions::new().write(true).open(&e.path).unwrap();
+        let mut b = [0u8; 4];
+        f.read_exact_at(&mut b, at).unwrap_or(());
+        for x in &mut b {
+            *x ^= 0x5a;
+        }
+        f.write_all_at(&b, at).unwrap();
+    }
+
+    #[test]
+    fn verify_finds_the_exact_segment_and_repair_restores_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data = crate::chunking::noise(3 << 20, 7);
+        for chunking in [None, Some("fastcdc:1024:4096:8192".parse().unwrap())] {
+            let e = put(&store, "/t/file", &data, chunking);
+            let clean = store.verify(&e, 2, &|_| {}).unwrap();
+            assert!(clean.is_clean(), "{clean:?}");
+            assert_eq!(clean.bytes, data.len() as u64);
+            tamper(&e, 100_000);
+            let v = store.verify(&e, 2, &|_| {}).unwrap();
+            assert_eq!(v.bad.len(), 1, "{v:?}");
+            let b = &v.bad[0];
+            assert!(b.offset <= 100_000 && 100_000 < b.offset + b.len);
+            assert_eq!(
+                store.segment_range(&e, b.segment).unwrap(),
+                (b.offset, b.len)
+            );
+            // The serve-time check agrees.
+            let mut buf = Vec::new();
+            store.read_segment(&e, b.segment, &mut buf).unwrap();
+            assert_eq!(
+                store.check_segment(&e, b.segment, &buf).unwrap().as_ref(),
+                Some(b)
+            );
+            // Repair: wrong bytes refused, the right ones restore the file.
+            assert!(store.repair_segment(&e, b.segment, &buf).is_err());
+            let good = &data[b.offset as usize..(b.offset + b.len) as usize];
+            store.repair_segment(&e, b.segment, good).unwrap();
+            assert!(store.verify(&e, 1, &|_| {}).unwrap().is_clean());
+            assert_eq!(fs::read(&e.path).unwrap(), data);
+            store.remove(&e.meta.name().unwrap(), None).unwrap();
+        }
+    }
+
+    #[test]
+    fn damage_records_follow_the_version_and_discovery_skips_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let n = Name::from_uri("/t/d").unwrap();
+        let old = put(&store, "/t/d", b"old bytes", None);
+        let new = put(&store, "/t/d", b"new bytes", None);
+        assert_ne!(old.meta.version, new.meta.version);
+        assert_eq!(
+            store.latest_good(&n).unwrap().meta.version,
+            new.meta.version
+        );
+        let bad = store.check_segment(&new, 0, b"xew bytes").unwrap().unwrap();
+        let d = store
+            .mark_damaged(&new, std::slice::from_ref(&bad), &[], "serve")
+            .unwrap();
+        assert_eq!(d.segments, vec![bad]);
+        assert_eq!(
+            store.latest_good(&n).unwrap().meta.version,
+            old.meta.version
+        );
+        // Rename carries the record; every version damaged → the newest.
+        let m = Name::from_uri("/t/e").unwrap();
+        store.rename(&n, &m).unwrap();
+        let moved = store.get(&m, Some(new.meta.version)).unwrap();
+        assert!(store.damage(&moved).is_some());
+        let old_moved = store.get(&m, Some(old.meta.version)).unwrap();
+        store
+            .mark_damaged(&old_moved, &[], &["x".into()], "scrub")
+            .unwrap();
+        assert_eq!(
+            store.latest_good(&m).unwrap().meta.version,
+            new.meta.version
+        );
+        store.clear_damaged(&moved).unwrap();
+        assert!(!store.is_damaged(&moved));
+        // Removal takes the record along.
+        store.remove(&m, None).unwrap();
+        assert!(!extra_path(&old_moved.path, DAMAGED).exists());
+    }
+}
