@@ -9,7 +9,9 @@
 #     catalog; crates/gateway/examples/search_bench.rs).
 #  3. the WebSocket face against the Unix socket: NDNts fetch.mjs (same client,
 #     same object) over ws:// and over the Unix socket.
-# Usage: bash bench/gateway.sh [MiB] [RUNS] [RECORDS] [WS_MiB]
+#  Part 1 also times `granary get` of the same object over the Unix socket to
+#  /dev/null: the fetch engine's own ceiling on this machine.
+# Usage: [PARTS="1 2 3"] bash bench/gateway.sh [MiB] [RUNS] [RECORDS] [WS_MiB]
 #   defaults: 1024 MiB, 3 runs, 200000 records, 256 MiB for the WebSocket part
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +39,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; commit $(git rev-parse --short HEAD)"
 mkdir -p "$tmp/www" "$tmp/nginx"
+chmod 755 "$tmp" "$tmp/www"   # nginx's worker runs as www-data
 head -c $((mib << 20)) /dev/urandom > "$tmp/www/obj"
 want=$(sha256sum "$tmp/www/obj" | cut -d' ' -f1)
 
@@ -72,29 +75,41 @@ for _ in $(seq 100); do [ -f "$tmp/nginx/nginx.pid" ] && break; sleep 0.05; done
 
 # Correctness first: both serve the same bytes.
 [ "$(curl -s "http://$http/data/bench/obj" | sha256sum | cut -d' ' -f1)" = "$want" ] || { echo "gateway: wrong bytes" >&2; exit 1; }
-[ "$(curl -s "http://127.0.0.1:$nport/obj" | sha256sum | cut -d' ' -f1)" = "$want" ] || { echo "nginx: wrong bytes" >&2; exit 1; }
+[ "$(curl -s "http://127.0.0.1:$nport/obj" | sha256sum | cut -d' ' -f1)" = "$want" ] || { echo "nginx: wrong bytes ($(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$nport/obj"))" >&2; cat "$tmp/nginx/error.log" >&2; exit 1; }
 nworker=$(pgrep -P "$(cat "$tmp/nginx/nginx.pid")" | head -1)
 
+parts=${PARTS:-1 2 3}
+if [[ " $parts " == *" 1 "* ]]; then
 echo
 echo "1. $mib MiB file over HTTP/1.1 on loopback (curl -o /dev/null)"
 printf "%-5s %-44s %9s %9s\n" run server seconds "Gbit/s"
 bytes=$((mib << 20))
 for r in $(seq "$runs"); do
-  for who in gateway nginx; do
-    if [ $who = gateway ]; then url="http://$http/data/bench/obj"; label="granary gateway /data (manifest-verified)"; else url="http://127.0.0.1:$nport/obj"; label="nginx (sendfile, from disk/page cache)"; fi
-    secs=$(curl -s -o /dev/null -w '%{time_total}' "$url")
+  for who in gateway nginx get; do
+    if [ $who = gateway ]; then url="http://$http/data/bench/obj"; label="granary gateway /data (manifest-verified)"; elif [ $who = nginx ]; then url="http://127.0.0.1:$nport/obj"; label="nginx (sendfile, from disk/page cache)"; else label="granary get -o /dev/null (Unix socket)"; fi
+    if [ $who = get ]; then
+      t0=$(date +%s.%N)
+      $G --data-dir "$tmp/d" --socket "$tmp/g.sock" get --no-dedup -q /bench/obj -o /dev/null
+      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{ printf "%.3f", b-a }')
+    else
+      secs=$(curl -s -o /dev/null -w '%{time_total}' "$url")
+    fi
     gbps=$(awk -v b=$bytes -v s="$secs" 'BEGIN{ printf "%.2f", b*8/s/1e9 }')
     printf "%-5s %-44s %9s %9s\n" "$r" "$label" "$secs" "$gbps"
     eval "s_$who=$secs"
   done
-  awk -v g="$s_gateway" -v n="$s_nginx" 'BEGIN{ printf "      ratio gateway/nginx throughput: %.2f\n", n/g }'
+  awk -v g="$s_gateway" -v n="$s_nginx" -v e="$s_get" 'BEGIN{ printf "      throughput ratio gateway/nginx: %.2f, gateway/granary get: %.2f\n", n/g, e/g }'
 done
 echo "daemon peak RSS (VmHWM): $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$gpid/status); nginx worker: $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$nworker/status 2>/dev/null || echo '?')"
+fi
 
+if [[ " $parts " == *" 2 "* ]]; then
 echo
 echo "2. /api/search over HTTP"
 "$PWD/target/release/examples/search_bench" "$records" 200
+fi
 
+if [[ " $parts " == *" 3 "* ]]; then
 echo
 echo "3. WebSocket face vs Unix socket: NDNts fetch.mjs, $wsmib MiB object"
 head -c $((wsmib << 20)) /dev/urandom > "$tmp/ws.obj"
@@ -118,4 +133,5 @@ for r in $(seq "$runs"); do
     printf "%-5s %-36s %9s %9s\n" "$r" "$label" "$secs" "$(awk -v b=$((wsmib << 20)) -v s="$secs" 'BEGIN{ printf "%.2f", b*8/s/1e9 }')"
   done
 done
+fi
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

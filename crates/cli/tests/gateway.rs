@@ -588,6 +588,33 @@ fn esgf_pyclient_and_netcdf_over_http() {
     }
     assert!(n >= dirs.len());
 
+    // ESGF's wget endpoint: a script for the same constraints (latest files).
+    let (c, script) = get(
+        &format!("{}/esg-search/wget?project=CMIP6&source_id=CanESM5", s.base),
+        &[],
+    );
+    assert_eq!(c, 200);
+    let sh = s.d.dir.path().join("esgf-wget.sh");
+    std::fs::write(&sh, &script).unwrap();
+    let dl = s.d.dir.path().join("esgf-wget");
+    std::fs::create_dir_all(&dl).unwrap();
+    let o = Command::new("bash")
+        .arg(&sh)
+        .args(["-d", dl.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, latest) = get_json(&format!(
+        "{}/api/search?source_id=CanESM5&limit=1000&facets=none",
+        s.base
+    ));
+    let got = files_under(&dl);
+    assert_eq!(got.len() as u64, latest["total"].as_u64().unwrap());
+    for h in latest["hits"].as_array().unwrap() {
+        let p = dl.join(h["name"].as_str().unwrap().trim_start_matches('/'));
+        assert_eq!(std::fs::read(&p).unwrap(), original(&s, h));
+    }
+
     // netCDF4 (libnetcdf with byte-range support) opens a file by its URL.
     let (_, page) = get_json(&format!("{}/api/search?variable_id=tas&limit=1", s.base));
     let hit = &page["hits"][0];

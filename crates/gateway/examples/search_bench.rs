@@ -73,6 +73,9 @@ fn record(rng: &mut Rng, i: u64) -> Record {
     }
 }
 
+/// The request path of the i-th request of a kind.
+type PathOf = Box<dyn Fn(usize) -> String>;
+
 /// One GET on a keep-alive connection; returns the body length.
 fn get(r: &mut BufReader<std::net::TcpStream>, path: &str) -> usize {
     r.get_mut()
@@ -143,7 +146,7 @@ fn main() {
             node,
         ))
         .expect("start gateway");
-    let kinds: [(&str, Box<dyn Fn(usize) -> String>); 5] = [
+    let kinds: [(&str, PathOf); 5] = [
         (
             "(a) one facet + all facet counts",
             Box::new(|i| format!("/api/search?variable_id=variable_id{}", i % 50)),

@@ -82,9 +82,9 @@ pub(crate) type State = Arc<Node>;
 /// The gateway's routes.
 pub fn router(node: Arc<Node>) -> Router {
     Router::new()
-        .route("/", get(assets::index))
-        .route("/app.js", get(assets::app_js))
-        .route("/app.css", get(assets::app_css))
+        .route("/", get(assets::serve))
+        .route("/app.js", get(assets::serve))
+        .route("/app.css", get(assets::serve))
         .route("/api/openapi.json", get(api::openapi))
         .route("/api/search", get(api::search))
         .route("/api/autocomplete", get(api::autocomplete))
