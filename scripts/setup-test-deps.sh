@@ -63,9 +63,13 @@ fi
 
 # Debian's Chromium for the web page's browser test (crates/cli/tests/browser.rs).
 if [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing chromium and chromium-driver (apt) for the browser test"
     (apt-get install -y -qq chromium chromium-driver >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null; })
+  else
     echo "setup: /usr/bin/chromium (Debian chromium) is missing and cannot be installed here; the browser test will skip (fail with CI=true)" >&2
+  fi
+fi
 
 # curl for the gateway test (ranges, HEAD); nginx as the peer of bench/gateway.sh (the
 # script starts its own instance on loopback with a temporary config; the package's
@@ -79,6 +83,7 @@ for pkg in curl:curl nginx:nginx; do
     else
       echo "setup: $cmd ($deb) is missing and cannot be installed here" >&2
     fi
+  fi
 done
 
 req="$interop/python/requirements.txt"

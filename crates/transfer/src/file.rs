@@ -406,6 +406,11 @@ impl<L: Link> RemoteFile<L> {
     }
 
     /// Size and layout.
+    /// The object: versioned name, segment layout, how it is verified.
+    pub fn info(&self) -> &ObjectInfo {
+        &self.info
+    }
+
     pub fn stat(&self) -> FileStat {
         FileStat {
             versioned: self.info.versioned.clone(),

@@ -30,7 +30,7 @@ pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdi
 pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
 pub use items::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
-pub use local::{copy_verified, CopyReport};
+pub use local::{copy_verified, read_verified, CopyReport};
 pub use object::{discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust};
 pub use segmap::SegmentMap;
 
