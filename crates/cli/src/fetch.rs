@@ -577,7 +577,7 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
     else {
         return false;
     };
-    let producer: std::collections::HashSet<u64> = names.iter().flat_map(|n| hops(n)).collect();
+    let producer: std::collections::HashSet<u64> = names.iter().flat_map(&hops).collect();
     hops(&probe)
         .into_iter()
         .any(|f| !local.contains(&f) && !producer.contains(&f))

@@ -550,7 +550,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                 }
                 for f in faces {
                     println!(
-                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}",
+                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
@@ -563,19 +563,16 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         f.n_out_nacks,
                         f.n_in_bytes,
                         f.n_out_bytes,
-                        format!(
-                            "{}{}",
-                            if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
-                                " reliable"
-                            } else {
-                                ""
-                            },
-                            if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
-                                " congestion-marking"
-                            } else {
-                                ""
-                            }
-                        )
+                        if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
+                            " reliable"
+                        } else {
+                            ""
+                        },
+                        if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
+                            " congestion-marking"
+                        } else {
+                            ""
+                        }
                     );
                 }
             }

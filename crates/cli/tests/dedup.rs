@@ -109,6 +109,38 @@ fn repeated_chunks_are_fetched_once_then_come_from_the_local_store() {
         None,
         "nothing fetched: {v2}"
     );
+    // A local copy changed on disk (outside Granary) is not used: the file
+    // is fetched, and is right.
+    let dir = c.data.join("repo/objects/d/rep");
+    let stored = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('@') && !n.contains('.'))
+        })
+        .unwrap();
+    let mut bad = std::fs::read(&stored).unwrap();
+    bad[5000] ^= 0xFF;
+    std::fs::write(&stored, &bad).unwrap();
+    let out6 = c.dir.path().join("rep6");
+    let o = c.cli(&[
+        "get",
+        "/d/rep",
+        "-o",
+        out6.to_str().unwrap(),
+        "--no-publish",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("copy cannot be used"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&out6).unwrap(), file);
+    std::fs::write(&stored, &file).unwrap();
     let out4 = c.dir.path().join("same");
     let v4 = get(&c, "/d/same", &out4, &["--no-publish"]);
     assert_eq!(std::fs::read(&out4).unwrap(), file);
