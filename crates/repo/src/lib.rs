@@ -2,13 +2,13 @@
 //!
 //! Serves a [`granary_store::Store`] over NDN through an in-process face,
 //! and takes network inserts and deletes in ndn-python-repo 0.3's command
-//! protocol ([`net`], [`command`]; `docs/repo-protocol.md`).
+//! protocol ([`python_repo`], [`command`]; `docs/repo-protocol.md`).
 #![forbid(unsafe_code)]
 
 pub mod command;
 pub mod local;
 pub mod manifest;
-pub mod net;
+pub mod python_repo;
 pub mod scrub;
 
 use std::sync::Arc;
@@ -810,19 +810,19 @@ fn index_in_background(repo: &Arc<Repo>) {
 }
 
 /// Serves the repo on an in-process face until the forwarder goes away,
-/// with the network commands' defaults ([`net::ServeConfig::default`]).
+/// with the network commands' defaults ([`python_repo::ServeConfig::default`]).
 pub async fn serve(repo: Arc<Repo>, face: AppFace) {
-    serve_with(repo, face, net::ServeConfig::default()).await
+    serve_with(repo, face, python_repo::ServeConfig::default()).await
 }
 
 /// Serves the repo on an in-process face: answers Interests for stored
 /// objects, answers ndn-python-repo insert/delete/check commands under the
 /// repo names, and sends the Interests of network inserts (Data and Nacks
 /// that come back are matched to them by name).
-pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfig) {
+pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: python_repo::ServeConfig) {
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<(NetPacket, LinkFields)>(256);
     let local = local::Local::new(repo.clone(), out_tx.clone());
-    let service = Arc::new(net::Net::new(repo.clone(), cfg, out_tx));
+    let service = Arc::new(python_repo::Net::new(repo.clone(), cfg, out_tx));
     {
         let s = service.clone();
         tokio::spawn(async move { s.register().await });
@@ -835,9 +835,9 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: net::ServeConfi
                 let reply = match pkt {
                     NetPacket::Interest(i) if local.is_mine(&i) => local.on_interest(&i, &link).map(|p| (p, link.pit_token)),
                     NetPacket::Interest(i) => match service.on_interest(&i, &link) {
-                        net::Handled::Reply(p) => Some((p, link.pit_token)),
-                        net::Handled::Taken => None,
-                        net::Handled::NotMine => Some((
+                        python_repo::Handled::Reply(p) => Some((p, link.pit_token)),
+                        python_repo::Handled::Taken => None,
+                        python_repo::Handled::NotMine => Some((
                             match repo.answer(&i) {
                                 Answer::Data(d) => NetPacket::Data(d),
                                 Answer::Nack(r) => NetPacket::Nack(i, r),

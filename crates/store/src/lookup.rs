@@ -1,0 +1,302 @@
+//! Lookup: versions of a name, [`Store::get`] / [`Store::get_shared`] and
+//! the lookup cache, segment hashes, ranges and reads, and listing.
+
+use std::fs;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use granary_packet::Name;
+
+use crate::{
+    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, Result, Store, CACHE_MAX,
+    CACHE_TTL, RECHECK,
+};
+
+impl Store {
+    /// Versions of `name`, ascending.
+    pub fn versions(&self, name: &Name) -> Result<Vec<u64>> {
+        let dir = self.objects.join(path::object_dir(name)?);
+        let mut v: Vec<u64> = match fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(path::parse_version_file))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    /// A version of `name` (the latest when `version` is `None`).
+    pub fn get(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
+        self.get_shared(name, version).map(|e| (*e).clone())
+    }
+
+    /// [`Store::get`] without copying the entry: what serving uses, once
+    /// per Interest.
+    pub fn get_shared(&self, name: &Name, version: Option<u64>) -> Result<Arc<Entry>> {
+        let key = (name.clone(), version);
+        let now = std::time::Instant::now();
+        if let Ok(mut c) = self.cache.lock() {
+            if let Some(hit) = c.get_mut(&key) {
+                // Still fresh, and the file still there: checked with one
+                // `stat` at most every RECHECK, so a rename or removal by
+                // another process is seen within that (the CLI's mv and rm
+                // also tell a running daemon to forget at once).
+                if now.duration_since(hit.inserted) < CACHE_TTL {
+                    if now.duration_since(hit.checked) < RECHECK {
+                        return Ok(hit.entry.clone());
+                    }
+                    if hit.entry.path.exists() {
+                        hit.checked = now;
+                        return Ok(hit.entry.clone());
+                    }
+                }
+            }
+        }
+        let e = Arc::new(self.get_uncached(name, version)?);
+        if let Ok(mut c) = self.cache.lock() {
+            if c.len() >= CACHE_MAX {
+                c.clear();
+            }
+            c.insert(
+                key,
+                Cached {
+                    inserted: now,
+                    checked: now,
+                    entry: e.clone(),
+                },
+            );
+        }
+        Ok(e)
+    }
+
+    /// Drops every cached lookup: the next one reads the files again (for
+    /// a daemon told that another process renamed or removed a version).
+    pub fn forget(&self) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.clear();
+        }
+    }
+
+    fn get_uncached(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
+        let v = match version {
+            Some(v) => v,
+            None => *self
+                .versions(name)?
+                .last()
+                .ok_or_else(|| Error::NotFound(name.to_string()))?,
+        };
+        let p = self.objects.join(path::version_file(name, v)?);
+        if !p.is_file() {
+            return Err(Error::NotFound(format!("{name} version {v}")));
+        }
+        let file = fs::File::open(&p).map_err(Error::io(&p))?;
+        let meta = meta::read(self.backend, &p)?;
+        let offsets = if meta.is_fixed() {
+            None
+        } else {
+            let op = extra_path(&p, "offsets");
+            Some(std::sync::Arc::new(
+                fs::File::open(&op).map_err(Error::io(&op))?,
+            ))
+        };
+        let hashes = fs::File::open(hashes_path(&p))
+            .ok()
+            .map(std::sync::Arc::new);
+        Ok(Entry {
+            meta,
+            file: Some(std::sync::Arc::new(file)),
+            offsets,
+            hashes,
+            path: p,
+        })
+    }
+
+    /// Hash of one segment (from the `.hashes` file).
+    pub fn segment_hash(&self, e: &Entry, seg: u64) -> Result<[u8; 32]> {
+        let hp = hashes_path(&e.path);
+        let mut h = [0u8; 32];
+        match &e.hashes {
+            Some(f) => f.read_exact_at(&mut h, seg * 32),
+            None => fs::File::open(&hp).and_then(|f| f.read_exact_at(&mut h, seg * 32)),
+        }
+        .map_err(Error::io(&hp))?;
+        Ok(h)
+    }
+
+    /// Byte offset and length of segment `seg` (one 16-byte `pread` of the
+    /// `.offsets` file for variable-size segments).
+    pub fn segment_range(&self, e: &Entry, seg: u64) -> Result<(u64, u64)> {
+        if seg >= e.meta.segments() {
+            return Err(Error::NotFound(format!("segment {seg} of {}", e.meta.name)));
+        }
+        if e.meta.is_fixed() {
+            let start = seg * e.meta.segment_size as u64;
+            let len = (e.meta.size - start.min(e.meta.size)).min(e.meta.segment_size as u64);
+            return Ok((start, len));
+        }
+        let mut b = [0u8; 16];
+        let op = extra_path(&e.path, "offsets");
+        match &e.offsets {
+            Some(f) => f.read_exact_at(&mut b, seg * 8),
+            None => fs::File::open(&op).and_then(|f| f.read_exact_at(&mut b, seg * 8)),
+        }
+        .map_err(Error::io(&op))?;
+        let start = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let end = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        if start > end || end > e.meta.size || end - start > e.meta.segment_size as u64 {
+            return Err(Error::Corrupt(format!(
+                "{}: segment {seg} spans {start}..{end}",
+                op.display()
+            )));
+        }
+        Ok((start, end - start))
+    }
+
+    /// Every segment's (offset, length), in order (reads the whole
+    /// `.offsets` file for variable-size segments: 8 bytes per segment).
+    pub fn segment_spans(&self, e: &Entry) -> Result<Vec<(u64, u32)>> {
+        let n = e.meta.segments();
+        if e.meta.is_fixed() {
+            let s = e.meta.segment_size as u64;
+            return Ok((0..n)
+                .map(|i| {
+                    (
+                        i * s,
+                        (e.meta.size - (i * s).min(e.meta.size)).min(s) as u32,
+                    )
+                })
+                .collect());
+        }
+        let op = extra_path(&e.path, "offsets");
+        let raw = fs::read(&op).map_err(Error::io(&op))?;
+        if raw.len() as u64 != (n + 1) * 8 {
+            return Err(Error::Corrupt(format!(
+                "{}: {} bytes for {n} segments",
+                op.display(),
+                raw.len()
+            )));
+        }
+        let ends: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let mut out = Vec::with_capacity(n as usize);
+        for w in ends.windows(2) {
+            if w[0] > w[1] || w[1] - w[0] > e.meta.segment_size as u64 {
+                return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+            }
+            out.push((w[0], (w[1] - w[0]) as u32));
+        }
+        if ends.last() != Some(&e.meta.size) {
+            return Err(Error::Corrupt(format!("{}: bad offsets", op.display())));
+        }
+        Ok(out)
+    }
+
+    /// Reads segment `seg` of a version into `buf` (resized to the segment).
+    pub fn read_segment(&self, e: &Entry, seg: u64, buf: &mut Vec<u8>) -> Result<()> {
+        let (start, len) = self.segment_range(e, seg)?;
+        buf.resize(len as usize, 0);
+        self.read_at(e, start, buf)
+    }
+
+    /// Fills `dst` with the version's bytes from `offset` (a segment's, as
+    /// [`Store::segment_range`] gives it, read straight into a packet).
+    pub fn read_at(&self, e: &Entry, offset: u64, dst: &mut [u8]) -> Result<()> {
+        match &e.file {
+            Some(f) => f.read_exact_at(dst, offset).map_err(Error::io(&e.path)),
+            None => fs::File::open(&e.path)
+                .and_then(|f| f.read_exact_at(dst, offset))
+                .map_err(Error::io(&e.path)),
+        }
+    }
+
+    /// The direct children of `prefix`: `(component URI text, is a
+    /// published object, has children)`, sorted by name.
+    pub fn children(&self, prefix: &Name) -> Result<Vec<(String, bool, bool)>> {
+        let mut dir = self.objects.clone();
+        for c in prefix.components() {
+            dir.push(path::object_dir(&Name::new().append(&c.to_owned()))?);
+        }
+        let mut out = Vec::new();
+        let Ok(rd) = fs::read_dir(&dir) else {
+            return Ok(out);
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if !p.is_dir() {
+                continue;
+            }
+            let Some(fname) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let (mut object, mut children, mut version_file) = (false, false, None);
+            for sub in fs::read_dir(&p).map_err(Error::io(&p))?.flatten() {
+                let sp = sub.path();
+                if sp.is_dir() {
+                    children = true;
+                } else if sub
+                    .file_name()
+                    .to_str()
+                    .and_then(path::parse_version_file)
+                    .is_some()
+                {
+                    object = true;
+                    version_file.get_or_insert(sp);
+                }
+            }
+            // A hashed (over-long) component: its text comes from a version's metadata.
+            let text = if fname.starts_with('#') {
+                match version_file
+                    .and_then(|v| meta::read(self.backend, &v).ok())
+                    .and_then(|m| m.name().ok())
+                {
+                    Some(n) => n
+                        .get(prefix.len() as isize)
+                        .map_or(fname.clone(), |c| c.to_string()),
+                    None => fname.clone(),
+                }
+            } else {
+                fname
+            };
+            if object || children {
+                out.push((text, object, children));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every stored version under `prefix`, in name order.
+    pub fn list(&self, prefix: &Name) -> Result<Vec<FileMeta>> {
+        let mut start = self.objects.clone();
+        for c in prefix.components() {
+            start.push(path::object_dir(&Name::new().append(&c.to_owned()))?);
+        }
+        let mut out = Vec::new();
+        let mut stack = vec![start];
+        while let Some(dir) = stack.pop() {
+            let Ok(rd) = fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                let fname = e.file_name();
+                let Some(fname) = fname.to_str() else {
+                    continue;
+                };
+                if p.is_dir() {
+                    stack.push(p);
+                } else if path::parse_version_file(fname).is_some() {
+                    out.push(meta::read(self.backend, &p)?);
+                }
+            }
+        }
+        let mut keyed: Vec<(Name, FileMeta)> = out
+            .into_iter()
+            .filter_map(|m| m.name().ok().map(|n| (n, m)))
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.version.cmp(&b.1.version)));
+        Ok(keyed.into_iter().map(|(_, m)| m).collect())
+    }
+}
