@@ -725,3 +725,83 @@ pub fn hostile_strings(spec: &str) {
     let again = Catalog::open(spec).unwrap();
     assert_eq!(again.len().unwrap(), evil.len() as u64 - 1);
 }
+
+/// Frequent words are cached between queries (as positions, brought up to date with the
+/// records appended since): appends, removals, in-place replacements, renames and a
+/// clear made through another handle must all show in the next text query.
+pub fn word_cache_follows_changes(spec: &str) {
+    let a = Catalog::open(spec).unwrap();
+    let b = Catalog::open(spec).unwrap();
+    let mut all = random_records(3600, 41);
+    for (i, r) in all.iter_mut().enumerate() {
+        if i % 5 != 0 {
+            r.text.push_str(" everywhere");
+        }
+    }
+    let (first, rest) = all.split_at(3000);
+    let mut recs: Vec<Record> = first.to_vec();
+    a.upsert_many(&recs).unwrap();
+    let queries: Vec<Query> = ["everywhere", "everywhere temperature", "temperature"]
+        .iter()
+        .flat_map(|t| {
+            [true, false].map(|latest| Query {
+                text: Some(t.to_string()),
+                latest_only: latest,
+                limit: 50,
+                facets: FacetSel::All,
+                ..Query::default()
+            })
+        })
+        .collect();
+    let check_all = |recs: &[Record]| {
+        for q in &queries {
+            check(&a, recs, q);
+        }
+    };
+    check_all(&recs); // fills the cache
+    check_all(&recs); // from the cache
+                      // appended through the other handle
+    b.upsert_many(&rest[..300]).unwrap();
+    recs.extend_from_slice(&rest[..300]);
+    check_all(&recs);
+    // removed
+    for r in recs
+        .iter()
+        .step_by(7)
+        .take(100)
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        b.remove(&r.name, Some(r.version)).unwrap();
+        recs.retain(|x| !(x.name == r.name && x.version == r.version));
+    }
+    check_all(&recs);
+    // replaced in place: the word goes from some records and comes to others
+    let mut changed = Vec::new();
+    for r in recs.iter_mut().step_by(11).take(80) {
+        r.text = if r.text.contains("everywhere") {
+            "nothing here".into()
+        } else {
+            format!("{} everywhere", r.text)
+        };
+        changed.push(r.clone());
+    }
+    b.upsert_many(&changed).unwrap();
+    check_all(&recs);
+    // appended again, then renamed
+    b.upsert_many(&rest[300..]).unwrap();
+    recs.extend_from_slice(&rest[300..]);
+    check_all(&recs);
+    let moved = b.rename("/cmip/MIROC6", "/moved/MIROC6").unwrap();
+    assert!(moved > 0);
+    for r in &mut recs {
+        if let Some(tail) = r.name.strip_prefix("/cmip/MIROC6/") {
+            r.name = format!("/moved/MIROC6/{tail}");
+        }
+    }
+    check_all(&recs);
+    // cleared and refilled
+    b.clear().unwrap();
+    b.upsert_many(&rest[..50]).unwrap();
+    check_all(&rest[..50]);
+}
