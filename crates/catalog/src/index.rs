@@ -140,7 +140,13 @@ pub(crate) struct Index {
     order: BTreeMap<(Arc<str>, u64), u32>,
     cols: Vec<Col>,
     col_ix: HashMap<String, usize>,
+    /// Positions whose dataset has a newer DRS version (computed when first asked
+    /// for after a change).
+    stale: std::cell::OnceCell<RoaringBitmap>,
 }
+
+/// The facet holding a record's DRS (dataset) version, e.g. `v20190429`.
+pub const DATASET_VERSION_FACET: &str = "version";
 
 impl Index {
     pub fn new() -> Index {
@@ -293,6 +299,7 @@ impl Index {
                 }
             }
         }
+        self.stale = std::cell::OnceCell::new();
         let holes = self.slots.len() as u64 - self.alive.len();
         if !late.is_empty() || holes > 4096 && holes > self.alive.len() {
             self.compact(late);
@@ -401,6 +408,7 @@ impl Index {
     /// positions matching the text, if any.
     pub fn select(&self, q: &Query, text: Option<&RoaringBitmap>) -> Selection {
         let narrowed = text.is_some()
+            || q.dataset_latest
             || !q.filters.is_empty()
             || !q.exclude.is_empty()
             || q.name_prefix.is_some()
@@ -448,6 +456,9 @@ impl Index {
                 .collect();
             m &= under;
         }
+        if q.dataset_latest {
+            m -= self.stale.get_or_init(|| self.dataset_stale());
+        }
         if let Some((from, to)) = &q.time_overlap {
             m = m
                 .iter()
@@ -460,6 +471,71 @@ impl Index {
                 .collect();
         }
         Selection { m, whole }
+    }
+
+    /// Records of an older dataset version: the dataset of a record is its name without
+    /// the last component (the file name); its version is the [`DATASET_VERSION_FACET`]
+    /// (`vYYYYMMDD`, compared as a string). Records without one are never stale.
+    fn dataset_stale(&self) -> RoaringBitmap {
+        let Some(col) = self.col(DATASET_VERSION_FACET) else {
+            return RoaringBitmap::new();
+        };
+        fn dataset(s: &Slot) -> &str {
+            s.name.rfind('/').map_or("", |k| &s.name[..k])
+        }
+        let mut newest: HashMap<&str, &str> = HashMap::default();
+        let with_version = || {
+            self.alive.iter().filter_map(|i| {
+                let c = col.codes[i as usize];
+                let s = self.slots[i as usize].as_ref()?;
+                (c != NONE).then(|| (i, s, &*col.values[c as usize]))
+            })
+        };
+        for (_, s, v) in with_version() {
+            let e = newest.entry(dataset(s)).or_insert(v);
+            if v > *e {
+                *e = v;
+            }
+        }
+        with_version()
+            .filter(|(_, s, v)| newest.get(dataset(s)).is_some_and(|n| v < n))
+            .map(|(i, _, _)| i)
+            .collect()
+    }
+
+    /// The next name components under `parent` (`""` or `"/"` for the top), with how
+    /// many records of `m` lie under each; only those starting with `partial`
+    /// (case-insensitive); most records first.
+    pub fn children(
+        &self,
+        parent: &str,
+        partial: &str,
+        limit: usize,
+        m: &RoaringBitmap,
+    ) -> Vec<(String, u64)> {
+        let base = format!("{}/", parent.trim_end_matches('/'));
+        let partial = partial.to_lowercase();
+        let start: Arc<str> = Arc::from(base.as_str());
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((name, _), &i) in self
+            .order
+            .range((Bound::Included((start, 0)), Bound::Unbounded))
+            .take_while(|((n, _), _)| n.starts_with(&base))
+        {
+            let rest = &name[base.len()..];
+            let child = rest.split('/').next().unwrap_or(rest);
+            if child.is_empty() || !starts_with_ci(child, &partial) || !m.contains(i) {
+                continue;
+            }
+            *counts.entry(child).or_default() += 1;
+        }
+        let mut out: Vec<(String, u64)> = counts
+            .into_iter()
+            .map(|(c, n)| (c.to_string(), n))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(limit);
+        out
     }
 
     /// Per value of `col`, how many of `m` carry it.

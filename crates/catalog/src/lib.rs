@@ -19,6 +19,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 pub use error::{Error, Result};
+pub use index::DATASET_VERSION_FACET;
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
@@ -266,6 +267,30 @@ impl Catalog {
         let default = Query::default();
         let m = Self::select(&mut g, q.unwrap_or(&default))?;
         Ok(g.index.autocomplete(facet, prefix, limit, &m))
+    }
+
+    /// Name-level autocomplete (browsing the name tree): the components directly under
+    /// `parent` (`"/"` for the top) that start with `partial` (case-insensitive), with
+    /// how many matches of `q` (default: all latest versions) lie under each, most
+    /// first.
+    pub fn name_children(
+        &self,
+        parent: &str,
+        partial: &str,
+        limit: usize,
+        q: Option<&Query>,
+    ) -> Result<Vec<(String, u64)>> {
+        check_plain("parent", parent, MAX_VALUE)?;
+        check_plain("prefix", partial, MAX_VALUE)?;
+        if limit > MAX_LIMIT {
+            return Err(Error::Invalid(format!(
+                "limit {limit} is more than {MAX_LIMIT}"
+            )));
+        }
+        let mut g = self.synced()?;
+        let default = Query::default();
+        let s = Self::select(&mut g, q.unwrap_or(&default))?;
+        Ok(g.index.children(parent, partial, limit, &s.m))
     }
 
     /// Removes every record (before a rebuild).

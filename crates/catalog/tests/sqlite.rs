@@ -26,7 +26,8 @@ on_sqlite!(
     second_handle_sees_writes,
     rename_conflicts_and_nesting,
     hostile_strings,
-    word_cache_follows_changes
+    word_cache_follows_changes,
+    dataset_latest_and_name_children
 );
 
 #[test]

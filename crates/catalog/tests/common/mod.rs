@@ -805,3 +805,125 @@ pub fn word_cache_follows_changes(spec: &str) {
     b.upsert_many(&rest[..50]).unwrap();
     check_all(&rest[..50]);
 }
+
+/// ESGF-style dataset-level `latest` (facet `version` per dataset directory) and the
+/// name-level autocomplete, against hand-computed and brute-force answers.
+pub fn dataset_latest_and_name_children(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let rec = |name: &str, version: u64, drs: Option<&str>| {
+        let mut facets = BTreeMap::new();
+        if let Some(d) = drs {
+            facets.insert("version".to_string(), d.to_string());
+        }
+        Record {
+            name: name.into(),
+            version,
+            facets,
+            ..Record::default()
+        }
+    };
+    cat.upsert_many(&[
+        rec("/d1/f1.nc", 1, Some("v20190101")),
+        rec("/d1/f2.nc", 1, Some("v20190101")),
+        rec("/d1/f2.nc", 2, Some("v20200101")),
+        rec("/d1/f3.nc", 1, Some("v20200101")),
+        rec("/d2/g.nc", 1, None),
+        rec("/d3/h.nc", 1, Some("v20180101")),
+    ])
+    .unwrap();
+    let names = |q: &Query| -> Vec<(String, u64)> {
+        cat.query(q)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|r| (r.name.clone(), r.version))
+            .collect()
+    };
+    let own = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+        v.iter().map(|(n, k)| (n.to_string(), *k)).collect()
+    };
+    let ds = Query::parse_args(&["latest=dataset"]).unwrap();
+    assert!(ds.latest_only && ds.dataset_latest);
+    let kept = own(&[
+        ("/d1/f2.nc", 2),
+        ("/d1/f3.nc", 1),
+        ("/d2/g.nc", 1),
+        ("/d3/h.nc", 1),
+    ]);
+    assert_eq!(names(&ds), kept);
+    assert_eq!(
+        names(&Query {
+            latest_only: false,
+            ..ds.clone()
+        }),
+        kept,
+        "an older dataset version is left out whatever the repository version"
+    );
+    assert_eq!(cat.query(&Query::default()).unwrap().total, 5);
+    // Counts follow the same selection.
+    let page = cat
+        .query(&Query {
+            facets: FacetSel::All,
+            ..ds.clone()
+        })
+        .unwrap();
+    assert_eq!(
+        page.facet_counts["version"],
+        vec![("v20180101".to_string(), 1), ("v20200101".to_string(), 2)]
+    );
+    // A newer dataset version of f1 arrives: f1 is back.
+    cat.upsert(&rec("/d1/f1.nc", 2, Some("v20200101"))).unwrap();
+    assert_eq!(names(&ds).len(), 5);
+    assert_eq!(names(&ds)[0], ("/d1/f1.nc".to_string(), 2));
+
+    // Name-level autocomplete.
+    cat.clear().unwrap();
+    let recs = random_records(1500, 51);
+    cat.upsert_many(&recs).unwrap();
+    let brute_children = |parent: &str, partial: &str, q: &Query| -> Vec<(String, u64)> {
+        let (hits, _) = brute(
+            &recs,
+            &Query {
+                limit: usize::MAX,
+                offset: 0,
+                facets: FacetSel::None,
+                ..q.clone()
+            },
+        );
+        let base = format!("{}/", parent.trim_end_matches('/'));
+        let mut c: BTreeMap<String, u64> = BTreeMap::new();
+        for (n, _) in hits {
+            if let Some(rest) = n.strip_prefix(&base) {
+                let child = rest.split('/').next().unwrap_or(rest);
+                if child.to_lowercase().starts_with(&partial.to_lowercase()) {
+                    *c.entry(child.to_string()).or_default() += 1;
+                }
+            }
+        }
+        let mut v: Vec<(String, u64)> = c.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    };
+    let tas = Query::parse_args(&["variable_id=tas"]).unwrap();
+    for (parent, partial, q) in [
+        ("/", "", Query::default()),
+        ("/cmip", "", Query::default()),
+        ("/cmip/", "c", Query::default()),
+        ("/cmip/CanESM5", "HIST", Query::default()),
+        ("/cmip/MIROC6/historical", "", tas.clone()),
+        ("/cmip/nosuch", "", Query::default()),
+    ] {
+        let got = cat.name_children(parent, partial, 1000, Some(&q)).unwrap();
+        assert_eq!(
+            got,
+            brute_children(parent, partial, &q),
+            "{parent} {partial}"
+        );
+    }
+    assert!(!cat
+        .name_children("/cmip", "", 1000, None)
+        .unwrap()
+        .is_empty());
+    assert_eq!(cat.name_children("/cmip", "", 2, None).unwrap().len(), 2);
+    assert!(cat.name_children("/cmip\u{0}", "", 10, None).is_err());
+}
