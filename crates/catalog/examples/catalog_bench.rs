@@ -256,6 +256,10 @@ fn main() {
     };
     eprintln!("catalog bench: {n} records, {runs} runs per query; SQLite …");
     let lite = run(&spec, n, runs);
+    if std::env::var("KEEP").is_err() {
+        // Free the disk before PostgreSQL builds its copy.
+        let _ = std::fs::remove_dir_all(&spec);
+    }
     let skip_pg = std::env::var("PG").is_ok_and(|v| v == "0");
     if !skip_pg {
         eprintln!("PostgreSQL …");
