@@ -2,13 +2,22 @@
 //! per facet value, a name-ordered map, and the set of latest versions. Filters, counts,
 //! sorting and paging are answered here; the database only stores records and answers
 //! free text with record ids.
+//!
+//! Positions are assigned in record-id order (`rids` is strictly increasing), so a
+//! sorted list of record ids (what free-text search returns) becomes a bitmap of
+//! positions by one merge, without a hash lookup per hit. A removed record leaves a
+//! hole; holes, and record ids that arrive out of order (two writers on PostgreSQL),
+//! are folded away by a rebuild (`compact`).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
+
+/// Dictionaries hash facet values with foldhash (fast, randomly seeded per process).
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 use crate::query::{FacetSel, Query, Sort};
 use crate::record::decode_facets;
@@ -27,24 +36,74 @@ pub(crate) struct IndexRow {
 }
 
 struct Slot {
-    rid: i64,
     name: Arc<str>,
     version: u64,
     size: u64,
-    time_start: Option<Box<str>>,
-    time_end: Option<Box<str>>,
+    /// `time_start` and `time_end` in one allocation (see [`pack_times`]).
+    times: Option<Box<str>>,
 }
 
-#[derive(Default)]
+/// Both times in one string: a flag character (`0` none, `1` start, `2` end, `3` both),
+/// then start, `\x1f`, end. Times hold no control characters (validated).
+fn pack_times(s: Option<String>, e: Option<String>) -> Option<Box<str>> {
+    let flag = match (&s, &e) {
+        (None, None) => return None,
+        (Some(_), None) => '1',
+        (None, Some(_)) => '2',
+        (Some(_), Some(_)) => '3',
+    };
+    let mut out = String::with_capacity(
+        2 + s.as_ref().map_or(0, |x| x.len()) + e.as_ref().map_or(0, |x| x.len()),
+    );
+    out.push(flag);
+    out.push_str(s.as_deref().unwrap_or(""));
+    out.push('\x1f');
+    out.push_str(e.as_deref().unwrap_or(""));
+    Some(out.into_boxed_str())
+}
+
+fn unpack_times(t: Option<&str>) -> (Option<&str>, Option<&str>) {
+    let Some(t) = t else {
+        return (None, None);
+    };
+    let flag = t.as_bytes().first().copied().unwrap_or(b'0');
+    let rest = t.get(1..).unwrap_or("");
+    let (s, e) = rest.split_once('\x1f').unwrap_or((rest, ""));
+    (
+        (flag == b'1' || flag == b'3').then_some(s),
+        (flag == b'2' || flag == b'3').then_some(e),
+    )
+}
+
+impl Slot {
+    fn times(&self) -> (Option<&str>, Option<&str>) {
+        unpack_times(self.times.as_deref())
+    }
+}
+
 struct Col {
+    key: String,
     dict: HashMap<Box<str>, u32>,
     values: Vec<Box<str>>,
-    /// Per slot: the value's code, or NONE.
+    /// Per position: the value's code, or NONE.
     codes: Vec<u32>,
     post: Vec<RoaringBitmap>,
+    /// Per value: how many latest versions carry it (the unfiltered counts).
+    latest_n: Vec<u64>,
 }
 
 impl Col {
+    fn new(key: &str, positions: usize) -> Col {
+        Col {
+            key: key.to_string(),
+            dict: HashMap::default(),
+            values: Vec::new(),
+            codes: vec![NONE; positions],
+            post: Vec::new(),
+            latest_n: Vec::new(),
+        }
+    }
+
     fn code(&mut self, v: &str) -> u32 {
         if let Some(&c) = self.dict.get(v) {
             return c;
@@ -53,8 +112,15 @@ impl Col {
         self.values.push(v.into());
         self.dict.insert(v.into(), c);
         self.post.push(RoaringBitmap::new());
+        self.latest_n.push(0);
         c
     }
+}
+
+/// A fresh generation number (never reused in this process).
+fn next_gen() -> u64 {
+    static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    GEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 #[derive(Default)]
@@ -62,40 +128,94 @@ pub(crate) struct Index {
     /// (epoch, seq) of the storage state this index reflects; epoch -1 = never loaded.
     pub epoch: i64,
     pub seq: i64,
-    by_rid: HashMap<i64, u32>,
+    /// Changes whenever positions are renumbered or a record is replaced in place: a
+    /// cached word → positions bitmap is valid only within one generation (and then
+    /// only needs the record ids appended after it).
+    pub gen: u64,
+    /// Record id per position, strictly increasing (a hole keeps its old id).
+    rids: Vec<i64>,
     slots: Vec<Option<Slot>>,
-    free: Vec<u32>,
     alive: RoaringBitmap,
     latest: RoaringBitmap,
     order: BTreeMap<(Arc<str>, u64), u32>,
-    cols: BTreeMap<String, Col>,
+    cols: Vec<Col>,
+    col_ix: HashMap<String, usize>,
+    /// Positions whose dataset has a newer DRS version (computed when first asked
+    /// for after a change).
+    stale: std::cell::OnceCell<RoaringBitmap>,
 }
+
+/// The facet holding a record's DRS (dataset) version, e.g. `v20190429`.
+pub const DATASET_VERSION_FACET: &str = "version";
 
 impl Index {
     pub fn new() -> Index {
         Index {
             epoch: -1,
+            gen: next_gen(),
             ..Default::default()
         }
+    }
+
+    /// The highest record id held (0 when empty).
+    pub fn max_rid(&self) -> i64 {
+        self.rids.last().copied().unwrap_or(0)
     }
 
     pub fn len(&self) -> u64 {
         self.alive.len()
     }
 
+    fn col_mut(&mut self, key: &str) -> usize {
+        if let Some(&j) = self.col_ix.get(key) {
+            return j;
+        }
+        let j = self.cols.len();
+        self.cols.push(Col::new(key, self.slots.len()));
+        self.col_ix.insert(key.to_string(), j);
+        j
+    }
+
+    fn col(&self, key: &str) -> Option<&Col> {
+        self.col_ix.get(key).map(|&j| &self.cols[j])
+    }
+
+    fn pos_of(&self, rid: i64) -> Option<u32> {
+        self.rids.binary_search(&rid).ok().map(|p| p as u32)
+    }
+
+    fn set_latest(&mut self, i: u32, on: bool) {
+        if self.latest.contains(i) == on {
+            return;
+        }
+        if on {
+            self.latest.insert(i);
+        } else {
+            self.latest.remove(i);
+        }
+        for col in &mut self.cols {
+            let c = col.codes[i as usize];
+            if c != NONE {
+                let n = &mut col.latest_n[c as usize];
+                *n = if on { *n + 1 } else { n.saturating_sub(1) };
+            }
+        }
+    }
+
+    /// Empties position `i`; returns the name it held.
     fn unset(&mut self, i: u32) -> Option<Arc<str>> {
-        let slot = self.slots.get_mut(i as usize)?.take()?;
+        if self.slots.get(i as usize)?.is_none() {
+            return None;
+        }
+        self.set_latest(i, false);
+        let slot = self.slots[i as usize].take()?;
         self.alive.remove(i);
-        self.latest.remove(i);
         self.order.remove(&(slot.name.clone(), slot.version));
-        for col in self.cols.values_mut() {
-            if let Some(c) = col.codes.get_mut(i as usize) {
-                if *c != NONE {
-                    if let Some(p) = col.post.get_mut(*c as usize) {
-                        p.remove(i);
-                    }
-                    *c = NONE;
-                }
+        for col in &mut self.cols {
+            let c = &mut col.codes[i as usize];
+            if *c != NONE {
+                col.post[*c as usize].remove(i);
+                *c = NONE;
             }
         }
         Some(slot.name)
@@ -107,70 +227,124 @@ impl Index {
             Bound::Included((name.clone(), 0)),
             Bound::Included((name.clone(), u64::MAX)),
         );
-        let mut last = None;
-        for (_, &i) in self.order.range(range) {
-            self.latest.remove(i);
-            last = Some(i);
-        }
-        if let Some(i) = last {
-            self.latest.insert(i);
+        let all: Vec<u32> = self.order.range(range).map(|(_, &i)| i).collect();
+        if let Some((&last, rest)) = all.split_last() {
+            for &i in rest {
+                self.set_latest(i, false);
+            }
+            self.set_latest(last, true);
         }
     }
 
-    pub fn upsert(&mut self, r: IndexRow) {
-        let i = match self.by_rid.get(&r.rid) {
-            Some(&i) => {
-                if let Some(old) = self.unset(i) {
-                    self.relatest(&old);
-                }
-                i
-            }
-            None => {
-                let i = match self.free.pop() {
-                    Some(i) => i,
-                    None => {
-                        self.slots.push(None);
-                        for col in self.cols.values_mut() {
-                            col.codes.push(NONE);
-                        }
-                        (self.slots.len() - 1) as u32
-                    }
-                };
-                self.by_rid.insert(r.rid, i);
-                i
-            }
-        };
-        let name: Arc<str> = Arc::from(r.name.as_str());
-        let nslots = self.slots.len();
+    /// Fills the empty position `i` with `r`.
+    fn set(&mut self, i: u32, r: IndexRow) {
+        let name: Arc<str> = Arc::from(r.name);
         for (k, v) in decode_facets(&r.facets) {
-            let col = self.cols.entry(k.to_string()).or_insert_with(|| Col {
-                codes: vec![NONE; nslots],
-                ..Default::default()
-            });
+            let j = self.col_mut(k);
+            let col = &mut self.cols[j];
             let c = col.code(v);
-            col.codes[i as usize] = c;
+            let old = std::mem::replace(&mut col.codes[i as usize], c);
+            if old != NONE {
+                col.post[old as usize].remove(i); // a repeated key: the last one wins
+            }
             col.post[c as usize].insert(i);
         }
         self.slots[i as usize] = Some(Slot {
-            rid: r.rid,
             name: name.clone(),
             version: r.version,
             size: r.size,
-            time_start: r.time_start.map(Into::into),
-            time_end: r.time_end.map(Into::into),
+            times: pack_times(r.time_start, r.time_end),
         });
         self.alive.insert(i);
-        self.order.insert((name.clone(), r.version), i);
+        if let Some(prev) = self.order.insert((name.clone(), r.version), i) {
+            // Two record ids for one (name, version): storage forbids it; keep the newer.
+            if prev != i {
+                self.unset(prev);
+                self.order.insert((name.clone(), r.version), i);
+            }
+        }
         self.relatest(&name);
     }
 
-    pub fn remove(&mut self, rid: i64) {
-        if let Some(i) = self.by_rid.remove(&rid) {
-            if let Some(name) = self.unset(i) {
-                self.relatest(&name);
+    /// Applies a batch of the change feed: upserted rows, then removed record ids.
+    pub fn apply(&mut self, mut rows: Vec<IndexRow>, removed: &[i64]) {
+        rows.sort_by_key(|r| r.rid);
+        let mut late = Vec::new();
+        for r in rows {
+            match self.rids.binary_search(&r.rid) {
+                Ok(p) => {
+                    self.gen = next_gen();
+                    let i = p as u32;
+                    if let Some(old) = self.unset(i) {
+                        self.relatest(&old);
+                    }
+                    self.set(i, r);
+                }
+                Err(p) if p == self.rids.len() => {
+                    let i = self.rids.len() as u32;
+                    self.rids.push(r.rid);
+                    self.slots.push(None);
+                    for col in &mut self.cols {
+                        col.codes.push(NONE);
+                    }
+                    self.set(i, r);
+                }
+                Err(_) => late.push(r),
             }
-            self.free.push(i);
         }
+        for &rid in removed {
+            if let Some(i) = self.pos_of(rid) {
+                if let Some(name) = self.unset(i) {
+                    self.relatest(&name);
+                }
+            }
+        }
+        self.stale = std::cell::OnceCell::new();
+        let holes = self.slots.len() as u64 - self.alive.len();
+        if !late.is_empty() || holes > 4096 && holes > self.alive.len() {
+            self.compact(late);
+        }
+    }
+
+    /// Rebuilds the index from its live rows plus `extra`, in record-id order.
+    fn compact(&mut self, extra: Vec<IndexRow>) {
+        let mut rows = extra;
+        for (p, s) in self.slots.iter().enumerate() {
+            let Some(s) = s else { continue };
+            let mut facets = String::new();
+            for col in &self.cols {
+                let c = col.codes[p];
+                if c != NONE {
+                    if !facets.is_empty() {
+                        facets.push('\x1e');
+                    }
+                    facets.push_str(&col.key);
+                    facets.push('\x1f');
+                    facets.push_str(&col.values[c as usize]);
+                }
+            }
+            let (ts, te) = s.times();
+            rows.push(IndexRow {
+                rid: self.rids[p],
+                name: s.name.to_string(),
+                version: s.version,
+                size: s.size,
+                time_start: ts.map(str::to_string),
+                time_end: te.map(str::to_string),
+                facets,
+            });
+        }
+        rows.sort_by_key(|r| r.rid);
+        rows.dedup_by_key(|r| r.rid);
+        let mut b = Builder::new();
+        for r in rows {
+            b.push(r);
+        }
+        let (epoch, seq) = (self.epoch, self.seq);
+        *self = b.finish();
+        self.epoch = epoch;
+        self.seq = seq;
+        self.gen = next_gen();
     }
 
     /// Record id of `name` at `version` (the latest when `None`).
@@ -186,7 +360,8 @@ impl Index {
                     .1
             }
         };
-        Some(self.slots.get(i as usize)?.as_ref()?.rid)
+        self.slots.get(i as usize)?.as_ref()?;
+        self.rids.get(i as usize).copied()
     }
 
     pub fn versions(&self, name: &str) -> Vec<u64> {
@@ -197,17 +372,63 @@ impl Index {
             .collect()
     }
 
-    /// The records matching everything in `q` but its text; `text` is the set of record
-    /// ids the database matched for the text, if any.
-    pub fn select(&self, q: &Query, text: Option<&[i64]>) -> RoaringBitmap {
+    /// Positions of the record ids in `rids` (any order; unknown ids are skipped).
+    pub fn positions(&self, rids: &mut [i64]) -> RoaringBitmap {
+        if !rids.is_sorted() {
+            rids.sort_unstable();
+        }
+        let mut out = Vec::with_capacity(rids.len());
+        let n = self.rids.len();
+        // Few ids: binary searches; many: one merge over the id column.
+        if rids.len().saturating_mul(24) < n {
+            let mut lo = 0;
+            for r in rids.iter() {
+                let p = lo + self.rids[lo..].partition_point(|x| x < r);
+                if p < n && self.rids[p] == *r {
+                    out.push(p as u32);
+                }
+                lo = p;
+            }
+        } else {
+            let mut p = 0;
+            for r in rids.iter() {
+                while p < n && self.rids[p] < *r {
+                    p += 1;
+                }
+                if p < n && self.rids[p] == *r {
+                    out.push(p as u32);
+                }
+            }
+        }
+        out.dedup();
+        RoaringBitmap::from_sorted_iter(out).unwrap_or_default()
+    }
+
+    /// The records matching everything in `q` but its text; `text` is the set of
+    /// positions matching the text, if any.
+    pub fn select(&self, q: &Query, text: Option<&RoaringBitmap>) -> Selection {
+        let narrowed = text.is_some()
+            || q.dataset_latest
+            || !q.filters.is_empty()
+            || !q.exclude.is_empty()
+            || q.name_prefix.is_some()
+            || q.time_overlap.is_some();
+        let whole = match (narrowed, q.latest_only) {
+            (true, _) => Whole::No,
+            (false, true) => Whole::Latest,
+            (false, false) => Whole::Alive,
+        };
         let mut m = if q.latest_only {
             self.latest.clone()
         } else {
             self.alive.clone()
         };
+        if let Some(t) = text {
+            m &= t;
+        }
         for (k, vs) in &q.filters {
             let mut u = RoaringBitmap::new();
-            if let Some(col) = self.cols.get(k) {
+            if let Some(col) = self.col(k) {
                 for v in vs {
                     if let Some(&c) = col.dict.get(v.as_str()) {
                         u |= &col.post[c as usize];
@@ -217,7 +438,7 @@ impl Index {
             m &= u;
         }
         for (k, vs) in &q.exclude {
-            if let Some(col) = self.cols.get(k) {
+            if let Some(col) = self.col(k) {
                 for v in vs {
                     if let Some(&c) = col.dict.get(v.as_str()) {
                         m -= &col.post[c as usize];
@@ -235,12 +456,8 @@ impl Index {
                 .collect();
             m &= under;
         }
-        if let Some(rids) = text {
-            let t: RoaringBitmap = rids
-                .iter()
-                .filter_map(|r| self.by_rid.get(r).copied())
-                .collect();
-            m &= t;
+        if q.dataset_latest {
+            m -= self.stale.get_or_init(|| self.dataset_stale());
         }
         if let Some((from, to)) = &q.time_overlap {
             m = m
@@ -253,30 +470,124 @@ impl Index {
                 })
                 .collect();
         }
-        m
+        Selection { m, whole }
+    }
+
+    /// Records of an older dataset version: the dataset of a record is its name without
+    /// the last component (the file name); its version is the [`DATASET_VERSION_FACET`]
+    /// (`vYYYYMMDD`, compared as a string). Records without one are never stale.
+    fn dataset_stale(&self) -> RoaringBitmap {
+        let Some(col) = self.col(DATASET_VERSION_FACET) else {
+            return RoaringBitmap::new();
+        };
+        fn dataset(s: &Slot) -> &str {
+            s.name.rfind('/').map_or("", |k| &s.name[..k])
+        }
+        let mut newest: HashMap<&str, &str> = HashMap::default();
+        let with_version = || {
+            self.alive.iter().filter_map(|i| {
+                let c = col.codes[i as usize];
+                let s = self.slots[i as usize].as_ref()?;
+                (c != NONE).then(|| (i, s, &*col.values[c as usize]))
+            })
+        };
+        for (_, s, v) in with_version() {
+            let e = newest.entry(dataset(s)).or_insert(v);
+            if v > *e {
+                *e = v;
+            }
+        }
+        with_version()
+            .filter(|(_, s, v)| newest.get(dataset(s)).is_some_and(|n| v < n))
+            .map(|(i, _, _)| i)
+            .collect()
+    }
+
+    /// The next name components under `parent` (`""` or `"/"` for the top), with how
+    /// many records of `m` lie under each; only those starting with `partial`
+    /// (case-insensitive); most records first.
+    pub fn children(
+        &self,
+        parent: &str,
+        partial: &str,
+        limit: usize,
+        m: &RoaringBitmap,
+    ) -> Vec<(String, u64)> {
+        let base = format!("{}/", parent.trim_end_matches('/'));
+        let partial = partial.to_lowercase();
+        let start: Arc<str> = Arc::from(base.as_str());
+        let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+        for ((name, _), &i) in self
+            .order
+            .range((Bound::Included((start, 0)), Bound::Unbounded))
+            .take_while(|((n, _), _)| n.starts_with(&base))
+        {
+            let rest = &name[base.len()..];
+            let child = rest.split('/').next().unwrap_or(rest);
+            if child.is_empty() || !starts_with_ci(child, &partial) || !m.contains(i) {
+                continue;
+            }
+            *counts.entry(child).or_default() += 1;
+        }
+        let mut out: Vec<(String, u64)> = counts
+            .into_iter()
+            .map(|(c, n)| (c.to_string(), n))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(limit);
+        out
+    }
+
+    /// Per value of `col`, how many of `m` carry it.
+    fn count_col(
+        &self,
+        col: &Col,
+        m: &RoaringBitmap,
+        whole: Whole,
+        ids: &mut Option<Vec<u32>>,
+    ) -> Vec<u64> {
+        match whole {
+            Whole::Latest => return col.latest_n.clone(),
+            Whole::Alive => return col.post.iter().map(RoaringBitmap::len).collect(),
+            Whole::No => {}
+        }
+        let mut counts = vec![0u64; col.values.len()];
+        // Few values: one intersection per value beats a scan of every match.
+        if (col.values.len() as u64) * 64 < m.len() / 64 {
+            for (c, p) in col.post.iter().enumerate() {
+                counts[c] = p.intersection_len(m);
+            }
+            return counts;
+        }
+        let ids = ids.get_or_insert_with(|| m.iter().collect());
+        for &i in ids.iter() {
+            let c = col.codes[i as usize];
+            if c != NONE {
+                counts[c as usize] += 1;
+            }
+        }
+        counts
     }
 
     /// Facet counts over `m`: per facet, `(value, count)` sorted by value, non-zero only.
-    pub fn counts(
-        &self,
-        m: &RoaringBitmap,
-        sel: &FacetSel,
-    ) -> BTreeMap<String, Vec<(String, u64)>> {
-        let keys: Vec<&String> = match sel {
+    pub fn counts(&self, s: &Selection, sel: &FacetSel) -> BTreeMap<String, Vec<(String, u64)>> {
+        let m = &s.m;
+        let keys: Vec<&str> = match sel {
             FacetSel::None => return BTreeMap::new(),
-            FacetSel::All => self.cols.keys().collect(),
-            FacetSel::List(l) => l.iter().collect(),
+            FacetSel::All => self.cols.iter().map(|c| c.key.as_str()).collect(),
+            FacetSel::List(l) => l.iter().map(String::as_str).collect(),
         };
         let mut out = BTreeMap::new();
         if m.is_empty() {
             return out;
         }
-        let ids: Vec<u32> = m.iter().collect();
+        let mut ids = None;
+        let whole = s.whole;
         for k in keys {
-            let Some(col) = self.cols.get(k) else {
+            let Some(col) = self.col(k) else {
                 continue;
             };
-            let counts = count_col(col, &ids, m);
+            let counts = self.count_col(col, m, whole, &mut ids);
             let mut list: Vec<(String, u64)> = counts
                 .into_iter()
                 .enumerate()
@@ -287,7 +598,7 @@ impl Index {
                 continue;
             }
             list.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-            out.insert(k.clone(), list);
+            out.insert(k.to_string(), list);
         }
         out
     }
@@ -299,16 +610,18 @@ impl Index {
         facet: &str,
         prefix: &str,
         limit: usize,
-        m: &RoaringBitmap,
+        s: &Selection,
     ) -> Vec<(String, u64)> {
-        let Some(col) = self.cols.get(facet) else {
+        let m = &s.m;
+        let Some(col) = self.col(facet) else {
             return Vec::new();
         };
         let p = prefix.to_lowercase();
         let cands: Vec<u32> = (0..col.values.len() as u32)
-            .filter(|&c| col.values[c as usize].to_lowercase().starts_with(&p))
+            .filter(|&c| starts_with_ci(&col.values[c as usize], &p))
             .collect();
-        let mut out: Vec<(String, u64)> = if cands.len() <= 64 {
+        let whole = s.whole;
+        let mut out: Vec<(String, u64)> = if cands.len() <= 64 && whole == Whole::No {
             cands
                 .iter()
                 .map(|&c| {
@@ -319,8 +632,7 @@ impl Index {
                 })
                 .collect()
         } else {
-            let ids: Vec<u32> = m.iter().collect();
-            let counts = count_col(col, &ids, m);
+            let counts = self.count_col(col, m, whole, &mut None);
             cands
                 .iter()
                 .map(|&c| (col.values[c as usize].to_string(), counts[c as usize]))
@@ -383,46 +695,200 @@ impl Index {
             }
         };
         idx.into_iter()
-            .filter_map(|i| slot(i).map(|s| s.rid))
+            .filter_map(|i| {
+                slot(i)?;
+                self.rids.get(i as usize).copied()
+            })
             .collect()
     }
 }
 
-fn count_col(col: &Col, ids: &[u32], m: &RoaringBitmap) -> Vec<u64> {
-    let mut counts = vec![0u64; col.values.len()];
-    // Few values: one intersection per value beats a scan of every match.
-    if (col.values.len() as u64) * 64 < m.len() / 64 {
-        for (c, p) in col.post.iter().enumerate() {
-            counts[c] = p.intersection_len(m);
-        }
-        return counts;
+/// What a query selected: the positions, and whether they are one of the unfiltered
+/// sets (whose facet counts are kept at hand).
+pub(crate) struct Selection {
+    pub m: RoaringBitmap,
+    whole: Whole,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Whole {
+    Latest,
+    Alive,
+    No,
+}
+
+/// Case-insensitive prefix test without allocating for ASCII values.
+fn starts_with_ci(v: &str, lower_prefix: &str) -> bool {
+    if v.is_ascii() && lower_prefix.is_ascii() {
+        v.len() >= lower_prefix.len()
+            && v.as_bytes()[..lower_prefix.len()].eq_ignore_ascii_case(lower_prefix.as_bytes())
+    } else {
+        v.to_lowercase().starts_with(lower_prefix)
     }
-    for &i in ids {
-        if let Some(&c) = col.codes.get(i as usize) {
-            if c != NONE {
-                counts[c as usize] += 1;
+}
+
+/// Builds an index in one pass from rows in ascending record-id order (the full load at
+/// open): posting lists are appended, the name order is sorted once, and the latest
+/// versions and their counts are computed at the end.
+pub(crate) struct Builder {
+    idx: Index,
+    order: Vec<((Arc<str>, u64), u32)>,
+    /// Column of each facet position of the previous row (rows share their key order).
+    keys: Vec<usize>,
+    late: Vec<IndexRow>,
+}
+
+impl Builder {
+    pub fn new() -> Builder {
+        Builder {
+            idx: Index::new(),
+            order: Vec::new(),
+            keys: Vec::new(),
+            late: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, r: IndexRow) {
+        let idx = &mut self.idx;
+        if idx.rids.last().is_some_and(|&l| r.rid <= l) {
+            self.late.push(r);
+            return;
+        }
+        let i = idx.rids.len() as u32;
+        idx.rids.push(r.rid);
+        for (n, (k, v)) in decode_facets(&r.facets).enumerate() {
+            let j = match self.keys.get(n) {
+                Some(&j) if idx.cols[j].key == k => j,
+                _ => {
+                    let j = idx.col_mut(k);
+                    if n < self.keys.len() {
+                        self.keys[n] = j;
+                    } else {
+                        self.keys.push(j);
+                    }
+                    j
+                }
+            };
+            let col = &mut idx.cols[j];
+            let c = col.code(v);
+            col.codes.resize(i as usize, NONE);
+            if col.codes.len() == i as usize {
+                col.codes.push(c);
+                if col.post[c as usize].try_push(i).is_err() {
+                    col.post[c as usize].insert(i);
+                }
             }
         }
+        let name: Arc<str> = Arc::from(r.name);
+        self.order.push(((name.clone(), r.version), i));
+        idx.slots.push(Some(Slot {
+            name,
+            version: r.version,
+            size: r.size,
+            times: pack_times(r.time_start, r.time_end),
+        }));
     }
-    counts
+
+    pub fn finish(self) -> Index {
+        let Builder {
+            mut idx,
+            mut order,
+            late,
+            ..
+        } = self;
+        let n = idx.rids.len();
+        for col in &mut idx.cols {
+            col.codes.resize(n, NONE);
+        }
+        idx.alive = RoaringBitmap::from_sorted_iter(0..n as u32).unwrap_or_default();
+        order.sort_unstable();
+        order.dedup_by(|b, a| {
+            // Same (name, version) twice: keep the later record id (pushed later).
+            if a.0 == b.0 {
+                std::mem::swap(a, b);
+                true
+            } else {
+                false
+            }
+        });
+        let mut latest = Vec::new();
+        for (k, w) in order.iter().enumerate() {
+            if order.get(k + 1).is_none_or(|nx| nx.0 .0 != w.0 .0) {
+                latest.push(w.1);
+            }
+        }
+        latest.sort_unstable();
+        for &i in &latest {
+            for col in &mut idx.cols {
+                let c = col.codes[i as usize];
+                if c != NONE {
+                    col.latest_n[c as usize] += 1;
+                }
+            }
+        }
+        idx.latest = RoaringBitmap::from_sorted_iter(latest).unwrap_or_default();
+        // Positions that lost a (name, version) duplicate are holes.
+        let kept: RoaringBitmap = if order.len() < n {
+            order.iter().map(|x| x.1).collect()
+        } else {
+            idx.alive.clone()
+        };
+        for i in (0..n as u32).filter(|_| order.len() < n) {
+            if !kept.contains(i) {
+                idx.slots[i as usize] = None;
+                idx.alive.remove(i);
+                for col in &mut idx.cols {
+                    let c = std::mem::replace(&mut col.codes[i as usize], NONE);
+                    if c != NONE {
+                        col.post[c as usize].remove(i);
+                    }
+                }
+            }
+        }
+        idx.order = order.into_iter().collect();
+        if !late.is_empty() {
+            idx.compact(late);
+        }
+        idx
+    }
 }
 
 /// A record overlaps `[from, to]` when it starts no later than `to` and ends no earlier
 /// than `from` (ISO-8601 strings compared as strings; a missing bound is open). Records
 /// with neither time are left out of a time query.
 fn overlaps(s: &Slot, from: Option<&str>, to: Option<&str>) -> bool {
-    if s.time_start.is_none() && s.time_end.is_none() {
+    let (start, end) = s.times();
+    if start.is_none() && end.is_none() {
         return false;
     }
-    if let (Some(to), Some(st)) = (to, s.time_start.as_deref()) {
+    if let (Some(to), Some(st)) = (to, start) {
         if st > to {
             return false;
         }
     }
-    if let (Some(from), Some(en)) = (from, s.time_end.as_deref()) {
+    if let (Some(from), Some(en)) = (from, end) {
         if en < from {
             return false;
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_pack_both_ways() {
+        for (s, e) in [
+            (None, None),
+            (Some(""), None),
+            (None, Some("")),
+            (Some("1850-01-01"), Some("1900")),
+            (Some("a"), None),
+        ] {
+            let p = pack_times(s.map(str::to_string), e.map(str::to_string));
+            assert_eq!(unpack_times(p.as_deref()), (s, e));
+        }
+    }
 }

@@ -19,17 +19,41 @@ use std::path::Path;
 use std::sync::Mutex;
 
 pub use error::{Error, Result};
+pub use index::DATASET_VERSION_FACET;
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
-use index::Index;
+use index::{Builder, Index};
 use record::{check_int, check_name, check_plain, Prepared};
 use store::Store;
 
 struct Inner {
     store: Store,
     index: Index,
+    words: WordCache,
 }
+
+/// Positions of the records holding a frequent word, kept between queries: valid within
+/// one index generation, and brought up to date by asking the database only for the
+/// record ids appended since (the text index answers `rowid >` ranges directly).
+#[derive(Default)]
+struct WordCache {
+    map: std::collections::HashMap<String, CachedWord>,
+    tick: u64,
+}
+
+struct CachedWord {
+    gen: u64,
+    /// Highest record id the bitmap accounts for.
+    upto: i64,
+    bits: roaring::RoaringBitmap,
+    used: u64,
+}
+
+/// Words matching fewer records are not cached (the database answers them quickly).
+const CACHE_MIN_HITS: u64 = 2048;
+/// Most cached words.
+const CACHE_WORDS: usize = 128;
 
 /// A catalog handle. `Send + Sync`; calls are serialised on one connection. With
 /// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
@@ -38,36 +62,77 @@ pub struct Catalog {
 }
 
 impl Inner {
-    /// Applies every change with a sequence number above the last one seen.
+    /// Positions of the records whose text holds `word`.
+    fn word(&mut self, word: &str) -> Result<roaring::RoaringBitmap> {
+        let (gen, max) = (self.index.gen, self.index.max_rid());
+        self.words.tick += 1;
+        let tick = self.words.tick;
+        if let Some(e) = self.words.map.get_mut(word) {
+            if e.gen == gen {
+                if e.upto < max {
+                    let mut ids = self.store.text(&[word.to_string()], e.upto)?;
+                    e.bits |= self.index.positions(&mut ids);
+                    e.upto = max;
+                }
+                e.used = tick;
+                return Ok(e.bits.clone());
+            }
+        }
+        let mut ids = self.store.text(&[word.to_string()], i64::MIN)?;
+        let bits = self.index.positions(&mut ids);
+        if bits.len() >= CACHE_MIN_HITS {
+            let map = &mut self.words.map;
+            map.retain(|_, e| e.gen == gen);
+            if map.len() >= CACHE_WORDS {
+                if let Some(k) = map
+                    .iter()
+                    .min_by_key(|(_, e)| e.used)
+                    .map(|(k, _)| k.clone())
+                {
+                    map.remove(&k);
+                }
+            }
+            map.insert(
+                word.to_string(),
+                CachedWord {
+                    gen,
+                    upto: max,
+                    bits: bits.clone(),
+                    used: tick,
+                },
+            );
+        }
+        Ok(bits)
+    }
+
+    /// Applies every change with a sequence number above the last one seen; a new epoch
+    /// (or the first call) loads everything in one bulk build.
     fn sync(&mut self) -> Result<()> {
         let head = self.store.head()?;
         if head == (self.index.epoch, self.index.seq) {
             return Ok(());
         }
-        let mut since = if head.0 == self.index.epoch {
-            self.index.seq
-        } else {
-            0
-        };
-        let ch = loop {
-            let ch = self.store.changes(since)?;
-            // A clear (new epoch) since the last sync: reload everything.
-            if ch.head.0 == self.index.epoch || since == 0 {
-                break ch;
+        if head.0 == self.index.epoch {
+            let mut rows = Vec::new();
+            let seen = self
+                .store
+                .changes(self.index.seq, Some(head.0), &mut |r| rows.push(r))?;
+            // None: a clear (new epoch) came in between; fall through to a full load.
+            if let Some((head, removed)) = seen {
+                self.index.apply(rows, &removed);
+                self.index.epoch = head.0;
+                self.index.seq = head.1;
+                return Ok(());
             }
-            since = 0;
-        };
-        if ch.head.0 != self.index.epoch {
-            self.index = Index::new();
         }
-        for r in ch.rows {
-            self.index.upsert(r);
-        }
-        for rid in ch.removed {
-            self.index.remove(rid);
-        }
-        self.index.epoch = ch.head.0;
-        self.index.seq = ch.head.1;
+        let mut b = Builder::new();
+        let (head, _) = self
+            .store
+            .changes(0, None, &mut |r| b.push(r))?
+            .ok_or_else(|| Error::Corrupt("full load refused".into()))?;
+        self.index = b.finish();
+        self.index.epoch = head.0;
+        self.index.seq = head.1;
         Ok(())
     }
 }
@@ -87,6 +152,7 @@ impl Catalog {
         let mut inner = Inner {
             store,
             index: Index::new(),
+            words: WordCache::default(),
         };
         inner.sync()?;
         Ok(Catalog {
@@ -150,26 +216,32 @@ impl Catalog {
         Ok(self.synced()?.index.versions(name))
     }
 
-    fn select(g: &mut Inner, q: &Query) -> Result<roaring::RoaringBitmap> {
+    fn select(g: &mut Inner, q: &Query) -> Result<index::Selection> {
         q.validate()?;
         let words = q.text.as_deref().map(text::query_words).unwrap_or_default();
-        let rids = if words.is_empty() {
-            None
-        } else {
-            Some(g.store.text(&words)?)
-        };
-        Ok(g.index.select(q, rids.as_deref()))
+        let mut text: Option<roaring::RoaringBitmap> = None;
+        for w in &words {
+            let b = g.word(w)?;
+            text = Some(match text {
+                None => b,
+                Some(t) => t & b,
+            });
+            if text.as_ref().is_some_and(|t| t.is_empty()) {
+                break;
+            }
+        }
+        Ok(g.index.select(q, text.as_ref()))
     }
 
     /// One page of matches, the total, and the requested facet counts.
     pub fn query(&self, q: &Query) -> Result<Page> {
         let mut g = self.synced()?;
-        let m = Self::select(&mut g, q)?;
-        let rids = g.index.page(&m, q.sort, q.offset, q.limit);
-        let facet_counts = g.index.counts(&m, &q.facets);
+        let s = Self::select(&mut g, q)?;
+        let rids = g.index.page(&s.m, q.sort, q.offset, q.limit);
+        let facet_counts = g.index.counts(&s, &q.facets);
         let hits = g.store.fetch(&rids)?;
         Ok(Page {
-            total: m.len(),
+            total: s.m.len(),
             hits,
             facet_counts,
         })
@@ -195,6 +267,30 @@ impl Catalog {
         let default = Query::default();
         let m = Self::select(&mut g, q.unwrap_or(&default))?;
         Ok(g.index.autocomplete(facet, prefix, limit, &m))
+    }
+
+    /// Name-level autocomplete (browsing the name tree): the components directly under
+    /// `parent` (`"/"` for the top) that start with `partial` (case-insensitive), with
+    /// how many matches of `q` (default: all latest versions) lie under each, most
+    /// first.
+    pub fn name_children(
+        &self,
+        parent: &str,
+        partial: &str,
+        limit: usize,
+        q: Option<&Query>,
+    ) -> Result<Vec<(String, u64)>> {
+        check_plain("parent", parent, MAX_VALUE)?;
+        check_plain("prefix", partial, MAX_VALUE)?;
+        if limit > MAX_LIMIT {
+            return Err(Error::Invalid(format!(
+                "limit {limit} is more than {MAX_LIMIT}"
+            )));
+        }
+        let mut g = self.synced()?;
+        let default = Query::default();
+        let s = Self::select(&mut g, q.unwrap_or(&default))?;
+        Ok(g.index.children(parent, partial, limit, &s.m))
     }
 
     /// Removes every record (before a rebuild).

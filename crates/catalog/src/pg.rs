@@ -7,7 +7,8 @@ use postgres::{Client, NoTls};
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
 use crate::record::{decode_record, Prepared, Record};
-use crate::store::{moved_name, renamed_range, temp_name, Changes};
+use crate::store::{moved_name, renamed_range, temp_name, Changes, Sink};
+use postgres::fallible_iterator::FallibleIterator;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS catalog_meta (k INT PRIMARY KEY CHECK (k = 1), epoch BIGINT NOT NULL, seq BIGINT NOT NULL);
@@ -63,7 +64,7 @@ impl Pg {
         Ok((r.get(0), r.get(1)))
     }
 
-    pub fn changes(&mut self, since: i64) -> Result<Changes> {
+    pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
         let mut tx = self
             .client
             .build_transaction()
@@ -71,33 +72,37 @@ impl Pg {
             .read_only(true)
             .start()?;
         let r = tx.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
-        let head = (r.get(0), r.get(1));
-        let mut rows = Vec::new();
-        for r in tx.query(
-            "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1",
-            &[&since],
-        )? {
-            rows.push(IndexRow {
-                rid: r.get(0),
-                name: r.get(1),
-                version: unsigned(r.get(2))?,
-                size: unsigned(r.get(3))?,
-                time_start: r.get(4),
-                time_end: r.get(5),
-                facets: r.get(6),
-            });
+        let head: (i64, i64) = (r.get(0), r.get(1));
+        if epoch.is_some_and(|e| e != head.0) {
+            return Ok(None);
         }
-        let removed = tx
-            .query("SELECT id FROM removed WHERE seq > $1", &[&since])?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        {
+            let mut rows = tx.query_raw(
+                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1 ORDER BY id",
+                [&since as &(dyn postgres::types::ToSql + Sync)],
+            )?;
+            while let Some(r) = rows.next()? {
+                sink(IndexRow {
+                    rid: r.get(0),
+                    name: r.get(1),
+                    version: unsigned(r.get(2))?,
+                    size: unsigned(r.get(3))?,
+                    time_start: r.get(4),
+                    time_end: r.get(5),
+                    facets: r.get(6),
+                });
+            }
+        }
+        let removed = if since == 0 {
+            Vec::new() // a full load reads only what exists
+        } else {
+            tx.query("SELECT id FROM removed WHERE seq > $1", &[&since])?
+                .iter()
+                .map(|r| r.get(0))
+                .collect()
+        };
         tx.commit()?;
-        Ok(Changes {
-            head,
-            rows,
-            removed,
-        })
+        Ok(Some((head, removed)))
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
@@ -211,13 +216,13 @@ impl Pg {
         Ok(rids.iter().filter_map(|id| by.remove(id)).collect())
     }
 
-    pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
+    pub fn text(&mut self, words: &[String], after: i64) -> Result<Vec<i64>> {
         let q = words.join(" ");
         Ok(self
             .client
             .query(
-                "SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1)",
-                &[&q],
+                "SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1) AND id > $2",
+                &[&q, &after],
             )?
             .iter()
             .map(|r| r.get(0))

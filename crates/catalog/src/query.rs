@@ -84,6 +84,10 @@ pub struct Query {
     pub time_overlap: Option<(Option<String>, Option<String>)>,
     /// Only the highest version of each name (default true).
     pub latest_only: bool,
+    /// Only files of the latest version of their dataset, as ESGF's `latest=true`: a
+    /// record is left out when another record of the same dataset (same name but for
+    /// the file name) has a newer DRS version (facet `version`). Default false.
+    pub dataset_latest: bool,
     pub sort: Sort,
     /// Default 20, at most 10 000.
     pub limit: usize,
@@ -101,6 +105,7 @@ impl Default for Query {
             text: None,
             time_overlap: None,
             latest_only: true,
+            dataset_latest: false,
             sort: Sort::Name,
             limit: 20,
             offset: 0,
@@ -136,7 +141,7 @@ fn parse_usize(k: &str, v: &str) -> Result<usize> {
 impl Query {
     /// CLI-style arguments: `key=value`, `key=a,b` (OR), `key!=value` (exclusion), and
     /// free words (text). Reserved keys: `limit`, `offset`, `sort`
-    /// (`name|name_desc|newest|size`), `latest` (`true|false`), `facets` (`all`, `none`
+    /// (`name|name_desc|newest|size`), `latest` (`true|false|dataset`), `facets` (`all`, `none`
     /// or `a,b`), `from` / `to` (time overlap), `prefix` (name prefix), `text`.
     pub fn parse_args(args: &[&str]) -> Result<Query> {
         let mut q = Query::default();
@@ -159,6 +164,10 @@ impl Query {
                 "" => return invalid(format!("argument {a:?} has no key")),
                 "limit" => q.limit = parse_usize(k, v)?,
                 "offset" => q.offset = parse_usize(k, v)?,
+                "latest" if v.eq_ignore_ascii_case("dataset") => {
+                    q.latest_only = true;
+                    q.dataset_latest = true;
+                }
                 "latest" => q.latest_only = parse_bool(k, v)?,
                 "sort" => {
                     q.sort = serde_json::from_value(serde_json::Value::String(v.to_string()))

@@ -52,10 +52,19 @@ pub(crate) fn check_plain(what: &str, s: &str, max: usize) -> Result<()> {
     if s.len() > max {
         return invalid(format!("{what} is {} bytes, more than {max}", s.len()));
     }
-    if s.chars().any(char::is_control) {
+    if has_control(s) {
         return invalid(format!("{what} contains a control character"));
     }
     Ok(())
+}
+
+/// True if `s` holds a control character (Unicode `Cc`: U+0000–U+001F, U+007F–U+009F),
+/// tested on the UTF-8 bytes: C1 controls are `C2 80`–`C2 9F`.
+fn has_control(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&n| n <= 0x9f))
+    })
 }
 
 pub(crate) fn check_name(what: &str, s: &str) -> Result<()> {
@@ -201,4 +210,25 @@ pub(crate) fn decode_record(name: String, version: i64, data: &str) -> Result<Re
     r.version = u64::try_from(version)
         .map_err(|_| crate::Error::Corrupt(format!("negative version {version}")))?;
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_control;
+
+    #[test]
+    fn control_test_agrees_with_char_is_control() {
+        let mut samples: Vec<String> = ["", "plain", "tas_Amon", "é ü 中文 🌍", "a\u{a0}b"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for c in (0u32..0x250).chain([0x2028, 0xfeff, 0x1_f600]) {
+            if let Some(ch) = char::from_u32(c) {
+                samples.push(format!("x{ch}y"));
+            }
+        }
+        for s in &samples {
+            assert_eq!(has_control(s), s.chars().any(char::is_control), "{s:?}");
+        }
+    }
 }

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
 use crate::record::{decode_record, Prepared, Record};
-use crate::store::{moved_name, renamed_range, temp_name, Changes};
+use crate::store::{moved_name, renamed_range, temp_name, Changes, Sink};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS catalog_meta (k INTEGER PRIMARY KEY CHECK (k = 1), epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
@@ -20,8 +20,14 @@ CREATE TABLE IF NOT EXISTS records (
 CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
 CREATE TABLE IF NOT EXISTS removed (id INTEGER NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', contentless_delete=1, tokenize='ascii');
+CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', contentless_delete=1, detail=none, tokenize='ascii');
 ";
+
+/// The page cache (KiB when negative): 16 MiB normally, 256 MiB during a bulk upsert
+/// (`BULK` records or more) so that its pages are written once, at commit.
+const CACHE: &str = "PRAGMA cache_size = -16384;";
+const BULK_CACHE: &str = "PRAGMA cache_size = -262144;";
+const BULK: usize = 1000;
 
 pub(crate) struct Sqlite {
     conn: Connection,
@@ -46,6 +52,7 @@ impl Sqlite {
         conn.busy_timeout(Duration::from_secs(30))?;
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))?;
         conn.execute_batch("PRAGMA synchronous = NORMAL;")?;
+        conn.execute_batch(CACHE)?;
         let mut s = Sqlite { conn };
         let tx = s
             .conn
@@ -62,23 +69,25 @@ impl Sqlite {
         Ok(st.query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?)
     }
 
-    pub fn changes(&mut self, since: i64) -> Result<Changes> {
+    pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
         let tx = self.conn.transaction()?;
         let head: (i64, i64) =
             tx.query_row("SELECT epoch, seq FROM catalog_meta WHERE k = 1", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })?;
-        let mut rows = Vec::new();
+        if epoch.is_some_and(|e| e != head.0) {
+            return Ok(None);
+        }
         {
-            // A full load scans the table; `+seq` keeps SQLite off the seq index then.
+            // A full load scans the table in id order; `+seq` keeps SQLite off the seq index.
             let mut st = tx.prepare(if since == 0 {
-                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE +seq > ?1"
+                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE +seq > ?1 ORDER BY id"
             } else {
                 "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > ?1"
             })?;
             let mut q = st.query([since])?;
             while let Some(r) = q.next()? {
-                rows.push(IndexRow {
+                sink(IndexRow {
                     rid: r.get(0)?,
                     name: r.get(1)?,
                     version: version(r.get(2)?)?,
@@ -89,7 +98,9 @@ impl Sqlite {
                 });
             }
         }
-        let removed = {
+        let removed = if since == 0 {
+            Vec::new() // a full load reads only what exists
+        } else {
             let mut st = tx.prepare("SELECT id FROM removed WHERE seq > ?1")?;
             let v = st
                 .query_map([since], |r| r.get(0))?
@@ -97,67 +108,98 @@ impl Sqlite {
             v
         };
         tx.commit()?;
-        Ok(Changes {
-            head,
-            rows,
-            removed,
-        })
+        Ok(Some((head, removed)))
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
+        // A bulk write touches pages all over the name index: give it a larger cache
+        // while it runs (the pages are freed again when the cache shrinks back).
+        let bulk = rs.len() >= BULK;
+        if bulk {
+            self.conn.execute_batch(BULK_CACHE)?;
+        }
+        let r = self.upsert_tx(rs);
+        if bulk {
+            self.conn.execute_batch(CACHE)?;
+        }
+        r
+    }
+
+    fn upsert_tx(&mut self, rs: &[Prepared]) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let seq = bump(&tx)?;
+        // Record rows first, then the free text: FTS5 flushes its pending terms at every
+        // statement savepoint once it is part of the transaction, so interleaving the two
+        // would write the text index once per record.
+        let mut ids = Vec::with_capacity(rs.len());
+        let mut existed = std::collections::HashSet::new();
         {
-            let mut find =
-                tx.prepare_cached("SELECT id FROM records WHERE name = ?1 AND version = ?2")?;
             let mut ins = tx.prepare_cached(
                 "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING id",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, version) DO NOTHING",
             )?;
+            let mut find =
+                tx.prepare_cached("SELECT id FROM records WHERE name = ?1 AND version = ?2")?;
             let mut upd = tx.prepare_cached(
                 "UPDATE records SET seq = ?2, project = ?3, size = ?4, time_start = ?5, time_end = ?6,
                  facets = ?7, data = ?8 WHERE id = ?1",
             )?;
+            let mut fresh_from = i64::MAX;
+            for p in rs {
+                let n = ins.execute(params![
+                    p.name,
+                    p.version,
+                    seq,
+                    p.project,
+                    p.size,
+                    p.time_start,
+                    p.time_end,
+                    p.facets,
+                    p.data
+                ])?;
+                let id = if n == 1 {
+                    let id = tx.last_insert_rowid();
+                    fresh_from = fresh_from.min(id);
+                    id
+                } else {
+                    let id: i64 = find.query_row(params![p.name, p.version], |r| r.get(0))?;
+                    upd.execute(params![
+                        id,
+                        seq,
+                        p.project,
+                        p.size,
+                        p.time_start,
+                        p.time_end,
+                        p.facets,
+                        p.data
+                    ])?;
+                    // Its text row exists unless it was inserted by this very call.
+                    if id < fresh_from {
+                        existed.insert(id);
+                    }
+                    id
+                };
+                ids.push(id);
+            }
+        }
+        {
             let mut fts_del = tx.prepare_cached("DELETE FROM records_fts WHERE rowid = ?1")?;
             let mut fts_ins =
                 tx.prepare_cached("INSERT INTO records_fts (rowid, body) VALUES (?1, ?2)")?;
-            for p in rs {
-                let old: Option<i64> = find
-                    .query_row(params![p.name, p.version], |r| r.get(0))
-                    .optional()?;
-                let id = match old {
-                    Some(id) => {
-                        upd.execute(params![
-                            id,
-                            seq,
-                            p.project,
-                            p.size,
-                            p.time_start,
-                            p.time_end,
-                            p.facets,
-                            p.data
-                        ])?;
-                        fts_del.execute([id])?;
-                        id
-                    }
-                    None => ins.query_row(
-                        params![
-                            p.name,
-                            p.version,
-                            seq,
-                            p.project,
-                            p.size,
-                            p.time_start,
-                            p.time_end,
-                            p.facets,
-                            p.data
-                        ],
-                        |r| r.get(0),
-                    )?,
-                };
-                fts_ins.execute(params![id, p.body])?;
+            for id in &existed {
+                fts_del.execute([id])?;
+            }
+            // The last body written for an id wins.
+            let mut last = std::collections::HashMap::with_capacity(ids.len());
+            for (k, id) in ids.iter().enumerate() {
+                last.insert(*id, k);
+            }
+            let mut order: Vec<(i64, usize)> = last.into_iter().collect();
+            order.sort_unstable();
+            for (id, k) in order {
+                fts_ins.execute(params![id, rs[k].body])?;
             }
         }
         tx.commit()?;
@@ -253,14 +295,16 @@ impl Sqlite {
         Ok(out)
     }
 
-    pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT rowid FROM records_fts WHERE records_fts MATCH ?1")?;
+    pub fn text(&mut self, words: &[String], after: i64) -> Result<Vec<i64>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT rowid FROM records_fts WHERE records_fts MATCH ?1 AND rowid > ?2",
+        )?;
         let m = crate::text::fts5_match(words);
-        let v = st
-            .query_map([m], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
+        let mut q = st.query(params![m, after])?;
+        let mut v = Vec::new();
+        while let Some(r) = q.next()? {
+            v.push(r.get::<_, i64>(0)?);
+        }
         Ok(v)
     }
 

@@ -4,13 +4,12 @@ use crate::error::{Error, Result};
 use crate::index::IndexRow;
 use crate::record::{Prepared, Record};
 
-/// Everything written since a sequence number, read in one snapshot.
-pub(crate) struct Changes {
-    /// (epoch, seq) of the snapshot.
-    pub head: (i64, i64),
-    pub rows: Vec<IndexRow>,
-    pub removed: Vec<i64>,
-}
+/// What `changes` found: the (epoch, seq) of its snapshot and the removed record ids
+/// (rows went to the sink); `None` when the epoch was not the expected one.
+pub(crate) type Changes = Option<((i64, i64), Vec<i64>)>;
+
+/// Receives the rows of the change feed, one at a time.
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(IndexRow);
 
 pub(crate) enum Store {
     Sqlite(crate::sqlite::Sqlite),
@@ -30,8 +29,11 @@ impl Store {
     pub fn head(&mut self) -> Result<(i64, i64)> {
         both!(self, b => b.head())
     }
-    pub fn changes(&mut self, since: i64) -> Result<Changes> {
-        both!(self, b => b.changes(since))
+    /// Everything written after `since`, read in one snapshot: rows (in record-id order
+    /// when `since` is 0) to `sink`, then the removed ids. With `epoch`, nothing is read
+    /// unless the snapshot is in that epoch.
+    pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
+        both!(self, b => b.changes(since, epoch, sink))
     }
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
         both!(self, b => b.upsert_many(rs))
@@ -45,8 +47,9 @@ impl Store {
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
         both!(self, b => b.fetch(rids))
     }
-    pub fn text(&mut self, words: &[String]) -> Result<Vec<i64>> {
-        both!(self, b => b.text(words))
+    /// Ids of the records whose text holds every word, among ids above `after`.
+    pub fn text(&mut self, words: &[String], after: i64) -> Result<Vec<i64>> {
+        both!(self, b => b.text(words, after))
     }
     pub fn clear(&mut self) -> Result<()> {
         both!(self, b => b.clear())

@@ -15,6 +15,12 @@ pub fn words(s: &str) -> impl Iterator<Item = String> + '_ {
     s.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .filter_map(|w| {
+            if w.is_ascii() {
+                // The common case: ASCII letters and digits, one byte per character.
+                let mut t = w[..w.len().min(MAX_TOKEN_CHARS)].to_string();
+                t.make_ascii_lowercase();
+                return Some(t);
+            }
             let t: String = w
                 .chars()
                 .take(MAX_TOKEN_CHARS)
@@ -27,15 +33,30 @@ pub fn words(s: &str) -> impl Iterator<Item = String> + '_ {
 
 /// The distinct words of all `parts`, joined by single spaces: the indexed body.
 pub fn body<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut seen = HashSet::new();
+    let mut seen: Vec<String> = Vec::new();
+    let mut set: HashSet<String> = HashSet::new();
     let mut out = String::new();
     for p in parts {
         for w in words(p) {
-            if seen.insert(w.clone()) {
+            // Few words (the usual record): a linear scan beats hashing each one.
+            let new = if set.is_empty() && seen.len() < 48 {
+                !seen.contains(&w)
+            } else {
+                if set.is_empty() {
+                    set.extend(seen.drain(..));
+                }
+                !set.contains(&w)
+            };
+            if new {
                 if !out.is_empty() {
                     out.push(' ');
                 }
                 out.push_str(&w);
+                if set.is_empty() {
+                    seen.push(w);
+                } else {
+                    set.insert(w);
+                }
             }
         }
     }

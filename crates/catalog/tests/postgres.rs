@@ -8,7 +8,7 @@ use common::pgcluster::PgCluster;
 fn suite_on_postgres() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
     type Suite = (&'static str, fn(&str));
-    let suites: [Suite; 7] = [
+    let suites: [Suite; 9] = [
         ("facets", common::facet_counts_match_brute_force),
         ("latest", common::latest_only_and_versions),
         ("time", common::time_overlap_and_exclusions),
@@ -16,6 +16,8 @@ fn suite_on_postgres() {
         ("second", common::second_handle_sees_writes),
         ("rename", common::rename_conflicts_and_nesting),
         ("hostile", common::hostile_strings),
+        ("words", common::word_cache_follows_changes),
+        ("datasets", common::dataset_latest_and_name_children),
     ];
     for (name, f) in suites {
         let url = pg.create_db(&format!("t_{name}"));

@@ -25,7 +25,9 @@ on_sqlite!(
     autocomplete,
     second_handle_sees_writes,
     rename_conflicts_and_nesting,
-    hostile_strings
+    hostile_strings,
+    word_cache_follows_changes,
+    dataset_latest_and_name_children
 );
 
 #[test]

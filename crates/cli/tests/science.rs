@@ -295,3 +295,136 @@ fn search_without_a_daemon_reads_the_embedded_catalog_and_bad_queries_are_refuse
     let v3: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v3["total"], v["total"]);
 }
+
+/// `granary search --node PREFIX`: one node asks another node's catalog over NDN (a TCP
+/// face and a route to its node prefix), and gets what that node answers locally;
+/// `get --query --flat` writes every match straight into the output directory.
+#[test]
+fn remote_search_over_ndn_and_flat_get() {
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let tree = b.dir.path().join("example");
+    b.ok(&["example-data", tree.to_str().unwrap()]);
+    let r = publish_dir(&b, &tree, &[]);
+    let published = r["counts"]["published"].as_u64().unwrap();
+    assert!(published >= 10, "{}", r["counts"]);
+    let toml = std::fs::read_to_string(b.data.join("node.toml")).unwrap();
+    let b_prefix = toml
+        .lines()
+        .find_map(|l| l.strip_prefix("node_prefix = \""))
+        .and_then(|l| l.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("no node_prefix in {toml}"))
+        .to_string();
+    let b_catalog = format!("{b_prefix}/catalog");
+
+    let a = Daemon::start(&[]);
+    assert_eq!(
+        search_json(&a, &[])["total"],
+        0,
+        "a starts with an empty catalog"
+    );
+    let b_tcp = format!("tcp://{}", b.tcp.as_ref().unwrap());
+    a.ok(&["route", "add", &b_prefix, &b_tcp]);
+    for args in [
+        vec!["--facets", "--limit", "1000"],
+        vec!["source_id=CanESM5", "--facets"],
+        vec![
+            "variable_id=tas",
+            "experiment_id=historical,ssp585",
+            "--limit",
+            "3",
+        ],
+        vec!["temperature", "--all-versions"],
+    ] {
+        let mut remote_args = vec!["--node", b_catalog.as_str()];
+        remote_args.extend_from_slice(&args);
+        let remote = search_json(&a, &remote_args);
+        let local = search_json(&b, &args);
+        assert!(remote["total"].as_u64().unwrap() > 0, "{args:?}: {remote}");
+        assert_eq!(remote["total"], local["total"], "{args:?}");
+        assert_eq!(page_names(&remote), page_names(&local), "{args:?}");
+        assert_eq!(remote["facet_counts"], local["facet_counts"], "{args:?}");
+    }
+    // The readable table works remotely too, and a bad query is refused by the remote
+    // catalog with its reason.
+    let table = a.ok(&["search", "--node", &b_catalog, "source_id=MIROC6"]);
+    assert!(table.contains("MIROC6"), "{table}");
+    let o = a.cli(&["search", "--node", &b_catalog, "limit=99999"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("limit"), "{err}");
+    // No route: a clear failure, not a hang.
+    let o = a.cli(&["search", "--node", "/no/such/node/catalog"]);
+    assert!(!o.status.success());
+
+    // get --query --flat: every latest match by its file name alone, byte-identical.
+    let all = files_under(&tree);
+    let newest = latest(&all);
+    let expect: Vec<&PathBuf> = newest
+        .iter()
+        .filter(|p| drs_facets(p)["source_id"] == "CanESM5")
+        .collect();
+    assert!(expect.len() >= 2);
+    let out = b.dir.path().join("flat");
+    b.ok(&[
+        "get",
+        "--query",
+        "source_id=CanESM5",
+        "-o",
+        out.to_str().unwrap(),
+        "--flat",
+        "-q",
+    ]);
+    let got = files_under(&out);
+    assert_eq!(got.len(), expect.len(), "{got:?}");
+    assert!(got.iter().all(|p| p.components().count() == 1), "{got:?}");
+    for p in expect {
+        let file = p.file_name().unwrap();
+        assert_eq!(
+            std::fs::read(out.join(file)).unwrap(),
+            std::fs::read(tree.join(p)).unwrap(),
+            "{}",
+            p.display()
+        );
+    }
+    // Dataset-level latest: CanESM5 historical tas has an older DRS version whose one
+    // file (1850-1853) was split in two by the newer one; by name all three files are
+    // latest, by dataset only the newer version's two.
+    let ds = "source_id=CanESM5 variable_id=tas experiment_id=historical member_id=r1i1p1f1";
+    let terms: Vec<&str> = ds.split(' ').collect();
+    let by_name = search_json(&b, &terms);
+    assert_eq!(by_name["total"], 3, "{by_name}");
+    let mut t = terms.clone();
+    t.push("latest=dataset");
+    let by_dataset = search_json(&b, &t);
+    assert_eq!(by_dataset["total"], 2, "{by_dataset}");
+    assert!(by_dataset["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|h| h["facets"]["version"] == "v20190429"));
+    let remote = search_json(&a, &[&["--node", b_catalog.as_str()][..], &t[..]].concat());
+    assert_eq!(remote["total"], 2, "{remote}");
+
+    // Two versions of one file would land on one path: refused, nothing written.
+    let one = newest
+        .iter()
+        .find(|p| drs_facets(p)["source_id"] == "MIROC6")
+        .unwrap();
+    let bytes = std::fs::read(tree.join(one)).unwrap();
+    std::fs::write(tree.join(one), &bytes).unwrap(); // new mtime: published again
+    let r = publish_dir(&b, &tree, &[]);
+    assert_eq!(r["counts"]["published"], 1, "{}", r["counts"]);
+    let out2 = b.dir.path().join("flat2");
+    let o = b.cli(&[
+        "get",
+        "--query",
+        "source_id=MIROC6 latest=false",
+        "-o",
+        out2.to_str().unwrap(),
+        "--flat",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--flat"), "{err}");
+    assert!(!out2.exists() || files_under(&out2).is_empty());
+}

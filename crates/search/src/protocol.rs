@@ -21,6 +21,9 @@ pub const VERB_SEARCH: &str = "search";
 /// Autocomplete: `{"facet", "prefix", "limit"?, "query"?}`; the answer is
 /// `{"facet", "values": [[value, count], …]}`.
 pub const VERB_AUTOCOMPLETE: &str = "autocomplete";
+/// Name-level autocomplete: `{"parent", "prefix"?, "limit"?, "query"?}`; the
+/// answer is `{"parent", "children": [[component, count], …]}`.
+pub const VERB_NAMES: &str = "names";
 /// One record with its detail: `{"name", "version"?}`; the answer is the
 /// record (with `meta`) and `"versions"`, or `{"error"}`.
 pub const VERB_RECORD: &str = "record";

@@ -169,6 +169,26 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
         Ok(v) => v,
         Err(e) => return json!({"error": format!("request is not JSON: {e}")}),
     };
+    // An optional count: absent (or null) gives the default, anything but a whole number
+    // is refused rather than silently replaced.
+    let count = |key: &str, default: u64, max: u64| -> Result<usize, String> {
+        match req.get(key).filter(|v| !v.is_null()) {
+            None => Ok(default as usize),
+            Some(v) => v
+                .as_u64()
+                .map(|n| n.min(max) as usize)
+                .ok_or_else(|| format!("\"{key}\" must be a whole number, not {v}")),
+        }
+    };
+    let text = |key: &str| -> Result<Option<&str>, String> {
+        match req.get(key).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| format!("\"{key}\" must be a string")),
+        }
+    };
     let r = match verb {
         VERB_SEARCH => serde_json::from_value::<Query>(req)
             .map_err(|e| format!("bad query: {e}"))
@@ -177,10 +197,15 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
                 slim(&mut page);
                 json!(page)
             }),
+        _ if !req.is_object() => Err("the request must be a JSON object".to_string()),
         VERB_AUTOCOMPLETE => {
-            let facet = req["facet"].as_str().unwrap_or_default().to_string();
-            let prefix = req["prefix"].as_str().unwrap_or_default();
-            let limit = req["limit"].as_u64().unwrap_or(10).min(1000) as usize;
+            let Some(facet) = req["facet"].as_str().map(str::to_string) else {
+                return json!({"error": "autocomplete needs \"facet\": a string"});
+            };
+            let (prefix, limit) = match (text("prefix"), count("limit", 10, 1000)) {
+                (Ok(p), Ok(l)) => (p.unwrap_or_default(), l),
+                (Err(e), _) | (_, Err(e)) => return json!({ "error": e }),
+            };
             let q = match req.get("query").filter(|v| !v.is_null()) {
                 Some(v) => match serde_json::from_value::<Query>(v.clone()) {
                     Ok(q) => Some(q),
@@ -192,9 +217,40 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
                 .map(|values| json!({"facet": facet, "values": values}))
                 .map_err(|e| e.to_string())
         }
+        VERB_NAMES => {
+            let (parent, prefix, limit) =
+                match (text("parent"), text("prefix"), count("limit", 100, 10_000)) {
+                    (Ok(a), Ok(p), Ok(l)) => {
+                        (a.unwrap_or("/").to_string(), p.unwrap_or_default(), l)
+                    }
+                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                        return json!({ "error": e })
+                    }
+                };
+            let q = match req.get("query").filter(|v| !v.is_null()) {
+                Some(v) => match serde_json::from_value::<Query>(v.clone()) {
+                    Ok(q) => Some(q),
+                    Err(e) => return json!({"error": format!("bad query: {e}")}),
+                },
+                None => None,
+            };
+            cat.name_children(&parent, prefix, limit, q.as_ref())
+                .map(|children| json!({"parent": parent, "children": children}))
+                .map_err(|e| e.to_string())
+        }
         VERB_RECORD => {
-            let name = req["name"].as_str().unwrap_or_default();
-            let version = req["version"].as_u64();
+            let Some(name) = req["name"].as_str() else {
+                return json!({"error": "record needs \"name\": a string"});
+            };
+            let version = match req.get("version").filter(|v| !v.is_null()) {
+                None => None,
+                Some(v) => match v.as_u64() {
+                    Some(n) => Some(n),
+                    None => {
+                        return json!({"error": format!("\"version\" must be a whole number, not {v}")})
+                    }
+                },
+            };
             match cat.get(name, version) {
                 Ok(Some(r)) => {
                     let versions = cat.versions(name).unwrap_or_default();
@@ -207,7 +263,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             }
         }
         other => Err(format!(
-            "unknown verb {other:?} (search, autocomplete, record)"
+            "unknown verb {other:?} (search, autocomplete, names, record)"
         )),
     };
     r.unwrap_or_else(|e| json!({ "error": e }))
@@ -241,4 +297,222 @@ pub fn segment(name: &Name, answer: Value) -> Vec<Data> {
                 .expect("DigestSha256 signing cannot fail")
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! Bad requests against the real service code path (Interests encoded and decoded
+    //! as wire bytes, a real SQLite catalog): each gets its documented answer —
+    //! `{"error"}` Data or a Nack — and the service keeps answering good requests.
+
+    use super::*;
+    use granary_catalog::Record;
+    use granary_packet::InterestFields;
+
+    fn catalog() -> (tempfile::TempDir, Arc<Catalog>) {
+        let d = tempfile::tempdir().unwrap();
+        let cat = Catalog::open(d.path().join("cat").to_str().unwrap()).unwrap();
+        let recs: Vec<Record> = (0..30)
+            .map(|i| Record {
+                name: format!("/cmip6/CMIP/M{}/f{i}.nc", i % 3),
+                version: 1,
+                project: "CMIP6".into(),
+                facets: [("source_id".to_string(), format!("M{}", i % 3))].into(),
+                title: format!("tas_{i}.nc"),
+                text: "near surface air temperature".into(),
+                ..Record::default()
+            })
+            .collect();
+        cat.upsert_many(&recs).unwrap();
+        (d, Arc::new(cat))
+    }
+
+    fn interest(name: Name, params: Option<&[u8]>) -> Interest {
+        let mut f = InterestFields::new(name);
+        f.can_be_prefix = true;
+        f.must_be_fresh = true;
+        f.nonce = Some(7);
+        f.app_params = params.map(Bytes::copy_from_slice);
+        f.encode()
+    }
+
+    fn verb(prefix: &Name, v: &[u8]) -> Name {
+        prefix.append(&Component::generic(v))
+    }
+
+    /// What the service answers: Ok(JSON) for a Data, Err(()) for a Nack.
+    async fn ask(svc: &Arc<Service>, i: &Interest) -> Result<Value, ()> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let p = match svc.on_interest(i, &tx, LinkFields::default()) {
+            Some(p) => p,
+            None => {
+                tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                    .await
+                    .expect("an answer in time")
+                    .expect("the service task answered")
+                    .0
+            }
+        };
+        match p {
+            NetPacket::Data(d) => {
+                assert!(d.name().len() == i.name.len() + 2, "{}", d.name());
+                assert!(i.name.is_prefix_of(d.name()));
+                assert_eq!(
+                    d.final_block_id().and_then(|c| c.as_ref().as_segment()),
+                    Some(0)
+                );
+                Ok(serde_json::from_slice(d.content()).expect("answers are JSON"))
+            }
+            NetPacket::Nack(..) => Err(()),
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+
+    fn error_of(v: &Value) -> &str {
+        v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("expected an error, got {v}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn bad_requests_get_errors_or_nacks_and_the_service_keeps_serving() {
+        let (_d, cat) = catalog();
+        let prefix = Name::from_uri(LOCAL_PREFIX).unwrap();
+        let svc = Service::new(cat.clone(), vec![prefix.clone()]);
+        let search = verb(&prefix, VERB_SEARCH.as_bytes());
+        let good = interest(search.clone(), Some(br#"{"filters":{"source_id":["M1"]}}"#));
+        let ok = ask(&svc, &good).await.unwrap();
+        assert_eq!(ok["total"], 10, "{ok}");
+
+        // Nacks: no parameters, wrong digest, oversize, extra components, other prefix,
+        // a later segment that was never made.
+        assert!(ask(&svc, &interest(search.clone(), None)).await.is_err());
+        let mut wire = good.wire().to_vec();
+        let last = wire.len() - 1;
+        wire[last] ^= 0x01; // the parameters are the last element: the digest no longer fits
+        if let Ok(bad) = Interest::decode(Bytes::from(wire)) {
+            assert!(!bad.params_digest_ok());
+            assert!(ask(&svc, &bad).await.is_err(), "wrong digest");
+        }
+        let huge = vec![b' '; MAX_REQUEST + 1];
+        assert!(ask(&svc, &interest(search.clone(), Some(&huge)))
+            .await
+            .is_err());
+        let extra = search.append(&Component::generic(b"more"));
+        assert!(ask(&svc, &interest(extra, Some(b"{}"))).await.is_err());
+        let other = Name::from_uri("/elsewhere/catalog/search").unwrap();
+        assert!(ask(&svc, &interest(other, Some(b"{}"))).await.is_err());
+        let seg = good
+            .name
+            .append(&Component::version(1))
+            .append(&Component::segment(1));
+        assert!(ask(&svc, &interest(seg, None)).await.is_err());
+
+        // {"error"} Data: every malformed, mistyped, missing, out-of-range or hostile
+        // request, on every verb.
+        let nested = "[".repeat(60_000);
+        let long = format!(
+            r#"{{"filters":{{"source_id":["{}"]}}}}"#,
+            "x".repeat(10_000)
+        );
+        let cases: Vec<(&[u8], &[u8])> = vec![
+            (b"search", b"{"),
+            (b"search", b""),
+            (b"search", b"\xff\xfe\x00garbage"),
+            (b"search", nested.as_bytes()),
+            (b"search", b"[1,2,3]"),
+            (b"search", b"null"),
+            (b"search", br#"{"filterz":{}}"#),
+            (b"search", br#"{"limit":"ten"}"#),
+            (b"search", br#"{"limit":1000000000}"#),
+            (b"search", br#"{"offset":-1}"#),
+            (b"search", br#"{"sort":"random()"}"#),
+            (b"search", br#"{"facets":"everything"}"#),
+            (b"search", br#"{"filters":{"source_id":"M1"}}"#),
+            (b"search", br#"{"filters":{"source_id":["a\u0000b"]}}"#),
+            (b"search", br#"{"filters":{"bad\u0007key":["M1"]}}"#),
+            (b"search", long.as_bytes()),
+            (b"search", br#"{"time_overlap":["1850",2000]}"#),
+            (b"autocomplete", b"{}"),
+            (b"autocomplete", br#"{"facet":5}"#),
+            (b"autocomplete", br#"{"facet":"source_id","limit":-3}"#),
+            (b"autocomplete", br#"{"facet":"source_id","prefix":["M"]}"#),
+            (
+                b"autocomplete",
+                br#"{"facet":"source_id","query":{"nope":1}}"#,
+            ),
+            (b"autocomplete", br#"{"facet":"source\u0000id"}"#),
+            (b"names", br#"{"parent":7}"#),
+            (b"names", br#"{"parent":"/cmip6","limit":"all"}"#),
+            (b"names", br#"{"parent":"/cmip6\u0000"}"#),
+            (b"record", b"{}"),
+            (b"record", br#"{"name":"/nosuch"}"#),
+            (
+                b"record",
+                br#"{"name":"/cmip6/CMIP/M0/f0.nc","version":"one"}"#,
+            ),
+            (b"drop", b"{}"),
+            (b"\xff\x00verb", b"{}"),
+        ];
+        for (v, params) in &cases {
+            let i = interest(verb(&prefix, v), Some(params));
+            let a = ask(&svc, &i).await.unwrap_or_else(|_| {
+                panic!(
+                    "{:?} {:?}: a Nack",
+                    String::from_utf8_lossy(v),
+                    params.len()
+                )
+            });
+            assert!(!error_of(&a).is_empty());
+            // The same request through `answer` (what the HTTP gateway calls).
+            let direct = answer(&cat, &String::from_utf8_lossy(v), params);
+            assert!(!error_of(&direct).is_empty());
+        }
+
+        // Hostile strings that are valid requests are answered, as plain data.
+        for text in [
+            r#"'; DROP TABLE records; --"#,
+            r#"\"x\" NEAR(a b) -c* col:tas OR 1=1"#,
+            "temperature 中文 🌍",
+        ] {
+            let q = json!({"text": text, "facets": "all"}).to_string();
+            let a = ask(&svc, &interest(search.clone(), Some(q.as_bytes())))
+                .await
+                .unwrap();
+            assert!(a.get("error").is_none() && a["total"].is_u64(), "{a}");
+        }
+        let q = json!({"filters": {"source_id": ["M1' OR '1'='1"]}}).to_string();
+        let a = ask(&svc, &interest(search.clone(), Some(q.as_bytes())))
+            .await
+            .unwrap();
+        assert_eq!(a["total"], 0, "{a}");
+
+        // And it still serves: the same good request, the other verbs.
+        assert_eq!(ask(&svc, &good).await.unwrap(), {
+            let mut v = ok.clone();
+            v["total"] = json!(10);
+            v
+        });
+        let ac = interest(
+            verb(&prefix, VERB_AUTOCOMPLETE.as_bytes()),
+            Some(br#"{"facet":"source_id","prefix":"m"}"#),
+        );
+        assert_eq!(
+            ask(&svc, &ac).await.unwrap()["values"]
+                .as_array()
+                .unwrap()
+                .len(),
+            3
+        );
+        let nm = interest(
+            verb(&prefix, VERB_NAMES.as_bytes()),
+            Some(br#"{"parent":"/cmip6/CMIP"}"#),
+        );
+        let names = ask(&svc, &nm).await.unwrap();
+        assert_eq!(
+            names["children"],
+            json!([["M0", 10], ["M1", 10], ["M2", 10]])
+        );
+        assert_eq!(cat.len().unwrap(), 30, "nothing was changed by any request");
+    }
 }

@@ -725,3 +725,205 @@ pub fn hostile_strings(spec: &str) {
     let again = Catalog::open(spec).unwrap();
     assert_eq!(again.len().unwrap(), evil.len() as u64 - 1);
 }
+
+/// Frequent words are cached between queries (as positions, brought up to date with the
+/// records appended since): appends, removals, in-place replacements, renames and a
+/// clear made through another handle must all show in the next text query.
+pub fn word_cache_follows_changes(spec: &str) {
+    let a = Catalog::open(spec).unwrap();
+    let b = Catalog::open(spec).unwrap();
+    let mut all = random_records(3600, 41);
+    for (i, r) in all.iter_mut().enumerate() {
+        if i % 5 != 0 {
+            r.text.push_str(" everywhere");
+        }
+    }
+    let (first, rest) = all.split_at(3000);
+    let mut recs: Vec<Record> = first.to_vec();
+    a.upsert_many(&recs).unwrap();
+    let queries: Vec<Query> = ["everywhere", "everywhere temperature", "temperature"]
+        .iter()
+        .flat_map(|t| {
+            [true, false].map(|latest| Query {
+                text: Some(t.to_string()),
+                latest_only: latest,
+                limit: 50,
+                facets: FacetSel::All,
+                ..Query::default()
+            })
+        })
+        .collect();
+    let check_all = |recs: &[Record]| {
+        for q in &queries {
+            check(&a, recs, q);
+        }
+    };
+    check_all(&recs); // fills the cache
+    check_all(&recs); // from the cache
+                      // appended through the other handle
+    b.upsert_many(&rest[..300]).unwrap();
+    recs.extend_from_slice(&rest[..300]);
+    check_all(&recs);
+    // removed
+    for r in recs
+        .iter()
+        .step_by(7)
+        .take(100)
+        .cloned()
+        .collect::<Vec<_>>()
+    {
+        b.remove(&r.name, Some(r.version)).unwrap();
+        recs.retain(|x| !(x.name == r.name && x.version == r.version));
+    }
+    check_all(&recs);
+    // replaced in place: the word goes from some records and comes to others
+    let mut changed = Vec::new();
+    for r in recs.iter_mut().step_by(11).take(80) {
+        r.text = if r.text.contains("everywhere") {
+            "nothing here".into()
+        } else {
+            format!("{} everywhere", r.text)
+        };
+        changed.push(r.clone());
+    }
+    b.upsert_many(&changed).unwrap();
+    check_all(&recs);
+    // appended again, then renamed
+    b.upsert_many(&rest[300..]).unwrap();
+    recs.extend_from_slice(&rest[300..]);
+    check_all(&recs);
+    let moved = b.rename("/cmip/MIROC6", "/moved/MIROC6").unwrap();
+    assert!(moved > 0);
+    for r in &mut recs {
+        if let Some(tail) = r.name.strip_prefix("/cmip/MIROC6/") {
+            r.name = format!("/moved/MIROC6/{tail}");
+        }
+    }
+    check_all(&recs);
+    // cleared and refilled
+    b.clear().unwrap();
+    b.upsert_many(&rest[..50]).unwrap();
+    check_all(&rest[..50]);
+}
+
+/// ESGF-style dataset-level `latest` (facet `version` per dataset directory) and the
+/// name-level autocomplete, against hand-computed and brute-force answers.
+pub fn dataset_latest_and_name_children(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let rec = |name: &str, version: u64, drs: Option<&str>| {
+        let mut facets = BTreeMap::new();
+        if let Some(d) = drs {
+            facets.insert("version".to_string(), d.to_string());
+        }
+        Record {
+            name: name.into(),
+            version,
+            facets,
+            ..Record::default()
+        }
+    };
+    cat.upsert_many(&[
+        rec("/d1/f1.nc", 1, Some("v20190101")),
+        rec("/d1/f2.nc", 1, Some("v20190101")),
+        rec("/d1/f2.nc", 2, Some("v20200101")),
+        rec("/d1/f3.nc", 1, Some("v20200101")),
+        rec("/d2/g.nc", 1, None),
+        rec("/d3/h.nc", 1, Some("v20180101")),
+    ])
+    .unwrap();
+    let names = |q: &Query| -> Vec<(String, u64)> {
+        cat.query(q)
+            .unwrap()
+            .hits
+            .iter()
+            .map(|r| (r.name.clone(), r.version))
+            .collect()
+    };
+    let own = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+        v.iter().map(|(n, k)| (n.to_string(), *k)).collect()
+    };
+    let ds = Query::parse_args(&["latest=dataset"]).unwrap();
+    assert!(ds.latest_only && ds.dataset_latest);
+    let kept = own(&[
+        ("/d1/f2.nc", 2),
+        ("/d1/f3.nc", 1),
+        ("/d2/g.nc", 1),
+        ("/d3/h.nc", 1),
+    ]);
+    assert_eq!(names(&ds), kept);
+    assert_eq!(
+        names(&Query {
+            latest_only: false,
+            ..ds.clone()
+        }),
+        kept,
+        "an older dataset version is left out whatever the repository version"
+    );
+    assert_eq!(cat.query(&Query::default()).unwrap().total, 5);
+    // Counts follow the same selection.
+    let page = cat
+        .query(&Query {
+            facets: FacetSel::All,
+            ..ds.clone()
+        })
+        .unwrap();
+    assert_eq!(
+        page.facet_counts["version"],
+        vec![("v20180101".to_string(), 1), ("v20200101".to_string(), 2)]
+    );
+    // A newer dataset version of f1 arrives: f1 is back.
+    cat.upsert(&rec("/d1/f1.nc", 2, Some("v20200101"))).unwrap();
+    assert_eq!(names(&ds).len(), 5);
+    assert_eq!(names(&ds)[0], ("/d1/f1.nc".to_string(), 2));
+
+    // Name-level autocomplete.
+    cat.clear().unwrap();
+    let recs = random_records(1500, 51);
+    cat.upsert_many(&recs).unwrap();
+    let brute_children = |parent: &str, partial: &str, q: &Query| -> Vec<(String, u64)> {
+        let (hits, _) = brute(
+            &recs,
+            &Query {
+                limit: usize::MAX,
+                offset: 0,
+                facets: FacetSel::None,
+                ..q.clone()
+            },
+        );
+        let base = format!("{}/", parent.trim_end_matches('/'));
+        let mut c: BTreeMap<String, u64> = BTreeMap::new();
+        for (n, _) in hits {
+            if let Some(rest) = n.strip_prefix(&base) {
+                let child = rest.split('/').next().unwrap_or(rest);
+                if child.to_lowercase().starts_with(&partial.to_lowercase()) {
+                    *c.entry(child.to_string()).or_default() += 1;
+                }
+            }
+        }
+        let mut v: Vec<(String, u64)> = c.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    };
+    let tas = Query::parse_args(&["variable_id=tas"]).unwrap();
+    for (parent, partial, q) in [
+        ("/", "", Query::default()),
+        ("/cmip", "", Query::default()),
+        ("/cmip/", "c", Query::default()),
+        ("/cmip/CanESM5", "HIST", Query::default()),
+        ("/cmip/MIROC6/historical", "", tas.clone()),
+        ("/cmip/nosuch", "", Query::default()),
+    ] {
+        let got = cat.name_children(parent, partial, 1000, Some(&q)).unwrap();
+        assert_eq!(
+            got,
+            brute_children(parent, partial, &q),
+            "{parent} {partial}"
+        );
+    }
+    assert!(!cat
+        .name_children("/cmip", "", 1000, None)
+        .unwrap()
+        .is_empty());
+    assert_eq!(cat.name_children("/cmip", "", 2, None).unwrap().len(), 2);
+    assert!(cat.name_children("/cmip\u{0}", "", 10, None).is_err());
+}
