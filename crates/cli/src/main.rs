@@ -12,6 +12,7 @@ mod repo;
 mod science;
 mod scrub;
 mod selfcheck;
+mod sim;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -369,6 +370,8 @@ enum Command {
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
+    /// Simulations on the node's own code (`sim cache`: cache-policy study).
+    Sim(sim::SimArgs),
 }
 
 /// Chunking flags (put, dedup).
@@ -611,6 +614,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
+        Command::Sim(a) => sim::run(a),
     }
 }
 
