@@ -8,6 +8,7 @@ mod key;
 mod linkem;
 mod mount;
 mod node;
+mod perf;
 mod repo;
 mod science;
 mod scrub;
@@ -372,6 +373,8 @@ enum Command {
     Selfcheck,
     /// Simulations on the node's own code (`sim cache`: cache-policy study).
     Sim(sim::SimArgs),
+    /// Producer signing throughput, ndnperf-style (`perf serve`, `perf fetch`).
+    Perf(perf::PerfArgs),
 }
 
 /// Chunking flags (put, dedup).
@@ -615,6 +618,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Perf(a) => perf::run(&socket, a),
     }
 }
 

@@ -330,6 +330,7 @@ fn drive(
 }
 
 /// Runs one Zipf configuration.
+#[cfg(test)]
 pub fn simulate(p: &Point, requests_per_consumer: u64, warmup: f64, seed: u64) -> Outcome {
     let items = p.objects * p.chunks.max(1);
     let mut catalog = Catalog::synthetic(items);
