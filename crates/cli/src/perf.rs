@@ -188,7 +188,12 @@ impl Samples {
             let i = ((self.0.len() as f64 * q).ceil() as usize).clamp(1, self.0.len()) - 1;
             self.0[i] as f64 / 1000.0
         };
-        [at(0.5), at(0.9), at(0.99), self.0[self.0.len() - 1] as f64 / 1000.0]
+        [
+            at(0.5),
+            at(0.9),
+            at(0.99),
+            self.0[self.0.len() - 1] as f64 / 1000.0,
+        ]
     }
 }
 
@@ -267,7 +272,10 @@ fn report(
         if let Some(pc) = producer_cpu {
             line.push_str(&format!(" cpu {pc:.0}%"));
         }
-        line.push_str(&format!("  {role} cpu {cpu_pct:.0}% ({per_core:.0}%/core of {})", cores()));
+        line.push_str(&format!(
+            "  {role} cpu {cpu_pct:.0}% ({per_core:.0}%/core of {})",
+            cores()
+        ));
         if w.timeouts > 0 || w.nacks > 0 {
             line.push_str(&format!("  timeouts {} nacks {}", w.timeouts, w.nacks));
         }
@@ -292,7 +300,12 @@ enum SignWith {
 }
 
 impl SignWith {
-    fn sign(&self, b: DataBuilder, fill: impl FnOnce(&mut [u8]), len: usize) -> anyhow::Result<Data> {
+    fn sign(
+        &self,
+        b: DataBuilder,
+        fill: impl FnOnce(&mut [u8]),
+        len: usize,
+    ) -> anyhow::Result<Data> {
         let fill = |dst: &mut [u8]| {
             fill(dst);
             Ok::<_, anyhow::Error>(())
@@ -337,12 +350,16 @@ struct Shared {
 
 fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
     if a.payload > MAX_PAYLOAD {
-        bail!("--payload {} is larger than the largest packet allows ({MAX_PAYLOAD})", a.payload);
+        bail!(
+            "--payload {} is larger than the largest packet allows ({MAX_PAYLOAD})",
+            a.payload
+        );
     }
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let prefix = Name::from_uri(&a.prefix).map_err(|e| anyhow::anyhow!("bad prefix {:?}: {e}", a.prefix))?;
+    let prefix =
+        Name::from_uri(&a.prefix).map_err(|e| anyhow::anyhow!("bad prefix {:?}: {e}", a.prefix))?;
     let locator = prefix
         .append(&Component::generic(b"KEY"))
         .append(&Component::generic(b"perf"));
@@ -404,11 +421,14 @@ fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
                 dst.copy_from_slice(&filler[..dst.len()]);
                 if dst.len() >= HEADER {
                     dst[..8].copy_from_slice(&shared.proc_ns.load(Ordering::Relaxed).to_be_bytes());
-                    dst[8..16]
-                        .copy_from_slice(&shared.cpu_permille.load(Ordering::Relaxed).to_be_bytes());
+                    dst[8..16].copy_from_slice(
+                        &shared.cpu_permille.load(Ordering::Relaxed).to_be_bytes(),
+                    );
                 }
             };
-            let r = sign.sign(b, fill, payload).map(|d| (d, arrived, t0.elapsed()));
+            let r = sign
+                .sign(b, fill, payload)
+                .map(|d| (d, arrived, t0.elapsed()));
             if tx.send(r).is_err() {
                 return;
             }
@@ -495,7 +515,8 @@ fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
 }
 
 fn fetch(socket: &std::path::Path, a: FetchArgs) -> anyhow::Result<()> {
-    let prefix = Name::from_uri(&a.prefix).map_err(|e| anyhow::anyhow!("bad prefix {:?}: {e}", a.prefix))?;
+    let prefix =
+        Name::from_uri(&a.prefix).map_err(|e| anyhow::anyhow!("bad prefix {:?}: {e}", a.prefix))?;
     if a.window == 0 {
         bail!("--window must be at least 1");
     }
