@@ -494,8 +494,8 @@ fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
                     let cpu = cpu_time();
                     let secs = t_win.elapsed().as_secs_f64();
                     let used = cpu.saturating_sub(cpu_win);
-                    if win.proc_n > 0 {
-                        shared.proc_ns.store(win.proc_ns / win.proc_n, Ordering::Relaxed);
+                    if let Some(mean) = win.proc_ns.checked_div(win.proc_n) {
+                        shared.proc_ns.store(mean, Ordering::Relaxed);
                     }
                     shared.cpu_permille.store((used.as_secs_f64() / secs.max(1e-9) * 1000.0) as u64, Ordering::Relaxed);
                     if win.data > 0 {
