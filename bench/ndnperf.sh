@@ -68,8 +68,8 @@ for sign in rsa ecdsa sha256 ed25519 null; do
       f=$(tail -n1 "$work/fetch.json"); s=$(tail -n1 "$work/serve.json")
       read -r dps mbit p50 p99 < <(jq -r '[.data_per_s, .mbit_per_s, .latency_ms.p50, .latency_ms.p99] | @tsv' <<<"$f")
       read -r us cpu < <(jq -r '[(.producer_us_per_packet // 0), .cpu_percent] | @tsv' <<<"$s")
-      per_core=$(awk -v m="$mbit" -v c="$cpu" 'BEGIN{printf "%.0f", c>0 ? m/(c/100) : 0}')
-      cap=$(awk -v p="$payload" -v u="$us" 'BEGIN{printf "%.0f", u>0 ? p*8/u : 0}')
+      per_core=$(awk -v m="$mbit" -v c="$cpu" 'BEGIN{printf "%.0f", (c>0 ? m/(c/100) : 0)}')
+      cap=$(awk -v p="$payload" -v u="$us" 'BEGIN{printf "%.0f", (u>0 ? p*8/u : 0)}')
       seed="-"; [ "$payload" = 8192 ] && seed=$(seed_per_core "$sign")
       printf '| %s | %s | %s | %.0f | %.1f | %.2f | %.2f | %.1f | %.0f | %s | %s | %s |\n' \
         "$sign" "$payload" "$threads" "$dps" "$mbit" "$p50" "$p99" "$us" "$cpu" "$per_core" "$cap" "$seed"
