@@ -650,3 +650,73 @@ fn fetch(socket: &std::path::Path, a: FetchArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let mut s = Samples::default();
+        assert_eq!(s.percentiles(), [0.0; 4]);
+        for us in (1..=100).rev() {
+            s.push(Duration::from_micros(us * 1000));
+        }
+        assert_eq!(s.percentiles(), [50.0, 90.0, 99.0, 100.0]);
+    }
+
+    #[test]
+    fn cpu_time_grows_with_work() {
+        let before = cpu_time();
+        let t = Instant::now();
+        let mut x = 0u64;
+        // Spin until the kernel has charged at least one tick (10 ms), or
+        // give up after 5 s of wall time on a very busy machine.
+        while cpu_time() <= before && t.elapsed() < Duration::from_secs(5) {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+        }
+        std::hint::black_box(x);
+        assert!(cpu_time() > before, "no CPU time counted");
+    }
+
+    fn make(sign: &SignWith, len: usize) -> Data {
+        let b = DataBuilder::new(Name::from_uri("/p/1").unwrap());
+        sign.sign(b, |d| d.fill(7), len).unwrap()
+    }
+
+    #[test]
+    fn every_mode_signs_what_it_says() {
+        let null = make(&SignWith::Null, 100);
+        assert_eq!(null.sig_info().sig_type, sig_type::NULL);
+        assert!(null.sig_value().is_empty());
+        assert_eq!(null.content(), &[7u8; 100][..]);
+
+        let digest = make(&SignWith::Signer(Signer::Digest), 10);
+        assert_eq!(digest.sig_info().sig_type, sig_type::DIGEST_SHA256);
+        assert_eq!(
+            digest.sig_value().as_ref(),
+            &granary_packet::sha256(digest.signed_portion())[..]
+        );
+
+        // Cached and uncached keys make the same kind of signature, and both
+        // verify under the key's public half.
+        let key = PrivateKey::generate(KeyType::Ed25519).unwrap();
+        let spki = key.public_key_spki().unwrap();
+        let locator = Name::from_uri("/p/KEY/perf").unwrap();
+        let uncached = SignWith::Uncached {
+            typ: KeyType::Ed25519,
+            secret: Arc::new(key.secret().to_vec()),
+            locator: locator.clone(),
+        };
+        let cached = SignWith::Signer(Signer::new(Arc::new(key), locator));
+        for d in [make(&cached, 50), make(&uncached, 50)] {
+            assert_eq!(d.sig_info().sig_type, sig_type::ED25519);
+            granary_security::verify::Verifier::from_spki(&spki)
+                .unwrap()
+                .verify_data(&d)
+                .unwrap();
+        }
+    }
+}
