@@ -444,6 +444,10 @@ fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async move {
         let mut c = Client::connect(socket).await?;
         c.register(&prefix).await?;
+        // Installed before `ready` is printed, so an interrupt right after it
+        // still ends with the final report.
+        let mut interrupt =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
         if !json {
             println!(
                 "ready: serving {prefix} ({:?}, {} B payload, {} thread(s){})",
@@ -505,7 +509,7 @@ fn serve(socket: &std::path::Path, a: ServeArgs) -> anyhow::Result<()> {
                     (t_win, cpu_win) = (Instant::now(), cpu);
                 }
                 _ = &mut stop => break,
-                _ = tokio::signal::ctrl_c() => break,
+                _ = interrupt.recv() => break,
             }
         }
         let secs = start.elapsed().as_secs_f64();

@@ -45,11 +45,9 @@ impl Serve {
             .status()
             .unwrap();
         self.child.wait().unwrap();
-        let last = self
-            .lines
-            .try_iter()
-            .last()
-            .expect("no report from perf serve");
+        // The reader thread ends at the end of the output (the producer has
+        // exited) and so closes the channel: every line is in by then.
+        let last = self.lines.iter().last().expect("no report from perf serve");
         serde_json::from_str(&last).unwrap()
     }
 }
