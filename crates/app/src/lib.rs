@@ -129,6 +129,13 @@ impl Client {
         }
     }
 
+    /// Receives the next packet from the node, whatever it answers (for
+    /// pipelined consumers and producers that send with [`Client::send_raw`]).
+    /// Cancel-safe: a packet is never lost when the future is dropped.
+    pub async fn recv(&mut self) -> Result<NetPacket, Error> {
+        self.next_packet().await
+    }
+
     async fn next_packet(&mut self) -> Result<NetPacket, Error> {
         loop {
             while let Some(frame) =

@@ -8,10 +8,12 @@ mod key;
 mod linkem;
 mod mount;
 mod node;
+mod perf;
 mod repo;
 mod science;
 mod scrub;
 mod selfcheck;
+mod sim;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -369,6 +371,10 @@ enum Command {
     /// Check that this build works on this machine: packets, every signature
     /// algorithm, certificates, signed Interests. Exits non-zero on failure.
     Selfcheck,
+    /// Simulations on the node's own code (`sim cache`: cache-policy study).
+    Sim(sim::SimArgs),
+    /// Producer signing throughput, ndnperf-style (`perf serve`, `perf fetch`).
+    Perf(perf::PerfArgs),
 }
 
 /// Chunking flags (put, dedup).
@@ -611,6 +617,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
+        Command::Sim(a) => sim::run(a),
+        Command::Perf(a) => perf::run(&socket, a),
     }
 }
 
