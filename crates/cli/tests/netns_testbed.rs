@@ -394,7 +394,16 @@ fn carepo_fig3_four_hosts() {
     gw.ok(&["route", "add", "/carepo", &format!("udp4://{to_server}")]);
     client.ok(&["route", "add", "/carepo", &format!("udp4://{gw_lan}:6363")]);
     let file = server.dir.path().join("f.bin");
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    // Bytes with no repeated chunk (a repeated chunk is fetched once).
+    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
     std::fs::write(&file, &data).unwrap();
     server.ok(&[
         "put",
