@@ -354,18 +354,33 @@ async fn have_query<L: Link>(
             }
         })
         .collect();
-    let h2 = has.clone();
-    let mut job = ItemsJob::new(items).on_done(move |k, o| {
-        let Outcome::Got(d, _) = o else { return };
-        let Ok(mut h) = h2.lock() else { return };
-        for (j, b) in d.content().iter().enumerate() {
-            if let Some(slot) = h.get_mut(k * batch + j) {
-                *slot = *b == 1;
-            }
+    // The first batch alone: when the store has none of the file's first
+    // `batch` chunks, it is taken to have none of the rest (a similar file
+    // shares chunks from its start on), so a store full of other data costs
+    // one query, not one per batch.
+    let mut items = items;
+    let rest = items.split_off(items.len().min(1));
+    let mut st = Stats::default();
+    for (offset, group) in [(0usize, items), (1usize, rest)] {
+        if group.is_empty() {
+            continue;
         }
-    });
-    let st = engine.run(link, &mut [&mut job]).await?;
-    drop(job);
+        let h2 = has.clone();
+        let mut job = ItemsJob::new(group).on_done(move |k, o| {
+            let Outcome::Got(d, _) = o else { return };
+            let Ok(mut h) = h2.lock() else { return };
+            for (j, b) in d.content().iter().enumerate() {
+                if let Some(slot) = h.get_mut((k + offset) * batch + j) {
+                    *slot = *b == 1;
+                }
+            }
+        });
+        st = merge(&st, &engine.run(link, &mut [&mut job]).await?);
+        drop(job);
+        if offset == 0 && !has.lock().is_ok_and(|h| h.iter().any(|&b| b)) {
+            break;
+        }
+    }
     let has = has.lock().map(|h| h.clone()).unwrap_or_default();
     Ok((has, st))
 }
