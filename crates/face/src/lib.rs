@@ -86,7 +86,8 @@ pub struct Counters {
     pub marking_interval_ns: AtomicU64,
     /// DefaultCongestionThreshold in bytes (0: [`DEFAULT_MARKING_THRESHOLD`]).
     pub marking_threshold: AtomicU64,
-    /// Bytes waiting in the send queue.
+    /// Bytes waiting in the send queue (counted while marking is on; the
+    /// stream writer drains it).
     pub queued_bytes: AtomicU64,
     /// Interests received.
     pub in_interests: AtomicU64,
@@ -273,7 +274,10 @@ impl FaceHandle {
         let len = p.wire.len() as u64;
         match self.tx.try_send((p, tokio::time::Instant::now())) {
             Ok(()) => {
-                self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
+                // Only stream faces mark (and drain this count).
+                if self.counters.marking.load(Ordering::Relaxed) {
+                    self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
+                }
                 true
             }
             Err(_) => {

@@ -309,6 +309,17 @@ impl Forwarder {
                         format!("no face {id}"),
                     ));
                 };
+                // Marking is done by the stream faces' writer (Unix, TCP).
+                let marking_bit = granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED;
+                if p.has_flag_bit(marking_bit)
+                    && p.flag_bit(marking_bit)
+                    && h.info.remote_uri.starts_with("udp")
+                {
+                    return Some(ControlResponse::new(
+                        status::NOT_ACCEPTABLE,
+                        "congestion marking is available on stream faces (Unix, TCP) only",
+                    ));
+                }
                 apply_marking(&h.counters, p);
                 Some(ControlResponse::with_params(
                     status::OK,
@@ -478,7 +489,6 @@ impl Forwarder {
             let bit = granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED;
             let reliable = (p.has_flag_bit(bit) || p.flag_bit(bit)).then(|| p.flag_bit(bit));
             let (h, new) = ch.connect_with(addr, Persistency::Persistent, reliable);
-            apply_marking(&h.counters, p);
             let id = h.info.id;
             if new {
                 self.add_face(h);
