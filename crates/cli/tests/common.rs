@@ -267,3 +267,20 @@ impl Drop for Producer {
         let _ = self.child.wait();
     }
 }
+
+/// `tcp4://IP:PORT` of `d`'s TCP listener (started with `--listen tcp://…`).
+pub fn tcp(d: &Daemon) -> String {
+    format!("tcp4://{}", d.tcp.as_ref().unwrap())
+}
+
+/// `to` trusts `from`'s publisher key (made by its first `put`).
+pub fn trust(from: &Daemon, to: &Daemon) {
+    let list = from.ok(&["key", "list"]);
+    let key = list
+        .split_whitespace()
+        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
+        .expect("a key");
+    let cert = from.dir.path().join("pub.cert");
+    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
+    to.ok(&["key", "trust", cert.to_str().unwrap()]);
+}

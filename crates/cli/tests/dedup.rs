@@ -10,22 +10,6 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn tcp(d: &Daemon) -> String {
-    format!("tcp4://{}", d.tcp.as_ref().unwrap())
-}
-
-/// `to` trusts the keys of `from`'s keychain (the publisher's key).
-fn trust(from: &Daemon, to: &Daemon) {
-    let list = from.ok(&["key", "list"]);
-    let key = list
-        .split_whitespace()
-        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
-        .expect("a key");
-    let cert = from.dir.path().join("pub.cert");
-    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
-    to.ok(&["key", "trust", cert.to_str().unwrap()]);
-}
-
 /// `granary get NAME -o OUT --json` on `d`; the JSON summary.
 fn get(d: &Daemon, name: &str, out: &std::path::Path, extra: &[&str]) -> Value {
     let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{noise, Daemon};
+use common::{noise, tcp, trust, Daemon};
 
 fn rnd(seed: u64, n: usize) -> Vec<u8> {
     noise(n, seed)
@@ -110,22 +110,6 @@ impl Drop for Mount {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn tcp(d: &Daemon) -> String {
-    format!("tcp4://{}", d.tcp.as_ref().unwrap())
-}
-
-/// `to` trusts `from`'s publisher key (made by its first `put`).
-fn trust(from: &Daemon, to: &Daemon) {
-    let list = from.ok(&["key", "list"]);
-    let key = list
-        .split_whitespace()
-        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
-        .expect("a key");
-    let cert = from.dir.path().join("pub.cert");
-    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
-    to.ok(&["key", "trust", cert.to_str().unwrap()]);
 }
 
 fn put(d: &Daemon, file: &Path, name: &str, extra: &[&str]) {
