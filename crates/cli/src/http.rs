@@ -86,16 +86,14 @@ pub async fn start(
     match granary_gateway::start(addr, s.max_conns, node).await {
         Ok((bound, task)) => {
             if !bound.ip().is_loopback() {
-                eprintln!(
-                    "granary: the HTTP gateway listens on {bound}, beyond this host (read-only)"
-                );
+                tracing::warn!("the HTTP gateway listens on {bound}, beyond this host (read-only)");
             }
             println!("gateway http://{bound}/");
             Some(task)
         }
         Err(e) => {
-            eprintln!(
-                "granary: HTTP gateway not started: cannot listen on {addr}: {e}{}; the node runs on without it (choose another address with --http IP:PORT, or --http off)",
+            tracing::warn!(
+                "HTTP gateway not started: cannot listen on {addr}: {e}{}; the node runs on without it (choose another address with --http IP:PORT, or --http off)",
                 if e.kind() == std::io::ErrorKind::AddrInUse {
                     " (another program uses the port)"
                 } else {

@@ -175,7 +175,7 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         match granary_search::Indexer::open(data_dir, &s) {
             Ok(ix) => Some(std::sync::Arc::new(ix)),
             Err(e) => {
-                eprintln!("granary: catalog not served: {e}");
+                tracing::warn!("catalog not served: {e}");
                 None
             }
         }

@@ -288,6 +288,8 @@ fn localhop_commands_need_a_trusted_signature() {
             "daemon",
             "--listen",
             "tcp://127.0.0.1:0",
+            "--http",
+            "off",
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()

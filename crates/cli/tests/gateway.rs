@@ -488,6 +488,9 @@ fn port_taken_daemon_runs_on() {
             dir.path().to_str().unwrap(),
             "--socket",
             sock.to_str().unwrap(),
+            // The warning is a log event: with JSON logs it is a JSON line too.
+            "--log-format",
+            "json",
             "daemon",
             "--http",
             &format!("127.0.0.1:{port}"),
@@ -525,6 +528,11 @@ fn port_taken_daemon_runs_on() {
         err.contains("HTTP gateway not started") && err.contains(&port.to_string()),
         "{err}"
     );
+    for l in err.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(v.get("level").is_some(), "{l}");
+    }
     drop(taken);
 }
 

@@ -203,6 +203,8 @@ fn daemon_log(extra_env: &[(&str, &str)], args: &[&str]) -> String {
     ])
     .args(args)
     .arg("daemon")
+    // Its own port: tests run side by side, and 8080 may be anyone's.
+    .args(["--http", "127.0.0.1:0"])
     .env("GRANARY_LOG", "debug")
     .env_remove("NO_COLOR")
     .env_remove("GRANARY_LOG_FORMAT")
