@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # NDNLPv2 link reliability on the emulated WAN of bench/netns-goodput.sh
 # (consumer — router — producer, 100 Mbit/s, 20 ms RTT): the same fetches with
-# plain UDP faces and with `granary daemon --udp-reliability` on all three
+# plain UDP faces (`--udp-reliability false`) and with link reliability (the default) on all three
 # nodes, with 0.5% loss per datagram each way and without random loss, in one
 # run. Prints goodput (Mbit/s) per segment size and pipeline for the four
 # scenarios and writes bench/netns-reliability-<scenario>.csv. Needs root.
@@ -16,7 +16,7 @@ B=target/release/granary-bench-netns-goodput
 G=target/release/granary
 for sc in lossy-plain lossy-reliable clean-reliable clean-plain; do
   loss=0; [ "${sc%%-*}" = lossy ] && loss=0.5%
-  flags=""; [ "${sc##*-}" = reliable ] && flags=--udp-reliability
+  flags="--udp-reliability false"; [ "${sc##*-}" = reliable ] && flags=--udp-reliability
   echo "== $sc: loss $loss, daemon flags '${flags}', ${MIB} MiB"
   $B --granary $G --loss $loss --file-mib "$MIB" --small-mib 1 \
      --pipelines fixed:64,aimd,cubic --daemon-args="$flags" \

@@ -40,14 +40,17 @@ struct Args {
     /// File size in MiB for windows < 16 (they are slow).
     #[arg(long, default_value_t = 4)]
     small_mib: u64,
-    /// Segment sizes (bytes), comma-separated.
+    /// Segment sizes (bytes), comma-separated; 0 is `put`'s default chunking.
     #[arg(
         long,
         default_value = "1024,2048,4096,8192,16384,32768",
         value_delimiter = ','
     )]
     sizes: Vec<u32>,
-    /// Pipelines: fixed:N, aimd, cubic (comma-separated).
+    /// Pipelines: fixed:N, aimd, cubic, or `default` (comma-separated).
+    /// `default` is `granary get` with no flags at all (dedup on, the
+    /// engine's default window), each run on a freshly written and published
+    /// file so that nothing comes from a copy fetched before.
     #[arg(
         long,
         default_value = "fixed:1,fixed:4,fixed:16,fixed:64,aimd,cubic",
@@ -150,8 +153,13 @@ fn main() {
     write_noise(&big, a.file_mib << 20, 1).unwrap();
     write_noise(&small, a.small_mib << 20, 2).unwrap();
     let get_extra: Vec<&str> = a.get_args.split_whitespace().collect();
+    let mut fresh_seed = 100;
     for &size in &a.sizes {
         for (file, tag) in [(&big, "big"), (&small, "small")] {
+            if size == 0 {
+                // The default chunking: published per `default` run below.
+                break;
+            }
             let seg = size.to_string();
             cli(
                 &g,
@@ -191,7 +199,23 @@ fn main() {
             } else {
                 ("big", &big)
             };
-            let name = format!("/bench/{tag}/{size}");
+            let mut name = format!("/bench/{tag}/{size}");
+            let fresh = producer.dir.join("fresh.bin");
+            let defaults = kind == "default";
+            if defaults || size == 0 {
+                // New bytes under a new name, published as the user would
+                // (`put` with its default chunking unless a size is given).
+                fresh_seed += 1;
+                write_noise(&fresh, a.file_mib << 20, fresh_seed).unwrap();
+                name = format!("/bench/fresh/{fresh_seed}");
+                let mut put = vec!["put", fresh.to_str().unwrap(), &name];
+                let seg = size.to_string();
+                if size != 0 {
+                    put.extend(["--segment-size", &seg]);
+                }
+                cli(&g, &producer, &put);
+            }
+            let file = if defaults || size == 0 { &fresh } else { file };
             let dest = consumer.dir.join("out.bin");
             let mut cmd = Command::new(&g);
             cmd.args([
@@ -200,16 +224,10 @@ fn main() {
                 "--socket",
                 consumer.socket.to_str().unwrap(),
             ])
-            .args([
-                "get",
-                "--no-dedup",
-                &name,
-                "-o",
-                dest.to_str().unwrap(),
-                "--json",
-                "--pipeline-type",
-                kind,
-            ]);
+            .args(["get", &name, "-o", dest.to_str().unwrap(), "--json"]);
+            if !defaults {
+                cmd.args(["--no-dedup", "--pipeline-type", kind]);
+            }
             if kind == "fixed" {
                 cmd.args(["--pipeline-size", &window.to_string()]);
             }
@@ -218,6 +236,7 @@ fn main() {
                 stdout: so,
                 stderr: se,
                 peak_kib: peak,
+                secs: wall,
                 ..
             } = run_sampled(cmd);
             let json = so
@@ -226,7 +245,13 @@ fn main() {
                 .unwrap_or_else(|| panic!("no JSON from get:\n{so}\n{se}"));
             let st = &json["stats"];
             let bytes = st["bytes"].as_f64().unwrap_or(0.0);
-            let secs = st["seconds"].as_f64().unwrap_or(f64::NAN);
+            // A `default` run is timed as the user sees it: the whole process
+            // (manifest, dedup lookup, fetch, verification).
+            let secs = if defaults {
+                wall
+            } else {
+                st["seconds"].as_f64().unwrap_or(f64::NAN)
+            };
             let same = std::fs::metadata(&dest).map(|m| m.len()).unwrap_or(0)
                 == std::fs::metadata(file).unwrap().len();
             assert!(same, "{name}: output has the wrong size:\n{se}");
@@ -243,8 +268,9 @@ fn main() {
             print!("{line}");
             out.push_str(&line);
             let _ = std::fs::remove_file(&dest);
+            let _ = std::fs::remove_file(&fresh);
         }
-        if let (Some(dir), true) = (&a.ndnts, size <= 8192) {
+        if let (Some(dir), true) = (&a.ndnts, size <= 8192 && size > 0) {
             let name = format!("/bench/bigd/{size}");
             let dest = consumer.dir.join("out-ndnts.bin");
             let mut cmd = Command::new("node");

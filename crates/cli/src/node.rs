@@ -44,11 +44,14 @@ pub struct DaemonArgs {
     /// segments, e.g. `put --segment-size 32768` needs ≥ 33000).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1024..=16_777_216))]
     max_packet: Option<u32>,
-    /// NDNLPv2 link reliability on every UDP face (TxSequence/Ack; lost
-    /// fragments retransmitted hop by hop): for lossy links between Granary
-    /// nodes. Peers that ignore it (python-ndn, NDNts) are unaffected.
-    #[arg(long)]
-    udp_reliability: bool,
+    /// NDNLPv2 link reliability on every UDP face (TxSequence/Ack; a lost
+    /// fragment is sent again by the hop that lost it, so random loss on a
+    /// WAN link no longer halves the consumer's window). On by default:
+    /// peers that ignore it (python-ndn, NDNts, NFD without reliability)
+    /// are unaffected, as frames are only sent again to a peer that Acks.
+    /// `--udp-reliability false` turns it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    udp_reliability: Option<bool>,
     /// Do not serve the repository in <data-dir>/repo.
     #[arg(long)]
     no_repo: bool,
@@ -153,8 +156,8 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     if let Some(m) = args.udp_mtu {
         cfg.udp_mtu = m;
     }
-    if args.udp_reliability {
-        cfg.udp_reliability = true;
+    if let Some(on) = args.udp_reliability {
+        cfg.udp_reliability = on;
     }
     if let Some(m) = args.max_packet {
         cfg.max_packet = m as usize;

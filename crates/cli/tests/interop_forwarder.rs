@@ -89,13 +89,14 @@ fn ndnts_producer_python_consumer_through_granary() {
     check(&consume(c), 5, 8000);
 }
 
-/// python-ndn and NDNts over UDP to a daemon whose UDP faces have NDNLPv2
-/// link reliability on: every frame they get carries a Sequence and a
-/// TxSequence (fields they may ignore); they never Ack, so the daemon must
-/// not retransmit to them, and each Interest gets its Data exactly once.
+/// python-ndn and NDNts over UDP to a daemon with default settings, whose
+/// UDP faces have NDNLPv2 link reliability on: every frame they get carries
+/// a Sequence and a TxSequence (fields they may ignore); they never Ack, so
+/// the daemon must not retransmit to them, and each Interest gets its Data
+/// exactly once. `--udp-reliability false` turns it off.
 #[test]
 fn libraries_over_udp_to_a_reliable_daemon() {
-    let d = Daemon::start(&["--listen", "udp://127.0.0.1:0", "--udp-reliability"]);
+    let d = Daemon::start(&["--listen", "udp://127.0.0.1:0"]);
     let sock = d.socket.to_str().unwrap();
     let udp = format!("udp://{}", d.udp.as_ref().unwrap());
     let mut p = python_script("producer.py");
@@ -115,6 +116,27 @@ fn libraries_over_udp_to_a_reliable_daemon() {
         assert!(l.ends_with(" reliable"), "{l}");
         assert!(l.contains("out=0i/5d/0n"), "five Data each: {l}");
     }
+    drop(d);
+    let d = Daemon::start(&[
+        "--listen",
+        "udp://127.0.0.1:0",
+        "--udp-reliability",
+        "false",
+    ]);
+    let udp = format!("udp://{}", d.udp.as_ref().unwrap());
+    let sock = d.socket.to_str().unwrap();
+    let mut p = python_script("producer.py");
+    p.args([sock, "/interop/plain", "--size", "1000"]);
+    let _p = start_producer(p);
+    let mut c = python_script("consumer.py");
+    c.args([&udp, "/interop/plain/python", "--count", "2"]);
+    check(&consume(c), 2, 1000);
+    let faces = d.ok(&["face", "list"]);
+    let l = faces
+        .lines()
+        .find(|l| l.contains("udp4://"))
+        .expect("a UDP face");
+    assert!(!l.ends_with(" reliable"), "{l}");
 }
 
 /// python-ndn's older app API registers with the legacy 4-component signed

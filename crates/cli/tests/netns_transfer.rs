@@ -22,7 +22,8 @@
 //! measured CUBIC/AIMD 86/87 and 87/85 Mbit/s at load 5–7 but 69/67 and 31/55 when
 //! other agents' builds pushed the load to 9–13 (RTT spikes up to 1.6 s,
 //! consumer timeouts); see bench/RESULTS.md.
-//! `goodput_over_emulated_wan` keeps the plain UDP faces (64 MiB): what the
+//! `goodput_over_emulated_wan` turns link reliability off (it is on by
+//! default) to keep plain UDP faces (64 MiB): what the
 //! windows alone do on that link (byte-identical output, every pipeline far
 //! faster than a window of 1, floors against collapse).
 //! Each test is one function so its fetches do not share the CPU. Needs
@@ -97,10 +98,11 @@ fn run(big_mib: usize, reliable: bool) -> Option<Figures> {
         )
         .unwrap();
     let lan = tb.link(r, p, LinkSpec::clean()).unwrap();
+    // Link reliability is the daemon's default: the reliable run passes no flag.
     let flags: &[&str] = if reliable {
-        &["--udp-reliability"]
-    } else {
         &[]
+    } else {
+        &["--udp-reliability", "false"]
     };
     let consumer = Node::start(&mut tb, c, flags);
     let router = Node::start(&mut tb, r, flags);

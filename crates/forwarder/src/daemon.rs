@@ -39,7 +39,8 @@ pub struct DaemonConfig {
     pub max_packet: usize,
     /// UDP MTU (bytes per datagram).
     pub udp_mtu: usize,
-    /// NDNLPv2 link reliability on every UDP face.
+    /// NDNLPv2 link reliability on every UDP face (default on: frames are
+    /// only sent again to a peer that Acks, so other peers are unaffected).
     pub udp_reliability: bool,
     /// Directory of trust-anchor certificates (`*.cert`, binary) for
     /// commands from non-local faces; usually `<data-dir>/keychain/trust`.
@@ -61,7 +62,7 @@ impl Default for DaemonConfig {
             send_queue: limits.send_queue,
             max_packet: limits.max_packet,
             udp_mtu: DEFAULT_MTU,
-            udp_reliability: false,
+            udp_reliability: true,
             trust_dir: None,
         }
     }
