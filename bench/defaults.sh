@@ -4,7 +4,7 @@
 # daemon reaches the first over TCP loopback; beside `cp` of the same file and beside
 # `get --no-dedup` (dedup on must cost ≤ 10% when there is nothing to dedupe).
 # Wall time and peak RSS from GNU time; every output is compared with the original.
-# Usage: bash bench/defaults.sh [MiB] [RUNS]
+# Usage: bash bench/defaults.sh [MiB] [RUNS]   (PUT_ARGS="--chunking …" to compare a chunking)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
@@ -24,7 +24,7 @@ B=("$G" --data-dir "$tmp/b" --socket "$tmp/b.sock")
 "${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!)
 "${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!)
 for _ in $(seq 200); do grep -q ready "$tmp/aout" && grep -q ready "$tmp/bout" && break; sleep 0.05; done
-/usr/bin/time -f "%e %M" -o "$tmp/time" "${A[@]}" put "$tmp/file" /bench/obj > /dev/null 2> "$tmp/err" \
+/usr/bin/time -f "%e %M" -o "$tmp/time" "${A[@]}" put "$tmp/file" /bench/obj ${PUT_ARGS:-} > /dev/null 2> "$tmp/err" \
   || { cat "$tmp/err" >&2; exit 1; }
 read -r put_s put_rss < "$tmp/time"
 # B trusts A's publisher key and routes /bench to A.

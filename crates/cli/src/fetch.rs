@@ -639,7 +639,8 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
     }
     let expect = hex::encode(granary_packet::sha256(&all));
     let run = || -> anyhow::Result<String> {
-        let Some(chunking) = guess_chunking(data_dir, p, &lengths)? else {
+        let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
+        let Some(chunking) = guess_chunking(data_dir, p, &lengths, declared)? else {
             anyhow::bail!("no known chunking reproduces the manifest's segments");
         };
         let path = std::fs::canonicalize(p)?;
@@ -703,13 +704,15 @@ const GUESS_SEGMENTS: usize = 64;
 /// The chunking that cuts `file` into `lengths`, judged on its first
 /// [`GUESS_SEGMENTS`] segments (reading only those): fixed when every
 /// segment but a shorter last one has the same length, else the first of
-/// the repository's default, FastCDC and Rabin that agrees. The daemon
+/// the manifest's declared chunking, the repository's default, FastCDC and
+/// Rabin that agrees. The daemon
 /// checks the whole file against the manifest's hashes before publishing,
 /// so a wrong guess costs a copy not kept, never a wrong one.
 fn guess_chunking(
     data_dir: &Path,
     file: &Path,
     lengths: &[u64],
+    declared: Option<granary_store::Chunking>,
 ) -> anyhow::Result<Option<granary_store::Chunking>> {
     use granary_store::Chunking;
     use std::io::Read;
@@ -727,7 +730,9 @@ fn guess_chunking(
     }
     let k = lengths.len().min(GUESS_SEGMENTS);
     let head: u64 = lengths[..k].iter().sum();
-    let mut cands: Vec<Chunking> = Vec::new();
+    // The publisher's word (the manifest's advisory chunking) first, then
+    // this node's default and the built-in ones; each is checked below.
+    let mut cands: Vec<Chunking> = declared.into_iter().collect();
     if let Ok(s) = granary_store::Store::open(data_dir.join("repo")) {
         if let Ok(c) = s.default_chunking() {
             cands.push(c);

@@ -66,6 +66,10 @@ pub mod tt {
     pub const HASHES: u64 = 0xF58A;
     /// Manifest format (absent = 1).
     pub const FORMAT: u64 = 0xF58C;
+    /// How a format-2 version was cut (`fastcdc:<min>:<avg>:<max>`, UTF-8),
+    /// so that a consumer keeping a copy cuts it the same way: optional,
+    /// advisory (the hashes decide), ignored by readers that do not know it.
+    pub const CHUNKING: u64 = 0xF58E;
 }
 
 /// Shape of a manifest: hash counts per level.
@@ -189,6 +193,8 @@ pub struct Root {
     pub hashes: Bytes,
     /// Format ([`FORMAT_FIXED`] or [`FORMAT_VARIABLE`]).
     pub format: u64,
+    /// The publisher's chunking scheme ([`tt::CHUNKING`]), when it said.
+    pub chunking: Option<String>,
 }
 
 impl Root {
@@ -206,6 +212,9 @@ impl Root {
         if self.format != FORMAT_FIXED {
             tlv::put_nni_tlv(&mut c, tt::FORMAT, self.format);
         }
+        if let Some(ch) = &self.chunking {
+            tlv::put_tlv(&mut c, tt::CHUNKING, ch.as_bytes());
+        }
         c.freeze()
     }
 
@@ -214,6 +223,7 @@ impl Root {
         let mut r = Reader::new(content);
         let (mut sc, mut ss, mut fs, mut fh, mut lv, mut hs) = (None, None, None, None, None, None);
         let mut format = FORMAT_FIXED;
+        let mut chunking = None;
         while !r.is_empty() {
             let e = r.read().map_err(|e| e.to_string())?;
             match e.typ {
@@ -224,6 +234,13 @@ impl Root {
                 tt::LEVELS => lv = Some(r.nni(&e).map_err(|e| e.to_string())?),
                 tt::HASHES => hs = Some(r.value(&e)),
                 tt::FORMAT => format = r.nni(&e).map_err(|e| e.to_string())?,
+                // Advisory: a value that is not short UTF-8 is ignored.
+                tt::CHUNKING => {
+                    chunking = std::str::from_utf8(r.value_ref(&e))
+                        .ok()
+                        .filter(|v| v.len() <= 64)
+                        .map(str::to_string)
+                }
                 _ => {}
             }
         }
@@ -236,6 +253,7 @@ impl Root {
                 levels: e,
                 hashes: f,
                 format,
+                chunking,
             },
             _ => return Err("manifest root lacks a field".into()),
         };
@@ -322,6 +340,7 @@ pub fn compute_variable_from_level1(
         levels: layout.top() as u64,
         hashes: Bytes::from(current),
         format: FORMAT_VARIABLE,
+        chunking: None,
     };
     (upper, root)
 }
@@ -355,6 +374,7 @@ fn compute_with(
         levels: layout.top() as u64,
         hashes,
         format,
+        chunking: None,
     };
     (upper, root)
 }
@@ -578,6 +598,27 @@ impl Checker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunking_field_round_trips_and_is_optional() {
+        let level0: Vec<u8> = (0..3u8)
+            .flat_map(|i| encode_entry(&[i; 32], i as u64 * 10, 10))
+            .collect();
+        let (_, mut root) = compute_variable(&level0, 10, 30, None);
+        assert_eq!(Root::decode(&root.encode()).unwrap().chunking, None);
+        root.chunking = Some("fastcdc:4096:6144:8192".into());
+        let back = Root::decode(&root.encode()).unwrap();
+        assert_eq!(back, root);
+        // Not UTF-8: ignored, the root still decodes.
+        let mut c = BytesMut::from(&root.encode()[..]);
+        tlv::put_tlv(&mut c, tt::CHUNKING, &[0xff, 0xfe]);
+        let mut r2 = root.clone();
+        r2.chunking = None;
+        let mut plain = BytesMut::from(&r2.encode()[..]);
+        tlv::put_tlv(&mut plain, tt::CHUNKING, &[0xff, 0xfe]);
+        assert_eq!(Root::decode(&plain.freeze()).unwrap().chunking, None);
+        assert!(Root::decode(&c.freeze()).is_ok());
+    }
 
     #[test]
     fn layouts() {

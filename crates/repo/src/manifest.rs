@@ -58,7 +58,7 @@ pub fn compute_for(
         Some(h) => Some(hex_to_32(h).ok_or("bad sha256 in metadata")?),
         None => None,
     };
-    Ok(if e.meta.is_fixed() {
+    let (upper, mut root) = if e.meta.is_fixed() {
         let level0 = store
             .read_extra(e, "hashes")
             .ok_or("no segment hashes for this version")?;
@@ -82,7 +82,11 @@ pub fn compute_for(
             }
             compute_variable_from_level1(level1, n, max, e.meta.size, sha)
         }
-    })
+    };
+    if !e.meta.is_fixed() {
+        root.chunking = Some(e.meta.chunking.clone());
+    }
+    Ok((upper, root))
 }
 
 /// Checks a stored version's manifest files against its `.hashes`: the
