@@ -384,13 +384,13 @@ pub struct ChunkArgs {
     /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
     /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
     /// put: the repository's setting (`granary repo config`), else fastcdc
-    /// (4/6/8 KiB).
+    /// (3/5/8 KiB).
     #[arg(long, value_name = "SCHEME")]
     pub chunking: Option<String>,
-    /// Smallest chunk in bytes (content-defined; default 4096).
+    /// Smallest chunk in bytes (content-defined; default 3072).
     #[arg(long, value_name = "BYTES", requires = "chunking")]
     pub chunk_min: Option<u32>,
-    /// Average chunk in bytes (default 6144).
+    /// Average chunk in bytes (default 5120).
     #[arg(long, value_name = "BYTES", requires = "chunking")]
     pub chunk_avg: Option<u32>,
     /// Largest chunk in bytes (default 8192, at most 8192; for `fixed`, the

@@ -128,14 +128,14 @@ fn repo_config_sets_the_default_chunking() {
     let d = Daemon::start(&[]);
     assert!(d
         .ok(&["repo", "config"])
-        .contains("chunking = fastcdc:4096:6144:8192"));
+        .contains("chunking = fastcdc:3072:5120:8192"));
     assert!(d
         .ok(&["repo", "config", "--chunking", "rabin"])
-        .contains("chunking = rabin:4096:6144:8192"));
+        .contains("chunking = rabin:3072:5120:8192"));
     let src = d.dir.path().join("x");
     std::fs::write(&src, noise(100_000, 1)).unwrap();
     d.ok(&["put", src.to_str().unwrap(), "/cfg/x"]);
-    assert_eq!(stat(&d, "/cfg/x").0["chunking"], "rabin:4096:6144:8192");
+    assert_eq!(stat(&d, "/cfg/x").0["chunking"], "rabin:3072:5120:8192");
     d.ok(&[
         "put",
         src.to_str().unwrap(),
@@ -194,8 +194,8 @@ fn dedup_reports_shared_chunks_cdc_vs_fixed() {
     let text = String::from_utf8_lossy(&o.stdout);
     for c in [
         "fixed:8192",
-        "fastcdc:4096:6144:8192",
-        "rabin:4096:6144:8192",
+        "fastcdc:3072:5120:8192",
+        "rabin:3072:5120:8192",
     ] {
         assert!(text.contains(c), "{text}");
     }

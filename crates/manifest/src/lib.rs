@@ -606,7 +606,7 @@ mod tests {
             .collect();
         let (_, mut root) = compute_variable(&level0, 10, 30, None);
         assert_eq!(Root::decode(&root.encode()).unwrap().chunking, None);
-        root.chunking = Some("fastcdc:4096:6144:8192".into());
+        root.chunking = Some("fastcdc:3072:5120:8192".into());
         let back = Root::decode(&root.encode()).unwrap();
         assert_eq!(back, root);
         // Not UTF-8: ignored, the root still decodes.

@@ -63,7 +63,7 @@ impl Store {
     }
 
     /// The chunking new versions get by default: the config file's, or
-    /// FastCDC 4/6/8 KiB ([`Chunking::fastcdc`]).
+    /// FastCDC 3/5/8 KiB ([`Chunking::fastcdc`]).
     pub fn default_chunking(&self) -> Result<Chunking> {
         match self.config()?.chunking {
             Some(s) => s
