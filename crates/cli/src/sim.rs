@@ -151,7 +151,7 @@ impl Outcome {
 }
 
 /// SplitMix64: small, fast, reproducible.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next_u64(&mut self) -> u64 {
@@ -163,7 +163,7 @@ impl Rng {
     }
 
     /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
@@ -176,12 +176,12 @@ pub fn zipf_pmf(n: usize, alpha: f64) -> Vec<f64> {
 }
 
 /// Sampler by inversion of the cumulative distribution (binary search).
-struct Zipf {
+pub(crate) struct Zipf {
     cdf: Vec<f64>,
 }
 
 impl Zipf {
-    fn new(n: usize, alpha: f64) -> Self {
+    pub(crate) fn new(n: usize, alpha: f64) -> Self {
         let mut acc = 0.0;
         let mut cdf: Vec<f64> = zipf_pmf(n, alpha)
             .into_iter()
@@ -196,7 +196,7 @@ impl Zipf {
         Zipf { cdf }
     }
 
-    fn sample(&self, rng: &mut Rng) -> usize {
+    pub(crate) fn sample(&self, rng: &mut Rng) -> usize {
         let u = rng.unit();
         self.cdf
             .partition_point(|&c| c <= u)
