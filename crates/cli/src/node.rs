@@ -33,8 +33,9 @@ pub struct DaemonArgs {
     /// Content Store capacity in packets.
     #[arg(long)]
     cs_capacity: Option<usize>,
-    /// Content Store replacement policy.
-    #[arg(long, value_parser = ["lru", "lfu", "fifo", "random"])]
+    /// Content Store replacement policy (vip: the objects with the highest
+    /// VIP counts, see `granary strategy set PREFIX vip`).
+    #[arg(long, value_parser = ["lru", "lfu", "fifo", "random", "vip"])]
     cs_policy: Option<String>,
     /// UDP MTU in bytes (packets above it are fragmented).
     #[arg(long)]

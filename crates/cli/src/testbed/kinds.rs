@@ -311,8 +311,14 @@ fn pipeline(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     pipes.extend(e.baseline.iter().map(|b| b.name.clone()));
     let max_seg = *seg_sizes.iter().max().unwrap_or(&8192) as u64;
     let max_packet = (max_seg + 2048).max(8800).to_string();
+    // No caches: every run must cross the path.
     let mut net = Net::build(e, work, "pipeline", &|_| {
-        vec!["--max-packet".into(), max_packet.clone()]
+        vec![
+            "--max-packet".into(),
+            max_packet.clone(),
+            "--cs-capacity".into(),
+            "0".into(),
+        ]
     })?;
     net.route_to(&p.prefix, std::slice::from_ref(&p.node))?;
     let pdir = net.nodes[&p.node].dir.clone();
@@ -466,9 +472,8 @@ fn pipeline(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
         comparison,
         notes: format!(
             "Files: {} bytes (windows ≥ 16 and adaptive), {} bytes (windows < 16), DigestSha256-signed, \
-             fetched with `granary get --no-dedup --pipeline-type …`; the router's and the consumer's CS \
-             are on but every run fetches names not fetched before (a new segment size publishes new \
-             names; the small and big files differ).",
+             fetched with `granary get --no-dedup --pipeline-type …`; every node's CS is off \
+             (`--cs-capacity 0`), so every run crosses the path.",
             big, small
         ),
     })
@@ -476,7 +481,8 @@ fn pipeline(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
 
 // ----------------------------------------------------------------- caching
 
-const NGINX_PORT: u16 = 8080;
+// Not 8080: the daemon's own HTTP gateway listens there.
+const NGINX_PORT: u16 = 18080;
 const FTP_PORT: u16 = 2121;
 const PASV: [u16; 4] = [30000, 30001, 30002, 30003];
 
@@ -851,6 +857,7 @@ fn carepo(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     let sdir = net.nodes[&p.node].dir.clone();
     for &ch in &changed {
         let (v1, v2) = carepo_dataset(&sdir, files, kib, ch as usize)?;
+        let mut outputs = Vec::new();
         for mode in ["by-name", "dedup"] {
             for (f, v) in [(&v1, "v1"), (&v2, "v2")] {
                 net.cli(
@@ -883,12 +890,19 @@ fn carepo(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                 if std::fs::read(&dest)? != std::fs::read(f)? {
                     anyhow::bail!("{name} on {client}: the bytes differ");
                 }
-                let _ = std::fs::remove_file(&dest);
-                let v: serde_json::Value =
-                    serde_json::from_str(String::from_utf8_lossy(&o.stdout).trim()).unwrap_or_default();
-                let from = |src: &str| v["dedup"][0]["report"][src]["bytes"].as_u64().unwrap_or(0);
+                // Kept to the end of the point: client 1 serves what it
+                // fetched (by hash) from this file.
+                outputs.push(dest);
+                let so = String::from_utf8_lossy(&o.stdout);
+                let v: serde_json::Value = so
+                    .lines()
+                    .find_map(|l| serde_json::from_str(l).ok())
+                    .unwrap_or_default();
+                let report = &v["dedup"][0]["report"];
+                let from = |src: &str| report[src]["bytes"].as_u64().unwrap_or(0);
                 let flen = std::fs::metadata(f)?.len();
-                let (prod, neigh) = if mode == "dedup" {
+                // Without a report the file came by name (nothing to dedupe).
+                let (prod, neigh) = if mode == "dedup" && !report.is_null() {
                     (from("producer"), from("neighbours"))
                 } else {
                     (flen, 0)
@@ -904,6 +918,9 @@ fn carepo(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                     neigh.to_string(),
                 ]);
             }
+        }
+        for o in outputs {
+            let _ = std::fs::remove_file(o);
         }
     }
     drop(net);
