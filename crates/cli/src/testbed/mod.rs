@@ -272,6 +272,9 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?}: not a size (e.g. 4096, 256KiB, 32MiB)"))
 }
 
+/// Set by the signal thread: the run is being torn down.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Removes what a run left on SIGINT/SIGTERM, then exits.
 fn cleanup_on_signal(work: PathBuf) {
     std::thread::spawn(move || {
@@ -294,6 +297,7 @@ fn cleanup_on_signal(work: PathBuf) {
                 _ = term.recv() => {},
             }
         });
+        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
         eprintln!("testbed: interrupted; removing namespaces and processes");
         granary_testbed::cleanup_process();
         let _ = std::fs::remove_dir_all(&work);
@@ -314,6 +318,11 @@ pub fn run(a: TestbedArgs) -> anyhow::Result<()> {
             cleanup_on_signal(work.clone());
             let t0 = std::time::Instant::now();
             let r = kinds::run(&e, &out, &work, tiny);
+            // Failures caused by the teardown: let the signal thread finish
+            // and exit with 130.
+            while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
             let _ = std::fs::remove_dir_all(&work);
             r?;
             eprintln!(
