@@ -24,6 +24,13 @@ fn skip() -> bool {
     false
 }
 
+/// The binary that runs the experiment (and its nodes):
+/// `GRANARY_NETNS_BIN` when set (scripts/test.sh: the release build), else
+/// this test build's.
+fn bin() -> std::ffi::OsString {
+    std::env::var_os("GRANARY_NETNS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into())
+}
+
 fn experiment(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../experiments/{name}.toml"))
 }
@@ -33,7 +40,7 @@ fn experiment(name: &str) -> PathBuf {
 fn run(name: &str, csv: &str, plots: &[&str]) -> (tempfile::TempDir, Vec<Vec<String>>) {
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_granary"))
+    let o = Command::new(bin())
         .args(["testbed", "run"])
         .arg(experiment(name))
         .arg("--out")
@@ -180,7 +187,7 @@ fn ctrl_c_removes_every_namespace_and_process() {
     }
     let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_granary"))
+    let mut child = Command::new(bin())
         .args(["testbed", "run"])
         .arg(experiment("vip"))
         .arg("--out")

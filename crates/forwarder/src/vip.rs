@@ -20,9 +20,13 @@
 //!    hop of the object) it picks the object with the largest positive
 //!    differential `V_k(self) − V_k(b)` and moves up to `link_capacity` VIPs
 //!    of it to `b` (announced in the beacon, added to `b`'s count on receipt);
-//! 3. **caches**: the `cache_slots` objects with the highest counts form the
-//!    cache set; each cached object drains `cache_drain` VIPs (a cache serves
-//!    its demand);
+//! 3. **caches**: the `cache_slots` objects with the highest *cache score*
+//!    form the cache set; each cached object drains `cache_drain` VIPs (a
+//!    cache serves its demand). The score is the VIP flow into the node for
+//!    the object (local requests plus VIPs received from neighbours), averaged
+//!    over periods (EWMA, weight 0.2) — the stable form of "cache the highest
+//!    VIP counts" of Yeh et al.'s practical algorithm: raw counts fall as soon
+//!    as an object is cached (it drains them), so caching on them oscillates;
 //! 4. **drains at the source**: counts of objects this node produces (a FIB
 //!    next hop is a local app face) are zero;
 //! 5. **adds arrivals**: each Interest from a local (consumer) face adds one
@@ -122,6 +126,10 @@ struct Neighbour {
 pub struct Vip {
     cfg: VipConfig,
     counts: HashMap<Name, u64>,
+    /// VIPs that arrived this period (requests and transfers), per object.
+    inflow: HashMap<Name, u64>,
+    /// Cache score: EWMA of the per-period inflow.
+    scores: HashMap<Name, f64>,
     neighbours: HashMap<FaceId, Neighbour>,
     cache_set: HashSet<Name>,
     evicted: Vec<Name>,
@@ -217,6 +225,8 @@ impl Vip {
         Vip {
             cfg,
             counts: HashMap::new(),
+            inflow: HashMap::new(),
+            scores: HashMap::new(),
             neighbours: HashMap::new(),
             cache_set: HashSet::new(),
             evicted: Vec::new(),
@@ -258,10 +268,11 @@ impl Vip {
         if let Some(c) = self.counts.get_mut(&obj) {
             *c = c.saturating_add(1);
         } else if self.counts.len() < 2 * self.cfg.max_objects {
-            self.counts.insert(obj, 1);
+            self.counts.insert(obj.clone(), 1);
         } else {
             return;
         }
+        *self.inflow.entry(obj).or_default() += 1;
         self.stats.arrivals += 1;
     }
 
@@ -288,10 +299,11 @@ impl Vip {
             if let Some(c) = self.counts.get_mut(&k) {
                 *c = c.saturating_add(v);
             } else if self.counts.len() < 2 * self.cfg.max_objects {
-                self.counts.insert(k, v);
+                self.counts.insert(k.clone(), v);
             } else {
                 continue;
             }
+            *self.inflow.entry(k).or_default() += v;
             self.stats.vips_received += v;
         }
         self.stats.beacons_in += 1;
@@ -352,6 +364,8 @@ impl Vip {
         });
         // Sources hold no VIPs.
         self.counts.retain(|k, _| !(input.is_source)(k));
+        self.inflow.retain(|k, _| !(input.is_source)(k));
+        self.scores.retain(|k, _| !(input.is_source)(k));
 
         // 1. VIP forwarding: per upstream face, the object with the largest
         // positive differential.
@@ -385,26 +399,28 @@ impl Vip {
             transfers.entry(f).or_default().push((k, mu));
         }
 
-        // 2. Caching: the objects with the highest counts.
-        let mut ranked: Vec<(&Name, u64)> = self.counts.iter().map(|(k, v)| (k, *v)).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let new_set: HashSet<Name> = ranked
+        // 2. Caching: the objects with the highest scores (EWMA of inflow).
+        for (k, sc) in self.scores.iter_mut() {
+            let add = self.inflow.remove(k).unwrap_or(0) as f64;
+            *sc = 0.8 * *sc + 0.2 * add;
+        }
+        for (k, add) in self.inflow.drain() {
+            self.scores.insert(k, 0.2 * add as f64);
+        }
+        self.scores.retain(|_, sc| *sc >= 0.01);
+        if self.scores.len() > self.cfg.max_objects {
+            let mut all: Vec<(Name, f64)> = self.scores.drain().collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            all.truncate(self.cfg.max_objects);
+            self.scores = all.into_iter().collect();
+        }
+        let mut ranked: Vec<(&Name, f64)> = self.scores.iter().map(|(k, v)| (k, *v)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let kept: HashSet<Name> = ranked
             .iter()
-            .filter(|(_, v)| *v > 0)
             .take(input.cache_slots)
             .map(|(k, _)| (*k).clone())
             .collect();
-        // An object stays cached while it still ranks (a count of 0 after a
-        // drain keeps its place until someone with demand displaces it).
-        let mut kept: HashSet<Name> = new_set.clone();
-        for k in &self.cache_set {
-            if kept.len() >= input.cache_slots {
-                break;
-            }
-            if !kept.contains(k) && self.counts.contains_key(k) {
-                kept.insert(k.clone());
-            }
-        }
         for k in &self.cache_set {
             if !kept.contains(k) {
                 self.evicted.push(k.clone());
@@ -426,9 +442,8 @@ impl Vip {
             all.truncate(self.cfg.max_objects);
             self.counts = all.into_iter().collect();
         }
-        // Zero counts of objects neither cached nor announced are dropped.
-        let cache_set = &self.cache_set;
-        self.counts.retain(|k, v| *v > 0 || cache_set.contains(k));
+        // Zero counts are dropped (the scores remember demand).
+        self.counts.retain(|_, v| *v > 0);
 
         // 3. Beacons: the largest counts, plus this period's transfers.
         let mut top: Vec<(Name, u64)> = self
@@ -531,6 +546,33 @@ mod tests {
         assert_eq!(v.take_evicted(), vec![n("/a")]);
         assert_eq!(v.count(&n("/b")), 23 - 5);
         assert_eq!(v.count(&n("/a")), 7);
+    }
+
+    #[test]
+    fn cached_objects_stay_while_their_demand_lasts() {
+        // /hot gets 6 requests a period, /warm 4: the cache (1 slot) keeps
+        // /hot every period although caching drains /hot's count to 0
+        // (raw counts would let /warm's backlog take the slot in turn).
+        let mut v = Vip::new(VipConfig {
+            cache_drain: 100,
+            ..cfg()
+        });
+        let none = |_: &Name| Vec::new();
+        let src = |_: &Name| false;
+        let t = Instant::now();
+        for p in 0..20 {
+            for _ in 0..6 {
+                v.on_request(&n("/hot"));
+            }
+            for _ in 0..4 {
+                v.on_request(&n("/warm"));
+            }
+            v.tick(t, &input(&[], &none, &src, 1));
+            assert!(v.should_cache(&n("/hot")), "period {p}");
+            assert_eq!(v.count(&n("/hot")), 0);
+        }
+        assert_eq!(v.count(&n("/warm")), 80);
+        assert!(v.take_evicted().is_empty());
     }
 
     #[test]
