@@ -59,6 +59,10 @@ use granary_packet::types::{
 };
 use granary_packet::Name;
 
+/// Prefix of the Strategy element that carries a CS replacement policy in
+/// cs/config (a Granary extension: `granary cs config --policy vip`).
+pub const CS_POLICY_PREFIX: &str = "/localhost/granary/cs-policy";
+
 /// The link-local prefix of VIP beacons.
 pub const BEACON_PREFIX: &str = "/localhop/granary/vip";
 
