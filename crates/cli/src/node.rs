@@ -750,7 +750,10 @@ pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
             let mut p = ControlParameters::new();
             p.capacity = capacity;
             if let Some(pol) = &policy {
-                p.strategy = Some(name(&format!("{}/{pol}", granary_forwarder::vip::CS_POLICY_PREFIX))?);
+                p.strategy = Some(name(&format!(
+                    "{}/{pol}",
+                    granary_forwarder::vip::CS_POLICY_PREFIX
+                ))?);
             }
             let (mut flags, mut mask) = (0, 0);
             if let Some(a) = admit {

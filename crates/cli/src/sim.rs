@@ -348,7 +348,9 @@ fn drive(
             }
         }
         if cs.find(catalog.interest(i), now).is_none()
-            && vip.as_ref().is_none_or(|v| v.should_cache(&catalog.names[i]))
+            && vip
+                .as_ref()
+                .is_none_or(|v| v.should_cache(&catalog.names[i]))
         {
             let d = catalog.data(i);
             cs.insert(d, now);
@@ -595,7 +597,10 @@ fn cache(a: CacheArgs) -> anyhow::Result<()> {
             std::fs::write(dir.join("cache.csv"), &csv)?;
             let svg = plot_svg(&rows, x);
             std::fs::write(dir.join("cache.svg"), &svg)?;
-            std::fs::write(dir.join("cache.png"), crate::testbed::plot::svg_to_png(&svg)?)?;
+            std::fs::write(
+                dir.join("cache.png"),
+                crate::testbed::plot::svg_to_png(&svg)?,
+            )?;
             eprintln!(
                 "wrote {}, {} and {}",
                 dir.join("cache.csv").display(),
@@ -818,8 +823,14 @@ mod tests {
         for cache in [20, 200] {
             let r = |p| simulate(&point(p, 1.15, 5000, cache), 200_000, 0.2, 3).hit_ratio();
             let (vip, lru, lfu) = (r(Policy::Vip), r(Policy::Lru), r(Policy::Lfu));
-            assert!(vip > lru + 0.03, "cache {cache}: vip {vip:.3}, lru {lru:.3}");
-            assert!((vip - lfu).abs() < 0.02, "cache {cache}: vip {vip:.3}, lfu {lfu:.3}");
+            assert!(
+                vip > lru + 0.03,
+                "cache {cache}: vip {vip:.3}, lru {lru:.3}"
+            );
+            assert!(
+                (vip - lfu).abs() < 0.02,
+                "cache {cache}: vip {vip:.3}, lfu {lfu:.3}"
+            );
         }
     }
 

@@ -55,7 +55,12 @@ fn run(name: &str, csv: &str, plots: &[&str]) -> (tempfile::TempDir, Vec<Vec<Str
         String::from_utf8_lossy(&o.stderr)
     );
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
-    for section in ["## Set-up", "## Results", "## The seed's figure", "## Granary against the seed"] {
+    for section in [
+        "## Set-up",
+        "## Results",
+        "## The seed's figure",
+        "## Granary against the seed",
+    ] {
         assert!(report.contains(section), "{name}: report lacks {section}");
     }
     for p in plots {
@@ -63,7 +68,10 @@ fn run(name: &str, csv: &str, plots: &[&str]) -> (tempfile::TempDir, Vec<Vec<Str
         assert!(svg.contains("<polyline"), "{name}: {p}.svg has no line");
         let png = std::fs::read(out.path().join(format!("{p}.png"))).unwrap();
         assert_eq!(&png[1..4], b"PNG", "{name}: {p}.png");
-        assert!(report.contains(&format!("({p}.png)")), "{name}: report lacks {p}.png");
+        assert!(
+            report.contains(&format!("({p}.png)")),
+            "{name}: report lacks {p}.png"
+        );
     }
     let text = std::fs::read_to_string(out.path().join(format!("{csv}.csv"))).unwrap();
     let rows = text
@@ -107,7 +115,10 @@ fn pipeline_experiment() {
     assert_eq!(by("cubic", "0")[b], "1048576");
     // A larger window moves more per RTT; nothing exceeds the 100 Mbit/s link
     // (which also shows no run was served from a cache).
-    assert!(num(by("fixed", "16"), g) > num(by("fixed", "4"), g), "{rows:?}");
+    assert!(
+        num(by("fixed", "16"), g) > num(by("fixed", "4"), g),
+        "{rows:?}"
+    );
     for r in &rows[1..] {
         assert!(num(r, g) > 0.5 && num(r, g) < 100.0, "{r:?}");
     }
@@ -120,7 +131,11 @@ fn caching_vs_http_experiment() {
     }
     let (_d, rows) = run("caching-vs-http", "caching", &["throughput"]);
     assert_eq!(rows.len(), 1 + 16, "{rows:?}");
-    let (m, s, b) = (col(&rows, "method"), col(&rows, "seconds"), col(&rows, "bytes"));
+    let (m, s, b) = (
+        col(&rows, "method"),
+        col(&rows, "seconds"),
+        col(&rows, "bytes"),
+    );
     for method in ["ndn-nocache", "ndn-cache", "http", "ftp"] {
         let mine: Vec<&Vec<String>> = rows[1..].iter().filter(|r| r[m] == method).collect();
         assert_eq!(mine.len(), 4, "{method}");
@@ -206,7 +221,10 @@ fn ctrl_c_removes_every_namespace_and_process() {
     // Wait until the run is under way (its namespaces exist).
     let t = Instant::now();
     while ours() < 8 {
-        assert!(t.elapsed() < Duration::from_secs(60), "the run never built its network");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the run never built its network"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(2));

@@ -394,7 +394,8 @@ impl Forwarder {
                 }
                 // Granary extension: the replacement policy as the Strategy
                 // element /localhost/granary/cs-policy/<policy>.
-                let policy_prefix = Name::from_uri(crate::vip::CS_POLICY_PREFIX).unwrap_or_default();
+                let policy_prefix =
+                    Name::from_uri(crate::vip::CS_POLICY_PREFIX).unwrap_or_default();
                 if let Some(s) = &p.strategy {
                     let policy = (s.len() == policy_prefix.len() + 1
                         && s.prefix(policy_prefix.len() as isize) == policy_prefix)

@@ -93,7 +93,10 @@ fn machine() -> String {
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
         "{cores} cores, load average {} (1/5/15 min) at the end",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     )
 }
 
@@ -134,8 +137,9 @@ fn report(e: &Experiment, o: &Outcome, tiny: bool, secs: f64) -> String {
         let spec = link_spec(l).unwrap_or_default();
         let show = |i: &granary_testbed::Impairment| {
             (
-                i.rate_bps
-                    .map_or("unlimited".to_string(), |r| format!("{} Mbit/s", r as f64 / 1e6)),
+                i.rate_bps.map_or("unlimited".to_string(), |r| {
+                    format!("{} Mbit/s", r as f64 / 1e6)
+                }),
                 format!("{:?}", i.delay),
                 format!("{}%", i.loss * 100.0),
             )
@@ -250,7 +254,13 @@ fn size(s: &str) -> anyhow::Result<u64> {
 
 /// `granary get` run from the root namespace against `node`; (seconds of
 /// the transfer as `get` reports it, its JSON).
-fn get(net: &Net, node: &str, name: &str, dest: &Path, extra: &[&str]) -> anyhow::Result<(f64, serde_json::Value)> {
+fn get(
+    net: &Net,
+    node: &str,
+    name: &str,
+    dest: &Path,
+    extra: &[&str],
+) -> anyhow::Result<(f64, serde_json::Value)> {
     let mut args = vec![
         "get",
         name,
@@ -371,14 +381,24 @@ fn pipeline(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                 _ => (pl.as_str(), 0),
             };
             // One segment per RTT is slow: windows below 16 fetch the small file.
-            let tag = if kind == "fixed" && window < 16 { "small" } else { "big" };
+            let tag = if kind == "fixed" && window < 16 {
+                "small"
+            } else {
+                "big"
+            };
             let dest = work.join("pipeline-out.bin");
             let mut extra = vec!["--pipeline-type", kind];
             let w = window.to_string();
             if kind == "fixed" {
                 extra.extend(["--pipeline-size", &w]);
             }
-            let (secs, v) = get(&net, &c.node, &format!("{}/{tag}/{seg}", p.prefix), &dest, &extra)?;
+            let (secs, v) = get(
+                &net,
+                &c.node,
+                &format!("{}/{tag}/{seg}", p.prefix),
+                &dest,
+                &extra,
+            )?;
             let st = &v["stats"];
             let bytes = st["bytes"].as_f64().unwrap_or(0.0);
             let mbps = bytes * 8.0 / secs / 1e6;
@@ -448,7 +468,13 @@ fn pipeline(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
         .rows
         .iter()
         .filter(|r| t.f(r, "segment_size") == max_seg as f64 && r[1] != "fixed")
-        .map(|r| format!("{} {:.1} Mbit/s", r[1].to_uppercase(), t.f(r, "goodput_mbps")))
+        .map(|r| {
+            format!(
+                "{} {:.1} Mbit/s",
+                r[1].to_uppercase(),
+                t.f(r, "goodput_mbps")
+            )
+        })
         .collect();
     let bdp = rate * rtt / 8.0 / max_seg as f64;
     let comparison = format!(
@@ -504,7 +530,9 @@ fn start_nginx(net: &mut Net, node: &str, root: &Path, work: &Path) -> anyhow::R
     let nginx = ["/usr/sbin/nginx", "nginx"]
         .into_iter()
         .find(|p| Path::new(p).exists() || which(p))
-        .ok_or_else(|| anyhow::anyhow!("nginx is missing (scripts/setup-test-deps.sh installs it)"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!("nginx is missing (scripts/setup-test-deps.sh installs it)")
+        })?;
     let mut c = net.in_node(node, nginx);
     c.arg("-c")
         .arg(&conf)
@@ -552,7 +580,9 @@ fn start_vsftpd(
     let bin = ["/usr/sbin/vsftpd"]
         .into_iter()
         .find(|p| Path::new(p).exists())
-        .ok_or_else(|| anyhow::anyhow!("vsftpd is missing (scripts/setup-test-deps.sh installs it)"))?;
+        .ok_or_else(|| {
+            anyhow::anyhow!("vsftpd is missing (scripts/setup-test-deps.sh installs it)")
+        })?;
     let mut c = net.in_node(node, bin);
     c.arg(&conf).stdout(Stdio::null()).stderr(Stdio::inherit());
     net.tb.spawn(c)?;
@@ -601,7 +631,12 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
         anyhow::bail!("caching needs [[consumer]]s");
     }
     let methods: Vec<String> = if e.baseline.is_empty() {
-        vec!["ndn-nocache".into(), "ndn-cache".into(), "http".into(), "ftp".into()]
+        vec![
+            "ndn-nocache".into(),
+            "ndn-cache".into(),
+            "http".into(),
+            "ftp".into(),
+        ]
     } else {
         e.baseline.iter().map(|b| b.name.clone()).collect()
     };
@@ -628,7 +663,14 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     granary_store::chunking::write_noise(&file, file_bytes, 3)?;
     // NDN: the origin's repository serves the same bytes.
     let seg_s = seg.to_string();
-    let mut t = Table::new(&["method", "consumer", "order", "seconds", "bytes", "throughput_mbps"]);
+    let mut t = Table::new(&[
+        "method",
+        "consumer",
+        "order",
+        "seconds",
+        "bytes",
+        "throughput_mbps",
+    ]);
     let tcp_addr = if methods.iter().any(|m| m == "http" || m == "ftp") {
         let mut ports = vec![NGINX_PORT, FTP_PORT];
         ports.extend(PASV);
@@ -668,7 +710,10 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                 "http" => curl(
                     &net,
                     &c.node,
-                    &format!("http://{}:{NGINX_PORT}/dataset.bin", tcp_addr.context("tcp")?),
+                    &format!(
+                        "http://{}:{NGINX_PORT}/dataset.bin",
+                        tcp_addr.context("tcp")?
+                    ),
                 )?,
                 "ftp" => curl(
                     &net,
@@ -784,7 +829,12 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
 
 // ------------------------------------------------------------------ carepo
 
-fn carepo_dataset(dir: &Path, files: usize, kib: usize, changed: usize) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
+fn carepo_dataset(
+    dir: &Path,
+    files: usize,
+    kib: usize,
+    changed: usize,
+) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
     use granary_store::chunking::noise;
     let (d1, d2) = (dir.join("v1"), dir.join("v2"));
     for d in [&d1, &d2] {
@@ -1065,11 +1115,7 @@ async fn vip_consumer(
 }
 
 fn link_bytes(net: &Net) -> anyhow::Result<u64> {
-    Ok(net
-        .udp_faces()?
-        .iter()
-        .map(|(_, f)| f.n_out_bytes)
-        .sum())
+    Ok(net.udp_faces()?.iter().map(|(_, f)| f.n_out_bytes).sum())
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
@@ -1126,7 +1172,11 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             let pol = policy.clone();
             let net_res = Net::build(e, work, "vip", &|n| {
                 // Origins do not cache (their producer answers at once).
-                let cap = if origins.iter().any(|o| o == n) { 0 } else { cache };
+                let cap = if origins.iter().any(|o| o == n) {
+                    0
+                } else {
+                    cache
+                };
                 vec![
                     "--cs-capacity".into(),
                     cap.to_string(),
@@ -1221,7 +1271,8 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             }
             drop(rt);
             drop(net);
-            let (warm_bytes, warm_served) = *before_warm.lock().map_err(|_| anyhow::anyhow!("lock"))?;
+            let (warm_bytes, warm_served) =
+                *before_warm.lock().map_err(|_| anyhow::anyhow!("lock"))?;
             let measured: Vec<&(f64, Option<f64>)> =
                 samples.iter().filter(|(ts, _)| *ts >= warmup).collect();
             let requests = measured.len();
@@ -1253,7 +1304,11 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     for (stem, col, ylab) in [
         ("delay", "delay_mean_ms", "mean delay, ms"),
         ("hit-ratio", "hit_ratio", "in-network hit ratio"),
-        ("link-load", "link_kbytes_per_request", "link load, kB per request"),
+        (
+            "link-load",
+            "link_kbytes_per_request",
+            "link load, kB per request",
+        ),
     ] {
         let mut series: Vec<Series> = Vec::new();
         for r in &t.rows {
@@ -1279,10 +1334,20 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     }
     let mut comparison = String::from("| cache | variant | mean delay (ms) | hit ratio | link kB/request | vs best-route+LRU: delay, link load |\n|---|---|---|---|---|---|\n");
     for &cache in &caches {
-        let rows: Vec<&Vec<String>> = t.rows.iter().filter(|r| t.f(r, "cache") == cache as f64).collect();
-        let base = rows.iter().find(|r| r[1].contains("lru")).copied().or(rows.first().copied());
+        let rows: Vec<&Vec<String>> = t
+            .rows
+            .iter()
+            .filter(|r| t.f(r, "cache") == cache as f64)
+            .collect();
+        let base = rows
+            .iter()
+            .find(|r| r[1].contains("lru"))
+            .copied()
+            .or(rows.first().copied());
         for r in &rows {
-            let (d0, l0) = base.map_or((f64::NAN, f64::NAN), |b| (t.f(b, "delay_mean_ms"), t.f(b, "link_kbytes_per_request")));
+            let (d0, l0) = base.map_or((f64::NAN, f64::NAN), |b| {
+                (t.f(b, "delay_mean_ms"), t.f(b, "link_kbytes_per_request"))
+            });
             comparison += &format!(
                 "| {cache} | {} | {} | {} | {} | {:.2}×, {:.2}× |\n",
                 r[1],
@@ -1328,7 +1393,9 @@ fn faces_bytes(socks: &[(String, std::path::PathBuf)]) -> anyhow::Result<u64> {
             let raw = c
                 .dataset(&Name::from_uri("/localhost/nfd/faces/list")?)
                 .await?;
-            anyhow::Ok(granary_mgmt::decode_dataset::<granary_mgmt::FaceStatus>(&raw)?)
+            anyhow::Ok(granary_mgmt::decode_dataset::<granary_mgmt::FaceStatus>(
+                &raw,
+            )?)
         })?;
         total += faces
             .iter()

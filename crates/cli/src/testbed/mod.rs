@@ -375,7 +375,10 @@ name = "b"
 "#;
         let write = |extra: &str| std::fs::write(&p, format!("{base}{extra}")).unwrap();
         write("[[link]]\na = \"a\"\nb = \"c\"\n");
-        assert!(load(&p, false).unwrap_err().to_string().contains("unknown node \"c\""));
+        assert!(load(&p, false)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown node \"c\""));
         write("[[link]]\na = \"a\"\nb = \"b\"\ndelay = \"ten\"\n");
         assert!(load(&p, false).unwrap_err().to_string().contains("delay"));
         write("colour = 1\n");

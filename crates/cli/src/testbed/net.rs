@@ -275,7 +275,14 @@ impl Net {
                 let uri = self.face_uri(&n, &m)?;
                 self.cli(
                     &n,
-                    &["route", "add", prefix, &uri, "--cost", &(dm + 1).to_string()],
+                    &[
+                        "route",
+                        "add",
+                        prefix,
+                        &uri,
+                        "--cost",
+                        &(dm + 1).to_string(),
+                    ],
                 )?;
             }
         }
@@ -359,7 +366,9 @@ impl Net {
             let faces = rt.block_on(async move {
                 let mut c = granary_app::Client::connect(&sock).await?;
                 let raw = c
-                    .dataset(&granary_packet::Name::from_uri("/localhost/nfd/faces/list")?)
+                    .dataset(&granary_packet::Name::from_uri(
+                        "/localhost/nfd/faces/list",
+                    )?)
                     .await?;
                 anyhow::Ok(granary_mgmt::decode_dataset::<granary_mgmt::FaceStatus>(
                     &raw,
