@@ -589,6 +589,28 @@ fn start_vsftpd(
     Ok(())
 }
 
+/// Waits until a server started in `node` answers `url` on its loopback
+/// (the relay in front of it would otherwise accept a client, fail to reach
+/// the server and close: curl's "response reading failed").
+fn wait_ready(net: &Net, node: &str, url: &str) -> anyhow::Result<()> {
+    let t = Instant::now();
+    loop {
+        let mut c = net.in_node(node, "curl");
+        c.args(["-sS", "-o", "/dev/null", "--max-time", "2", url]);
+        let o = c.output().context("running curl (apt-get install curl)")?;
+        if o.status.success() {
+            return Ok(());
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            anyhow::bail!(
+                "the server in {node} does not answer {url}: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// curl inside `node`: (seconds, bytes).
 fn curl(net: &Net, node: &str, url: &str) -> anyhow::Result<(f64, u64)> {
     // Servers may take a moment to listen: retry connection refusals.
@@ -698,10 +720,14 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                 let admit = if m == "ndn-cache" { "on" } else { "off" };
                 net.cli(&gateway, &["cs", "config", "--admit", admit])?;
             }
-            "http" => start_nginx(&mut net, &p.node, &root, work)?,
+            "http" => {
+                start_nginx(&mut net, &p.node, &root, work)?;
+                wait_ready(&net, &p.node, &format!("http://127.0.0.1:{NGINX_PORT}/"))?;
+            }
             "ftp" => {
                 let a = tcp_addr.context("tcp path")?;
-                start_vsftpd(&mut net, &p.node, &root, work, a)?
+                start_vsftpd(&mut net, &p.node, &root, work, a)?;
+                wait_ready(&net, &p.node, &format!("ftp://127.0.0.1:{FTP_PORT}/"))?;
             }
             _ => {}
         }
