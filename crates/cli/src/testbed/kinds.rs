@@ -855,11 +855,15 @@ fn caching(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
 
 // ------------------------------------------------------------------ carepo
 
+/// Two versions of a generated data set as tar files; `base` seeds the
+/// bytes (each sweep point has its own, so no node holds chunks of it from
+/// an earlier point).
 fn carepo_dataset(
     dir: &Path,
     files: usize,
     kib: usize,
     changed: usize,
+    base: u64,
 ) -> anyhow::Result<(std::path::PathBuf, std::path::PathBuf)> {
     use granary_store::chunking::noise;
     let (d1, d2) = (dir.join("v1"), dir.join("v2"));
@@ -869,19 +873,19 @@ fn carepo_dataset(
     }
     for i in 0..files {
         let len = kib * 1024 / 2 + (i * 7919 % (kib * 1024).max(1));
-        let body = noise(len, 1000 + 2 * i as u64);
+        let body = noise(len, base + 1000 + 2 * i as u64);
         std::fs::write(d1.join(format!("file{i:03}.dat")), &body)?;
         if i == 0 {
             continue;
         }
         let body2 = if i <= changed {
-            noise(len, 5000 + 2 * i as u64)
+            noise(len, base + 5000 + 2 * i as u64)
         } else {
             body
         };
         std::fs::write(d2.join(format!("file{i:03}.dat")), &body2)?;
     }
-    std::fs::write(d2.join("new.dat"), noise(kib * 1024, 77))?;
+    std::fs::write(d2.join("new.dat"), noise(kib * 1024, base + 77))?;
     let mut tars = Vec::new();
     for (d, t) in [(&d1, "v1.tar"), (&d2, "v2.tar")] {
         let out = dir.join(t);
@@ -932,7 +936,7 @@ fn carepo(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     ]);
     let sdir = net.nodes[&p.node].dir.clone();
     for &ch in &changed {
-        let (v1, v2) = carepo_dataset(&sdir, files, kib, ch as usize)?;
+        let (v1, v2) = carepo_dataset(&sdir, files, kib, ch as usize, ch as u64 * 100_000)?;
         let mut outputs = Vec::new();
         for mode in ["by-name", "dedup"] {
             for (f, v) in [(&v1, "v1"), (&v2, "v2")] {
