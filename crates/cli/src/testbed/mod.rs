@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn shipped_experiments_parse_in_both_scales() {
-        for n in ["pipeline", "caching-vs-http", "carepo", "vip"] {
+        for n in ["pipeline", "caching-vs-http", "carepo", "vip", "vip-heavy"] {
             let p = exp_dir().join(format!("{n}.toml"));
             let full = load(&p, false).unwrap();
             let tiny = load(&p, true).unwrap();

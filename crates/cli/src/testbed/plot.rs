@@ -18,9 +18,23 @@ pub struct Plot {
     pub series: Vec<Series>,
 }
 
-const COLOURS: [&str; 8] = [
+const COLOURS: [&str; 10] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    "#bcbd22", "#7f7f7f",
 ];
+
+/// A round axis maximum and tick step (1, 2 or 5 × 10^k) above `max`.
+fn nice_axis(max: f64) -> (f64, f64) {
+    // At most 8 ticks.
+    let raw = (max / 8.0).max(1e-9);
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
+    ((max / step).ceil() * step, step)
+}
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -64,7 +78,7 @@ impl Plot {
             x0 -= 0.5;
             x1 += 0.5;
         }
-        let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.08 };
+        let (y1, ystep) = nice_axis(if y1 <= 0.0 { 1.0 } else { y1 * 1.02 });
         let px = |x: f64| l + (tx(x) - x0) / (x1 - x0) * (w - l - r);
         let py = |y: f64| h - b - y / y1 * (h - t - b);
         let mut s = format!(
@@ -84,8 +98,9 @@ impl Plot {
             h - b,
             h - b
         ));
-        for i in 0..=5 {
-            let y = y1 * i as f64 / 5.0;
+        let ticks = (y1 / ystep).round() as usize;
+        for i in 0..=ticks {
+            let y = ystep * i as f64;
             s.push_str(&format!(
                 r##"<line x1="{l}" y1="{0}" x2="{1}" y2="{0}" stroke="#ddd"/><text x="{2}" y="{3}" text-anchor="end">{4}</text>
 "##,
@@ -128,6 +143,12 @@ impl Plot {
         ));
         for (i, se) in self.series.iter().enumerate() {
             let c = COLOURS[i % COLOURS.len()];
+            // Past the palette, lines are dashed.
+            let dash = if i >= COLOURS.len() {
+                r#" stroke-dasharray="6,3""#
+            } else {
+                ""
+            };
             let path: Vec<String> = se
                 .points
                 .iter()
@@ -135,7 +156,7 @@ impl Plot {
                 .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
                 .collect();
             s.push_str(&format!(
-                r#"<polyline fill="none" stroke="{c}" stroke-width="2" points="{}"/>
+                r#"<polyline fill="none" stroke="{c}" stroke-width="2"{dash} points="{}"/>
 "#,
                 path.join(" ")
             ));
@@ -187,6 +208,21 @@ pub fn svg_to_png(svg: &str) -> anyhow::Result<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_ends_on_a_round_tick() {
+        for (max, want) in [
+            (102.0, (120.0, 20.0)),
+            (0.62, (0.7, 0.1)),
+            (41.0, (50.0, 10.0)),
+        ] {
+            let got = nice_axis(max);
+            assert!(
+                (got.0 - want.0).abs() < 1e-9 && (got.1 - want.1).abs() < 1e-9,
+                "{max}: {got:?}"
+            );
+        }
+    }
 
     #[test]
     fn plot_has_lines_and_rasterises() {
