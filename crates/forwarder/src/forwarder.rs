@@ -273,7 +273,7 @@ impl Forwarder {
             self.on_vip_beacon(face, &i, now);
             return;
         }
-        if local && self.strategies.find(&i.name) == Strategy::Vip {
+        if local && self.vip.active() && self.strategies.find(&i.name) == Strategy::Vip {
             self.vip.on_request(&i.name);
         }
         if !local && (is_localhost(&i.name) || i.hop_limit == Some(0)) {

@@ -144,6 +144,9 @@ pub struct Vip {
     evicted: Vec<Name>,
     seq: u64,
     stats: VipStats,
+    /// Whether any prefix uses VIP (refreshed each period), so the packet
+    /// path skips the strategy lookup when none does.
+    active: bool,
 }
 
 /// The data object a name belongs to: the name without trailing segment,
@@ -241,7 +244,14 @@ impl Vip {
             evicted: Vec::new(),
             seq: 0,
             stats: VipStats::default(),
+            active: false,
         }
+    }
+
+    /// Whether the forwarder uses VIP for some prefix (as of the last
+    /// period).
+    pub fn active(&self) -> bool {
+        self.active
     }
 
     /// The parameters.
@@ -544,7 +554,8 @@ impl Forwarder {
     /// One VIP period: update counts and cache set, erase evicted objects
     /// from the CS, send beacons.
     pub(crate) fn vip_period(&mut self, now: tokio::time::Instant) {
-        if !self.vip_enabled() {
+        self.vip.active = self.vip_enabled();
+        if !self.vip.active {
             return;
         }
         let neighbours: Vec<FaceId> = self
