@@ -10,7 +10,9 @@
 #
 #   bash bench/carepo.sh [FILES] [FILE_KIB] [CHANGED]
 # Defaults: 40 files of ~96 KiB (a ~4 MB tar), 4 changed, one removed, one
-# added between the versions.
+# added between the versions. The same experiment with a sweep over the number
+# of changed files, a report and plots: `granary testbed run
+# experiments/carepo.toml --out DIR` (docs/experiments/carepo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }

@@ -11,6 +11,8 @@
 #     root) for the web page's browser test (Playwright drives this Chromium; it never
 #     downloads a browser of its own)
 #   - curl (apt, if missing) for the gateway test; nginx (apt, if missing) for bench/gateway.sh
+#   - vsftpd (apt, if missing) with nginx for the caching-vs-http experiment; fonts-dejavu-core
+#     (apt, if missing) for PNG plots
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,8 +75,10 @@ fi
 
 # curl for the gateway test (ranges, HEAD); nginx as the peer of bench/gateway.sh (the
 # script starts its own instance on loopback with a temporary config; the package's
-# service is not used).
-for pkg in curl:curl nginx:nginx; do
+# service is not used). nginx and vsftpd are also the HTTP and FTP baselines of the
+# caching-vs-http experiment (`granary testbed run`, crates/cli/tests/netns_experiments.rs),
+# started with their own configs inside a namespace.
+for pkg in curl:curl nginx:nginx vsftpd:vsftpd; do
   cmd=${pkg%%:*}; deb=${pkg##*:}
   if ! command -v "$cmd" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$cmd" ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -85,6 +89,17 @@ for pkg in curl:curl nginx:nginx; do
     fi
   fi
 done
+
+# A font for the PNG plots of `sim cache` and `testbed run` (resvg renders their SVG text
+# with system fonts).
+if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing fonts-dejavu-core (apt) for PNG plots"
+    (apt-get install -y -qq fonts-dejavu-core >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null; })
+  else
+    echo "setup: fonts-dejavu-core is missing; PNG plots will have no text" >&2
+  fi
+fi
 
 req="$interop/python/requirements.txt"
 stamp="$interop/.venv/.installed"

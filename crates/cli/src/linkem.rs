@@ -73,6 +73,14 @@ pub struct LinkemArgs {
     /// Seed of the loss RNG (same seed, same losses for the same arrivals).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Relay TCP instead of UDP: a proxy per connection with the delay and
+    /// rate of each direction (no loss; see granary_testbed::tcprelay).
+    #[arg(long)]
+    tcp: bool,
+    /// With --tcp: also relay this port (same port on --listen's and --to's
+    /// address), e.g. FTP's passive data ports. Repeatable.
+    #[arg(long, value_name = "PORT", requires = "tcp")]
+    tcp_port: Vec<u16>,
 }
 
 fn dir(
@@ -102,6 +110,35 @@ pub fn run(a: LinkemArgs) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
+    if a.tcp {
+        if cfg.up.loss > 0.0 || cfg.down.loss > 0.0 {
+            anyhow::bail!("--tcp relays do not drop (TCP would retransmit inside the relay)");
+        }
+        let mut pairs = vec![(a.listen, a.to)];
+        for p in &a.tcp_port {
+            let mut l = a.listen;
+            let mut t = a.to;
+            l.set_port(*p);
+            t.set_port(*p);
+            pairs.push((l, t));
+        }
+        return rt.block_on(async move {
+            let bound = granary_testbed::tcprelay::start(&pairs, cfg.up, cfg.down)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", a.listen))?;
+            for b in &bound {
+                println!("listening tcp://{b}");
+            }
+            println!("ready");
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate())?;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {},
+                _ = term.recv() => {},
+            }
+            Ok(())
+        });
+    }
     rt.block_on(async move {
         let r = Relay::start(cfg)
             .await

@@ -14,6 +14,7 @@ mod science;
 mod scrub;
 mod selfcheck;
 mod sim;
+mod testbed;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -373,6 +374,9 @@ enum Command {
     Selfcheck,
     /// Simulations on the node's own code (`sim cache`: cache-policy study).
     Sim(sim::SimArgs),
+    /// Experiments on the netns testbed (`testbed run experiments/NAME.toml
+    /// --out DIR`): report, CSV and plots. Needs root.
+    Testbed(testbed::TestbedArgs),
     /// Producer signing throughput, ndnperf-style (`perf serve`, `perf fetch`).
     Perf(perf::PerfArgs),
 }
@@ -618,6 +622,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),
+        Command::Testbed(a) => testbed::run(a),
         Command::Perf(a) => perf::run(&socket, a),
     }
 }

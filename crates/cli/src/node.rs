@@ -33,8 +33,9 @@ pub struct DaemonArgs {
     /// Content Store capacity in packets.
     #[arg(long)]
     cs_capacity: Option<usize>,
-    /// Content Store replacement policy.
-    #[arg(long, value_parser = ["lru", "lfu", "fifo", "random"])]
+    /// Content Store replacement policy (vip: the objects with the highest
+    /// VIP counts, see `granary strategy set PREFIX vip`).
+    #[arg(long, value_parser = ["lru", "lfu", "fifo", "random", "vip"])]
     cs_policy: Option<String>,
     /// UDP MTU in bytes (packets above it are fragmented).
     #[arg(long)]
@@ -448,6 +449,12 @@ pub enum CsCmd {
         /// Serve from the CS (on/off).
         #[arg(long)]
         serve: Option<Toggle>,
+        /// Replacement policy: lru, lfu, fifo, random, or vip (admission and
+        /// eviction by VIP cache scores; pair it with `granary strategy set
+        /// PREFIX vip`). A Granary extension: sent as the Strategy element
+        /// /localhost/granary/cs-policy/NAME, which NFD does not have.
+        #[arg(long, value_parser = ["lru", "lfu", "fifo", "random", "vip"])]
+        policy: Option<String>,
     },
 }
 
@@ -740,10 +747,17 @@ pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
             capacity,
             admit,
             serve,
+            policy,
         } = cmd
         {
             let mut p = ControlParameters::new();
             p.capacity = capacity;
+            if let Some(pol) = &policy {
+                p.strategy = Some(name(&format!(
+                    "{}/{pol}",
+                    granary_forwarder::vip::CS_POLICY_PREFIX
+                ))?);
+            }
             let (mut flags, mut mask) = (0, 0);
             if let Some(a) = admit {
                 mask |= 1;
@@ -757,7 +771,10 @@ pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
                 p.flags = Some(flags);
                 p.mask = Some(mask);
             }
-            c.command(&nfd(), "cs", "config", &p).await?;
+            let r = c.command(&nfd(), "cs", "config", &p).await?;
+            if let Some(s) = r.strategy {
+                println!("policy={}", s.to_string().rsplit('/').next().unwrap_or(""));
+            }
         }
         let i = CsInfo::decode(&dataset(&mut c, "/localhost/nfd/cs/info").await?)?;
         println!(

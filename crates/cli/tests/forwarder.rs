@@ -619,3 +619,37 @@ fn faces_query_channels_and_update_as_nfdc_uses_them() {
     assert!(channels.contains("unix://"), "{channels}");
     assert!(!a.cli(&["face", "show", "999999"]).status.success());
 }
+
+#[test]
+fn vip_strategy_and_cs_policy_are_set_by_command() {
+    let d = Daemon::start(&[]);
+    let p = d.serve("/v", &["--size", "10"]);
+    d.ok(&["strategy", "set", "/v", "vip"]);
+    assert!(d
+        .ok(&["strategy"])
+        .contains("/v /localhost/nfd/strategy/vip/v=1"));
+    let out = d.ok(&["cs", "config", "--policy", "vip"]);
+    assert!(out.contains("policy=vip"), "{out}");
+    // The vip strategy forwards to the local producer; this node is the
+    // source of /v, where VIP neither counts nor caches (its demand is
+    // served at once), so every request reaches the producer.
+    for i in 0..3 {
+        assert!(peek(&d, "/v/x", &[]).status.success(), "peek {i}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let end = std::time::Instant::now() + Duration::from_secs(3);
+    while p.served() < 3 && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(p.served(), 3);
+    assert!(d.ok(&["cs", "info"]).contains("entries=0"));
+    // Back to LRU: the next Data is cached and answers the one after.
+    assert!(d
+        .ok(&["cs", "config", "--policy", "lru"])
+        .contains("policy=lru"));
+    assert!(peek(&d, "/v/y", &[]).status.success());
+    assert!(peek(&d, "/v/y", &[]).status.success());
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(p.served(), 4, "the second /v/y came from the CS");
+    assert!(!d.cli(&["cs", "config", "--policy", "mru"]).status.success());
+}

@@ -45,6 +45,7 @@
 //! | [`Policy::Lfu`] | fewest hits, ties: least recently used | count + 1, most recent | O(log n) |
 //! | [`Policy::Fifo`] | oldest insertion | none | O(log n) |
 //! | [`Policy::Random`] | uniform pick (seeded SplitMix64) | none | O(1) pick, O(log n) index fix-up |
+//! | [`Policy::Vip`] | as LFU; admission and erasure follow the VIP cache set ([`crate::vip`]) | as LFU | O(log n) |
 //!
 //! LRU, LFU and FIFO share one ordered victim map keyed by a `(rank, seq)`
 //! pair derived from the entry (`seq` is a store-wide counter that increases
@@ -98,11 +99,21 @@ pub enum Policy {
     Fifo,
     /// Uniformly random victim from a seeded generator; hits do not matter.
     Random,
+    /// VIP: the forwarder admits only objects in the VIP cache set (the
+    /// highest VIP counts) and erases those that leave it (see
+    /// [`crate::vip`]); within the store, victims are picked as by LFU.
+    Vip,
 }
 
 impl Policy {
     /// Every policy, in declaration order.
-    pub const ALL: [Policy; 4] = [Policy::Lru, Policy::Lfu, Policy::Fifo, Policy::Random];
+    pub const ALL: [Policy; 5] = [
+        Policy::Lru,
+        Policy::Lfu,
+        Policy::Fifo,
+        Policy::Random,
+        Policy::Vip,
+    ];
 
     /// The lowercase name used by [`fmt::Display`] and [`FromStr`].
     pub fn as_str(self) -> &'static str {
@@ -111,6 +122,7 @@ impl Policy {
             Policy::Lfu => "lfu",
             Policy::Fifo => "fifo",
             Policy::Random => "random",
+            Policy::Vip => "vip",
         }
     }
 }
@@ -123,7 +135,7 @@ impl fmt::Display for Policy {
 
 /// Error for a policy name that [`Policy::from_str`] does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown cache policy {0:?} (expected lru, lfu, fifo or random)")]
+#[error("unknown cache policy {0:?} (expected lru, lfu, fifo, random or vip)")]
 pub struct ParsePolicyError(pub String);
 
 impl FromStr for Policy {
@@ -208,7 +220,7 @@ impl Entry {
 fn victim_key(policy: Policy, e: &Entry) -> (u64, u64) {
     match policy {
         Policy::Lru => (0, e.last_use),
-        Policy::Lfu => (e.hits, e.last_use),
+        Policy::Lfu | Policy::Vip => (e.hits, e.last_use),
         Policy::Fifo | Policy::Random => (0, e.inserted),
     }
 }

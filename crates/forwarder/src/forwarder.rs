@@ -97,6 +97,9 @@ pub struct Forwarder {
     pub(crate) replay: granary_security::ReplayChecker,
     /// Listener URIs (faces/channels).
     pub(crate) channels: Vec<String>,
+    /// VIP counts and cache set (idle unless a prefix uses the `vip`
+    /// strategy or the CS the `vip` policy).
+    pub(crate) vip: crate::vip::Vip,
     rng: u64,
 }
 
@@ -139,6 +142,7 @@ impl Forwarder {
             trust: cfg.trust_anchors,
             replay: granary_security::ReplayChecker::default(),
             channels: cfg.channels,
+            vip: crate::vip::Vip::new(crate::vip::VipConfig::default()),
             rng: seed,
         }
     }
@@ -166,6 +170,7 @@ impl Forwarder {
     /// Runs until `shutdown` is notified or every face sender is gone.
     pub async fn run(mut self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
         let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
+        let mut vip_period = tokio::time::interval(self.vip.config().period);
         loop {
             let next = self
                 .pit
@@ -185,6 +190,7 @@ impl Forwarder {
                     }
                 }
                 _ = tokio::time::sleep_until(next) => self.on_timers(Instant::now()),
+                _ = vip_period.tick() => self.vip_period(Instant::now()),
                 _ = housekeeping.tick() => {
                     let now = Instant::now();
                     self.tables.expire(now);
@@ -263,6 +269,13 @@ impl Forwarder {
 
     fn on_interest(&mut self, face: FaceId, i: Interest, link: LinkFields, now: Instant) {
         let local = self.scope(face) == Scope::Local;
+        if crate::vip::is_beacon(&i.name) {
+            self.on_vip_beacon(face, &i, now);
+            return;
+        }
+        if local && self.vip.active() && self.strategies.find(&i.name) == Strategy::Vip {
+            self.vip.on_request(&i.name);
+        }
         if !local && (is_localhost(&i.name) || i.hop_limit == Some(0)) {
             self.stats.scope_drops += 1;
             return;
@@ -379,6 +392,9 @@ impl Forwarder {
                 .unwrap_or_default(),
         };
         let strategy = self.strategies.find(&i.name);
+        let vip_choice = (strategy == Strategy::Vip)
+            .then(|| self.vip_choose(&i.name, &hops))
+            .flatten();
         let Some(entry) = self.pit.get_mut(key) else {
             return;
         };
@@ -413,6 +429,7 @@ impl Forwarder {
                     .find(|f| !entry.out_records.iter().any(|r| r.face == *f));
                 vec![unused.unwrap_or(hops[0])]
             }
+            Strategy::Vip => vec![vip_choice.unwrap_or(hops[0])],
         };
         let wire_interest = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
             i.with_nonce_and_hop_limit(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
@@ -458,7 +475,7 @@ impl Forwarder {
         // rebuild for the price of one SHA-256.
         let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
             && self.scope(face) == Scope::Local;
-        if !no_cache {
+        if !no_cache && self.vip_admits(d.name()) {
             self.cs.insert(d.clone(), now.into_std());
         }
         let mut sent_to: Vec<FaceId> = Vec::new();

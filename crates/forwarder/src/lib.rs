@@ -17,5 +17,6 @@ pub mod forwarder;
 pub mod mgmt;
 pub mod pit;
 pub mod strategy;
+pub mod vip;
 
 pub use forwarder::{FaceContext, Forwarder, ForwarderConfig};

@@ -392,8 +392,28 @@ impl Forwarder {
                 if mask & cs_flags::ENABLE_SERVE != 0 {
                     cfg.serve = flags & cs_flags::ENABLE_SERVE != 0;
                 }
+                // Granary extension: the replacement policy as the Strategy
+                // element /localhost/granary/cs-policy/<policy>.
+                let policy_prefix =
+                    Name::from_uri(crate::vip::CS_POLICY_PREFIX).unwrap_or_default();
+                if let Some(s) = &p.strategy {
+                    let policy = (s.len() == policy_prefix.len() + 1
+                        && s.prefix(policy_prefix.len() as isize) == policy_prefix)
+                        .then(|| s.get(-1))
+                        .flatten()
+                        .map(|c| String::from_utf8_lossy(c.value).parse::<crate::cs::Policy>());
+                    match policy {
+                        Some(Ok(pol)) => cfg.policy = pol,
+                        _ => return bad("the CS policy goes in /localhost/granary/cs-policy/<lru|lfu|fifo|random|vip>"),
+                    }
+                }
                 self.cs.set_config(cfg.clone());
                 let mut out = ControlParameters::new();
+                out.strategy = p.strategy.is_some().then(|| {
+                    policy_prefix.append(&granary_packet::Component::generic(
+                        cfg.policy.as_str().as_bytes(),
+                    ))
+                });
                 out.capacity = Some(cfg.max_packets as u64);
                 out.flags = Some(self.cs_flag_bits());
                 Some(ControlResponse::with_params(status::OK, "OK", &out))

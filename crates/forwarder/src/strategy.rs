@@ -13,6 +13,9 @@ pub enum Strategy {
     BestRoute,
     /// Every eligible next hop, with the same retransmission suppression.
     Multicast,
+    /// VIP backpressure: the next hop with the largest VIP-count
+    /// differential (see [`crate::vip`]).
+    Vip,
 }
 
 /// Initial retransmission-suppression interval.
@@ -26,6 +29,7 @@ impl Strategy {
         let uri = match self {
             Strategy::BestRoute => "/localhost/nfd/strategy/best-route/v=5",
             Strategy::Multicast => "/localhost/nfd/strategy/multicast/v=4",
+            Strategy::Vip => "/localhost/nfd/strategy/vip/v=1",
         };
         Name::from_uri(uri).unwrap_or_default()
     }
@@ -37,6 +41,7 @@ impl Strategy {
         match base {
             "/localhost/nfd/strategy/best-route" => Some(Strategy::BestRoute),
             "/localhost/nfd/strategy/multicast" => Some(Strategy::Multicast),
+            "/localhost/nfd/strategy/vip" => Some(Strategy::Vip),
             _ => None,
         }
     }
@@ -96,6 +101,10 @@ mod tests {
         assert_eq!(
             Strategy::from_name(&Name::from_uri("/localhost/nfd/strategy/multicast").unwrap()),
             Some(Strategy::Multicast)
+        );
+        assert_eq!(
+            Strategy::from_name(&Name::from_uri("/localhost/nfd/strategy/vip").unwrap()),
+            Some(Strategy::Vip)
         );
         assert_eq!(
             Strategy::from_name(&Name::from_uri("/localhost/nfd/strategy/asf").unwrap()),

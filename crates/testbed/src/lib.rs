@@ -24,6 +24,7 @@
 
 pub mod probe;
 pub mod relay;
+pub mod tcprelay;
 pub mod topology;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -343,6 +344,21 @@ fn reap_stale() {
     }
 }
 
+/// Removes every namespace testbeds of this process made, killing what runs
+/// in them: for a signal handler (a Ctrl-C does not run `Drop`).
+pub fn cleanup_process() {
+    let Ok(list) = ip(&["netns", "list"]) else {
+        return;
+    };
+    let me = std::process::id();
+    for line in list.lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        if our_pid(name) == Some(me) {
+            delete_ns(name);
+        }
+    }
+}
+
 /// Kills what still runs in a namespace this crate made, then deletes it.
 fn delete_ns(ns: &str) {
     if let Ok(pids) = ip(&["netns", "pids", ns]) {
@@ -593,6 +609,49 @@ impl Testbed {
         )
     }
 
+    /// TCP through `link` as `from` sees it: starts a TCP relay
+    /// ([`tcprelay`], `granary linkem --tcp`) in the far side's namespace,
+    /// listening on its link address at each of `ports` and forwarding to
+    /// its `127.0.0.1` at the same port, with the link's delay and rate each
+    /// way. Returns the address to connect to. (Under netem the far side
+    /// itself, which must then listen on its link address.)
+    pub fn tcp_path(&mut self, link: LinkId, from: HostId, ports: &[u16]) -> Result<Ipv4Addr> {
+        let l = &self.links[link.0];
+        let (to, to_addr, fwd, back) = if from == l.a {
+            (l.b, l.addr_b, l.spec.ab.clone(), l.spec.ba.clone())
+        } else if from == l.b {
+            (l.a, l.addr_a, l.spec.ba.clone(), l.spec.ab.clone())
+        } else {
+            return Err(Error::Other("tcp_path: host not on link".into()));
+        };
+        if self.emulation == Emulation::Netem {
+            return Ok(to_addr);
+        }
+        // TCP retransmits what is lost inside the proxy's own connections,
+        // so the TCP relay does not drop (said in tcprelay's docs).
+        let (mut fwd, mut back) = (fwd, back);
+        fwd.loss = 0.0;
+        back.loss = 0.0;
+        let Some((&first, rest)) = ports.split_first() else {
+            return Err(Error::Other("tcp_path: no ports".into()));
+        };
+        let ns = self.hosts[to.0].ns.clone();
+        let mut extra = vec!["--tcp".to_string()];
+        for p in rest {
+            extra.push("--tcp-port".into());
+            extra.push(p.to_string());
+        }
+        self.relay_with(
+            &ns,
+            SocketAddr::new(IpAddr::V4(to_addr), first),
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), first),
+            &fwd,
+            &back,
+            &extra,
+        )?;
+        Ok(to_addr)
+    }
+
     /// Starts `granary linkem` in namespace `ns`; returns its listen address.
     fn relay(
         &mut self,
@@ -602,8 +661,22 @@ impl Testbed {
         up: &Impairment,
         down: &Impairment,
     ) -> Result<SocketAddr> {
+        self.relay_with(ns, listen, to, up, down, &[])
+    }
+
+    fn relay_with(
+        &mut self,
+        ns: &str,
+        listen: SocketAddr,
+        to: SocketAddr,
+        up: &Impairment,
+        down: &Impairment,
+        extra: &[String],
+    ) -> Result<SocketAddr> {
         use std::io::BufRead;
-        let rate_in_relay = self.opts.rate_by == RateBy::Relay;
+        // TCP through the relay has no kernel rate (tbf would throttle the
+        // relay's own writes), so the relay rates it.
+        let rate_in_relay = self.opts.rate_by == RateBy::Relay || !extra.is_empty();
         let mut args: Vec<String> = vec![
             "linkem".into(),
             "--listen".into(),
@@ -614,6 +687,7 @@ impl Testbed {
             self.seeds.to_string(),
         ];
         self.seeds += 1;
+        args.extend(extra.iter().cloned());
         for (dir, imp) in [("up", up), ("down", down)] {
             args.push(format!("--{dir}-delay"));
             args.push(format!("{}us", imp.delay.as_micros()));
@@ -645,7 +719,10 @@ impl Testbed {
         let mut addr = None;
         for l in lines.by_ref() {
             let l = l.map_err(|e| Error::Other(e.to_string()))?;
-            if let Some(a) = l.strip_prefix("listening udp://") {
+            if let Some(a) = l
+                .strip_prefix("listening udp://")
+                .or_else(|| l.strip_prefix("listening tcp://"))
+            {
                 addr = a.parse().ok();
             }
             if l == "ready" {

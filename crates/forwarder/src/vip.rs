@@ -1,0 +1,842 @@
+//! VIP: joint dynamic forwarding and caching (Yeh et al., "VIP: a framework
+//! for joint dynamic forwarding and caching in named data networks", ICN
+//! 2014; the SANDIE seed).
+//!
+//! # Model
+//!
+//! Each node keeps a *VIP count* `V_k` per data object `k` — a virtual queue
+//! of "interest packets" that measures the demand for `k` seen at this node
+//! and not yet served. A data object is a name without its trailing
+//! segment, byte-offset and digest components ([`object_of`]), so every
+//! segment of one file counts towards one object.
+//!
+//! Every period (default 100 ms) a node, for each object:
+//!
+//! 1. **exchanges**: sends each non-local neighbour a beacon — an Interest
+//!    `/localhop/granary/vip/<seq>` whose ApplicationParameters carry its
+//!    largest counts and the VIPs it transmits to that neighbour this period
+//!    ([`encode_beacon`]); beacons are link-local and never forwarded;
+//! 2. **forwards VIPs** (backpressure): on each upstream face `b` (a FIB next
+//!    hop of the object) it picks the object with the largest positive
+//!    differential `V_k(self) − V_k(b)` and moves up to `link_capacity` VIPs
+//!    of it to `b` (announced in the beacon, added to `b`'s count on receipt);
+//! 3. **caches**: the `cache_slots` objects with the highest *cache score*
+//!    form the cache set; each cached object drains `cache_drain` VIPs (a
+//!    cache serves its demand). The score is the VIP flow into the node for
+//!    the object (local requests plus VIPs received from neighbours), averaged
+//!    over periods (EWMA, weight 0.2) — the stable form of "cache the highest
+//!    VIP counts" of Yeh et al.'s practical algorithm: raw counts fall as soon
+//!    as an object is cached (it drains them), so caching on them oscillates;
+//! 4. **drains at the source**: counts of objects this node produces (a FIB
+//!    next hop is a local app face) are zero;
+//! 5. **adds arrivals**: each Interest from a local (consumer) face adds one
+//!    VIP ([`Vip::on_request`]).
+//!
+//! Real Interests follow the VIPs: the strategy sends an Interest for `k` to
+//! the eligible next hop with the largest differential `V_k(self) − V_k(b)`
+//! ([`Vip::choose`]); a local producer face wins outright, and faces never
+//! heard from rank last. The CS policy `vip` admits only Data of objects in
+//! the cache set and erases objects that leave it ([`Vip::take_evicted`]).
+//!
+//! # Bounded state
+//!
+//! At most `max_objects` counts (the smallest are dropped each period, and new
+//! objects are not tracked between periods once 2× that is reached), at most
+//! `beacon_entries` counts per beacon and per neighbour, neighbours not heard
+//! from for 10 periods are forgotten.
+//!
+//! Everything here is pure bookkeeping: no I/O, no clock (callers pass
+//! `now`), no panics on bad beacons (they are counted and ignored).
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use crate::cs::Policy;
+use crate::forwarder::Forwarder;
+use crate::strategy::Strategy;
+use bytes::{Bytes, BytesMut};
+use granary_face::FaceId;
+use granary_face::{OutKind, OutPacket, Scope};
+use granary_packet::tlv::{self, Reader};
+use granary_packet::types::{
+    COMP_BYTE_OFFSET, COMP_GENERIC, COMP_IMPLICIT_DIGEST, COMP_PARAMS_DIGEST, COMP_SEGMENT, NAME,
+};
+use granary_packet::Name;
+use granary_packet::{Interest, InterestFields};
+
+/// Prefix of the Strategy element that carries a CS replacement policy in
+/// cs/config (a Granary extension: `granary cs config --policy vip`).
+pub const CS_POLICY_PREFIX: &str = "/localhost/granary/cs-policy";
+
+/// The link-local prefix of VIP beacons.
+pub const BEACON_PREFIX: &str = "/localhop/granary/vip";
+
+/// TLV type of one count in a beacon: Name, VipValue.
+const TT_COUNT: u64 = 0xC8;
+/// TLV type of one transfer in a beacon: Name, VipValue.
+const TT_TRANSFER: u64 = 0xCA;
+/// TLV type of a count or an amount (NonNegativeInteger).
+const TT_VALUE: u64 = 0xC9;
+
+/// VIP parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VipConfig {
+    /// Length of a slot: counts are exchanged and updated once per period.
+    pub period: Duration,
+    /// VIPs a link carries per period (the paper's link capacity C_ab).
+    pub link_capacity: u64,
+    /// VIPs a cached object drains per period (the paper's r_n).
+    pub cache_drain: u64,
+    /// Most objects whose counts are kept.
+    pub max_objects: usize,
+    /// Most counts per beacon (the largest are sent).
+    pub beacon_entries: usize,
+}
+
+impl Default for VipConfig {
+    fn default() -> Self {
+        VipConfig {
+            period: Duration::from_millis(100),
+            link_capacity: 200,
+            cache_drain: 200,
+            max_objects: 4096,
+            beacon_entries: 64,
+        }
+    }
+}
+
+/// Counters for `vip` status and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct VipStats {
+    /// Beacons sent.
+    pub beacons_out: u64,
+    /// Beacons received and applied.
+    pub beacons_in: u64,
+    /// Beacons that did not decode (ignored).
+    pub bad_beacons: u64,
+    /// VIPs moved to neighbours.
+    pub vips_sent: u64,
+    /// VIPs received from neighbours.
+    pub vips_received: u64,
+    /// VIPs drained by the cache.
+    pub vips_cached: u64,
+    /// VIPs from local requests.
+    pub arrivals: u64,
+}
+
+#[derive(Debug, Default)]
+struct Neighbour {
+    counts: HashMap<Name, u64>,
+    heard: Option<Instant>,
+}
+
+/// One node's VIP state.
+#[derive(Debug)]
+pub struct Vip {
+    cfg: VipConfig,
+    counts: HashMap<Name, u64>,
+    /// VIPs that arrived this period (requests and transfers), per object.
+    inflow: HashMap<Name, u64>,
+    /// Cache score: EWMA of the per-period inflow.
+    scores: HashMap<Name, f64>,
+    neighbours: HashMap<FaceId, Neighbour>,
+    cache_set: HashSet<Name>,
+    evicted: Vec<Name>,
+    seq: u64,
+    stats: VipStats,
+    /// Whether any prefix uses VIP (refreshed each period), so the packet
+    /// path skips the strategy lookup when none does.
+    active: bool,
+}
+
+/// The data object a name belongs to: the name without trailing segment,
+/// byte-offset and digest components.
+pub fn object_of(name: &Name) -> Name {
+    let mut len = name.len();
+    while len > 0 {
+        match name.get(len as isize - 1).map(|c| c.typ) {
+            Some(COMP_SEGMENT | COMP_BYTE_OFFSET | COMP_IMPLICIT_DIGEST | COMP_PARAMS_DIGEST) => {
+                len -= 1
+            }
+            _ => break,
+        }
+    }
+    name.prefix(len as isize)
+}
+
+/// Whether a name is a VIP beacon (`/localhop/granary/vip/…`).
+pub fn is_beacon(name: &Name) -> bool {
+    let want: [&[u8]; 3] = [b"localhop", b"granary", b"vip"];
+    name.len() > 3
+        && want.iter().enumerate().all(|(i, w)| {
+            name.get(i as isize)
+                .is_some_and(|c| c.typ == COMP_GENERIC && c.value == *w)
+        })
+}
+
+/// Encodes a beacon's ApplicationParameters: `counts` then `transfers`.
+pub fn encode_beacon(counts: &[(Name, u64)], transfers: &[(Name, u64)]) -> Bytes {
+    let mut out = BytesMut::new();
+    for (typ, list) in [(TT_COUNT, counts), (TT_TRANSFER, transfers)] {
+        for (n, v) in list {
+            let mut inner = BytesMut::new();
+            n.encode_to(&mut inner);
+            tlv::put_nni_tlv(&mut inner, TT_VALUE, *v);
+            tlv::put_tlv(&mut out, typ, &inner);
+        }
+    }
+    out.freeze()
+}
+
+/// A decoded beacon: counts, transfers.
+pub type Beacon = (Vec<(Name, u64)>, Vec<(Name, u64)>);
+
+/// Decodes a beacon's ApplicationParameters; unknown elements are an error.
+pub fn decode_beacon(params: &Bytes) -> Result<Beacon, String> {
+    let mut counts = Vec::new();
+    let mut transfers = Vec::new();
+    let mut r = Reader::new(params);
+    while !r.is_empty() {
+        let el = r.read().map_err(|e| e.to_string())?;
+        let list = match el.typ {
+            TT_COUNT => &mut counts,
+            TT_TRANSFER => &mut transfers,
+            t => return Err(format!("unexpected TLV type {t} in a VIP beacon")),
+        };
+        let mut inner = Reader::inside(params, &el);
+        let n = inner.read().map_err(|e| e.to_string())?;
+        if n.typ != NAME {
+            return Err("VIP entry without a Name".into());
+        }
+        let name = Name::decode_element(&inner, &n).map_err(|e| e.to_string())?;
+        let v = inner.read().map_err(|e| e.to_string())?;
+        if v.typ != TT_VALUE {
+            return Err("VIP entry without a value".into());
+        }
+        let value = inner.nni(&v).map_err(|e| e.to_string())?;
+        list.push((name, value));
+    }
+    Ok((counts, transfers))
+}
+
+/// What a period's [`Vip::tick`] needs to know of the forwarder.
+pub struct TickInput<'a> {
+    /// Non-local faces (neighbours) that get a beacon.
+    pub neighbours: &'a [FaceId],
+    /// The non-local FIB next hops of an object (where its VIPs may go).
+    pub upstreams: &'a dyn Fn(&Name) -> Vec<FaceId>,
+    /// Whether this node produces an object (a local app face serves it).
+    pub is_source: &'a dyn Fn(&Name) -> bool,
+    /// How many objects the cache holds (0: no VIP caching).
+    pub cache_slots: usize,
+}
+
+impl Vip {
+    /// Empty state.
+    pub fn new(cfg: VipConfig) -> Vip {
+        Vip {
+            cfg,
+            counts: HashMap::new(),
+            inflow: HashMap::new(),
+            scores: HashMap::new(),
+            neighbours: HashMap::new(),
+            cache_set: HashSet::new(),
+            evicted: Vec::new(),
+            seq: 0,
+            stats: VipStats::default(),
+            active: false,
+        }
+    }
+
+    /// Whether the forwarder uses VIP for some prefix (as of the last
+    /// period).
+    pub fn active(&self) -> bool {
+        self.active
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &VipConfig {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> VipStats {
+        self.stats
+    }
+
+    /// This node's count of an object.
+    pub fn count(&self, object: &Name) -> u64 {
+        self.counts.get(object).copied().unwrap_or(0)
+    }
+
+    /// The count a neighbour last announced (None: never heard from it).
+    pub fn neighbour_count(&self, face: FaceId, object: &Name) -> Option<u64> {
+        let n = self.neighbours.get(&face)?;
+        n.heard?;
+        Some(n.counts.get(object).copied().unwrap_or(0))
+    }
+
+    /// Number of objects with a count.
+    pub fn tracked(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// A request for `name` arrived from a local consumer: one VIP.
+    pub fn on_request(&mut self, name: &Name) {
+        let obj = object_of(name);
+        if let Some(c) = self.counts.get_mut(&obj) {
+            *c = c.saturating_add(1);
+        } else if self.counts.len() < 2 * self.cfg.max_objects {
+            self.counts.insert(obj.clone(), 1);
+        } else {
+            return;
+        }
+        *self.inflow.entry(obj).or_default() += 1;
+        self.stats.arrivals += 1;
+    }
+
+    /// Applies a beacon (its ApplicationParameters) received on `face`.
+    pub fn on_beacon(&mut self, face: FaceId, params: &Bytes, now: Instant) -> Result<(), String> {
+        let (counts, transfers) = match decode_beacon(params) {
+            Ok(b) => b,
+            Err(e) => {
+                self.stats.bad_beacons += 1;
+                return Err(e);
+            }
+        };
+        let n = self.neighbours.entry(face).or_default();
+        n.heard = Some(now);
+        n.counts = counts
+            .into_iter()
+            .take(self.cfg.beacon_entries)
+            .map(|(k, v)| (object_of(&k), v))
+            .collect();
+        for (k, v) in transfers.into_iter().take(self.cfg.beacon_entries) {
+            let k = object_of(&k);
+            // A neighbour cannot send more than a link carries.
+            let v = v.min(self.cfg.link_capacity);
+            if let Some(c) = self.counts.get_mut(&k) {
+                *c = c.saturating_add(v);
+            } else if self.counts.len() < 2 * self.cfg.max_objects {
+                self.counts.insert(k.clone(), v);
+            } else {
+                continue;
+            }
+            *self.inflow.entry(k).or_default() += v;
+            self.stats.vips_received += v;
+        }
+        self.stats.beacons_in += 1;
+        Ok(())
+    }
+
+    /// Backpressure differential of `object` towards `face` (None: the
+    /// neighbour was never heard from).
+    pub fn differential(&self, face: FaceId, object: &Name) -> Option<i128> {
+        let theirs = self.neighbour_count(face, object)?;
+        Some(self.count(object) as i128 - theirs as i128)
+    }
+
+    /// Forwarding decision for an Interest `name` among eligible next hops
+    /// (`(face, is_local)`, in FIB cost order): a local face (the producer)
+    /// first, else the largest differential, ties and faces never heard
+    /// from in FIB order. None only when `hops` is empty.
+    pub fn choose(&self, name: &Name, hops: &[(FaceId, bool)]) -> Option<FaceId> {
+        if let Some((f, _)) = hops.iter().find(|(_, local)| *local) {
+            return Some(*f);
+        }
+        let obj = object_of(name);
+        let mut best: Option<(i128, FaceId)> = None;
+        for (f, _) in hops {
+            if let Some(d) = self.differential(*f, &obj) {
+                if best.is_none_or(|(bd, _)| d > bd) {
+                    best = Some((d, *f));
+                }
+            }
+        }
+        best.map(|(_, f)| f)
+            .or_else(|| hops.first().map(|(f, _)| *f))
+    }
+
+    /// Whether the CS should admit Data of `name` (its object is in the
+    /// cache set).
+    pub fn should_cache(&self, name: &Name) -> bool {
+        self.cache_set.contains(&object_of(name))
+    }
+
+    /// The current cache set.
+    pub fn cache_set(&self) -> impl Iterator<Item = &Name> {
+        self.cache_set.iter()
+    }
+
+    /// Objects that left the cache set since the last call (to erase from
+    /// the CS).
+    pub fn take_evicted(&mut self) -> Vec<Name> {
+        std::mem::take(&mut self.evicted)
+    }
+
+    /// One period: chooses VIP transfers, the cache set, drains, and
+    /// returns the beacon (ApplicationParameters) for each neighbour.
+    pub fn tick(&mut self, now: Instant, input: &TickInput<'_>) -> Vec<(FaceId, Bytes)> {
+        // Forget neighbours silent for 10 periods, and faces that are gone.
+        let stale = self.cfg.period * 10;
+        self.neighbours.retain(|f, n| {
+            input.neighbours.contains(f) && n.heard.is_some_and(|t| now.duration_since(t) < stale)
+        });
+        // Sources hold no VIPs.
+        self.counts.retain(|k, _| !(input.is_source)(k));
+        self.inflow.retain(|k, _| !(input.is_source)(k));
+        self.scores.retain(|k, _| !(input.is_source)(k));
+
+        // 1. VIP forwarding: per upstream face, the object with the largest
+        // positive differential.
+        let mut best: HashMap<FaceId, (i128, Name)> = HashMap::new();
+        for (k, &v) in &self.counts {
+            if v == 0 {
+                continue;
+            }
+            for f in (input.upstreams)(k) {
+                let theirs = match self.neighbours.get(&f) {
+                    Some(n) if n.heard.is_some() => n.counts.get(k).copied().unwrap_or(0),
+                    _ => continue,
+                };
+                let d = v as i128 - theirs as i128;
+                if d > 0
+                    && best
+                        .get(&f)
+                        .is_none_or(|(bd, bk)| d > *bd || (d == *bd && k < bk))
+                {
+                    best.insert(f, (d, k.clone()));
+                }
+            }
+        }
+        let mut transfers: HashMap<FaceId, Vec<(Name, u64)>> = HashMap::new();
+        let mut faces: Vec<_> = best.into_iter().collect();
+        faces.sort_by_key(|(f, _)| *f);
+        for (f, (_, k)) in faces {
+            let c = self.counts.get_mut(&k).expect("chosen from counts");
+            let mu = (*c).min(self.cfg.link_capacity);
+            if mu == 0 {
+                continue;
+            }
+            *c -= mu;
+            self.stats.vips_sent += mu;
+            transfers.entry(f).or_default().push((k, mu));
+        }
+
+        // 2. Caching: the objects with the highest scores (EWMA of inflow).
+        for (k, sc) in self.scores.iter_mut() {
+            let add = self.inflow.remove(k).unwrap_or(0) as f64;
+            *sc = 0.8 * *sc + 0.2 * add;
+        }
+        for (k, add) in self.inflow.drain() {
+            self.scores.insert(k, 0.2 * add as f64);
+        }
+        self.scores.retain(|_, sc| *sc >= 0.01);
+        if self.scores.len() > self.cfg.max_objects {
+            let mut all: Vec<(Name, f64)> = self.scores.drain().collect();
+            all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            all.truncate(self.cfg.max_objects);
+            self.scores = all.into_iter().collect();
+        }
+        let mut ranked: Vec<(&Name, f64)> = self.scores.iter().map(|(k, v)| (k, *v)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let kept: HashSet<Name> = ranked
+            .iter()
+            .take(input.cache_slots)
+            .map(|(k, _)| (*k).clone())
+            .collect();
+        for k in &self.cache_set {
+            if !kept.contains(k) {
+                self.evicted.push(k.clone());
+            }
+        }
+        self.cache_set = kept;
+        for k in &self.cache_set {
+            if let Some(c) = self.counts.get_mut(k) {
+                let r = (*c).min(self.cfg.cache_drain);
+                *c -= r;
+                self.stats.vips_cached += r;
+            }
+        }
+
+        // Bounded state: keep the largest counts.
+        if self.counts.len() > self.cfg.max_objects {
+            let mut all: Vec<(Name, u64)> = self.counts.drain().collect();
+            all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            all.truncate(self.cfg.max_objects);
+            self.counts = all.into_iter().collect();
+        }
+        // Zero counts are dropped (the scores remember demand).
+        self.counts.retain(|_, v| *v > 0);
+
+        // 3. Beacons: the largest counts, plus this period's transfers.
+        let mut top: Vec<(Name, u64)> = self
+            .counts
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        top.truncate(self.cfg.beacon_entries);
+        self.seq += 1;
+        input
+            .neighbours
+            .iter()
+            .map(|f| {
+                let t = transfers.remove(f).unwrap_or_default();
+                self.stats.beacons_out += 1;
+                (*f, encode_beacon(&top, &t))
+            })
+            .collect()
+    }
+
+    /// The beacon Interest name of this period.
+    pub fn beacon_name(&self) -> Name {
+        Name::from_uri(&format!("{BEACON_PREFIX}/{}", self.seq)).unwrap_or_default()
+    }
+}
+
+// ---- The forwarder's side: beacons in and out, the strategy and the CS
+// policy. Kept here so the pipelines in forwarder.rs only call in.
+
+impl Forwarder {
+    /// Whether VIP is in use: a prefix with the `vip` strategy or the
+    /// `vip` CS policy.
+    fn vip_enabled(&self) -> bool {
+        self.cs.config().policy == Policy::Vip
+            || self.strategies.iter().any(|(_, s)| *s == Strategy::Vip)
+    }
+
+    fn is_local_face(&self, f: FaceId) -> bool {
+        self.faces
+            .get(&f)
+            .is_some_and(|h| h.info.scope == Scope::Local)
+    }
+
+    /// FIB next hops of a name: (face, is_local).
+    fn vip_hops(&self, name: &Name) -> Vec<(FaceId, bool)> {
+        self.tables
+            .lookup(name)
+            .map(|(_, hops)| {
+                hops.iter()
+                    .map(|h| (h.face, self.is_local_face(h.face)))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The VIP strategy's pick among eligible next hops `hops`.
+    pub(crate) fn vip_choose(&self, name: &Name, hops: &[FaceId]) -> Option<FaceId> {
+        let with_scope: Vec<(FaceId, bool)> =
+            hops.iter().map(|f| (*f, self.is_local_face(*f))).collect();
+        self.vip.choose(name, &with_scope)
+    }
+
+    /// Whether the CS admits this Data (always, unless the policy is `vip`
+    /// and its object is not in the VIP cache set).
+    pub(crate) fn vip_admits(&self, name: &Name) -> bool {
+        self.cs.config().policy != Policy::Vip || self.vip.should_cache(name)
+    }
+
+    /// A beacon from a neighbour (never forwarded, never answered).
+    pub(crate) fn on_vip_beacon(&mut self, face: FaceId, i: &Interest, now: tokio::time::Instant) {
+        if self.is_local_face(face) || !self.vip_enabled() {
+            return;
+        }
+        let Some(p) = i.app_params.clone() else {
+            return;
+        };
+        if let Err(e) = self.vip.on_beacon(face, &p, now.into_std()) {
+            tracing::debug!(face, "bad VIP beacon: {e}");
+        }
+    }
+
+    /// One VIP period: update counts and cache set, erase evicted objects
+    /// from the CS, send beacons.
+    pub(crate) fn vip_period(&mut self, now: tokio::time::Instant) {
+        self.vip.active = self.vip_enabled();
+        if !self.vip.active {
+            return;
+        }
+        let neighbours: Vec<FaceId> = self
+            .faces
+            .iter()
+            .filter(|(_, h)| h.info.scope == Scope::NonLocal)
+            .map(|(f, _)| *f)
+            .collect();
+        let hops: HashMap<Name, Vec<(FaceId, bool)>> = self
+            .vip
+            .counts
+            .keys()
+            .map(|k| (k.clone(), self.vip_hops(k)))
+            .collect();
+        let upstreams = |k: &Name| -> Vec<FaceId> {
+            hops.get(k)
+                .into_iter()
+                .flatten()
+                .filter(|(_, local)| !local)
+                .map(|(f, _)| *f)
+                .collect()
+        };
+        let is_source = |k: &Name| {
+            hops.get(k)
+                .is_some_and(|h| h.iter().any(|(_, local)| *local))
+        };
+        let cache_slots = if self.cs.config().policy == Policy::Vip {
+            self.cs.config().max_packets
+        } else {
+            0
+        };
+        let beacons = self.vip.tick(
+            now.into_std(),
+            &TickInput {
+                neighbours: &neighbours,
+                upstreams: &upstreams,
+                is_source: &is_source,
+                cache_slots,
+            },
+        );
+        let name = self.vip.beacon_name();
+        let seq = self.vip.seq;
+        for obj in self.vip.take_evicted() {
+            self.cs.erase_prefix(&obj, usize::MAX);
+        }
+        for (face, params) in beacons {
+            let mut f = InterestFields::new(name.clone());
+            f.app_params = Some(params);
+            f.nonce = Some((seq as u32) ^ (face as u32).rotate_left(16));
+            f.lifetime = Some(self.vip.config().period.as_millis() as u64);
+            f.hop_limit = Some(1);
+            let i = f.encode();
+            self.send(
+                face,
+                OutPacket {
+                    wire: i.wire().clone(),
+                    kind: OutKind::Interest,
+                    pit_token: None,
+                    congestion_mark: None,
+                },
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(u: &str) -> Name {
+        Name::from_uri(u).unwrap()
+    }
+
+    fn cfg() -> VipConfig {
+        VipConfig {
+            link_capacity: 10,
+            cache_drain: 5,
+            max_objects: 8,
+            beacon_entries: 4,
+            ..VipConfig::default()
+        }
+    }
+
+    fn input<'a>(
+        neighbours: &'a [FaceId],
+        up: &'a dyn Fn(&Name) -> Vec<FaceId>,
+        src: &'a dyn Fn(&Name) -> bool,
+        slots: usize,
+    ) -> TickInput<'a> {
+        TickInput {
+            neighbours,
+            upstreams: up,
+            is_source: src,
+            cache_slots: slots,
+        }
+    }
+
+    #[test]
+    fn objects_strip_segments_and_digests() {
+        assert_eq!(object_of(&n("/d/f/v=3/seg=7")), n("/d/f/v=3"));
+        assert_eq!(object_of(&n("/d/f")), n("/d/f"));
+        assert_eq!(object_of(&n("/seg=1")), Name::new());
+        assert!(is_beacon(&n("/localhop/granary/vip/12")));
+        assert!(!is_beacon(&n("/localhop/granary/vip")));
+        assert!(!is_beacon(&n("/localhop/nfd/rib/register")));
+    }
+
+    #[test]
+    fn counts_add_requests_and_drain_by_cache_and_source() {
+        let mut v = Vip::new(cfg());
+        for _ in 0..12 {
+            v.on_request(&n("/a/seg=1"));
+        }
+        for _ in 0..3 {
+            v.on_request(&n("/b"));
+        }
+        v.on_request(&n("/own/x"));
+        assert_eq!(v.count(&n("/a")), 12);
+        assert_eq!(v.stats().arrivals, 16);
+        let none = |_: &Name| Vec::new();
+        let src = |k: &Name| k.to_string().starts_with("/own");
+        // One cache slot: /a (highest) is cached and drains 5; /b keeps 3;
+        // the source's own object is zero.
+        let out = v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(out.is_empty());
+        assert_eq!(v.count(&n("/a")), 7);
+        assert_eq!(v.count(&n("/b")), 3);
+        assert_eq!(v.count(&n("/own/x")), 0);
+        assert!(v.should_cache(&n("/a/seg=9")));
+        assert!(!v.should_cache(&n("/b")));
+        // /b overtakes /a: /a is evicted.
+        for _ in 0..20 {
+            v.on_request(&n("/b"));
+        }
+        v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(v.should_cache(&n("/b")));
+        assert_eq!(v.take_evicted(), vec![n("/a")]);
+        assert_eq!(v.count(&n("/b")), 23 - 5);
+        assert_eq!(v.count(&n("/a")), 7);
+    }
+
+    #[test]
+    fn cached_objects_stay_while_their_demand_lasts() {
+        // /hot gets 6 requests a period, /warm 4: the cache (1 slot) keeps
+        // /hot every period although caching drains /hot's count to 0
+        // (raw counts would let /warm's backlog take the slot in turn).
+        let mut v = Vip::new(VipConfig {
+            cache_drain: 100,
+            ..cfg()
+        });
+        let none = |_: &Name| Vec::new();
+        let src = |_: &Name| false;
+        let t = Instant::now();
+        for p in 0..20 {
+            for _ in 0..6 {
+                v.on_request(&n("/hot"));
+            }
+            for _ in 0..4 {
+                v.on_request(&n("/warm"));
+            }
+            v.tick(t, &input(&[], &none, &src, 1));
+            assert!(v.should_cache(&n("/hot")), "period {p}");
+            assert_eq!(v.count(&n("/hot")), 0);
+        }
+        assert_eq!(v.count(&n("/warm")), 80);
+        assert!(v.take_evicted().is_empty());
+    }
+
+    #[test]
+    fn beacons_round_trip_and_bad_ones_are_refused() {
+        let counts = vec![(n("/a"), 5), (n("/b/c"), 0)];
+        let transfers = vec![(n("/a"), 3)];
+        let p = encode_beacon(&counts, &transfers);
+        assert_eq!(decode_beacon(&p).unwrap(), (counts, transfers));
+        let mut v = Vip::new(cfg());
+        assert!(v
+            .on_beacon(1, &Bytes::from_static(&[0x07, 0x05, 1]), Instant::now())
+            .is_err());
+        assert!(v
+            .on_beacon(1, &Bytes::from_static(&[0xFD, 0x01]), Instant::now())
+            .is_err());
+        assert_eq!(v.stats().bad_beacons, 2);
+        assert_eq!(v.neighbour_count(1, &n("/a")), None);
+    }
+
+    #[test]
+    fn exchange_moves_vips_by_largest_differential() {
+        // Node A (upstreams: face 1 to B, face 2 to C) and its neighbours.
+        let mut a = Vip::new(cfg());
+        for _ in 0..30 {
+            a.on_request(&n("/x"));
+        }
+        for _ in 0..8 {
+            a.on_request(&n("/y"));
+        }
+        let now = Instant::now();
+        // B announces 25 for /x, 0 for /y; C announces 2 for /x.
+        a.on_beacon(1, &encode_beacon(&[(n("/x"), 25)], &[]), now)
+            .unwrap();
+        a.on_beacon(2, &encode_beacon(&[(n("/x"), 2)], &[]), now)
+            .unwrap();
+        assert_eq!(a.differential(1, &n("/x")), Some(5));
+        assert_eq!(a.differential(2, &n("/x")), Some(28));
+        assert_eq!(a.differential(3, &n("/x")), None);
+        let up = |_: &Name| vec![1, 2];
+        let src = |_: &Name| false;
+        let beacons = a.tick(now, &input(&[1, 2], &up, &src, 0));
+        // Face 1: /y (8 − 0) beats /x (30 − 25); face 2: /x (28). Both
+        // chosen from the counts before the move; each moves ≤ capacity 10.
+        let by_face: HashMap<FaceId, Beacon> = beacons
+            .into_iter()
+            .map(|(f, p)| (f, decode_beacon(&p).unwrap()))
+            .collect();
+        assert_eq!(by_face[&1].1, vec![(n("/y"), 8)]);
+        assert_eq!(by_face[&2].1, vec![(n("/x"), 10)]);
+        assert_eq!(a.count(&n("/x")), 20);
+        assert_eq!(a.count(&n("/y")), 0);
+        // The counts announced are after the move.
+        assert_eq!(by_face[&1].0, vec![(n("/x"), 20)]);
+        // The receiver adds what was sent to it (at most a link's capacity).
+        let mut b = Vip::new(cfg());
+        b.on_beacon(9, &encode_beacon(&[], &[(n("/x"), 10), (n("/z"), 99)]), now)
+            .unwrap();
+        assert_eq!(b.count(&n("/x")), 10);
+        assert_eq!(b.count(&n("/z")), 10);
+        assert_eq!(b.stats().vips_received, 20);
+    }
+
+    #[test]
+    fn forwarding_follows_the_largest_differential() {
+        let mut v = Vip::new(cfg());
+        for _ in 0..10 {
+            v.on_request(&n("/x/seg=0"));
+        }
+        let now = Instant::now();
+        v.on_beacon(1, &encode_beacon(&[(n("/x"), 9)], &[]), now)
+            .unwrap();
+        v.on_beacon(2, &encode_beacon(&[(n("/x"), 1)], &[]), now)
+            .unwrap();
+        // Face 2 has the larger differential (9 vs 1), whatever FIB order.
+        assert_eq!(v.choose(&n("/x/seg=3"), &[(1, false), (2, false)]), Some(2));
+        // A local producer face wins.
+        assert_eq!(
+            v.choose(&n("/x/seg=3"), &[(1, false), (7, true), (2, false)]),
+            Some(7)
+        );
+        // Neighbours never heard from: FIB order.
+        assert_eq!(v.choose(&n("/x"), &[(5, false), (6, false)]), Some(5));
+        // Heard beats unheard even with a negative differential.
+        v.on_beacon(3, &encode_beacon(&[(n("/x"), 50)], &[]), now)
+            .unwrap();
+        assert_eq!(v.choose(&n("/x"), &[(5, false), (3, false)]), Some(3));
+        assert_eq!(v.choose(&n("/x"), &[]), None);
+    }
+
+    #[test]
+    fn state_is_bounded() {
+        let mut v = Vip::new(cfg());
+        for i in 0..100 {
+            for _ in 0..=i {
+                v.on_request(&n(&format!("/o/{i}")));
+            }
+        }
+        // Between periods at most 2 × max_objects are tracked…
+        assert_eq!(v.tracked(), 16);
+        let none = |_: &Name| Vec::new();
+        let src = |_: &Name| false;
+        let b = v.tick(Instant::now(), &input(&[4], &none, &src, 0));
+        // …and after a period max_objects, the largest; beacons carry at
+        // most beacon_entries.
+        assert_eq!(v.tracked(), 8);
+        assert_eq!(v.count(&n("/o/15")), 16);
+        assert_eq!(v.count(&n("/o/0")), 0);
+        assert_eq!(decode_beacon(&b[0].1).unwrap().0.len(), 4);
+        // Silent neighbours are forgotten after 10 periods.
+        let t0 = Instant::now();
+        v.on_beacon(4, &encode_beacon(&[(n("/o/15"), 1)], &[]), t0)
+            .unwrap();
+        v.tick(t0, &input(&[4], &none, &src, 0));
+        assert!(v.neighbour_count(4, &n("/o/15")).is_some());
+        v.tick(t0 + Duration::from_secs(2), &input(&[4], &none, &src, 0));
+        assert_eq!(v.neighbour_count(4, &n("/o/15")), None);
+    }
+}
