@@ -143,6 +143,29 @@ pub fn publish(
     finish(repo, name, e, how, t, false)
 }
 
+/// Publishes what is pushed into `reader`'s [`granary_store::PipeWriter`]
+/// as it arrives (a file written into `granary mount --publish`): the
+/// store's streaming ingest, then manifest, retention and the observer, as
+/// [`publish`]. `Ok(None)`: the writer kept its bytes instead
+/// ([`granary_store::PipeWriter::keep`]); nothing was published.
+pub fn publish_piped(
+    repo: &Repo,
+    name: &Name,
+    reader: granary_store::PipeReader,
+    how: &Publish<'_>,
+    progress: impl FnMut(u64),
+) -> Result<Option<Value>, String> {
+    let t = std::time::Instant::now();
+    let e = repo
+        .store
+        .put_piped(name, reader, &put_options(repo, how)?, progress)
+        .map_err(|e| e.to_string())?;
+    match e {
+        Some(e) => finish(repo, name, e, how, t, false).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Publishes the file at `path`: reflinked into the store where the file
 /// system allows (no data copied; one read pass to hash), copied otherwise.
 pub fn publish_file(

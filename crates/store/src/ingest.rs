@@ -30,7 +30,8 @@ impl Store {
         progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let id = format!("{}-{}", std::process::id(), unique());
-        self.ingest(name, reader, None, &id, opts, progress)
+        self.ingest(name, reader, None, &id, opts, progress, &|| None)
+            .and_then(published)
     }
 
     /// Ingests the file at `src`. Where the file system can share extents
@@ -54,7 +55,10 @@ impl Store {
         let clone = self.tmp.join(format!("{id}.data"));
         if reflink_copy::reflink(src, &clone).is_ok() {
             let f = fs::File::open(&clone).map_err(Error::io(&clone));
-            let r = f.and_then(|f| self.ingest(name, f, Some(&clone), &id, opts, progress));
+            let r = f.and_then(|f| {
+                self.ingest(name, f, Some(&clone), &id, opts, progress, &|| None)
+                    .and_then(published)
+            });
             if r.is_err() {
                 let _ = fs::remove_file(&clone);
             }
@@ -67,15 +71,20 @@ impl Store {
         // meanwhile.
         let r = fs::File::open(src)
             .map_err(Error::io(src))
-            .and_then(|from| self.ingest(name, from, None, &id, opts, progress));
+            .and_then(|from| self.ingest(name, from, None, &id, opts, progress, &|| None))
+            .and_then(published);
         r.map(|e| (e, false))
     }
 
     /// One streaming pass over `reader`: per-segment and whole-file hashes,
     /// and the copy into the temp data file ([`DataFile`]) — unless `cloned`
     /// names the temp data file that `reader` reads from (a reflink of the
-    /// source).
-    fn ingest(
+    /// source). When the input has ended, `keep` says whether to publish
+    /// (`None`) or to move the data file, bytes exactly as read, to the
+    /// path it gives and publish nothing ([`Store::put_piped`]); the
+    /// result is then `None`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ingest(
         &self,
         name: &Name,
         mut reader: impl Read,
@@ -83,7 +92,8 @@ impl Store {
         id: &str,
         opts: &PutOptions,
         mut progress: impl FnMut(u64),
-    ) -> Result<Entry> {
+        keep: &dyn Fn() -> Option<PathBuf>,
+    ) -> Result<Option<Entry>> {
         let dir = self.objects.join(path::object_dir(name)?);
         let chunking = opts
             .chunking
@@ -107,7 +117,7 @@ impl Store {
         } else {
             None
         };
-        let result = (|| -> Result<Entry> {
+        let result = (|| -> Result<Option<Entry>> {
             let mut data = match cloned {
                 Some(c) => DataFile::cloned(c)?,
                 None => DataFile::create(&tmp_data)?,
@@ -227,6 +237,16 @@ impl Store {
             let data = data?;
             read_result?;
             let segments = segments.max(1);
+            if let Some(to) = keep() {
+                // Not published: the bytes go to the caller's file; the
+                // index entries are dropped uncommitted (no mark was made).
+                drop(index_writer);
+                data.finish(size)?;
+                crate::stream::move_file(&tmp_data, &to)?;
+                let _ = fs::remove_file(&tmp_hash);
+                let _ = fs::remove_file(&tmp_off);
+                return Ok(None);
+            }
             if let Some(want) = opts.expect_hashes {
                 let got = fs::read(&tmp_hash).map_err(Error::io(&tmp_hash))?;
                 if <[u8; 32]>::from(Sha256::digest(&got)) != want {
@@ -301,7 +321,7 @@ impl Store {
                     self.catch_up_into(ix, true);
                 }
             }
-            Ok(e)
+            Ok(Some(e))
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp_data);
@@ -310,6 +330,11 @@ impl Store {
         }
         result
     }
+}
+
+/// The entry of an ingest that was to publish.
+fn published(e: Option<Entry>) -> Result<Entry> {
+    e.ok_or_else(|| Error::Corrupt("the ingest kept its data instead of publishing".into()))
 }
 
 /// One block of input on its way to the segment worker: `buf[begin..len]`

@@ -30,6 +30,7 @@ mod indexing;
 mod ingest;
 mod lookup;
 mod rename;
+mod stream;
 
 use std::fs;
 use std::io::Write;
@@ -43,6 +44,7 @@ pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
 pub use indexing::Reindexed;
 pub use meta::{Backend, FileMeta};
+pub use stream::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 
 /// Default content bytes per segment (a Data with this much content and a
 /// typical name fits the 8800-byte packet limit).
