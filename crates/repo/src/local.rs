@@ -183,6 +183,63 @@ pub fn publish_file(
     finish(repo, name, e, how, t, reflinked)
 }
 
+/// [`publish_file`] without publishing yet: the version is ingested,
+/// its manifest signed and its tags set, all left staged in the store's
+/// temp directory (nothing made durable, nothing visible) for [`commit`]
+/// to publish with others (`granary publish-dir`'s group commit).
+/// Retention (`how.keep`) is not applied.
+pub fn stage_file(
+    repo: &Repo,
+    name: &Name,
+    path: &std::path::Path,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
+    let mut opts = put_options(repo, how)?;
+    opts.staged = true;
+    let (e, _) = repo
+        .store
+        .put_file(name, path, &opts, |_| {})
+        .map_err(|e| e.to_string())?;
+    let fail = |x: String| {
+        repo.store.discard(&e);
+        x
+    };
+    crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
+        .map_err(|x| fail(format!("manifest: {x}")))?;
+    if !how.tags.is_empty() {
+        // `manifest::publish` wrote the manifest digest into the metadata:
+        // add the tags to what is there now.
+        let mut m = granary_store::meta::read(repo.store.backend(), &e.path)
+            .map_err(|x| fail(x.to_string()))?;
+        m.tags
+            .extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        repo.store
+            .set_meta(&e, &m)
+            .map_err(|x| fail(x.to_string()))?;
+    }
+    Ok(e)
+}
+
+/// Publishes versions staged by [`stage_file`] together
+/// ([`granary_store::Store::commit`]: two `syncfs` for the whole batch;
+/// each version appears complete or not at all) and tells the observer of
+/// each. Returns each one's entry as published, in order.
+pub fn commit(
+    repo: &Repo,
+    staged: Vec<granary_store::Entry>,
+    index: bool,
+) -> Vec<Result<granary_store::Entry, String>> {
+    repo.store
+        .commit(staged, index)
+        .into_iter()
+        .map(|r| {
+            let e = r.map_err(|e| e.to_string())?;
+            repo.notify_published(&e);
+            Ok(e)
+        })
+        .collect()
+}
+
 fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
     let chunking = match (how.segment_size, how.chunking) {
         (Some(s), None) | (Some(s), Some(granary_store::Chunking::Fixed(_))) => {

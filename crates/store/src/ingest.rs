@@ -30,7 +30,7 @@ impl Store {
         progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let id = format!("{}-{}", std::process::id(), unique());
-        self.ingest(name, reader, None, &id, opts, progress, &|| None)
+        self.ingest(name, reader, None, &id, opts, progress, &|| None, None)
             .and_then(published)
     }
 
@@ -56,7 +56,8 @@ impl Store {
         if reflink_copy::reflink(src, &clone).is_ok() {
             let f = fs::File::open(&clone).map_err(Error::io(&clone));
             let r = f.and_then(|f| {
-                self.ingest(name, f, Some(&clone), &id, opts, progress, &|| None)
+                let hint = f.metadata().ok().map(|m| m.len());
+                self.ingest(name, f, Some(&clone), &id, opts, progress, &|| None, hint)
                     .and_then(published)
             });
             if r.is_err() {
@@ -71,7 +72,10 @@ impl Store {
         // meanwhile.
         let r = fs::File::open(src)
             .map_err(Error::io(src))
-            .and_then(|from| self.ingest(name, from, None, &id, opts, progress, &|| None))
+            .and_then(|from| {
+                let hint = from.metadata().ok().map(|m| m.len());
+                self.ingest(name, from, None, &id, opts, progress, &|| None, hint)
+            })
             .and_then(published);
         r.map(|e| (e, false))
     }
@@ -93,7 +97,9 @@ impl Store {
         opts: &PutOptions,
         mut progress: impl FnMut(u64),
         keep: &dyn Fn() -> Option<PathBuf>,
+        size_hint: Option<u64>,
     ) -> Result<Option<Entry>> {
+        const BLOCK: usize = 1 << 20;
         let dir = self.objects.join(path::object_dir(name)?);
         let chunking = opts
             .chunking
@@ -102,8 +108,12 @@ impl Store {
         let cutter = chunking.cutter();
         let version = opts.version.unwrap_or_else(now_us);
         let tmp_data = self.tmp.join(format!("{id}.data"));
-        let tmp_hash = self.tmp.join(format!("{id}.hashes"));
-        let tmp_off = self.tmp.join(format!("{id}.offsets"));
+        // The files beside the temp data file are named as beside a version
+        // (`<data>.<suffix>`): a staged version is an entry like any other.
+        let tmp_hash = crate::extra_path(&tmp_data, "hashes");
+        let tmp_off = crate::extra_path(&tmp_data, "offsets");
+        // Staged: nothing is made durable here ([`Store::commit`] syncs).
+        let sync = !opts.staged;
         let variable = !chunking.is_fixed();
         let final_data = dir.join(format!("@{version}"));
         let rel = final_data
@@ -112,7 +122,7 @@ impl Store {
             .unwrap_or_default();
         // The hash index, if this process can have it (otherwise the mark
         // written below gets the version indexed by whoever holds it).
-        let index = if opts.index {
+        let index = if opts.index && !opts.staged {
             self.index_handle()
         } else {
             None
@@ -145,16 +155,30 @@ impl Store {
             // still in this core's cache, and on two cores one thread
             // fewer keeps the hasher running (FastCDC 1 GiB put 1.10 ->
             // 0.97 s, bench/RESULTS.md).
-            const BLOCK: usize = 1 << 20;
             const BLOCKS: usize = 16;
+            // A file known to be small gets blocks of its size (a little
+            // more, so that the end is seen in its one block): a buffer is
+            // allocated and zeroed for nothing otherwise, 1 MiB a block.
+            let block = size_hint
+                .map(|h| ((h as usize).saturating_add(1)).next_multiple_of(DataFile::ALIGN))
+                .unwrap_or(BLOCK)
+                .min(BLOCK);
             let max = cutter.max();
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
             let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
-            for _ in 0..BLOCKS {
-                // Room for the carried tail, the block, and the slack that
-                // puts the block at an aligned address (direct I/O).
-                let _ = free_tx.send(vec![0u8; max + BLOCK + 2 * DataFile::ALIGN]);
-            }
+            // Buffers are made when needed, up to BLOCKS: room for the
+            // carried tail, the block, and the slack that puts the block at
+            // an aligned address (direct I/O).
+            let mut made = 0;
+            let mut next_buf = || match free_rx.try_recv() {
+                Ok(b) => Some(b),
+                Err(std::sync::mpsc::TryRecvError::Empty) if made < BLOCKS => {
+                    made += 1;
+                    Some(vec![0u8; max + block + 2 * DataFile::ALIGN])
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => free_rx.recv().ok(),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+            };
             // The writing stage: blocks go to the data file once hashed,
             // then back to the reader. On its own thread so that reading
             // never waits for the disk.
@@ -187,6 +211,7 @@ impl Store {
                     writer,
                     whole,
                     worker_paths,
+                    sync,
                 )
             })?;
             let mut carver = Carver::new(&cutter);
@@ -195,15 +220,15 @@ impl Store {
                 // Never read again after the end (some readers fail then).
                 let mut eof = false;
                 while !eof {
-                    let Ok(mut buf) = free_rx.recv() else {
+                    let Some(mut buf) = next_buf() else {
                         return Ok(()); // a later stage stopped: its error follows
                     };
                     // New bytes go to buf[head..], at an aligned address,
                     // with at least `max` bytes of room in front.
                     let head = max + DataFile::slack(&buf[max..]);
                     let mut len = head;
-                    while len < head + BLOCK {
-                        match reader.read(&mut buf[len..head + BLOCK]) {
+                    while len < head + block {
+                        match reader.read(&mut buf[len..head + block]) {
                             Ok(0) => {
                                 eof = true;
                                 break;
@@ -241,7 +266,7 @@ impl Store {
                 // Not published: the bytes go to the caller's file; the
                 // index entries are dropped uncommitted (no mark was made).
                 drop(index_writer);
-                data.finish(size)?;
+                data.finish(size, false)?;
                 crate::stream::move_file(&tmp_data, &to)?;
                 let _ = fs::remove_file(&tmp_hash);
                 let _ = fs::remove_file(&tmp_off);
@@ -255,7 +280,7 @@ impl Store {
                     )));
                 }
             }
-            data.finish(size)?;
+            data.finish(size, sync)?;
             let m = FileMeta {
                 name: name.to_string(),
                 version,
@@ -271,6 +296,18 @@ impl Store {
                 created_ms: now_us() / 1000,
                 tags: Default::default(),
             };
+            if opts.staged {
+                // Left in the temp directory, metadata on it, for
+                // [`Store::commit`] to publish with others.
+                meta::write(self.backend, &tmp_data, &m)?;
+                return Ok(Some(Entry {
+                    path: tmp_data.clone(),
+                    meta: m,
+                    file: None,
+                    offsets: None,
+                    hashes: None,
+                }));
+            }
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
             if final_data.exists() {
                 return Err(Error::Exists(format!("{name} version {version}")));
@@ -414,6 +451,7 @@ fn segment_worker(
     mut writer: Option<index::Writer>,
     whole: bool,
     (hash_path, off_path): (PathBuf, PathBuf),
+    sync: bool,
 ) -> Result<Worked> {
     // Index entries per batch (sorted before insertion: 1.5 MiB).
     const BATCH: usize = 32 * 1024;
@@ -480,19 +518,22 @@ fn segment_worker(
         }
         segments = 1;
     }
-    hashes
+    let h = hashes
         .into_inner()
-        .map_err(|e| Error::io(&hash_path)(e.into_error()))?
-        .sync_all()
-        .map_err(Error::io(&hash_path))?;
+        .map_err(|e| Error::io(&hash_path)(e.into_error()))?;
+    if sync {
+        h.sync_all().map_err(Error::io(&hash_path))?;
+    }
     if let Some(mut o) = offsets {
         // The end of the last segment closes the table.
         o.write_all(&end.to_le_bytes())
             .map_err(Error::io(&off_path))?;
-        o.into_inner()
-            .map_err(|e| Error::io(&off_path)(e.into_error()))?
-            .sync_all()
-            .map_err(Error::io(&off_path))?;
+        let o = o
+            .into_inner()
+            .map_err(|e| Error::io(&off_path)(e.into_error()))?;
+        if sync {
+            o.sync_all().map_err(Error::io(&off_path))?;
+        }
     }
     drop(batch_tx);
     let writer = indexer.and_then(|t| t.join().ok().flatten());
@@ -618,13 +659,16 @@ impl DataFile {
         Ok(())
     }
 
-    /// Cuts the padding off and makes the file durable.
-    fn finish(mut self, size: u64) -> Result<()> {
+    /// Cuts the padding off and makes the file durable if `sync`.
+    fn finish(mut self, size: u64, sync: bool) -> Result<()> {
         if let Some(f) = self.flusher.take() {
             f.stop();
         }
         if self.padded {
             self.file.set_len(size).map_err(Error::io(&self.path))?;
+        }
+        if !sync {
+            return Ok(());
         }
         self.file.sync_all().map_err(Error::io(&self.path))
     }
@@ -726,7 +770,7 @@ mod tests {
             off += n as u64;
             want.extend_from_slice(&p);
         }
-        f.finish(off).unwrap();
+        f.finish(off, true).unwrap();
         assert_eq!(fs::read(&path).unwrap(), want);
     }
 
@@ -748,7 +792,7 @@ mod tests {
             f.flusher.is_some(),
             "buffered writes are flushed as they go"
         );
-        f.finish((a.len() + b.len()) as u64).unwrap();
+        f.finish((a.len() + b.len()) as u64, true).unwrap();
         assert_eq!(fs::read(&path).unwrap(), [a, b].concat());
     }
 }

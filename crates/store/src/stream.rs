@@ -169,7 +169,7 @@ impl Store {
         let keep = reader.keep.clone();
         let id = format!("{}-{}", std::process::id(), crate::unique());
         let taken = || keep.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.ingest(name, reader, None, &id, opts, progress, &taken)
+        self.ingest(name, reader, None, &id, opts, progress, &taken, None)
     }
 }
 

@@ -341,3 +341,74 @@ fn a_piped_ingest_is_put_and_can_be_aborted_or_kept() {
     assert!(store.get(&name, None).is_err());
     assert_eq!(tmp_files(), 0);
 }
+
+/// Staged versions are invisible until committed; a commit publishes a
+/// batch (data, hashes, offsets, files written beside them, metadata) at
+/// once, each version exactly as `put` makes it; a staged version whose
+/// version exists already fails alone and leaves nothing behind; a
+/// discarded one leaves nothing either.
+#[test]
+fn staged_versions_appear_only_when_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let tmp_files = || std::fs::read_dir(dir.path().join("tmp")).unwrap().count();
+    let c = Chunking::fastcdc();
+    let staged_opts = PutOptions {
+        chunking: Some(c),
+        staged: true,
+        ..Default::default()
+    };
+    let mut staged = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..20u64 {
+        let data = noise(1000 + 7919 * i as usize, i);
+        let src = dir.path().join(format!("src{i}"));
+        std::fs::write(&src, &data).unwrap();
+        let name = Name::from_uri(&format!("/g/f{i}")).unwrap();
+        let (e, _) = store.put_file(&name, &src, &staged_opts, |_| {}).unwrap();
+        assert!(store.is_staged(&e));
+        store.write_extra(&e, "manifest", b"beside").unwrap();
+        assert!(store.get(&name, None).is_err(), "staged is not visible");
+        staged.push(e);
+        want.push((name, data));
+    }
+    // One more that collides with a published version.
+    let taken = put(&store, "/g/taken", b"first", c);
+    let src = dir.path().join("again");
+    std::fs::write(&src, b"second").unwrap();
+    let opts = PutOptions {
+        version: Some(taken.meta.version),
+        ..staged_opts.clone()
+    };
+    let (dup, _) = store
+        .put_file(&Name::from_uri("/g/taken").unwrap(), &src, &opts, |_| {})
+        .unwrap();
+    staged.push(dup);
+    // And one discarded.
+    let (gone, _) = store
+        .put_file(
+            &Name::from_uri("/g/gone").unwrap(),
+            &src,
+            &staged_opts,
+            |_| {},
+        )
+        .unwrap();
+    store.write_extra(&gone, "manifest", b"x").unwrap();
+    store.discard(&gone);
+    let done = store.commit(staged, true);
+    assert_eq!(done.len(), 21);
+    assert!(done[20].is_err(), "an existing version is not replaced");
+    for (r, (name, data)) in done.iter().zip(&want) {
+        let e = r.as_ref().unwrap();
+        assert_eq!(e.meta.name, name.to_string());
+        assert_eq!(read_back(&store, &name.to_string()), *data);
+        let via_put = put(&store, &format!("{name}-put"), data, c);
+        assert_eq!(segment_hashes(&store, e), segment_hashes(&store, &via_put));
+        assert_eq!(store.read_extra(e, "manifest").unwrap(), b"beside");
+    }
+    assert_eq!(read_back(&store, "/g/taken"), b"first");
+    assert!(store
+        .get(&Name::from_uri("/g/gone").unwrap(), None)
+        .is_err());
+    assert_eq!(tmp_files(), 0);
+}
