@@ -43,11 +43,18 @@ type KeepSlot = Arc<Mutex<Option<PathBuf>>>;
 /// them ([`Store::put_piped`]).
 pub fn pipe() -> (PipeWriter, PipeReader) {
     let (tx, rx) = std::sync::mpsc::sync_channel(PIPE_DEPTH);
+    // Buffers go back to the writer once read: no allocation per write.
+    let (back_tx, back_rx) = std::sync::mpsc::sync_channel(PIPE_DEPTH + 2);
     let keep: KeepSlot = Default::default();
     (
-        PipeWriter { tx, written: 0 },
+        PipeWriter {
+            tx,
+            back: back_rx,
+            written: 0,
+        },
         PipeReader {
             rx,
+            back: back_tx,
             cur: Vec::new(),
             pos: 0,
             done: false,
@@ -60,6 +67,7 @@ pub fn pipe() -> (PipeWriter, PipeReader) {
 /// aborts the ingest.
 pub struct PipeWriter {
     tx: SyncSender<Msg>,
+    back: Receiver<Vec<u8>>,
     written: u64,
 }
 
@@ -70,7 +78,10 @@ impl PipeWriter {
         if buf.is_empty() {
             return Ok(());
         }
-        self.tx.send(Msg::Data(buf.to_vec())).map_err(|_| Stopped)?;
+        let mut v = self.back.try_recv().unwrap_or_default();
+        v.clear();
+        v.extend_from_slice(buf);
+        self.tx.send(Msg::Data(v)).map_err(|_| Stopped)?;
         self.written += buf.len() as u64;
         Ok(())
     }
@@ -111,6 +122,7 @@ impl std::error::Error for Stopped {}
 /// The reading end, for [`Store::put_piped`].
 pub struct PipeReader {
     rx: Receiver<Msg>,
+    back: SyncSender<Vec<u8>>,
     cur: Vec<u8>,
     pos: usize,
     done: bool,
@@ -131,7 +143,10 @@ impl Read for PipeReader {
             }
             match self.rx.recv() {
                 Ok(Msg::Data(v)) => {
-                    self.cur = v;
+                    let used = std::mem::replace(&mut self.cur, v);
+                    if used.capacity() > 0 {
+                        let _ = self.back.try_send(used);
+                    }
                     self.pos = 0;
                 }
                 Ok(Msg::End) => self.done = true,
