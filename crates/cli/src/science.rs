@@ -433,6 +433,7 @@ fn prepare(
     translator: &Translator,
     others: Option<&Name>,
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
+    chunking: Option<granary_store::Chunking>,
 ) -> Prepared {
     let rel = f
         .strip_prefix(root)
@@ -510,7 +511,7 @@ fn prepare(
         policy: "manifest",
         keep: None,
         segment_size: None,
-        chunking: None,
+        chunking,
         index: true,
         file_sha256: true,
         tags,
@@ -558,6 +559,7 @@ pub fn publish_dir(
         Some(p) => Some(Name::from_uri(p).map_err(|e| anyhow::anyhow!("--others-under: {e}"))?),
         None => None,
     };
+    let mut chunking = None;
     let (repo, signer) = if a.dry_run {
         (None, None)
     } else {
@@ -570,6 +572,8 @@ pub fn publish_dir(
             eprintln!("created default publisher key {k}");
         }
         let store = granary_store::Store::open(data_dir.join("repo"))?;
+        // Read once, not once per file.
+        chunking = Some(store.default_chunking()?);
         (Some(granary_repo::Repo::new(store, None)), Some(signer))
     };
     let mut entries: Vec<Option<Value>> = vec![None; files.len()];
@@ -587,15 +591,15 @@ pub fn publish_dir(
     let result = std::thread::scope(|sc| -> anyhow::Result<()> {
         for k in 0..jobs {
             let tx = tx.clone();
-            let (next, root, files, ix, others, repo, signer) =
-                (&next, &root, &files, &ix, &others, &repo, &signer);
+            let (next, root, files, ix, others, repo, signer, chunking) =
+                (&next, &root, &files, &ix, &others, &repo, &signer, chunking);
             std::thread::Builder::new()
                 .name(format!("publish-dir-{k}"))
                 .spawn_scoped(sc, move || loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = files.get(i) else { break };
                     let publish = repo.as_ref().zip(signer.as_ref());
-                    let p = prepare(f, root, &ix.translator, others.as_ref(), publish);
+                    let p = prepare(f, root, &ix.translator, others.as_ref(), publish, chunking);
                     if tx.send((i, p)).is_err() {
                         break;
                     }
