@@ -510,7 +510,7 @@ fn a_killed_publish_dir_leaves_each_file_complete_or_absent() {
         let name = v.parent().unwrap().file_name().unwrap().to_string_lossy();
         let bytes = std::fs::read(v).unwrap();
         assert!(
-            by_file[&*name].iter().any(|b| *b == bytes),
+            by_file[&*name].contains(&bytes),
             "{}: not its source's bytes",
             v.display()
         );

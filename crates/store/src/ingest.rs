@@ -443,6 +443,7 @@ type Worked = (u64, Option<index::Writer>, Option<[u8; 32]>);
 /// receives, writes each segment's hash and start offset, adds them to the
 /// index transaction in batches, and hashes the whole file when `whole`.
 /// Returns the segment count (an empty input is one empty segment).
+#[allow(clippy::too_many_arguments)]
 fn segment_worker(
     full: std::sync::mpsc::Receiver<Block>,
     done: std::sync::mpsc::SyncSender<Block>,
