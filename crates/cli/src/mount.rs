@@ -22,7 +22,8 @@ the covering segments, each verified against the signed manifest; a segment \
 that fails verification, or a producer silent for --timeout, gives EIO.
 
 --publish (NDNFS): a file written into the mount is published as a new \
-version of its name when closed (as `granary put`); mv is `granary mv`, rm \
+version of its name when closed (as `granary put`; written in order, as `cp` \
+does, it is segmented and hashed while it is written); mv is `granary mv`, rm \
 is `granary rm`, mkdir makes a prefix. A writer killed by a signal publishes \
 nothing.
 
