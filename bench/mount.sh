@@ -10,11 +10,13 @@
 # Each measurement gets a fresh consumer node (empty content store) and a
 # fresh mount (empty block cache). Peak RSS of the mount process beside.
 # Needs root and /dev/fuse.
-#   bash bench/mount.sh [MIB] [RANDOM_READS]      (default: 1024 400)
+#   bash bench/mount.sh [MIB] [RANDOM_READS] [all|publish]   (default: 1024 400 all)
+# `publish` runs only section 3 (RUNS=3 alternating runs of each, median).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
 nrand=${2:-400}
+only=${3:-all}
 [ "$(id -u)" = 0 ] || { echo "needs root (FUSE mounts)" >&2; exit 1; }
 [ -r /dev/fuse ] || { echo "/dev/fuse missing" >&2; exit 1; }
 cargo build --release -q -p granary
@@ -69,6 +71,7 @@ now() { date +%s.%N; }
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (shared with other builds: figures are noisy)"
 head -c $((mib << 20)) /dev/urandom > "$tmp/file"
 want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
+if [ "$only" != publish ]; then
 start_daemon "$tmp/p" --listen tcp://127.0.0.1:0
 ptcp=$(sed -n 's#^listening tcp://##p' "$tmp/p/out" | head -1)
 g "$tmp/p" put "$tmp/file" /bench/obj ${PUT_ARGS:-} > /dev/null 2> "$tmp/put.err"
@@ -166,6 +169,7 @@ EOF
 echo "mount peak RSS: $(hwm "$mpid")"
 unmount_pid "$mpid"
 
+fi
 echo
 echo "== publish: cp into the mount vs granary put (local repository)"
 start_daemon "$tmp/pub"
@@ -174,13 +178,24 @@ mkdir -p "$mp"
 $G --data-dir "$tmp/pub" --socket "$tmp/pub/g.sock" mount --publish /bench "$mp" > "$mp.out" 2> "$mp.err" &
 mpid=$!
 for _ in $(seq 200); do grep -qs '^ready' "$mp.out" && break; sleep 0.05; done
+grep -q '^ready' "$mp.out" || { cat "$mp.err" >&2; exit 1; }
 mounts+=("$mp")
-t0=$(now); cp "$tmp/file" "$mp/viamount"; t1=$(now)
-s_cp=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
-g "$tmp/pub" ls /bench | grep -q '^/bench/viamount/v=' || { echo "cp: not published" >&2; exit 1; }
+runs=${RUNS:-1}
+cps=(); puts=()
+for r in $(seq "$runs"); do
+  t0=$(now); cp "$tmp/file" "$mp/viamount$r"; t1=$(now)
+  s_cp=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+  g "$tmp/pub" ls /bench | grep -q "^/bench/viamount$r/v=" || { echo "cp: not published" >&2; exit 1; }
+  t0=$(now); g "$tmp/pub" put "$tmp/file" "/bench/viaput$r" > /dev/null 2>&1; t1=$(now)
+  s_put=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+  echo "run $r: cp into the mount (streamed, published on close) $s_cp s   granary put (daemon ingest) $s_put s"
+  cps+=("$s_cp"); puts+=("$s_put")
+  # Keep the disk bounded: only the last run's versions stay.
+  rm -f "$mp/viamount$r"; g "$tmp/pub" rm "/bench/viaput$r" > /dev/null 2>&1
+done
+med() { printf "%s\n" "$@" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+s_cp=$(med "${cps[@]}"); s_put=$(med "${puts[@]}")
 echo "cp into the mount (published on close):        $s_cp s  $(rate "$s_cp") Gbit/s  mount peak RSS $(hwm "$mpid")"
-unmount_pid "$mpid"
-t0=$(now); g "$tmp/pub" put "$tmp/file" /bench/viaput > /dev/null 2>&1; t1=$(now)
-s_put=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
 echo "granary put (daemon ingest):                   $s_put s  $(rate "$s_put") Gbit/s"
 awk -v c="$s_cp" -v p="$s_put" 'BEGIN{ printf "ratio cp-through-mount time / put time: %.2fx\n", c/p }'
+unmount_pid "$mpid"

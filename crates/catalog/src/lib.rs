@@ -55,6 +55,10 @@ const CACHE_MIN_HITS: u64 = 2048;
 /// Most cached words.
 const CACHE_WORDS: usize = 128;
 
+/// Records per chunk of a bulk upsert, prepared on a thread of their own while the
+/// chunk before is written.
+const PREPARE_CHUNK: usize = 2048;
+
 /// A catalog handle. `Send + Sync`; calls are serialised on one connection. With
 /// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
 pub struct Catalog {
@@ -181,8 +185,33 @@ impl Catalog {
         if rs.is_empty() {
             return Ok(());
         }
-        let ps = rs.iter().map(Prepared::new).collect::<Result<Vec<_>>>()?;
-        self.lock()?.store.upsert_many(&ps)
+        if rs.len() < 2 * PREPARE_CHUNK {
+            let ps = rs.iter().map(Prepared::new).collect::<Result<Vec<_>>>()?;
+            let mut one = Some(ps);
+            return self.lock()?.store.upsert_chunks(&mut || Ok(one.take()));
+        }
+        // A bulk write: records are checked and prepared (JSON, words, facet column)
+        // on a second thread, a chunk at a time, while this one writes the chunk
+        // before. Still one transaction: an invalid record anywhere stops the
+        // preparing thread, the writer gets its error and rolls everything back.
+        std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Vec<Prepared>>>(2);
+            std::thread::Builder::new()
+                .name("catalog-prepare".into())
+                .spawn_scoped(s, move || {
+                    for c in rs.chunks(PREPARE_CHUNK) {
+                        let p = c.iter().map(Prepared::new).collect::<Result<Vec<_>>>();
+                        let failed = p.is_err();
+                        if tx.send(p).is_err() || failed {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| Error::Corrupt(format!("cannot start a thread: {e}")))?;
+            let mut g = self.lock()?;
+            let mut next = || rx.recv().ok().transpose();
+            g.store.upsert_chunks(&mut next)
+        })
     }
 
     /// Removes one version of `name`, or all of them; returns how many records went.

@@ -8,7 +8,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
 use crate::record::{decode_record, Prepared, Record};
-use crate::store::{moved_name, renamed_range, temp_name, Changes, Sink};
+use crate::store::{moved_name, renamed_range, temp_name, Changes, Chunks, Sink};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS catalog_meta (k INTEGER PRIMARY KEY CHECK (k = 1), epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
@@ -111,29 +111,37 @@ impl Sqlite {
         Ok(Some((head, removed)))
     }
 
-    pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
+    pub fn upsert_chunks(&mut self, next: Chunks) -> Result<()> {
         // A bulk write touches pages all over the name index: give it a larger cache
         // while it runs (the pages are freed again when the cache shrinks back).
-        let bulk = rs.len() >= BULK;
+        let first = next()?;
+        let bulk = first.as_ref().is_some_and(|c| c.len() >= BULK);
         if bulk {
             self.conn.execute_batch(BULK_CACHE)?;
         }
-        let r = self.upsert_tx(rs);
+        let mut first = first;
+        let mut chunks = || match first.take() {
+            Some(c) => Ok(Some(c)),
+            None => next(),
+        };
+        let r = self.upsert_tx(&mut chunks);
         if bulk {
             self.conn.execute_batch(CACHE)?;
         }
         r
     }
 
-    fn upsert_tx(&mut self, rs: &[Prepared]) -> Result<()> {
+    fn upsert_tx(&mut self, next: Chunks) -> Result<()> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let seq = bump(&tx)?;
         // Record rows first, then the free text: FTS5 flushes its pending terms at every
         // statement savepoint once it is part of the transaction, so interleaving the two
-        // would write the text index once per record.
-        let mut ids = Vec::with_capacity(rs.len());
+        // would write the text index once per record. Chunks are written as they come
+        // (the next one is being prepared meanwhile) and kept for the text.
+        let mut rs: Vec<Prepared> = Vec::new();
+        let mut ids = Vec::new();
         let mut existed = std::collections::HashSet::new();
         {
             let mut ins = tx.prepare_cached(
@@ -147,26 +155,11 @@ impl Sqlite {
                  facets = ?7, data = ?8 WHERE id = ?1",
             )?;
             let mut fresh_from = i64::MAX;
-            for p in rs {
-                let n = ins.execute(params![
-                    p.name,
-                    p.version,
-                    seq,
-                    p.project,
-                    p.size,
-                    p.time_start,
-                    p.time_end,
-                    p.facets,
-                    p.data
-                ])?;
-                let id = if n == 1 {
-                    let id = tx.last_insert_rowid();
-                    fresh_from = fresh_from.min(id);
-                    id
-                } else {
-                    let id: i64 = find.query_row(params![p.name, p.version], |r| r.get(0))?;
-                    upd.execute(params![
-                        id,
+            while let Some(chunk) = next()? {
+                for p in &chunk {
+                    let n = ins.execute(params![
+                        p.name,
+                        p.version,
                         seq,
                         p.project,
                         p.size,
@@ -175,13 +168,35 @@ impl Sqlite {
                         p.facets,
                         p.data
                     ])?;
-                    // Its text row exists unless it was inserted by this very call.
-                    if id < fresh_from {
-                        existed.insert(id);
-                    }
-                    id
-                };
-                ids.push(id);
+                    let id = if n == 1 {
+                        let id = tx.last_insert_rowid();
+                        fresh_from = fresh_from.min(id);
+                        id
+                    } else {
+                        let id: i64 = find.query_row(params![p.name, p.version], |r| r.get(0))?;
+                        upd.execute(params![
+                            id,
+                            seq,
+                            p.project,
+                            p.size,
+                            p.time_start,
+                            p.time_end,
+                            p.facets,
+                            p.data
+                        ])?;
+                        // Its text row exists unless it was inserted by this very call.
+                        if id < fresh_from {
+                            existed.insert(id);
+                        }
+                        id
+                    };
+                    ids.push(id);
+                }
+                // The text is all that is needed of a record from here on.
+                rs.extend(chunk.into_iter().map(|p| Prepared {
+                    data: String::new(),
+                    ..p
+                }));
             }
         }
         {

@@ -11,6 +11,9 @@ pub(crate) type Changes = Option<((i64, i64), Vec<i64>)>;
 /// Receives the rows of the change feed, one at a time.
 pub(crate) type Sink<'a> = &'a mut dyn FnMut(IndexRow);
 
+/// Gives the records of an upsert a chunk at a time, `None` at the end.
+pub(crate) type Chunks<'a> = &'a mut dyn FnMut() -> Result<Option<Vec<Prepared>>>;
+
 pub(crate) enum Store {
     Sqlite(crate::sqlite::Sqlite),
     Pg(crate::pg::Pg),
@@ -35,8 +38,21 @@ impl Store {
     pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
         both!(self, b => b.changes(since, epoch, sink))
     }
-    pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
-        both!(self, b => b.upsert_many(rs))
+    /// Writes the chunks `next` gives (until `None`) in one transaction; an error
+    /// from `next` rolls it back.
+    pub fn upsert_chunks(&mut self, next: Chunks) -> Result<()> {
+        match self {
+            Store::Sqlite(b) => b.upsert_chunks(next),
+            Store::Pg(b) => {
+                // One statement per batch over every record (the last write of a
+                // name and version wins): collected first.
+                let mut all = Vec::new();
+                while let Some(c) = next()? {
+                    all.extend(c);
+                }
+                b.upsert_many(&all)
+            }
+        }
     }
     pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
         both!(self, b => b.remove(name, version))

@@ -27,7 +27,8 @@ on_sqlite!(
     rename_conflicts_and_nesting,
     hostile_strings,
     word_cache_follows_changes,
-    dataset_latest_and_name_children
+    dataset_latest_and_name_children,
+    bulk_upsert_in_chunks
 );
 
 #[test]

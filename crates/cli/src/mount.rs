@@ -22,7 +22,8 @@ the covering segments, each verified against the signed manifest; a segment \
 that fails verification, or a producer silent for --timeout, gives EIO.
 
 --publish (NDNFS): a file written into the mount is published as a new \
-version of its name when closed (as `granary put`); mv is `granary mv`, rm \
+version of its name when closed (as `granary put`; written in order, as `cp` \
+does, it is segmented and hashed while it is written); mv is `granary mv`, rm \
 is `granary rm`, mkdir makes a prefix. A writer killed by a signal publishes \
 nothing.
 
@@ -105,6 +106,102 @@ fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
 struct RepoPublisher {
     data_dir: PathBuf,
     socket: PathBuf,
+    /// The repository and signer for streamed publishing, opened at the
+    /// first stream (`None` if they cannot be: drafts then).
+    local: std::sync::OnceLock<Option<Arc<Local>>>,
+}
+
+/// The data directory's repository (with its catalog) and the publisher
+/// key: what `granary put` uses when it ingests in its own process.
+struct Local {
+    repo: granary_repo::Repo,
+    signer: granary_security::Signer,
+}
+
+impl RepoPublisher {
+    fn local(&self) -> Option<Arc<Local>> {
+        self.local
+            .get_or_init(|| {
+                let open = || -> anyhow::Result<Local> {
+                    let kc = granary_security::KeyChain::open(self.data_dir.join("keychain"))?;
+                    let id = crate::key::publisher_identity(&self.data_dir)?;
+                    let (signer, _) =
+                        granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+                            .map_err(|e| anyhow::anyhow!(e))?;
+                    let repo = crate::repo::with_catalog(
+                        granary_repo::Repo::new(crate::repo::store(&self.data_dir)?, None),
+                        &self.data_dir,
+                    );
+                    Ok(Local { repo, signer })
+                };
+                match open() {
+                    Ok(l) => Some(Arc::new(l)),
+                    Err(e) => {
+                        tracing::warn!(
+                            "no streamed publishing ({e}): files are written to drafts and published on close"
+                        );
+                        None
+                    }
+                }
+            })
+            .clone()
+    }
+}
+
+/// A file being published as it is written: a pipe into the repository's
+/// streaming ingest (`put`'s, on a thread of its own), then `put`'s
+/// manifest, retention and catalog entry. Dropped unpublished, the ingest
+/// is aborted and leaves nothing.
+struct RepoStream {
+    pipe: Option<granary_store::PipeWriter>,
+    ingest: Option<std::thread::JoinHandle<Result<Option<serde_json::Value>, String>>>,
+    socket: PathBuf,
+}
+
+impl RepoStream {
+    fn join(&mut self) -> Result<Option<serde_json::Value>, String> {
+        match self.ingest.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err("the ingest thread panicked".into())),
+            None => Err("the ingest has already ended".into()),
+        }
+    }
+}
+
+impl granary_mount::Stream for RepoStream {
+    fn write(&mut self, data: &[u8]) -> Result<(), String> {
+        let pipe = self.pipe.as_mut().ok_or("the ingest has ended")?;
+        if pipe.write(data).is_err() {
+            // The ingest stopped (its error says why).
+            self.pipe = None;
+            return Err(match self.join() {
+                Err(e) => e,
+                Ok(_) => "the ingest stopped".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn publish(mut self: Box<Self>) -> Result<Name, String> {
+        if let Some(p) = self.pipe.take() {
+            p.finish();
+        }
+        let v = self.join()?.ok_or("not published")?;
+        // The daemon serves the new version at once (its lookups are cached).
+        crate::repo::tell_daemon(&self.socket, None);
+        let versioned = v["versioned"].as_str().unwrap_or_default();
+        Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
+    }
+
+    fn into_file(mut self: Box<Self>, to: &Path) -> Result<(), String> {
+        let p = self.pipe.take().ok_or("the ingest has ended")?;
+        p.keep(to.to_path_buf());
+        match self.join()? {
+            None => Ok(()),
+            Some(_) => Err("published instead of kept".into()),
+        }
+    }
 }
 
 impl granary_mount::Publisher for RepoPublisher {
@@ -125,6 +222,36 @@ impl granary_mount::Publisher for RepoPublisher {
             &new.to_string(),
         )
         .map_err(|e| e.to_string())
+    }
+
+    fn stream(&self, name: &Name) -> Option<Box<dyn granary_mount::Stream>> {
+        granary_store::path::check(name).ok()?;
+        let local = self.local()?;
+        let (pipe, reader) = granary_store::pipe();
+        let n = name.clone();
+        let ingest = std::thread::Builder::new()
+            .name("mount-ingest".into())
+            .spawn(move || {
+                let how = granary_repo::local::Publish {
+                    version: None,
+                    signer: &local.signer,
+                    policy: "manifest",
+                    keep: None,
+                    segment_size: None,
+                    chunking: None,
+                    index: true,
+                    file_sha256: false,
+                    tags: Vec::new(),
+                    expect_hashes: None,
+                };
+                granary_repo::local::publish_piped(&local.repo, &n, reader, &how, |_| {})
+            })
+            .ok()?;
+        Some(Box::new(RepoStream {
+            pipe: Some(pipe),
+            ingest: Some(ingest),
+            socket: self.socket.clone(),
+        }))
     }
 
     fn remove(&self, name: &Name) -> Result<(), String> {
@@ -179,6 +306,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
             Arc::new(RepoPublisher {
                 data_dir: data_dir.to_path_buf(),
                 socket: socket.to_path_buf(),
+                local: Default::default(),
             }) as Arc<dyn granary_mount::Publisher>,
             data_dir.join("mount-drafts"),
         )

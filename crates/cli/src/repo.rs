@@ -16,7 +16,7 @@ fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn store(data_dir: &Path) -> anyhow::Result<Store> {
+pub(crate) fn store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open(data_dir.join("repo"))?)
 }
 
@@ -420,7 +420,7 @@ pub fn mv(
 
 /// `repo`, reporting what it publishes to the data directory's catalog
 /// (created if missing; `--catalog` may name another).
-fn with_catalog(repo: granary_repo::Repo, data_dir: &Path) -> granary_repo::Repo {
+pub(crate) fn with_catalog(repo: granary_repo::Repo, data_dir: &Path) -> granary_repo::Repo {
     let s = crate::science::settings(
         data_dir,
         crate::science::catalog_spec(),

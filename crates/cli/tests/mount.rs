@@ -692,3 +692,198 @@ print(os.pread(fd, 100, 1000037).hex())
     eprintln!("producer sent {small} Data for a 100-byte read, {all} for the whole file");
     assert!(all >= 240, "a whole read took only {all} Data");
 }
+
+/// Files of the data directory's store temp dir (ingests under way).
+fn store_tmp(d: &Daemon) -> Vec<(String, u64)> {
+    std::fs::read_dir(d.data.join("repo/tmp"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                    (e.file_name().to_string_lossy().into_owned(), len)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Bytes in the mount's draft files.
+fn draft_bytes(d: &Daemon) -> u64 {
+    let mut n = 0;
+    if let Ok(rd) = std::fs::read_dir(d.data.join("mount-drafts")) {
+        for e in rd.flatten() {
+            for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+                n += f.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+        }
+    }
+    n
+}
+
+/// The stored version's metadata (`granary stat`) and the files beside it.
+fn stored(d: &Daemon, name: &str) -> (serde_json::Value, Vec<u8>, Option<Vec<u8>>) {
+    let out = d.ok(&["stat", name]);
+    let json_end = out.find("\npath ").unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&out[..json_end]).unwrap();
+    let path = out[json_end + 6..]
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
+    let hashes = std::fs::read(format!("{path}.hashes")).unwrap();
+    let offsets = std::fs::read(format!("{path}.offsets")).ok();
+    (meta, hashes, offsets)
+}
+
+/// A file written in order into the mount is streamed into the repository
+/// while it is written (the bytes are in the store's ingest, not in a
+/// draft, before the writer closes) and is then exactly what `put` makes
+/// of the same bytes: same segments, hashes, offsets, signer and a signed
+/// manifest. A writer that goes back to rewrite its header (netCDF does)
+/// continues in a draft with every byte; a killed streaming writer
+/// publishes nothing and leaves no temp file.
+#[test]
+fn publish_mode_streams_files_written_in_order() {
+    if !fuse_available() {
+        return;
+    }
+    let a = Daemon::start(&[]);
+    let src = tempfile::tempdir().unwrap();
+    let data = rnd(23, 6_000_000);
+    let f = src.path().join("ref.bin");
+    std::fs::write(&f, &data).unwrap();
+    let m = Mount::start(&a, "/st", &["--publish", "--dir-ttl", "0.2"]);
+    let mount_pid = m.child.id();
+    // Write half, hold the file open, look, then write the rest and close.
+    let mut w = Command::new(common::python())
+        .arg("-c")
+        .arg(
+            r#"
+import sys
+data = open(sys.argv[2], 'rb').read()
+half = len(data) // 2
+f = open(sys.argv[1], 'wb')
+for i in range(0, half, 131072):
+    f.write(data[i:min(i + 131072, half)])
+f.flush()
+print('half', flush=True)
+sys.stdin.readline()
+f.write(data[half:])
+f.close()
+print('closed', flush=True)
+"#,
+        )
+        .arg(m.path("streamed.bin"))
+        .arg(&f)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(w.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "half");
+    // Streamed: the mount's ingest temp file holds the bytes (at least
+    // the full 1 MiB blocks); no draft file does.
+    let end = Instant::now() + Duration::from_secs(10);
+    let ingested = loop {
+        let mine: u64 = store_tmp(&a)
+            .iter()
+            .filter(|(n, _)| n.starts_with(&format!("{mount_pid}-")) && n.ends_with(".data"))
+            .map(|(_, l)| *l)
+            .sum();
+        if mine >= 2 << 20 || Instant::now() > end {
+            break mine;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        ingested >= 2 << 20,
+        "no ingest under way in the store: {:?}",
+        store_tmp(&a)
+    );
+    assert_eq!(draft_bytes(&a), 0, "a sequential writer went to a draft");
+    assert!(
+        !a.ok(&["ls", "/st"]).contains("streamed.bin"),
+        "published before close"
+    );
+    use std::io::Write;
+    writeln!(w.stdin.take().unwrap()).unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "closed");
+    assert!(w.wait().unwrap().success());
+    assert!(a.ok(&["ls", "/st"]).contains("/st/streamed.bin/v="));
+    assert!(std::fs::read(m.path("streamed.bin")).unwrap() == data);
+    // What `put` makes of the same bytes.
+    put(&a, &f, "/st/put.bin", &[]);
+    let (ms, hs, os) = stored(&a, "/st/streamed.bin");
+    let (mp, hp, op) = stored(&a, "/st/put.bin");
+    for k in [
+        "size",
+        "segment_size",
+        "chunking",
+        "segments",
+        "signer",
+        "signing",
+    ] {
+        assert_eq!(ms[k], mp[k], "{k}: streamed {ms} put {mp}");
+    }
+    assert!(ms["manifest"].is_string(), "no signed manifest: {ms}");
+    assert!(hs == hp, "segment hashes differ from put's");
+    assert!(os == op, "segment offsets differ from put's");
+    assert!(store_tmp(&a).is_empty(), "{:?}", store_tmp(&a));
+
+    // In order, then back to the start (a header rewritten on close): the
+    // stream becomes a draft with every byte written so far.
+    py(
+        r#"
+import sys
+data = open(sys.argv[2], 'rb').read()
+with open(sys.argv[1], 'wb') as f:
+    for i in range(0, len(data), 1 << 20):
+        f.write(data[i:i + (1 << 20)])
+    f.seek(10); f.write(b'HEADER')
+"#,
+        &[
+            m.path("rewritten.bin").to_str().unwrap(),
+            f.to_str().unwrap(),
+        ],
+    );
+    let mut want = data.clone();
+    want[10..16].copy_from_slice(b"HEADER");
+    let got = src.path().join("rewritten.bin");
+    a.ok(&["get", "/st/rewritten.bin", "-o", got.to_str().unwrap()]);
+    assert!(std::fs::read(&got).unwrap() == want, "stream turned draft");
+
+    // A streaming writer killed midway: nothing published, nothing left.
+    let mut k = Command::new(common::python())
+        .arg("-c")
+        .arg(
+            r#"
+import sys, time
+f = open(sys.argv[1], 'wb')
+f.write(b'k' * 3000000); f.flush()
+print('written', flush=True)
+time.sleep(60)
+"#,
+        )
+        .arg(m.path("killed.bin"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(k.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "written");
+    k.kill().unwrap();
+    k.wait().unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while !store_tmp(&a).is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(store_tmp(&a).is_empty(), "left: {:?}", store_tmp(&a));
+    assert!(!a.ok(&["ls", "/st"]).contains("killed.bin"));
+}

@@ -428,3 +428,110 @@ fn remote_search_over_ndn_and_flat_get() {
     assert!(err.contains("--flat"), "{err}");
     assert!(!out2.exists() || files_under(&out2).is_empty());
 }
+
+/// Data files of versions in a store (`@<digits>`, not the files beside).
+fn version_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let n = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if n.len() > 1
+                && n.starts_with('@')
+                && n[1..].bytes().all(|b| b.is_ascii_digit())
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// `publish-dir` killed (SIGKILL) while it publishes: every version that
+/// is there is complete (its bytes are its source file's, its hashes and
+/// signed manifest beside it), none is half there; a second run publishes
+/// the rest and fails nothing.
+#[test]
+fn a_killed_publish_dir_leaves_each_file_complete_or_absent() {
+    let d = Daemon::start(&[]);
+    let example = d.dir.path().join("example");
+    d.ok(&["example-data", example.to_str().unwrap()]);
+    // More files: each example file again under 12 more member ids.
+    let tree = d.dir.path().join("tree");
+    for rel in files_under(&example) {
+        let c: Vec<String> = rel
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        for k in 0..13 {
+            let mut c = c.clone();
+            if k > 0 {
+                let member = c[5].clone();
+                let new = format!("r{}i1p1f1", 100 + k);
+                let n = c.len() - 1;
+                c[n] = c[n].replace(&format!("_{member}_"), &format!("_{new}_"));
+                c[5] = new;
+            }
+            let out: PathBuf = tree.join(c.iter().collect::<PathBuf>());
+            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+            std::fs::copy(example.join(&rel), &out).unwrap();
+        }
+    }
+    let all = files_under(&tree);
+    let mut by_file: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
+    for rel in &all {
+        let n = rel.file_name().unwrap().to_string_lossy().into_owned();
+        by_file
+            .entry(n)
+            .or_default()
+            .push(std::fs::read(tree.join(rel)).unwrap());
+    }
+    let objects = d.data.join("repo/objects");
+    let mut child = d
+        .command(&["publish-dir", tree.to_str().unwrap(), "--jobs", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while version_files(&objects).is_empty() && std::time::Instant::now() < end {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+    let there = version_files(&objects);
+    for v in &there {
+        let name = v.parent().unwrap().file_name().unwrap().to_string_lossy();
+        let bytes = std::fs::read(v).unwrap();
+        assert!(
+            by_file[&*name].contains(&bytes),
+            "{}: not its source's bytes",
+            v.display()
+        );
+        for suffix in ["hashes", "manifest", "levels"] {
+            let mut p = v.as_os_str().to_owned();
+            p.push(format!(".{suffix}"));
+            assert!(Path::new(&p).exists(), "{} has no .{suffix}", v.display());
+        }
+    }
+    eprintln!(
+        "{} of {} files were there after the kill",
+        there.len(),
+        all.len()
+    );
+    let r = publish_dir(&d, &tree, &[]);
+    assert!(r["counts"]["failed"].is_null(), "{}", r["counts"]);
+    let published = r["counts"]["published"].as_u64().unwrap_or(0);
+    let unchanged = r["counts"]["unchanged"].as_u64().unwrap_or(0);
+    assert_eq!(published + unchanged, all.len() as u64, "{}", r["counts"]);
+    assert_eq!(
+        version_files(&objects).len() as u64,
+        there.len() as u64 + published
+    );
+}

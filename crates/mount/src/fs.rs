@@ -26,7 +26,7 @@ use granary_packet::{types::COMP_GENERIC, Component, Name};
 use granary_transfer::ObjectInfo;
 
 use crate::fetch::{Child, FetchError, Fetcher, Meta};
-use crate::Publisher;
+use crate::{Publisher, Stream};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every update under these locks is a single insert/remove, so a
@@ -86,15 +86,40 @@ struct Entry {
     dir: bool,
 }
 
-/// A file being written (publish mode): its temporary file, published on
-/// close as a new version of `name`.
+/// A file being written (publish mode), published on close as a new
+/// version of `name`: streamed into the repository while it is written in
+/// order, else a temporary file at `path`.
 struct Draft {
     name: Mutex<Name>,
-    file: File,
     path: PathBuf,
+    body: Mutex<Body>,
     dirty: AtomicBool,
     abandoned: AtomicBool,
     opens: AtomicU64,
+}
+
+/// Where a draft's bytes are.
+enum Body {
+    /// Written in order from the start so far: each write goes straight
+    /// into the repository's ingest (no file here, no second pass).
+    Stream { s: Box<dyn Stream>, size: u64 },
+    /// A temporary file, written at any offset, published from its path.
+    File(Arc<File>),
+    /// Published from a stream and not changed since: the bytes are that
+    /// version's (fetched into a file if the draft is changed or read).
+    Published { versioned: Name, size: u64 },
+    /// A stream that failed or was abandoned: its bytes are gone.
+    Failed,
+}
+
+impl Draft {
+    fn size(&self) -> u64 {
+        match &*lock(&self.body) {
+            Body::Stream { size, .. } | Body::Published { size, .. } => *size,
+            Body::File(f) => f.metadata().map(|m| m.len()).unwrap_or(0),
+            Body::Failed => 0,
+        }
+    }
 }
 
 enum Handle {
@@ -175,6 +200,16 @@ pub struct GranaryFs {
 }
 
 const ROOT: u64 = 1;
+
+/// A new, empty draft file.
+fn draft_file(path: &std::path::Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
 
 impl GranaryFs {
     /// A file system over `fetcher`, publishing through `publish` when set.
@@ -265,11 +300,9 @@ impl GranaryFs {
                 *mtime,
             ),
         };
-        let (size, mtime) = match lock(&self.drafts).get(&ino) {
-            Some(d) => (
-                d.file.metadata().map(|m| m.len()).unwrap_or(0),
-                SystemTime::now(),
-            ),
+        let draft = lock(&self.drafts).get(&ino).cloned();
+        let (size, mtime) = match draft {
+            Some(d) => (d.size(), SystemTime::now()),
             None => (size, mtime),
         };
         FileAttr {
@@ -286,7 +319,10 @@ impl GranaryFs {
             uid: self.s.uid,
             gid: self.s.gid,
             rdev: 0,
-            blksize: 128 << 10,
+            // The I/O size tools like `cp` use for their buffers: in publish
+            // mode the largest FUSE write (1 MiB, 8× fewer requests than
+            // 128 KiB for the same bytes).
+            blksize: if self.writable() { 1 << 20 } else { 128 << 10 },
             flags: 0,
         }
     }
@@ -377,7 +413,9 @@ impl GranaryFs {
         fh
     }
 
-    fn new_draft(&self, name: &Name) -> std::io::Result<Arc<Draft>> {
+    /// A new, empty draft of `name`: streamed when `stream` and the
+    /// publisher can, else a temporary file.
+    fn new_draft(&self, name: &Name, stream: bool) -> std::io::Result<Arc<Draft>> {
         let Some(p) = &self.publish else {
             return Err(std::io::Error::from_raw_os_error(libc::EROFS));
         };
@@ -385,20 +423,80 @@ impl GranaryFs {
             "{}",
             self.next_draft.fetch_add(1, Ordering::Relaxed)
         ));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)?;
+        let streamed = if stream {
+            p.publisher.stream(name)
+        } else {
+            None
+        };
+        let body = match streamed {
+            Some(s) => Body::Stream { s, size: 0 },
+            None => Body::File(Arc::new(draft_file(&path)?)),
+        };
         Ok(Arc::new(Draft {
             name: Mutex::new(name.clone()),
-            file,
             path,
+            body: Mutex::new(body),
             dirty: AtomicBool::new(true),
             abandoned: AtomicBool::new(false),
             opens: AtomicU64::new(1),
         }))
+    }
+
+    /// The draft's file, made first when the draft is a stream (the bytes
+    /// written so far become the file) or a published stream (its
+    /// version's bytes are fetched into it).
+    fn file_of(&self, d: &Draft) -> Result<Arc<File>, Errno> {
+        let mut b = lock(&d.body);
+        match &*b {
+            Body::File(f) => return Ok(f.clone()),
+            Body::Failed => return Err(Errno::EIO),
+            _ => {}
+        }
+        let f = match std::mem::replace(&mut *b, Body::Failed) {
+            Body::Stream { s, .. } => {
+                if let Err(e) = s.into_file(&d.path) {
+                    tracing::error!("{}: keeping the streamed bytes: {e}", lock(&d.name));
+                    d.abandoned.store(true, Ordering::Release);
+                    return Err(Errno::EIO);
+                }
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&d.path)
+                    .map_err(Errno::from)?
+            }
+            Body::Published { versioned, .. } => {
+                let f = draft_file(&d.path).map_err(Errno::from)?;
+                if let Err(e) = self.fill(&f, &versioned) {
+                    tracing::error!("{versioned}: {e}");
+                    return Err(errno(&e));
+                }
+                f
+            }
+            Body::File(_) | Body::Failed => unreachable!("handled above"),
+        };
+        let f = Arc::new(f);
+        *b = Body::File(f.clone());
+        Ok(f)
+    }
+
+    /// Copies a stored version's verified bytes into `file`.
+    fn fill(&self, file: &File, versioned: &Name) -> Result<(), FetchError> {
+        self.rt.block_on(async {
+            let (id, info) = self.fetcher.open(versioned).await?;
+            let size = info.map.file_size().unwrap_or(0);
+            let mut off = 0;
+            while off < size {
+                let b = self.fetcher.read(id, &info, off, 8 << 20, 0).await?;
+                if b.is_empty() {
+                    break;
+                }
+                file.write_all_at(&b, off)
+                    .map_err(|e| FetchError::Io(e.to_string()))?;
+                off += b.len() as u64;
+            }
+            Ok(())
+        })
     }
 
     /// Publishes a draft as a new version of its name; the inode then
@@ -410,10 +508,40 @@ impl GranaryFs {
         if !d.dirty.swap(false, Ordering::AcqRel) || d.abandoned.load(Ordering::Acquire) {
             return Ok(());
         }
-        let _ = d.file.sync_data();
         let name = lock(&d.name).clone();
-        let size = d.file.metadata().map(|m| m.len()).unwrap_or(0);
-        match p.publisher.publish(&name, &d.path) {
+        let mut b = lock(&d.body);
+        let (published, size) = match std::mem::replace(&mut *b, Body::Failed) {
+            Body::Stream { s, size } => {
+                let r = s.publish();
+                match &r {
+                    Ok(v) => {
+                        *b = Body::Published {
+                            versioned: v.clone(),
+                            size,
+                        }
+                    }
+                    // The bytes went with the stream: nothing to retry.
+                    Err(_) => d.abandoned.store(true, Ordering::Release),
+                }
+                (r, size)
+            }
+            Body::File(f) => {
+                let _ = f.sync_data();
+                let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+                *b = Body::File(f);
+                let r = p.publisher.publish(&name, &d.path);
+                if r.is_err() {
+                    d.dirty.store(true, Ordering::Release);
+                }
+                (r, size)
+            }
+            other => {
+                *b = other;
+                return Ok(());
+            }
+        };
+        drop(b);
+        match published {
             Ok(versioned) => {
                 let v = versioned
                     .last()
@@ -435,7 +563,6 @@ impl GranaryFs {
             }
             Err(e) => {
                 tracing::error!("publishing {name}: {e}");
-                d.dirty.store(true, Ordering::Release);
                 Err(Errno::EIO)
             }
         }
@@ -608,10 +735,18 @@ impl Filesystem for GranaryFs {
                     Errno::EROFS
                 });
             };
-            if let Err(e) = d.file.set_len(s) {
-                return reply.error(e.into());
+            // The size it has already (`ftruncate(fd, 0)` after creating):
+            // nothing changes, a stream stays one.
+            if d.size() != s || matches!(*lock(&d.body), Body::File(_)) {
+                let f = match self.file_of(&d) {
+                    Ok(f) => f,
+                    Err(e) => return reply.error(e),
+                };
+                if let Err(e) = f.set_len(s) {
+                    return reply.error(e.into());
+                }
+                d.dirty.store(true, Ordering::Release);
             }
-            d.dirty.store(true, Ordering::Release);
         }
         // Modes, owners and times are not kept: accepted and ignored (as
         // `cp -p` expects), shown as the mount's.
@@ -623,10 +758,17 @@ impl Filesystem for GranaryFs {
             return reply.error(Errno::ENOENT);
         };
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        if let Some(d) = lock(&self.drafts).get(&ino.0).cloned() {
+        let draft = lock(&self.drafts).get(&ino.0).cloned();
+        if let Some(d) = draft {
+            // A second handle: a file from here on (its writes and reads
+            // may go anywhere).
+            let f = match self.file_of(&d) {
+                Ok(f) => f,
+                Err(e) => return reply.error(e),
+            };
             d.opens.fetch_add(1, Ordering::AcqRel);
             if flags.0 & libc::O_TRUNC != 0 {
-                let _ = d.file.set_len(0);
+                let _ = f.set_len(0);
                 d.dirty.store(true, Ordering::Release);
             }
             return reply.opened(
@@ -642,28 +784,17 @@ impl Filesystem for GranaryFs {
                 return reply.error(Errno::EROFS);
             }
             // Rewriting a stored file: a draft with its bytes (none with
-            // O_TRUNC), published as a new version on close.
-            let d = match self.new_draft(&name) {
+            // O_TRUNC: then streamed), published as a new version on close.
+            let trunc = flags.0 & libc::O_TRUNC != 0;
+            let d = match self.new_draft(&name, trunc) {
                 Ok(d) => d,
                 Err(e) => return reply.error(e.into()),
             };
-            if flags.0 & libc::O_TRUNC == 0 {
-                let copied = self.rt.block_on(async {
-                    let (id, info) = self.fetcher.open(&versioned).await?;
-                    let size = info.map.file_size().unwrap_or(0);
-                    let mut off = 0;
-                    while off < size {
-                        let b = self.fetcher.read(id, &info, off, 8 << 20, 0).await?;
-                        if b.is_empty() {
-                            break;
-                        }
-                        d.file
-                            .write_all_at(&b, off)
-                            .map_err(|e| FetchError::Io(e.to_string()))?;
-                        off += b.len() as u64;
-                    }
-                    Ok::<(), FetchError>(())
-                });
+            if !trunc {
+                let copied = match &*lock(&d.body) {
+                    Body::File(f) => self.fill(f, &versioned),
+                    _ => Err(FetchError::Io("a rewrite's draft is a file".into())),
+                };
                 if let Err(e) = copied {
                     let _ = std::fs::remove_file(&d.path);
                     return reply.error(errno(&e));
@@ -712,10 +843,14 @@ impl Filesystem for GranaryFs {
                 let Some(d) = lock(&self.drafts).get(ino).cloned() else {
                     return reply.error(Errno::EBADF);
                 };
+                let f = match self.file_of(&d) {
+                    Ok(f) => f,
+                    Err(e) => return reply.error(e),
+                };
                 let mut buf = vec![0; size as usize];
                 let mut n = 0;
                 while n < buf.len() {
-                    match d.file.read_at(&mut buf[n..], offset + n as u64) {
+                    match f.read_at(&mut buf[n..], offset + n as u64) {
                         Ok(0) => break,
                         Ok(k) => n += k,
                         Err(e) => return reply.error(e.into()),
@@ -762,7 +897,32 @@ impl Filesystem for GranaryFs {
         let Some(d) = lock(&self.drafts).get(ino).cloned() else {
             return reply.error(Errno::EBADF);
         };
-        match d.file.write_all_at(data, offset) {
+        {
+            // In order: straight into the ingest.
+            let mut b = lock(&d.body);
+            if let Body::Stream { s, size } = &mut *b {
+                if offset == *size {
+                    return match s.write(data) {
+                        Ok(()) => {
+                            *size += data.len() as u64;
+                            d.dirty.store(true, Ordering::Release);
+                            reply.written(data.len() as u32)
+                        }
+                        Err(e) => {
+                            tracing::error!("{}: {e}", lock(&d.name));
+                            *b = Body::Failed;
+                            d.abandoned.store(true, Ordering::Release);
+                            reply.error(Errno::EIO)
+                        }
+                    };
+                }
+            }
+        }
+        let f = match self.file_of(&d) {
+            Ok(f) => f,
+            Err(e) => return reply.error(e),
+        };
+        match f.write_all_at(data, offset) {
             Ok(()) => {
                 d.dirty.store(true, Ordering::Release);
                 reply.written(data.len() as u32)
@@ -795,6 +955,11 @@ impl Filesystem for GranaryFs {
                 req.pid()
             );
             d.abandoned.store(true, Ordering::Release);
+            // A stream is dropped now: its ingest removes what it wrote.
+            let mut b = lock(&d.body);
+            if matches!(*b, Body::Stream { .. }) {
+                *b = Body::Failed;
+            }
             return reply.ok();
         }
         match self.publish_draft(*ino, &d) {
@@ -806,8 +971,14 @@ impl Filesystem for GranaryFs {
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _ds: bool, reply: ReplyEmpty) {
         let h = lock(&self.handles).get(&fh.0).cloned();
         if let Some(Handle::Draft(ino)) = h.as_deref() {
-            if let Some(d) = lock(&self.drafts).get(ino).cloned() {
-                if let Err(e) = d.file.sync_data() {
+            let d = lock(&self.drafts).get(ino).cloned();
+            // A stream's bytes are durable when published (on close).
+            let file = d.and_then(|d| match &*lock(&d.body) {
+                Body::File(f) => Some(f.clone()),
+                _ => None,
+            });
+            if let Some(f) = file {
+                if let Err(e) = f.sync_data() {
                     return reply.error(e.into());
                 }
             }
@@ -931,7 +1102,7 @@ impl Filesystem for GranaryFs {
             tracing::warn!("{n}: {e}");
             return reply.error(Errno::EINVAL);
         }
-        let d = match self.new_draft(&n) {
+        let d = match self.new_draft(&n, true) {
             Ok(d) => d,
             Err(e) => return reply.error(e.into()),
         };
@@ -1075,7 +1246,15 @@ impl Filesystem for GranaryFs {
         // name.
         let draft = lock(&self.draft_names).remove(&old);
         if let Some(ino) = draft {
-            if let Some(d) = lock(&self.drafts).get(&ino) {
+            let d = lock(&self.drafts).get(&ino).cloned();
+            if let Some(d) = d {
+                // A stream is for its first name: a file from here on.
+                if matches!(*lock(&d.body), Body::Stream { .. }) {
+                    if let Err(e) = self.file_of(&d) {
+                        lock(&self.draft_names).insert(old, ino);
+                        return reply.error(e);
+                    }
+                }
                 *lock(&d.name) = new.clone();
             }
             lock(&self.draft_names).insert(new, ino);

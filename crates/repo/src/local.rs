@@ -143,6 +143,29 @@ pub fn publish(
     finish(repo, name, e, how, t, false)
 }
 
+/// Publishes what is pushed into `reader`'s [`granary_store::PipeWriter`]
+/// as it arrives (a file written into `granary mount --publish`): the
+/// store's streaming ingest, then manifest, retention and the observer, as
+/// [`publish`]. `Ok(None)`: the writer kept its bytes instead
+/// ([`granary_store::PipeWriter::keep`]); nothing was published.
+pub fn publish_piped(
+    repo: &Repo,
+    name: &Name,
+    reader: granary_store::PipeReader,
+    how: &Publish<'_>,
+    progress: impl FnMut(u64),
+) -> Result<Option<Value>, String> {
+    let t = std::time::Instant::now();
+    let e = repo
+        .store
+        .put_piped(name, reader, &put_options(repo, how)?, progress)
+        .map_err(|e| e.to_string())?;
+    match e {
+        Some(e) => finish(repo, name, e, how, t, false).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// Publishes the file at `path`: reflinked into the store where the file
 /// system allows (no data copied; one read pass to hash), copied otherwise.
 pub fn publish_file(
@@ -158,6 +181,63 @@ pub fn publish_file(
         .put_file(name, path, &put_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
     finish(repo, name, e, how, t, reflinked)
+}
+
+/// [`publish_file`] without publishing yet: the version is ingested,
+/// its manifest signed and its tags set, all left staged in the store's
+/// temp directory (nothing made durable, nothing visible) for [`commit`]
+/// to publish with others (`granary publish-dir`'s group commit).
+/// Retention (`how.keep`) is not applied.
+pub fn stage_file(
+    repo: &Repo,
+    name: &Name,
+    path: &std::path::Path,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
+    let mut opts = put_options(repo, how)?;
+    opts.staged = true;
+    let (e, _) = repo
+        .store
+        .put_file(name, path, &opts, |_| {})
+        .map_err(|e| e.to_string())?;
+    let fail = |x: String| {
+        repo.store.discard(&e);
+        x
+    };
+    crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
+        .map_err(|x| fail(format!("manifest: {x}")))?;
+    if !how.tags.is_empty() {
+        // `manifest::publish` wrote the manifest digest into the metadata:
+        // add the tags to what is there now.
+        let mut m = granary_store::meta::read(repo.store.backend(), &e.path)
+            .map_err(|x| fail(x.to_string()))?;
+        m.tags
+            .extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
+        repo.store
+            .set_meta(&e, &m)
+            .map_err(|x| fail(x.to_string()))?;
+    }
+    Ok(e)
+}
+
+/// Publishes versions staged by [`stage_file`] together
+/// ([`granary_store::Store::commit`]: two `syncfs` for the whole batch;
+/// each version appears complete or not at all) and tells the observer of
+/// each. Returns each one's entry as published, in order.
+pub fn commit(
+    repo: &Repo,
+    staged: Vec<granary_store::Entry>,
+    index: bool,
+) -> Vec<Result<granary_store::Entry, String>> {
+    repo.store
+        .commit(staged, index)
+        .into_iter()
+        .map(|r| {
+            let e = r.map_err(|e| e.to_string())?;
+            repo.notify_published(&e);
+            Ok(e)
+        })
+        .collect()
 }
 
 fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {

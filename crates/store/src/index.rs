@@ -228,16 +228,24 @@ impl Index {
         self.db.as_ref().ok_or_else(|| err("closed"))
     }
 
-    /// Adds the segments of one version file, durably: `(hash, offset,
-    /// length)` each.
+    /// Adds the segments of one version file: `(hash, offset, length)`
+    /// each; durable at the next [`Index::persist`].
     pub fn insert(
         self: &Arc<Self>,
         file: &str,
         items: &mut [([u8; 32], u64, u32)],
     ) -> Result<(), String> {
         let mut w = self.writer(file)?;
-        w.add(items)?;
-        w.commit()
+        w.add(items)
+    }
+
+    /// Makes everything inserted so far durable (one sync for many
+    /// [`Index::insert`]s).
+    pub fn persist(&self) -> Result<(), String> {
+        self.db()?
+            .keyspace
+            .persist(PersistMode::SyncAll)
+            .map_err(err)
     }
 
     /// A writer for the segments of one version file, fed in batches while

@@ -191,6 +191,9 @@ impl Store {
             return 0;
         };
         let mut done = 0;
+        // Marks of the versions indexed: removed once the index is durable
+        // (one sync for all of them).
+        let mut indexed = Vec::new();
         for m in rd.flatten() {
             // `.tmp-…`: a mark still being written (`write_atomic` renames it
             // into place). Not a mark yet; removing it would fail its writer.
@@ -214,7 +217,7 @@ impl Store {
             }
             match self.index_mark(ix, &p) {
                 Ok(true) => {
-                    let _ = fs::remove_file(&p);
+                    indexed.push(p);
                     done += 1;
                 }
                 Ok(false) => {
@@ -232,6 +235,11 @@ impl Store {
                     }
                 }
                 Err(e) => eprintln!("granary-store: {}: {e}", p.display()),
+            }
+        }
+        if !indexed.is_empty() && ix.persist().is_ok() {
+            for p in indexed {
+                let _ = fs::remove_file(&p);
             }
         }
         done
@@ -309,6 +317,7 @@ impl Store {
                 }
             }
         }
+        ix.persist().map_err(Error::Corrupt)?;
         Ok(r)
     }
 

@@ -30,7 +30,8 @@ impl Store {
         progress: impl FnMut(u64),
     ) -> Result<Entry> {
         let id = format!("{}-{}", std::process::id(), unique());
-        self.ingest(name, reader, None, &id, opts, progress)
+        self.ingest(name, reader, None, &id, opts, progress, &|| None, None)
+            .and_then(published)
     }
 
     /// Ingests the file at `src`. Where the file system can share extents
@@ -54,7 +55,11 @@ impl Store {
         let clone = self.tmp.join(format!("{id}.data"));
         if reflink_copy::reflink(src, &clone).is_ok() {
             let f = fs::File::open(&clone).map_err(Error::io(&clone));
-            let r = f.and_then(|f| self.ingest(name, f, Some(&clone), &id, opts, progress));
+            let r = f.and_then(|f| {
+                let hint = f.metadata().ok().map(|m| m.len());
+                self.ingest(name, f, Some(&clone), &id, opts, progress, &|| None, hint)
+                    .and_then(published)
+            });
             if r.is_err() {
                 let _ = fs::remove_file(&clone);
             }
@@ -67,15 +72,23 @@ impl Store {
         // meanwhile.
         let r = fs::File::open(src)
             .map_err(Error::io(src))
-            .and_then(|from| self.ingest(name, from, None, &id, opts, progress));
+            .and_then(|from| {
+                let hint = from.metadata().ok().map(|m| m.len());
+                self.ingest(name, from, None, &id, opts, progress, &|| None, hint)
+            })
+            .and_then(published);
         r.map(|e| (e, false))
     }
 
     /// One streaming pass over `reader`: per-segment and whole-file hashes,
     /// and the copy into the temp data file ([`DataFile`]) — unless `cloned`
     /// names the temp data file that `reader` reads from (a reflink of the
-    /// source).
-    fn ingest(
+    /// source). When the input has ended, `keep` says whether to publish
+    /// (`None`) or to move the data file, bytes exactly as read, to the
+    /// path it gives and publish nothing ([`Store::put_piped`]); the
+    /// result is then `None`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn ingest(
         &self,
         name: &Name,
         mut reader: impl Read,
@@ -83,7 +96,10 @@ impl Store {
         id: &str,
         opts: &PutOptions,
         mut progress: impl FnMut(u64),
-    ) -> Result<Entry> {
+        keep: &dyn Fn() -> Option<PathBuf>,
+        size_hint: Option<u64>,
+    ) -> Result<Option<Entry>> {
+        const BLOCK: usize = 1 << 20;
         let dir = self.objects.join(path::object_dir(name)?);
         let chunking = opts
             .chunking
@@ -92,8 +108,12 @@ impl Store {
         let cutter = chunking.cutter();
         let version = opts.version.unwrap_or_else(now_us);
         let tmp_data = self.tmp.join(format!("{id}.data"));
-        let tmp_hash = self.tmp.join(format!("{id}.hashes"));
-        let tmp_off = self.tmp.join(format!("{id}.offsets"));
+        // The files beside the temp data file are named as beside a version
+        // (`<data>.<suffix>`): a staged version is an entry like any other.
+        let tmp_hash = crate::extra_path(&tmp_data, "hashes");
+        let tmp_off = crate::extra_path(&tmp_data, "offsets");
+        // Staged: nothing is made durable here ([`Store::commit`] syncs).
+        let sync = !opts.staged;
         let variable = !chunking.is_fixed();
         let final_data = dir.join(format!("@{version}"));
         let rel = final_data
@@ -102,12 +122,12 @@ impl Store {
             .unwrap_or_default();
         // The hash index, if this process can have it (otherwise the mark
         // written below gets the version indexed by whoever holds it).
-        let index = if opts.index {
+        let index = if opts.index && !opts.staged {
             self.index_handle()
         } else {
             None
         };
-        let result = (|| -> Result<Entry> {
+        let result = (|| -> Result<Option<Entry>> {
             let mut data = match cloned {
                 Some(c) => DataFile::cloned(c)?,
                 None => DataFile::create(&tmp_data)?,
@@ -135,16 +155,30 @@ impl Store {
             // still in this core's cache, and on two cores one thread
             // fewer keeps the hasher running (FastCDC 1 GiB put 1.10 ->
             // 0.97 s, bench/RESULTS.md).
-            const BLOCK: usize = 1 << 20;
             const BLOCKS: usize = 16;
+            // A file known to be small gets blocks of its size (a little
+            // more, so that the end is seen in its one block): a buffer is
+            // allocated and zeroed for nothing otherwise, 1 MiB a block.
+            let block = size_hint
+                .map(|h| ((h as usize).saturating_add(1)).next_multiple_of(DataFile::ALIGN))
+                .unwrap_or(BLOCK)
+                .min(BLOCK);
             let max = cutter.max();
             let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Block>(BLOCKS);
             let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(BLOCKS);
-            for _ in 0..BLOCKS {
-                // Room for the carried tail, the block, and the slack that
-                // puts the block at an aligned address (direct I/O).
-                let _ = free_tx.send(vec![0u8; max + BLOCK + 2 * DataFile::ALIGN]);
-            }
+            // Buffers are made when needed, up to BLOCKS: room for the
+            // carried tail, the block, and the slack that puts the block at
+            // an aligned address (direct I/O).
+            let mut made = 0;
+            let mut next_buf = || match free_rx.try_recv() {
+                Ok(b) => Some(b),
+                Err(std::sync::mpsc::TryRecvError::Empty) if made < BLOCKS => {
+                    made += 1;
+                    Some(vec![0u8; max + block + 2 * DataFile::ALIGN])
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => free_rx.recv().ok(),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+            };
             // The writing stage: blocks go to the data file once hashed,
             // then back to the reader. On its own thread so that reading
             // never waits for the disk.
@@ -177,6 +211,7 @@ impl Store {
                     writer,
                     whole,
                     worker_paths,
+                    sync,
                 )
             })?;
             let mut carver = Carver::new(&cutter);
@@ -185,15 +220,15 @@ impl Store {
                 // Never read again after the end (some readers fail then).
                 let mut eof = false;
                 while !eof {
-                    let Ok(mut buf) = free_rx.recv() else {
+                    let Some(mut buf) = next_buf() else {
                         return Ok(()); // a later stage stopped: its error follows
                     };
                     // New bytes go to buf[head..], at an aligned address,
                     // with at least `max` bytes of room in front.
                     let head = max + DataFile::slack(&buf[max..]);
                     let mut len = head;
-                    while len < head + BLOCK {
-                        match reader.read(&mut buf[len..head + BLOCK]) {
+                    while len < head + block {
+                        match reader.read(&mut buf[len..head + block]) {
                             Ok(0) => {
                                 eof = true;
                                 break;
@@ -227,6 +262,16 @@ impl Store {
             let data = data?;
             read_result?;
             let segments = segments.max(1);
+            if let Some(to) = keep() {
+                // Not published: the bytes go to the caller's file; the
+                // index entries are dropped uncommitted (no mark was made).
+                drop(index_writer);
+                data.finish(size, false)?;
+                crate::stream::move_file(&tmp_data, &to)?;
+                let _ = fs::remove_file(&tmp_hash);
+                let _ = fs::remove_file(&tmp_off);
+                return Ok(None);
+            }
             if let Some(want) = opts.expect_hashes {
                 let got = fs::read(&tmp_hash).map_err(Error::io(&tmp_hash))?;
                 if <[u8; 32]>::from(Sha256::digest(&got)) != want {
@@ -235,7 +280,7 @@ impl Store {
                     )));
                 }
             }
-            data.finish(size)?;
+            data.finish(size, sync)?;
             let m = FileMeta {
                 name: name.to_string(),
                 version,
@@ -251,6 +296,18 @@ impl Store {
                 created_ms: now_us() / 1000,
                 tags: Default::default(),
             };
+            if opts.staged {
+                // Left in the temp directory, metadata on it, for
+                // [`Store::commit`] to publish with others.
+                meta::write(self.backend, &tmp_data, &m)?;
+                return Ok(Some(Entry {
+                    path: tmp_data.clone(),
+                    meta: m,
+                    file: None,
+                    offsets: None,
+                    hashes: None,
+                }));
+            }
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
             if final_data.exists() {
                 return Err(Error::Exists(format!("{name} version {version}")));
@@ -301,7 +358,7 @@ impl Store {
                     self.catch_up_into(ix, true);
                 }
             }
-            Ok(e)
+            Ok(Some(e))
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp_data);
@@ -310,6 +367,11 @@ impl Store {
         }
         result
     }
+}
+
+/// The entry of an ingest that was to publish.
+fn published(e: Option<Entry>) -> Result<Entry> {
+    e.ok_or_else(|| Error::Corrupt("the ingest kept its data instead of publishing".into()))
 }
 
 /// One block of input on its way to the segment worker: `buf[begin..len]`
@@ -381,6 +443,7 @@ type Worked = (u64, Option<index::Writer>, Option<[u8; 32]>);
 /// receives, writes each segment's hash and start offset, adds them to the
 /// index transaction in batches, and hashes the whole file when `whole`.
 /// Returns the segment count (an empty input is one empty segment).
+#[allow(clippy::too_many_arguments)]
 fn segment_worker(
     full: std::sync::mpsc::Receiver<Block>,
     done: std::sync::mpsc::SyncSender<Block>,
@@ -389,6 +452,7 @@ fn segment_worker(
     mut writer: Option<index::Writer>,
     whole: bool,
     (hash_path, off_path): (PathBuf, PathBuf),
+    sync: bool,
 ) -> Result<Worked> {
     // Index entries per batch (sorted before insertion: 1.5 MiB).
     const BATCH: usize = 32 * 1024;
@@ -455,19 +519,22 @@ fn segment_worker(
         }
         segments = 1;
     }
-    hashes
+    let h = hashes
         .into_inner()
-        .map_err(|e| Error::io(&hash_path)(e.into_error()))?
-        .sync_all()
-        .map_err(Error::io(&hash_path))?;
+        .map_err(|e| Error::io(&hash_path)(e.into_error()))?;
+    if sync {
+        h.sync_all().map_err(Error::io(&hash_path))?;
+    }
     if let Some(mut o) = offsets {
         // The end of the last segment closes the table.
         o.write_all(&end.to_le_bytes())
             .map_err(Error::io(&off_path))?;
-        o.into_inner()
-            .map_err(|e| Error::io(&off_path)(e.into_error()))?
-            .sync_all()
-            .map_err(Error::io(&off_path))?;
+        let o = o
+            .into_inner()
+            .map_err(|e| Error::io(&off_path)(e.into_error()))?;
+        if sync {
+            o.sync_all().map_err(Error::io(&off_path))?;
+        }
     }
     drop(batch_tx);
     let writer = indexer.and_then(|t| t.join().ok().flatten());
@@ -593,13 +660,16 @@ impl DataFile {
         Ok(())
     }
 
-    /// Cuts the padding off and makes the file durable.
-    fn finish(mut self, size: u64) -> Result<()> {
+    /// Cuts the padding off and makes the file durable if `sync`.
+    fn finish(mut self, size: u64, sync: bool) -> Result<()> {
         if let Some(f) = self.flusher.take() {
             f.stop();
         }
         if self.padded {
             self.file.set_len(size).map_err(Error::io(&self.path))?;
+        }
+        if !sync {
+            return Ok(());
         }
         self.file.sync_all().map_err(Error::io(&self.path))
     }
@@ -701,7 +771,7 @@ mod tests {
             off += n as u64;
             want.extend_from_slice(&p);
         }
-        f.finish(off).unwrap();
+        f.finish(off, true).unwrap();
         assert_eq!(fs::read(&path).unwrap(), want);
     }
 
@@ -723,7 +793,7 @@ mod tests {
             f.flusher.is_some(),
             "buffered writes are flushed as they go"
         );
-        f.finish((a.len() + b.len()) as u64).unwrap();
+        f.finish((a.len() + b.len()) as u64, true).unwrap();
         assert_eq!(fs::read(&path).unwrap(), [a, b].concat());
     }
 }

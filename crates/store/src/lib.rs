@@ -30,6 +30,8 @@ mod indexing;
 mod ingest;
 mod lookup;
 mod rename;
+mod staged;
+mod stream;
 
 use std::fs;
 use std::io::Write;
@@ -43,6 +45,7 @@ pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
 pub use indexing::Reindexed;
 pub use meta::{Backend, FileMeta};
+pub use stream::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 
 /// Default content bytes per segment (a Data with this much content and a
 /// typical name fits the 8800-byte packet limit).
@@ -144,6 +147,14 @@ pub struct PutOptions {
     /// exactly these (e.g. a fetched file, checked against the manifest it
     /// was fetched by, that may have changed on disk since).
     pub expect_hashes: Option<[u8; 32]>,
+    /// Stage the version instead of publishing it: it is left complete in
+    /// the temp directory, nothing made durable, and the entry returned
+    /// names its temp data file (files beside it — manifest, levels — may
+    /// be added with [`Store::write_extra`], metadata with
+    /// [`Store::set_meta`]). [`Store::commit`] then publishes many staged
+    /// versions with two `syncfs` in all instead of several `fsync`s each.
+    /// Not indexed until committed.
+    pub staged: bool,
 }
 
 impl Default for PutOptions {
@@ -156,6 +167,7 @@ impl Default for PutOptions {
             index: true,
             file_sha256: false,
             expect_hashes: None,
+            staged: false,
         }
     }
 }
@@ -284,7 +296,12 @@ pub(crate) fn extra_path(data: &Path, suffix: &str) -> PathBuf {
 impl Store {
     /// Writes a file beside a version (`@<v>.<suffix>`), atomically.
     pub fn write_extra(&self, e: &Entry, suffix: &str, bytes: &[u8]) -> Result<()> {
-        write_atomic(&extra_path(&e.path, suffix), bytes)
+        let p = extra_path(&e.path, suffix);
+        if self.is_staged(e) {
+            // Made durable by the commit that publishes it.
+            return fs::write(&p, bytes).map_err(Error::io(&p));
+        }
+        write_atomic(&p, bytes)
     }
 
     /// Reads a whole file beside a version, if present.

@@ -261,3 +261,154 @@ fn catch_up_leaves_marks_being_written_alone() {
     store.index_pending();
     assert!(tmp.exists(), "a mark being written was removed");
 }
+
+/// Bytes pushed through a pipe in uneven pieces (as FUSE writes arrive)
+/// make exactly the version `put` makes of the same bytes: same segments,
+/// same hashes, same offsets; an aborted pipe publishes nothing and leaves
+/// no temp file; a kept one hands the bytes over and publishes nothing.
+#[test]
+fn a_piped_ingest_is_put_and_can_be_aborted_or_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let tmp_files = || std::fs::read_dir(dir.path().join("tmp")).unwrap().count();
+    let data = noise((5 << 20) + 12345, 7);
+    for c in [Chunking::fastcdc(), Chunking::Fixed(8192)] {
+        let tag = c.to_string().replace(':', "_");
+        let via_put = put(&store, &format!("/p/{tag}/put"), &data, c);
+        let name = Name::from_uri(&format!("/p/{tag}/pipe")).unwrap();
+        let (mut w, r) = granary_store::pipe();
+        let opts = PutOptions {
+            chunking: Some(c),
+            ..Default::default()
+        };
+        let piped = std::thread::scope(|s| {
+            let t = s.spawn(|| store.put_piped(&name, r, &opts, |_| {}));
+            let mut off = 0;
+            for (i, n) in [1usize, 4095, 1 << 20, 131072, 7, 3 << 20]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                let n = (*n + i).min(data.len() - off);
+                w.write(&data[off..off + n]).unwrap();
+                off += n;
+                if off == data.len() {
+                    break;
+                }
+            }
+            assert_eq!(w.written(), data.len() as u64);
+            w.finish();
+            t.join().unwrap()
+        })
+        .unwrap()
+        .expect("published");
+        assert_eq!(piped.meta.size, via_put.meta.size);
+        assert_eq!(piped.meta.segments(), via_put.meta.segments());
+        assert_eq!(
+            segment_hashes(&store, &piped),
+            segment_hashes(&store, &via_put)
+        );
+        assert_eq!(read_back(&store, &name.to_string()), data);
+    }
+    assert_eq!(tmp_files(), 0);
+
+    // Dropped midway: an error, nothing published, nothing left.
+    let name = Name::from_uri("/p/aborted").unwrap();
+    let (mut w, r) = granary_store::pipe();
+    let r = std::thread::scope(|s| {
+        let t = s.spawn(|| store.put_piped(&name, r, &PutOptions::default(), |_| {}));
+        w.write(&data[..3 << 20]).unwrap();
+        w.abort();
+        t.join().unwrap()
+    });
+    assert!(r.is_err());
+    assert!(store.get(&name, None).is_err());
+    assert_eq!(tmp_files(), 0);
+
+    // Kept: the bytes so far are in the file asked for; nothing published.
+    let name = Name::from_uri("/p/kept").unwrap();
+    let to = dir.path().join("kept.bin");
+    let (mut w, r) = granary_store::pipe();
+    let r = std::thread::scope(|s| {
+        let t = s.spawn(|| store.put_piped(&name, r, &PutOptions::default(), |_| {}));
+        w.write(&data[..1_000_001]).unwrap();
+        w.write(&data[1_000_001..2_500_000]).unwrap();
+        w.keep(to.clone());
+        t.join().unwrap()
+    });
+    assert!(r.unwrap().is_none());
+    assert!(std::fs::read(&to).unwrap() == data[..2_500_000]);
+    assert!(store.get(&name, None).is_err());
+    assert_eq!(tmp_files(), 0);
+}
+
+/// Staged versions are invisible until committed; a commit publishes a
+/// batch (data, hashes, offsets, files written beside them, metadata) at
+/// once, each version exactly as `put` makes it; a staged version whose
+/// version exists already fails alone and leaves nothing behind; a
+/// discarded one leaves nothing either.
+#[test]
+fn staged_versions_appear_only_when_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let tmp_files = || std::fs::read_dir(dir.path().join("tmp")).unwrap().count();
+    let c = Chunking::fastcdc();
+    let staged_opts = PutOptions {
+        chunking: Some(c),
+        staged: true,
+        ..Default::default()
+    };
+    let mut staged = Vec::new();
+    let mut want = Vec::new();
+    for i in 0..20u64 {
+        let data = noise(1000 + 7919 * i as usize, i);
+        let src = dir.path().join(format!("src{i}"));
+        std::fs::write(&src, &data).unwrap();
+        let name = Name::from_uri(&format!("/g/f{i}")).unwrap();
+        let (e, _) = store.put_file(&name, &src, &staged_opts, |_| {}).unwrap();
+        assert!(store.is_staged(&e));
+        store.write_extra(&e, "manifest", b"beside").unwrap();
+        assert!(store.get(&name, None).is_err(), "staged is not visible");
+        staged.push(e);
+        want.push((name, data));
+    }
+    // One more that collides with a published version.
+    let taken = put(&store, "/g/taken", b"first", c);
+    let src = dir.path().join("again");
+    std::fs::write(&src, b"second").unwrap();
+    let opts = PutOptions {
+        version: Some(taken.meta.version),
+        ..staged_opts.clone()
+    };
+    let (dup, _) = store
+        .put_file(&Name::from_uri("/g/taken").unwrap(), &src, &opts, |_| {})
+        .unwrap();
+    staged.push(dup);
+    // And one discarded.
+    let (gone, _) = store
+        .put_file(
+            &Name::from_uri("/g/gone").unwrap(),
+            &src,
+            &staged_opts,
+            |_| {},
+        )
+        .unwrap();
+    store.write_extra(&gone, "manifest", b"x").unwrap();
+    store.discard(&gone);
+    let done = store.commit(staged, true);
+    assert_eq!(done.len(), 21);
+    assert!(done[20].is_err(), "an existing version is not replaced");
+    for (r, (name, data)) in done.iter().zip(&want) {
+        let e = r.as_ref().unwrap();
+        assert_eq!(e.meta.name, name.to_string());
+        assert_eq!(read_back(&store, &name.to_string()), *data);
+        let via_put = put(&store, &format!("{name}-put"), data, c);
+        assert_eq!(segment_hashes(&store, e), segment_hashes(&store, &via_put));
+        assert_eq!(store.read_extra(e, "manifest").unwrap(), b"beside");
+    }
+    assert_eq!(read_back(&store, "/g/taken"), b"first");
+    assert!(store
+        .get(&Name::from_uri("/g/gone").unwrap(), None)
+        .is_err());
+    assert_eq!(tmp_files(), 0);
+}

@@ -927,3 +927,55 @@ pub fn dataset_latest_and_name_children(spec: &str) {
     assert_eq!(cat.name_children("/cmip", "", 2, None).unwrap().len(), 2);
     assert!(cat.name_children("/cmip\u{0}", "", 10, None).is_err());
 }
+
+/// A bulk upsert large enough to be prepared on a second thread, chunk by
+/// chunk, while the chunks before are written: still one transaction (an
+/// invalid record near the end leaves nothing written), and a record written
+/// twice in it (in different chunks) ends as its last write, text included.
+pub fn bulk_upsert_in_chunks(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let base = random_records(700, 21);
+    let mut recs: Vec<Record> = Vec::new();
+    for k in 0..10 {
+        recs.extend(base.iter().map(|r| Record {
+            name: format!("{}/k{k}", r.name),
+            ..r.clone()
+        }));
+    }
+    assert!(recs.len() >= 7000);
+    let mut bad = recs.clone();
+    bad[6500].name.push('\0');
+    assert!(cat.upsert_many(&bad).is_err());
+    assert_eq!(
+        cat.len().unwrap(),
+        0,
+        "a failed bulk upsert wrote something"
+    );
+    // The first 300 again at the end, with new text: the last write wins.
+    let mut twice = recs.clone();
+    for r in recs.iter().take(300) {
+        twice.push(Record {
+            title: format!("{} rewritten", r.title),
+            text: format!("{} zanzibar", r.text),
+            ..r.clone()
+        });
+    }
+    cat.upsert_many(&twice).unwrap();
+    let mut want = twice[recs.len()..].to_vec();
+    want.extend_from_slice(&recs[300..]);
+    assert_eq!(cat.len().unwrap(), want.len() as u64);
+    let mut rng = StdRng::seed_from_u64(5);
+    for _ in 0..40 {
+        check(&cat, &want, &random_query(&mut rng));
+    }
+    for text in ["zanzibar", "rewritten"] {
+        let q = Query {
+            text: Some(text.into()),
+            latest_only: false,
+            limit: 1000,
+            ..Query::default()
+        };
+        check(&cat, &want, &q);
+        assert_eq!(cat.query(&q).unwrap().total, 300, "{text}");
+    }
+}
