@@ -411,9 +411,9 @@ fn daemon_streams_put_and_survives_kill_dash_nine() {
     );
 }
 
-/// mv of a 1 GiB file: O(1) (same inode, and far quicker than reading the
-/// file once: under 200 ms inside the command, where even reading 1 GiB from
-/// the page cache takes longer; typically 1–3 ms, 20 ms on a loaded machine),
+/// mv of a 1 GiB file: O(1) (same inode, and under a tenth of the time the
+/// `put` of the same file took, which read and hashed it; typically 1–3 ms,
+/// 20–120 ms on a loaded machine, against seconds for the put),
 /// fetched and verified under the new name; the old name no longer answers.
 #[test]
 fn rename_of_a_one_gib_file() {
@@ -427,10 +427,12 @@ fn rename_of_a_one_gib_file() {
             f.write_all(&block).unwrap();
         }
     }
+    let t = std::time::Instant::now();
     let versioned = d
         .ok(&["put", src.to_str().unwrap(), "/big/old"])
         .trim()
         .to_string();
+    let put_ms = t.elapsed().as_secs_f64() * 1e3;
     let ino = |n: &str| {
         use std::os::unix::fs::MetadataExt;
         let stat = d.ok(&["stat", n]);
@@ -452,7 +454,9 @@ fn rename_of_a_one_gib_file() {
         .trim_end_matches(" ms")
         .parse()
         .unwrap();
-    assert!(ms < 200.0, "rename took {ms} ms");
+    // O(1), not O(size): a tenth of the put that read and hashed the file
+    // (both slow down alike on a loaded machine).
+    assert!(ms < put_ms / 10.0, "rename took {ms} ms, the put {put_ms} ms");
     assert_eq!(ino("/big/new"), before, "no data copied");
     let dst = d.dir.path().join("out");
     let o = d.cli(&["get", "/big/new", "-o", dst.to_str().unwrap()]);
