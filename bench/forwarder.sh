@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 win=${2:-64}
-cargo build --release -q -p granary -p granary-bench
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p granary -p granary-bench
 G=target/release/granary
 B=target/release/granary-bench-fwd
 tmp=$(mktemp -d)

@@ -235,14 +235,15 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
     let target = Duration::from_millis(limits.codel_target_ms);
     let interval = Duration::from_millis(limits.codel_interval_ms);
     let mut seq: u64 = 0;
-    let mut frames = Vec::with_capacity(64);
-    let mut out = BytesMut::with_capacity(256 * 1024);
+    let mut frames: Vec<Bytes> = Vec::with_capacity(64);
+    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
     let reason = loop {
         let first = tokio::select! {
             p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
             _ = closer.notified() => break "closed".to_string(),
         };
-        let mut batch = vec![first];
+        batch.clear();
+        batch.push(first);
         while batch.len() < 64 {
             match rx.try_recv() {
                 Ok(p) => batch.push(p),
@@ -250,7 +251,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             }
         }
         let now = tokio::time::Instant::now();
-        out.clear();
+        frames.clear();
         // What is still queued behind this batch, plus the batch itself.
         let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
         let queued = counters.queued_bytes.fetch_sub(
@@ -267,7 +268,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             b => b,
         };
         let mut backlog = queued;
-        for (mut p, enq) in batch {
+        for (mut p, enq) in batch.drain(..) {
             // Congested: the queue holds more than the threshold, or a
             // packet waited longer than the target (CoDel); marked once an
             // interval after it began, then at interval/√n.
@@ -287,19 +288,61 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
                 Counters::inc(&counters.out_marked);
             }
             count_out(&counters, &p);
-            frames.clear();
+            // Bare packets go out as the buffer they arrived in (no copy).
             encode_outgoing(&p, mtu, &mut seq, &mut frames);
-            for f in &frames {
-                out.extend_from_slice(f);
-            }
         }
-        Counters::add(&counters.out_bytes, out.len() as u64);
-        if let Err(e) = writer.write_all(&out).await {
+        let total: usize = frames.iter().map(|f| f.len()).sum();
+        Counters::add(&counters.out_bytes, total as u64);
+        if let Err(e) = write_all_vectored(&mut writer, &mut frames).await {
             break format!("write error: {e}");
         }
     };
     let _ = writer.shutdown().await;
     shared.close(reason, &closer).await;
+}
+
+/// Writes every buffer of `frames` in as few `writev` calls as the socket
+/// allows (one when the send buffer has room), then leaves `frames` empty.
+/// The packets' own buffers are handed to the kernel: nothing is copied in
+/// user space.
+pub(crate) async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    frames: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    // At most this many buffers per call (IOV_MAX is 1024 on Linux).
+    const MAX_IOV: usize = 512;
+    let mut start = 0;
+    while start < frames.len() {
+        let end = frames.len().min(start + MAX_IOV);
+        let n = {
+            let slices: smallvec::SmallVec<[std::io::IoSlice<'_>; 64]> = frames[start..end]
+                .iter()
+                .map(|f| std::io::IoSlice::new(f))
+                .collect();
+            writer.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // Skip what was written: whole frames, then part of the next one.
+        let mut left = n;
+        while left > 0 && start < frames.len() {
+            let len = frames[start].len();
+            if left >= len {
+                left -= len;
+                start += 1;
+            } else {
+                frames[start].advance(left);
+                left = 0;
+            }
+        }
+        while start < frames.len() && frames[start].is_empty() {
+            start += 1;
+        }
+    }
+    frames.clear();
+    Ok(())
 }
 
 /// Send buffer asked for on accepted Unix stream faces.

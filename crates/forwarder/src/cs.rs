@@ -368,7 +368,24 @@ impl ContentStore {
     /// A hit counts as a use for LRU and LFU; FIFO and Random order is not
     /// affected.
     pub fn find(&mut self, interest: &Interest, now: Instant) -> Option<Data> {
-        let found = if self.cfg.serve {
+        self.find_entry(interest, now).map(|e| e.data.clone())
+    }
+
+    /// [`ContentStore::find`], returning only the matching Data's wire (what
+    /// the forwarder sends; cheaper than a copy of the decoded packet).
+    pub fn find_wire(&mut self, interest: &Interest, now: Instant) -> Option<bytes::Bytes> {
+        self.find_entry(interest, now)
+            .map(|e| e.data.wire().clone())
+    }
+
+    /// True when [`ContentStore::insert`] may keep a packet (admitting, with
+    /// room for at least one).
+    pub fn admits(&self) -> bool {
+        self.cfg.admit && self.cfg.max_packets > 0
+    }
+
+    fn find_entry(&mut self, interest: &Interest, now: Instant) -> Option<&Entry> {
+        let found = if self.cfg.serve && !self.index.is_empty() {
             self.find_match(
                 &interest.name,
                 interest.can_be_prefix,
@@ -396,7 +413,7 @@ impl ContentStore {
                 m.insert(new_key, name);
             }
         }
-        Some(entry.data.clone())
+        Some(entry)
     }
 
     /// The name of the entry that satisfies the Interest, first in canonical

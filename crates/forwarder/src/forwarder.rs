@@ -19,8 +19,10 @@ use tokio::time::Instant;
 
 use crate::cs::{ContentStore, CsConfig};
 use crate::fib::Tables;
-use crate::pit::{DeadNonceList, InRecord, OutRecord, Pit, PitKey};
+use crate::namehash::{hash_name, NameHashes};
+use crate::pit::{DeadNonceList, EntryId, InRecord, OutRecord, Pit, PitKey};
 use crate::strategy::{Strategy, StrategyChoice, SUPPRESS_INITIAL, SUPPRESS_MAX};
+use smallvec::SmallVec;
 
 /// Forwarder limits and defaults.
 #[derive(Debug, Clone)]
@@ -250,10 +252,14 @@ impl Forwarder {
     }
 
     fn send_nack(&self, face: FaceId, i: &Interest, reason: u64, pit_token: Option<Bytes>) {
+        self.send_nack_wire(face, i.wire().clone(), reason, pit_token);
+    }
+
+    fn send_nack_wire(&self, face: FaceId, wire: Bytes, reason: u64, pit_token: Option<Bytes>) {
         self.send(
             face,
             OutPacket {
-                wire: i.wire().clone(),
+                wire,
                 kind: OutKind::Nack(reason),
                 pit_token,
                 congestion_mark: None,
@@ -278,14 +284,21 @@ impl Forwarder {
             Some(n) => n,
             None => splitmix(&mut self.rng) as u32,
         };
-        if self.dnl.contains(&i.name, nonce, now) {
+        // The name is hashed once here; the dead-nonce list, PIT, FIB and
+        // strategy choice all use these hashes.
+        let hashes = NameHashes::of(&i.name);
+        if self.dnl.contains_hashed(hashes.full(), nonce, now) {
             self.stats.loops += 1;
             self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
             return;
         }
         let key = PitKey::of(&i);
         // Loop: the same nonce already seen from another face, or sent upstream.
-        if let Some(e) = self.pit.get_mut(&key) {
+        if let Some(e) = self
+            .pit
+            .find(&key, hashes.full())
+            .and_then(|id| self.pit.entry(id))
+        {
             let looped = e
                 .in_records
                 .iter()
@@ -296,13 +309,24 @@ impl Forwarder {
                 self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
                 return;
             }
-        } else if let Some(d) = self.cs.find(&i, now.into_std()) {
-            self.send_data(face, &d, link.pit_token, None);
+        } else if let Some(wire) = self.cs.find_wire(&i, now.into_std()) {
+            self.send(
+                face,
+                OutPacket {
+                    wire,
+                    kind: OutKind::Data,
+                    pit_token: link.pit_token,
+                    congestion_mark: None,
+                },
+            );
             return;
         }
         let lifetime = Duration::from_millis(i.lifetime_ms());
-        let Some((entry, _new)) = self.pit.get_or_insert(&key, now) else {
+        let Some((id, _new)) = self.pit.find_or_insert(&key, hashes.full(), now) else {
             self.send_nack(face, &i, nack_reason::CONGESTION, link.pit_token);
+            return;
+        };
+        let Some(entry) = self.pit.entry_mut(id) else {
             return;
         };
         let expiry = now + lifetime;
@@ -311,23 +335,24 @@ impl Forwarder {
                 r.nonce = nonce;
                 r.expiry = expiry;
                 r.pit_token = link.pit_token.clone();
-                r.interest = i.clone();
+                r.wire = i.wire().clone();
             }
             None => entry.in_records.push(InRecord {
                 face,
                 nonce,
                 expiry,
                 pit_token: link.pit_token.clone(),
-                interest: i.clone(),
+                wire: i.wire().clone(),
             }),
         }
         if expiry > entry.expiry {
             entry.expiry = expiry;
-            self.pit.schedule(&key, expiry);
+            self.pit.schedule_id(id, expiry);
         }
         self.forward(
             face,
-            &key,
+            id,
+            &hashes,
             &i,
             nonce,
             link.next_hop_face_id.filter(|_| local),
@@ -341,7 +366,8 @@ impl Forwarder {
     fn forward(
         &mut self,
         from: FaceId,
-        key: &PitKey,
+        id: EntryId,
+        hashes: &NameHashes,
         i: &Interest,
         nonce: u32,
         next_hop: Option<FaceId>,
@@ -365,21 +391,21 @@ impl Forwarder {
                 }
             }
         };
-        let hops: Vec<FaceId> = match next_hop {
-            Some(f) if self.faces.contains_key(&f) => vec![f],
-            _ => self
-                .tables
-                .lookup(&i.name)
-                .map(|(_, hops)| {
-                    hops.iter()
-                        .map(|h| h.face)
-                        .filter(|f| eligible(*f, &self.faces))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        let strategy = self.strategies.find(&i.name);
-        let Some(entry) = self.pit.get_mut(key) else {
+        let mut hops: SmallVec<[FaceId; 4]> = SmallVec::new();
+        match next_hop {
+            Some(f) if self.faces.contains_key(&f) => hops.push(f),
+            _ => {
+                if let Some((_, nh)) = self.tables.lookup_hashed(&i.name, hashes) {
+                    hops.extend(
+                        nh.iter()
+                            .map(|h| h.face)
+                            .filter(|f| eligible(*f, &self.faces)),
+                    );
+                }
+            }
+        }
+        let strategy = self.strategies.find_hashed(&i.name, hashes);
+        let Some(entry) = self.pit.entry_mut(id) else {
             return;
         };
         if hops.is_empty() {
@@ -387,7 +413,7 @@ impl Forwarder {
             entry.in_records.retain(|r| r.face != from);
             let empty = entry.in_records.is_empty();
             if empty {
-                self.pit.remove(key);
+                self.pit.remove_id(id);
             }
             self.stats.no_route += 1;
             self.send_nack(from, i, nack_reason::NO_ROUTE, pit_token);
@@ -404,20 +430,23 @@ impl Forwarder {
             entry.suppress_interval = SUPPRESS_INITIAL;
         }
         entry.suppress_until = now + entry.suppress_interval;
-        let targets: Vec<FaceId> = match strategy {
-            Strategy::Multicast => hops,
+        let mut targets: SmallVec<[FaceId; 4]> = SmallVec::new();
+        match strategy {
+            Strategy::Multicast => targets = hops,
             Strategy::BestRoute => {
                 let unused = hops
                     .iter()
                     .copied()
                     .find(|f| !entry.out_records.iter().any(|r| r.face == *f));
-                vec![unused.unwrap_or(hops[0])]
+                targets.push(unused.unwrap_or(hops[0]));
             }
-        };
-        let wire_interest = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
+        }
+        let wire = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
             i.with_nonce_and_hop_limit(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
+                .wire()
+                .clone()
         } else {
-            i.clone()
+            i.wire().clone()
         };
         for t in targets {
             match entry.out_records.iter_mut().find(|r| r.face == t) {
@@ -435,7 +464,7 @@ impl Forwarder {
             }
             if let Some(f) = self.faces.get(&t) {
                 f.send(OutPacket {
-                    wire: wire_interest.wire().clone(),
+                    wire: wire.clone(),
                     kind: OutKind::Interest,
                     pit_token: None,
                     congestion_mark: None,
@@ -449,8 +478,10 @@ impl Forwarder {
             self.stats.scope_drops += 1;
             return;
         }
-        let keys = self.pit.matches(&d);
-        if keys.is_empty() {
+        let hashes = NameHashes::of(d.name());
+        let mut ids: SmallVec<[EntryId; 4]> = SmallVec::new();
+        self.pit.matches_into(&d, &hashes, &mut ids);
+        if ids.is_empty() {
             return; // unsolicited
         }
         // A local producer may say that a Data is not worth caching (NDNLPv2
@@ -458,17 +489,18 @@ impl Forwarder {
         // rebuild for the price of one SHA-256.
         let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
             && self.scope(face) == Scope::Local;
-        if !no_cache {
+        if !no_cache && self.cs.admits() {
             self.cs.insert(d.clone(), now.into_std());
         }
-        let mut sent_to: Vec<FaceId> = Vec::new();
-        for k in keys {
-            let Some(e) = self.pit.remove(&k) else {
+        let mut sent_to: SmallVec<[FaceId; 4]> = SmallVec::new();
+        for id in ids {
+            let hash = self.pit.name_hash(id);
+            let Some(e) = self.pit.remove_id(id) else {
                 continue;
             };
             self.stats.satisfied += 1;
             for r in &e.out_records {
-                self.dnl.add(&e.key.name, r.nonce, now);
+                self.dnl.add_hashed(hash, r.nonce, now);
             }
             for r in e.in_records {
                 if r.expiry < now || sent_to.contains(&r.face) {
@@ -482,7 +514,11 @@ impl Forwarder {
 
     fn on_nack(&mut self, face: FaceId, i: Interest, reason: u64, now: Instant) {
         let key = PitKey::of(&i);
-        let Some(e) = self.pit.get_mut(&key) else {
+        let hash = hash_name(&key.name);
+        let Some(id) = self.pit.find(&key, hash) else {
+            return;
+        };
+        let Some(e) = self.pit.entry_mut(id) else {
             return;
         };
         let Some(out) = e
@@ -507,16 +543,16 @@ impl Forwarder {
                 nack_reason::NO_ROUTE => 2,
                 _ => 3,
             });
-        let Some(e) = self.pit.remove(&key) else {
+        let Some(e) = self.pit.remove_id(id) else {
             return;
         };
         for r in &e.out_records {
-            self.dnl.add(&key.name, r.nonce, now);
+            self.dnl.add_hashed(hash, r.nonce, now);
         }
         for r in e.in_records {
-            self.send_nack(
+            self.send_nack_wire(
                 r.face,
-                &r.interest,
+                r.wire,
                 least.unwrap_or(nack_reason::NO_ROUTE),
                 r.pit_token,
             );
@@ -526,8 +562,9 @@ impl Forwarder {
     fn on_timers(&mut self, now: Instant) {
         for e in self.pit.expired(now) {
             self.stats.unsatisfied += 1;
+            let hash = hash_name(&e.key.name);
             for r in &e.out_records {
-                self.dnl.add(&e.key.name, r.nonce, now);
+                self.dnl.add_hashed(hash, r.nonce, now);
             }
         }
     }
