@@ -114,6 +114,7 @@ where
     });
     tokio::spawn(rx_loop(
         reader,
+        handle.sink.clone(),
         handle.counters.clone(),
         limits.clone(),
         shared.clone(),
@@ -133,12 +134,14 @@ where
 
 async fn rx_loop<R: AsyncRead + Unpin>(
     mut reader: R,
+    sink: Arc<crate::SinkSlot>,
     counters: Arc<Counters>,
     limits: FaceLimits,
     shared: Arc<Shared>,
     closer: Arc<Notify>,
 ) {
     let mut buf = BytesMut::with_capacity(128 * 1024);
+    let mut batch = Vec::with_capacity(64);
     let mut reasm = Reassembler::new(
         limits.reassembly_slots,
         Duration::from_millis(limits.reassembly_timeout_ms),
@@ -157,15 +160,21 @@ async fn rx_loop<R: AsyncRead + Unpin>(
             _ = closer.notified() => break "closed".to_string(),
         };
         Counters::add(&counters.in_bytes, n as u64);
+        // Decode everything this read brought, then hand it over at once.
         let mut failed = None;
         loop {
             match next_frame(&mut buf, limits.max_packet) {
-                Ok(Some(frame)) => {
-                    if let Err(e) = deliver(frame, &mut reasm, &counters, &shared).await {
-                        failed = Some(e);
+                Ok(Some(frame)) => match decode_incoming(frame, &mut reasm, Instant::now()) {
+                    Ok(Some((packet, link))) => {
+                        count_in(&counters, &packet);
+                        batch.push((packet, link));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed = Some(format!("protocol error: {e}"));
                         break;
                     }
-                }
+                },
                 Ok(None) => break,
                 Err(e) => {
                     failed = Some(format!("protocol error: {e}"));
@@ -173,37 +182,20 @@ async fn rx_loop<R: AsyncRead + Unpin>(
                 }
             }
         }
+        if !batch.is_empty()
+            && sink
+                .deliver(&shared.events, shared.id, &mut batch)
+                .await
+                .is_err()
+        {
+            break "forwarder gone".to_string();
+        }
         if let Some(e) = failed {
             Counters::inc(&counters.in_errors);
             break e;
         }
     };
     shared.close(reason, &closer).await;
-}
-
-/// Decodes one frame and hands it to the forwarder. Err closes the face.
-async fn deliver(
-    frame: Bytes,
-    reasm: &mut Reassembler,
-    counters: &Counters,
-    shared: &Shared,
-) -> Result<(), String> {
-    match decode_incoming(frame, reasm, Instant::now()) {
-        Ok(Some((packet, link))) => {
-            count_in(counters, &packet);
-            shared
-                .events
-                .send(FaceEvent::Packet {
-                    face: shared.id,
-                    packet,
-                    link,
-                })
-                .await
-                .map_err(|_| "forwarder gone".to_string())
-        }
-        Ok(None) => Ok(()),
-        Err(e) => Err(format!("protocol error: {e}")),
-    }
 }
 
 pub(crate) fn count_in(counters: &Counters, p: &NetPacket) {

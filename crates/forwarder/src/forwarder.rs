@@ -3,14 +3,14 @@
 //! the faces' bounded send queues. No locks on the data path.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use granary_face::udp::UdpChannel;
 use granary_face::{
     Counters, EventSender, FaceEvent, FaceHandle, FaceId, FaceIds, FaceLimits, LinkFields,
-    NetPacket, OutKind, OutPacket, Scope,
+    NetPacket, OutKind, OutPacket, PacketSink, Scope,
 };
 use granary_packet::types::nack_reason;
 use granary_packet::{Data, Interest, Name};
@@ -100,6 +100,53 @@ pub struct Forwarder {
     /// Listener URIs (faces/channels).
     pub(crate) channels: Vec<String>,
     rng: u64,
+    /// Where faces hand their packets (set by `run`).
+    sink: Option<Weak<dyn PacketSink>>,
+    /// When the run loop's timer is armed for.
+    armed: Instant,
+    /// The time of the batch being processed (one clock read per batch).
+    now: Instant,
+}
+
+/// The forwarder as its faces see it: the tables behind one lock, and a
+/// way to wake the run loop when a face's packets armed an earlier timer.
+struct Shared {
+    fw: std::sync::Mutex<Forwarder>,
+    wake: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Forwarder> {
+        // A panic while forwarding leaves the tables as consistent as it
+        // found them between packets; keep forwarding.
+        self.fw.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn after_batch(&self, fw: &Forwarder) {
+        if fw.pit.next_timer().is_some_and(|t| t < fw.armed) {
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl PacketSink for Shared {
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>) {
+        let mut fw = self.lock();
+        let now = Instant::now();
+        fw.now = now;
+        for (packet, link) in batch.drain(..) {
+            fw.on_packet(face, packet, link, now);
+        }
+        self.after_batch(&fw);
+    }
+
+    fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
+        let mut fw = self.lock();
+        let now = Instant::now();
+        fw.now = now;
+        fw.on_packet(face, packet, link, now);
+        self.after_batch(&fw);
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -142,12 +189,18 @@ impl Forwarder {
             replay: granary_security::ReplayChecker::default(),
             channels: cfg.channels,
             rng: seed,
+            sink: None,
+            armed: Instant::now(),
+            now: Instant::now(),
         }
     }
 
     /// Adds a face (in-process faces are added this way before `run`).
     pub fn add_face(&mut self, h: FaceHandle) {
         tracing::info!(face = h.info.id, remote = %h.info.remote_uri, local = %h.info.local_uri, "face up");
+        if let Some(sink) = &self.sink {
+            h.set_sink(sink.clone());
+        }
         self.faces.insert(h.info.id, h);
     }
 
@@ -166,41 +219,78 @@ impl Forwarder {
     }
 
     /// Runs until `shutdown` is notified or every face sender is gone.
-    pub async fn run(mut self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+    ///
+    /// The forwarder moves into a mutex shared with its faces: once a face
+    /// is known (its [`FaceEvent::Created`] handled), it forwards what it
+    /// reads on its own task, under the lock, one batch per read
+    /// ([`PacketSink`]). This task keeps the event channel (face creation
+    /// and closing, packets of faces not yet known), the PIT timers and
+    /// housekeeping.
+    pub async fn run(self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+        let cell = Arc::new(Shared {
+            fw: std::sync::Mutex::new(self),
+            wake: Notify::new(),
+        });
+        {
+            let weak: Weak<Shared> = Arc::downgrade(&cell);
+            let weak: Weak<dyn PacketSink> = weak;
+            let mut fw = cell.lock();
+            for f in fw.faces.values() {
+                f.set_sink(weak.clone());
+            }
+            fw.sink = Some(weak);
+        }
         let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
         loop {
-            let next = self
-                .pit
-                .next_timer()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let next = {
+                let mut fw = cell.lock();
+                let next = fw
+                    .pit
+                    .next_timer()
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+                fw.armed = next;
+                next
+            };
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
+                    let mut fw = cell.lock();
                     let now = Instant::now();
-                    self.on_event(ev, now);
+                    fw.now = now;
+                    fw.on_event(ev, now);
                     // Drain what is already queued before looking at timers.
                     for _ in 0..256 {
                         match events.try_recv() {
-                            Ok(ev) => self.on_event(ev, now),
+                            Ok(ev) => fw.on_event(ev, now),
                             Err(_) => break,
                         }
                     }
                 }
-                _ = tokio::time::sleep_until(next) => self.on_timers(Instant::now()),
+                _ = tokio::time::sleep_until(next) => {
+                    let now = Instant::now();
+                    let mut fw = cell.lock();
+                    fw.now = now;
+                    fw.on_timers(now);
+                }
+                // A face's packets armed a timer earlier than `next`.
+                _ = cell.wake.notified() => {}
                 _ = housekeeping.tick() => {
                     let now = Instant::now();
-                    self.tables.expire(now);
-                    self.mgmt.expire(now);
+                    let mut fw = cell.lock();
+                    fw.tables.expire(now);
+                    fw.mgmt.expire(now);
                 }
                 _ = shutdown.notified() => break,
             }
         }
-        for f in self.faces.values() {
+        let fw = cell.lock();
+        for f in fw.faces.values() {
             f.close();
         }
     }
 
     pub(crate) fn on_event(&mut self, ev: FaceEvent, now: Instant) {
+        self.now = now;
         match ev {
             FaceEvent::Created(h) => self.add_face(h),
             FaceEvent::Closed { face, reason } => {
@@ -208,16 +298,19 @@ impl Forwarder {
                 self.faces.remove(&face);
                 self.tables.remove_face(face);
             }
-            FaceEvent::Packet { face, packet, link } => {
-                if !self.faces.contains_key(&face) {
-                    return;
-                }
-                match packet {
-                    NetPacket::Interest(i) => self.on_interest(face, i, link, now),
-                    NetPacket::Data(d) => self.on_data(face, d, link, now),
-                    NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
-                }
-            }
+            FaceEvent::Packet { face, packet, link } => self.on_packet(face, packet, link, now),
+        }
+    }
+
+    fn on_packet(&mut self, face: FaceId, packet: NetPacket, link: LinkFields, now: Instant) {
+        self.now = now;
+        if !self.faces.contains_key(&face) {
+            return;
+        }
+        match packet {
+            NetPacket::Interest(i) => self.on_interest(face, i, link, now),
+            NetPacket::Data(d) => self.on_data(face, d, link, now),
+            NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
         }
     }
 
@@ -229,7 +322,7 @@ impl Forwarder {
 
     pub(crate) fn send(&self, face: FaceId, p: OutPacket) {
         if let Some(f) = self.faces.get(&face) {
-            f.send(p);
+            f.send_at(p, self.now);
         }
     }
 
@@ -463,12 +556,15 @@ impl Forwarder {
                 }),
             }
             if let Some(f) = self.faces.get(&t) {
-                f.send(OutPacket {
-                    wire: wire.clone(),
-                    kind: OutKind::Interest,
-                    pit_token: None,
-                    congestion_mark: None,
-                });
+                f.send_at(
+                    OutPacket {
+                        wire: wire.clone(),
+                        kind: OutKind::Interest,
+                        pit_token: None,
+                        congestion_mark: None,
+                    },
+                    now,
+                );
             }
         }
     }
@@ -560,6 +656,7 @@ impl Forwarder {
     }
 
     fn on_timers(&mut self, now: Instant) {
+        self.now = now;
         for e in self.pit.expired(now) {
             self.stats.unsatisfied += 1;
             let hash = hash_name(&e.key.name);
