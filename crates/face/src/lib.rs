@@ -5,8 +5,10 @@
 //! fragmentation and reassembly; in-process faces connect components of the
 //! daemon without a socket. Every face decodes what it receives on its own
 //! task (so decoding runs on all cores), hands whole network-layer packets to
-//! the forwarder through one bounded channel, and drains a bounded send queue
-//! of its own, writing many packets per system call.
+//! the forwarder — a batch per read through the forwarder's [`PacketSink`]
+//! once the forwarder knows the face, else through one bounded channel — and
+//! drains a bounded send queue of its own, writing many packets per system
+//! call (`writev` of the packets' own buffers on stream faces).
 //!
 //! A face that sends garbage or oversized packets is closed (stream faces
 //! cannot resynchronise) or has the datagram dropped (UDP); nothing else is

@@ -172,6 +172,29 @@ impl Default for CsConfig {
 /// small cached packet must not keep all of it alive.
 const COPY_BELOW: usize = 2048;
 
+/// The wire and name a cache entry keeps: slices of the received buffer, or
+/// for a packet of at most [`COPY_BELOW`] bytes, of a copy of its own (the
+/// name too, so that nothing keeps the receive buffer alive).
+fn own_buffer(data: &Data) -> (bytes::Bytes, Name) {
+    let wire = data.wire();
+    let name = data.name();
+    if wire.len() > COPY_BELOW {
+        return (wire.clone(), name.clone());
+    }
+    let copy = bytes::Bytes::copy_from_slice(wire);
+    // Where the name's TLV-VALUE lies in the wire (pointer arithmetic on
+    // addresses only; the name is a slice of the wire it was decoded from).
+    let at = (name.value().as_ptr() as usize).wrapping_sub(wire.as_ptr() as usize);
+    let end = at.checked_add(name.value().len());
+    let name = match end {
+        Some(end) if end <= copy.len() && copy[at..end] == name.value()[..] => {
+            Name::from_value(copy.slice(at..end)).unwrap_or_else(|_| name.clone())
+        }
+        _ => name.clone(),
+    };
+    (copy, name)
+}
+
 /// A cached packet: only its wire (the forwarder sends it as is); the
 /// decoded fields are rebuilt when a caller asks for a [`Data`].
 #[derive(Debug, Clone)]
@@ -203,8 +226,6 @@ impl CachedData {
 #[derive(Debug, Clone)]
 struct Entry {
     data: CachedData,
-    /// Bytes charged: wire size plus [`ENTRY_OVERHEAD`].
-    size: usize,
     /// When the Data becomes stale; `None` if that lies beyond what
     /// `Instant` can represent (never stale).
     stale_at: Option<Instant>,
@@ -221,6 +242,11 @@ struct Entry {
 }
 
 impl Entry {
+    /// Bytes charged: wire size plus [`ENTRY_OVERHEAD`].
+    fn size(&self) -> usize {
+        self.data.wire.len().saturating_add(ENTRY_OVERHEAD)
+    }
+
     fn is_stale(&self, now: Instant) -> bool {
         self.stale_at.is_some_and(|t| now >= t)
     }
@@ -371,16 +397,9 @@ impl ContentStore {
 
         let seq = self.next_seq();
         let stale_at = now.checked_add(Duration::from_millis(data.freshness_period()));
-        let name = data.name().clone();
+        let (wire, name) = own_buffer(&data);
         let mut entry = Entry {
-            data: CachedData {
-                wire: if data.wire().len() <= COPY_BELOW {
-                    bytes::Bytes::copy_from_slice(data.wire())
-                } else {
-                    data.wire().clone()
-                },
-            },
-            size,
+            data: CachedData { wire },
             stale_at,
             digest: None,
             hits,
@@ -609,7 +628,7 @@ impl ContentStore {
             return false;
         };
         if let Some(e) = self.index.remove(&name) {
-            self.bytes = self.bytes.saturating_sub(e.size);
+            self.bytes = self.bytes.saturating_sub(e.size());
         }
         true
     }
@@ -618,7 +637,7 @@ impl ContentStore {
     /// structure.
     fn remove(&mut self, name: &Name) -> Option<Box<Entry>> {
         let e = self.index.remove(name)?;
-        self.bytes = self.bytes.saturating_sub(e.size);
+        self.bytes = self.bytes.saturating_sub(e.size());
         match &mut self.victims {
             Victims::Ordered(m) => {
                 m.remove(&victim_key(self.cfg.policy, &e));
@@ -636,7 +655,7 @@ impl ContentStore {
         assert_eq!(self.victims.len(), self.index.len());
         assert_eq!(
             self.bytes,
-            self.index.values().map(|e| e.size).sum::<usize>()
+            self.index.values().map(|e| e.size()).sum::<usize>()
         );
         assert!(self.index.len() <= self.cfg.max_packets);
         assert!(self.bytes <= self.cfg.max_bytes);
