@@ -17,13 +17,14 @@
 # 2,000 and 10,000 exchanges, the difference in the daemon's instructions /
 # 8,000, so start-up does not count. INSTR_BEFORE=/path/to/granary adds the
 # same count for another build (e.g. the commit before a change).
+# GRANARY=/path/to/granary measures another build of the daemon (same load generator).
 # Usage: bash bench/forwarder.sh [SECONDS] [WINDOW]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 win=${2:-64}
 [ -n "${NO_BUILD:-}" ] || cargo build --release -q -p granary -p granary-bench
-G=$PWD/target/release/granary
+G=${GRANARY:-$PWD/target/release/granary}
 B=$PWD/target/release/granary-bench-fwd
 tmp=$(mktemp -d)
 pids=()
