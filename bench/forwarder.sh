@@ -1,68 +1,162 @@
 #!/usr/bin/env bash
-# Forwarder throughput over Unix sockets, 8 KiB Data, consumer and producer in
-# separate processes: through `granary daemon`, and the same consumer/producer
-# connected directly (no forwarder), in one run. Also CS-hit serving rate.
-# Prints exchanges/s, Gbit/s, forwarder CPU µs per exchange and peak RSS.
+# Forwarder efficiency over Unix sockets, 8 KiB Data, consumer and producer in
+# separate processes (granary-bench-fwd), all in one run:
+#  - direct (consumer connected to the producer, no forwarder) beside
+#    `granary daemon` with the Content Store off: exchanges/s, the ratio, and
+#    forwarder CPU µs per exchange (the daemon's utime + stime / exchanges);
+#  - CS hits (1000 names fetched over and over);
+#  - 1 vs 2 forwarding threads: the daemon pinned to one core (`taskset`;
+#    tokio then starts one worker) beside the default (one per core);
+#  - PIT bytes per entry: a silent producer, N Interests left pending, the
+#    daemon's RSS growth / N;
+#  - CS bytes per entry beyond the packet: N small Data fetched once through
+#    a daemon with the CS on and one with it off; (RSS difference) / N minus
+#    the Data's wire size.
+# With INSTR=1 it also counts instructions per exchange with callgrind (the
+# VM has no hardware counters for `perf stat -e instructions`): two runs of
+# 2,000 and 10,000 exchanges, the difference in the daemon's instructions /
+# 8,000, so start-up does not count. INSTR_BEFORE=/path/to/granary adds the
+# same count for another build (e.g. the commit before a change).
+# GRANARY=/path/to/granary measures another build of the daemon (same load generator).
 # Usage: bash bench/forwarder.sh [SECONDS] [WINDOW]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 win=${2:-64}
-cargo build --release -q -p granary -p granary-bench
-G=target/release/granary
-B=target/release/granary-bench-fwd
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p granary -p granary-bench
+G=${GRANARY:-$PWD/target/release/granary}
+B=$PWD/target/release/granary-bench-fwd
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
 hz=$(getconf CLK_TCK)
 cpu_ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
-wait_ready() { for _ in $(seq 100); do grep -q ready "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "timeout waiting for $1" >&2; exit 1; }
+rss_kib() { awk '/VmRSS/{print $2}' "/proc/$1/status"; }
+wait_ready() { for _ in $(seq 1200); do grep -q ready "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "timeout waiting for $1" >&2; exit 1; }
+n=0
+# start_daemon NAME [taskset cpus|-] [daemon args…]: sets $gpid, socket $tmp/NAME.sock
+start_daemon() {
+  local name=$1 cpus=$2; shift 2
+  local pre=()
+  [ "$cpus" = "-" ] || pre=(taskset -c "$cpus")
+  "${pre[@]}" "$G" --data-dir "$tmp/$name.d" --socket "$tmp/$name.sock" daemon --no-catalog "$@" \
+    > "$tmp/$name.out" 2>"$tmp/$name.err" & gpid=$!; pids+=($gpid)
+  wait_ready "$tmp/$name.out"
+}
+start_producer() { # SOCKET [args…]
+  local s=$1; shift
+  n=$((n+1))
+  $B producer --connect "$s" --prefix /bench "$@" > "$tmp/prod$n.out" & pids+=($!)
+  wait_ready "$tmp/prod$n.out"
+}
+stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
 
-echo "machine: $(nproc) cores; ${secs}s per run; window $win per flow; 8 KiB Data"
-printf "%-34s %12s %9s %14s %12s\n" "run" "exchanges/s" "Gbit/s" "fwd µs/exch" "fwd RSS MiB"
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); ${secs}s per run; window $win per flow; 8 KiB Data; commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates bench || echo '+changes')"
+printf "%-40s %12s %9s %14s %12s\n" "run" "exchanges/s" "Gbit/s" "fwd µs/exch" "fwd RSS MiB"
+row() { printf "%-40s %12s %9s %14s %12s\n" "$@"; }
 
 # Direct: consumer -> producer socket, no forwarder.
 $B producer --listen "$tmp/direct.sock" > "$tmp/direct.out" & pids+=($!)
 wait_ready "$tmp/direct.out"
 for flows in 1 4; do
   r=$($B consumer --connect "$tmp/direct.sock" --prefix /bench --window "$win" --flows $flows --secs "$secs")
-  printf "%-34s %12s %9s %14s %12s\n" "direct, $flows flow(s)" "$(cut -f1 <<<"$r")" "$(cut -f2 <<<"$r")" "-" "-"
-  echo "direct $flows $r" >> "$tmp/results"
+  row "direct, $flows flow(s)" "$(cut -f1 <<<"$r")" "$(cut -f2 <<<"$r")" "-" "-"
+  echo "direct $flows $(cut -f1 <<<"$r")" >> "$tmp/results"
 done
+stop_all
 
-# Through the forwarder.
-$G --data-dir "$tmp/d" --socket "$tmp/g.sock" daemon --cs-capacity 0 > "$tmp/daemon.out" 2>"$tmp/daemon.err" & gpid=$!; pids+=($gpid)
-wait_ready "$tmp/daemon.out"
-$B producer --connect "$tmp/g.sock" --prefix /bench > "$tmp/prod.out" & pids+=($!)
-wait_ready "$tmp/prod.out"
-for flows in 1 4; do
+# measure LABEL KEY FLOWS [consumer args…]: a consumer run against $gpid.
+measure() {
+  local label=$1 key=$2 flows=$3; shift 3
+  local t0 t1 r us
   t0=$(cpu_ticks $gpid)
-  r=$($B consumer --connect "$tmp/g.sock" --prefix /bench --window "$win" --flows $flows --secs "$secs")
+  r=$($B consumer --connect "$sock" --prefix /bench --window "$win" --flows "$flows" --secs "$secs" "$@")
   t1=$(cpu_ticks $gpid)
-  ex=$(cut -f1 <<<"$r")
   # CPU ticks include the 0.5 s warm-up; count its exchanges too.
-  total=$(cut -f4 <<<"$r")
-  us=$(awk -v t=$((t1-t0)) -v hz="$hz" -v n="$total" 'BEGIN{ if (n>0) printf "%.1f", t/hz*1e6/n; else print "-" }')
-  rss=$(awk '/VmHWM/{printf "%.1f", $2/1024}' /proc/$gpid/status)
-  printf "%-34s %12s %9s %14s %12s\n" "granary forwarder, $flows flow(s)" "$ex" "$(cut -f2 <<<"$r")" "$us" "$rss"
-  echo "fwd $flows $r" >> "$tmp/results"
+  us=$(awk -v t=$((t1-t0)) -v hz="$hz" -v n="$(cut -f4 <<<"$r")" 'BEGIN{ if (n>0) printf "%.2f", t/hz*1e6/n; else print "-" }')
+  row "$label" "$(cut -f1 <<<"$r")" "$(cut -f2 <<<"$r")" "$us" "$(awk '/VmHWM/{printf "%.1f", $2/1024}' /proc/$gpid/status)"
+  echo "$key $flows $(cut -f1 <<<"$r") $us" >> "$tmp/results"
+}
+
+# Through the forwarder, CS off: default threads (one per core), then one.
+for cpus in - 1; do
+  start_daemon fwd "$cpus" --cs-capacity 0
+  sock=$tmp/fwd.sock
+  start_producer "$sock"
+  threads=$([ "$cpus" = "-" ] && nproc || echo 1)
+  for flows in 1 4; do
+    measure "forwarder, $threads thread(s), $flows flow(s)" "fwd$threads" $flows
+  done
+  stop_all
 done
-kill $gpid; wait $gpid 2>/dev/null || true
 
 # CS hits: a daemon with a cache, 1000 names fetched over and over.
-$G --data-dir "$tmp/d2" --socket "$tmp/g2.sock" daemon --cs-capacity 100000 > "$tmp/daemon2.out" 2>/dev/null & gpid=$!; pids+=($gpid)
-wait_ready "$tmp/daemon2.out"
-$B producer --connect "$tmp/g2.sock" --prefix /bench > "$tmp/prod2.out" & pids+=($!)
-wait_ready "$tmp/prod2.out"
-$B consumer --connect "$tmp/g2.sock" --prefix /bench --window "$win" --flows 1 --secs 1 --repeat > /dev/null
-t0=$(cpu_ticks $gpid)
-r=$($B consumer --connect "$tmp/g2.sock" --prefix /bench --window "$win" --flows 1 --secs "$secs" --repeat)
-t1=$(cpu_ticks $gpid)
-us=$(awk -v t=$((t1-t0)) -v hz="$hz" -v n="$(cut -f4 <<<"$r")" 'BEGIN{ printf "%.1f", t/hz*1e6/n }')
-rss=$(awk '/VmHWM/{printf "%.1f", $2/1024}' /proc/$gpid/status)
-printf "%-34s %12s %9s %14s %12s\n" "granary CS hits, 1 flow" "$(cut -f1 <<<"$r")" "$(cut -f2 <<<"$r")" "$us" "$rss"
-hits=$($G --socket "$tmp/g2.sock" cs info)
-echo "cs: $hits"
+start_daemon cs - --cs-capacity 100000
+sock=$tmp/cs.sock
+start_producer "$sock"
+$B consumer --connect "$sock" --prefix /bench --window "$win" --flows 1 --secs 1 --repeat > /dev/null
+measure "CS hits, 1 flow" cs 1 --repeat
+echo "  cs: $($G --socket "$sock" cs info)"
+stop_all
 
-awk '$1=="direct"{d[$2]=$3} $1=="fwd"{f[$2]=$3} END{for (k in f) if (d[k]>0) printf "forwarder / direct, %s flow(s): %.2f\n", k, f[k]/d[k]}' "$tmp/results"
+awk '$1=="direct"{d[$2]=$3} $1~/^fwd/{f[$1" "$2]=$3} END{for (k in f) { split(k, a, " "); if (d[a[2]]>0) printf "forwarder / direct, %s thread(s), %s flow(s): %.2f\n", substr(a[1],4), a[2], f[k]/d[a[2]] }}' "$tmp/results" | sort
+
+# PIT bytes per entry: N Interests pending at a silent producer.
+N=${PIT_ENTRIES:-200000}
+start_daemon pit - --cs-capacity 0 --no-repo
+sock=$tmp/pit.sock
+start_producer "$sock" --silent
+sleep 0.5
+r0=$(rss_kib $gpid)
+$B consumer --connect "$sock" --prefix /bench --window "$N" --count "$N" --lifetime 120000 --hold 4 --secs 60 > "$tmp/pit.res" &
+cons=$!
+sleep 3
+r1=$(rss_kib $gpid)
+pit=$($G --socket "$sock" status | awk '/pit entries/{print $3}')
+wait $cons
+name_b=$(( ${#N} + 18 ))
+awk -v a="$r0" -v b="$r1" -v n="$pit" 'BEGIN{ printf "PIT: %d entries pending, RSS +%.1f MiB: %.0f bytes per entry (Interest of ~40 bytes, name ~20 bytes, included)\n", n, (b-a)/1024, (b-a)*1024/n }'
+stop_all
+
+# CS bytes per entry beyond the packet: the same fetch of N small Data with
+# the CS on and off.
+N=${CS_ENTRIES:-100000}
+for cap in 0 $((N * 2)); do
+  start_daemon "cs$cap" - --cs-capacity "$cap" --no-repo
+  sock=$tmp/cs$cap.sock
+  start_producer "$sock" --size 100
+  sleep 0.5
+  $B consumer --connect "$sock" --prefix /bench --window "$win" --count "$N" --hold 2 --secs 60 > "$tmp/cs$cap.res" &
+  cons=$!
+  sleep 1
+  while kill -0 $cons 2>/dev/null && [ "$(awk '{print $4}' "$tmp/cs$cap.res" 2>/dev/null)" = "" ]; do
+    rss=$(rss_kib $gpid); sleep 0.5
+  done
+  echo "$cap $(rss_kib $gpid) $($G --socket "$sock" cs info | tr ' ' '\n' | awk -F= '/^entries/{print $2}') $(cut -f5 "$tmp/cs$cap.res")" >> "$tmp/csmem"
+  wait $cons || true
+  stop_all
+done
+awk 'NR==1{off=$2} NR==2{on=$2; n=$3; w=$4} END{ printf "CS: %d entries of %d-byte Data, RSS +%.1f MiB over the same run with the CS off: %.0f bytes per entry beyond the packet\n", n, w, (on-off)/1024, (on-off)*1024/n - w }' "$tmp/csmem"
+
+# Instructions per exchange (callgrind), optional.
+instr() { # BINARY -> instructions per exchange
+  local bin=$1 out=() cnt
+  for cnt in 2000 10000; do
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$cnt" "$bin" --data-dir "$tmp/cg.d$cnt" --socket "$tmp/cg.sock" daemon --no-catalog --no-repo --cs-capacity 0 > "$tmp/cg.out" 2>/dev/null & gpid=$!; pids+=($gpid)
+    wait_ready "$tmp/cg.out"
+    start_producer "$tmp/cg.sock"
+    $B consumer --connect "$tmp/cg.sock" --prefix /bench --window "$win" --count $cnt --secs 600 > /dev/null
+    kill -TERM $gpid; wait $gpid 2>/dev/null || true
+    stop_all
+    out+=("$(awk '/^totals:|^summary:/{print $2; exit}' "$tmp/cg.$cnt")")
+    rm -rf "$tmp/cg.d$cnt" "$tmp/cg.$cnt"*
+  done
+  awk -v a="${out[0]}" -v b="${out[1]}" 'BEGIN{ printf "%.0f", (b-a)/8000 }'
+}
+if [ -n "${INSTR:-}" ]; then
+  echo "instructions per exchange (callgrind, CS off): $(instr "$G")"
+  if [ -n "${INSTR_BEFORE:-}" ]; then
+    echo "instructions per exchange, $INSTR_BEFORE: $(instr "$INSTR_BEFORE")"
+  fi
+fi

@@ -2,10 +2,16 @@
 //! Data, over Unix sockets, either through a forwarder or directly.
 //!
 //!   granary-bench-fwd producer --listen PATH [--size N]          (direct)
-//!   granary-bench-fwd producer --connect PATH --prefix /p [--size N]
+//!   granary-bench-fwd producer --connect PATH --prefix /p [--size N] [--silent]
 //!   granary-bench-fwd consumer --connect PATH --prefix /p [--window W] [--flows F] [--secs S] [--repeat]
+//!                              [--count N [--hold S]] [--lifetime MS]
 //!
-//! The consumer prints `exchanges_per_sec<TAB>gbit_per_sec<TAB>sent<TAB>received`.
+//! The consumer prints `exchanges_per_sec<TAB>gbit_per_sec<TAB>sent<TAB>received<TAB>bytes_per_data`.
+//! `--silent`: the producer registers its prefix and never answers (Interests
+//! stay in the forwarder's PIT). `--count N`: the consumer sends N Interests
+//! (unique names), waits until they are answered (or 2 s without an answer),
+//! keeps its face open `--hold` seconds more and prints totals; used to fill
+//! the PIT or the CS to a known number of entries.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -25,7 +31,7 @@ fn arg(args: &[String], key: &str) -> Option<String> {
         .cloned()
 }
 
-async fn serve_conn(sock: UnixStream, size: usize) {
+async fn serve_conn(sock: UnixStream, size: usize, silent: bool) {
     let (mut r, mut w) = sock.into_split();
     let content = Bytes::from(vec![0xABu8; size]);
     let mut buf = BytesMut::with_capacity(1 << 20);
@@ -37,6 +43,9 @@ async fn serve_conn(sock: UnixStream, size: usize) {
         }
         out.clear();
         while let Ok(Some(frame)) = next_frame(&mut buf, 9000) {
+            if silent {
+                continue;
+            }
             if let Ok(i) = Interest::decode(frame) {
                 let d = DataBuilder::new(i.name.clone())
                     .content(content.clone())
@@ -61,7 +70,7 @@ async fn producer(args: Vec<String>) {
         println!("ready");
         loop {
             let (s, _) = l.accept().await.expect("accept");
-            tokio::spawn(serve_conn(s, size));
+            tokio::spawn(serve_conn(s, size, false));
         }
     }
     let path = arg(&args, "--connect").expect("--connect or --listen");
@@ -81,7 +90,7 @@ async fn producer(args: Vec<String>) {
     let mut buf = vec![0u8; 65536];
     let _ = s.read(&mut buf).await.unwrap();
     println!("ready");
-    serve_conn(s, size).await;
+    serve_conn(s, size, args.iter().any(|a| a == "--silent")).await;
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -92,6 +101,9 @@ async fn flow(
     window: usize,
     deadline: Instant,
     repeat: bool,
+    count: Option<u64>,
+    lifetime: u64,
+    hold: Duration,
     sent: Arc<AtomicU64>,
     recv: Arc<AtomicU64>,
     bytes: Arc<AtomicU64>,
@@ -118,7 +130,7 @@ async fn flow(
     });
     let mut seq: u64 = 0;
     let mut out = BytesMut::with_capacity(64 * 1024);
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && count.is_none_or(|c| seq < c) {
         let Ok(permit) = tokio::time::timeout(
             Duration::from_millis(500),
             outstanding.clone().acquire_many_owned(1),
@@ -132,7 +144,8 @@ async fn flow(
         let Ok(p) = permit else { break };
         p.forget();
         let mut n = 1;
-        while n < 64 {
+        let cap = count.map_or(64, |c| (c - seq).min(64)) as usize;
+        while n < cap {
             match outstanding.try_acquire() {
                 Ok(p) => {
                     p.forget();
@@ -146,7 +159,7 @@ async fn flow(
             let s = if repeat { seq % 1000 } else { seq };
             let mut f = InterestFields::new(base.append(&Component::segment(s)));
             f.nonce = Some(seq as u32 ^ (flow as u32) << 24);
-            f.lifetime = Some(2000);
+            f.lifetime = Some(lifetime);
             out.extend_from_slice(f.encode().wire());
             seq += 1;
         }
@@ -154,6 +167,20 @@ async fn flow(
         if w.write_all(&out).await.is_err() {
             break;
         }
+    }
+    if let Some(c) = count {
+        // Wait for the answers (none come from a silent producer), then keep
+        // the face open while the caller measures.
+        let mut last = (recv.load(Ordering::Relaxed), Instant::now());
+        while recv.load(Ordering::Relaxed) < c && last.1.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let r = recv.load(Ordering::Relaxed);
+            if r != last.0 {
+                last = (r, Instant::now());
+            }
+        }
+        let _keep = w;
+        tokio::time::sleep(hold).await;
     }
     reader.abort();
 }
@@ -172,6 +199,15 @@ async fn consumer(args: Vec<String>) {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5.0);
     let repeat = args.iter().any(|a| a == "--repeat");
+    let count: Option<u64> = arg(&args, "--count").and_then(|s| s.parse().ok());
+    let lifetime: u64 = arg(&args, "--lifetime")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let hold = Duration::from_secs_f64(
+        arg(&args, "--hold")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.0),
+    );
     let (sent, recv, bytes) = (
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
@@ -190,10 +226,30 @@ async fn consumer(args: Vec<String>) {
             window,
             deadline,
             repeat,
+            count,
+            lifetime,
+            hold,
             sent.clone(),
             recv.clone(),
             bytes.clone(),
         )));
+    }
+    if count.is_some() {
+        // A fixed number of Interests: run to the end, report totals.
+        let t0 = Instant::now();
+        for t in tasks {
+            let _ = t.await;
+        }
+        let (received, all_bytes) = (recv.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
+        let el = t0.elapsed().as_secs_f64();
+        println!(
+            "{:.0}\t{:.3}\t{}\t{received}\t{}",
+            received as f64 / el,
+            all_bytes as f64 * 8.0 / el / 1e9,
+            sent.load(Ordering::Relaxed),
+            all_bytes.checked_div(received).unwrap_or(0)
+        );
+        return;
     }
     tokio::time::sleep_until(warm.into()).await;
     let (r0, b0) = (recv.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
@@ -202,10 +258,11 @@ async fn consumer(args: Vec<String>) {
     let el = secs;
     let ex = (r1 - r0) as f64 / el;
     let gbps = (b1 - b0) as f64 * 8.0 / el / 1e9;
+    let (received, all_bytes) = (recv.load(Ordering::Relaxed), bytes.load(Ordering::Relaxed));
     println!(
-        "{ex:.0}\t{gbps:.3}\t{}\t{}",
+        "{ex:.0}\t{gbps:.3}\t{}\t{received}\t{}",
         sent.load(Ordering::Relaxed),
-        recv.load(Ordering::Relaxed)
+        all_bytes.checked_div(received).unwrap_or(0)
     );
     for t in tasks {
         t.abort();

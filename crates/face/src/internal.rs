@@ -5,8 +5,8 @@ use tokio::sync::mpsc;
 
 use crate::stream::count_in;
 use crate::{
-    new_handle, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, LinkFields, NetPacket,
-    OutPacket, Persistency, Scope,
+    new_handle, EventSender, FaceHandle, FaceInfo, FaceLimits, LinkFields, NetPacket, OutPacket,
+    Persistency, Scope,
 };
 
 /// The application's end of an in-process face.
@@ -55,12 +55,9 @@ impl AppFace {
     /// Sends a packet into the forwarder.
     pub async fn send(&self, packet: NetPacket, link: LinkFields) -> bool {
         count_in(&self.handle.counters, &packet);
-        self.events
-            .send(FaceEvent::Packet {
-                face: self.id,
-                packet,
-                link,
-            })
+        self.handle
+            .sink
+            .deliver_one(&self.events, self.id, packet, link)
             .await
             .is_ok()
     }

@@ -5,8 +5,10 @@
 //! fragmentation and reassembly; in-process faces connect components of the
 //! daemon without a socket. Every face decodes what it receives on its own
 //! task (so decoding runs on all cores), hands whole network-layer packets to
-//! the forwarder through one bounded channel, and drains a bounded send queue
-//! of its own, writing many packets per system call.
+//! the forwarder — a batch per read through the forwarder's [`PacketSink`]
+//! once the forwarder knows the face, else through one bounded channel — and
+//! drains a bounded send queue of its own, writing many packets per system
+//! call (`writev` of the packets' own buffers on stream faces).
 //!
 //! A face that sends garbage or oversized packets is closed (stream faces
 //! cannot resynchronise) or has the datagram dropped (UDP); nothing else is
@@ -256,6 +258,76 @@ impl Default for FaceLimits {
     }
 }
 
+/// Takes a face's decoded packets at once, on the face's own task: the
+/// forwarder installs one in every face it knows ([`FaceHandle::set_sink`]),
+/// so that packets skip the event channel and the hop to another task.
+pub trait PacketSink: Send + Sync {
+    /// Processes (and empties) `batch`, all received on `face`.
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>);
+
+    /// Processes one packet received on `face`.
+    fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
+        self.deliver(face, &mut vec![(packet, link)]);
+    }
+}
+
+/// Where a face hands its packets once the forwarder has announced a sink.
+#[derive(Default)]
+pub(crate) struct SinkSlot(std::sync::OnceLock<std::sync::Weak<dyn PacketSink>>);
+
+impl std::fmt::Debug for SinkSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "SinkSlot(set)"
+        } else {
+            "SinkSlot(unset)"
+        })
+    }
+}
+
+impl SinkSlot {
+    /// Hands `batch` to the forwarder: straight to its sink when it has
+    /// installed one (the face is known to it), else one event per packet
+    /// through the channel. Err: the forwarder is gone.
+    pub(crate) async fn deliver(
+        &self,
+        events: &EventSender,
+        face: FaceId,
+        batch: &mut Vec<(NetPacket, LinkFields)>,
+    ) -> Result<(), ()> {
+        if let Some(sink) = self.0.get().and_then(|w| w.upgrade()) {
+            sink.deliver(face, batch);
+            batch.clear();
+            return Ok(());
+        }
+        for (packet, link) in batch.drain(..) {
+            events
+                .send(FaceEvent::Packet { face, packet, link })
+                .await
+                .map_err(|_| ())?;
+        }
+        Ok(())
+    }
+
+    /// [`SinkSlot::deliver`] for one packet.
+    pub(crate) async fn deliver_one(
+        &self,
+        events: &EventSender,
+        face: FaceId,
+        packet: NetPacket,
+        link: LinkFields,
+    ) -> Result<(), ()> {
+        if let Some(sink) = self.0.get().and_then(|w| w.upgrade()) {
+            sink.deliver_one(face, packet, link);
+            return Ok(());
+        }
+        events
+            .send(FaceEvent::Packet { face, packet, link })
+            .await
+            .map_err(|_| ())
+    }
+}
+
 /// The forwarder's handle on a face: its facts, counters and send queue.
 #[derive(Debug, Clone)]
 pub struct FaceHandle {
@@ -265,14 +337,21 @@ pub struct FaceHandle {
     pub counters: Arc<Counters>,
     tx: mpsc::Sender<(OutPacket, tokio::time::Instant)>,
     closer: Arc<tokio::sync::Notify>,
+    sink: Arc<SinkSlot>,
 }
 
 impl FaceHandle {
     /// Queues a packet; drops it (and counts) when the queue is full or the
     /// face is gone. Never blocks.
     pub fn send(&self, p: OutPacket) -> bool {
+        self.send_at(p, tokio::time::Instant::now())
+    }
+
+    /// [`FaceHandle::send`] with the enqueue time given (a caller sending a
+    /// batch reads the clock once).
+    pub fn send_at(&self, p: OutPacket, now: tokio::time::Instant) -> bool {
         let len = p.wire.len() as u64;
-        match self.tx.try_send((p, tokio::time::Instant::now())) {
+        match self.tx.try_send((p, now)) {
             Ok(()) => {
                 // Only stream faces mark (and drain this count).
                 if self.counters.marking.load(Ordering::Relaxed) {
@@ -285,6 +364,14 @@ impl FaceHandle {
                 false
             }
         }
+    }
+
+    /// From now on the face hands its packets to `sink` on its own task
+    /// instead of sending events (set once; later calls do nothing). The
+    /// forwarder calls it when it learns of the face, so no packet can reach
+    /// it before the face's [`FaceEvent::Created`].
+    pub fn set_sink(&self, sink: std::sync::Weak<dyn PacketSink>) {
+        let _ = self.sink.0.set(sink);
     }
 
     /// Packets waiting in the send queue.
@@ -336,6 +423,7 @@ pub(crate) fn new_handle(
             counters: Arc::new(Counters::default()),
             tx,
             closer: closer.clone(),
+            sink: Arc::new(SinkSlot::default()),
         },
         rx,
         closer,

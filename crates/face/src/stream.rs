@@ -114,6 +114,7 @@ where
     });
     tokio::spawn(rx_loop(
         reader,
+        handle.sink.clone(),
         handle.counters.clone(),
         limits.clone(),
         shared.clone(),
@@ -133,12 +134,14 @@ where
 
 async fn rx_loop<R: AsyncRead + Unpin>(
     mut reader: R,
+    sink: Arc<crate::SinkSlot>,
     counters: Arc<Counters>,
     limits: FaceLimits,
     shared: Arc<Shared>,
     closer: Arc<Notify>,
 ) {
     let mut buf = BytesMut::with_capacity(128 * 1024);
+    let mut batch = Vec::with_capacity(64);
     let mut reasm = Reassembler::new(
         limits.reassembly_slots,
         Duration::from_millis(limits.reassembly_timeout_ms),
@@ -157,15 +160,21 @@ async fn rx_loop<R: AsyncRead + Unpin>(
             _ = closer.notified() => break "closed".to_string(),
         };
         Counters::add(&counters.in_bytes, n as u64);
+        // Decode everything this read brought, then hand it over at once.
         let mut failed = None;
         loop {
             match next_frame(&mut buf, limits.max_packet) {
-                Ok(Some(frame)) => {
-                    if let Err(e) = deliver(frame, &mut reasm, &counters, &shared).await {
-                        failed = Some(e);
+                Ok(Some(frame)) => match decode_incoming(frame, &mut reasm, Instant::now()) {
+                    Ok(Some((packet, link))) => {
+                        count_in(&counters, &packet);
+                        batch.push((packet, link));
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed = Some(format!("protocol error: {e}"));
                         break;
                     }
-                }
+                },
                 Ok(None) => break,
                 Err(e) => {
                     failed = Some(format!("protocol error: {e}"));
@@ -173,37 +182,20 @@ async fn rx_loop<R: AsyncRead + Unpin>(
                 }
             }
         }
+        if !batch.is_empty()
+            && sink
+                .deliver(&shared.events, shared.id, &mut batch)
+                .await
+                .is_err()
+        {
+            break "forwarder gone".to_string();
+        }
         if let Some(e) = failed {
             Counters::inc(&counters.in_errors);
             break e;
         }
     };
     shared.close(reason, &closer).await;
-}
-
-/// Decodes one frame and hands it to the forwarder. Err closes the face.
-async fn deliver(
-    frame: Bytes,
-    reasm: &mut Reassembler,
-    counters: &Counters,
-    shared: &Shared,
-) -> Result<(), String> {
-    match decode_incoming(frame, reasm, Instant::now()) {
-        Ok(Some((packet, link))) => {
-            count_in(counters, &packet);
-            shared
-                .events
-                .send(FaceEvent::Packet {
-                    face: shared.id,
-                    packet,
-                    link,
-                })
-                .await
-                .map_err(|_| "forwarder gone".to_string())
-        }
-        Ok(None) => Ok(()),
-        Err(e) => Err(format!("protocol error: {e}")),
-    }
 }
 
 pub(crate) fn count_in(counters: &Counters, p: &NetPacket) {
@@ -235,14 +227,15 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
     let target = Duration::from_millis(limits.codel_target_ms);
     let interval = Duration::from_millis(limits.codel_interval_ms);
     let mut seq: u64 = 0;
-    let mut frames = Vec::with_capacity(64);
-    let mut out = BytesMut::with_capacity(256 * 1024);
+    let mut frames: Vec<Bytes> = Vec::with_capacity(64);
+    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
     let reason = loop {
         let first = tokio::select! {
             p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
             _ = closer.notified() => break "closed".to_string(),
         };
-        let mut batch = vec![first];
+        batch.clear();
+        batch.push(first);
         while batch.len() < 64 {
             match rx.try_recv() {
                 Ok(p) => batch.push(p),
@@ -250,7 +243,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             }
         }
         let now = tokio::time::Instant::now();
-        out.clear();
+        frames.clear();
         // What is still queued behind this batch, plus the batch itself.
         let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
         let queued = counters.queued_bytes.fetch_sub(
@@ -267,7 +260,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             b => b,
         };
         let mut backlog = queued;
-        for (mut p, enq) in batch {
+        for (mut p, enq) in batch.drain(..) {
             // Congested: the queue holds more than the threshold, or a
             // packet waited longer than the target (CoDel); marked once an
             // interval after it began, then at interval/√n.
@@ -287,19 +280,61 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
                 Counters::inc(&counters.out_marked);
             }
             count_out(&counters, &p);
-            frames.clear();
+            // Bare packets go out as the buffer they arrived in (no copy).
             encode_outgoing(&p, mtu, &mut seq, &mut frames);
-            for f in &frames {
-                out.extend_from_slice(f);
-            }
         }
-        Counters::add(&counters.out_bytes, out.len() as u64);
-        if let Err(e) = writer.write_all(&out).await {
+        let total: usize = frames.iter().map(|f| f.len()).sum();
+        Counters::add(&counters.out_bytes, total as u64);
+        if let Err(e) = write_all_vectored(&mut writer, &mut frames).await {
             break format!("write error: {e}");
         }
     };
     let _ = writer.shutdown().await;
     shared.close(reason, &closer).await;
+}
+
+/// Writes every buffer of `frames` in as few `writev` calls as the socket
+/// allows (one when the send buffer has room), then leaves `frames` empty.
+/// The packets' own buffers are handed to the kernel: nothing is copied in
+/// user space.
+pub(crate) async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    frames: &mut Vec<Bytes>,
+) -> std::io::Result<()> {
+    use bytes::Buf;
+    // At most this many buffers per call (IOV_MAX is 1024 on Linux).
+    const MAX_IOV: usize = 512;
+    let mut start = 0;
+    while start < frames.len() {
+        let end = frames.len().min(start + MAX_IOV);
+        let n = {
+            let slices: smallvec::SmallVec<[std::io::IoSlice<'_>; 64]> = frames[start..end]
+                .iter()
+                .map(|f| std::io::IoSlice::new(f))
+                .collect();
+            writer.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // Skip what was written: whole frames, then part of the next one.
+        let mut left = n;
+        while left > 0 && start < frames.len() {
+            let len = frames[start].len();
+            if left >= len {
+                left -= len;
+                start += 1;
+            } else {
+                frames[start].advance(left);
+                left = 0;
+            }
+        }
+        while start < frames.len() && frames[start].is_empty() {
+            start += 1;
+        }
+    }
+    frames.clear();
+    Ok(())
 }
 
 /// Send buffer asked for on accepted Unix stream faces.

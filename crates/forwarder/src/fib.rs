@@ -5,7 +5,10 @@ use std::collections::HashMap;
 
 use granary_face::FaceId;
 use granary_packet::Name;
+use hashbrown::HashTable;
 use tokio::time::Instant;
+
+use crate::namehash::{hash_name, NameHashes};
 
 /// Route flag: child prefixes inherit this route.
 pub const CHILD_INHERIT: u64 = 1;
@@ -36,11 +39,14 @@ pub struct NextHop {
     pub cost: u64,
 }
 
+/// One FIB entry: its name's hash ([`crate::namehash`]), name, next hops.
+type FibEntry = (u64, Name, Vec<NextHop>);
+
 /// RIB and FIB together; the FIB is recomputed when the RIB changes.
 #[derive(Debug, Default)]
 pub struct Tables {
     rib: HashMap<Name, Vec<Route>>,
-    fib: HashMap<Name, Vec<NextHop>>,
+    fib: HashTable<FibEntry>,
     max_len: usize,
 }
 
@@ -144,18 +150,31 @@ impl Tables {
             }
             hops.sort_by_key(|(h, depth)| (h.cost, std::cmp::Reverse(*depth), h.face));
             self.max_len = self.max_len.max(name.len());
-            self.fib
-                .insert(name.clone(), hops.into_iter().map(|(h, _)| h).collect());
+            let hash = hash_name(name);
+            self.fib.insert_unique(
+                hash,
+                (
+                    hash,
+                    name.clone(),
+                    hops.into_iter().map(|(h, _)| h).collect(),
+                ),
+                |e| e.0,
+            );
         }
     }
 
     /// Longest-prefix match: the FIB entry name and its next hops.
     pub fn lookup(&self, name: &Name) -> Option<(&Name, &[NextHop])> {
-        let n = name.len().min(self.max_len);
+        self.lookup_hashed(name, &NameHashes::of(name))
+    }
+
+    /// [`Tables::lookup`] with the name's prefix hashes already computed.
+    pub fn lookup_hashed(&self, name: &Name, h: &NameHashes) -> Option<(&Name, &[NextHop])> {
+        let n = h.len().min(self.max_len);
         for len in (0..=n).rev() {
-            let p = name.prefix(len as isize);
-            if let Some((k, v)) = self.fib.get_key_value(&p) {
-                return Some((k, v));
+            let bytes = h.prefix_bytes(name, len);
+            if let Some(e) = self.fib.find(h.hash(len), |e| &e.1.value()[..] == bytes) {
+                return Some((&e.1, &e.2));
             }
         }
         None
@@ -163,7 +182,7 @@ impl Tables {
 
     /// FIB entries.
     pub fn fib(&self) -> impl Iterator<Item = (&Name, &Vec<NextHop>)> {
-        self.fib.iter()
+        self.fib.iter().map(|e| (&e.1, &e.2))
     }
 
     /// RIB entries.

@@ -3,14 +3,14 @@
 //! the faces' bounded send queues. No locks on the data path.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use granary_face::udp::UdpChannel;
 use granary_face::{
     Counters, EventSender, FaceEvent, FaceHandle, FaceId, FaceIds, FaceLimits, LinkFields,
-    NetPacket, OutKind, OutPacket, Scope,
+    NetPacket, OutKind, OutPacket, PacketSink, Scope,
 };
 use granary_packet::types::nack_reason;
 use granary_packet::{Data, Interest, Name};
@@ -19,8 +19,10 @@ use tokio::time::Instant;
 
 use crate::cs::{ContentStore, CsConfig};
 use crate::fib::Tables;
-use crate::pit::{DeadNonceList, InRecord, OutRecord, Pit, PitKey};
+use crate::namehash::{hash_name, NameHashes};
+use crate::pit::{DeadNonceList, EntryId, InRecord, OutRecord, Pit, PitKey};
 use crate::strategy::{Strategy, StrategyChoice, SUPPRESS_INITIAL, SUPPRESS_MAX};
+use smallvec::SmallVec;
 
 /// Forwarder limits and defaults.
 #[derive(Debug, Clone)]
@@ -101,6 +103,53 @@ pub struct Forwarder {
     /// strategy or the CS the `vip` policy).
     pub(crate) vip: crate::vip::Vip,
     rng: u64,
+    /// Where faces hand their packets (set by `run`).
+    sink: Option<Weak<dyn PacketSink>>,
+    /// When the run loop's timer is armed for.
+    armed: Instant,
+    /// The time of the batch being processed (one clock read per batch).
+    now: Instant,
+}
+
+/// The forwarder as its faces see it: the tables behind one lock, and a
+/// way to wake the run loop when a face's packets armed an earlier timer.
+struct Shared {
+    fw: std::sync::Mutex<Forwarder>,
+    wake: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Forwarder> {
+        // A panic while forwarding leaves the tables as consistent as it
+        // found them between packets; keep forwarding.
+        self.fw.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn after_batch(&self, fw: &Forwarder) {
+        if fw.pit.next_timer().is_some_and(|t| t < fw.armed) {
+            self.wake.notify_one();
+        }
+    }
+}
+
+impl PacketSink for Shared {
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>) {
+        let mut fw = self.lock();
+        let now = Instant::now();
+        fw.now = now;
+        for (packet, link) in batch.drain(..) {
+            fw.on_packet(face, packet, link, now);
+        }
+        self.after_batch(&fw);
+    }
+
+    fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
+        let mut fw = self.lock();
+        let now = Instant::now();
+        fw.now = now;
+        fw.on_packet(face, packet, link, now);
+        self.after_batch(&fw);
+    }
 }
 
 fn splitmix(state: &mut u64) -> u64 {
@@ -144,12 +193,18 @@ impl Forwarder {
             channels: cfg.channels,
             vip: crate::vip::Vip::new(crate::vip::VipConfig::default()),
             rng: seed,
+            sink: None,
+            armed: Instant::now(),
+            now: Instant::now(),
         }
     }
 
     /// Adds a face (in-process faces are added this way before `run`).
     pub fn add_face(&mut self, h: FaceHandle) {
         tracing::info!(face = h.info.id, remote = %h.info.remote_uri, local = %h.info.local_uri, "face up");
+        if let Some(sink) = &self.sink {
+            h.set_sink(sink.clone());
+        }
         self.faces.insert(h.info.id, h);
     }
 
@@ -168,43 +223,86 @@ impl Forwarder {
     }
 
     /// Runs until `shutdown` is notified or every face sender is gone.
-    pub async fn run(mut self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+    ///
+    /// The forwarder moves into a mutex shared with its faces: once a face
+    /// is known (its [`FaceEvent::Created`] handled), it forwards what it
+    /// reads on its own task, under the lock, one batch per read
+    /// ([`PacketSink`]). This task keeps the event channel (face creation
+    /// and closing, packets of faces not yet known), the PIT timers and
+    /// housekeeping.
+    pub async fn run(self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+        let vip_every = self.vip.config().period;
+        let cell = Arc::new(Shared {
+            fw: std::sync::Mutex::new(self),
+            wake: Notify::new(),
+        });
+        {
+            let weak: Weak<Shared> = Arc::downgrade(&cell);
+            let weak: Weak<dyn PacketSink> = weak;
+            let mut fw = cell.lock();
+            for f in fw.faces.values() {
+                f.set_sink(weak.clone());
+            }
+            fw.sink = Some(weak);
+        }
         let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
-        let mut vip_period = tokio::time::interval(self.vip.config().period);
+        let mut vip_period = tokio::time::interval(vip_every);
         loop {
-            let next = self
-                .pit
-                .next_timer()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let next = {
+                let mut fw = cell.lock();
+                let next = fw
+                    .pit
+                    .next_timer()
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+                fw.armed = next;
+                next
+            };
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
+                    let mut fw = cell.lock();
                     let now = Instant::now();
-                    self.on_event(ev, now);
+                    fw.now = now;
+                    fw.on_event(ev, now);
                     // Drain what is already queued before looking at timers.
                     for _ in 0..256 {
                         match events.try_recv() {
-                            Ok(ev) => self.on_event(ev, now),
+                            Ok(ev) => fw.on_event(ev, now),
                             Err(_) => break,
                         }
                     }
                 }
-                _ = tokio::time::sleep_until(next) => self.on_timers(Instant::now()),
-                _ = vip_period.tick() => self.vip_period(Instant::now()),
+                _ = tokio::time::sleep_until(next) => {
+                    let now = Instant::now();
+                    let mut fw = cell.lock();
+                    fw.now = now;
+                    fw.on_timers(now);
+                }
+                // A face's packets armed a timer earlier than `next`.
+                _ = cell.wake.notified() => {}
+                _ = vip_period.tick() => {
+                    let now = Instant::now();
+                    let mut fw = cell.lock();
+                    fw.now = now;
+                    fw.vip_period(now);
+                }
                 _ = housekeeping.tick() => {
                     let now = Instant::now();
-                    self.tables.expire(now);
-                    self.mgmt.expire(now);
+                    let mut fw = cell.lock();
+                    fw.tables.expire(now);
+                    fw.mgmt.expire(now);
                 }
                 _ = shutdown.notified() => break,
             }
         }
-        for f in self.faces.values() {
+        let fw = cell.lock();
+        for f in fw.faces.values() {
             f.close();
         }
     }
 
     pub(crate) fn on_event(&mut self, ev: FaceEvent, now: Instant) {
+        self.now = now;
         match ev {
             FaceEvent::Created(h) => self.add_face(h),
             FaceEvent::Closed { face, reason } => {
@@ -212,16 +310,19 @@ impl Forwarder {
                 self.faces.remove(&face);
                 self.tables.remove_face(face);
             }
-            FaceEvent::Packet { face, packet, link } => {
-                if !self.faces.contains_key(&face) {
-                    return;
-                }
-                match packet {
-                    NetPacket::Interest(i) => self.on_interest(face, i, link, now),
-                    NetPacket::Data(d) => self.on_data(face, d, link, now),
-                    NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
-                }
-            }
+            FaceEvent::Packet { face, packet, link } => self.on_packet(face, packet, link, now),
+        }
+    }
+
+    fn on_packet(&mut self, face: FaceId, packet: NetPacket, link: LinkFields, now: Instant) {
+        self.now = now;
+        if !self.faces.contains_key(&face) {
+            return;
+        }
+        match packet {
+            NetPacket::Interest(i) => self.on_interest(face, i, link, now),
+            NetPacket::Data(d) => self.on_data(face, d, link, now),
+            NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
         }
     }
 
@@ -233,7 +334,7 @@ impl Forwarder {
 
     pub(crate) fn send(&self, face: FaceId, p: OutPacket) {
         if let Some(f) = self.faces.get(&face) {
-            f.send(p);
+            f.send_at(p, self.now);
         }
     }
 
@@ -256,10 +357,14 @@ impl Forwarder {
     }
 
     fn send_nack(&self, face: FaceId, i: &Interest, reason: u64, pit_token: Option<Bytes>) {
+        self.send_nack_wire(face, i.wire().clone(), reason, pit_token);
+    }
+
+    fn send_nack_wire(&self, face: FaceId, wire: Bytes, reason: u64, pit_token: Option<Bytes>) {
         self.send(
             face,
             OutPacket {
-                wire: i.wire().clone(),
+                wire,
                 kind: OutKind::Nack(reason),
                 pit_token,
                 congestion_mark: None,
@@ -291,14 +396,21 @@ impl Forwarder {
             Some(n) => n,
             None => splitmix(&mut self.rng) as u32,
         };
-        if self.dnl.contains(&i.name, nonce, now) {
+        // The name is hashed once here; the dead-nonce list, PIT, FIB and
+        // strategy choice all use these hashes.
+        let hashes = NameHashes::of(&i.name);
+        if self.dnl.contains_hashed(hashes.full(), nonce, now) {
             self.stats.loops += 1;
             self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
             return;
         }
         let key = PitKey::of(&i);
         // Loop: the same nonce already seen from another face, or sent upstream.
-        if let Some(e) = self.pit.get_mut(&key) {
+        if let Some(e) = self
+            .pit
+            .find(&key, hashes.full())
+            .and_then(|id| self.pit.entry(id))
+        {
             let looped = e
                 .in_records
                 .iter()
@@ -309,13 +421,24 @@ impl Forwarder {
                 self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
                 return;
             }
-        } else if let Some(d) = self.cs.find(&i, now.into_std()) {
-            self.send_data(face, &d, link.pit_token, None);
+        } else if let Some(wire) = self.cs.find_wire(&i, now.into_std()) {
+            self.send(
+                face,
+                OutPacket {
+                    wire,
+                    kind: OutKind::Data,
+                    pit_token: link.pit_token,
+                    congestion_mark: None,
+                },
+            );
             return;
         }
         let lifetime = Duration::from_millis(i.lifetime_ms());
-        let Some((entry, _new)) = self.pit.get_or_insert(&key, now) else {
+        let Some((id, _new)) = self.pit.find_or_insert(&key, hashes.full(), now) else {
             self.send_nack(face, &i, nack_reason::CONGESTION, link.pit_token);
+            return;
+        };
+        let Some(entry) = self.pit.entry_mut(id) else {
             return;
         };
         let expiry = now + lifetime;
@@ -324,23 +447,24 @@ impl Forwarder {
                 r.nonce = nonce;
                 r.expiry = expiry;
                 r.pit_token = link.pit_token.clone();
-                r.interest = i.clone();
+                r.wire = i.wire().clone();
             }
             None => entry.in_records.push(InRecord {
                 face,
                 nonce,
                 expiry,
                 pit_token: link.pit_token.clone(),
-                interest: i.clone(),
+                wire: i.wire().clone(),
             }),
         }
         if expiry > entry.expiry {
             entry.expiry = expiry;
-            self.pit.schedule(&key, expiry);
+            self.pit.schedule_id(id, expiry);
         }
         self.forward(
             face,
-            &key,
+            id,
+            &hashes,
             &i,
             nonce,
             link.next_hop_face_id.filter(|_| local),
@@ -354,7 +478,8 @@ impl Forwarder {
     fn forward(
         &mut self,
         from: FaceId,
-        key: &PitKey,
+        id: EntryId,
+        hashes: &NameHashes,
         i: &Interest,
         nonce: u32,
         next_hop: Option<FaceId>,
@@ -378,24 +503,24 @@ impl Forwarder {
                 }
             }
         };
-        let hops: Vec<FaceId> = match next_hop {
-            Some(f) if self.faces.contains_key(&f) => vec![f],
-            _ => self
-                .tables
-                .lookup(&i.name)
-                .map(|(_, hops)| {
-                    hops.iter()
-                        .map(|h| h.face)
-                        .filter(|f| eligible(*f, &self.faces))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
-        let strategy = self.strategies.find(&i.name);
+        let mut hops: SmallVec<[FaceId; 4]> = SmallVec::new();
+        match next_hop {
+            Some(f) if self.faces.contains_key(&f) => hops.push(f),
+            _ => {
+                if let Some((_, nh)) = self.tables.lookup_hashed(&i.name, hashes) {
+                    hops.extend(
+                        nh.iter()
+                            .map(|h| h.face)
+                            .filter(|f| eligible(*f, &self.faces)),
+                    );
+                }
+            }
+        }
+        let strategy = self.strategies.find_hashed(&i.name, hashes);
         let vip_choice = (strategy == Strategy::Vip)
             .then(|| self.vip_choose(&i.name, &hops))
             .flatten();
-        let Some(entry) = self.pit.get_mut(key) else {
+        let Some(entry) = self.pit.entry_mut(id) else {
             return;
         };
         if hops.is_empty() {
@@ -403,7 +528,7 @@ impl Forwarder {
             entry.in_records.retain(|r| r.face != from);
             let empty = entry.in_records.is_empty();
             if empty {
-                self.pit.remove(key);
+                self.pit.remove_id(id);
             }
             self.stats.no_route += 1;
             self.send_nack(from, i, nack_reason::NO_ROUTE, pit_token);
@@ -420,21 +545,24 @@ impl Forwarder {
             entry.suppress_interval = SUPPRESS_INITIAL;
         }
         entry.suppress_until = now + entry.suppress_interval;
-        let targets: Vec<FaceId> = match strategy {
-            Strategy::Multicast => hops,
+        let mut targets: SmallVec<[FaceId; 4]> = SmallVec::new();
+        match strategy {
+            Strategy::Multicast => targets = hops,
             Strategy::BestRoute => {
                 let unused = hops
                     .iter()
                     .copied()
                     .find(|f| !entry.out_records.iter().any(|r| r.face == *f));
-                vec![unused.unwrap_or(hops[0])]
+                targets.push(unused.unwrap_or(hops[0]));
             }
-            Strategy::Vip => vec![vip_choice.unwrap_or(hops[0])],
-        };
-        let wire_interest = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
+            Strategy::Vip => targets.push(vip_choice.unwrap_or(hops[0])),
+        }
+        let wire = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
             i.with_nonce_and_hop_limit(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
+                .wire()
+                .clone()
         } else {
-            i.clone()
+            i.wire().clone()
         };
         for t in targets {
             match entry.out_records.iter_mut().find(|r| r.face == t) {
@@ -451,12 +579,15 @@ impl Forwarder {
                 }),
             }
             if let Some(f) = self.faces.get(&t) {
-                f.send(OutPacket {
-                    wire: wire_interest.wire().clone(),
-                    kind: OutKind::Interest,
-                    pit_token: None,
-                    congestion_mark: None,
-                });
+                f.send_at(
+                    OutPacket {
+                        wire: wire.clone(),
+                        kind: OutKind::Interest,
+                        pit_token: None,
+                        congestion_mark: None,
+                    },
+                    now,
+                );
             }
         }
     }
@@ -466,8 +597,10 @@ impl Forwarder {
             self.stats.scope_drops += 1;
             return;
         }
-        let keys = self.pit.matches(&d);
-        if keys.is_empty() {
+        let hashes = NameHashes::of(d.name());
+        let mut ids: SmallVec<[EntryId; 4]> = SmallVec::new();
+        self.pit.matches_into(&d, &hashes, &mut ids);
+        if ids.is_empty() {
             return; // unsolicited
         }
         // A local producer may say that a Data is not worth caching (NDNLPv2
@@ -475,17 +608,18 @@ impl Forwarder {
         // rebuild for the price of one SHA-256.
         let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
             && self.scope(face) == Scope::Local;
-        if !no_cache && self.vip_admits(d.name()) {
+        if !no_cache && self.cs.admits() && self.vip_admits(d.name()) {
             self.cs.insert(d.clone(), now.into_std());
         }
-        let mut sent_to: Vec<FaceId> = Vec::new();
-        for k in keys {
-            let Some(e) = self.pit.remove(&k) else {
+        let mut sent_to: SmallVec<[FaceId; 4]> = SmallVec::new();
+        for id in ids {
+            let hash = self.pit.name_hash(id);
+            let Some(e) = self.pit.remove_id(id) else {
                 continue;
             };
             self.stats.satisfied += 1;
             for r in &e.out_records {
-                self.dnl.add(&e.key.name, r.nonce, now);
+                self.dnl.add_hashed(hash, r.nonce, now);
             }
             for r in e.in_records {
                 if r.expiry < now || sent_to.contains(&r.face) {
@@ -499,7 +633,11 @@ impl Forwarder {
 
     fn on_nack(&mut self, face: FaceId, i: Interest, reason: u64, now: Instant) {
         let key = PitKey::of(&i);
-        let Some(e) = self.pit.get_mut(&key) else {
+        let hash = hash_name(&key.name);
+        let Some(id) = self.pit.find(&key, hash) else {
+            return;
+        };
+        let Some(e) = self.pit.entry_mut(id) else {
             return;
         };
         let Some(out) = e
@@ -524,16 +662,16 @@ impl Forwarder {
                 nack_reason::NO_ROUTE => 2,
                 _ => 3,
             });
-        let Some(e) = self.pit.remove(&key) else {
+        let Some(e) = self.pit.remove_id(id) else {
             return;
         };
         for r in &e.out_records {
-            self.dnl.add(&key.name, r.nonce, now);
+            self.dnl.add_hashed(hash, r.nonce, now);
         }
         for r in e.in_records {
-            self.send_nack(
+            self.send_nack_wire(
                 r.face,
-                &r.interest,
+                r.wire,
                 least.unwrap_or(nack_reason::NO_ROUTE),
                 r.pit_token,
             );
@@ -541,10 +679,12 @@ impl Forwarder {
     }
 
     fn on_timers(&mut self, now: Instant) {
+        self.now = now;
         for e in self.pit.expired(now) {
             self.stats.unsatisfied += 1;
+            let hash = hash_name(&e.key.name);
             for r in &e.out_records {
-                self.dnl.add(&e.key.name, r.nonce, now);
+                self.dnl.add_hashed(hash, r.nonce, now);
             }
         }
     }

@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod fib;
 pub mod forwarder;
 pub mod mgmt;
+pub mod namehash;
 pub mod pit;
 pub mod strategy;
 pub mod vip;

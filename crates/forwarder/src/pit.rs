@@ -1,20 +1,31 @@
 //! Pending Interest Table and dead-nonce list.
 //!
-//! Entries are keyed by (name, CanBePrefix, MustBeFresh), as NFD does. A
-//! Data is matched by looking up every prefix of its name (names are shared
-//! slices, so this costs hashing, not copying).
+//! Entries are keyed by (name, CanBePrefix, MustBeFresh), as NFD does. They
+//! live in a slab (a `Vec` with a free list, so an entry's index is stable
+//! and no entry is allocated on its own); one hash table indexes them by the
+//! hash of their name ([`crate::namehash`]), the same hash the FIB and the
+//! dead-nonce list use. A Data is matched by probing the table with the
+//! precomputed hash of each prefix of its name: no `Name` is built, nothing
+//! is hashed again.
+//!
+//! Lifetimes: one expiry timer per (re)armed entry, in a FIFO when expiries
+//! arrive in order (the usual case: one InterestLifetime per application),
+//! in a heap otherwise; timers of entries already gone are skipped when
+//! they come due.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use bytes::Bytes;
 use granary_face::FaceId;
 use granary_packet::types::COMP_IMPLICIT_DIGEST;
 use granary_packet::{Data, Interest, Name};
+use hashbrown::HashTable;
+use smallvec::SmallVec;
 use tokio::time::Instant;
+
+use crate::namehash::{hash_name, mix, NameHashes};
 
 /// PIT entry key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -49,8 +60,8 @@ pub struct InRecord {
     pub expiry: Instant,
     /// PitToken to echo.
     pub pit_token: Option<Bytes>,
-    /// Its Interest (for Nacks).
-    pub interest: Interest,
+    /// Its Interest's wire (a Nack carries it back).
+    pub wire: Bytes,
 }
 
 /// An upstream we asked.
@@ -60,11 +71,17 @@ pub struct OutRecord {
     pub face: FaceId,
     /// Nonce sent.
     pub nonce: u32,
+    /// Nack received from it (a reason code), if any.
+    pub nack: Option<u64>,
     /// When.
     pub sent: Instant,
-    /// Nack received from it.
-    pub nack: Option<u64>,
 }
+
+/// In-records of one entry: one downstream is the common case and is kept
+/// inline.
+pub type InRecords = SmallVec<[InRecord; 1]>;
+/// Out-records of one entry: one upstream inline.
+pub type OutRecords = SmallVec<[OutRecord; 1]>;
 
 /// One PIT entry.
 #[derive(Debug, Clone)]
@@ -72,9 +89,9 @@ pub struct PitEntry {
     /// Key.
     pub key: PitKey,
     /// Downstreams.
-    pub in_records: Vec<InRecord>,
+    pub in_records: InRecords,
     /// Upstreams.
-    pub out_records: Vec<OutRecord>,
+    pub out_records: OutRecords,
     /// Latest in-record expiry.
     pub expiry: Instant,
     /// Retransmissions before this time are suppressed.
@@ -83,25 +100,51 @@ pub struct PitEntry {
     pub suppress_interval: Duration,
 }
 
+/// Index of an entry in the PIT's slab (valid until the entry is removed).
+pub type EntryId = u32;
+
+#[derive(Debug)]
+struct Slot {
+    /// Hash of the entry's name.
+    hash: u64,
+    /// Bumped on every removal: stale timers compare it.
+    gen: u32,
+    entry: Option<PitEntry>,
+}
+
+/// A due time for an entry (`gen` tells a reused slot from the original).
+type Timer = (Instant, EntryId, u32);
+
 /// The PIT.
 #[derive(Debug)]
 pub struct Pit {
-    entries: HashMap<PitKey, PitEntry>,
-    by_name: HashMap<Name, Vec<PitKey>>,
-    timers: BinaryHeap<Reverse<(Instant, u64, PitKey)>>,
-    timer_seq: u64,
+    slab: Vec<Slot>,
+    free: Vec<EntryId>,
+    /// Entry ids by name hash (several entries may share a name).
+    table: HashTable<EntryId>,
+    /// Timers pushed in non-decreasing order.
+    fifo: VecDeque<Timer>,
+    /// Timers that arrived out of order.
+    heap: BinaryHeap<Reverse<Timer>>,
+    len: usize,
     digest_entries: usize,
     max_entries: usize,
+}
+
+fn is_digest_name(n: &Name) -> bool {
+    n.last().is_some_and(|c| c.typ == COMP_IMPLICIT_DIGEST)
 }
 
 impl Pit {
     /// A PIT holding at most `max_entries`.
     pub fn new(max_entries: usize) -> Self {
         Pit {
-            entries: HashMap::new(),
-            by_name: HashMap::new(),
-            timers: BinaryHeap::new(),
-            timer_seq: 0,
+            slab: Vec::new(),
+            free: Vec::new(),
+            table: HashTable::new(),
+            fifo: VecDeque::new(),
+            heap: BinaryHeap::new(),
+            len: 0,
             digest_entries: 0,
             max_entries: max_entries.max(1),
         }
@@ -109,77 +152,147 @@ impl Pit {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.len
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.len == 0
     }
 
     /// True when full.
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        self.len >= self.max_entries
+    }
+
+    /// The id of the entry for `key`, whose name hashes to `hash`.
+    pub fn find(&self, key: &PitKey, hash: u64) -> Option<EntryId> {
+        let slab = &self.slab;
+        self.table
+            .find(hash, |&id| {
+                slab[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| e.key == *key)
+            })
+            .copied()
+    }
+
+    /// The entry `id`.
+    pub fn entry(&self, id: EntryId) -> Option<&PitEntry> {
+        self.slab.get(id as usize).and_then(|s| s.entry.as_ref())
+    }
+
+    /// The entry `id`, to change.
+    pub fn entry_mut(&mut self, id: EntryId) -> Option<&mut PitEntry> {
+        self.slab
+            .get_mut(id as usize)
+            .and_then(|s| s.entry.as_mut())
+    }
+
+    /// The hash of entry `id`'s name.
+    pub fn name_hash(&self, id: EntryId) -> u64 {
+        self.slab.get(id as usize).map_or(0, |s| s.hash)
     }
 
     /// The entry for `key`.
     pub fn get_mut(&mut self, key: &PitKey) -> Option<&mut PitEntry> {
-        self.entries.get_mut(key)
+        let id = self.find(key, hash_name(&key.name))?;
+        self.entry_mut(id)
     }
 
     /// The entry for `key`, created if absent (`None` when full).
     pub fn get_or_insert(&mut self, key: &PitKey, now: Instant) -> Option<(&mut PitEntry, bool)> {
-        if !self.entries.contains_key(key) {
-            if self.is_full() {
-                return None;
-            }
-            if key
-                .name
-                .last()
-                .is_some_and(|c| c.typ == COMP_IMPLICIT_DIGEST)
-            {
-                self.digest_entries += 1;
-            }
-            self.by_name
-                .entry(key.name.clone())
-                .or_default()
-                .push(key.clone());
-            self.entries.insert(
-                key.clone(),
-                PitEntry {
-                    key: key.clone(),
-                    in_records: Vec::new(),
-                    out_records: Vec::new(),
-                    expiry: now,
-                    suppress_until: now,
-                    suppress_interval: Duration::from_millis(10),
-                },
-            );
-            return self.entries.get_mut(key).map(|e| (e, true));
+        let (id, new) = self.find_or_insert(key, hash_name(&key.name), now)?;
+        self.entry_mut(id).map(|e| (e, new))
+    }
+
+    /// The id of the entry for `key` (name hash `hash`), created if absent;
+    /// true when new. `None` when full.
+    pub fn find_or_insert(
+        &mut self,
+        key: &PitKey,
+        hash: u64,
+        now: Instant,
+    ) -> Option<(EntryId, bool)> {
+        if let Some(id) = self.find(key, hash) {
+            return Some((id, false));
         }
-        self.entries.get_mut(key).map(|e| (e, false))
+        if self.is_full() {
+            return None;
+        }
+        if is_digest_name(&key.name) {
+            self.digest_entries += 1;
+        }
+        let entry = PitEntry {
+            key: key.clone(),
+            in_records: SmallVec::new(),
+            out_records: SmallVec::new(),
+            expiry: now,
+            suppress_until: now,
+            suppress_interval: Duration::from_millis(10),
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                let s = &mut self.slab[id as usize];
+                s.hash = hash;
+                s.entry = Some(entry);
+                id
+            }
+            None => {
+                let id = self.slab.len() as EntryId;
+                self.slab.push(Slot {
+                    hash,
+                    gen: 0,
+                    entry: Some(entry),
+                });
+                id
+            }
+        };
+        let slab = &self.slab;
+        self.table
+            .insert_unique(hash, id, |&i| slab[i as usize].hash);
+        self.len += 1;
+        Some((id, true))
     }
 
     /// Arms the expiry timer of an entry.
     pub fn schedule(&mut self, key: &PitKey, at: Instant) {
-        self.timer_seq += 1;
-        self.timers.push(Reverse((at, self.timer_seq, key.clone())));
+        if let Some(id) = self.find(key, hash_name(&key.name)) {
+            self.schedule_id(id, at);
+        }
+    }
+
+    /// Arms the expiry timer of entry `id`.
+    pub fn schedule_id(&mut self, id: EntryId, at: Instant) {
+        let Some(s) = self.slab.get(id as usize) else {
+            return;
+        };
+        let t = (at, id, s.gen);
+        match self.fifo.back() {
+            Some(&(last, _, _)) if at < last => self.heap.push(Reverse(t)),
+            _ => self.fifo.push_back(t),
+        }
     }
 
     /// Removes an entry.
     pub fn remove(&mut self, key: &PitKey) -> Option<PitEntry> {
-        let e = self.entries.remove(key)?;
-        if let Some(v) = self.by_name.get_mut(&key.name) {
-            v.retain(|k| k != key);
-            if v.is_empty() {
-                self.by_name.remove(&key.name);
-            }
+        let id = self.find(key, hash_name(&key.name))?;
+        self.remove_id(id)
+    }
+
+    /// Removes entry `id`.
+    pub fn remove_id(&mut self, id: EntryId) -> Option<PitEntry> {
+        let s = self.slab.get_mut(id as usize)?;
+        let e = s.entry.take()?;
+        s.gen = s.gen.wrapping_add(1);
+        let hash = s.hash;
+        if let Ok(o) = self.table.find_entry(hash, |&i| i == id) {
+            o.remove();
         }
-        if key
-            .name
-            .last()
-            .is_some_and(|c| c.typ == COMP_IMPLICIT_DIGEST)
-        {
+        self.free.push(id);
+        self.len -= 1;
+        if is_digest_name(&e.key.name) {
             self.digest_entries -= 1;
         }
         Some(e)
@@ -187,39 +300,68 @@ impl Pit {
 
     /// Keys of entries a Data satisfies.
     pub fn matches(&self, data: &Data) -> Vec<PitKey> {
-        let mut out = Vec::new();
+        let mut ids = SmallVec::new();
+        self.matches_into(data, &NameHashes::of(data.name()), &mut ids);
+        ids.iter()
+            .filter_map(|&id| self.entry(id).map(|e| e.key.clone()))
+            .collect()
+    }
+
+    /// Ids of the entries a Data satisfies, given its name's hashes: exact
+    /// name, any prefix with CanBePrefix, and the full name with implicit
+    /// digest when such entries exist.
+    pub fn matches_into(&self, data: &Data, h: &NameHashes, out: &mut SmallVec<[EntryId; 4]>) {
+        if self.len == 0 {
+            return;
+        }
         let name = data.name();
-        let n = name.len();
+        let n = h.len();
         for len in 0..=n {
-            let p = if len == n {
-                name.clone()
-            } else {
-                name.prefix(len as isize)
-            };
-            if let Some(keys) = self.by_name.get(&p) {
-                out.extend(keys.iter().filter(|k| len == n || k.can_be_prefix).cloned());
+            let bytes = h.prefix_bytes(name, len);
+            for &id in self.table.iter_hash(h.hash(len)) {
+                let Some(e) = self.slab[id as usize].entry.as_ref() else {
+                    continue;
+                };
+                if (len == n || e.key.can_be_prefix) && &e.key.name.value()[..] == bytes {
+                    out.push(id);
+                }
             }
         }
         if self.digest_entries > 0 {
-            if let Some(keys) = self.by_name.get(&data.full_name()) {
-                out.extend(keys.iter().cloned());
+            let full = data.full_name();
+            for &id in self.table.iter_hash(hash_name(&full)) {
+                if self.slab[id as usize]
+                    .entry
+                    .as_ref()
+                    .is_some_and(|e| e.key.name == full)
+                {
+                    out.push(id);
+                }
             }
         }
-        out
+    }
+
+    fn pop_due(&mut self, now: Instant) -> Option<Timer> {
+        let f = self.fifo.front().copied().filter(|t| t.0 <= now);
+        let h = self.heap.peek().map(|r| r.0).filter(|t| t.0 <= now);
+        match (f, h) {
+            (Some(a), Some(b)) if b < a => self.heap.pop().map(|r| r.0),
+            (Some(_), _) => self.fifo.pop_front(),
+            (None, Some(_)) => self.heap.pop().map(|r| r.0),
+            (None, None) => None,
+        }
     }
 
     /// Pops entries whose expiry has passed (stale timers are skipped).
     pub fn expired(&mut self, now: Instant) -> Vec<PitEntry> {
         let mut out = Vec::new();
-        while let Some(Reverse((at, _, _))) = self.timers.peek() {
-            if *at > now {
-                break;
-            }
-            let Some(Reverse((_, _, key))) = self.timers.pop() else {
-                break;
-            };
-            if self.entries.get(&key).is_some_and(|e| e.expiry <= now) {
-                if let Some(e) = self.remove(&key) {
+        while let Some((_, id, gen)) = self.pop_due(now) {
+            let due = self
+                .slab
+                .get(id as usize)
+                .is_some_and(|s| s.gen == gen && s.entry.as_ref().is_some_and(|e| e.expiry <= now));
+            if due {
+                if let Some(e) = self.remove_id(id) {
                     out.push(e);
                 }
             }
@@ -229,15 +371,21 @@ impl Pit {
 
     /// When the next timer fires.
     pub fn next_timer(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((at, _, _))| *at)
+        let f = self.fifo.front().map(|t| t.0);
+        let h = self.heap.peek().map(|r| r.0 .0);
+        match (f, h) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
 /// Remembers (name, nonce) pairs of finished Interests for a while, to
-/// detect loops after the PIT entry is gone. Bounded.
+/// detect loops after the PIT entry is gone. Bounded. Pairs are kept as a
+/// 64-bit keyed hash of the name hash and the nonce.
 #[derive(Debug)]
 pub struct DeadNonceList {
-    set: HashSet<u64>,
+    set: HashTable<u64>,
     order: VecDeque<(Instant, u64)>,
     lifetime: Duration,
     capacity: usize,
@@ -247,40 +395,51 @@ impl DeadNonceList {
     /// A list keeping entries for `lifetime`, at most `capacity`.
     pub fn new(lifetime: Duration, capacity: usize) -> Self {
         DeadNonceList {
-            set: HashSet::new(),
+            set: HashTable::new(),
             order: VecDeque::new(),
             lifetime,
             capacity: capacity.max(1),
         }
     }
 
-    fn key(name: &Name, nonce: u32) -> u64 {
-        let mut h = DefaultHasher::new();
-        name.hash(&mut h);
-        nonce.hash(&mut h);
-        h.finish()
+    fn key(name_hash: u64, nonce: u32) -> u64 {
+        mix(name_hash, u64::from(nonce))
     }
 
     /// Records a pair.
     pub fn add(&mut self, name: &Name, nonce: u32, now: Instant) {
+        self.add_hashed(hash_name(name), nonce, now);
+    }
+
+    /// Records a pair, given the name's hash ([`crate::namehash`]).
+    pub fn add_hashed(&mut self, name_hash: u64, nonce: u32, now: Instant) {
         self.evict(now);
-        let k = Self::key(name, nonce);
-        if self.set.insert(k) {
+        let k = Self::key(name_hash, nonce);
+        if self.set.find(k, |&x| x == k).is_none() {
+            self.set.insert_unique(k, k, |&x| x);
             self.order.push_back((now, k));
         }
     }
 
     /// True if the pair was seen recently.
     pub fn contains(&mut self, name: &Name, nonce: u32, now: Instant) -> bool {
+        self.contains_hashed(hash_name(name), nonce, now)
+    }
+
+    /// [`DeadNonceList::contains`], given the name's hash.
+    pub fn contains_hashed(&mut self, name_hash: u64, nonce: u32, now: Instant) -> bool {
         self.evict(now);
-        self.set.contains(&Self::key(name, nonce))
+        let k = Self::key(name_hash, nonce);
+        self.set.find(k, |&x| x == k).is_some()
     }
 
     fn evict(&mut self, now: Instant) {
         while let Some(&(t, k)) = self.order.front() {
             if t + self.lifetime < now || self.order.len() > self.capacity {
                 self.order.pop_front();
-                self.set.remove(&k);
+                if let Ok(o) = self.set.find_entry(k, |&x| x == k) {
+                    o.remove();
+                }
             } else {
                 break;
             }

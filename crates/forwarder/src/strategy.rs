@@ -51,13 +51,20 @@ impl Strategy {
 #[derive(Debug)]
 pub struct StrategyChoice {
     table: HashMap<Name, Strategy>,
+    /// The same choices by name hash ([`crate::namehash`]), for the data path.
+    hashed: hashbrown::HashTable<(u64, Name, Strategy)>,
+    max_len: usize,
 }
 
 impl Default for StrategyChoice {
     fn default() -> Self {
-        let mut table = HashMap::new();
-        table.insert(Name::new(), Strategy::BestRoute);
-        StrategyChoice { table }
+        let mut sc = StrategyChoice {
+            table: HashMap::new(),
+            hashed: hashbrown::HashTable::new(),
+            max_len: 0,
+        };
+        sc.set(Name::new(), Strategy::BestRoute);
+        sc
     }
 }
 
@@ -65,11 +72,35 @@ impl StrategyChoice {
     /// Sets the strategy of a prefix.
     pub fn set(&mut self, prefix: Name, s: Strategy) {
         self.table.insert(prefix, s);
+        self.reindex();
     }
 
     /// Removes a choice (not the root's); true if there was one.
     pub fn unset(&mut self, prefix: &Name) -> bool {
-        !prefix.is_empty() && self.table.remove(prefix).is_some()
+        let removed = !prefix.is_empty() && self.table.remove(prefix).is_some();
+        self.reindex();
+        removed
+    }
+
+    fn reindex(&mut self) {
+        self.hashed.clear();
+        self.max_len = 0;
+        for (n, s) in &self.table {
+            let h = crate::namehash::hash_name(n);
+            self.hashed.insert_unique(h, (h, n.clone(), *s), |e| e.0);
+            self.max_len = self.max_len.max(n.len());
+        }
+    }
+
+    /// [`StrategyChoice::find`] with the name's prefix hashes already computed.
+    pub fn find_hashed(&self, name: &Name, h: &crate::namehash::NameHashes) -> Strategy {
+        for len in (0..=h.len().min(self.max_len)).rev() {
+            let bytes = h.prefix_bytes(name, len);
+            if let Some(e) = self.hashed.find(h.hash(len), |e| &e.1.value()[..] == bytes) {
+                return e.2;
+            }
+        }
+        Strategy::BestRoute
     }
 
     /// The strategy for a name.
