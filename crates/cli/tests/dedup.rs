@@ -191,6 +191,32 @@ fn a_similar_file_comes_mostly_from_a_neighbour_by_hash() {
     assert_eq!(vb["dedup"][0]["stats"]["rejected"], 0);
 }
 
+/// A new version whose first hundred chunks all changed and whose other
+/// hundred did not: the neighbour probe is spread over the file, so the
+/// shared half still comes from the neighbour (a probe of the first 64
+/// chunks found nothing and sent the whole file by name).
+#[test]
+fn a_version_with_a_new_head_still_shares_its_tail() {
+    const C: usize = 4096;
+    let fa = noise(200 * C, 61);
+    let mut fb = noise(100 * C, 62);
+    fb.extend_from_slice(&fa[100 * C..]);
+    let p = producer(&[("/d/a", &fa), ("/d/b", &fb)], "fixed:4096");
+    let n1 = client(&p);
+    let out_a = n1.dir.path().join("a");
+    get(&n1, "/d/a", &out_a, &[]);
+    wait_for_version(&n1, "/d/a/v=");
+    let n2 = client(&p);
+    n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&n1)]);
+    let out_b = n2.dir.path().join("b");
+    let vb = get(&n2, "/d/b", &out_b, &[]);
+    assert_eq!(std::fs::read(&out_b).unwrap(), fb);
+    let (_, from_n) = src(&vb, "neighbours");
+    let (_, from_p) = src(&vb, "producer");
+    assert_eq!(from_n, (100 * C) as u64, "{vb}");
+    assert_eq!(from_p, (100 * C) as u64, "{vb}");
+}
+
 #[test]
 fn a_neighbour_answering_with_wrong_bytes_cannot_poison_the_result() {
     let file = noise(20 * 4096 + 123, 3);

@@ -48,9 +48,9 @@ pub struct Sources {
     /// Retransmissions of a neighbour's hash request (carepo: none; on
     /// timeout the producer is asked).
     pub neighbour_retries: u32,
-    /// The neighbours are first asked for this many chunks; when they have
-    /// none of them, the rest of the file is fetched by name (0: ask for
-    /// every chunk).
+    /// The neighbours are first asked for this many chunks, spread evenly
+    /// over the file; when they have none of them, the rest of the file is
+    /// fetched by name (0: ask for every chunk).
     pub probe: usize,
     /// When no chunk is found in the own store or at a neighbour and no
     /// chunk repeats within the file, write nothing and return
@@ -532,12 +532,23 @@ pub async fn fetch_dedup<L: Link>(
         } else {
             sources.probe.min(rest.len())
         };
+        // The probe is spread evenly over the file, not its head: a new
+        // version often changes its first chunks (a header, the first files
+        // of a tar) and shares the rest.
+        let mut picked = vec![false; rest.len()];
+        for k in 0..probe {
+            picked[k * rest.len() / probe] = true;
+        }
+        let (first, second): (Vec<(usize, usize)>, Vec<(usize, usize)>) = rest
+            .iter()
+            .copied()
+            .enumerate()
+            .partition(|(p, _)| picked[*p]);
+        let first: Vec<usize> = first.into_iter().map(|(_, i)| i).collect();
+        let second: Vec<usize> = second.into_iter().map(|(_, i)| i).collect();
         let mut e1 = Engine::new(hash_cfg(30));
         let mut left: Vec<usize> = Vec::new();
-        for (round, which) in [rest[..probe].to_vec(), rest[probe..].to_vec()]
-            .into_iter()
-            .enumerate()
-        {
+        for (round, which) in [first, second.clone()].into_iter().enumerate() {
             if which.is_empty() {
                 continue;
             }
@@ -553,10 +564,12 @@ pub async fn fetch_dedup<L: Link>(
             let none_found = failed.len() == which.len();
             left.extend(failed.into_iter().map(|k| which[k]));
             if round == 0 && none_found {
-                left.extend_from_slice(&rest[probe..]);
+                left.extend_from_slice(&second);
                 break;
             }
         }
+        // The producer is asked in file order.
+        left.sort_unstable();
         rest = left;
     }
     if run1.is_ok()
