@@ -5,14 +5,14 @@
 //! crates/testbed/README.md); router—producer is a clean veth. The producer
 //! is the daemon's repository with a published 200 MiB random file, in fixed
 //! 8 KiB segments (`--chunking fixed`: the repository's default is FastCDC,
-//! ~4 KiB on average; the figures in bench/RESULTS.md are for 8 KiB).
+//! 3/5/8 KiB, ~6 KiB on average; the figures in bench/RESULTS.md are for 8 KiB).
 //!
 //! Issue 5 asks CUBIC and AIMD to reach ≥ 70% of the link rate on a 200 MiB
 //! file. Without link-layer recovery they cannot: at 0.5% loss per datagram
 //! an 8 KiB segment (six 1400-byte fragments plus its Interest) is lost ~4%
 //! of the time, and the engine's loss-driven windows settle near
 //! 20–30 Mbit/s (bench/RESULTS.md, "netns goodput"). With NDNLPv2 link
-//! reliability on the UDP faces (`granary daemon --udp-reliability`: every
+//! reliability on the UDP faces (the daemon's default since 2026-11-23: every
 //! fragment carries a TxSequence, the receiver Acks it, a lost fragment is
 //! sent again by the hop that lost it) the consumer sees almost no loss.
 //! `goodput_goal_70_percent` is the issue's test as written (200 MiB, ≥ 70%,
