@@ -539,13 +539,14 @@ pub async fn fetch_dedup<L: Link>(
         for k in 0..probe {
             picked[k * rest.len() / probe] = true;
         }
-        let (first, second): (Vec<(usize, usize)>, Vec<(usize, usize)>) = rest
-            .iter()
-            .copied()
-            .enumerate()
-            .partition(|(p, _)| picked[*p]);
-        let first: Vec<usize> = first.into_iter().map(|(_, i)| i).collect();
-        let second: Vec<usize> = second.into_iter().map(|(_, i)| i).collect();
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        for (p, &i) in rest.iter().enumerate() {
+            if picked[p] {
+                first.push(i);
+            } else {
+                second.push(i);
+            }
+        }
         let mut e1 = Engine::new(hash_cfg(30));
         let mut left: Vec<usize> = Vec::new();
         for (round, which) in [first, second.clone()].into_iter().enumerate() {
