@@ -175,14 +175,7 @@ fn a_similar_file_comes_mostly_from_a_neighbour_by_hash() {
     // No neighbours yet and nothing local: by name.
     assert_eq!(va["dedup"][0]["by_name"], true, "{va}");
 
-    wait_for_version(&n1, "/d/a/v=");
-    let n2 = client(&p);
-    n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&n1)]);
-    let out_b = n2.dir.path().join("b");
-    let vb = get(&n2, "/d/b", &out_b, &[]);
-    assert_eq!(std::fs::read(&out_b).unwrap(), fb);
-    let (_, from_n) = src(&vb, "neighbours");
-    let (_, from_p) = src(&vb, "producer");
+    let (vb, from_n, from_p) = b_beside_a_neighbour(&p, &n1, &fb);
     assert_eq!(from_n + from_p, fb.len() as u64, "{vb}");
     assert!(
         from_n > 8 * from_p,
@@ -205,14 +198,7 @@ fn a_version_with_a_new_head_still_shares_its_tail() {
     let n1 = client(&p);
     let out_a = n1.dir.path().join("a");
     get(&n1, "/d/a", &out_a, &[]);
-    wait_for_version(&n1, "/d/a/v=");
-    let n2 = client(&p);
-    n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(&n1)]);
-    let out_b = n2.dir.path().join("b");
-    let vb = get(&n2, "/d/b", &out_b, &[]);
-    assert_eq!(std::fs::read(&out_b).unwrap(), fb);
-    let (_, from_n) = src(&vb, "neighbours");
-    let (_, from_p) = src(&vb, "producer");
+    let (vb, from_n, from_p) = b_beside_a_neighbour(&p, &n1, &fb);
     assert_eq!(from_n, (100 * C) as u64, "{vb}");
     assert_eq!(from_p, (100 * C) as u64, "{vb}");
 }
@@ -279,6 +265,21 @@ fn with_no_neighbours_no_hash_request_leaves_the_node() {
         "{segs} segments, {out} Interests out of the node: {faces}"
     );
     let _ = &p;
+}
+
+/// Once `n1` keeps /d/a, a second client whose hash requests go to `n1`
+/// fetches /d/b (checked against `fb`): its summary and the bytes that came
+/// from the neighbour and from the producer.
+fn b_beside_a_neighbour(p: &Daemon, n1: &Daemon, fb: &[u8]) -> (Value, u64, u64) {
+    wait_for_version(n1, "/d/a/v=");
+    let n2 = client(p);
+    n2.ok(&["route", "add", granary_repo::HASH_PREFIX, &tcp(n1)]);
+    let out_b = n2.dir.path().join("b");
+    let vb = get(&n2, "/d/b", &out_b, &[]);
+    assert_eq!(std::fs::read(&out_b).unwrap(), fb);
+    let (_, from_n) = src(&vb, "neighbours");
+    let (_, from_p) = src(&vb, "producer");
+    (vb, from_n, from_p)
 }
 
 /// Polls `d`'s `ls` until it lists `what` (a fetched file is kept in the
