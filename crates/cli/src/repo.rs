@@ -459,8 +459,22 @@ pub fn rm(
     version: Option<u64>,
 ) -> anyhow::Result<()> {
     let nm = name(uri)?;
-    let n = store(data_dir)?.remove(&nm, version)?;
-    eprintln!("removed {n} version(s)");
+    let removed = store(data_dir)?.remove(&nm, version);
+    // A copy that `granary get` asked the daemon to keep may still be on its
+    // way into the store: the daemon drops it, whether the name had versions
+    // yet or not.
+    let in_flight = tell_daemon_removed(socket, &nm, version);
+    let n = match removed {
+        Ok(n) => n,
+        Err(granary_store::Error::NotFound(_)) if in_flight > 0 => 0,
+        Err(e) => return Err(e.into()),
+    };
+    match in_flight {
+        0 => eprintln!("removed {n} version(s)"),
+        k => eprintln!(
+            "removed {n} version(s); the daemon drops the {k} copy(ies) of {nm} it was still keeping"
+        ),
+    }
     if let Some(ix) = catalog_of(data_dir, catalog) {
         if let Err(e) = ix.catalog.remove(&nm.to_string(), version) {
             eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
@@ -468,6 +482,38 @@ pub fn rm(
     }
     tell_daemon(socket, Some(&nm));
     Ok(())
+}
+
+/// Best effort: tells a running daemon that `version` of `nm` (every version
+/// when `None`) was removed, so a copy of it that the daemon is still keeping
+/// in the background (after a `granary get`) does not land after the removal.
+/// Returns how many such copies were still in flight.
+fn tell_daemon_removed(socket: &Path, nm: &Name, version: Option<u64>) -> u64 {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return 0;
+    };
+    rt.block_on(async {
+        let (Ok(mut c), Ok(cmd)) = (
+            Client::connect(socket).await,
+            name(granary_repo::local::PREFIX),
+        ) else {
+            return 0;
+        };
+        let mut f = InterestFields::new(cmd.append(&Component::generic(b"removed")));
+        let params = serde_json::json!({ "name": nm.to_string(), "version": version });
+        f.app_params = Some(Bytes::from(params.to_string()));
+        f.lifetime = Some(10_000);
+        match c.express(f).await {
+            Ok(Reply::Data(d)) => serde_json::from_slice::<serde_json::Value>(d.content())
+                .ok()
+                .and_then(|v| v["in_flight"].as_u64())
+                .unwrap_or(0),
+            _ => 0,
+        }
+    })
 }
 
 /// Best effort: ask a running node to forget its repository's cached

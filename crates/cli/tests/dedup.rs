@@ -298,3 +298,46 @@ fn wait_for_version(d: &Daemon, what: &str) {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// `granary rm` right after a default `get`, while the daemon is still
+/// keeping its copy in the background: the removal wins, the copy never
+/// stays in the repository (before, it landed after the removal and the
+/// next `get` was served locally).
+#[test]
+fn rm_during_the_background_keep_wins() {
+    let file = noise(48 << 20, 31);
+    let p = producer(&[("/d/big", &file)], "fastcdc");
+    let c = client(&p);
+    let out = c.dir.path().join("big");
+    get(&c, "/d/big", &out, &[]);
+    let rm = c.cli(&["rm", "/d/big"]);
+    let said = String::from_utf8_lossy(&rm.stderr).to_string();
+    assert!(rm.status.success(), "{said}");
+    assert!(
+        said.contains("removed 1 version") || said.contains("still keeping"),
+        "{said}"
+    );
+    // Settled: no ingest left in the store's staging area and no version
+    // listed, five times in a row (a copy landing late would stay listed).
+    let tmp = c.data.join("repo").join("tmp");
+    let t = std::time::Instant::now();
+    let mut quiet = 0;
+    while quiet < 5 {
+        let staging = std::fs::read_dir(&tmp).map_or(0, |d| d.count());
+        let ls = c.ok(&["ls"]);
+        if staging == 0 && !ls.contains("/d/big") {
+            quiet += 1;
+        } else {
+            quiet = 0;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "the removed object is back in the repository: {ls}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // And a new fetch comes from the producer again, not from a local copy.
+    let v = get(&c, "/d/big", &out, &["--no-publish"]);
+    assert_eq!(std::fs::read(&out).unwrap(), file);
+    assert!(v["local"].as_array().is_none_or(|l| l.is_empty()), "{v}");
+}

@@ -7,6 +7,11 @@
 //!   the signed manifest, applies retention, and answers with a JSON result
 //!   when done.
 //! - `…/progress/<id>`: bytes ingested so far by the put with that id.
+//! - `…/removed` with `{"name", "version"?}`: `granary rm` removed that name
+//!   from the store; a detached put of it still in flight (a copy `granary
+//!   get` asked to keep) is dropped when it lands, and one that landed since
+//!   the removal is removed again.
+//! - `…/forget`: drop cached lookups and read the settings again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -302,6 +307,7 @@ fn finish(
     Ok(json!({
         "ok": true,
         "versioned": name.append(&Component::version(e.meta.version)).to_string(),
+        "version": e.meta.version,
         "size": e.meta.size,
         "segments": e.meta.segments(),
         "chunking": e.meta.chunking,
@@ -318,7 +324,24 @@ pub struct Local {
     out: tokio::sync::mpsc::Sender<(NetPacket, LinkFields)>,
     prefix: Name,
     progress: Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>,
+    keeps: Arc<Mutex<Vec<Keep>>>,
 }
+
+/// A copy being kept in the background (a detached `put`, as `granary get`
+/// asks for), or kept in the last [`KEEP_MEMORY`]: a `granary rm` of its
+/// name that comes meanwhile must win, whichever of the two commits last.
+struct Keep {
+    name: Name,
+    version: Option<u64>,
+    /// Set by a removal of this name (and version) while it was in flight.
+    removed: bool,
+    /// When its version was committed; `None` while in flight.
+    finished: Option<std::time::Instant>,
+}
+
+/// How long a finished keep is remembered: longer than a `granary rm`
+/// takes between removing the files and telling the daemon.
+const KEEP_MEMORY: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn reply(name: &Name, v: &Value) -> Data {
     let b = DataBuilder::new(name.clone())
@@ -340,6 +363,7 @@ impl Local {
             out,
             prefix: Name::from_uri(PREFIX).unwrap_or_default(),
             progress: Arc::default(),
+            keeps: Arc::default(),
         }
     }
 
@@ -377,6 +401,45 @@ impl Local {
                 self.repo.reload();
                 Some(NetPacket::Data(reply(&i.name, &json!({ "ok": true }))))
             }
+            Some("removed") => {
+                // `granary rm` removed `name` (one version or all) from the
+                // store: a copy of it still being kept must not land after
+                // that, and one that landed between the removal and now is
+                // removed again.
+                let params: Value = i
+                    .app_params
+                    .as_ref()
+                    .and_then(|p| serde_json::from_slice(p).ok())
+                    .unwrap_or(Value::Null);
+                let Some(Ok(name)) = params["name"].as_str().map(Name::from_uri) else {
+                    return Some(NetPacket::Data(reply(
+                        &i.name,
+                        &json!({"ok": false, "error": "parameters must be JSON with a name"}),
+                    )));
+                };
+                let version = params["version"].as_u64();
+                let (in_flight, landed) = self.mark_removed(&name, version);
+                let (repo, out) = (self.repo.clone(), self.out.clone());
+                let (reply_name, token) = (i.name.clone(), link.pit_token.clone());
+                tokio::spawn(async move {
+                    let n = landed.len();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        for v in landed {
+                            drop_kept(&repo, &name, v);
+                        }
+                    })
+                    .await;
+                    let link = LinkFields {
+                        pit_token: token,
+                        ..Default::default()
+                    };
+                    let v = json!({"ok": true, "in_flight": in_flight, "dropped": n});
+                    let _ = out
+                        .send((NetPacket::Data(reply(&reply_name, &v)), link))
+                        .await;
+                });
+                None
+            }
             Some("put") => {
                 let params: Value = match i.app_params.as_ref().map(|p| serde_json::from_slice(p)) {
                     Some(Ok(v)) => v,
@@ -387,8 +450,12 @@ impl Local {
                         )))
                     }
                 };
-                let (repo, out, progress) =
-                    (self.repo.clone(), self.out.clone(), self.progress.clone());
+                let (repo, out, progress, keeps) = (
+                    self.repo.clone(),
+                    self.out.clone(),
+                    self.progress.clone(),
+                    self.keeps.clone(),
+                );
                 let (name, token) = (i.name.clone(), link.pit_token.clone());
                 // `detach`: answered at once; the ingest goes on and its
                 // outcome is logged (what `granary get` uses to keep a copy of
@@ -396,6 +463,18 @@ impl Local {
                 let detach = params["detach"].as_bool().unwrap_or(false);
                 let early = detach
                     .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
+                let kept_name = params["name"].as_str().and_then(|n| Name::from_uri(n).ok());
+                if let (Some(n), Ok(mut k), true) = (&kept_name, keeps.lock(), detach) {
+                    {
+                        k.retain(|k| k.finished.is_none_or(|t| t.elapsed() < KEEP_MEMORY));
+                        k.push(Keep {
+                            name: n.clone(),
+                            version: params["version"].as_u64(),
+                            removed: false,
+                            finished: None,
+                        });
+                    }
+                }
                 tokio::spawn(async move {
                     let id = params["id"].as_str().unwrap_or("").to_string();
                     let params_name = params["name"].as_str().unwrap_or("?").to_string();
@@ -411,13 +490,26 @@ impl Local {
                         m.remove(&id);
                     }
                     if detach {
-                        match result {
-                            Ok(v) => tracing::info!(
+                        let committed = result.as_ref().ok().and_then(|v| v["version"].as_u64());
+                        let removed = kept_name
+                            .as_ref()
+                            .is_some_and(|n| finish_keep(&keeps, n, committed));
+                        match (result, removed, kept_name) {
+                            (Ok(v), true, Some(n)) => {
+                                let version = v["version"].as_u64();
+                                let _ = tokio::task::spawn_blocking(move || {
+                                    if let Some(version) = version {
+                                        drop_kept(&repo, &n, version)
+                                    }
+                                })
+                                .await;
+                            }
+                            (Ok(v), _, _) => tracing::info!(
                                 "kept a copy of {}: {}",
                                 params_name,
                                 v["versioned"].as_str().unwrap_or_default()
                             ),
-                            Err(e) => tracing::warn!("not kept: {params_name}: {e}"),
+                            (Err(e), _, _) => tracing::warn!("not kept: {params_name}: {e}"),
                         }
                         return;
                     }
@@ -435,6 +527,63 @@ impl Local {
                 granary_packet::types::nack_reason::NO_ROUTE,
             )),
         }
+    }
+}
+
+impl Local {
+    /// Marks the keeps of `name` (`version`, or every version) as removed;
+    /// returns how many are still in flight (each is dropped when it lands)
+    /// and the versions among them already committed (they landed after the
+    /// store removed the name, or are gone already).
+    fn mark_removed(&self, name: &Name, version: Option<u64>) -> (usize, Vec<u64>) {
+        let Ok(mut keeps) = self.keeps.lock() else {
+            return (0, Vec::new());
+        };
+        let (mut in_flight, mut landed) = (0, Vec::new());
+        for k in keeps.iter_mut().filter(|k| {
+            k.name == *name && (version.is_none() || k.version.is_none() || k.version == version)
+        }) {
+            k.removed = true;
+            match k.finished {
+                Some(_) => landed.extend(k.version),
+                None => in_flight += 1,
+            }
+        }
+        (in_flight, landed)
+    }
+}
+
+/// Records that the keep of `name` finished (committing `version`, if it
+/// did); true when a removal of it came meanwhile, so the caller drops it.
+fn finish_keep(keeps: &Mutex<Vec<Keep>>, name: &Name, version: Option<u64>) -> bool {
+    let Ok(mut keeps) = keeps.lock() else {
+        return false;
+    };
+    let Some(k) = keeps
+        .iter_mut()
+        .find(|k| k.finished.is_none() && k.name == *name)
+    else {
+        return false;
+    };
+    k.finished = Some(std::time::Instant::now());
+    if version.is_some() {
+        k.version = version;
+    }
+    k.removed
+}
+
+/// Removes `version` of `name`, a kept copy that a `granary rm` overtook.
+fn drop_kept(repo: &Repo, name: &Name, version: u64) {
+    match repo.store.remove(name, Some(version)) {
+        Ok(_) => {
+            repo.store.forget();
+            repo.notify_removed(name, Some(version));
+            tracing::info!(
+                "dropped the copy of {name} v={version} being kept: it was removed meanwhile"
+            );
+        }
+        Err(granary_store::Error::NotFound(_)) => {}
+        Err(e) => tracing::warn!("could not drop the kept copy of {name} v={version}: {e}"),
     }
 }
 
