@@ -266,10 +266,29 @@ pub fn get(
         .collect::<anyhow::Result<_>>()?;
     // `-o -` is standard output.
     let output = output.filter(|p| p.as_os_str() != "-");
-    let to_dir = names.len() > 1 || paths.is_some() || output.is_some_and(|p| p.is_dir());
-    if let (Some(dir), Some(_)) = (output, paths) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    // `-o DIR/` (a trailing slash) asks for a directory, as several names
+    // and `--query` do: it is made when missing. A file's directory must
+    // exist (as for `cp`), checked before anything is fetched.
+    let dir_asked = output.is_some_and(|p| p.as_os_str().as_encoded_bytes().ends_with(b"/"));
+    let to_dir =
+        names.len() > 1 || paths.is_some() || dir_asked || output.is_some_and(|p| p.is_dir());
+    match output {
+        Some(dir) if to_dir => std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create the directory {}: {e}", dir.display()))?,
+        Some(file) => {
+            let parent = file
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if !parent.is_dir() {
+                anyhow::bail!(
+                    "cannot write {}: there is no directory {} (create it, or end -o with / to have a directory made and the file named after the data)",
+                    file.display(),
+                    parent.display()
+                );
+            }
+        }
+        None => {}
     }
     if names.len() > 1 && output.is_none() {
         anyhow::bail!("several names need -o DIR (one file per name)");

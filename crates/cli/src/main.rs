@@ -236,8 +236,10 @@ enum Command {
         /// With --query: list the files and the total size, fetch nothing.
         #[arg(long, requires = "query")]
         dry_run: bool,
-        /// Output file (one name) or directory (several names; one file per
-        /// name, named after its last component). Default (or `-`):
+        /// Output file (one name) or directory (several names, an existing
+        /// directory, or a path ending in `/`, which is made when missing;
+        /// one file per name, named after its last component). A file's
+        /// directory must exist. Default (or `-`):
         /// standard output. An existing FIFO, device or socket is written
         /// straight into, in order (no FILE.part, no rename, no --resume);
         /// a symbolic link's target is written and the link kept.

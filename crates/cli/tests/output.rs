@@ -275,3 +275,22 @@ fn log_format_rejects_unknown_values() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("yaml"));
 }
+
+/// `-o DIR/` with DIR missing makes it and names the file after the data;
+/// `-o MISSING/FILE` fails at once with a clear error, writing nothing.
+#[test]
+fn get_into_a_missing_directory() {
+    let body = noise(30_000, 5);
+    let d = published("/out/obj", &body);
+    let dir = d.dir.path().join("new").join("deeper");
+    let o = run_ok(&mut d.command(&["get", "/out/obj", "-o", &format!("{}/", dir.display())]));
+    assert_eq!(std::fs::read(dir.join("obj")).unwrap(), body, "{o:?}");
+    no_part_beside(&dir.join("obj"));
+
+    let missing = d.dir.path().join("absent").join("file");
+    let o = d.cli(&["get", "/out/obj", "-o", missing.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("there is no directory"), "{err}");
+    assert!(!missing.parent().unwrap().exists());
+}
