@@ -124,6 +124,14 @@ fn publish_dir_search_and_get_query_end_to_end() {
     // Search: totals and facet counts equal a brute-force count of the tree.
     let page = search_json(&d, &["--facets", "--limit", "1000"]);
     assert_eq!(page["total"], latest.len(), "{page}");
+    // Each record names its version's signed manifest (as `put` records do).
+    for h in page["hits"].as_array().unwrap() {
+        let m = h["manifest_digest"].as_str().unwrap_or_default();
+        assert!(
+            m.len() == 64 && m.bytes().all(|b| b.is_ascii_hexdigit()),
+            "no manifest digest in {h}"
+        );
+    }
     let mut want: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
     for p in &latest {
         for (k, v) in drs_facets(p) {
