@@ -137,6 +137,12 @@ fn json_api_and_page() {
     // The page and its assets, from the binary.
     let (c, html) = get(&format!("{b}/"), &[]);
     assert_eq!(c, 200);
+    // The page runs only its own script (the browser test checks that it
+    // still works under this policy).
+    let (_, h) = headers(&format!("{b}/"), &[]);
+    let csp = header(&h, "content-security-policy").unwrap_or_default();
+    assert!(csp.contains("script-src 'self'"), "{h:?}");
+    assert!(csp.contains("frame-ancestors 'none'"), "{h:?}");
     assert!(String::from_utf8_lossy(&html).contains("/app.js"));
     assert_eq!(get(&format!("{b}/app.js"), &[]).0, 200);
     assert_eq!(get(&format!("{b}/app.css"), &[]).0, 200);
@@ -312,6 +318,13 @@ fn data_download_ranges_and_verification() {
         Some(size.to_string().as_str())
     );
     assert_eq!(header(&h, "accept-ranges"), Some("bytes"));
+    // Published files are served inert: no script in the gateway's origin.
+    let csp = header(&h, "content-security-policy").unwrap_or_default();
+    assert!(
+        csp.contains("sandbox") && csp.contains("default-src 'none'"),
+        "{h:?}"
+    );
+    assert_eq!(header(&h, "x-content-type-options"), Some("nosniff"));
     let etag = header(&h, "etag").expect("ETag").to_string();
     assert!(header(&h, "last-modified").is_some());
     let (c, body) = get(&url, &["-I"]);

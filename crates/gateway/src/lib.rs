@@ -139,8 +139,30 @@ async fn guard(req: Request, next: Next) -> Response {
     if let Err(e) = query::decode(uri.path()) {
         return error(StatusCode::BAD_REQUEST, format!("path: {e}"));
     }
-    next.run(req).await
+    let data = uri.path().starts_with("/data/");
+    let mut r = next.run(req).await;
+    let h = r.headers_mut();
+    // The page loads only its own script, style and API; published files
+    // under /data are served inert (an HTML or SVG file cannot run script
+    // in the gateway's origin); nothing is framed or sniffed.
+    let csp = if data { DATA_CSP } else { PAGE_CSP };
+    for (k, v) in [
+        (header::CONTENT_SECURITY_POLICY, csp),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        h.entry(k).or_insert(header::HeaderValue::from_static(v));
+    }
+    r
 }
+
+/// Content-Security-Policy of the page and the API: the page's own `<meta>`
+/// policy, plus `frame-ancestors` (which only a header can carry).
+pub const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// Content-Security-Policy of published files (`/data/…`).
+pub const DATA_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
 
 /// A TCP listener that holds at most `cap` connections open: `accept` waits for
 /// a free slot, and a connection's slot is freed when it closes.
