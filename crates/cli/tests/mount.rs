@@ -593,28 +593,7 @@ with open(p, 'ab') as f:
     let ls = a.ok(&["ls", "/pub"]);
     assert!(!ls.contains("moved.bin"), "{ls}");
     // A writer killed midway publishes nothing.
-    let mut w = Command::new(common::python())
-        .arg("-c")
-        .arg(
-            r#"
-import sys, time
-f = open(sys.argv[1], 'wb')
-f.write(b'x' * 1000000); f.flush()
-print('written', flush=True)
-time.sleep(60)
-"#,
-        )
-        .arg(m.path("killed.bin"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(w.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "written");
-    w.kill().unwrap();
-    w.wait().unwrap();
+    write_then_die(&m.path("killed.bin"), 1_000_000);
     std::thread::sleep(Duration::from_millis(500));
     let ls = a.ok(&["ls", "/pub"]);
     assert!(
@@ -858,32 +837,39 @@ with open(sys.argv[1], 'wb') as f:
     assert!(std::fs::read(&got).unwrap() == want, "stream turned draft");
 
     // A streaming writer killed midway: nothing published, nothing left.
-    let mut k = Command::new(common::python())
-        .arg("-c")
-        .arg(
-            r#"
-import sys, time
-f = open(sys.argv[1], 'wb')
-f.write(b'k' * 3000000); f.flush()
-print('written', flush=True)
-time.sleep(60)
-"#,
-        )
-        .arg(m.path("killed.bin"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(k.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "written");
-    k.kill().unwrap();
-    k.wait().unwrap();
+    write_then_die(&m.path("killed.bin"), 3_000_000);
     let end = Instant::now() + Duration::from_secs(5);
     while !store_tmp(&a).is_empty() && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(store_tmp(&a).is_empty(), "left: {:?}", store_tmp(&a));
     assert!(!a.ok(&["ls", "/st"]).contains("killed.bin"));
+}
+
+/// A writer (another process) that writes `n` bytes to `path`, flushes, and
+/// is killed (SIGKILL) before it closes the file.
+fn write_then_die(path: &std::path::Path, n: usize) {
+    let mut w = Command::new(common::python())
+        .arg("-c")
+        .arg(
+            r#"
+import sys, time
+f = open(sys.argv[1], 'wb')
+f.write(b'x' * int(sys.argv[2])); f.flush()
+print('written', flush=True)
+time.sleep(60)
+"#,
+        )
+        .arg(path)
+        .arg(n.to_string())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(w.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "written");
+    w.kill().unwrap();
+    w.wait().unwrap();
 }
