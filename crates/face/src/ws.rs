@@ -164,23 +164,54 @@ pub async fn serve_socket<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let (in_tx, in_rx) = mpsc::channel::<Bytes>(MESSAGE_QUEUE);
-    let (out_tx, mut out_rx) = mpsc::channel::<Bytes>(MESSAGE_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<Bytes>(MESSAGE_QUEUE);
     spawn(info, in_rx, out_tx, limits, events).await;
+    pump(ws, in_tx, out_rx, Message::Binary, |m| match m {
+        Message::Binary(b) => Incoming::Packet(b),
+        Message::Close(_) => Incoming::Close,
+        _ => Incoming::Other,
+    })
+    .await
+}
+
+/// What a received WebSocket message is to a face.
+pub enum Incoming {
+    /// A binary message: one NDN packet (or NDNLPv2 frame).
+    Packet(Bytes),
+    /// The peer closes.
+    Close,
+    /// Text, ping, pong: not packets (pings are answered by the library).
+    Other,
+}
+
+/// Pumps one WebSocket connection, whichever library's (this crate's
+/// listener, or the gateway's `/ndn` upgrade), between the socket and a face
+/// made by [`spawn`]: binary messages in to `in_tx`, `out_rx` out as binary
+/// messages (`wrap`), until either side closes.
+pub async fn pump<S, M, E>(
+    ws: S,
+    in_tx: mpsc::Sender<Bytes>,
+    mut out_rx: mpsc::Receiver<Bytes>,
+    wrap: fn(Bytes) -> M,
+    read: fn(M) -> Incoming,
+) where
+    S: futures_util::Sink<M> + futures_util::Stream<Item = Result<M, E>> + Send + 'static,
+    M: Send + 'static,
+{
     let (mut sink, mut stream) = ws.split();
     let writer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
-            if sink.send(Message::Binary(m)).await.is_err() {
+            if sink.send(wrap(m)).await.is_err() {
                 break;
             }
         }
         let _ = sink.close().await;
     });
     while let Some(Ok(m)) = stream.next().await {
-        let b = match m {
-            Message::Binary(b) => b,
-            Message::Close(_) => break,
-            // Text, ping, pong: not packets (pings are answered by the library).
-            _ => continue,
+        let b = match read(m) {
+            Incoming::Packet(b) => b,
+            Incoming::Close => break,
+            Incoming::Other => continue,
         };
         if in_tx.send(b).await.is_err() {
             break;

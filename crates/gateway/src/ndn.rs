@@ -6,7 +6,7 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State as St};
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use granary_face::ws::Incoming;
 use granary_face::{FaceInfo, Persistency, Scope};
 use tokio::sync::mpsc;
 
@@ -25,7 +25,7 @@ pub async fn websocket(
 
 async fn serve(socket: WebSocket, node: State, peer: Peer) {
     let (in_tx, in_rx) = mpsc::channel::<Bytes>(granary_face::ws::MESSAGE_QUEUE);
-    let (out_tx, mut out_rx) = mpsc::channel::<Bytes>(granary_face::ws::MESSAGE_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel::<Bytes>(granary_face::ws::MESSAGE_QUEUE);
     let info = FaceInfo {
         id: node.ids.next(),
         remote_uri: format!("ws://{}", peer.0),
@@ -42,28 +42,12 @@ async fn serve(socket: WebSocket, node: State, peer: Peer) {
         node.events.clone(),
     )
     .await;
-    let (mut sink, mut stream) = socket.split();
-    let writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
-            if sink.send(Message::Binary(m)).await.is_err() {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    while let Some(Ok(m)) = stream.next().await {
-        let b = match m {
-            Message::Binary(b) => b,
-            Message::Close(_) => break,
-            // Text, ping, pong: not packets (pings are answered by the library).
-            _ => continue,
-        };
-        if in_tx.send(b).await.is_err() {
-            break;
-        }
-    }
-    drop(in_tx);
-    writer.abort();
+    granary_face::ws::pump(socket, in_tx, out_rx, Message::Binary, |m| match m {
+        Message::Binary(b) => Incoming::Packet(b),
+        Message::Close(_) => Incoming::Close,
+        _ => Incoming::Other,
+    })
+    .await
 }
 
 fn node_local(node: &State) -> String {
