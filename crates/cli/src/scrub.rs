@@ -121,16 +121,9 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
             for b in &r.bad {
                 let fixed = r.repaired.contains(&b.segment);
                 println!(
-                    "{} {}/v={} segment {} bytes {}..{} ({}): SHA-256 {}, {} at ingest",
+                    "{} {}",
                     if fixed { "REPAIRED" } else { "DAMAGED " },
-                    r.name,
-                    r.version,
-                    b.segment,
-                    b.offset,
-                    b.offset + b.len,
-                    r.path,
-                    b.found,
-                    b.expected
+                    r.describe(b)
                 );
             }
             for p in &r.problems {

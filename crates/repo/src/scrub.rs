@@ -31,6 +31,22 @@ pub struct VersionReport {
 }
 
 impl VersionReport {
+    /// One damaged segment, for a log line or a report:
+    /// `NAME/v=V segment S bytes A..B (PATH): SHA-256 X, Y at ingest`.
+    pub fn describe(&self, b: &BadSegment) -> String {
+        format!(
+            "{}/v={} segment {} bytes {}..{} ({}): SHA-256 {}, {} at ingest",
+            self.name,
+            self.version,
+            b.segment,
+            b.offset,
+            b.offset + b.len,
+            self.path,
+            b.found,
+            b.expected
+        )
+    }
+
     /// True when nothing is wrong.
     pub fn is_clean(&self) -> bool {
         self.bad.is_empty() && self.problems.is_empty()
@@ -128,17 +144,7 @@ pub fn background(store: &Store, bytes_per_sec: u64, pause: std::time::Duration)
                     if !r.is_clean() {
                         damaged += 1;
                         for b in &r.bad {
-                            tracing::error!(
-                                "scrub: {} v={} segment {} (bytes {}..{} of {}) has SHA-256 {}, {} at ingest; version marked damaged",
-                                r.name,
-                                r.version,
-                                b.segment,
-                                b.offset,
-                                b.offset + b.len,
-                                r.path,
-                                b.found,
-                                b.expected
-                            );
+                            tracing::error!("scrub: {}; version marked damaged", r.describe(b));
                         }
                         for p in &r.problems {
                             tracing::error!("scrub: {} v={}: {p}", r.name, r.version);
