@@ -873,3 +873,70 @@ time.sleep(60)
     w.kill().unwrap();
     w.wait().unwrap();
 }
+
+/// Inodes held by the mount (`statfs`'s file count, `df -i`).
+fn inodes(m: &Mount) -> u64 {
+    let out = Command::new("stat")
+        .args(["-f", "-c", "%c"])
+        .arg(m.root())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// A long-lived mount holds only the inodes the kernel holds: walking a
+/// tree gives the kernel one per file and directory; when the kernel drops
+/// them (`drop_caches`, as memory pressure would), the mount forgets them,
+/// and the tree still reads the same afterwards.
+#[test]
+fn the_mount_forgets_the_inodes_the_kernel_drops() {
+    if !fuse_available() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let src = tempfile::tempdir().unwrap();
+    let n = 60;
+    for k in 0..n {
+        let f = src.path().join(format!("d{}/f{k}.bin", k % 6));
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, rnd(k, 1000)).unwrap();
+    }
+    for k in 0..n {
+        let rel = format!("d{}/f{k}.bin", k % 6);
+        put(&d, &src.path().join(&rel), &format!("/many/{rel}"), &[]);
+    }
+    let m = Mount::start(&d, "/many", &[]);
+    let walk = || {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg("find . -type f | sort | xargs cat | sha256sum")
+            .current_dir(m.root())
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let first = walk();
+    let held = inodes(&m);
+    assert!(
+        held > n,
+        "{held} inodes after walking {n} files in 6 directories"
+    );
+    // Needs root (as FUSE mounts in these tests do).
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    let end = Instant::now() + Duration::from_secs(10);
+    while inodes(&m) > 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = inodes(&m);
+    assert!(
+        left <= 2,
+        "{left} of {held} inodes still held after the kernel dropped them"
+    );
+    assert_eq!(
+        walk(),
+        first,
+        "the tree reads differently after the forgets"
+    );
+    assert!(inodes(&m) > n);
+}

@@ -49,20 +49,37 @@ enum Kind {
         size: u64,
         mtime: SystemTime,
     },
-    /// A name listed but not looked up yet (readdir's entries).
-    Listed,
 }
 
 struct Node {
     name: Name,
     kind: Kind,
+    /// Its keys in [`Nodes::by_key`] (removed with it).
+    keys: Vec<(u8, String)>,
 }
 
+impl Node {
+    fn new(name: Name, kind: Kind) -> Node {
+        Node {
+            name,
+            kind,
+            keys: Vec::new(),
+        }
+    }
+}
+
+/// The inodes the kernel knows. An inode lives from the entry reply that
+/// gives it to the kernel (lookup, create, mkdir; each one counted) until
+/// the kernel forgets it as many times (FUSE `forget`), so a long-lived mount
+/// over a large tree holds only what the kernel holds. Directory listings
+/// give no inodes (their entries carry informational numbers only).
 #[derive(Default)]
 struct Nodes {
     next: u64,
     by_ino: HashMap<u64, Node>,
     by_key: HashMap<(u8, String), u64>,
+    /// Entry replies not yet forgotten, per inode.
+    lookups: HashMap<u64, u64>,
 }
 
 impl Nodes {
@@ -72,11 +89,66 @@ impl Nodes {
         }
         self.next += 1;
         let ino = self.next;
-        self.by_ino.insert(ino, node());
+        let mut n = node();
+        n.keys.push(key.clone());
+        self.by_ino.insert(ino, n);
         self.by_key.insert(key, ino);
         ino
     }
+
+    /// Another key for an existing inode (a draft published as a version).
+    fn add_key(&mut self, ino: u64, key: (u8, String)) {
+        if let Some(n) = self.by_ino.get_mut(&ino) {
+            n.keys.push(key.clone());
+            self.by_key.insert(key, ino);
+        }
+    }
+
+    /// The kernel was given `ino` once more (an entry reply).
+    fn looked_up(&mut self, ino: u64) {
+        *self.lookups.entry(ino).or_default() += 1;
+    }
+
+    /// The kernel forgot `n` of its references to `ino`; at none left the
+    /// inode goes (the root stays, and so does a file still being written,
+    /// `pinned`). True when it went.
+    fn forget(&mut self, ino: u64, n: u64, pinned: bool) -> bool {
+        let left = self.lookups.get_mut(&ino).map_or(0, |c| {
+            *c = c.saturating_sub(n);
+            *c
+        });
+        if left > 0 || ino == ROOT || pinned {
+            return false;
+        }
+        self.lookups.remove(&ino);
+        match self.by_ino.remove(&ino) {
+            Some(node) => {
+                for k in node.keys {
+                    if self.by_key.get(&k) == Some(&ino) {
+                        self.by_key.remove(&k);
+                    }
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The number a listing shows for `key`: its inode when the kernel has
+    /// one, else a stable number outside the inode range (never looked up:
+    /// FUSE listings create no inodes).
+    fn listed(&self, key: &(u8, String)) -> u64 {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        self.by_key.get(key).copied().unwrap_or_else(|| {
+            let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .hash_one(key);
+            LISTED | (h >> 1)
+        })
+    }
 }
+
+/// The high bit marks the numbers of listed entries that have no inode.
+const LISTED: u64 = 1 << 63;
 
 /// One entry of a directory as the file system shows it.
 #[derive(Clone)]
@@ -223,14 +295,11 @@ impl GranaryFs {
             next: ROOT,
             ..Default::default()
         };
-        nodes.by_ino.insert(
-            ROOT,
-            Node {
-                name: s.prefix.clone(),
-                kind: Kind::Dir,
-            },
-        );
-        nodes.by_key.insert((0, s.prefix.to_string()), ROOT);
+        let root_key = (0, s.prefix.to_string());
+        let mut root = Node::new(s.prefix.clone(), Kind::Dir);
+        root.keys.push(root_key.clone());
+        nodes.by_ino.insert(ROOT, root);
+        nodes.by_key.insert(root_key, ROOT);
         GranaryFs {
             s,
             fetcher,
@@ -261,33 +330,30 @@ impl GranaryFs {
     }
 
     fn dir_ino(&self, name: &Name) -> u64 {
-        lock(&self.nodes).get_or_add((0, name.to_string()), || Node {
-            name: name.clone(),
-            kind: Kind::Dir,
-        })
+        lock(&self.nodes).get_or_add((0, name.to_string()), || Node::new(name.clone(), Kind::Dir))
     }
 
     fn file_ino(&self, name: &Name, m: &Meta, size: u64) -> u64 {
-        lock(&self.nodes).get_or_add((1, m.versioned.to_string()), || Node {
-            name: name.clone(),
-            kind: Kind::File {
-                versioned: m.versioned.clone(),
-                size,
-                mtime: m.mtime,
-            },
+        lock(&self.nodes).get_or_add((1, m.versioned.to_string()), || {
+            Node::new(
+                name.clone(),
+                Kind::File {
+                    versioned: m.versioned.clone(),
+                    size,
+                    mtime: m.mtime,
+                },
+            )
         })
     }
 
-    fn listed_ino(&self, name: &Name) -> u64 {
-        lock(&self.nodes).get_or_add((2, name.to_string()), || Node {
-            name: name.clone(),
-            kind: Kind::Listed,
-        })
+    /// `ino` handed to the kernel in an entry reply: counted until forgotten.
+    fn entry_given(&self, ino: u64) {
+        lock(&self.nodes).looked_up(ino);
     }
 
     fn attr(&self, ino: u64, kind: &Kind) -> FileAttr {
         let (kind, size, perm, mtime) = match kind {
-            Kind::Dir | Kind::Listed => (
+            Kind::Dir => (
                 FileType::Directory,
                 0,
                 if self.writable() { 0o755 } else { 0o555 },
@@ -548,7 +614,7 @@ impl GranaryFs {
                     .and_then(|c| c.as_version())
                     .unwrap_or_default();
                 let mut g = lock(&self.nodes);
-                g.by_key.insert((1, versioned.to_string()), ino);
+                g.add_key(ino, (1, versioned.to_string()));
                 if let Some(n) = g.by_ino.get_mut(&ino) {
                     n.name = name.clone();
                     n.kind = Kind::File {
@@ -606,7 +672,7 @@ impl GranaryFs {
 
     fn find(&self, parent: u64, name: &OsStr) -> Result<(Name, Entry), Errno> {
         let (pname, kind) = self.node(parent).ok_or(Errno::ENOENT)?;
-        if !matches!(kind, Kind::Dir | Kind::Listed) {
+        if !matches!(kind, Kind::Dir) {
             return Err(Errno::ENOTDIR);
         }
         let es = self.entries(parent, &pname)?;
@@ -665,6 +731,7 @@ impl Filesystem for GranaryFs {
             if let Ok(c) = comp_of(name) {
                 let n = pname.append(&c);
                 if let Some(ino) = lock(&self.draft_names).get(&n).copied() {
+                    self.entry_given(ino);
                     return reply.entry(&Duration::ZERO, &self.draft_attr(ino), Generation(0));
                 }
             }
@@ -676,12 +743,14 @@ impl Filesystem for GranaryFs {
         let child = Self::child_name(&pname, &e);
         if e.dir {
             let ino = self.dir_ino(&child);
+            self.entry_given(ino);
             return reply.entry(&ttl, &self.attr(ino, &Kind::Dir), Generation(0));
         }
         match self.meta(&child) {
             Ok((m, size)) => {
                 let ino = self.file_ino(&child, &m, size);
                 let kind = self.node(ino).map(|n| n.1).unwrap_or(Kind::Dir);
+                self.entry_given(ino);
                 reply.entry(&ttl, &self.attr(ino, &kind), Generation(0))
             }
             Err(err) => {
@@ -1010,6 +1079,9 @@ impl Filesystem for GranaryFs {
                     };
                     lock(&self.drafts).remove(ino);
                     lock(&self.draft_names).remove(&*lock(&d.name));
+                    // Forgotten by the kernel while it was being written:
+                    // it goes now.
+                    lock(&self.nodes).forget(*ino, 0, false);
                     let _ = std::fs::remove_file(&d.path);
                     if let Err(e) = r {
                         return reply.error(e);
@@ -1031,7 +1103,7 @@ impl Filesystem for GranaryFs {
         let Some((name, kind)) = self.node(ino.0) else {
             return reply.error(Errno::ENOENT);
         };
-        if !matches!(kind, Kind::Dir | Kind::Listed) {
+        if !matches!(kind, Kind::Dir) {
             return reply.error(Errno::ENOTDIR);
         }
         let es = match self.entries(ino.0, &name) {
@@ -1043,16 +1115,18 @@ impl Filesystem for GranaryFs {
             (ROOT, FileType::Directory, b"..".to_vec()),
         ];
         let mut seen = HashSet::new();
+        let nodes = lock(&self.nodes);
         for e in &es {
             let child = Self::child_name(&name, e);
             let (i, t) = if e.dir {
-                (self.dir_ino(&child), FileType::Directory)
+                (nodes.listed(&(0, child.to_string())), FileType::Directory)
             } else {
-                (self.listed_ino(&child), FileType::RegularFile)
+                (nodes.listed(&(2, child.to_string())), FileType::RegularFile)
             };
             seen.insert(e.fs_name.clone());
             all.push((i, t, e.fs_name.clone()));
         }
+        drop(nodes);
         // Files being written here, not listed yet.
         for (n, i) in lock(&self.draft_names).iter() {
             if n.len() == name.len() + 1 && name.is_prefix_of(n) {
@@ -1112,15 +1186,16 @@ impl Filesystem for GranaryFs {
             let ino = g.next;
             g.by_ino.insert(
                 ino,
-                Node {
-                    name: n.clone(),
-                    kind: Kind::File {
+                Node::new(
+                    n.clone(),
+                    Kind::File {
                         versioned: Name::new(),
                         size: 0,
                         mtime: SystemTime::now(),
                     },
-                },
+                ),
             );
+            g.looked_up(ino);
             ino
         };
         lock(&self.drafts).insert(ino, d);
@@ -1161,6 +1236,7 @@ impl Filesystem for GranaryFs {
         lock(&self.made_dirs).insert(n.clone());
         self.invalidate(parent.0, None);
         let ino = self.dir_ino(&n);
+        self.entry_given(ino);
         reply.entry(&self.s.dir_ttl, &self.attr(ino, &Kind::Dir), Generation(0))
     }
 
@@ -1313,8 +1389,17 @@ impl Filesystem for GranaryFs {
         }
     }
 
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let pinned = lock(&self.drafts).contains_key(&ino.0);
+        if lock(&self.nodes).forget(ino.0, nlookup, pinned) {
+            lock(&self.dirs).remove(&ino.0);
+        }
+    }
+
+    /// `files`: the inodes held now (what `df -i` shows as used).
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
-        reply.statfs(0, 0, 0, 0, 0, 128 << 10, 255, 128 << 10)
+        let files = lock(&self.nodes).by_ino.len() as u64;
+        reply.statfs(0, 0, 0, files, 0, 128 << 10, 255, 128 << 10)
     }
 }
 
