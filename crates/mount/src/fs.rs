@@ -670,6 +670,20 @@ impl GranaryFs {
         self.publish.as_ref().ok_or(Errno::EROFS)
     }
 
+    /// The name of a new entry `name` in directory `parent` (create,
+    /// mkdir): EROFS when read-only, ENOENT without the parent, EINVAL for
+    /// a name NDN cannot carry.
+    fn new_child(&self, parent: u64, name: &OsStr) -> Result<Name, Errno> {
+        self.publish_of()?;
+        let (pname, _) = self.node(parent).ok_or(Errno::ENOENT)?;
+        let n = pname.append(&comp_of(name)?);
+        if let Err(e) = granary_packet::Name::from_uri(&n.to_string()) {
+            tracing::warn!("{n}: {e}");
+            return Err(Errno::EINVAL);
+        }
+        Ok(n)
+    }
+
     fn find(&self, parent: u64, name: &OsStr) -> Result<(Name, Entry), Errno> {
         let (pname, kind) = self.node(parent).ok_or(Errno::ENOENT)?;
         if !matches!(kind, Kind::Dir) {
@@ -1161,21 +1175,10 @@ impl Filesystem for GranaryFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        if self.publish_of().is_err() {
-            return reply.error(Errno::EROFS);
-        }
-        let Some((pname, _)) = self.node(parent.0) else {
-            return reply.error(Errno::ENOENT);
-        };
-        let c = match comp_of(name) {
-            Ok(c) => c,
+        let n = match self.new_child(parent.0, name) {
+            Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let n = pname.append(&c);
-        if let Err(e) = granary_packet::Name::from_uri(&n.to_string()) {
-            tracing::warn!("{n}: {e}");
-            return reply.error(Errno::EINVAL);
-        }
         let d = match self.new_draft(&n, true) {
             Ok(d) => d,
             Err(e) => return reply.error(e.into()),
@@ -1219,20 +1222,13 @@ impl Filesystem for GranaryFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        if self.publish_of().is_err() {
-            return reply.error(Errno::EROFS);
-        }
-        let Some((pname, _)) = self.node(parent.0) else {
-            return reply.error(Errno::ENOENT);
-        };
-        let c = match comp_of(name) {
-            Ok(c) => c,
+        let n = match self.new_child(parent.0, name) {
+            Ok(n) => n,
             Err(e) => return reply.error(e),
         };
         if self.find(parent.0, name).is_ok() {
             return reply.error(Errno::EEXIST);
         }
-        let n = pname.append(&c);
         lock(&self.made_dirs).insert(n.clone());
         self.invalidate(parent.0, None);
         let ino = self.dir_ino(&n);
