@@ -21,8 +21,8 @@ head -c $((mib << 20)) /dev/urandom > "$tmp/file"
 want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
 A=("$G" --data-dir "$tmp/a" --socket "$tmp/a.sock")
 B=("$G" --data-dir "$tmp/b" --socket "$tmp/b.sock")
-"${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!)
-"${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!)
+"${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!); pid_a=$!
+"${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!); pid_b=$!
 for _ in $(seq 200); do grep -q ready "$tmp/aout" && grep -q ready "$tmp/bout" && break; sleep 0.05; done
 /usr/bin/time -f "%e %M" -o "$tmp/time" "${A[@]}" put "$tmp/file" /bench/obj ${PUT_ARGS:-} > /dev/null 2> "$tmp/err" \
   || { cat "$tmp/err" >&2; exit 1; }
@@ -34,6 +34,8 @@ read -r put_s put_rss < "$tmp/time"
 bytes=$((mib << 20))
 gbps() { awk -v b=$bytes -v s="$1" 'BEGIN{ printf "%.2f", b*8/s/1e9 }'; }
 mibrss() { awk -v k="$1" 'BEGIN{ printf "%.0f MiB", k/1024 }'; }
+# CPU seconds (user + system) a daemon has used so far.
+cpu() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
 echo "$mib MiB random file; default put took ${put_s} s ($(gbps "$put_s") Gbit/s, peak RSS $(mibrss "$put_rss")); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
 printf "%-4s %-46s %8s %8s %10s %8s\n" run case seconds "Gbit/s" "peak RSS" "vs cp"
 for r in $(seq "$runs"); do
@@ -50,21 +52,27 @@ for r in $(seq "$runs"); do
     esac
     # B starts each run without the object (a default get publishes it into B's repository).
     "${B[@]}" rm /bench/obj > /dev/null 2>&1 || true
-    /usr/bin/time -f "%e %M" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    a0=$(cpu "$pid_a"); b0=$(cpu "$pid_b")
+    /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    a1=$(cpu "$pid_a"); b1=$(cpu "$pid_b")
     got=$(sha256sum "$out" | cut -d' ' -f1)
     [ "$got" = "$want" ] || { echo "$case: wrong bytes" >&2; exit 1; }
     # A default get on B keeps a copy in B's repository in the background, read from the
     # output file: let that finish before the next case, so no measurement shares the
-    # cores with it. (The --no-dedup baseline runs with --no-publish: a copy of the same
-    # version still being kept when the next run's `rm` comes would be published after it
-    # and serve that run locally.)
+    # cores with it. (The --no-dedup baseline runs with --no-publish: the plain fetch
+    # alone.)
     if [ "$case" = two ]; then
       for _ in $(seq 600); do "${B[@]}" ls /bench 2>/dev/null | grep -q /bench/obj && break; sleep 0.1; done
     fi
     rm -f "$out"
-    read -r s rss < "$tmp/time"
+    read -r s rss gu gs < "$tmp/time"
     eval "s_${case//-/_}=$s"
     printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "$label" "$s" "$(gbps "$s")" "$(mibrss "$rss")" "$(awk -v a="$s" -v c="$cp_s" 'BEGIN{ printf "%.2fx", c/a }')"
+    # Where the CPU went during the fetch (the daemons' counters are read
+    # when `get` exits, before B keeps its copy).
+    awk -v g="$(awk -v u="$gu" -v s="$gs" 'BEGIN{print u+s}')" -v a="$(awk -v x="$a0" -v y="$a1" 'BEGIN{print y-x}')" \
+        -v b="$(awk -v x="$b0" -v y="$b1" 'BEGIN{print y-x}')" -v w="$s" -v n="$(nproc)" \
+        'BEGIN{ printf "     CPU s: get %.2f, node A %.2f, node B %.2f; sum %.2f = %.0f%% of %d cores over %.2f s\n", g, a, b, g+a+b, (g+a+b)/(n*w)*100, n, w }'
   done
   awk -v d="$s_two" -v n="$s_two_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (node B): %+.0f%% time\n", (d/n-1)*100 }'
 done
