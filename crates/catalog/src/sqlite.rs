@@ -7,7 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
-use crate::record::{decode_record, Prepared, Record};
+use crate::record::{decode_record, Columns, Prepared, Record};
 use crate::store::{moved_name, renamed_range, temp_name, Changes, Chunks, Sink};
 
 const SCHEMA: &str = "
@@ -22,6 +22,17 @@ CREATE TABLE IF NOT EXISTS removed (id INTEGER NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', contentless_delete=1, detail=none, tokenize='ascii');
 ";
+
+/// The on-disk format (`PRAGMA user_version`). 0: catalogs made before it was set, whose
+/// `data` column holds the whole record (still read as they are). 1: `data` holds only
+/// what the other columns do not, and FTS5 buffers up to [`FTS_HASH`] bytes of terms
+/// before it writes a segment. A newer format is refused, never read as this one.
+const FORMAT: i64 = 1;
+
+/// FTS5's pending-terms buffer (its `hashsize`; 1 MiB by default): a bulk write of tens
+/// of thousands of records becomes one segment at commit instead of one per MiB, each
+/// merged again later.
+const FTS_HASH: i64 = 32 << 20;
 
 /// The page cache (KiB when negative): 16 MiB normally, 256 MiB during a bulk upsert
 /// (`BULK` records or more) so that its pages are written once, at commit.
@@ -57,7 +68,22 @@ impl Sqlite {
         let tx = s
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let format: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if format > FORMAT {
+            return Err(Error::Corrupt(format!(
+                "{} is in catalog format {format}, newer than this Granary's ({FORMAT}): \
+                 use a newer Granary, or move it away and run `granary catalog rebuild`",
+                dir.join("catalog.sqlite").display()
+            )));
+        }
         tx.execute_batch(SCHEMA)?;
+        if format < FORMAT {
+            // Format 0 rows stay as they are: `decode_record` reads both.
+            tx.execute_batch(&format!(
+                "INSERT INTO records_fts (records_fts, rank) VALUES ('hashsize', {FTS_HASH});
+                 PRAGMA user_version = {FORMAT};"
+            ))?;
+        }
         tx.commit()?;
         Ok(s)
     }
@@ -295,16 +321,27 @@ impl Sqlite {
     }
 
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT name, version, data FROM records WHERE id = ?1")?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT name, version, project, size, time_start, time_end, facets, data FROM records WHERE id = ?1",
+        )?;
         let mut out = Vec::with_capacity(rids.len());
         for id in rids {
-            let row: Option<(String, i64, String)> = st
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            let row = st
+                .query_row([id], |r| {
+                    Ok(Columns {
+                        name: r.get(0)?,
+                        version: r.get(1)?,
+                        project: r.get(2)?,
+                        size: r.get(3)?,
+                        time_start: r.get(4)?,
+                        time_end: r.get(5)?,
+                        facets: r.get(6)?,
+                        data: r.get(7)?,
+                    })
+                })
                 .optional()?;
-            if let Some((n, v, d)) = row {
-                out.push(decode_record(n, v, &d)?);
+            if let Some(c) = row {
+                out.push(decode_record(c)?);
             }
         }
         Ok(out)
