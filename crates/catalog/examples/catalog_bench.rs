@@ -147,16 +147,20 @@ fn run(spec: &str, mut n: usize, runs: usize) -> Row {
         } else {
             cat.clear().expect("clear");
         }
-        let t = Instant::now();
-        let c0 = cpu();
+        // Only the catalog's work is timed: generating the synthetic records is not.
+        let (mut wall, mut busy) = (Duration::ZERO, Duration::ZERO);
         let mut i = 0;
         while i < n {
             let k = (n - i).min(50_000);
             let batch: Vec<Record> = (i..i + k).map(|j| record(&mut rng, j)).collect();
+            let t = Instant::now();
+            let c0 = cpu();
             cat.upsert_many(&batch).expect("upsert");
+            busy += cpu() - c0;
+            wall += t.elapsed();
             i += k;
         }
-        (t.elapsed(), cpu() - c0)
+        (wall, busy)
     };
     // Give freed build memory back first, so the difference is the index's.
     // SAFETY: malloc_trim only releases free heap pages; no pointer is touched.
@@ -285,7 +289,7 @@ fn main() {
     type Line<'a> = (&'a str, Box<dyn Fn(&Row) -> String>);
     let lines: [Line; 8] = [
         (
-            "build, records/s (per CPU-s)",
+            "build, records/s (per CPU-s of the writer)",
             Box::new(|r: &Row| format!("{:.0} ({:.0})", r.build_rate, r.build_cpu_rate)),
         ),
         (

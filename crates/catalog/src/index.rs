@@ -364,6 +364,22 @@ impl Index {
         self.rids.get(i as usize).copied()
     }
 
+    /// Record ids of every version of `name` and of every name under `name/` (the
+    /// byte range of [`crate::store::renamed_range`]).
+    pub fn ids_under(&self, name: &str) -> Vec<i64> {
+        let (lo, hi) = crate::store::renamed_range(name);
+        let n: Arc<str> = Arc::from(name);
+        let (lo, hi): (Arc<str>, Arc<str>) = (Arc::from(lo.as_str()), Arc::from(hi.as_str()));
+        self.order
+            .range((n.clone(), 0)..=(n, u64::MAX))
+            .chain(self.order.range((lo, 0)..(hi, 0)))
+            .filter_map(|(_, &i)| {
+                self.slots.get(i as usize)?.as_ref()?;
+                self.rids.get(i as usize).copied()
+            })
+            .collect()
+    }
+
     pub fn versions(&self, name: &str) -> Vec<u64> {
         let n: Arc<str> = Arc::from(name);
         self.order

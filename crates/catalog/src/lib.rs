@@ -226,7 +226,17 @@ impl Catalog {
     pub fn rename(&self, old: &str, new: &str) -> Result<usize> {
         check_name("old name", old)?;
         check_name("new name", new)?;
-        self.lock()?.store.rename(old, new)
+        let mut g = self.lock()?;
+        loop {
+            // SQLite finds the names under `old` in the index (it keeps no name order
+            // of its own); the store refuses if a write came in after this sync.
+            g.sync()?;
+            let ids = g.index.ids_under(old);
+            let seen = (g.index.epoch, g.index.seq);
+            if let Some(n) = g.store.rename(old, new, seen, &ids)? {
+                return Ok(n);
+            }
+        }
     }
 
     /// The record of `name` at `version`, or its latest version.

@@ -6,7 +6,7 @@ use postgres::{Client, NoTls};
 
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
-use crate::record::{decode_record, Prepared, Record};
+use crate::record::{decode_record, Columns, Prepared, Record};
 use crate::store::{moved_name, renamed_range, temp_name, Changes, Sink};
 use postgres::fallible_iterator::FallibleIterator;
 
@@ -206,12 +206,22 @@ impl Pg {
 
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
         let rows = self.client.query(
-            "SELECT id, name, version, data FROM records WHERE id = ANY($1)",
+            "SELECT id, name, version, project, size, time_start, time_end, facets, data FROM records WHERE id = ANY($1)",
             &[&rids],
         )?;
         let mut by: std::collections::HashMap<i64, Record> = std::collections::HashMap::new();
         for r in rows {
-            by.insert(r.get(0), decode_record(r.get(1), r.get(2), r.get(3))?);
+            let c = Columns {
+                name: r.get(1),
+                version: r.get(2),
+                project: r.get(3),
+                size: r.get(4),
+                time_start: r.get(5),
+                time_end: r.get(6),
+                facets: r.get(7),
+                data: r.get(8),
+            };
+            by.insert(r.get(0), decode_record(c)?);
         }
         Ok(rids.iter().filter_map(|id| by.remove(id)).collect())
     }

@@ -62,6 +62,11 @@ pub(crate) fn check_plain(what: &str, s: &str, max: usize) -> Result<()> {
 /// tested on the UTF-8 bytes: C1 controls are `C2 80`–`C2 9F`.
 fn has_control(s: &str) -> bool {
     let b = s.as_bytes();
+    // Printable ASCII (the usual name or value) holds none: one branch-free pass that
+    // the compiler vectorises, before the exact test.
+    if b.iter().fold(true, |ok, &c| ok & (0x20..0x7f).contains(&c)) {
+        return false;
+    }
     b.iter().enumerate().any(|(i, &c)| {
         c < 0x20 || c == 0x7f || (c == 0xc2 && b.get(i + 1).is_some_and(|&n| n <= 0x9f))
     })
@@ -182,10 +187,60 @@ pub(crate) struct Prepared {
     pub data: String,
 }
 
+/// What the `data` column holds: the part of a record its other columns do not (name,
+/// version, project, size, times and facets are columns already), as JSON with empty
+/// fields left out. Catalogs written before this format hold the whole record there;
+/// [`decode_record`] reads both.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
+    title: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bbox: Option<[f64; 4]>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    text: &'a str,
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    meta: &'a serde_json::Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sha256: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest_digest: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: &'a Option<String>,
+    /// The record's own facets name `project` (so the facets column's `project` is
+    /// not the one added from the record's project).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    own_project_facet: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct Stored {
+    title: String,
+    bbox: Option<[f64; 4]>,
+    text: String,
+    meta: serde_json::Value,
+    sha256: Option<String>,
+    manifest_digest: Option<String>,
+    node: Option<String>,
+    own_project_facet: bool,
+    /// Present only in rows of the earlier format (the whole record as JSON).
+    facets: Option<BTreeMap<String, String>>,
+}
+
 impl Prepared {
     pub fn new(r: &Record) -> Result<Prepared> {
         r.validate()?;
-        let data = serde_json::to_string(r)?;
+        let data = serde_json::to_string(&StoredRef {
+            title: &r.title,
+            bbox: r.bbox,
+            text: &r.text,
+            meta: &r.meta,
+            sha256: &r.sha256,
+            manifest_digest: &r.manifest_digest,
+            node: &r.node,
+            own_project_facet: r.facets.contains_key("project"),
+        })?;
         if data.len() > MAX_META + MAX_TEXT + 64 * 1024 {
             return invalid(format!("record is {} bytes as JSON, too large", data.len()));
         }
@@ -203,13 +258,54 @@ impl Prepared {
     }
 }
 
-/// Parses a stored record; name and version come from their columns (a rename changes only those).
-pub(crate) fn decode_record(name: String, version: i64, data: &str) -> Result<Record> {
-    let mut r: Record = serde_json::from_str(data)?;
-    r.name = name;
-    r.version = u64::try_from(version)
-        .map_err(|_| crate::Error::Corrupt(format!("negative version {version}")))?;
-    Ok(r)
+/// A stored row: its columns and its `data`.
+pub(crate) struct Columns {
+    pub name: String,
+    pub version: i64,
+    pub project: String,
+    pub size: i64,
+    pub time_start: Option<String>,
+    pub time_end: Option<String>,
+    pub facets: String,
+    pub data: String,
+}
+
+/// Rebuilds a record from its row (a rename changes only the name column). Rows of the
+/// earlier format carry their facets in `data` too; the other fields agree with the
+/// columns there, so the columns are used for both.
+pub(crate) fn decode_record(c: Columns) -> Result<Record> {
+    let unsigned = |what: &str, v: i64| {
+        u64::try_from(v).map_err(|_| crate::Error::Corrupt(format!("negative {what} {v}")))
+    };
+    let s: Stored = serde_json::from_str(&c.data)?;
+    let facets = match s.facets {
+        Some(f) => f,
+        None => {
+            let mut f: BTreeMap<String, String> = decode_facets(&c.facets)
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            if !s.own_project_facet && !c.project.is_empty() {
+                f.remove("project");
+            }
+            f
+        }
+    };
+    Ok(Record {
+        name: c.name,
+        version: unsigned("version", c.version)?,
+        project: c.project,
+        facets,
+        title: s.title,
+        size: unsigned("size", c.size)?,
+        time_start: c.time_start,
+        time_end: c.time_end,
+        bbox: s.bbox,
+        text: s.text,
+        meta: s.meta,
+        sha256: s.sha256,
+        manifest_digest: s.manifest_digest,
+        node: s.node,
+    })
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::index::IndexRow;
-use crate::record::{decode_record, Prepared, Record};
-use crate::store::{moved_name, renamed_range, temp_name, Changes, Chunks, Sink};
+use crate::record::{decode_record, Columns, Prepared, Record};
+use crate::store::{moved_name, Changes, Chunks, Sink};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS catalog_meta (k INTEGER PRIMARY KEY CHECK (k = 1), epoch INTEGER NOT NULL, seq INTEGER NOT NULL);
@@ -16,12 +16,91 @@ INSERT OR IGNORE INTO catalog_meta VALUES (1, 0, 0);
 CREATE TABLE IF NOT EXISTS records (
   id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, version INTEGER NOT NULL,
   seq INTEGER NOT NULL, project TEXT NOT NULL, size INTEGER NOT NULL, time_start TEXT,
-  time_end TEXT, facets TEXT NOT NULL, data TEXT NOT NULL, UNIQUE (name, version));
+  time_end TEXT, facets TEXT NOT NULL, data TEXT NOT NULL, name_key INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS records_key ON records (name_key, version);
 CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
 CREATE TABLE IF NOT EXISTS removed (id INTEGER NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', contentless_delete=1, detail=none, tokenize='ascii');
 ";
+
+/// The on-disk format (`PRAGMA user_version`). 0: catalogs made before it was set: `data`
+/// holds the whole record, `(name, version)` is a UNIQUE index. 1: `data` holds only
+/// what the other columns do not (format-0 rows are read as they are), names are found
+/// through [`name_key`] (an integer index on `(name_key, version)`, the name compared
+/// after it), and FTS5 buffers up to [`FTS_HASH`] bytes of terms before it writes a
+/// segment. Opening a format-0 catalog moves it to 1 (the table is copied once, ids
+/// kept). A newer format is refused, never read as this one.
+const FORMAT: i64 = 1;
+
+/// The key a name is found by: 64-bit FNV-1a of its bytes. Stored in the catalog, so it
+/// must never change. Collisions are harmless (the name is compared after the key);
+/// the key only spares the index long, shared-prefix names.
+pub(crate) fn name_key(name: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// Moves a format-0 `records` table to format 1: a copy with `name_key` and without the
+/// `(name, version)` UNIQUE index, ids kept, and the AUTOINCREMENT counter kept (ids are
+/// never reused). Runs inside the caller's transaction.
+fn migrate_from_0(tx: &rusqlite::Transaction) -> Result<()> {
+    let has_key: bool = tx.query_row(
+        "SELECT count(*) > 0 FROM pragma_table_info('records') WHERE name = 'name_key'",
+        [],
+        |r| r.get(0),
+    )?;
+    if has_key {
+        return Ok(());
+    }
+    let counter: Option<i64> = tx
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'records'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    tx.execute_batch(
+        "CREATE TABLE records_v1 (
+           id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, version INTEGER NOT NULL,
+           seq INTEGER NOT NULL, project TEXT NOT NULL, size INTEGER NOT NULL, time_start TEXT,
+           time_end TEXT, facets TEXT NOT NULL, data TEXT NOT NULL, name_key INTEGER NOT NULL);",
+    )?;
+    {
+        let mut read = tx.prepare("SELECT id, name FROM records ORDER BY id")?;
+        let mut copy = tx.prepare(
+            "INSERT INTO records_v1 SELECT id, name, version, seq, project, size, time_start,
+             time_end, facets, data, ?2 FROM records WHERE id = ?1",
+        )?;
+        let mut rows = read.query([])?;
+        while let Some(r) = rows.next()? {
+            let (id, name): (i64, String) = (r.get(0)?, r.get(1)?);
+            copy.execute(params![id, name_key(&name)])?;
+        }
+    }
+    tx.execute_batch("DROP TABLE records; ALTER TABLE records_v1 RENAME TO records;")?;
+    if let Some(c) = counter {
+        tx.execute(
+            "UPDATE sqlite_sequence SET seq = max(seq, ?1) WHERE name = 'records'",
+            [c],
+        )?;
+        tx.execute(
+            "INSERT INTO sqlite_sequence (name, seq) SELECT 'records', ?1
+             WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'records')",
+            [c],
+        )?;
+    }
+    Ok(())
+}
+
+/// FTS5's pending-terms buffer (its `hashsize`; 1 MiB by default): a bulk write of tens
+/// of thousands of records becomes one segment at commit instead of one per MiB, each
+/// merged again later.
+const FTS_HASH: i64 = 32 << 20;
 
 /// The page cache (KiB when negative): 16 MiB normally, 256 MiB during a bulk upsert
 /// (`BULK` records or more) so that its pages are written once, at commit.
@@ -57,7 +136,30 @@ impl Sqlite {
         let tx = s
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let format: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if format > FORMAT {
+            return Err(Error::Corrupt(format!(
+                "{} is in catalog format {format}, newer than this Granary's ({FORMAT}): \
+                 use a newer Granary, or move it away and run `granary catalog rebuild`",
+                dir.join("catalog.sqlite").display()
+            )));
+        }
+        let existed: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM sqlite_schema WHERE name = 'records'",
+            [],
+            |r| r.get(0),
+        )?;
+        if existed && format < 1 {
+            migrate_from_0(&tx)?;
+        }
         tx.execute_batch(SCHEMA)?;
+        if format < FORMAT {
+            // Format 0 rows keep their `data`: `decode_record` reads both.
+            tx.execute_batch(&format!(
+                "INSERT INTO records_fts (records_fts, rank) VALUES ('hashsize', {FTS_HASH});
+                 PRAGMA user_version = {FORMAT};"
+            ))?;
+        }
         tx.commit()?;
         Ok(s)
     }
@@ -145,11 +247,12 @@ impl Sqlite {
         let mut existed = std::collections::HashSet::new();
         {
             let mut ins = tx.prepare_cached(
-                "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (name, version) DO NOTHING",
+                "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, data, name_key)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?;
-            let mut find =
-                tx.prepare_cached("SELECT id FROM records WHERE name = ?1 AND version = ?2")?;
+            let mut find = tx.prepare_cached(
+                "SELECT id FROM records WHERE name_key = ?1 AND version = ?2 AND name = ?3",
+            )?;
             let mut upd = tx.prepare_cached(
                 "UPDATE records SET seq = ?2, project = ?3, size = ?4, time_start = ?5, time_end = ?6,
                  facets = ?7, data = ?8 WHERE id = ?1",
@@ -157,23 +260,11 @@ impl Sqlite {
             let mut fresh_from = i64::MAX;
             while let Some(chunk) = next()? {
                 for p in &chunk {
-                    let n = ins.execute(params![
-                        p.name,
-                        p.version,
-                        seq,
-                        p.project,
-                        p.size,
-                        p.time_start,
-                        p.time_end,
-                        p.facets,
-                        p.data
-                    ])?;
-                    let id = if n == 1 {
-                        let id = tx.last_insert_rowid();
-                        fresh_from = fresh_from.min(id);
-                        id
-                    } else {
-                        let id: i64 = find.query_row(params![p.name, p.version], |r| r.get(0))?;
+                    let key = name_key(&p.name);
+                    let found: Option<i64> = find
+                        .query_row(params![key, p.version, p.name], |r| r.get(0))
+                        .optional()?;
+                    let id = if let Some(id) = found {
                         upd.execute(params![
                             id,
                             seq,
@@ -188,6 +279,22 @@ impl Sqlite {
                         if id < fresh_from {
                             existed.insert(id);
                         }
+                        id
+                    } else {
+                        ins.execute(params![
+                            p.name,
+                            p.version,
+                            seq,
+                            p.project,
+                            p.size,
+                            p.time_start,
+                            p.time_end,
+                            p.facets,
+                            p.data,
+                            key
+                        ])?;
+                        let id = tx.last_insert_rowid();
+                        fresh_from = fresh_from.min(id);
                         id
                     };
                     ids.push(id);
@@ -227,10 +334,10 @@ impl Sqlite {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         let ids: Vec<i64> = {
             let mut st = tx.prepare(
-                "SELECT id FROM records WHERE name = ?1 AND (?2 IS NULL OR version = ?2)",
+                "SELECT id FROM records WHERE name_key = ?3 AND name = ?1 AND (?2 IS NULL OR version = ?2)",
             )?;
             let v = st
-                .query_map(params![name, version], |r| r.get(0))?
+                .query_map(params![name, version, name_key(name)], |r| r.get(0))?
                 .collect::<rusqlite::Result<_>>()?;
             v
         };
@@ -247,64 +354,90 @@ impl Sqlite {
         Ok(ids.len())
     }
 
-    pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
+    /// Renames the records `ids` (`old` and the names under it, as the index found them
+    /// at `seen`); `None` when the catalog is no longer at `seen` (the caller syncs and
+    /// asks again): SQLite keeps no name order of its own.
+    pub fn rename(
+        &mut self,
+        old: &str,
+        new: &str,
+        seen: (i64, i64),
+        ids: &[i64],
+    ) -> Result<Option<usize>> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let (lo, hi) = renamed_range(old);
-        let rows: Vec<(i64, String, i64)> = {
-            let mut st = tx.prepare(
-                "SELECT id, name, version FROM records WHERE name = ?1 OR (name >= ?2 AND name < ?3)",
-            )?;
-            let v = st
-                .query_map(params![old, lo, hi], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })?
-                .collect::<rusqlite::Result<_>>()?;
-            v
-        };
+        let head: (i64, i64) =
+            tx.query_row("SELECT epoch, seq FROM catalog_meta WHERE k = 1", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?;
+        if head != seen {
+            return Ok(None);
+        }
+        let mut rows: Vec<(i64, String, i64)> = Vec::with_capacity(ids.len());
+        {
+            let mut st = tx.prepare_cached("SELECT name, version FROM records WHERE id = ?1")?;
+            for &id in ids {
+                let (name, v): (String, i64) =
+                    st.query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.push((id, name, v));
+            }
+        }
         if rows.is_empty() {
-            return Ok(0);
+            return Ok(Some(0));
         }
         let seq = bump(&tx)?;
-        for (id, _, _) in &rows {
-            tx.execute(
-                "UPDATE records SET name = ?2 WHERE id = ?1",
-                params![id, temp_name(*id)],
+        let moving: std::collections::HashSet<i64> = ids.iter().copied().collect();
+        let mut moves = Vec::with_capacity(rows.len());
+        {
+            let mut taken = tx.prepare_cached(
+                "SELECT id FROM records WHERE name_key = ?1 AND version = ?2 AND name = ?3",
             )?;
-        }
-        for (id, name, v) in &rows {
-            let to = moved_name(old, new, name)?;
-            let taken: Option<i64> = tx
-                .query_row(
-                    "SELECT id FROM records WHERE name = ?1 AND version = ?2",
-                    params![to, v],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if taken.is_some() {
-                return Err(Error::Conflict(format!("{to} version {v} exists already")));
+            for (id, name, v) in &rows {
+                let to = moved_name(old, new, name)?;
+                let key = name_key(&to);
+                // A target held by a record that moves away too is free after the move.
+                let mut q = taken.query(params![key, v, to])?;
+                while let Some(r) = q.next()? {
+                    if !moving.contains(&r.get::<_, i64>(0)?) {
+                        return Err(Error::Conflict(format!("{to} version {v} exists already")));
+                    }
+                }
+                moves.push((*id, to, key));
             }
+        }
+        for (id, to, key) in &moves {
             tx.execute(
-                "UPDATE records SET name = ?2, seq = ?3 WHERE id = ?1",
-                params![id, to, seq],
+                "UPDATE records SET name = ?2, name_key = ?3, seq = ?4 WHERE id = ?1",
+                params![id, to, key, seq],
             )?;
         }
         tx.commit()?;
-        Ok(rows.len())
+        Ok(Some(rows.len()))
     }
 
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT name, version, data FROM records WHERE id = ?1")?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT name, version, project, size, time_start, time_end, facets, data FROM records WHERE id = ?1",
+        )?;
         let mut out = Vec::with_capacity(rids.len());
         for id in rids {
-            let row: Option<(String, i64, String)> = st
-                .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            let row = st
+                .query_row([id], |r| {
+                    Ok(Columns {
+                        name: r.get(0)?,
+                        version: r.get(1)?,
+                        project: r.get(2)?,
+                        size: r.get(3)?,
+                        time_start: r.get(4)?,
+                        time_end: r.get(5)?,
+                        facets: r.get(6)?,
+                        data: r.get(7)?,
+                    })
+                })
                 .optional()?;
-            if let Some((n, v, d)) = row {
-                out.push(decode_record(n, v, &d)?);
+            if let Some(c) = row {
+                out.push(decode_record(c)?);
             }
         }
         Ok(out)

@@ -57,8 +57,20 @@ impl Store {
     pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
         both!(self, b => b.remove(name, version))
     }
-    pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
-        both!(self, b => b.rename(old, new))
+    /// Renames `old` and the names under it. `ids` are their record ids as the index saw
+    /// them at `seen` (epoch, seq): SQLite uses them, and returns `None` (nothing done)
+    /// if the catalog moved on since; PostgreSQL finds the names itself.
+    pub fn rename(
+        &mut self,
+        old: &str,
+        new: &str,
+        seen: (i64, i64),
+        ids: &[i64],
+    ) -> Result<Option<usize>> {
+        match self {
+            Store::Sqlite(b) => b.rename(old, new, seen, ids),
+            Store::Pg(b) => b.rename(old, new).map(Some),
+        }
     }
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
         both!(self, b => b.fetch(rids))
