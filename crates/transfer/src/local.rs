@@ -83,10 +83,15 @@ pub fn copy_verified(
         };
         plan.push((info.map.start(s), len, h));
     }
+    // A regular file is written back (and its clean pages dropped) as it
+    // goes, as a network download's is (`Recycler`): the final sync waits
+    // only for the tail, and the copy reuses the pages it just freed.
+    let mut recycler = None;
     let (path, part, mut w): (Option<PathBuf>, Option<PathBuf>, Box<dyn Write + Send>) = match out {
         Output::File(p) => {
             let (part, _, _) = part_paths(p);
             let f = std::fs::File::create(&part).map_err(|e| io(&part, e))?;
+            recycler = crate::object::Recycler::start(&f);
             (Some(p.clone()), Some(part), Box::new(f))
         }
         Output::Special(p) => (Some(p.clone()), None, open_special(p)?),
@@ -101,11 +106,17 @@ pub fn copy_verified(
         .spawn(move || -> std::io::Result<Box<dyn Write + Send>> {
             for buf in rx {
                 w.write_all(&buf)?;
+                if let Some(r) = recycler.as_mut() {
+                    r.written(buf.len() as u64);
+                }
                 // Never blocks: a buffer the reader has no room for is dropped
                 // (blocking here while the reader blocks on `tx` would deadlock).
                 let _ = back_tx.try_send(buf);
             }
             w.flush()?;
+            if let Some(r) = recycler {
+                r.stop();
+            }
             Ok(w)
         })
         .map_err(|e| Error::Output(format!("cannot start a thread: {e}")))?;

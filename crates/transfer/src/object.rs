@@ -616,7 +616,7 @@ impl Drop for FileSink {
 /// goes back to the host, fresh pages cost a host fault each: 1 GiB of
 /// `pwrite` took 1.5–2.7 s without this and 0.4–0.5 s with it, fsync
 /// included). Best effort: errors are left for the final `fsync`.
-struct Recycler {
+pub(crate) struct Recycler {
     tx: std::sync::mpsc::SyncSender<()>,
     thread: std::thread::JoinHandle<()>,
     since: u64,
@@ -625,7 +625,7 @@ struct Recycler {
 impl Recycler {
     const EVERY: u64 = 32 << 20;
 
-    fn start(file: &std::fs::File) -> Option<Recycler> {
+    pub(crate) fn start(file: &std::fs::File) -> Option<Recycler> {
         let f = file.try_clone().ok()?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
         let thread = std::thread::spawn(move || {
@@ -642,7 +642,7 @@ impl Recycler {
         })
     }
 
-    fn written(&mut self, n: u64) {
+    pub(crate) fn written(&mut self, n: u64) {
         self.since += n;
         if self.since >= Self::EVERY {
             // Never waits: a pass still running covers these bytes too.
@@ -651,7 +651,7 @@ impl Recycler {
         }
     }
 
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         drop(self.tx);
         let _ = self.thread.join();
     }
