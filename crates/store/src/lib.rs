@@ -44,6 +44,7 @@ use granary_packet::Name;
 pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
 pub use indexing::Reindexed;
+pub use lookup::{OpenData, DROP_BEHIND_MIN, DROP_WINDOW};
 pub use meta::{Backend, FileMeta};
 pub use stream::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 
@@ -180,7 +181,7 @@ pub struct Entry {
     /// Its metadata.
     pub meta: FileMeta,
     /// The file, open (shared), when the entry came from a lookup.
-    pub file: Option<std::sync::Arc<fs::File>>,
+    pub file: Option<std::sync::Arc<lookup::OpenData>>,
     /// Its `.offsets` file, open, for variable-size segments from a lookup.
     pub offsets: Option<std::sync::Arc<fs::File>>,
     /// Its `.hashes` file, open, from a lookup (serve-time integrity checks
