@@ -8,9 +8,7 @@
 //! the forwarder — a batch per read through the forwarder's [`PacketSink`]
 //! once the forwarder knows the face, else through one bounded channel — and
 //! drains a bounded send queue of its own, writing many packets per system
-//! call (`writev` of the packets' own buffers on stream faces). Unix and TCP
-//! stream faces also take direct writes from the forwarding task while their
-//! queue is empty ([`outlet`]).
+//! call (`writev` of the packets' own buffers on stream faces).
 //!
 //! A face that sends garbage or oversized packets is closed (stream faces
 //! cannot resynchronise) or has the datagram dropped (UDP); nothing else is
@@ -23,7 +21,6 @@
 pub mod framing;
 pub mod internal;
 pub mod link;
-pub mod outlet;
 pub mod reliability;
 pub mod stream;
 pub mod udp;
@@ -265,23 +262,12 @@ impl Default for FaceLimits {
 /// forwarder installs one in every face it knows ([`FaceHandle::set_sink`]),
 /// so that packets skip the event channel and the hop to another task.
 pub trait PacketSink: Send + Sync {
-    /// Processes (and empties) `batch`, all received on `face`. Packets it
-    /// staged for direct writes are left in `out`, which the caller runs
-    /// ([`outlet::Flush::run`]) once the sink's lock is released.
-    fn deliver(
-        &self,
-        face: FaceId,
-        batch: &mut Vec<(NetPacket, LinkFields)>,
-        out: &mut outlet::Flush,
-    );
+    /// Processes (and empties) `batch`, all received on `face`.
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>);
 
-    /// Processes one packet received on `face` (and writes what it sent).
+    /// Processes one packet received on `face`.
     fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
-        self.deliver(
-            face,
-            &mut vec![(packet, link)],
-            &mut outlet::Flush::default(),
-        );
+        self.deliver(face, &mut vec![(packet, link)]);
     }
 }
 
@@ -308,10 +294,9 @@ impl SinkSlot {
         events: &EventSender,
         face: FaceId,
         batch: &mut Vec<(NetPacket, LinkFields)>,
-        out: &mut outlet::Flush,
     ) -> Result<(), ()> {
         if let Some(sink) = self.0.get().and_then(|w| w.upgrade()) {
-            sink.deliver(face, batch, out);
+            sink.deliver(face, batch);
             batch.clear();
             return Ok(());
         }
@@ -353,8 +338,6 @@ pub struct FaceHandle {
     tx: mpsc::Sender<(OutPacket, tokio::time::Instant)>,
     closer: Arc<tokio::sync::Notify>,
     sink: Arc<SinkSlot>,
-    /// Direct writes from the forwarding task (stream faces on sockets).
-    outlet: Option<Arc<outlet::Outlet>>,
 }
 
 impl FaceHandle {
@@ -367,50 +350,6 @@ impl FaceHandle {
     /// [`FaceHandle::send`] with the enqueue time given (a caller sending a
     /// batch reads the clock once).
     pub fn send_at(&self, p: OutPacket, now: tokio::time::Instant) -> bool {
-        // A face with a direct path writes at once (when the flush drops).
-        self.send_batched(p, now, &mut outlet::Flush::default())
-    }
-
-    /// [`FaceHandle::send_at`] for a batch: on a face with a direct path
-    /// ([`outlet`]) and nothing queued, the packet is staged and written by
-    /// `flush.run()` together with the batch's other packets for this face,
-    /// from the caller's thread; otherwise it is queued for the face's
-    /// writer task.
-    pub fn send_batched(
-        &self,
-        p: OutPacket,
-        now: tokio::time::Instant,
-        flush: &mut outlet::Flush,
-    ) -> bool {
-        let Some(o) = &self.outlet else {
-            return self.enqueue(p, now);
-        };
-        let mut st = o.lock();
-        if st.closed {
-            Counters::inc(&self.counters.out_dropped);
-            return false;
-        }
-        if st.behind > 0 {
-            let queued = self.enqueue(p, now);
-            if queued {
-                st.behind += 1;
-            }
-            return queued;
-        }
-        stream::count_out(&self.counters, &p);
-        if st.staged.is_empty() {
-            flush.push(o);
-        }
-        let at = st.staged.len();
-        let st = &mut *st;
-        link::encode_outgoing(&p, None, &mut st.seq, &mut st.staged);
-        outlet::count_bytes(&self.counters, &st.staged[at..]);
-        st.drained = true;
-        true
-    }
-
-    /// Queues `p` for the writer task.
-    fn enqueue(&self, p: OutPacket, now: tokio::time::Instant) -> bool {
         let len = p.wire.len() as u64;
         match self.tx.try_send((p, now)) {
             Ok(()) => {
@@ -485,7 +424,6 @@ pub(crate) fn new_handle(
             tx,
             closer: closer.clone(),
             sink: Arc::new(SinkSlot::default()),
-            outlet: None,
         },
         rx,
         closer,

@@ -11,7 +11,6 @@ use tokio::sync::{mpsc, Notify};
 
 use crate::framing::next_frame;
 use crate::link::{decode_incoming, encode_outgoing, Reassembler};
-use crate::outlet::{try_write_frames, DirectWrite, Outlet, TryWriteVectored};
 use crate::{
     new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, NetPacket,
     OutKind, OutPacket,
@@ -133,56 +132,6 @@ where
     handle
 }
 
-/// [`spawn`] for a socket the forwarding task may write to directly (Unix
-/// and TCP stream halves): packets go out from the thread that forwarded
-/// them while nothing of this face is queued ([`crate::outlet`]).
-pub async fn spawn_direct<R, W>(
-    info: FaceInfo,
-    reader: R,
-    writer: W,
-    limits: FaceLimits,
-    events: EventSender,
-) -> FaceHandle
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: DirectWrite,
-{
-    let (mut handle, rx, closer) = new_handle(info, &limits);
-    handle.counters.marking.store(true, Ordering::Relaxed);
-    let sock = Arc::new(writer);
-    let dyn_sock: Arc<dyn TryWriteVectored> = sock.clone();
-    let outlet = Arc::new(Outlet::new(
-        dyn_sock,
-        closer.clone(),
-        handle.counters.clone(),
-    ));
-    handle.outlet = Some(outlet.clone());
-    let _ = events.send(FaceEvent::Created(handle.clone())).await;
-    let shared = Arc::new(Shared {
-        closed: AtomicBool::new(false),
-        events,
-        id: handle.info.id,
-    });
-    tokio::spawn(rx_loop(
-        reader,
-        handle.sink.clone(),
-        handle.counters.clone(),
-        limits.clone(),
-        shared.clone(),
-        closer.clone(),
-    ));
-    tokio::spawn(tx_loop_direct(
-        sock,
-        outlet,
-        rx,
-        handle.counters.clone(),
-        limits,
-        shared,
-        closer,
-    ));
-    handle
-}
-
 async fn rx_loop<R: AsyncRead + Unpin>(
     mut reader: R,
     sink: Arc<crate::SinkSlot>,
@@ -193,7 +142,6 @@ async fn rx_loop<R: AsyncRead + Unpin>(
 ) {
     let mut buf = BytesMut::with_capacity(128 * 1024);
     let mut batch = Vec::with_capacity(64);
-    let mut out = crate::outlet::Flush::default();
     let mut reasm = Reassembler::new(
         limits.reassembly_slots,
         Duration::from_millis(limits.reassembly_timeout_ms),
@@ -236,15 +184,12 @@ async fn rx_loop<R: AsyncRead + Unpin>(
         }
         if !batch.is_empty()
             && sink
-                .deliver(&shared.events, shared.id, &mut batch, &mut out)
+                .deliver(&shared.events, shared.id, &mut batch)
                 .await
                 .is_err()
         {
             break "forwarder gone".to_string();
         }
-        // What forwarding this batch staged for direct writes (the
-        // forwarder's lock is released by now).
-        out.run();
         if let Some(e) = failed {
             Counters::inc(&counters.in_errors);
             break e;
@@ -269,34 +214,36 @@ pub(crate) fn count_out(counters: &Counters, p: &OutPacket) {
     }
 }
 
-/// The writer task's CoDel state and settings.
-struct TxMarks {
-    codel: Codel,
-    target: Duration,
-    interval: Duration,
-    seq: u64,
-}
-
-impl TxMarks {
-    fn new(limits: &FaceLimits) -> Self {
-        TxMarks {
-            codel: Codel::default(),
-            target: Duration::from_millis(limits.codel_target_ms),
-            interval: Duration::from_millis(limits.codel_interval_ms),
-            seq: 0,
+async fn tx_loop<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
+    counters: Arc<Counters>,
+    limits: FaceLimits,
+    shared: Arc<Shared>,
+    closer: Arc<Notify>,
+    mtu: Option<usize>,
+) {
+    let mut codel = Codel::default();
+    let target = Duration::from_millis(limits.codel_target_ms);
+    let interval = Duration::from_millis(limits.codel_interval_ms);
+    let mut seq: u64 = 0;
+    let mut frames: Vec<Bytes> = Vec::with_capacity(64);
+    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
+    let reason = loop {
+        let first = tokio::select! {
+            p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
+            _ = closer.notified() => break "closed".to_string(),
+        };
+        batch.clear();
+        batch.push(first);
+        while batch.len() < 64 {
+            match rx.try_recv() {
+                Ok(p) => batch.push(p),
+                Err(_) => break,
+            }
         }
-    }
-
-    /// Marks (CoDel), counts and encodes `batch` into `frames`, emptying it.
-    fn encode(
-        &mut self,
-        counters: &Counters,
-        batch: &mut Vec<(OutPacket, tokio::time::Instant)>,
-        mtu: Option<usize>,
-        frames: &mut Vec<Bytes>,
-    ) {
         let now = tokio::time::Instant::now();
-        let target = self.target;
+        frames.clear();
         // What is still queued behind this batch, plus the batch itself.
         let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
         let queued = counters.queued_bytes.fetch_sub(
@@ -305,7 +252,7 @@ impl TxMarks {
         );
         let marking = counters.marking.load(Ordering::Relaxed);
         let interval = match counters.marking_interval_ns.load(Ordering::Relaxed) {
-            0 => self.interval,
+            0 => interval,
             ns => Duration::from_nanos(ns),
         };
         let threshold = match counters.marking_threshold.load(Ordering::Relaxed) {
@@ -313,7 +260,6 @@ impl TxMarks {
             b => b,
         };
         let mut backlog = queued;
-        let at = frames.len();
         for (mut p, enq) in batch.drain(..) {
             // Congested: the queue holds more than the threshold, or a
             // packet waited longer than the target (CoDel); marked once an
@@ -326,118 +272,24 @@ impl TxMarks {
             } else {
                 Duration::ZERO
             };
-            if self.codel.should_mark(now, sojourn, target, interval)
+            if codel.should_mark(now, sojourn, target, interval)
                 && marking
                 && p.congestion_mark.is_none()
             {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
             }
-            count_out(counters, &p);
+            count_out(&counters, &p);
             // Bare packets go out as the buffer they arrived in (no copy).
-            encode_outgoing(&p, mtu, &mut self.seq, frames);
+            encode_outgoing(&p, mtu, &mut seq, &mut frames);
         }
-        crate::outlet::count_bytes(counters, &frames[at..]);
-    }
-}
-
-/// Takes the next batch of queued packets (at most 64), waiting for the
-/// first one; `Err` with the reason the face stops.
-async fn next_batch(
-    rx: &mut mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
-    closer: &Notify,
-    batch: &mut Vec<(OutPacket, tokio::time::Instant)>,
-) -> Result<(), String> {
-    let first = tokio::select! {
-        p = rx.recv() => match p { Some(p) => p, None => return Err("forwarder gone".to_string()) },
-        _ = closer.notified() => return Err("closed".to_string()),
-    };
-    batch.clear();
-    batch.push(first);
-    while batch.len() < 64 {
-        match rx.try_recv() {
-            Ok(p) => batch.push(p),
-            Err(_) => break,
-        }
-    }
-    Ok(())
-}
-
-async fn tx_loop<W: AsyncWrite + Unpin>(
-    mut writer: W,
-    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
-    counters: Arc<Counters>,
-    limits: FaceLimits,
-    shared: Arc<Shared>,
-    closer: Arc<Notify>,
-    mtu: Option<usize>,
-) {
-    let mut marks = TxMarks::new(&limits);
-    let mut frames: Vec<Bytes> = Vec::with_capacity(64);
-    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
-    let reason = loop {
-        if let Err(reason) = next_batch(&mut rx, &closer, &mut batch).await {
-            break reason;
-        }
-        frames.clear();
-        marks.encode(&counters, &mut batch, mtu, &mut frames);
+        let total: usize = frames.iter().map(|f| f.len()).sum();
+        Counters::add(&counters.out_bytes, total as u64);
         if let Err(e) = write_all_vectored(&mut writer, &mut frames).await {
             break format!("write error: {e}");
         }
     };
     let _ = writer.shutdown().await;
-    shared.close(reason, &closer).await;
-}
-
-/// The writer task of a face with a direct path ([`crate::outlet`]): it
-/// writes what a direct write left over, then what was queued behind it,
-/// and gives the socket back to direct writes once nothing is left.
-async fn tx_loop_direct<W: DirectWrite>(
-    sock: Arc<W>,
-    outlet: Arc<Outlet>,
-    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
-    counters: Arc<Counters>,
-    limits: FaceLimits,
-    shared: Arc<Shared>,
-    closer: Arc<Notify>,
-) {
-    let mut marks = TxMarks::new(&limits);
-    let mut frames: Vec<Bytes> = Vec::with_capacity(64);
-    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
-    let reason = 'run: loop {
-        batch.clear();
-        tokio::select! {
-            r = next_batch(&mut rx, &closer, &mut batch) => if let Err(reason) = r { break reason },
-            _ = outlet.spilled.notified() => {}
-        }
-        // The spill first: it was written in part before anything queued.
-        let done = {
-            let mut st = outlet.lock();
-            if std::mem::take(&mut st.drained) {
-                marks.codel = Codel::default();
-            }
-            frames.clear();
-            let spilled = !st.spill.is_empty();
-            frames.append(&mut st.spill);
-            batch.len() + usize::from(spilled)
-        };
-        marks.encode(&counters, &mut batch, None, &mut frames);
-        loop {
-            if let Err(e) = try_write_frames(&*sock, &mut frames) {
-                break 'run format!("write error: {e}");
-            }
-            if frames.is_empty() {
-                break;
-            }
-            tokio::select! {
-                r = sock.writable() => if let Err(e) = r { break 'run format!("write error: {e}") },
-                _ = closer.notified() => break 'run "closed".to_string(),
-            }
-        }
-        let mut st = outlet.lock();
-        st.behind = st.behind.saturating_sub(done);
-    };
-    outlet.lock().closed = true;
     shared.close(reason, &closer).await;
 }
 
@@ -530,7 +382,7 @@ pub async fn listen_unix(
                 mtu: None,
             };
             let (r, w) = sock.into_split();
-            spawn_direct(info, r, w, limits.clone(), events.clone()).await;
+            spawn(info, r, w, limits.clone(), events.clone()).await;
         }
     }))
 }
@@ -564,7 +416,7 @@ async fn tcp_face(
         mtu: None,
     };
     let (r, w) = sock.into_split();
-    Ok(spawn_direct(info, r, w, limits, events).await)
+    Ok(spawn(info, r, w, limits, events).await)
 }
 
 /// Listens on TCP and announces every accepted connection as a non-local,

@@ -109,10 +109,6 @@ pub struct Forwarder {
     armed: Instant,
     /// The time of the batch being processed (one clock read per batch).
     now: Instant,
-    /// Packets staged for direct writes while processing ([`Forwarder::send`]);
-    /// written once per batch, after the lock is released when a face's
-    /// task delivered the batch.
-    out: std::cell::RefCell<granary_face::outlet::Flush>,
 }
 
 /// The forwarder as its faces see it: the tables behind one lock, and a
@@ -137,12 +133,7 @@ impl Shared {
 }
 
 impl PacketSink for Shared {
-    fn deliver(
-        &self,
-        face: FaceId,
-        batch: &mut Vec<(NetPacket, LinkFields)>,
-        out: &mut granary_face::outlet::Flush,
-    ) {
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>) {
         let mut fw = self.lock();
         let now = Instant::now();
         fw.now = now;
@@ -150,8 +141,6 @@ impl PacketSink for Shared {
             fw.on_packet(face, packet, link, now);
         }
         self.after_batch(&fw);
-        // The caller writes them once the lock is released.
-        std::mem::swap(fw.out.get_mut(), out);
     }
 
     fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
@@ -160,7 +149,6 @@ impl PacketSink for Shared {
         fw.now = now;
         fw.on_packet(face, packet, link, now);
         self.after_batch(&fw);
-        fw.out.get_mut().run();
     }
 }
 
@@ -208,7 +196,6 @@ impl Forwarder {
             sink: None,
             armed: Instant::now(),
             now: Instant::now(),
-            out: Default::default(),
         }
     }
 
@@ -284,14 +271,12 @@ impl Forwarder {
                             Err(_) => break,
                         }
                     }
-                    fw.flush_out();
                 }
                 _ = tokio::time::sleep_until(next) => {
                     let now = Instant::now();
                     let mut fw = cell.lock();
                     fw.now = now;
                     fw.on_timers(now);
-                    fw.flush_out();
                 }
                 // A face's packets armed a timer earlier than `next`.
                 _ = cell.wake.notified() => {}
@@ -300,7 +285,6 @@ impl Forwarder {
                     let mut fw = cell.lock();
                     fw.now = now;
                     fw.vip_period(now);
-                    fw.flush_out();
                 }
                 _ = housekeeping.tick() => {
                     let now = Instant::now();
@@ -348,18 +332,10 @@ impl Forwarder {
             .map_or(Scope::NonLocal, |f| f.info.scope)
     }
 
-    /// Sends `p` on `face`: staged for the batch's direct write when the
-    /// face has a direct path and nothing queued, else queued.
     pub(crate) fn send(&self, face: FaceId, p: OutPacket) {
         if let Some(f) = self.faces.get(&face) {
-            f.send_batched(p, self.now, &mut self.out.borrow_mut());
+            f.send_at(p, self.now);
         }
-    }
-
-    /// Writes what processing staged (the run loop's work, which no face
-    /// task flushes).
-    fn flush_out(&mut self) {
-        self.out.get_mut().run();
     }
 
     pub(crate) fn send_data(
@@ -603,7 +579,7 @@ impl Forwarder {
                 }),
             }
             if let Some(f) = self.faces.get(&t) {
-                f.send_batched(
+                f.send_at(
                     OutPacket {
                         wire: wire.clone(),
                         kind: OutKind::Interest,
@@ -611,7 +587,6 @@ impl Forwarder {
                         congestion_mark: None,
                     },
                     now,
-                    &mut self.out.borrow_mut(),
                 );
             }
         }
