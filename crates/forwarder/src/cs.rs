@@ -9,12 +9,14 @@
 //! the implicit digest (a SHA-256 over the whole packet) on every insertion and
 //! a second level in the index; a forwarder almost never sees two different
 //! packets under one name, and when it does the newer one is the one worth
-//! keeping. The index is therefore a `BTreeMap<Name, Box<Entry>>` ordered by the NDN
-//! canonical order, which makes every Data under a prefix one contiguous
-//! range. Names compare with one `memcmp` (see `Name`'s `Ord`), and entries
-//! are boxed so B-tree node splits and shifts move pointers, not ~500-byte
-//! entries. In a full 65,536-entry store an insert (with eviction) plus a lookup went
-//! from 26.6 µs to 5.1 µs (`cs.insert+find` in bench/packet.sh).
+//! keeping. Entries live in a slab (`Vec` of slots, ids are `u32`), and the
+//! index is a `BTreeMap` from the name's TLV-VALUE (a slice of the cached
+//! wire: no `Name` is kept beside the packet) to the id, in NDN canonical
+//! order, which makes every Data under a prefix one contiguous range. Names
+//! compare with one `memcmp` (see `Name`'s `Ord`). An entry holds the wire,
+//! the name's offset and length in it, the freshness deadline, the policy's
+//! counters and two `u32` links (96 bytes); LRU and FIFO thread their victim
+//! order through those links, so they cost no memory of their own.
 //!
 //! # Matching ([`ContentStore::find`])
 //!
@@ -47,10 +49,12 @@
 //! | [`Policy::Random`] | uniform pick (seeded SplitMix64) | none | O(1) pick, O(log n) index fix-up |
 //! | [`Policy::Vip`] | as LFU; admission and erasure follow the VIP cache set ([`crate::vip`]) | as LFU | O(log n) |
 //!
-//! LRU, LFU and FIFO share one ordered victim map keyed by a `(rank, seq)`
-//! pair derived from the entry (`seq` is a store-wide counter that increases
-//! with every insertion and hit, so keys are unique). Random keeps the names in
-//! a `Vec` and each entry remembers its slot, so a removal is a `swap_remove`.
+//! LRU and FIFO keep a doubly linked list through the entries, in the order
+//! of a `(rank, seq)` key derived from the entry (`seq` is a store-wide
+//! counter that increases with every insertion and hit, so keys are unique);
+//! an insertion or an LRU hit moves the entry to the tail in O(1). LFU and VIP
+//! keep an ordered victim map by that key. Random keeps the ids in a `Vec` and
+//! each entry remembers its slot, so a removal is a `swap_remove`.
 //! Every entry records its insertion sequence, last use and hit count whatever
 //! the policy, so [`ContentStore::set_config`] can switch policies and rebuild
 //! the victim structure with meaningful history.
@@ -79,13 +83,13 @@ use granary_packet::{Data, Interest, Name};
 
 /// Bytes charged per entry on top of the packet's wire size.
 ///
-/// What the store really holds per packet on a 64-bit target: the index slot
-/// (a 32-byte `Name` key and a boxed 96-byte `Entry`: the packet's wire
-/// buffer, not its decoded fields), the victim slot (a 16-byte key and a
-/// 32-byte `Name`), B-tree node slack (nodes run about 70 % full) and the
-/// allocator's header. `bench/forwarder.sh` measures the real figure (RSS
-/// with the store on minus off, per entry, minus the packet); a unit test
-/// checks that this stays above the un-slacked size of those structures.
+/// What the store really holds per packet on a 64-bit target: a 96-byte slab
+/// slot (the packet's wire buffer, not its decoded fields), the index slot (a
+/// 32-byte key slicing the wire and a `u32` id), B-tree node slack, the
+/// buffer's shared header and the allocator's rounding; LFU adds a 20-byte
+/// victim slot. `bench/forwarder.sh` measures the real figure (RSS with the
+/// store on minus off, per entry, minus the packet); a unit test checks that
+/// this stays above the un-slacked size of those structures.
 pub const ENTRY_OVERHEAD: usize = 256;
 
 /// Cache replacement policy.
@@ -184,27 +188,37 @@ impl Default for CsConfig {
 /// small cached packet must not keep all of it alive.
 const COPY_BELOW: usize = 2048;
 
-/// The wire and name a cache entry keeps: slices of the received buffer, or
-/// for a packet of at most [`COPY_BELOW`] bytes, of a copy of its own (the
-/// name too, so that nothing keeps the receive buffer alive).
-fn own_buffer(data: &Data) -> (bytes::Bytes, Name) {
+/// The wire a cache entry keeps and where the name's TLV-VALUE lies in it:
+/// a slice of the received buffer, or for a packet of at most
+/// [`COPY_BELOW`] bytes, a copy of its own (so that nothing keeps the receive
+/// buffer alive). `None` only if the wire does not decode.
+fn own_buffer(data: &Data) -> Option<(bytes::Bytes, u32, u32)> {
+    name_in_wire(data).or_else(|| {
+        // A Data built locally keeps the name it was given, not a slice of
+        // its wire: decode the wire to find it there.
+        name_in_wire(&Data::decode(data.wire().clone()).ok()?)
+    })
+}
+
+/// [`own_buffer`] for a `Data` whose name is a slice of its wire (every
+/// decoded packet).
+fn name_in_wire(data: &Data) -> Option<(bytes::Bytes, u32, u32)> {
     let wire = data.wire();
-    let name = data.name();
-    if wire.len() > COPY_BELOW {
-        return (wire.clone(), name.clone());
+    let name = data.name().value();
+    // Where the name lies in the wire (pointer arithmetic on addresses only;
+    // the name is a slice of the wire it was decoded from), checked below.
+    let at = (name.as_ptr() as usize).wrapping_sub(wire.as_ptr() as usize);
+    let end = at.checked_add(name.len())?;
+    if end > wire.len() || wire[at..end] != name[..] {
+        return None;
     }
-    let copy = bytes::Bytes::copy_from_slice(wire);
-    // Where the name's TLV-VALUE lies in the wire (pointer arithmetic on
-    // addresses only; the name is a slice of the wire it was decoded from).
-    let at = (name.value().as_ptr() as usize).wrapping_sub(wire.as_ptr() as usize);
-    let end = at.checked_add(name.value().len());
-    let name = match end {
-        Some(end) if end <= copy.len() && copy[at..end] == name.value()[..] => {
-            Name::from_value(copy.slice(at..end)).unwrap_or_else(|_| name.clone())
-        }
-        _ => name.clone(),
+    let (at32, len32) = (u32::try_from(at).ok()?, u32::try_from(name.len()).ok()?);
+    let wire = if wire.len() > COPY_BELOW {
+        wire.clone()
+    } else {
+        bytes::Bytes::copy_from_slice(wire)
     };
-    (copy, name)
+    Some((wire, at32, len32))
 }
 
 /// A cached packet: only its wire (the forwarder sends it as is); the
@@ -234,7 +248,10 @@ impl CachedData {
     }
 }
 
-/// One cached packet and its bookkeeping.
+/// "No entry" in the victim list links.
+const NIL: u32 = u32::MAX;
+
+/// One cached packet and its bookkeeping (96 bytes on a 64-bit target).
 #[derive(Debug, Clone)]
 struct Entry {
     data: CachedData,
@@ -249,14 +266,26 @@ struct Entry {
     inserted: u64,
     /// Sequence number of the insertion or of the latest hit.
     last_use: u64,
-    /// Position in the Random policy's vector (unused by other policies).
-    slot: usize,
+    /// Where the name's TLV-VALUE lies in `data.wire`.
+    name_at: u32,
+    name_len: u32,
+    /// LRU and FIFO: the previous entry in the victim list (or [`NIL`]);
+    /// Random: the entry's position in the victim vector.
+    prev: u32,
+    /// LRU and FIFO: the next entry in the victim list (or [`NIL`]).
+    next: u32,
 }
 
 impl Entry {
     /// Bytes charged: wire size plus [`ENTRY_OVERHEAD`].
     fn size(&self) -> usize {
         self.data.wire.len().saturating_add(ENTRY_OVERHEAD)
+    }
+
+    /// The name's TLV-VALUE: the key of the entry in the index.
+    fn key(&self) -> NameKey {
+        let at = self.name_at as usize;
+        NameKey(self.data.wire.slice(at..at + self.name_len as usize))
     }
 
     fn is_stale(&self, now: Instant) -> bool {
@@ -274,6 +303,112 @@ impl Entry {
     }
 }
 
+/// An index key: a name's TLV-VALUE (a slice of the entry's wire, so it
+/// costs no copy). Byte order is the NDN canonical order (see `Name`'s
+/// `Ord`), and a name is a prefix of another exactly when its TLV-VALUE is a
+/// byte prefix of the other's (both are sequences of whole TLVs).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct NameKey(bytes::Bytes);
+
+impl std::borrow::Borrow<[u8]> for NameKey {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// The entries: a slab of slots (ids are `u32`), and the ordered index
+/// from name to id.
+#[derive(Debug, Clone, Default)]
+struct Entries {
+    /// Name → slot, in canonical order.
+    order: BTreeMap<NameKey, u32>,
+    slab: Vec<Option<Entry>>,
+    /// Free slots of `slab`.
+    free: Vec<u32>,
+}
+
+impl Entries {
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// The id of the entry named by the TLV-VALUE `name`.
+    fn id(&self, name: &[u8]) -> Option<u32> {
+        self.order.get(name).copied()
+    }
+
+    fn entry(&self, id: u32) -> Option<&Entry> {
+        self.slab.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn entry_mut(&mut self, id: u32) -> Option<&mut Entry> {
+        self.slab.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Stores `entry` (whose name is not indexed yet) and returns its id;
+    /// `None` when the `u32` id space is full.
+    fn insert(&mut self, entry: Entry) -> Option<u32> {
+        let key = entry.key();
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.slab[id as usize] = Some(entry);
+                id
+            }
+            None => {
+                let id = u32::try_from(self.slab.len()).ok().filter(|&i| i != NIL)?;
+                self.slab.push(Some(entry));
+                id
+            }
+        };
+        self.order.insert(key, id);
+        Some(id)
+    }
+
+    /// Removes entry `id` from the slab and the index.
+    fn remove(&mut self, id: u32) -> Option<Entry> {
+        let e = self.slab.get_mut(id as usize)?.take()?;
+        self.order.remove(&*e.key().0);
+        self.free.push(id);
+        Some(e)
+    }
+
+    /// Ids in canonical name order.
+    fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.order.values().copied()
+    }
+
+    /// The cached names in canonical order.
+    #[cfg(test)]
+    fn keys(&self) -> impl Iterator<Item = Name> + '_ {
+        self.order
+            .keys()
+            .map(|k| Name::from_value(k.0.clone()).unwrap_or_default())
+    }
+
+    #[cfg(test)]
+    fn get(&self, name: &Name) -> Option<&Entry> {
+        self.id(name.value()).and_then(|id| self.entry(id))
+    }
+
+    #[cfg(test)]
+    fn values(&self) -> impl Iterator<Item = &Entry> + '_ {
+        self.ids().filter_map(|id| self.entry(id))
+    }
+}
+
+#[cfg(test)]
+impl std::ops::Index<&Name> for Entries {
+    type Output = Entry;
+
+    fn index(&self, name: &Name) -> &Entry {
+        self.get(name).expect("no cached entry of that name")
+    }
+}
+
 /// Key of an entry in the ordered victim map: the smallest key is evicted
 /// first.
 fn victim_key(policy: Policy, e: &Entry) -> (u64, u64) {
@@ -287,16 +422,21 @@ fn victim_key(policy: Policy, e: &Entry) -> (u64, u64) {
 /// The per-policy structure that picks the next victim.
 #[derive(Debug, Clone)]
 enum Victims {
-    /// LRU, LFU, FIFO: names ordered by [`victim_key`].
-    Ordered(BTreeMap<(u64, u64), Name>),
-    /// Random: names in any order; `Entry::slot` is each one's index.
-    Random(Vec<Name>),
+    /// LRU, FIFO: a doubly linked list through the entries (`prev`, `next`)
+    /// in [`victim_key`] order, next victim at the head. An insertion or
+    /// (LRU) a hit moves the entry to the tail: O(1), no memory of its own.
+    List { head: u32, tail: u32, len: usize },
+    /// LFU, VIP: ids ordered by [`victim_key`].
+    Ordered(BTreeMap<(u64, u64), u32>),
+    /// Random: ids in any order; `Entry::prev` is each one's index.
+    Random(Vec<u32>),
 }
 
 impl Victims {
     #[cfg(test)]
     fn len(&self) -> usize {
         match self {
+            Victims::List { len, .. } => *len,
             Victims::Ordered(m) => m.len(),
             Victims::Random(v) => v.len(),
         }
@@ -324,20 +464,47 @@ impl SplitMix64 {
     }
 }
 
+/// Appends entry `id` at the tail of the victim list.
+fn list_push(entries: &mut Entries, head: &mut u32, tail: &mut u32, len: &mut usize, id: u32) {
+    let old_tail = *tail;
+    if let Some(e) = entries.entry_mut(id) {
+        e.prev = old_tail;
+        e.next = NIL;
+    }
+    match entries.entry_mut(old_tail) {
+        Some(t) => t.next = id,
+        None => *head = id,
+    }
+    *tail = id;
+    *len += 1;
+}
+
+/// Unlinks entry `id` from the victim list.
+fn list_unlink(entries: &mut Entries, head: &mut u32, tail: &mut u32, len: &mut usize, id: u32) {
+    let Some((prev, next)) = entries.entry(id).map(|e| (e.prev, e.next)) else {
+        return;
+    };
+    match entries.entry_mut(prev) {
+        Some(p) => p.next = next,
+        None => *head = next,
+    }
+    match entries.entry_mut(next) {
+        Some(n) => n.prev = prev,
+        None => *tail = prev,
+    }
+    *len = len.saturating_sub(1);
+}
+
 /// Removes slot `i` of the Random vector, fixing up the slot of the entry
-/// moved into its place. Returns the removed name.
-fn random_take(
-    names: &mut Vec<Name>,
-    index: &mut BTreeMap<Name, Box<Entry>>,
-    i: usize,
-) -> Option<Name> {
-    if i >= names.len() {
+/// moved into its place. Returns the removed id.
+fn random_take(ids: &mut Vec<u32>, entries: &mut Entries, i: usize) -> Option<u32> {
+    if i >= ids.len() {
         return None;
     }
-    let taken = names.swap_remove(i);
-    if let Some(moved) = names.get(i) {
-        if let Some(e) = index.get_mut(moved) {
-            e.slot = i;
+    let taken = ids.swap_remove(i);
+    if let Some(&moved) = ids.get(i) {
+        if let Some(e) = entries.entry_mut(moved) {
+            e.prev = i as u32;
         }
     }
     Some(taken)
@@ -348,7 +515,7 @@ fn random_take(
 pub struct ContentStore {
     cfg: CsConfig,
     /// All entries, by name in canonical order.
-    index: BTreeMap<Name, Box<Entry>>,
+    index: Entries,
     /// Victim selection for `cfg.policy`.
     victims: Victims,
     /// Generator for the Random policy.
@@ -367,7 +534,7 @@ impl ContentStore {
         let victims = Self::empty_victims(cfg.policy);
         ContentStore {
             cfg,
-            index: BTreeMap::new(),
+            index: Entries::default(),
             victims,
             rng: SplitMix64(seed),
             seq: 0,
@@ -380,7 +547,12 @@ impl ContentStore {
     fn empty_victims(policy: Policy) -> Victims {
         match policy {
             Policy::Random => Victims::Random(Vec::new()),
-            _ => Victims::Ordered(BTreeMap::new()),
+            Policy::Lru | Policy::Fifo => Victims::List {
+                head: NIL,
+                tail: NIL,
+                len: 0,
+            },
+            Policy::Lfu | Policy::Vip => Victims::Ordered(BTreeMap::new()),
         }
     }
 
@@ -403,33 +575,45 @@ impl ContentStore {
         if !self.cfg.admit || self.cfg.max_packets == 0 || size > self.cfg.max_bytes {
             return;
         }
-        let hits = self.remove(data.name()).map_or(0, |old| old.hits);
+        let Some((wire, name_at, name_len)) = own_buffer(&data) else {
+            return;
+        };
+        let old = self.index.id(data.name().value());
+        let hits = old.and_then(|id| self.remove_id(id)).map_or(0, |e| e.hits);
         // Both subtractions are safe: checked above.
         self.evict_until(self.cfg.max_packets - 1, self.cfg.max_bytes - size);
 
         let seq = self.next_seq();
         let stale_at = now.checked_add(Duration::from_millis(data.freshness_period()));
-        let (wire, name) = own_buffer(&data);
-        let mut entry = Entry {
+        let entry = Entry {
             data: CachedData { wire },
             stale_at,
             digest: None,
             hits,
             inserted: seq,
             last_use: seq,
-            slot: 0,
+            name_at,
+            name_len,
+            prev: NIL,
+            next: NIL,
+        };
+        let key = victim_key(self.cfg.policy, &entry);
+        let Some(id) = self.index.insert(entry) else {
+            return;
         };
         match &mut self.victims {
+            Victims::List { head, tail, len } => list_push(&mut self.index, head, tail, len, id),
             Victims::Ordered(m) => {
-                m.insert(victim_key(self.cfg.policy, &entry), name.clone());
+                m.insert(key, id);
             }
             Victims::Random(v) => {
-                entry.slot = v.len();
-                v.push(name.clone());
+                if let Some(e) = self.index.entry_mut(id) {
+                    e.prev = v.len() as u32;
+                }
+                v.push(id);
             }
         }
         self.bytes = self.bytes.saturating_add(size);
-        self.index.insert(name, Box::new(entry));
     }
 
     /// Looks up a Data that satisfies `interest` at `now` (see the module
@@ -465,28 +649,35 @@ impl ContentStore {
         } else {
             None
         };
-        let Some(name) = found else {
+        let Some(id) = found else {
             self.misses = self.misses.saturating_add(1);
             return None;
         };
         self.hits = self.hits.saturating_add(1);
         let seq = self.next_seq();
         let policy = self.cfg.policy;
-        let entry = self.index.get_mut(&name)?;
+        let entry = self.index.entry_mut(id)?;
         let old_key = victim_key(policy, entry);
         entry.hits = entry.hits.saturating_add(1);
         entry.last_use = seq;
         let new_key = victim_key(policy, entry);
-        if let Victims::Ordered(m) = &mut self.victims {
-            if old_key != new_key {
-                m.remove(&old_key);
-                m.insert(new_key, name);
+        if old_key != new_key {
+            match &mut self.victims {
+                Victims::List { head, tail, len } => {
+                    list_unlink(&mut self.index, head, tail, len, id);
+                    list_push(&mut self.index, head, tail, len, id);
+                }
+                Victims::Ordered(m) => {
+                    m.remove(&old_key);
+                    m.insert(new_key, id);
+                }
+                Victims::Random(_) => {}
             }
         }
-        Some(entry)
+        self.index.entry(id)
     }
 
-    /// The name of the entry that satisfies the Interest, first in canonical
+    /// The id of the entry that satisfies the Interest, first in canonical
     /// order.
     fn find_match(
         &mut self,
@@ -494,43 +685,56 @@ impl ContentStore {
         can_be_prefix: bool,
         must_be_fresh: bool,
         now: Instant,
-    ) -> Option<Name> {
+    ) -> Option<u32> {
         // `/prefix/<implicit digest>` names exactly one packet: `/prefix`
         // with that digest. It is also the canonical first match under
         // CanBePrefix (its full name equals the Interest's name).
         if let Some(last) = name.last().filter(|c| c.typ == COMP_IMPLICIT_DIGEST) {
             let base = name.prefix(-1);
-            if let Some(e) = self.index.get_mut(&base) {
-                if e.digest() == last.value && e.can_serve(must_be_fresh, now) {
-                    return Some(base);
+            if let Some(id) = self.index.id(base.value()) {
+                if let Some(e) = self.index.entry_mut(id) {
+                    if e.digest() == last.value && e.can_serve(must_be_fresh, now) {
+                        return Some(id);
+                    }
                 }
             }
         }
+        let value: &[u8] = name.value();
         if !can_be_prefix {
-            return self
-                .index
-                .get_key_value(name)
-                .filter(|(_, e)| e.can_serve(must_be_fresh, now))
-                .map(|(k, _)| k.clone());
+            return self.index.id(value).filter(|&id| {
+                self.index
+                    .entry(id)
+                    .is_some_and(|e| e.can_serve(must_be_fresh, now))
+            });
         }
         self.index
-            .range::<Name, _>((Bound::Included(name), Bound::Unbounded))
-            .take_while(|(k, _)| name.is_prefix_of(k))
-            .find(|(_, e)| e.can_serve(must_be_fresh, now))
-            .map(|(k, _)| k.clone())
+            .order
+            .range::<[u8], _>((Bound::Included(value), Bound::Unbounded))
+            .take_while(|(k, _)| k.0.starts_with(value))
+            .map(|(_, &id)| id)
+            .find(|&id| {
+                self.index
+                    .entry(id)
+                    .is_some_and(|e| e.can_serve(must_be_fresh, now))
+            })
     }
 
     /// Removes up to `limit` entries whose names start with `prefix`, in
     /// canonical order, and returns how many were removed.
     pub fn erase_prefix(&mut self, prefix: &Name, limit: usize) -> usize {
-        let doomed: Vec<Name> = self
+        let value: &[u8] = prefix.value();
+        let doomed: Vec<u32> = self
             .index
-            .range::<Name, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(|(k, _)| prefix.is_prefix_of(k))
+            .order
+            .range::<[u8], _>((Bound::Included(value), Bound::Unbounded))
+            .take_while(|(k, _)| k.0.starts_with(value))
             .take(limit)
-            .map(|(k, _)| k.clone())
+            .map(|(_, &id)| id)
             .collect();
-        doomed.iter().filter(|n| self.remove(n).is_some()).count()
+        doomed
+            .into_iter()
+            .filter(|&id| self.remove_id(id).is_some())
+            .count()
     }
 
     /// Replaces the configuration. A changed policy rebuilds the victim
@@ -547,24 +751,34 @@ impl ContentStore {
 
     fn rebuild_victims(&mut self) {
         let policy = self.cfg.policy;
-        self.victims = match policy {
-            Policy::Random => Victims::Random(
-                self.index
-                    .iter_mut()
-                    .enumerate()
-                    .map(|(i, (name, e))| {
-                        e.slot = i;
-                        name.clone()
-                    })
-                    .collect(),
-            ),
-            _ => Victims::Ordered(
-                self.index
+        let ids: Vec<u32> = self.index.ids().collect();
+        self.victims = Self::empty_victims(policy);
+        match &mut self.victims {
+            Victims::List { head, tail, len } => {
+                let mut keyed: Vec<((u64, u64), u32)> = ids
                     .iter()
-                    .map(|(name, e)| (victim_key(policy, e), name.clone()))
-                    .collect(),
-            ),
-        };
+                    .filter_map(|&id| self.index.entry(id).map(|e| (victim_key(policy, e), id)))
+                    .collect();
+                keyed.sort_unstable();
+                for (_, id) in keyed {
+                    list_push(&mut self.index, head, tail, len, id);
+                }
+            }
+            Victims::Ordered(m) => {
+                *m = ids
+                    .iter()
+                    .filter_map(|&id| self.index.entry(id).map(|e| (victim_key(policy, e), id)))
+                    .collect();
+            }
+            Victims::Random(v) => {
+                for (i, &id) in ids.iter().enumerate() {
+                    if let Some(e) = self.index.entry_mut(id) {
+                        e.prev = i as u32;
+                    }
+                }
+                *v = ids;
+            }
+        }
     }
 
     /// The current configuration.
@@ -597,23 +811,40 @@ impl ContentStore {
         self.misses
     }
 
+    /// The name of entry `id` (validated when it was cached).
+    fn name_of(&self, id: u32) -> Option<Name> {
+        self.index
+            .entry(id)
+            .and_then(|e| Name::from_value(e.key().0).ok())
+    }
+
     /// Every cached name, next victim first: the order in which evictions
     /// would remove them if nothing else happened in between (for Random,
     /// the generator's upcoming picks, without advancing it).
     pub fn names_in_eviction_order(&self) -> Vec<Name> {
-        match &self.victims {
-            Victims::Ordered(m) => m.values().cloned().collect(),
+        let ids: Vec<u32> = match &self.victims {
+            Victims::List { head, len, .. } => {
+                let mut ids = Vec::with_capacity(*len);
+                let mut at = *head;
+                while let Some(e) = self.index.entry(at) {
+                    ids.push(at);
+                    at = e.next;
+                }
+                ids
+            }
+            Victims::Ordered(m) => m.values().copied().collect(),
             Victims::Random(v) => {
-                let mut names = v.clone();
+                let mut ids = v.clone();
                 let mut rng = self.rng.clone();
-                let mut order = Vec::with_capacity(names.len());
-                while !names.is_empty() {
-                    let i = rng.below(names.len());
-                    order.push(names.swap_remove(i));
+                let mut order = Vec::with_capacity(ids.len());
+                while !ids.is_empty() {
+                    let i = rng.below(ids.len());
+                    order.push(ids.swap_remove(i));
                 }
                 order
             }
-        }
+        };
+        ids.into_iter().filter_map(|id| self.name_of(id)).collect()
     }
 
     /// Evicts until at most `max_packets` entries and `max_bytes` bytes
@@ -628,36 +859,32 @@ impl ContentStore {
 
     /// Evicts the policy's next victim; false when there is none.
     fn evict_one(&mut self) -> bool {
-        let victim = match &mut self.victims {
-            Victims::Ordered(m) => m.pop_first().map(|(_, name)| name),
+        let victim = match &self.victims {
+            Victims::List { head, .. } => Some(*head).filter(|&h| h != NIL),
+            Victims::Ordered(m) => m.first_key_value().map(|(_, &id)| id),
             Victims::Random(v) if v.is_empty() => None,
-            Victims::Random(v) => {
-                let i = self.rng.below(v.len());
-                random_take(v, &mut self.index, i)
-            }
+            Victims::Random(v) => v.get(self.rng.below(v.len())).copied(),
         };
-        let Some(name) = victim else {
-            return false;
-        };
-        if let Some(e) = self.index.remove(&name) {
-            self.bytes = self.bytes.saturating_sub(e.size());
-        }
-        true
+        victim.is_some_and(|id| self.remove_id(id).is_some())
     }
 
-    /// Removes the entry named `name` from the index and the victim
-    /// structure.
-    fn remove(&mut self, name: &Name) -> Option<Box<Entry>> {
-        let e = self.index.remove(name)?;
-        self.bytes = self.bytes.saturating_sub(e.size());
+    /// Removes entry `id` from the index and the victim structure.
+    fn remove_id(&mut self, id: u32) -> Option<Entry> {
+        let (slot, key) = {
+            let e = self.index.entry(id)?;
+            (e.prev as usize, victim_key(self.cfg.policy, e))
+        };
         match &mut self.victims {
+            Victims::List { head, tail, len } => list_unlink(&mut self.index, head, tail, len, id),
             Victims::Ordered(m) => {
-                m.remove(&victim_key(self.cfg.policy, &e));
+                m.remove(&key);
             }
             Victims::Random(v) => {
-                random_take(v, &mut self.index, e.slot);
+                random_take(v, &mut self.index, slot);
             }
         }
+        let e = self.index.remove(id)?;
+        self.bytes = self.bytes.saturating_sub(e.size());
         Some(e)
     }
 
@@ -671,16 +898,31 @@ impl ContentStore {
         );
         assert!(self.index.len() <= self.cfg.max_packets);
         assert!(self.bytes <= self.cfg.max_bytes);
+        assert_eq!(
+            self.index.slab.iter().filter(|s| s.is_some()).count(),
+            self.index.len()
+        );
         match &self.victims {
+            Victims::List { head, tail, len } => {
+                let (mut at, mut prev, mut n, mut last_key) = (*head, NIL, 0, None);
+                while at != NIL {
+                    let e = self.index.entry(at).expect("listed entry exists");
+                    assert_eq!(e.prev, prev);
+                    let k = victim_key(self.cfg.policy, e);
+                    assert!(last_key < Some(k), "list in victim order");
+                    (last_key, prev, at, n) = (Some(k), at, e.next, n + 1);
+                }
+                assert_eq!((prev, n), (*tail, *len));
+            }
             Victims::Ordered(m) => {
-                for (key, name) in m {
-                    let e = &self.index[name];
+                for (key, &id) in m {
+                    let e = self.index.entry(id).expect("ordered entry exists");
                     assert_eq!(*key, victim_key(self.cfg.policy, e));
                 }
             }
             Victims::Random(v) => {
-                for (i, name) in v.iter().enumerate() {
-                    assert_eq!(self.index[name].slot, i);
+                for (i, &id) in v.iter().enumerate() {
+                    assert_eq!(self.index.entry(id).map(|e| e.prev), Some(i as u32));
                 }
             }
         }

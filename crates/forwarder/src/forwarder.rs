@@ -83,9 +83,16 @@ pub struct Stats {
     pub scope_drops: u64,
 }
 
+/// The face table, looked up several times per packet. Keyed by foldhash, not
+/// `std`'s SipHash (replacing it took 9 % off the daemon's instructions per
+/// exchange, callgrind 10,854 → 9,883): face ids are allocated by this node,
+/// never taken from the network, so there is no hash flooding to defend
+/// against (foldhash is seeded per process anyway).
+pub(crate) type FaceMap = HashMap<FaceId, FaceHandle, foldhash::fast::RandomState>;
+
 /// The forwarder.
 pub struct Forwarder {
-    pub(crate) faces: HashMap<FaceId, FaceHandle>,
+    pub(crate) faces: FaceMap,
     pub(crate) tables: Tables,
     pub(crate) pit: Pit,
     pub(crate) dnl: DeadNonceList,
@@ -178,7 +185,7 @@ impl Forwarder {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(42);
         Forwarder {
-            faces: HashMap::new(),
+            faces: FaceMap::default(),
             tables: Tables::default(),
             pit: Pit::new(cfg.pit_max),
             dnl: DeadNonceList::new(cfg.dead_nonce_lifetime, cfg.dead_nonce_max),
@@ -489,7 +496,7 @@ impl Forwarder {
         let from_local = self.scope(from) == Scope::Local;
         let localhost = is_localhost(&i.name);
         let localhop = is_localhop(&i.name);
-        let eligible = |f: FaceId, faces: &HashMap<FaceId, FaceHandle>| -> bool {
+        let eligible = |f: FaceId, faces: &FaceMap| -> bool {
             if f == from {
                 return false;
             }
