@@ -19,6 +19,11 @@ use crate::Error;
 const BLOCK: u64 = 8 << 20;
 /// Blocks between the reading/hashing thread and the writing one.
 const IN_FLIGHT: usize = 4;
+/// Sources at least this large are read without growing the page cache:
+/// pages more than [`DROP_WINDOW`] behind the read are dropped (the values
+/// of the repository's serving path).
+const DROP_BEHIND_MIN: u64 = 256 << 20;
+const DROP_WINDOW: u64 = 32 << 20;
 
 /// What a local copy did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -120,6 +125,9 @@ pub fn copy_verified(
             Ok(w)
         })
         .map_err(|e| Error::Output(format!("cannot start a thread: {e}")))?;
+    // A large source streams through the page cache without growing it (as
+    // the repository serves it: `granary_store::DROP_BEHIND_MIN`).
+    let mut dropped = 0u64;
     let read = (|| -> Result<(), Error> {
         let mut s = 0usize;
         while s < plan.len() {
@@ -134,6 +142,16 @@ pub fn copy_verified(
             buf.resize(len as usize, 0);
             from.read_exact_at(&mut buf, start)
                 .map_err(|e| io(src, e))?;
+            if size >= DROP_BEHIND_MIN && start >= dropped + 2 * DROP_WINDOW {
+                let to = start - DROP_WINDOW;
+                let _ = rustix::fs::fadvise(
+                    &from,
+                    dropped,
+                    std::num::NonZeroU64::new(to - dropped),
+                    rustix::fs::Advice::DontNeed,
+                );
+                dropped = to;
+            }
             let mut at = 0usize;
             for (k, &(_, l, h)) in plan[s..end].iter().enumerate() {
                 let seg = &buf[at..at + l as usize];
