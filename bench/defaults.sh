@@ -50,8 +50,10 @@ for r in $(seq "$runs"); do
       two) cmd=("${B[@]}" get /bench/obj -o "$out"); label="node B <- TCP <- node A: get (defaults)";;
       two-nodedup) cmd=("${B[@]}" get --no-dedup --no-publish /bench/obj -o "$out"); label="node B <- TCP <- node A: get --no-dedup";;
     esac
-    # B starts each run without the object (a default get publishes it into B's repository).
+    # B starts each run without the object: not in its repository (a default get
+    # publishes it there) nor in its content store.
     "${B[@]}" rm /bench/obj > /dev/null 2>&1 || true
+    "${B[@]}" cs erase /bench > /dev/null
     a0=$(cpu "$pid_a"); b0=$(cpu "$pid_b")
     /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
     a1=$(cpu "$pid_a"); b1=$(cpu "$pid_b")

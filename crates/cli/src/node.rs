@@ -456,6 +456,14 @@ pub enum CsCmd {
         #[arg(long, value_parser = ["lru", "lfu", "fifo", "random", "vip"])]
         policy: Option<String>,
     },
+    /// Drop the cached packets under a prefix (as `nfdc cs erase`).
+    Erase {
+        /// Name prefix.
+        prefix: String,
+        /// Erase at most this many packets (default: all under the prefix).
+        #[arg(long)]
+        count: Option<u64>,
+    },
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -743,6 +751,14 @@ pub fn strategy(
 pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;
+        if let CsCmd::Erase { prefix, count } = &cmd {
+            let mut p = ControlParameters::new();
+            p.name = Some(name(prefix)?);
+            p.count = *count;
+            let r = c.command(&nfd(), "cs", "erase", &p).await?;
+            println!("erased {} packet(s) under {prefix}", r.count.unwrap_or(0));
+            return Ok(());
+        }
         if let CsCmd::Config {
             capacity,
             admit,

@@ -467,6 +467,12 @@ pub fn rm(
     let n = match removed {
         Ok(n) => n,
         Err(granary_store::Error::NotFound(_)) if in_flight > 0 => 0,
+        Err(e @ granary_store::Error::NotFound(_)) => {
+            // Not in the repository; packets of it that the node cached
+            // (fetched through it) still go.
+            tell_daemon(socket, Some(&nm));
+            return Err(e.into());
+        }
         Err(e) => return Err(e.into()),
     };
     match in_flight {

@@ -166,6 +166,24 @@ fn three_daemons_chained_with_cache_aggregation_and_loops() {
     );
     assert_eq!(b.cs_stat("hits"), hits + 1, "served from B's cache");
     assert_eq!(p.served_at_least(1), 1, "producer not asked again");
+    // `cs erase` drops it (as `nfdc cs erase`): the next fetch goes on to C
+    // and B caches it again.
+    let entries = b.cs_stat("entries");
+    assert!(entries >= 1);
+    let out = b.ok(&["cs", "erase", "/chain/file"]);
+    assert!(out.contains("erased 1 packet(s)"), "{out}");
+    assert_eq!(b.cs_stat("entries"), entries - 1);
+    let hits = b.cs_stat("hits");
+    assert!(peek(&a, "/chain/file/1", &[]).status.success());
+    assert_eq!(b.cs_stat("hits"), hits, "B had nothing left to answer from");
+    assert_eq!(b.cs_stat("entries"), entries);
+    // `rm` of a name B's repository does not hold fails, and still drops
+    // what B cached of it.
+    let o = b.cli(&["rm", "/chain/file"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("evicted 1 cached packet(s)"), "{err}");
+    assert_eq!(b.cs_stat("entries"), entries - 1);
 
     // Aggregation: two consumers at A at once, one Interest reaches C.
     let t1 = std::thread::spawn({

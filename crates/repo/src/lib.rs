@@ -865,7 +865,12 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: python_repo::Se
                     }
                 }
             }
-            Some((p, link)) = out_rx.recv() => {
+            Some((p, mut link)) = out_rx.recv() => {
+                // Delayed answers (local commands, network inserts' Interests)
+                // are never cached either.
+                if link.cache_policy.is_none() {
+                    link.cache_policy = no_cache(&p);
+                }
                 if !face.send(p, link).await {
                     break;
                 }
