@@ -202,6 +202,17 @@ pub enum FaceEvent {
         /// Why.
         reason: String,
     },
+    /// A packet for the forwarder to send on `face` once it has handled the
+    /// events queued before this one: a management answer that must not
+    /// overtake the [`FaceEvent::Created`] of the face it announces (faces
+    /// that are known deliver their packets straight to the forwarder, so a
+    /// command sent after such an answer could otherwise arrive first).
+    Send {
+        /// The face to send on.
+        face: FaceId,
+        /// The packet.
+        packet: OutPacket,
+    },
 }
 
 /// A packet for a face to send.

@@ -318,6 +318,11 @@ impl Forwarder {
                 self.tables.remove_face(face);
             }
             FaceEvent::Packet { face, packet, link } => self.on_packet(face, packet, link, now),
+            FaceEvent::Send { face, packet } => {
+                if let Some(h) = self.faces.get(&face) {
+                    h.send(packet);
+                }
+            }
         }
     }
 

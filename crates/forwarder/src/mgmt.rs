@@ -519,10 +519,12 @@ impl Forwarder {
                 &self.face_params(id),
             ));
         }
-        // TCP: connect off the forwarder task; announce the face first, then answer.
+        // TCP: connect off the forwarder task; announce the face first, then
+        // answer through the same event queue, so the forwarder knows the face
+        // before the requester can name it in its next command.
         let ctx = self.ctx.clone();
         let settings = p.clone();
-        let requester = self.faces.get(&face).cloned()?;
+        let requester = self.faces.get(&face)?.info.id;
         let name = i.name.clone();
         let token = link.pit_token.clone();
         tokio::spawn(async move {
@@ -554,12 +556,19 @@ impl Forwarder {
                 ),
             };
             let d = response(&name, r);
-            requester.send(granary_face::OutPacket {
+            let packet = granary_face::OutPacket {
                 wire: d.wire().clone(),
                 kind: granary_face::OutKind::Data,
                 pit_token: token,
                 congestion_mark: None,
-            });
+            };
+            let _ = ctx
+                .events
+                .send(granary_face::FaceEvent::Send {
+                    face: requester,
+                    packet,
+                })
+                .await;
         });
         None
     }
