@@ -143,6 +143,8 @@ awk 'NR==1{off=$2} NR==2{on=$2; n=$3; w=$4} END{ printf "CS: %d entries of %d-by
 instr() { # BINARY -> instructions per exchange
   local bin=$1 out=() cnt
   for cnt in 2000 10000; do
+    # A previous run's `ready` line or socket must not be taken for this one's.
+    rm -f "$tmp/cg.out" "$tmp/cg.sock"
     valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$cnt" "$bin" --data-dir "$tmp/cg.d$cnt" --socket "$tmp/cg.sock" daemon --no-catalog --no-repo --cs-capacity 0 > "$tmp/cg.out" 2>/dev/null & gpid=$!; pids+=($gpid)
     wait_ready "$tmp/cg.out"
     start_producer "$tmp/cg.sock"
