@@ -109,7 +109,7 @@ impl Pg {
         // One statement may not touch a row twice: the last write of a (name, version) wins.
         let mut last = std::collections::HashMap::new();
         for (i, p) in rs.iter().enumerate() {
-            last.insert((p.name.as_str(), p.version), i);
+            last.insert((p.cols.name.as_str(), p.cols.version), i);
         }
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
@@ -126,15 +126,15 @@ impl Pg {
         )?;
         for chunk in keep.chunks(BATCH) {
             let ps: Vec<&Prepared> = chunk.iter().map(|&i| &rs[i]).collect();
-            let n: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
-            let v: Vec<i64> = ps.iter().map(|p| p.version).collect();
-            let pr: Vec<&str> = ps.iter().map(|p| p.project.as_str()).collect();
-            let s: Vec<i64> = ps.iter().map(|p| p.size).collect();
-            let ts: Vec<Option<&str>> = ps.iter().map(|p| p.time_start.as_deref()).collect();
-            let te: Vec<Option<&str>> = ps.iter().map(|p| p.time_end.as_deref()).collect();
-            let f: Vec<&str> = ps.iter().map(|p| p.facets.as_str()).collect();
+            let n: Vec<&str> = ps.iter().map(|p| p.cols.name.as_str()).collect();
+            let v: Vec<i64> = ps.iter().map(|p| p.cols.version).collect();
+            let pr: Vec<&str> = ps.iter().map(|p| p.cols.project.as_str()).collect();
+            let s: Vec<i64> = ps.iter().map(|p| p.cols.size).collect();
+            let ts: Vec<Option<&str>> = ps.iter().map(|p| p.cols.time_start.as_deref()).collect();
+            let te: Vec<Option<&str>> = ps.iter().map(|p| p.cols.time_end.as_deref()).collect();
+            let f: Vec<&str> = ps.iter().map(|p| p.cols.facets.as_str()).collect();
             let b: Vec<&str> = ps.iter().map(|p| p.body.as_str()).collect();
-            let d: Vec<&str> = ps.iter().map(|p| p.data.as_str()).collect();
+            let d: Vec<&str> = ps.iter().map(|p| p.cols.data.as_str()).collect();
             tx.execute(&st, &[&seq, &n, &v, &pr, &s, &ts, &te, &f, &b, &d])?;
         }
         tx.commit()?;

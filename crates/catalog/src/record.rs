@@ -174,17 +174,11 @@ pub(crate) fn decode_facets(s: &str) -> impl Iterator<Item = (&str, &str)> {
     s.split('\x1e').filter_map(|kv| kv.split_once('\x1f'))
 }
 
-/// What a write stores: the record, checked, with its derived columns.
+/// What a write stores: the record, checked, as its row's columns, and the
+/// text the free-text index gets.
 pub(crate) struct Prepared {
-    pub name: String,
-    pub version: i64,
-    pub project: String,
-    pub size: i64,
-    pub time_start: Option<String>,
-    pub time_end: Option<String>,
-    pub facets: String,
+    pub cols: Columns,
     pub body: String,
-    pub data: String,
 }
 
 /// What the `data` column holds: the part of a record its other columns do not (name,
@@ -245,15 +239,17 @@ impl Prepared {
             return invalid(format!("record is {} bytes as JSON, too large", data.len()));
         }
         Ok(Prepared {
-            name: r.name.clone(),
-            version: check_int("version", r.version)?,
-            project: r.project.clone(),
-            size: check_int("size", r.size)?,
-            time_start: r.time_start.clone(),
-            time_end: r.time_end.clone(),
-            facets: encode_facets(&r.index_facets()),
+            cols: Columns {
+                name: r.name.clone(),
+                version: check_int("version", r.version)?,
+                project: r.project.clone(),
+                size: check_int("size", r.size)?,
+                time_start: r.time_start.clone(),
+                time_end: r.time_end.clone(),
+                facets: encode_facets(&r.index_facets()),
+                data,
+            },
             body: r.body(),
-            data,
         })
     }
 }

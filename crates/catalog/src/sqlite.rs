@@ -260,20 +260,20 @@ impl Sqlite {
             let mut fresh_from = i64::MAX;
             while let Some(chunk) = next()? {
                 for p in &chunk {
-                    let key = name_key(&p.name);
+                    let key = name_key(&p.cols.name);
                     let found: Option<i64> = find
-                        .query_row(params![key, p.version, p.name], |r| r.get(0))
+                        .query_row(params![key, p.cols.version, p.cols.name], |r| r.get(0))
                         .optional()?;
                     let id = if let Some(id) = found {
                         upd.execute(params![
                             id,
                             seq,
-                            p.project,
-                            p.size,
-                            p.time_start,
-                            p.time_end,
-                            p.facets,
-                            p.data
+                            p.cols.project,
+                            p.cols.size,
+                            p.cols.time_start,
+                            p.cols.time_end,
+                            p.cols.facets,
+                            p.cols.data
                         ])?;
                         // Its text row exists unless it was inserted by this very call.
                         if id < fresh_from {
@@ -282,15 +282,15 @@ impl Sqlite {
                         id
                     } else {
                         ins.execute(params![
-                            p.name,
-                            p.version,
+                            p.cols.name,
+                            p.cols.version,
                             seq,
-                            p.project,
-                            p.size,
-                            p.time_start,
-                            p.time_end,
-                            p.facets,
-                            p.data,
+                            p.cols.project,
+                            p.cols.size,
+                            p.cols.time_start,
+                            p.cols.time_end,
+                            p.cols.facets,
+                            p.cols.data,
                             key
                         ])?;
                         let id = tx.last_insert_rowid();
@@ -301,8 +301,11 @@ impl Sqlite {
                 }
                 // The text is all that is needed of a record from here on.
                 rs.extend(chunk.into_iter().map(|p| Prepared {
-                    data: String::new(),
-                    ..p
+                    cols: Columns {
+                        data: String::new(),
+                        ..p.cols
+                    },
+                    body: p.body,
                 }));
             }
         }
