@@ -333,8 +333,21 @@ impl GranaryFs {
         lock(&self.nodes).get_or_add((0, name.to_string()), || Node::new(name.clone(), Kind::Dir))
     }
 
-    fn file_ino(&self, name: &Name, m: &Meta, size: u64) -> u64 {
-        lock(&self.nodes).get_or_add((1, m.versioned.to_string()), || {
+    /// The inode of directory `name`, for an entry reply: found or made and
+    /// counted under one lock, so a `forget` on another FUSE thread cannot
+    /// remove it in between.
+    fn give_dir(&self, name: &Name) -> u64 {
+        let mut g = lock(&self.nodes);
+        let ino = g.get_or_add((0, name.to_string()), || Node::new(name.clone(), Kind::Dir));
+        g.looked_up(ino);
+        ino
+    }
+
+    /// The inode of version `m` of file `name` and its kind, for an entry
+    /// reply (as [`Self::give_dir`]).
+    fn give_file(&self, name: &Name, m: &Meta, size: u64) -> (u64, Kind) {
+        let mut g = lock(&self.nodes);
+        let ino = g.get_or_add((1, m.versioned.to_string()), || {
             Node::new(
                 name.clone(),
                 Kind::File {
@@ -343,7 +356,10 @@ impl GranaryFs {
                     mtime: m.mtime,
                 },
             )
-        })
+        });
+        g.looked_up(ino);
+        let kind = g.by_ino.get(&ino).map(|n| n.kind.clone());
+        (ino, kind.unwrap_or(Kind::Dir))
     }
 
     /// `ino` handed to the kernel in an entry reply: counted until forgotten.
@@ -756,15 +772,12 @@ impl Filesystem for GranaryFs {
         };
         let child = Self::child_name(&pname, &e);
         if e.dir {
-            let ino = self.dir_ino(&child);
-            self.entry_given(ino);
+            let ino = self.give_dir(&child);
             return reply.entry(&ttl, &self.attr(ino, &Kind::Dir), Generation(0));
         }
         match self.meta(&child) {
             Ok((m, size)) => {
-                let ino = self.file_ino(&child, &m, size);
-                let kind = self.node(ino).map(|n| n.1).unwrap_or(Kind::Dir);
-                self.entry_given(ino);
+                let (ino, kind) = self.give_file(&child, &m, size);
                 reply.entry(&ttl, &self.attr(ino, &kind), Generation(0))
             }
             Err(err) => {
@@ -1231,8 +1244,7 @@ impl Filesystem for GranaryFs {
         }
         lock(&self.made_dirs).insert(n.clone());
         self.invalidate(parent.0, None);
-        let ino = self.dir_ino(&n);
-        self.entry_given(ino);
+        let ino = self.give_dir(&n);
         reply.entry(&self.s.dir_ttl, &self.attr(ino, &Kind::Dir), Generation(0))
     }
 
