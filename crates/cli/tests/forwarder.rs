@@ -31,7 +31,16 @@ fn no_route_gives_a_prompt_nack() {
 
 #[test]
 fn local_producer_consumer_and_cache() {
-    let d = Daemon::start(&[]);
+    local_producer_consumer_and_cache_on(&[]);
+}
+
+#[test]
+fn local_producer_consumer_and_cache_sharded() {
+    local_producer_consumer_and_cache_on(&["--shards", "2"]);
+}
+
+fn local_producer_consumer_and_cache_on(daemon_args: &[&str]) {
+    let d = Daemon::start(daemon_args);
     let p = d.serve("/local/p", &["--size", "8192"]);
     let o = peek(&d, "/local/p/a", &[]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -122,20 +131,37 @@ fn localhost_is_unreachable_from_non_local_faces() {
 /// false`; the default is on): C still Acks what B sends.
 #[test]
 fn three_daemons_chained_with_cache_aggregation_and_loops() {
+    three_daemons_chained(&[]);
+}
+
+/// The same with B sharded: aggregation, loops (dead-nonce list and PIT on
+/// a data shard), B's CS and `cs erase` across its shards.
+#[test]
+fn three_daemons_chained_with_the_middle_one_sharded() {
+    three_daemons_chained(&["--shards", "3"]);
+}
+
+fn three_daemons_chained(b_args: &[&str]) {
     let c = Daemon::start(&[
         "--listen",
         "udp://127.0.0.1:0",
         "--udp-reliability",
         "false",
     ]);
-    let b = Daemon::start(&[
-        "--listen",
-        "tcp://127.0.0.1:0",
-        "--listen",
-        "udp://127.0.0.1:0",
-        "--udp-mtu",
-        "1400",
-    ]);
+    let b = Daemon::start(
+        &[
+            &[
+                "--listen",
+                "tcp://127.0.0.1:0",
+                "--listen",
+                "udp://127.0.0.1:0",
+                "--udp-mtu",
+                "1400",
+            ][..],
+            b_args,
+        ]
+        .concat(),
+    );
     let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
     let c_udp = format!("udp4://{}", c.udp.as_ref().unwrap());
     let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
@@ -670,4 +696,123 @@ fn vip_strategy_and_cs_policy_are_set_by_command() {
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(p.served(), 4, "the second /v/y came from the CS");
     assert!(!d.cli(&["cs", "config", "--policy", "mru"]).status.success());
+}
+
+/// A sharded forwarder (`--shards 3`) beside the single-lock default: exact
+/// Interests spread over the data shards by name hash, and every count,
+/// erase and route change reaches all of them.
+#[test]
+fn sharded_forwarder_sums_its_shards_and_follows_route_changes() {
+    let d = Daemon::start(&["--shards", "3"]);
+    let p = d.serve("/sh", &["--size", "4000"]);
+    let names: Vec<String> = (0..24).map(|k| format!("/sh/item/{k}")).collect();
+    for n in &names {
+        let o = peek(&d, n, &[]);
+        assert!(
+            o.status.success(),
+            "{n}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let content = hex::decode(String::from_utf8_lossy(&o.stdout).trim()).unwrap();
+        assert_eq!(content.len(), 4000);
+    }
+    assert_eq!(p.served_at_least(24), 24);
+    // 24 names over 3 shards: the counts are the sums over the shards.
+    assert_eq!(d.cs_stat("entries"), 24);
+    let hits = d.cs_stat("hits");
+    for n in &names {
+        assert!(peek(&d, n, &[]).status.success());
+    }
+    assert_eq!(d.cs_stat("hits"), hits + 24, "every second fetch from a CS");
+    assert_eq!(p.served(), 24, "the producer was not asked again");
+    let status = d.ok(&["status"]);
+    assert!(status.contains("cs entries       24"), "{status}");
+    assert!(status.contains("satisfied        24 "), "{status}");
+    let out = d.ok(&["cs", "erase", "/sh"]);
+    assert!(out.contains("erased 24 packet(s)"), "{out}");
+    assert_eq!(d.cs_stat("entries"), 0);
+
+    // A route added and removed by command reaches every shard.
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let _r = b.serve("/up", &["--size", "100"]);
+    let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
+    d.ok(&["route", "add", "/up", &b_tcp]);
+    for k in 0..12 {
+        let o = peek(&d, &format!("/up/{k}"), &[]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let faces = d.ok(&["face", "list"]);
+    let face_id = faces
+        .lines()
+        .find(|l| l.contains(&format!("remote={b_tcp}")))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("faceid=")))
+        .unwrap_or_else(|| panic!("no face to B in\n{faces}"))
+        .to_string();
+    d.ok(&["route", "remove", "/up", &face_id]);
+    for k in 12..24 {
+        let o = peek(&d, &format!("/up/{k}"), &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("nack NoRoute"),
+            "/up/{k} after the route was removed: {err}"
+        );
+    }
+    // The VIP counts are one node-wide view: refused on a sharded node.
+    let o = d.cli(&["strategy", "set", "/v", "vip"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("one forwarding shard"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A file fetched across a sharded node: the repository's discovery
+/// (CanBePrefix, on the control shard) and its segments (exact, on the data
+/// shards) both come back, byte for byte.
+#[test]
+fn a_file_crosses_a_sharded_node() {
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let a = Daemon::start(&["--shards", "2"]);
+    let src = b.dir.path().join("src");
+    let content: Vec<u8> = (0..3_000_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    b.ok(&["put", src.to_str().unwrap(), "/far/file"]);
+    a.ok(&[
+        "route",
+        "add",
+        "/far",
+        &format!("tcp4://{}", b.tcp.as_ref().unwrap()),
+    ]);
+    trust(&b, &a);
+    let dst = a.dir.path().join("dst");
+    a.ok(&["get", "/far/file", "-o", dst.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&dst).unwrap(), content);
+}
+
+#[test]
+fn bad_shard_settings_are_refused() {
+    let o = granary()
+        .args(["daemon", "--shards", "0"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let o = granary()
+        .args(["--data-dir", dir.path().to_str().unwrap(), "--socket"])
+        .arg(dir.path().join("s.sock"))
+        .args([
+            "daemon",
+            "--shards",
+            "2",
+            "--cs-policy",
+            "vip",
+            "--http",
+            "off",
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("one forwarding shard"), "{err}");
 }

@@ -42,6 +42,9 @@ pub struct DaemonConfig {
     /// NDNLPv2 link reliability on every UDP face (default on: frames are
     /// only sent again to a peer that Acks, so other peers are unaffected).
     pub udp_reliability: bool,
+    /// Forwarding shards (1: every table behind one lock; N: the PIT and CS
+    /// split over N shards by name hash, so N cores forward at once).
+    pub shards: usize,
     /// Directory of trust-anchor certificates (`*.cert`, binary) for
     /// commands from non-local faces; usually `<data-dir>/keychain/trust`.
     pub trust_dir: Option<PathBuf>,
@@ -63,6 +66,7 @@ impl Default for DaemonConfig {
             max_packet: limits.max_packet,
             udp_mtu: DEFAULT_MTU,
             udp_reliability: true,
+            shards: 1,
             trust_dir: None,
         }
     }
@@ -110,6 +114,16 @@ fn parse_addr(uri: &str, scheme: &str) -> Result<SocketAddr, String> {
 /// Binds every listener and starts the forwarder.
 pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
     let policy: Policy = cfg.cs_policy.parse().map_err(|e| format!("{e}"))?;
+    if !(1..=crate::forwarder::MAX_SHARDS).contains(&cfg.shards) {
+        return Err(format!(
+            "shards: {} is not between 1 and {}",
+            cfg.shards,
+            crate::forwarder::MAX_SHARDS
+        ));
+    }
+    if cfg.shards > 1 && policy == Policy::Vip {
+        return Err("the vip CS policy needs one forwarding shard (--shards 1)".into());
+    }
     let limits = FaceLimits {
         send_queue: cfg.send_queue.max(1),
         max_packet: cfg.max_packet,
@@ -141,6 +155,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             serve: true,
         },
         pit_max: cfg.pit_max,
+        shards: cfg.shards,
         ..Default::default()
     };
     let (events_tx, events_rx) = mpsc::channel(8192);

@@ -43,7 +43,7 @@ pub struct NextHop {
 type FibEntry = (u64, Name, Vec<NextHop>);
 
 /// RIB and FIB together; the FIB is recomputed when the RIB changes.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Tables {
     rib: HashMap<Name, Vec<Route>>,
     fib: HashTable<FibEntry>,

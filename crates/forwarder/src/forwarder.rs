@@ -1,8 +1,13 @@
-//! The forwarding pipelines, run on one task that owns every table: faces
-//! hand it decoded packets through one bounded channel; it answers through
-//! the faces' bounded send queues. No locks on the data path.
+//! The forwarding pipelines. Every table sits behind one lock per shard:
+//! faces forward what they read on their own tasks, a batch per read and one
+//! lock per batch ([`PacketSink`]); the forwarder's own task keeps the event
+//! channel, the timers and management. With `shards > 1` the PIT and CS are
+//! split by name hash over that many shards plus a control shard (see
+//! [`Forwarder::run`] and docs/architecture.md, "Forwarder decisions").
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -40,7 +45,14 @@ pub struct ForwarderConfig {
     pub trust_anchors: Vec<granary_security::Certificate>,
     /// Local URIs of the listeners (the faces/channels dataset).
     pub channels: Vec<String>,
+    /// Forwarding shards: 1 (the default) keeps every table behind one
+    /// lock; N > 1 splits the PIT, CS and dead-nonce list over N shards by a
+    /// hash of the name, so N cores forward at once (see [`Forwarder::run`]).
+    pub shards: usize,
 }
+
+/// The most shards a forwarder takes (a shard is a PIT, a CS and a lock).
+pub const MAX_SHARDS: usize = 64;
 
 impl Default for ForwarderConfig {
     fn default() -> Self {
@@ -51,6 +63,7 @@ impl Default for ForwarderConfig {
             dead_nonce_max: 1 << 18,
             trust_anchors: Vec::new(),
             channels: Vec::new(),
+            shards: 1,
         }
     }
 }
@@ -112,21 +125,41 @@ pub struct Forwarder {
     rng: u64,
     /// Where faces hand their packets (set by `run`).
     sink: Option<Weak<dyn PacketSink>>,
+    /// The configuration, kept to make the data shards from (`run`).
+    cfg: ForwarderConfig,
+    /// On the control shard of a sharded forwarder: the data shards, which
+    /// it keeps in step with its face table, FIB and strategy choice after
+    /// every management command. Only the control shard ever holds two
+    /// shard locks (its own, then one data shard's), so there is no cycle.
+    pub(crate) siblings: Vec<Arc<Shared>>,
+    /// Sharded: the CS settings as configured (each shard holds a share).
+    pub(crate) cs_whole: Option<CsConfig>,
+    /// Sharded, control shard: its PIT size, published before an Interest
+    /// is forwarded so that Data is also offered to it while it waits.
+    pending: Option<Arc<AtomicUsize>>,
     /// When the run loop's timer is armed for.
     armed: Instant,
     /// The time of the batch being processed (one clock read per batch).
     now: Instant,
 }
 
-/// The forwarder as its faces see it: the tables behind one lock, and a
-/// way to wake the run loop when a face's packets armed an earlier timer.
-struct Shared {
+/// The forwarder (or one shard of it) as its faces see it: the tables behind
+/// one lock, and a way to wake its timer loop when a face's packets armed an
+/// earlier timer.
+pub(crate) struct Shared {
     fw: std::sync::Mutex<Forwarder>,
     wake: Notify,
 }
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Forwarder> {
+    fn new(fw: Forwarder) -> Shared {
+        Shared {
+            fw: std::sync::Mutex::new(fw),
+            wake: Notify::new(),
+        }
+    }
+
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Forwarder> {
         // A panic while forwarding leaves the tables as consistent as it
         // found them between packets; keep forwarding.
         self.fw.lock().unwrap_or_else(|e| e.into_inner())
@@ -136,6 +169,7 @@ impl Shared {
         if fw.pit.next_timer().is_some_and(|t| t < fw.armed) {
             self.wake.notify_one();
         }
+        fw.publish_pending();
     }
 }
 
@@ -156,6 +190,206 @@ impl PacketSink for Shared {
         fw.now = now;
         fw.on_packet(face, packet, link, now);
         self.after_batch(&fw);
+    }
+}
+
+/// Where a sharded forwarder sends a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The control shard only.
+    Control,
+    /// Data shard `i` only.
+    Data(usize),
+    /// Data shard `i`, and a copy to the control shard (a Data while the
+    /// control shard has PIT entries: one may be a CanBePrefix Interest it
+    /// matches).
+    Both(usize),
+}
+
+/// The sink of a sharded forwarder: sorts each batch by shard and runs each
+/// shard's share under that shard's lock, one lock at a time.
+///
+/// - Interests that cannot be prefixes go to the data shard of their name's
+///   hash (a trailing implicit digest left out), Data to the data shard of
+///   theirs: an exact Interest and the Data that satisfies it meet, and so
+///   do a Data and the CS lookups for its name.
+/// - CanBePrefix Interests, and everything under `/localhost` and
+///   `/localhop` (management, local commands), go to the control shard; a
+///   Data is also offered to the control shard while its PIT holds entries.
+/// - A Nack goes where its Interest went.
+struct Dispatch {
+    control: Arc<Shared>,
+    data: Vec<Arc<Shared>>,
+    /// The control shard's PIT size ([`Forwarder::publish_pending`]).
+    pending: Arc<AtomicUsize>,
+}
+
+type Batch = Vec<(NetPacket, LinkFields)>;
+
+thread_local! {
+    /// Per-thread scratch for sorting a batch by shard (kept, so sorting
+    /// allocates nothing once warm).
+    static GROUPS: RefCell<Vec<Batch>> = const { RefCell::new(Vec::new()) };
+}
+
+fn is_local_name(n: &Name) -> bool {
+    is_localhost(n) || is_localhop(n)
+}
+
+impl Dispatch {
+    fn shard_of(&self, name: &Name, strip_digest: bool) -> usize {
+        let v = name.value();
+        let end = match name.last() {
+            Some(c) if strip_digest && c.typ == granary_packet::types::COMP_IMPLICIT_DIGEST => {
+                v.len() - c.wire.len()
+            }
+            _ => v.len(),
+        };
+        use std::hash::BuildHasher;
+        let h = crate::namehash::state().hash_one(&v[..end]);
+        (h % self.data.len() as u64) as usize
+    }
+
+    fn interest_target(&self, i: &Interest) -> Target {
+        if i.can_be_prefix || is_local_name(&i.name) {
+            Target::Control
+        } else {
+            Target::Data(self.shard_of(&i.name, true))
+        }
+    }
+
+    fn target(&self, p: &NetPacket) -> Target {
+        match p {
+            NetPacket::Interest(i) | NetPacket::Nack(i, _) => self.interest_target(i),
+            NetPacket::Data(d) if is_local_name(d.name()) => Target::Control,
+            NetPacket::Data(d) => {
+                let i = self.shard_of(d.name(), false);
+                if self.pending.load(Ordering::Acquire) > 0 {
+                    Target::Both(i)
+                } else {
+                    Target::Data(i)
+                }
+            }
+        }
+    }
+
+    fn shard(&self, group: usize) -> &Shared {
+        if group == 0 {
+            &self.control
+        } else {
+            &self.data[group - 1]
+        }
+    }
+}
+
+impl PacketSink for Dispatch {
+    fn deliver(&self, face: FaceId, batch: &mut Vec<(NetPacket, LinkFields)>) {
+        GROUPS.with(|cell| {
+            let Ok(mut groups) = cell.try_borrow_mut() else {
+                // Not reentered today; if it ever is, go one by one.
+                for (p, l) in batch.drain(..) {
+                    self.deliver_one(face, p, l);
+                }
+                return;
+            };
+            groups.resize_with(self.data.len() + 1, Vec::new);
+            for (p, l) in batch.drain(..) {
+                match self.target(&p) {
+                    Target::Control => groups[0].push((p, l)),
+                    Target::Data(i) => groups[i + 1].push((p, l)),
+                    Target::Both(i) => {
+                        groups[0].push((p.clone(), l.clone()));
+                        groups[i + 1].push((p, l));
+                    }
+                }
+            }
+            for (g, packets) in groups.iter_mut().enumerate() {
+                if !packets.is_empty() {
+                    self.shard(g).deliver(face, packets);
+                }
+            }
+        });
+    }
+
+    fn deliver_one(&self, face: FaceId, packet: NetPacket, link: LinkFields) {
+        match self.target(&packet) {
+            Target::Control => self.control.deliver_one(face, packet, link),
+            Target::Data(i) => self.data[i].deliver_one(face, packet, link),
+            Target::Both(i) => {
+                self.data[i].deliver_one(face, packet.clone(), link.clone());
+                self.control.deliver_one(face, packet, link);
+            }
+        }
+    }
+}
+
+/// The CS settings of one of `n` data shards: the capacities split evenly.
+fn cs_share(whole: &CsConfig, n: usize) -> CsConfig {
+    let mut c = whole.clone();
+    c.max_packets = whole.max_packets.div_ceil(n);
+    c.max_bytes = whole.max_bytes.div_ceil(n);
+    c
+}
+
+/// A data shard's timer loop: PIT expiry and route expiry.
+async fn shard_loop(cell: Arc<Shared>) {
+    let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        let next = {
+            let mut fw = cell.lock();
+            let next = fw
+                .pit
+                .next_timer()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            fw.armed = next;
+            next
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {
+                let now = Instant::now();
+                let mut fw = cell.lock();
+                fw.now = now;
+                fw.on_timers(now);
+            }
+            _ = cell.wake.notified() => {}
+            _ = housekeeping.tick() => {
+                let now = Instant::now();
+                cell.lock().tables.expire(now);
+            }
+        }
+    }
+}
+
+/// The control task's handling of one event in a sharded forwarder: faces
+/// are added to every shard before any can receive their packets (the data
+/// shards first; the control shard, last, installs the sink) and removed
+/// from every shard; packets go through the dispatcher.
+fn sharded_event(ev: FaceEvent, control: &Shared, data: &[Arc<Shared>], sink: &dyn PacketSink) {
+    let now = Instant::now();
+    match ev {
+        FaceEvent::Created(h) => {
+            for s in data {
+                s.lock().faces.insert(h.info.id, h.clone());
+            }
+            control.lock().add_face(h);
+        }
+        FaceEvent::Closed { face, reason } => {
+            let mut fw = control.lock();
+            fw.now = now;
+            fw.on_event(FaceEvent::Closed { face, reason }, now);
+            drop(fw);
+            for s in data {
+                let mut fw = s.lock();
+                fw.faces.remove(&face);
+                fw.tables.remove_face(face);
+            }
+        }
+        FaceEvent::Packet { face, packet, link } => sink.deliver_one(face, packet, link),
+        ev @ FaceEvent::Send { .. } => {
+            let mut fw = control.lock();
+            fw.now = now;
+            fw.on_event(ev, now);
+        }
     }
 }
 
@@ -195,12 +429,16 @@ impl Forwarder {
             stats: Stats::default(),
             started: std::time::SystemTime::now(),
             mgmt: Default::default(),
-            trust: cfg.trust_anchors,
+            trust: cfg.trust_anchors.clone(),
             replay: granary_security::ReplayChecker::default(),
-            channels: cfg.channels,
+            channels: cfg.channels.clone(),
             vip: crate::vip::Vip::new(crate::vip::VipConfig::default()),
             rng: seed,
             sink: None,
+            cfg,
+            siblings: Vec::new(),
+            cs_whole: None,
+            pending: None,
             armed: Instant::now(),
             now: Instant::now(),
         }
@@ -235,28 +473,69 @@ impl Forwarder {
     /// is known (its [`FaceEvent::Created`] handled), it forwards what it
     /// reads on its own task, under the lock, one batch per read
     /// ([`PacketSink`]). This task keeps the event channel (face creation
-    /// and closing, packets of faces not yet known), the PIT timers and
-    /// housekeeping.
-    pub async fn run(self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
+    /// and closing, packets of faces not yet known, UDP and WebSocket
+    /// packets), the PIT timers and housekeeping.
+    ///
+    /// With `shards = N > 1`, this forwarder becomes the control shard
+    /// (management, `/localhost` and `/localhop`, CanBePrefix Interests) and
+    /// N data shards are made beside it, each with its own PIT, CS (an Nth
+    /// of the capacity), dead-nonce list, lock and timer task, and a copy of
+    /// the face table, FIB and strategy choice that the control shard keeps
+    /// in step. Faces hand their batches to a dispatcher that sorts them by
+    /// shard (see [`Dispatch`]).
+    pub async fn run(mut self, mut events: mpsc::Receiver<FaceEvent>, shutdown: Arc<Notify>) {
         let vip_every = self.vip.config().period;
-        let cell = Arc::new(Shared {
-            fw: std::sync::Mutex::new(self),
-            wake: Notify::new(),
-        });
+        let n = self.cfg.shards.clamp(1, MAX_SHARDS);
+        let mut data: Vec<Arc<Shared>> = Vec::new();
+        let pending = Arc::new(AtomicUsize::new(0));
+        if n > 1 {
+            let whole = self.cs.config().clone();
+            let share = cs_share(&whole, n);
+            for _ in 0..n {
+                let mut cfg = self.cfg.clone();
+                cfg.pit_max = cfg.pit_max.div_ceil(n);
+                cfg.cs = share.clone();
+                let mut shard = Forwarder::new(cfg, self.ctx.clone());
+                shard.faces = self.faces.clone();
+                shard.tables = self.tables.clone();
+                shard.strategies = self.strategies.clone();
+                data.push(Arc::new(Shared::new(shard)));
+            }
+            self.cs.set_config(share);
+            self.cs_whole = Some(whole);
+            self.siblings = data.clone();
+            self.pending = Some(pending.clone());
+        }
+        let control = Arc::new(Shared::new(self));
+        let sink: Arc<dyn PacketSink> = if data.is_empty() {
+            control.clone()
+        } else {
+            Arc::new(Dispatch {
+                control: control.clone(),
+                data: data.clone(),
+                pending,
+            })
+        };
         {
-            let weak: Weak<Shared> = Arc::downgrade(&cell);
-            let weak: Weak<dyn PacketSink> = weak;
-            let mut fw = cell.lock();
+            let weak = Arc::downgrade(&sink);
+            for s in &data {
+                s.lock().sink = Some(weak.clone());
+            }
+            let mut fw = control.lock();
             for f in fw.faces.values() {
                 f.set_sink(weak.clone());
             }
             fw.sink = Some(weak);
         }
+        let timers: Vec<tokio::task::JoinHandle<()>> = data
+            .iter()
+            .map(|s| tokio::spawn(shard_loop(s.clone())))
+            .collect();
         let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
         let mut vip_period = tokio::time::interval(vip_every);
         loop {
             let next = {
-                let mut fw = cell.lock();
+                let mut fw = control.lock();
                 let next = fw
                     .pit
                     .next_timer()
@@ -267,45 +546,112 @@ impl Forwarder {
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
-                    let mut fw = cell.lock();
-                    let now = Instant::now();
-                    fw.now = now;
-                    fw.on_event(ev, now);
-                    // Drain what is already queued before looking at timers.
-                    for _ in 0..256 {
-                        match events.try_recv() {
-                            Ok(ev) => fw.on_event(ev, now),
-                            Err(_) => break,
+                    if data.is_empty() {
+                        let mut fw = control.lock();
+                        let now = Instant::now();
+                        fw.now = now;
+                        fw.on_event(ev, now);
+                        // Drain what is already queued before looking at timers.
+                        for _ in 0..256 {
+                            match events.try_recv() {
+                                Ok(ev) => fw.on_event(ev, now),
+                                Err(_) => break,
+                            }
+                        }
+                        control.after_batch(&fw);
+                    } else {
+                        sharded_event(ev, &control, &data, sink.as_ref());
+                        for _ in 0..256 {
+                            match events.try_recv() {
+                                Ok(ev) => sharded_event(ev, &control, &data, sink.as_ref()),
+                                Err(_) => break,
+                            }
                         }
                     }
                 }
                 _ = tokio::time::sleep_until(next) => {
                     let now = Instant::now();
-                    let mut fw = cell.lock();
+                    let mut fw = control.lock();
                     fw.now = now;
                     fw.on_timers(now);
+                    fw.publish_pending();
                 }
                 // A face's packets armed a timer earlier than `next`.
-                _ = cell.wake.notified() => {}
+                _ = control.wake.notified() => {}
                 _ = vip_period.tick() => {
                     let now = Instant::now();
-                    let mut fw = cell.lock();
+                    let mut fw = control.lock();
                     fw.now = now;
                     fw.vip_period(now);
                 }
                 _ = housekeeping.tick() => {
                     let now = Instant::now();
-                    let mut fw = cell.lock();
+                    let mut fw = control.lock();
                     fw.tables.expire(now);
                     fw.mgmt.expire(now);
                 }
                 _ = shutdown.notified() => break,
             }
         }
-        let fw = cell.lock();
+        for t in timers {
+            t.abort();
+        }
+        let fw = control.lock();
         for f in fw.faces.values() {
             f.close();
         }
+    }
+
+    /// Sharded, control shard: publishes its PIT size for the dispatcher.
+    fn publish_pending(&self) {
+        if let Some(p) = &self.pending {
+            p.store(self.pit.len(), Ordering::Release);
+        }
+    }
+
+    /// Sharded, control shard: brings every data shard's face table, FIB,
+    /// strategy choice and CS settings in line with its own (after a
+    /// management command; commands are rare, tables small).
+    pub(crate) fn sync_shards(&mut self) {
+        if self.siblings.is_empty() {
+            return;
+        }
+        let share = self.cs.config().clone();
+        for s in &self.siblings {
+            let mut fw = s.lock();
+            fw.faces.clone_from(&self.faces);
+            fw.tables.clone_from(&self.tables);
+            fw.strategies.clone_from(&self.strategies);
+            if fw.cs.config() != &share {
+                fw.cs.set_config(share.clone());
+            }
+        }
+    }
+
+    /// A figure summed over this shard and its siblings (datasets).
+    pub(crate) fn shards_sum(&self, f: impl Fn(&Forwarder) -> u64) -> u64 {
+        f(self) + self.siblings.iter().map(|s| f(&s.lock())).sum::<u64>()
+    }
+
+    /// The CS settings as configured (sharded: the whole, not this shard's share).
+    pub(crate) fn cs_config_whole(&self) -> &CsConfig {
+        self.cs_whole.as_ref().unwrap_or(self.cs.config())
+    }
+
+    /// Applies CS settings: sharded, each shard takes its share.
+    pub(crate) fn set_cs_config_whole(&mut self, cfg: CsConfig) {
+        if self.siblings.is_empty() {
+            self.cs.set_config(cfg);
+        } else {
+            self.cs.set_config(cs_share(&cfg, self.siblings.len()));
+            self.cs_whole = Some(cfg);
+            self.sync_shards();
+        }
+    }
+
+    /// True when PIT and CS are split over data shards.
+    pub(crate) fn sharded(&self) -> bool {
+        !self.siblings.is_empty()
     }
 
     pub(crate) fn on_event(&mut self, ev: FaceEvent, now: Instant) {
@@ -450,6 +796,9 @@ impl Forwarder {
             self.send_nack(face, &i, nack_reason::CONGESTION, link.pit_token);
             return;
         };
+        // Sharded, control shard: Data must be offered here before the
+        // Interest can have reached its producer.
+        self.publish_pending();
         let Some(entry) = self.pit.entry_mut(id) else {
             return;
         };

@@ -65,6 +65,12 @@ fn persistency_code(p: Persistency) -> u64 {
     }
 }
 
+/// Why the VIP strategy and CS policy are refused on a sharded forwarder:
+/// their counts and cache set are one node-wide view, which the shards
+/// would each see a part of.
+const VIP_NEEDS_ONE_SHARD: &str =
+    "the vip strategy and CS policy need one forwarding shard (start the daemon with --shards 1)";
+
 impl Forwarder {
     /// Handles management Interests. `Some(true)`: answered here.
     pub(crate) fn handle_mgmt(
@@ -202,6 +208,9 @@ impl Forwarder {
             }
         }
         let r = self.command(face, &cmd, i, link, now);
+        // Sharded: the data shards take the new face table, FIB, strategy
+        // choice and CS settings before anything else is forwarded.
+        self.sync_shards();
         tracing::debug!(face, module = %cmd.module, verb = %cmd.verb, status = ?r.as_ref().map(|r| r.status_code), "management command");
         if let Some(r) = r {
             reply(self, response(&i.name, r));
@@ -349,6 +358,12 @@ impl Forwarder {
                         format!("unknown strategy {sname}"),
                     ));
                 };
+                if s == Strategy::Vip && self.sharded() {
+                    return Some(ControlResponse::new(
+                        status::NOT_ACCEPTABLE,
+                        VIP_NEEDS_ONE_SHARD,
+                    ));
+                }
                 self.strategies.set(name.clone(), s);
                 let mut out = ControlParameters::new();
                 out.name = Some(name);
@@ -373,14 +388,17 @@ impl Forwarder {
                     return bad("Name is required");
                 };
                 let limit = p.count.map_or(usize::MAX, |c| c as usize);
-                let n = self.cs.erase_prefix(&name, limit);
+                let mut n = self.cs.erase_prefix(&name, limit);
+                for s in &self.siblings {
+                    n += s.lock().cs.erase_prefix(&name, limit - n);
+                }
                 let mut out = ControlParameters::new();
                 out.name = Some(name);
                 out.count = Some(n as u64);
                 Some(ControlResponse::with_params(status::OK, "OK", &out))
             }
             ("cs", "config") => {
-                let mut cfg = self.cs.config().clone();
+                let mut cfg = self.cs_config_whole().clone();
                 if let Some(c) = p.capacity {
                     cfg.max_packets = c as usize;
                 }
@@ -403,11 +421,17 @@ impl Forwarder {
                         .flatten()
                         .map(|c| String::from_utf8_lossy(c.value).parse::<crate::cs::Policy>());
                     match policy {
+                        Some(Ok(crate::cs::Policy::Vip)) if self.sharded() => {
+                            return Some(ControlResponse::new(
+                                status::NOT_ACCEPTABLE,
+                                VIP_NEEDS_ONE_SHARD,
+                            ))
+                        }
                         Some(Ok(pol)) => cfg.policy = pol,
                         _ => return bad("the CS policy goes in /localhost/granary/cs-policy/<lru|lfu|fifo|random|vip>"),
                     }
                 }
-                self.cs.set_config(cfg.clone());
+                self.set_cs_config_whole(cfg.clone());
                 let mut out = ControlParameters::new();
                 out.strategy = p.strategy.is_some().then(|| {
                     policy_prefix.append(&granary_packet::Component::generic(
@@ -426,7 +450,7 @@ impl Forwarder {
     }
 
     fn cs_flag_bits(&self) -> u64 {
-        let c = self.cs.config();
+        let c = self.cs_config_whole();
         (if c.admit { cs_flags::ENABLE_ADMIT } else { 0 })
             | (if c.serve { cs_flags::ENABLE_SERVE } else { 0 })
     }
@@ -686,11 +710,11 @@ impl Forwarder {
                 encode_dataset(&v)
             }
             ("cs", "info") => CsInfo {
-                capacity: self.cs.config().max_packets as u64,
+                capacity: self.cs_config_whole().max_packets as u64,
                 flags: self.cs_flag_bits(),
-                n_entries: self.cs.len() as u64,
-                n_hits: self.cs.hits(),
-                n_misses: self.cs.misses(),
+                n_entries: self.shards_sum(|f| f.cs.len() as u64),
+                n_hits: self.shards_sum(|f| f.cs.hits()),
+                n_misses: self.shards_sum(|f| f.cs.misses()),
             }
             .encode(),
             _ => {
@@ -705,17 +729,17 @@ impl Forwarder {
                     current_timestamp: now_ms(),
                     n_name_tree_entries: 0,
                     n_fib_entries: self.tables.fib().count() as u64,
-                    n_pit_entries: self.pit.len() as u64,
+                    n_pit_entries: self.shards_sum(|f| f.pit.len() as u64),
                     n_measurements_entries: 0,
-                    n_cs_entries: self.cs.len() as u64,
+                    n_cs_entries: self.shards_sum(|f| f.cs.len() as u64),
                     n_in_interests: self.face_total(|c| &c.in_interests),
                     n_in_data: self.face_total(|c| &c.in_data),
                     n_in_nacks: self.face_total(|c| &c.in_nacks),
                     n_out_interests: self.face_total(|c| &c.out_interests),
                     n_out_data: self.face_total(|c| &c.out_data),
                     n_out_nacks: self.face_total(|c| &c.out_nacks),
-                    n_satisfied_interests: self.stats.satisfied,
-                    n_unsatisfied_interests: self.stats.unsatisfied,
+                    n_satisfied_interests: self.shards_sum(|f| f.stats.satisfied),
+                    n_unsatisfied_interests: self.shards_sum(|f| f.stats.unsatisfied),
                 }
                 .encode()
             }

@@ -48,7 +48,7 @@ impl Strategy {
 }
 
 /// Strategy per name prefix; longest prefix wins; `/` is best-route.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct StrategyChoice {
     table: HashMap<Name, Strategy>,
     /// The same choices by name hash ([`crate::namehash`]), for the data path.
