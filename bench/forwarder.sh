@@ -6,7 +6,10 @@
 #    forwarder CPU µs per exchange (the daemon's utime + stime / exchanges);
 #  - CS hits (1000 names fetched over and over);
 #  - 1 vs 2 forwarding threads: the daemon pinned to one core (`taskset`;
-#    tokio then starts one worker) beside the default (one per core);
+#    tokio then starts one worker) beside the default (one per core), and
+#    the default threads with the PIT and CS split over 2 shards
+#    (`--shards 2`: two faces forward at once instead of taking turns at
+#    one lock);
 #  - PIT bytes per entry: a silent producer, N Interests left pending, the
 #    daemon's RSS growth / N;
 #  - CS bytes per entry beyond the packet: N small Data fetched once through
@@ -79,14 +82,16 @@ measure() {
   echo "$key $flows $(cut -f1 <<<"$r") $us" >> "$tmp/results"
 }
 
-# Through the forwarder, CS off: default threads (one per core), then one.
-for cpus in - 1; do
-  start_daemon fwd "$cpus" --cs-capacity 0
+# Through the forwarder, CS off: default threads (one per core) and one
+# shard (the default), one thread, then default threads and 2 shards.
+for run in "- 1" "1 1" "- 2"; do
+  read -r cpus shards <<<"$run"
+  start_daemon fwd "$cpus" --cs-capacity 0 --shards "$shards"
   sock=$tmp/fwd.sock
   start_producer "$sock"
   threads=$([ "$cpus" = "-" ] && nproc || echo 1)
   for flows in 1 4; do
-    measure "forwarder, $threads thread(s), $flows flow(s)" "fwd$threads" $flows
+    measure "forwarder, $threads thread(s), $shards shard(s), $flows flow(s)" "fwd${threads}t${shards}s" $flows
   done
   stop_all
 done
@@ -100,7 +105,7 @@ measure "CS hits, 1 flow" cs 1 --repeat
 echo "  cs: $($G --socket "$sock" cs info)"
 stop_all
 
-awk '$1=="direct"{d[$2]=$3} $1~/^fwd/{f[$1" "$2]=$3} END{for (k in f) { split(k, a, " "); if (d[a[2]]>0) printf "forwarder / direct, %s thread(s), %s flow(s): %.2f\n", substr(a[1],4), a[2], f[k]/d[a[2]] }}' "$tmp/results" | sort
+awk '$1=="direct"{d[$2]=$3} $1~/^fwd/{f[$1" "$2]=$3} END{for (k in f) { split(k, a, " "); if (d[a[2]]>0) { split(substr(a[1],4), ts, "t"); printf "forwarder / direct, %s thread(s), %s shard(s), %s flow(s): %.2f\n", ts[1], substr(ts[2],1,length(ts[2])-1), a[2], f[k]/d[a[2]] } }}' "$tmp/results" | sort
 
 # PIT bytes per entry: N Interests pending at a silent producer.
 N=${PIT_ENTRIES:-200000}

@@ -110,7 +110,12 @@ async fn flow(
 ) {
     let s = UnixStream::connect(&path).await.expect("connect");
     let (mut r, mut w) = s.into_split();
-    let base = prefix.append(&Component::generic(format!("f{flow}").as_bytes()));
+    // Names unique to this run: a run right after another must not meet the
+    // dead-nonce list with the previous run's names and nonces (it answers
+    // those with Nacks, which would count as fast exchanges).
+    let base = prefix.append(&Component::generic(
+        format!("p{}f{flow}", std::process::id()).as_bytes(),
+    ));
     let outstanding = Arc::new(tokio::sync::Semaphore::new(window));
     let o2 = outstanding.clone();
     let (recv2, bytes2) = (recv.clone(), bytes.clone());
@@ -122,8 +127,14 @@ async fn flow(
                 Ok(_) => {}
             }
             while let Ok(Some(frame)) = next_frame(&mut buf, 9000) {
-                recv2.fetch_add(1, Ordering::Relaxed);
-                bytes2.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                // Only Data count as exchanges; a Nack (or anything else)
+                // frees its window slot and is reported apart.
+                if frame.first() == Some(&0x06) {
+                    recv2.fetch_add(1, Ordering::Relaxed);
+                    bytes2.fetch_add(frame.len() as u64, Ordering::Relaxed);
+                } else {
+                    OTHER.fetch_add(1, Ordering::Relaxed);
+                }
                 o2.add_permits(1);
             }
         }
@@ -184,6 +195,9 @@ async fn flow(
     }
     reader.abort();
 }
+
+/// Frames other than Data the consumer received (Nacks).
+static OTHER: AtomicU64 = AtomicU64::new(0);
 
 async fn consumer(args: Vec<String>) {
     let path = arg(&args, "--connect").expect("--connect");
@@ -249,6 +263,7 @@ async fn consumer(args: Vec<String>) {
             sent.load(Ordering::Relaxed),
             all_bytes.checked_div(received).unwrap_or(0)
         );
+        report_other();
         return;
     }
     tokio::time::sleep_until(warm.into()).await;
@@ -266,6 +281,14 @@ async fn consumer(args: Vec<String>) {
     );
     for t in tasks {
         t.abort();
+    }
+    report_other();
+}
+
+fn report_other() {
+    let other = OTHER.load(Ordering::Relaxed);
+    if other > 0 {
+        eprintln!("consumer: {other} answers were not Data (Nacks), not counted");
     }
 }
 

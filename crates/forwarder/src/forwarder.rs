@@ -494,6 +494,7 @@ impl Forwarder {
             for _ in 0..n {
                 let mut cfg = self.cfg.clone();
                 cfg.pit_max = cfg.pit_max.div_ceil(n);
+                cfg.dead_nonce_max = cfg.dead_nonce_max.div_ceil(n);
                 cfg.cs = share.clone();
                 let mut shard = Forwarder::new(cfg, self.ctx.clone());
                 shard.faces = self.faces.clone();
