@@ -146,7 +146,7 @@ awk 'NR==1{off=$2} NR==2{on=$2; n=$3; w=$4} END{ printf "CS: %d entries of %d-by
 
 # Instructions per exchange (callgrind), optional.
 instr() { # BINARY -> instructions per exchange
-  local bin=$1 out=() cnt
+  local bin=$1 out=() mallocs=() cnt
   for cnt in 2000 10000; do
     # A previous run's `ready` line or socket must not be taken for this one's.
     rm -f "$tmp/cg.out" "$tmp/cg.sock"
@@ -157,9 +157,11 @@ instr() { # BINARY -> instructions per exchange
     kill -TERM $gpid; wait $gpid 2>/dev/null || true
     stop_all
     out+=("$(awk '/^totals:|^summary:/{print $2; exit}' "$tmp/cg.$cnt")")
+    # malloc calls in the whole daemon (its callers' call counts summed).
+    mallocs+=("$(callgrind_annotate --tree=caller "$tmp/cg.$cnt" 2>/dev/null | awk '/^ *$/{n=0} /< /{ if (match($0, /\([0-9,]+x\)/)) { c=substr($0, RSTART+1, RLENGTH-3); gsub(",", "", c); n+=c } } /\* .*malloc\.c:malloc /{print n; exit}')")
     rm -rf "$tmp/cg.d$cnt" "$tmp/cg.$cnt"*
   done
-  awk -v a="${out[0]}" -v b="${out[1]}" 'BEGIN{ printf "%.0f", (b-a)/8000 }'
+  awk -v a="${out[0]}" -v b="${out[1]}" -v ma="${mallocs[0]:-0}" -v mb="${mallocs[1]:-0}" 'BEGIN{ printf "%.0f (malloc calls per exchange: %.3f)", (b-a)/8000, (mb-ma)/8000 }'
 }
 if [ -n "${INSTR:-}" ]; then
   echo "instructions per exchange (callgrind, CS off): $(instr "$G")"

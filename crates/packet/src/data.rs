@@ -393,12 +393,10 @@ impl DataBuilder {
         max_sig_len: usize,
         sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
     ) -> std::result::Result<Data, E> {
-        let content = self.content.as_ref().map(|c| {
-            (c.len(), |dst: &mut [u8]| {
-                dst.copy_from_slice(c);
-                Ok(())
-            })
-        });
+        let content = self
+            .content
+            .as_deref()
+            .map(ContentSource::<fn(&mut [u8]) -> std::result::Result<(), E>>::Given);
         self.encode(content, max_sig_len, sign)
     }
 
@@ -413,18 +411,24 @@ impl DataBuilder {
         max_sig_len: usize,
         sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
     ) -> std::result::Result<Data, E> {
-        self.encode(Some((len, fill)), max_sig_len, sign)
+        self.encode(Some(ContentSource::Fill(len, fill)), max_sig_len, sign)
     }
 
-    fn encode<E>(
+    fn encode<E, F: FnOnce(&mut [u8]) -> std::result::Result<(), E>>(
         &self,
-        content: Option<(usize, impl FnOnce(&mut [u8]) -> std::result::Result<(), E>)>,
+        content: Option<ContentSource<'_, F>>,
         max_sig_len: usize,
         sign: impl FnOnce(&[u8]) -> std::result::Result<Bytes, E>,
     ) -> std::result::Result<Data, E> {
-        let content_tlv = content
-            .as_ref()
-            .map_or(0, |(n, _)| tlv::tlv_len(CONTENT, *n));
+        let content_tlv = content.as_ref().map_or(0, |c| {
+            tlv::tlv_len(
+                CONTENT,
+                match c {
+                    ContentSource::Given(b) => b.len(),
+                    ContentSource::Fill(n, _) => *n,
+                },
+            )
+        });
         let signed_len = self.name.encoded_len()
             + self.meta_info.as_ref().map_or(0, |m| m.encoded_len())
             + content_tlv
@@ -436,12 +440,22 @@ impl DataBuilder {
             m.encode_to(&mut buf);
         }
         let mut content_at = None;
-        if let Some((n, fill)) = content {
-            tlv::put_header(&mut buf, CONTENT, n);
-            let at = buf.len();
-            buf.put_bytes(0, n);
-            fill(&mut buf[at..at + n])?;
-            content_at = Some(at..at + n);
+        match content {
+            // Given bytes are copied once (no zero-fill first).
+            Some(ContentSource::Given(b)) => {
+                tlv::put_header(&mut buf, CONTENT, b.len());
+                let at = buf.len();
+                buf.put_slice(b);
+                content_at = Some(at..at + b.len());
+            }
+            Some(ContentSource::Fill(n, fill)) => {
+                tlv::put_header(&mut buf, CONTENT, n);
+                let at = buf.len();
+                buf.put_bytes(0, n);
+                fill(&mut buf[at..at + n])?;
+                content_at = Some(at..at + n);
+            }
+            None => {}
         }
         self.sig_info.encode_to(SIGNATURE_INFO, &mut buf);
         let sig_value = sign(&buf[HEADROOM..])?;
@@ -482,6 +496,14 @@ impl DataBuilder {
             Err(never) => match never {},
         }
     }
+}
+
+/// Where an encoded Data's content comes from.
+enum ContentSource<'a, F> {
+    /// The builder's own bytes.
+    Given(&'a [u8]),
+    /// `len` bytes written in place by the closure.
+    Fill(usize, F),
 }
 
 #[cfg(test)]
