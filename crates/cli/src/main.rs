@@ -1,5 +1,6 @@
 //! The `granary` command: a thin layer over the library crates.
 
+mod alloc;
 mod dedup;
 mod dissect;
 mod fetch;
@@ -630,6 +631,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 fn main() {
+    alloc::tune();
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("granary: error: {e:#}");

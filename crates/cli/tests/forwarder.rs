@@ -816,3 +816,63 @@ fn bad_shard_settings_are_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("one forwarding shard"), "{err}");
 }
+
+/// After an Interest is satisfied, the same name and nonce again is a
+/// loop only if a cache could not have answered it: MustBeFresh with a
+/// FreshnessPeriod shorter than the dead-nonce list's lifetime (NFD's rule).
+/// Otherwise it is forwarded as usual. Unsatisfied Interests always count.
+#[test]
+fn dead_nonces_after_satisfaction_follow_nfds_rule() {
+    let d = Daemon::start(&["--cs-capacity", "0", "--no-repo"]);
+    let mut producer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    let mut p = granary_mgmt::ControlParameters::new();
+    p.name = Some(Name::from_uri("/dn").unwrap());
+    let cmd = granary_mgmt::make_command(
+        &Name::from_uri("/localhost/nfd").unwrap(),
+        "rib",
+        "register",
+        &p,
+    )
+    .encode();
+    producer.write_all(cmd.wire()).unwrap();
+    producer
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = vec![0u8; 65536];
+    let _ = producer.read(&mut buf).unwrap();
+    let mut consumer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    consumer
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    // Sends `name` with `nonce` twice; the producer answers what reaches it.
+    // Returns what the consumer got the second time: 0x06 Data, 0x64 a Nack.
+    let mut twice = |name: &str, must_be_fresh: bool| -> u8 {
+        let mut f = InterestFields::new(Name::from_uri(name).unwrap());
+        f.nonce = Some(0x1234_5678);
+        f.must_be_fresh = must_be_fresh;
+        let i = f.encode();
+        let mut last = 0;
+        for _ in 0..2 {
+            consumer.write_all(i.wire()).unwrap();
+            let n = producer.read(&mut buf);
+            if let Ok(n) = n {
+                let got = Interest::decode(bytes::Bytes::copy_from_slice(&buf[..n])).unwrap();
+                let data = granary_packet::DataBuilder::new(got.name.clone())
+                    .content(vec![1u8; 10])
+                    .freshness_period(0)
+                    .encode_with_signature(bytes::Bytes::from_static(&[0u8; 32]));
+                producer.write_all(data.wire()).unwrap();
+            }
+            let n = consumer.read(&mut buf).unwrap();
+            assert!(n > 0);
+            last = buf[0];
+        }
+        last
+    };
+    assert_eq!(twice("/dn/plain", false), 0x06, "forwarded again, answered");
+    assert_eq!(
+        twice("/dn/fresh", true),
+        0x64,
+        "MustBeFresh, FreshnessPeriod 0: Nack Duplicate"
+    );
+}

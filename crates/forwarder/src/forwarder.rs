@@ -974,14 +974,22 @@ impl Forwarder {
             self.cs.insert(d.clone(), now.into_std());
         }
         let mut sent_to: SmallVec<[FaceId; 4]> = SmallVec::new();
+        // A satisfied Interest goes to the dead-nonce list only when a copy
+        // still looping could not be answered with this Data from a cache:
+        // MustBeFresh and a FreshnessPeriod shorter than the list's lifetime
+        // (NFD's rule, `Forwarder::insertDeadNonceList`). Unsatisfied ones
+        // (expired, Nacked) always go.
+        let short_fresh = d.freshness_period() < self.dnl.lifetime_ms();
         for id in ids {
             let hash = self.pit.name_hash(id);
             let Some(e) = self.pit.remove_id(id) else {
                 continue;
             };
             self.stats.satisfied += 1;
-            for r in &e.out_records {
-                self.dnl.add_hashed(hash, r.nonce, now);
+            if e.key.must_be_fresh && short_fresh {
+                for r in &e.out_records {
+                    self.dnl.add_hashed(hash, r.nonce, now);
+                }
             }
             for r in e.in_records {
                 if r.expiry < now || sent_to.contains(&r.face) {

@@ -384,21 +384,29 @@ impl Pit {
 /// detect loops after the PIT entry is gone. Pairs are kept as a 64-bit keyed
 /// hash of the name hash and the nonce.
 ///
-/// A fixed, set-associative table: a pair's hash picks one bucket of
-/// [`WAYS`] slots (its keys in one 64-byte cache line, their expiries in the
-/// next), so a lookup or an insertion touches two adjacent lines and
-/// allocates nothing; an insertion into a full bucket
-/// replaces its slot closest to expiry. Memory is fixed at start (capacity
-/// rounded up to a power of two, 16 bytes a slot). Best effort, as NFD's
-/// list is: under more distinct pairs than slots within a lifetime, the
-/// oldest are forgotten first; a pair is never reported that was not added
-/// (short of a 64-bit hash collision).
+/// A set-associative table: a pair's hash picks one bucket of [`WAYS`]
+/// slots (its keys in one 64-byte cache line, their expiries in the next),
+/// so a lookup or an insertion touches two adjacent lines; an insertion into
+/// a full bucket replaces its slot closest to expiry. The table starts small
+/// (so that it stays in cache while few pairs are dead, the common case: a
+/// lookup per Interest) and doubles, keeping the live pairs, when half its
+/// slots are taken, up to the capacity (rounded up to a power of two, 16
+/// bytes a slot). Best effort, as NFD's list is: under more distinct pairs
+/// than slots within a lifetime, the oldest are forgotten first; a pair is
+/// never reported that was not added (short of a 64-bit hash collision).
 #[derive(Debug)]
 pub struct DeadNonceList {
     buckets: Box<[DnlBucket]>,
+    /// The most buckets the table grows to.
+    max_buckets: usize,
+    /// Slots taken (live or expired, not yet reused).
+    used: usize,
     lifetime_ms: u64,
     epoch: Instant,
 }
+
+/// Buckets a dead-nonce list starts with (16 KiB).
+const DNL_START_BUCKETS: usize = 128;
 
 /// Slots per bucket: 8 keys fill one cache line, their expiries the next.
 /// (4 ways lost ~4 % of the pairs at half load, 8 ways well under 1 %.)
@@ -415,12 +423,56 @@ struct DnlBucket {
 impl DeadNonceList {
     /// A list keeping entries for `lifetime`, about `capacity` of them.
     pub fn new(lifetime: Duration, capacity: usize) -> Self {
-        let buckets = capacity.div_ceil(WAYS).max(1).next_power_of_two();
+        let max_buckets = capacity.div_ceil(WAYS).max(1).next_power_of_two();
         DeadNonceList {
-            buckets: vec![DnlBucket::default(); buckets].into_boxed_slice(),
+            buckets: vec![DnlBucket::default(); max_buckets.min(DNL_START_BUCKETS)]
+                .into_boxed_slice(),
+            max_buckets,
+            used: 0,
             lifetime_ms: lifetime.as_millis().max(1) as u64,
             epoch: Instant::now(),
         }
+    }
+
+    /// How long a pair is kept, in ms.
+    pub fn lifetime_ms(&self) -> u64 {
+        self.lifetime_ms
+    }
+
+    /// Doubles the table, keeping the pairs still live at `t`.
+    fn grow(&mut self, t: u64) {
+        let n = self.buckets.len() * 2;
+        let old = std::mem::replace(
+            &mut self.buckets,
+            vec![DnlBucket::default(); n].into_boxed_slice(),
+        );
+        self.used = 0;
+        for b in old.iter() {
+            for j in 0..WAYS {
+                if b.keys[j] != 0 && b.expires[j] > t {
+                    self.put(b.keys[j], b.expires[j]);
+                }
+            }
+        }
+    }
+
+    /// Stores `k` until `expires` (ms) in its bucket.
+    fn put(&mut self, k: u64, expires: u64) {
+        let i = (k as usize) & (self.buckets.len() - 1);
+        let b = &mut self.buckets[i];
+        // The pair itself if present, else the slot nearest its end (an
+        // empty or expired one first: their expiries are the smallest).
+        let slot = match b.keys.iter().position(|&x| x == k) {
+            Some(j) => j,
+            None => (0..WAYS)
+                .min_by_key(|&j| if b.keys[j] == 0 { 0 } else { b.expires[j] })
+                .unwrap_or(0),
+        };
+        if b.keys[slot] == 0 {
+            self.used += 1;
+        }
+        b.keys[slot] = k;
+        b.expires[slot] = expires;
     }
 
     fn key(name_hash: u64, nonce: u32) -> u64 {
@@ -446,18 +498,10 @@ impl DeadNonceList {
     pub fn add_hashed(&mut self, name_hash: u64, nonce: u32, now: Instant) {
         let k = Self::key(name_hash, nonce);
         let t = self.ms(now);
-        let expires = t + self.lifetime_ms;
-        let b = self.bucket(k);
-        // The pair itself if present, else the slot nearest its end (an
-        // empty or expired one first: their expiries are the smallest).
-        let slot = match b.keys.iter().position(|&x| x == k) {
-            Some(j) => j,
-            None => (0..WAYS)
-                .min_by_key(|&j| if b.keys[j] == 0 { 0 } else { b.expires[j] })
-                .unwrap_or(0),
-        };
-        b.keys[slot] = k;
-        b.expires[slot] = expires;
+        if self.used * 2 >= self.buckets.len() * WAYS && self.buckets.len() < self.max_buckets {
+            self.grow(t);
+        }
+        self.put(k, t + self.lifetime_ms);
     }
 
     /// True if the pair was seen recently.
@@ -473,9 +517,9 @@ impl DeadNonceList {
         (0..WAYS).any(|j| b.keys[j] == k && b.expires[j] > t)
     }
 
-    /// Slots in the table (the most pairs it can hold).
+    /// Slots the table can grow to (the most pairs it can hold).
     pub fn capacity(&self) -> usize {
-        self.buckets.len() * WAYS
+        self.max_buckets * WAYS
     }
 
     /// Pairs held and not expired at `now` (walks the table: for tests and
