@@ -10,6 +10,8 @@
 #    the default threads with the PIT and CS split over 2 shards
 #    (`--shards 2`: two faces forward at once instead of taking turns at
 #    one lock);
+#  - the pipelines alone, in one process on in-process faces
+#    (granary-bench-fwd-core), 1 vs 2 threads and 1 vs 2 shards;
 #  - PIT bytes per entry: a silent producer, N Interests left pending, the
 #    daemon's RSS growth / N;
 #  - CS bytes per entry beyond the packet: N small Data fetched once through
@@ -94,6 +96,19 @@ for run in "- 1" "1 1" "- 2"; do
     measure "forwarder, $threads thread(s), $shards shard(s), $flows flow(s)" "fwd${threads}t${shards}s" $flows
   done
   stop_all
+done
+
+# The pipelines alone: consumers and producers on in-process faces in one
+# process (granary-bench-fwd-core: no sockets, so no kernel copies or
+# wake-ups), 4 flows; 1 worker on one core, then 2 workers on two cores with
+# 1 and 2 shards. The CPU column is the whole process's (apps included). The
+# glibc settings are the daemon's (crates/cli/src/alloc.rs).
+C=$PWD/target/release/granary-bench-fwd-core
+for run in "0 1 1" "0,1 2 1" "0,1 2 2"; do
+  read -r cpus threads shards <<<"$run"
+  r=$(GLIBC_TUNABLES=glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=4194304 \
+    taskset -c "$cpus" "$C" --threads "$threads" --shards "$shards" --flows 4 --window "$win" --secs "$secs")
+  row "in-process, $threads thread(s), $shards shard(s), 4 flows" "$(cut -f1 <<<"$r")" "-" "$(cut -f2 <<<"$r") (all)" "-"
 done
 
 # CS hits: a daemon with a cache, 1000 names fetched over and over.
