@@ -67,7 +67,18 @@ fn check(results: &[Value], count: usize, size: usize) {
 
 #[test]
 fn python_producer_ndnts_consumer_through_granary() {
-    let d = Daemon::start(&[]);
+    python_producer_ndnts_consumer(&[]);
+}
+
+/// The same through a sharded forwarder (`--shards 2`): the libraries'
+/// registration reaches every shard, their Interests spread over them.
+#[test]
+fn python_producer_ndnts_consumer_through_a_sharded_granary() {
+    python_producer_ndnts_consumer(&["--shards", "2"]);
+}
+
+fn python_producer_ndnts_consumer(daemon_args: &[&str]) {
+    let d = Daemon::start(daemon_args);
     let sock = d.socket.to_str().unwrap();
     let mut p = python_script("producer.py");
     p.args([sock, "/interop/py", "--size", "3000"]);
@@ -79,7 +90,16 @@ fn python_producer_ndnts_consumer_through_granary() {
 
 #[test]
 fn ndnts_producer_python_consumer_through_granary() {
-    let d = Daemon::start(&[]);
+    ndnts_producer_python_consumer(&[]);
+}
+
+#[test]
+fn ndnts_producer_python_consumer_through_a_sharded_granary() {
+    ndnts_producer_python_consumer(&["--shards", "3"]);
+}
+
+fn ndnts_producer_python_consumer(daemon_args: &[&str]) {
+    let d = Daemon::start(daemon_args);
     let sock = d.socket.to_str().unwrap();
     let mut p = node_script("producer.mjs");
     p.args([sock, "/interop/ts", "--size", "8000"]);
