@@ -115,7 +115,7 @@ fn main() {
             .map(|i| InterestFields::new(name.append(&Component::segment(i))).encode())
             .collect();
         for d in &pool[..65_536] {
-            cs.insert(d.clone(), now);
+            cs.insert(d, now);
         }
         let mut i = 65_536usize;
         measure(
@@ -123,7 +123,7 @@ fn main() {
             "CS full at 65,536 8 KiB segments: insert one (evict one) + exact lookup",
             secs,
             || {
-                cs.insert(pool[i % pool.len()].clone(), now);
+                cs.insert(&pool[i % pool.len()], now);
                 black_box(cs.find(&lookups[(i * 7919) % lookups.len()], now));
                 i += 1;
             },

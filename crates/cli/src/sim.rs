@@ -353,7 +353,7 @@ fn drive(
                 .is_none_or(|v| v.should_cache(&catalog.names[i]))
         {
             let d = catalog.data(i);
-            cs.insert(d, now);
+            cs.insert(&d, now);
         }
     }
     let secs = started.elapsed().as_secs_f64().max(1e-9);

@@ -570,12 +570,12 @@ impl ContentStore {
     /// the new one counted. Nothing happens when `admit` is off, when
     /// `max_packets` is 0, or when the packet's charge alone exceeds
     /// `max_bytes`.
-    pub fn insert(&mut self, data: Data, now: Instant) {
+    pub fn insert(&mut self, data: &Data, now: Instant) {
         let size = data.wire().len().saturating_add(ENTRY_OVERHEAD);
         if !self.cfg.admit || self.cfg.max_packets == 0 || size > self.cfg.max_bytes {
             return;
         }
-        let Some((wire, name_at, name_len)) = own_buffer(&data) else {
+        let Some((wire, name_at, name_len)) = own_buffer(data) else {
             return;
         };
         let old = self.index.id(data.name().value());
@@ -986,7 +986,7 @@ mod tests {
 
     fn insert_all(cs: &mut ContentStore, uris: &[&str], now: Instant) {
         for u in uris {
-            cs.insert(data(u), now);
+            cs.insert(&data(u), now);
             cs.check_invariants();
         }
     }
@@ -1090,7 +1090,7 @@ mod tests {
             let mut evicted = Vec::new();
             for i in 0..uris.len() {
                 let predicted = order(&cs)[0].clone();
-                cs.insert(data(&format!("/new/{i}")), t);
+                cs.insert(&data(&format!("/new/{i}")), t);
                 cs.check_invariants();
                 assert!(!names(&cs).contains(&predicted));
                 evicted.push(predicted);
@@ -1169,7 +1169,7 @@ mod tests {
         let big = data_fp("/big", one - 100, 1000);
         assert!(big.wire().len() + ENTRY_OVERHEAD <= 2 * one);
         assert!(big.wire().len() + ENTRY_OVERHEAD > one);
-        cs.insert(big, t);
+        cs.insert(&big, t);
         cs.check_invariants();
         assert_eq!(names(&cs), ["/d", "/big"]);
     }
@@ -1180,7 +1180,7 @@ mod tests {
         let mut cs = ContentStore::new(CsConfig::default(), 0);
         let d = data_fp("/a", 1000, 0);
         let w = d.wire().len();
-        cs.insert(d, t);
+        cs.insert(&d, t);
         assert_eq!(cs.bytes(), w + ENTRY_OVERHEAD);
         // The constant covers at least the structures themselves, unslacked.
         let floor = 2 * std::mem::size_of::<Name>()
@@ -1204,9 +1204,9 @@ mod tests {
         assert_eq!(cs.bytes(), 2 * one, "filling the limit exactly is fine");
         let huge = data_fp("/huge", 2 * one, 10_000);
         assert!(huge.wire().len() + ENTRY_OVERHEAD > 2 * one);
-        cs.insert(huge, t);
+        cs.insert(&huge, t);
         // An oversized replacement leaves the cached packet alone.
-        cs.insert(data_fp("/b", 2 * one, 10_000), t);
+        cs.insert(&data_fp("/b", 2 * one, 10_000), t);
         cs.check_invariants();
         assert_eq!(
             names(&cs),
@@ -1222,9 +1222,9 @@ mod tests {
             },
             0,
         );
-        tight.insert(data_fp("/c", 11, 10_000), t);
+        tight.insert(&data_fp("/c", 11, 10_000), t);
         assert!(tight.is_empty());
-        tight.insert(data("/c"), t);
+        tight.insert(&data("/c"), t);
         assert_eq!(tight.len(), 1);
     }
 
@@ -1232,7 +1232,7 @@ mod tests {
     fn zero_capacity_and_switches() {
         let t = Instant::now();
         let mut cs = ContentStore::new(cfg(Policy::Lru, 0), 0);
-        cs.insert(data("/a"), t);
+        cs.insert(&data("/a"), t);
         assert!(cs.is_empty());
 
         let mut cs = ContentStore::new(
@@ -1242,10 +1242,10 @@ mod tests {
             },
             0,
         );
-        cs.insert(data("/a"), t);
+        cs.insert(&data("/a"), t);
         assert!(cs.is_empty());
         cs.set_config(CsConfig::default());
-        cs.insert(data("/a"), t);
+        cs.insert(&data("/a"), t);
         assert!(cs.find(&exact("/a"), t).is_some());
         cs.set_config(CsConfig {
             serve: false,
@@ -1261,10 +1261,10 @@ mod tests {
         let t = Instant::now();
         let mut cs = ContentStore::new(cfg(Policy::Lfu, 10), 0);
         let old = data_fp("/a", 10, 1000);
-        cs.insert(old.clone(), t);
+        cs.insert(&old.clone(), t);
         cs.find(&exact("/a"), t);
         let new = data_fp("/a", 500, 1000);
-        cs.insert(new.clone(), t + Duration::from_secs(5));
+        cs.insert(&new.clone(), t + Duration::from_secs(5));
         cs.check_invariants();
         assert_eq!(cs.len(), 1);
         assert_eq!(cs.bytes(), new.wire().len() + ENTRY_OVERHEAD);
@@ -1279,13 +1279,13 @@ mod tests {
         let t = Instant::now();
         let ms = Duration::from_millis;
         let mut cs = ContentStore::new(CsConfig::default(), 0);
-        cs.insert(data_fp("/f", 10, 1000), t);
-        cs.insert(data_fp("/zero", 10, 0), t);
+        cs.insert(&data_fp("/f", 10, 1000), t);
+        cs.insert(&data_fp("/zero", 10, 0), t);
         let none = DataBuilder::new(name("/none"))
             .content(&b"x"[..])
             .encode_with_signature(Bytes::from_static(&[0; 32]));
-        cs.insert(none, t);
-        cs.insert(data_fp("/forever", 10, u64::MAX), t);
+        cs.insert(&none, t);
+        cs.insert(&data_fp("/forever", 10, u64::MAX), t);
 
         let fresh = |u: &str| interest(u, false, true);
         assert!(cs.find(&fresh("/f"), t).is_some());
@@ -1319,7 +1319,7 @@ mod tests {
             ("/a/seg=0", 10_000),
             ("/b", 10_000),
         ] {
-            cs.insert(data_fp(u, 10, fp), t);
+            cs.insert(&data_fp(u, 10, fp), t);
         }
         let got = |cs: &mut ContentStore, u, cbp, mbf| {
             cs.find(&interest(u, cbp, mbf), t)
@@ -1344,8 +1344,8 @@ mod tests {
         let t = Instant::now();
         let mut cs = ContentStore::new(CsConfig::default(), 0);
         let d = data("/a/b");
-        cs.insert(d.clone(), t);
-        cs.insert(data("/a/b/c"), t);
+        cs.insert(&d.clone(), t);
+        cs.insert(&data("/a/b/c"), t);
         let full = d.full_name().to_string();
         assert_eq!(cs.find(&exact(&full), t), Some(d.clone()));
         assert_eq!(cs.find(&interest(&full, true, true), t), Some(d.clone()));
@@ -1353,11 +1353,11 @@ mod tests {
         assert_eq!(cs.find(&exact(&wrong), t), None);
         assert_eq!(cs.find(&interest(&wrong, true, false), t), None);
         // Replaced by different content: the old digest no longer matches.
-        cs.insert(data_fp("/a/b", 11, 10_000), t);
+        cs.insert(&data_fp("/a/b", 11, 10_000), t);
         assert_eq!(cs.find(&exact(&full), t), None);
         // A stale packet does not satisfy MustBeFresh by digest either.
         let s = data_fp("/s", 3, 0);
-        cs.insert(s.clone(), t);
+        cs.insert(&s.clone(), t);
         let sf = s.full_name().to_string();
         assert_eq!(cs.find(&interest(&sf, false, true), t), None);
         assert_eq!(cs.find(&exact(&sf), t), Some(s));
@@ -1418,7 +1418,7 @@ mod tests {
     fn hit_and_miss_counters() {
         let t = Instant::now();
         let mut cs = ContentStore::new(CsConfig::default(), 0);
-        cs.insert(data_fp("/a", 1, 0), t);
+        cs.insert(&data_fp("/a", 1, 0), t);
         assert!(cs.find(&exact("/a"), t).is_some());
         assert!(cs.find(&exact("/b"), t).is_none());
         assert!(cs.find(&interest("/a", false, true), t).is_none());
@@ -1447,7 +1447,7 @@ mod tests {
                 let now = t + Duration::from_millis(step);
                 let u = format!("/p/{}/{}", rng.below(4), rng.below(10));
                 match rng.below(10) {
-                    0..=3 => cs.insert(data_fp(&u, rng.below(300), rng.below(50) as u64), now),
+                    0..=3 => cs.insert(&data_fp(&u, rng.below(300), rng.below(50) as u64), now),
                     4..=7 => {
                         finds += 1;
                         // Sometimes ask by implicit digest for what is cached.

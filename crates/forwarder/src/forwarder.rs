@@ -178,9 +178,12 @@ impl PacketSink for Shared {
         let mut fw = self.lock();
         let now = Instant::now();
         fw.now = now;
-        for (packet, link) in batch.drain(..) {
+        // By reference: the packets stay where the face decoded them (no
+        // moves of the decoded structs); dropped together afterwards.
+        for (packet, link) in batch.iter() {
             fw.on_packet(face, packet, link, now);
         }
+        batch.clear();
         self.after_batch(&fw);
     }
 
@@ -188,7 +191,7 @@ impl PacketSink for Shared {
         let mut fw = self.lock();
         let now = Instant::now();
         fw.now = now;
-        fw.on_packet(face, packet, link, now);
+        fw.on_packet(face, &packet, &link, now);
         self.after_batch(&fw);
     }
 }
@@ -664,7 +667,7 @@ impl Forwarder {
                 self.faces.remove(&face);
                 self.tables.remove_face(face);
             }
-            FaceEvent::Packet { face, packet, link } => self.on_packet(face, packet, link, now),
+            FaceEvent::Packet { face, packet, link } => self.on_packet(face, &packet, &link, now),
             FaceEvent::Send { face, packet } => {
                 if let Some(h) = self.faces.get(&face) {
                     h.send(packet);
@@ -673,7 +676,7 @@ impl Forwarder {
         }
     }
 
-    fn on_packet(&mut self, face: FaceId, packet: NetPacket, link: LinkFields, now: Instant) {
+    fn on_packet(&mut self, face: FaceId, packet: &NetPacket, link: &LinkFields, now: Instant) {
         self.now = now;
         if !self.faces.contains_key(&face) {
             return;
@@ -681,7 +684,7 @@ impl Forwarder {
         match packet {
             NetPacket::Interest(i) => self.on_interest(face, i, link, now),
             NetPacket::Data(d) => self.on_data(face, d, link, now),
-            NetPacket::Nack(i, r) => self.on_nack(face, i, r, now),
+            NetPacket::Nack(i, r) => self.on_nack(face, i, *r, now),
         }
     }
 
@@ -731,10 +734,10 @@ impl Forwarder {
         );
     }
 
-    fn on_interest(&mut self, face: FaceId, i: Interest, link: LinkFields, now: Instant) {
+    fn on_interest(&mut self, face: FaceId, i: &Interest, link: &LinkFields, now: Instant) {
         let local = self.scope(face) == Scope::Local;
         if crate::vip::is_beacon(&i.name) {
-            self.on_vip_beacon(face, &i, now);
+            self.on_vip_beacon(face, i, now);
             return;
         }
         if local && self.vip.active() && self.strategies.find(&i.name) == Strategy::Vip {
@@ -745,7 +748,7 @@ impl Forwarder {
             return;
         }
         if is_localhost(&i.name) || is_localhop(&i.name) {
-            if let Some(handled) = self.handle_mgmt(face, &i, &link, now) {
+            if let Some(handled) = self.handle_mgmt(face, i, link, now) {
                 if handled {
                     return;
                 }
@@ -760,10 +763,10 @@ impl Forwarder {
         let hashes = NameHashes::of(&i.name);
         if self.dnl.contains_hashed(hashes.full(), nonce, now) {
             self.stats.loops += 1;
-            self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
+            self.send_nack(face, i, nack_reason::DUPLICATE, link.pit_token.clone());
             return;
         }
-        let key = PitKey::of(&i);
+        let key = PitKey::of(i);
         // Loop: the same nonce already seen from another face, or sent upstream.
         if let Some(e) = self
             .pit
@@ -777,16 +780,16 @@ impl Forwarder {
                 || e.out_records.iter().any(|r| r.nonce == nonce);
             if looped {
                 self.stats.loops += 1;
-                self.send_nack(face, &i, nack_reason::DUPLICATE, link.pit_token);
+                self.send_nack(face, i, nack_reason::DUPLICATE, link.pit_token.clone());
                 return;
             }
-        } else if let Some(wire) = self.cs.find_wire(&i, now.into_std()) {
+        } else if let Some(wire) = self.cs.find_wire(i, now.into_std()) {
             self.send(
                 face,
                 OutPacket {
                     wire,
                     kind: OutKind::Data,
-                    pit_token: link.pit_token,
+                    pit_token: link.pit_token.clone(),
                     congestion_mark: None,
                 },
             );
@@ -794,7 +797,7 @@ impl Forwarder {
         }
         let lifetime = Duration::from_millis(i.lifetime_ms());
         let Some((id, _new)) = self.pit.find_or_insert(&key, hashes.full(), now) else {
-            self.send_nack(face, &i, nack_reason::CONGESTION, link.pit_token);
+            self.send_nack(face, i, nack_reason::CONGESTION, link.pit_token.clone());
             return;
         };
         // Sharded, control shard: Data must be offered here before the
@@ -827,10 +830,10 @@ impl Forwarder {
             face,
             id,
             &hashes,
-            &i,
+            i,
             nonce,
             link.next_hop_face_id.filter(|_| local),
-            link.pit_token,
+            link.pit_token.clone(),
             now,
         );
     }
@@ -954,14 +957,14 @@ impl Forwarder {
         }
     }
 
-    fn on_data(&mut self, face: FaceId, d: Data, link: LinkFields, now: Instant) {
+    fn on_data(&mut self, face: FaceId, d: &Data, link: &LinkFields, now: Instant) {
         if is_localhost(d.name()) && self.scope(face) != Scope::Local {
             self.stats.scope_drops += 1;
             return;
         }
         let hashes = NameHashes::of(d.name());
         let mut ids: SmallVec<[EntryId; 4]> = SmallVec::new();
-        self.pit.matches_into(&d, &hashes, &mut ids);
+        self.pit.matches_into(d, &hashes, &mut ids);
         if ids.is_empty() {
             return; // unsolicited
         }
@@ -971,7 +974,7 @@ impl Forwarder {
         let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
             && self.scope(face) == Scope::Local;
         if !no_cache && self.cs.admits() && self.vip_admits(d.name()) {
-            self.cs.insert(d.clone(), now.into_std());
+            self.cs.insert(d, now.into_std());
         }
         let mut sent_to: SmallVec<[FaceId; 4]> = SmallVec::new();
         // A satisfied Interest goes to the dead-nonce list only when a copy
@@ -996,13 +999,13 @@ impl Forwarder {
                     continue;
                 }
                 sent_to.push(r.face);
-                self.send_data(r.face, &d, r.pit_token, link.congestion_mark);
+                self.send_data(r.face, d, r.pit_token, link.congestion_mark);
             }
         }
     }
 
-    fn on_nack(&mut self, face: FaceId, i: Interest, reason: u64, now: Instant) {
-        let key = PitKey::of(&i);
+    fn on_nack(&mut self, face: FaceId, i: &Interest, reason: u64, now: Instant) {
+        let key = PitKey::of(i);
         let hash = hash_name(&key.name);
         let Some(id) = self.pit.find(&key, hash) else {
             return;
