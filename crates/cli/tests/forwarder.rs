@@ -253,15 +253,12 @@ fn three_daemons_chained(b_args: &[&str]) {
     );
 }
 
-/// Raw check that the forwarder decrements HopLimit and adds a Nonce without
-/// touching the rest (signature intact).
-#[test]
-fn forwarded_interest_keeps_its_bytes_except_nonce_and_hop_limit() {
-    let d = Daemon::start(&[]);
+/// A raw Unix connection to `d` that has registered `prefix` (the
+/// ControlResponse read and checked), with a 3 s read timeout.
+fn raw_producer(d: &Daemon, prefix: &str) -> std::os::unix::net::UnixStream {
     let mut producer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    // Register /raw from this raw connection.
     let mut p = granary_mgmt::ControlParameters::new();
-    p.name = Some(Name::from_uri("/raw").unwrap());
+    p.name = Some(Name::from_uri(prefix).unwrap());
     let cmd = granary_mgmt::make_command(
         &Name::from_uri("/localhost/nfd").unwrap(),
         "rib",
@@ -277,6 +274,16 @@ fn forwarded_interest_keeps_its_bytes_except_nonce_and_hop_limit() {
     let n = producer.read(&mut buf).unwrap();
     let resp = Data::decode(bytes::Bytes::copy_from_slice(&buf[..n])).unwrap();
     assert!(resp.content().starts_with(&[0x65]), "ControlResponse");
+    producer
+}
+
+/// Raw check that the forwarder decrements HopLimit and adds a Nonce without
+/// touching the rest (signature intact).
+#[test]
+fn forwarded_interest_keeps_its_bytes_except_nonce_and_hop_limit() {
+    let d = Daemon::start(&[]);
+    let mut producer = raw_producer(&d, "/raw");
+    let mut buf = vec![0u8; 65536];
     let mut consumer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     let mut f = InterestFields::new(Name::from_uri("/raw/x").unwrap());
     f.hop_limit = Some(5);
@@ -824,22 +831,8 @@ fn bad_shard_settings_are_refused() {
 #[test]
 fn dead_nonces_after_satisfaction_follow_nfds_rule() {
     let d = Daemon::start(&["--cs-capacity", "0", "--no-repo"]);
-    let mut producer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    let mut p = granary_mgmt::ControlParameters::new();
-    p.name = Some(Name::from_uri("/dn").unwrap());
-    let cmd = granary_mgmt::make_command(
-        &Name::from_uri("/localhost/nfd").unwrap(),
-        "rib",
-        "register",
-        &p,
-    )
-    .encode();
-    producer.write_all(cmd.wire()).unwrap();
-    producer
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
+    let mut producer = raw_producer(&d, "/dn");
     let mut buf = vec![0u8; 65536];
-    let _ = producer.read(&mut buf).unwrap();
     let mut consumer = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     consumer
         .set_read_timeout(Some(Duration::from_secs(2)))

@@ -165,6 +165,18 @@ impl Shared {
         self.fw.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// When this shard's timer loop must wake next (its earliest PIT
+    /// timer, or an hour), recorded so that faces wake it for earlier ones.
+    fn arm(&self) -> Instant {
+        let mut fw = self.lock();
+        let next = fw
+            .pit
+            .next_timer()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        fw.armed = next;
+        next
+    }
+
     fn after_batch(&self, fw: &Forwarder) {
         if fw.pit.next_timer().is_some_and(|t| t < fw.armed) {
             self.wake.notify_one();
@@ -338,15 +350,7 @@ fn cs_share(whole: &CsConfig, n: usize) -> CsConfig {
 async fn shard_loop(cell: Arc<Shared>) {
     let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
     loop {
-        let next = {
-            let mut fw = cell.lock();
-            let next = fw
-                .pit
-                .next_timer()
-                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-            fw.armed = next;
-            next
-        };
+        let next = cell.arm();
         tokio::select! {
             _ = tokio::time::sleep_until(next) => {
                 let now = Instant::now();
@@ -538,15 +542,7 @@ impl Forwarder {
         let mut housekeeping = tokio::time::interval(Duration::from_millis(500));
         let mut vip_period = tokio::time::interval(vip_every);
         loop {
-            let next = {
-                let mut fw = control.lock();
-                let next = fw
-                    .pit
-                    .next_timer()
-                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
-                fw.armed = next;
-                next
-            };
+            let next = control.arm();
             tokio::select! {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
