@@ -735,6 +735,17 @@ fn sharded_forwarder_sums_its_shards_and_follows_route_changes() {
     let status = d.ok(&["status"]);
     assert!(status.contains("cs entries       24"), "{status}");
     assert!(status.contains("satisfied        24 "), "{status}");
+    // A CanBePrefix Interest goes to the control shard, and finds Data
+    // cached on the data shards (the producer is not asked).
+    let o = peek(&d, "/sh/item", &["--prefix"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        d.cs_stat("hits"),
+        hits + 25,
+        "CanBePrefix from a data shard's CS"
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(p.served(), 24, "the producer was not asked for the prefix");
     let out = d.ok(&["cs", "erase", "/sh"]);
     assert!(out.contains("erased 24 packet(s)"), "{out}");
     assert_eq!(d.cs_stat("entries"), 0);

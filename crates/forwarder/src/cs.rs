@@ -638,7 +638,29 @@ impl ContentStore {
         self.cfg.admit && self.cfg.max_packets > 0
     }
 
+    /// [`ContentStore::find_wire`] that counts a hit but not a miss: for a
+    /// caller that looks in several stores in turn and counts one miss
+    /// itself when none has the packet ([`ContentStore::count_miss`]).
+    pub fn find_wire_or_pass(&mut self, interest: &Interest, now: Instant) -> Option<bytes::Bytes> {
+        self.find_entry_counting(interest, now, false)
+            .map(|e| e.data.wire().clone())
+    }
+
+    /// Counts one lookup that found nothing.
+    pub fn count_miss(&mut self) {
+        self.misses = self.misses.saturating_add(1);
+    }
+
     fn find_entry(&mut self, interest: &Interest, now: Instant) -> Option<&Entry> {
+        self.find_entry_counting(interest, now, true)
+    }
+
+    fn find_entry_counting(
+        &mut self,
+        interest: &Interest,
+        now: Instant,
+        count_miss: bool,
+    ) -> Option<&Entry> {
         let found = if self.cfg.serve && !self.index.is_empty() {
             self.find_match(
                 &interest.name,
@@ -650,7 +672,9 @@ impl ContentStore {
             None
         };
         let Some(id) = found else {
-            self.misses = self.misses.saturating_add(1);
+            if count_miss {
+                self.count_miss();
+            }
             return None;
         };
         self.hits = self.hits.saturating_add(1);

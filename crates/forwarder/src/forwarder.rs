@@ -628,6 +628,28 @@ impl Forwarder {
         }
     }
 
+    /// The CS lookup of an Interest with no PIT entry. Sharded, control
+    /// shard: a CanBePrefix Interest comes here, while the Data that may
+    /// satisfy it were cached on the data shards of their names' hashes, so
+    /// those are searched too (its own CS first, then each data shard's
+    /// under its lock, one at a time); one hit or one miss is counted.
+    fn cs_find(&mut self, i: &Interest, now: Instant) -> Option<Bytes> {
+        let now = now.into_std();
+        if self.siblings.is_empty() || !i.can_be_prefix {
+            return self.cs.find_wire(i, now);
+        }
+        if let Some(wire) = self.cs.find_wire_or_pass(i, now) {
+            return Some(wire);
+        }
+        for s in &self.siblings {
+            if let Some(wire) = s.lock().cs.find_wire_or_pass(i, now) {
+                return Some(wire);
+            }
+        }
+        self.cs.count_miss();
+        None
+    }
+
     /// A figure summed over this shard and its siblings (datasets).
     pub(crate) fn shards_sum(&self, f: impl Fn(&Forwarder) -> u64) -> u64 {
         f(self) + self.siblings.iter().map(|s| f(&s.lock())).sum::<u64>()
@@ -779,7 +801,7 @@ impl Forwarder {
                 self.send_nack(face, i, nack_reason::DUPLICATE, link.pit_token.clone());
                 return;
             }
-        } else if let Some(wire) = self.cs.find_wire(i, now.into_std()) {
+        } else if let Some(wire) = self.cs_find(i, now) {
             self.send(
                 face,
                 OutPacket {
