@@ -651,3 +651,91 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
     };
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use granary_packet::InterestFields;
+
+    fn ask(l: &Local, verb: &str, params: Option<&[u8]>) -> Option<NetPacket> {
+        let name = Name::from_uri(PREFIX)
+            .unwrap()
+            .append(&Component::generic(verb.as_bytes()));
+        let mut f = InterestFields::new(name);
+        f.app_params = params.map(Bytes::copy_from_slice);
+        l.on_interest(&f.encode(), &LinkFields::default())
+    }
+
+    fn answer(p: Option<NetPacket>) -> Value {
+        match p {
+            Some(NetPacket::Data(d)) => serde_json::from_slice(d.content()).unwrap(),
+            other => panic!("expected a JSON answer, got {other:?}"),
+        }
+    }
+
+    fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// Local commands with parameters that are not what they need: a clear
+    /// error in the answer, nothing written to the store, nothing marked.
+    #[tokio::test]
+    async fn bad_parameters_get_a_clear_error_and_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = granary_store::Store::open(dir.path()).unwrap();
+        let repo = Arc::new(Repo::new(store, None));
+        let (tx, mut outbox) = tokio::sync::mpsc::channel(16);
+        let l = Local::new(repo, tx);
+        let before = files_under(dir.path());
+
+        let bad: [Option<&[u8]>; 5] = [
+            None,
+            Some(b"not json"),
+            Some(b"{\"version\": 3}"),
+            Some(b"{\"name\": 7}"),
+            Some(b"[\"/a\"]"),
+        ];
+        for params in bad {
+            let v = answer(ask(&l, "removed", params));
+            assert_eq!(v["ok"], false, "removed {params:?}: {v}");
+            assert!(
+                v["error"].as_str().unwrap().contains("name"),
+                "removed {params:?}: {v}"
+            );
+        }
+        assert!(l.keeps.lock().unwrap().is_empty(), "nothing marked");
+
+        for params in [None, Some(&b"{not json"[..])] {
+            let v = answer(ask(&l, "put", params));
+            assert_eq!(v["ok"], false, "put {params:?}: {v}");
+            assert!(v["error"].as_str().unwrap().contains("JSON"), "{v}");
+        }
+        // Valid JSON without a path: the ingest task answers through the
+        // outbox with the reason.
+        assert!(ask(&l, "put", Some(b"{\"name\": \"/x\"}")).is_none());
+        let (p, _) = tokio::time::timeout(std::time::Duration::from_secs(10), outbox.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let v = answer(Some(p));
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["error"], "path is required", "{v}");
+
+        // An unknown verb is refused, and progress of an unknown put is null.
+        assert!(matches!(ask(&l, "format", None), Some(NetPacket::Nack(..))));
+        let v = answer(ask(&l, "progress", None));
+        assert!(v["bytes"].is_null(), "{v}");
+
+        assert_eq!(files_under(dir.path()), before, "the store is untouched");
+    }
+}
