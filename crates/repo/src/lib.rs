@@ -122,6 +122,9 @@ pub struct Repo {
     /// Identity of the publisher key made when the keychain has none (the
     /// node's prefix); `None`: [`local::DEFAULT_PUBLISHER`].
     publisher: Option<Name>,
+    /// Copies being kept in the background (detached puts), which any
+    /// removal of their name overtakes.
+    pub(crate) keeps: local::Keeps,
 }
 
 /// Something that follows the repository's changes: the science catalog.
@@ -162,6 +165,7 @@ impl Repo {
             null_segments: Default::default(),
             observer: None,
             publisher: None,
+            keeps: Default::default(),
         };
         repo.reload();
         repo

@@ -324,12 +324,17 @@ pub struct Local {
     out: tokio::sync::mpsc::Sender<(NetPacket, LinkFields)>,
     prefix: Name,
     progress: Arc<Mutex<HashMap<String, Arc<AtomicU64>>>>,
-    keeps: Arc<Mutex<Vec<Keep>>>,
 }
 
+/// The copies being kept in the background, held by the [`Repo`] so that
+/// every removal sees them: `granary rm` (the `removed` local command) and
+/// a network delete (python_repo).
+#[derive(Default)]
+pub(crate) struct Keeps(Mutex<Vec<Keep>>);
+
 /// A copy being kept in the background (a detached `put`, as `granary get`
-/// asks for), or kept in the last [`KEEP_MEMORY`]: a `granary rm` of its
-/// name that comes meanwhile must win, whichever of the two commits last.
+/// asks for), or kept in the last [`KEEP_MEMORY`]: a removal of its name
+/// that comes meanwhile must win, whichever of the two commits last.
 struct Keep {
     name: Name,
     version: Option<u64>,
@@ -363,7 +368,6 @@ impl Local {
             out,
             prefix: Name::from_uri(PREFIX).unwrap_or_default(),
             progress: Arc::default(),
-            keeps: Arc::default(),
         }
     }
 
@@ -418,7 +422,7 @@ impl Local {
                     )));
                 };
                 let version = params["version"].as_u64();
-                let (in_flight, landed) = self.mark_removed(&name, version);
+                let (in_flight, landed) = self.repo.keeps.mark_removed(&name, version);
                 let (repo, out) = (self.repo.clone(), self.out.clone());
                 let (reply_name, token) = (i.name.clone(), link.pit_token.clone());
                 tokio::spawn(async move {
@@ -450,12 +454,8 @@ impl Local {
                         )))
                     }
                 };
-                let (repo, out, progress, keeps) = (
-                    self.repo.clone(),
-                    self.out.clone(),
-                    self.progress.clone(),
-                    self.keeps.clone(),
-                );
+                let (repo, out, progress) =
+                    (self.repo.clone(), self.out.clone(), self.progress.clone());
                 let (name, token) = (i.name.clone(), link.pit_token.clone());
                 // `detach`: answered at once; the ingest goes on and its
                 // outcome is logged (what `granary get` uses to keep a copy of
@@ -464,16 +464,8 @@ impl Local {
                 let early = detach
                     .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
                 let kept_name = params["name"].as_str().and_then(|n| Name::from_uri(n).ok());
-                if let (Some(n), Ok(mut k), true) = (&kept_name, keeps.lock(), detach) {
-                    {
-                        k.retain(|k| k.finished.is_none_or(|t| t.elapsed() < KEEP_MEMORY));
-                        k.push(Keep {
-                            name: n.clone(),
-                            version: params["version"].as_u64(),
-                            removed: false,
-                            finished: None,
-                        });
-                    }
+                if let (Some(n), true) = (&kept_name, detach) {
+                    repo.keeps.begin(n, params["version"].as_u64());
                 }
                 tokio::spawn(async move {
                     let id = params["id"].as_str().unwrap_or("").to_string();
@@ -493,7 +485,7 @@ impl Local {
                         let committed = result.as_ref().ok().and_then(|v| v["version"].as_u64());
                         let removed = kept_name
                             .as_ref()
-                            .is_some_and(|n| finish_keep(&keeps, n, committed));
+                            .is_some_and(|n| repo.keeps.finish(n, committed));
                         match (result, removed, kept_name) {
                             (Ok(v), true, Some(n)) => {
                                 let version = v["version"].as_u64();
@@ -530,13 +522,27 @@ impl Local {
     }
 }
 
-impl Local {
+impl Keeps {
+    /// Records a keep of `name` (`version` if asked for) starting now;
+    /// forgets those finished longer than [`KEEP_MEMORY`] ago.
+    pub(crate) fn begin(&self, name: &Name, version: Option<u64>) {
+        if let Ok(mut k) = self.0.lock() {
+            k.retain(|k| k.finished.is_none_or(|t| t.elapsed() < KEEP_MEMORY));
+            k.push(Keep {
+                name: name.clone(),
+                version,
+                removed: false,
+                finished: None,
+            });
+        }
+    }
+
     /// Marks the keeps of `name` (`version`, or every version) as removed;
     /// returns how many are still in flight (each is dropped when it lands)
     /// and the versions among them already committed (they landed after the
-    /// store removed the name, or are gone already).
-    fn mark_removed(&self, name: &Name, version: Option<u64>) -> (usize, Vec<u64>) {
-        let Ok(mut keeps) = self.keeps.lock() else {
+    /// store removed the name, or are gone already: [`drop_kept`] them).
+    pub(crate) fn mark_removed(&self, name: &Name, version: Option<u64>) -> (usize, Vec<u64>) {
+        let Ok(mut keeps) = self.0.lock() else {
             return (0, Vec::new());
         };
         let (mut in_flight, mut landed) = (0, Vec::new());
@@ -551,29 +557,30 @@ impl Local {
         }
         (in_flight, landed)
     }
-}
 
-/// Records that the keep of `name` finished (committing `version`, if it
-/// did); true when a removal of it came meanwhile, so the caller drops it.
-fn finish_keep(keeps: &Mutex<Vec<Keep>>, name: &Name, version: Option<u64>) -> bool {
-    let Ok(mut keeps) = keeps.lock() else {
-        return false;
-    };
-    let Some(k) = keeps
-        .iter_mut()
-        .find(|k| k.finished.is_none() && k.name == *name)
-    else {
-        return false;
-    };
-    k.finished = Some(std::time::Instant::now());
-    if version.is_some() {
-        k.version = version;
+    /// Records that the keep of `name` finished (committing `version`, if
+    /// it did); true when a removal of it came meanwhile, so the caller
+    /// drops it.
+    pub(crate) fn finish(&self, name: &Name, version: Option<u64>) -> bool {
+        let Ok(mut keeps) = self.0.lock() else {
+            return false;
+        };
+        let Some(k) = keeps
+            .iter_mut()
+            .find(|k| k.finished.is_none() && k.name == *name)
+        else {
+            return false;
+        };
+        k.finished = Some(std::time::Instant::now());
+        if version.is_some() {
+            k.version = version;
+        }
+        k.removed
     }
-    k.removed
 }
 
-/// Removes `version` of `name`, a kept copy that a `granary rm` overtook.
-fn drop_kept(repo: &Repo, name: &Name, version: u64) {
+/// Removes `version` of `name`, a kept copy that a removal overtook.
+pub(crate) fn drop_kept(repo: &Repo, name: &Name, version: u64) {
     match repo.store.remove(name, Some(version)) {
         Ok(_) => {
             repo.store.forget();
@@ -713,7 +720,7 @@ mod tests {
                 "removed {params:?}: {v}"
             );
         }
-        assert!(l.keeps.lock().unwrap().is_empty(), "nothing marked");
+        assert!(l.repo.keeps.0.lock().unwrap().is_empty(), "nothing marked");
 
         for params in [None, Some(&b"{not json"[..])] {
             let v = answer(ask(&l, "put", params));

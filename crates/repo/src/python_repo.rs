@@ -1047,6 +1047,13 @@ impl Net {
             if removed.is_ok() {
                 repo.notify_removed(&n2, None);
             }
+            // A copy of it being kept in the background (`granary get`)
+            // must not land after this: marked, it is dropped when it does;
+            // one that landed since the removal goes now.
+            let (_, landed) = repo.keeps.mark_removed(&n2, None);
+            for v in landed {
+                crate::local::drop_kept(&repo, &n2, v);
+            }
             match removed {
                 Ok(_) | Err(granary_store::Error::NotFound(_)) => Ok(segments),
                 Err(e) => Err(e.to_string()),
@@ -1564,6 +1571,46 @@ mod tests {
             ))
             .await;
         assert_eq!(d.content(), &hex("d0020194")[..]);
+    }
+
+    /// A network delete overtakes a copy of the name still being kept in
+    /// the background (a detached put from `granary get`): told when it
+    /// lands, the keep drops it, as after a `granary rm`.
+    #[tokio::test]
+    async fn delete_overtakes_a_copy_being_kept() {
+        let mut fwd = Fwd::start(ServeConfig::default());
+        let obj = name("/del/kept");
+        fwd.repo.keeps.begin(&obj, None);
+        let other = name("/del/other");
+        fwd.repo.keeps.begin(&other, None);
+        let cmd = CommandParameter {
+            name: Some(obj.clone()),
+            process_id: Some(hex("01020304")),
+            check_prefix: Some(name("/client")),
+            ..Default::default()
+        };
+        let (i, msg) = notify("/granary/repo", Verb::Delete, b"EEEE", &cmd);
+        fwd.interest(&i, b"n");
+        let _ = fwd.expect_interest().await;
+        fwd.data(&msg);
+        assert!(matches!(fwd.recv().await.0, NetPacket::Data(_)));
+        let d = fwd
+            .check(&check_interest(
+                "/granary/repo",
+                Verb::Delete,
+                &hex("01020304"),
+            ))
+            .await;
+        // Nothing stored yet: OK, 0 segments.
+        assert_eq!(d.content(), &hex("ce0401020304 d001c8 d20100")[..]);
+        assert!(
+            fwd.repo.keeps.finish(&obj, Some(1)),
+            "the copy in flight learns it was removed meanwhile"
+        );
+        assert!(
+            !fwd.repo.keeps.finish(&other, Some(1)),
+            "another name's copy is kept"
+        );
     }
 
     #[tokio::test]
