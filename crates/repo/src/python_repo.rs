@@ -1177,6 +1177,24 @@ mod tests {
             }));
         }
 
+        /// A network delete of `obj` with ProcessId `pid` (hex), carried
+        /// through to its end; the delete check's answer.
+        async fn delete(&mut self, obj: &Name, pid: &str, nonce: &[u8]) -> Data {
+            let cmd = CommandParameter {
+                name: Some(obj.clone()),
+                process_id: Some(hex(pid)),
+                check_prefix: Some(name("/client")),
+                ..Default::default()
+            };
+            let (i, msg) = notify("/granary/repo", Verb::Delete, nonce, &cmd);
+            self.interest(&i, b"n");
+            let _ = self.expect_interest().await;
+            self.data(&msg);
+            assert!(matches!(self.recv().await.0, NetPacket::Data(_)));
+            self.check(&check_interest("/granary/repo", Verb::Delete, &hex(pid)))
+                .await
+        }
+
         fn interest(&self, i: &Interest, token: &[u8]) {
             self.send(i.wire().clone(), OutKind::Interest, Some(token));
         }
@@ -1541,24 +1559,7 @@ mod tests {
             .store
             .put(&obj, &vec![2u8; 100][..], &opts, |_| {})
             .unwrap();
-        let cmd = CommandParameter {
-            name: Some(obj.clone()),
-            process_id: Some(hex("0a0b0c0d")),
-            check_prefix: Some(name("/client")),
-            ..Default::default()
-        };
-        let (i, msg) = notify("/granary/repo", Verb::Delete, b"DDDD", &cmd);
-        fwd.interest(&i, b"n");
-        let _ = fwd.expect_interest().await;
-        fwd.data(&msg);
-        assert!(matches!(fwd.recv().await.0, NetPacket::Data(_)));
-        let d = fwd
-            .check(&check_interest(
-                "/granary/repo",
-                Verb::Delete,
-                &hex("0a0b0c0d"),
-            ))
-            .await;
+        let d = fwd.delete(&obj, "0a0b0c0d", b"DDDD").await;
         // 3 + 1 segments; ProcessId, StatusCode, DeleteNum in that order.
         assert_eq!(d.content(), &hex("ce040a0b0c0d d001c8 d20104")[..]);
         assert!(fwd.repo.store.versions(&obj).unwrap().is_empty());
@@ -1583,24 +1584,7 @@ mod tests {
         fwd.repo.keeps.begin(&obj, None);
         let other = name("/del/other");
         fwd.repo.keeps.begin(&other, None);
-        let cmd = CommandParameter {
-            name: Some(obj.clone()),
-            process_id: Some(hex("01020304")),
-            check_prefix: Some(name("/client")),
-            ..Default::default()
-        };
-        let (i, msg) = notify("/granary/repo", Verb::Delete, b"EEEE", &cmd);
-        fwd.interest(&i, b"n");
-        let _ = fwd.expect_interest().await;
-        fwd.data(&msg);
-        assert!(matches!(fwd.recv().await.0, NetPacket::Data(_)));
-        let d = fwd
-            .check(&check_interest(
-                "/granary/repo",
-                Verb::Delete,
-                &hex("01020304"),
-            ))
-            .await;
+        let d = fwd.delete(&obj, "01020304", b"EEEE").await;
         // Nothing stored yet: OK, 0 segments.
         assert_eq!(d.content(), &hex("ce0401020304 d001c8 d20100")[..]);
         assert!(
