@@ -3,7 +3,7 @@
 //!
 //!   granary-bench-fwd producer --listen PATH [--size N]          (direct)
 //!   granary-bench-fwd producer --connect PATH --prefix /p [--size N] [--silent]
-//!   granary-bench-fwd consumer --connect PATH --prefix /p [--window W] [--flows F] [--secs S] [--repeat]
+//!   granary-bench-fwd consumer --connect PATH --prefix /p [--window W] [--flows F] [--secs S] [--repeat [--names N]]
 //!                              [--count N [--hold S]] [--lifetime MS]
 //!
 //! The consumer prints `exchanges_per_sec<TAB>gbit_per_sec<TAB>sent<TAB>received<TAB>bytes_per_data`.
@@ -24,11 +24,70 @@ use granary_packet::{Component, DataBuilder, Interest, InterestFields, Name};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
-fn arg(args: &[String], key: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == key)
-        .and_then(|i| args.get(i + 1))
-        .cloned()
+#[derive(clap::Parser)]
+#[command(
+    about = "Forwarder throughput tool: a pipelined consumer and a producer of Data over Unix sockets"
+)]
+enum Cli {
+    /// Answer every Interest with a Data of --size bytes of content.
+    Producer {
+        /// Listen on this socket (a direct producer, no forwarder).
+        #[arg(long, conflicts_with = "connect", required_unless_present = "connect")]
+        listen: Option<String>,
+        /// Connect to a forwarder's socket and register --prefix there.
+        #[arg(long)]
+        connect: Option<String>,
+        /// Prefix registered with the forwarder.
+        #[arg(long, default_value = "/bench")]
+        prefix: String,
+        /// Content bytes per Data.
+        #[arg(long, default_value_t = 8192)]
+        size: usize,
+        /// Register and never answer (Interests stay in the forwarder's PIT).
+        #[arg(long)]
+        silent: bool,
+    },
+    /// Fetch pipelined and print
+    /// `exchanges_per_sec<TAB>gbit_per_sec<TAB>sent<TAB>received<TAB>bytes_per_data`.
+    Consumer {
+        /// The socket of the forwarder (or of a direct producer).
+        #[arg(long)]
+        connect: String,
+        /// Names are <prefix>/<run and flow>/<segment>.
+        #[arg(long, default_value = "/bench")]
+        prefix: String,
+        /// Interests outstanding per flow.
+        #[arg(long, default_value_t = 64)]
+        window: usize,
+        /// Flows, each on its own connection.
+        #[arg(long, default_value_t = 1)]
+        flows: usize,
+        /// Seconds measured (after half a second of warm-up).
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        /// Ask for --names names over and over (CS hits after the first round).
+        #[arg(long)]
+        repeat: bool,
+        /// Distinct names per flow with --repeat.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        names: u64,
+        /// Send this many Interests (unique names), wait for the answers (or
+        /// 2 s without one) and print totals; fills the PIT or the CS.
+        #[arg(long)]
+        count: Option<u64>,
+        /// With --count: seconds the face stays open afterwards.
+        #[arg(long, default_value_t = 0.0)]
+        hold: f64,
+        /// InterestLifetime in ms.
+        #[arg(long, default_value_t = 2000)]
+        lifetime: u64,
+    },
+}
+
+/// Ends the tool with a message (bad input, a socket that is not there).
+fn fail(what: impl std::fmt::Display) -> ! {
+    eprintln!("granary-bench-fwd: {what}");
+    std::process::exit(1)
 }
 
 async fn serve_conn(sock: UnixStream, size: usize, silent: bool) {
@@ -60,23 +119,29 @@ async fn serve_conn(sock: UnixStream, size: usize, silent: bool) {
     }
 }
 
-async fn producer(args: Vec<String>) {
-    let size: usize = arg(&args, "--size")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8192);
-    if let Some(path) = arg(&args, "--listen") {
+async fn producer(
+    listen: Option<String>,
+    connect: Option<String>,
+    prefix: String,
+    size: usize,
+    silent: bool,
+) {
+    if let Some(path) = listen {
         let _ = std::fs::remove_file(&path);
-        let l = UnixListener::bind(&path).expect("bind");
+        let l = UnixListener::bind(&path).unwrap_or_else(|e| fail(format!("{path}: {e}")));
         println!("ready");
         loop {
-            let (s, _) = l.accept().await.expect("accept");
-            tokio::spawn(serve_conn(s, size, false));
+            match l.accept().await {
+                Ok((s, _)) => drop(tokio::spawn(serve_conn(s, size, false))),
+                Err(e) => fail(format!("{path}: {e}")),
+            }
         }
     }
-    let path = arg(&args, "--connect").expect("--connect or --listen");
-    let prefix =
-        Name::from_uri(&arg(&args, "--prefix").unwrap_or("/bench".into())).expect("prefix");
-    let mut s = UnixStream::connect(&path).await.expect("connect");
+    let path = connect.unwrap_or_else(|| fail("--connect or --listen is needed"));
+    let prefix = Name::from_uri(&prefix).unwrap_or_else(|e| fail(format!("{prefix}: {e}")));
+    let mut s = UnixStream::connect(&path)
+        .await
+        .unwrap_or_else(|e| fail(format!("{path}: {e}")));
     let mut p = ControlParameters::new();
     p.name = Some(prefix);
     let cmd = make_command(
@@ -86,11 +151,17 @@ async fn producer(args: Vec<String>) {
         &p,
     )
     .encode();
-    s.write_all(cmd.wire()).await.unwrap();
     let mut buf = vec![0u8; 65536];
-    let _ = s.read(&mut buf).await.unwrap();
+    if let Err(e) = async {
+        s.write_all(cmd.wire()).await?;
+        s.read(&mut buf).await
+    }
+    .await
+    {
+        fail(format!("registering {}: {e}", p.name.unwrap_or_default()));
+    }
     println!("ready");
-    serve_conn(s, size, args.iter().any(|a| a == "--silent")).await;
+    serve_conn(s, size, silent).await;
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -100,7 +171,7 @@ async fn flow(
     flow: usize,
     window: usize,
     deadline: Instant,
-    repeat: bool,
+    repeat: Option<u64>,
     count: Option<u64>,
     lifetime: u64,
     hold: Duration,
@@ -108,7 +179,9 @@ async fn flow(
     recv: Arc<AtomicU64>,
     bytes: Arc<AtomicU64>,
 ) {
-    let s = UnixStream::connect(&path).await.expect("connect");
+    let s = UnixStream::connect(&path)
+        .await
+        .unwrap_or_else(|e| fail(format!("{path}: {e}")));
     let (mut r, mut w) = s.into_split();
     // Names unique to this run: a run right after another must not meet the
     // dead-nonce list with the previous run's names and nonces (it answers
@@ -167,7 +240,7 @@ async fn flow(
         }
         out.clear();
         for _ in 0..n {
-            let s = if repeat { seq % 1000 } else { seq };
+            let s = repeat.map_or(seq, |names| seq % names);
             let mut f = InterestFields::new(base.append(&Component::segment(s)));
             f.nonce = Some(seq as u32 ^ (flow as u32) << 24);
             f.lifetime = Some(lifetime);
@@ -199,29 +272,23 @@ async fn flow(
 /// Frames other than Data the consumer received (Nacks).
 static OTHER: AtomicU64 = AtomicU64::new(0);
 
-async fn consumer(args: Vec<String>) {
-    let path = arg(&args, "--connect").expect("--connect");
-    let prefix =
-        Name::from_uri(&arg(&args, "--prefix").unwrap_or("/bench".into())).expect("prefix");
-    let window: usize = arg(&args, "--window")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(64);
-    let flows: usize = arg(&args, "--flows")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
-    let secs: f64 = arg(&args, "--secs")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5.0);
-    let repeat = args.iter().any(|a| a == "--repeat");
-    let count: Option<u64> = arg(&args, "--count").and_then(|s| s.parse().ok());
-    let lifetime: u64 = arg(&args, "--lifetime")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
-    let hold = Duration::from_secs_f64(
-        arg(&args, "--hold")
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0.0),
-    );
+#[allow(clippy::too_many_arguments)]
+async fn consumer(
+    path: String,
+    prefix: String,
+    window: usize,
+    flows: usize,
+    secs: f64,
+    repeat: Option<u64>,
+    count: Option<u64>,
+    lifetime: u64,
+    hold: f64,
+) {
+    let prefix = Name::from_uri(&prefix).unwrap_or_else(|e| fail(format!("{prefix}: {e}")));
+    if !(secs.is_finite() && secs > 0.0 && hold.is_finite() && hold >= 0.0) {
+        fail("--secs must be above 0 and --hold at least 0");
+    }
+    let hold = Duration::from_secs_f64(hold);
     let (sent, recv, bytes) = (
         Arc::new(AtomicU64::new(0)),
         Arc::new(AtomicU64::new(0)),
@@ -293,15 +360,41 @@ fn report_other() {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let cli = <Cli as clap::Parser>::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .unwrap();
-    match args.get(1).map(String::as_str) {
-        Some("producer") => rt.block_on(producer(args)),
-        Some("consumer") => rt.block_on(consumer(args)),
-        _ => eprintln!("usage: granary-bench-fwd producer|consumer …"),
+        .unwrap_or_else(|e| fail(e));
+    match cli {
+        Cli::Producer {
+            listen,
+            connect,
+            prefix,
+            size,
+            silent,
+        } => rt.block_on(producer(listen, connect, prefix, size, silent)),
+        Cli::Consumer {
+            connect,
+            prefix,
+            window,
+            flows,
+            secs,
+            repeat,
+            names,
+            count,
+            hold,
+            lifetime,
+        } => rt.block_on(consumer(
+            connect,
+            prefix,
+            window,
+            flows,
+            secs,
+            repeat.then_some(names),
+            count,
+            lifetime,
+            hold,
+        )),
     }
 }
