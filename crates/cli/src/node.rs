@@ -363,6 +363,7 @@ async fn attach_catalog(
             granary_search::protocol::catalog_prefix(node),
         ],
     );
+    service.register(&app).await;
     tokio::spawn(service.run(app));
     Ok(())
 }

@@ -46,9 +46,11 @@ impl Service {
         })
     }
 
-    /// Registers the prefixes (rib/register through the face) and serves
-    /// Interests until the face closes.
-    pub async fn run(self: Arc<Self>, mut face: AppFace) {
+    /// Registers the prefixes (rib/register through the face). Awaited
+    /// before the node says it is ready: the commands are then ahead of any
+    /// packet of a face that connects later, so a search sent right after
+    /// start-up finds the route.
+    pub async fn register(&self, face: &AppFace) {
         let nfd = Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default();
         for p in &self.prefixes {
             let mut cp = ControlParameters::new();
@@ -60,6 +62,10 @@ impl Service {
             face.send(NetPacket::Interest(cmd), LinkFields::default())
                 .await;
         }
+    }
+
+    /// Serves Interests until the face closes ([`Service::register`] first).
+    pub async fn run(self: Arc<Self>, mut face: AppFace) {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<(NetPacket, LinkFields)>(256);
         loop {
             tokio::select! {
