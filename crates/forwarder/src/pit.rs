@@ -637,20 +637,24 @@ mod tests {
         let mut d = DeadNonceList::new(Duration::from_secs(6), cap);
         assert_eq!(d.capacity(), cap);
         let now = Instant::now();
+        // Fixed, well-spread name hashes: the names' own hashes are seeded
+        // per process, which made the count (and this test) vary from run
+        // to run (8 ways keep 97.5-99.6 % at half load over 300 seeds; 4
+        // ways 92.6-95.7 %).
         let hashes: Vec<u64> = (0..cap as u64 / 2)
-            .map(|i| crate::namehash::hash_name(&Name::from_uri(&format!("/n/{i}")).unwrap()))
+            .map(|i| crate::namehash::mix(0x6772_616e_6172_79, i))
             .collect();
         for (i, h) in hashes.iter().enumerate() {
             d.add_hashed(*h, i as u32, now);
         }
-        // At half load, 4-way buckets keep (nearly) every pair.
+        // At half load, 8-way buckets keep nearly every pair.
         let kept = hashes
             .iter()
             .enumerate()
             .filter(|(i, h)| d.contains_hashed(**h, *i as u32, now))
             .count();
         assert!(
-            kept * 100 >= hashes.len() * 98,
+            kept * 100 >= hashes.len() * 97,
             "kept {kept} of {}",
             hashes.len()
         );
