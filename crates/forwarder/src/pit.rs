@@ -642,7 +642,7 @@ mod tests {
         // to run (8 ways keep 97.5-99.6 % at half load over 300 seeds; 4
         // ways 92.6-95.7 %).
         let hashes: Vec<u64> = (0..cap as u64 / 2)
-            .map(|i| crate::namehash::mix(0x6772_616e_6172_79, i))
+            .map(|i| crate::namehash::mix(0x0067_7261_6e61_7279, i))
             .collect();
         for (i, h) in hashes.iter().enumerate() {
             d.add_hashed(*h, i as u32, now);
