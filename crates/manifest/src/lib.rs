@@ -263,6 +263,24 @@ impl Root {
         if root.segment_size == 0 && root.file_size > 0 {
             return Err("manifest root has segment size 0".into());
         }
+        // The segment count must be one the sizes allow (a fetcher sizes
+        // its work by it): fixed segments are all full but the last;
+        // variable ones are at most `segment_size` and at least one byte.
+        let fs = root.file_size;
+        let least = fs.div_ceil(root.segment_size.max(1));
+        let fits = if fs == 0 {
+            root.segment_count <= 1
+        } else if format == FORMAT_FIXED {
+            root.segment_count == least
+        } else {
+            (least..=fs).contains(&root.segment_count)
+        };
+        if !fits {
+            return Err(format!(
+                "manifest root's {} segments of at most {} bytes cannot hold {fs} bytes",
+                root.segment_count, root.segment_size
+            ));
+        }
         let layout = root.layout();
         if layout.top() as u64 != root.levels
             || root.hashes.len() as u64
@@ -397,37 +415,44 @@ pub fn sign_root(versioned: &Name, root: &Root, signer: &Signer) -> granary_secu
 /// Offset math for fetchers lives here: [`Checker::segment_offset`] and
 /// [`Checker::segment_len`] place a segment in the file (format 1: from the
 /// root alone; format 2: once the segment's level-0 block is accepted).
+///
+/// Memory grows with the blocks accepted, not with the counts the root
+/// claims: a root (signed, so from a trusted publisher, but possibly wrong)
+/// that claims 2^60 segments costs nothing until their blocks arrive. Taken
+/// in segment order, as the fetcher does, it stays proportional to the
+/// manifest bytes received.
 #[derive(Debug)]
 pub struct Checker {
     /// The root.
     pub root: Root,
     layout: Layout,
-    /// Known hashes per level (filled as blocks are accepted).
+    /// Known hashes per level, as far as blocks were accepted (a missing
+    /// or `None` entry: not known yet).
     levels: Vec<Vec<Option<[u8; 32]>>>,
-    /// Format 2: (offset, length) of each data segment, once known.
+    /// Format 2: (offset, length) of each data segment, as far as known.
     spans: Vec<Option<(u64, u32)>>,
+}
+
+/// Sets `v[i]`, growing `v` with `None` up to it.
+fn set_at<T: Copy>(v: &mut Vec<Option<T>>, i: usize, x: T) {
+    if v.len() <= i {
+        v.resize(i + 1, None);
+    }
+    v[i] = Some(x);
 }
 
 impl Checker {
     /// A checker for a root whose signature was verified by the caller.
-    /// Fails when a format-2 root that holds level 0 itself is inconsistent.
+    /// A format-2 root that holds level 0 itself and is inconsistent leaves
+    /// every segment without a hash (nothing verifies).
     pub fn new(root: Root) -> Checker {
         let layout = root.layout();
-        let mut levels: Vec<Vec<Option<[u8; 32]>>> = layout
-            .counts
-            .iter()
-            .map(|c| vec![None; *c as usize])
-            .collect();
-        let spans = if root.is_variable() {
-            vec![None; layout.counts[0] as usize]
-        } else {
-            Vec::new()
-        };
+        let mut levels: Vec<Vec<Option<[u8; 32]>>> = vec![Vec::new(); layout.counts.len()];
         let top = layout.top();
         let mut ck = Checker {
             layout,
             levels: Vec::new(),
-            spans,
+            spans: Vec::new(),
             root,
         };
         if top == 0 && ck.root.is_variable() {
@@ -436,9 +461,13 @@ impl Checker {
             // segment without a hash (so nothing verifies).
             let _ = ck.fill_level0(&mut levels[0], 0, &hashes);
         } else {
-            for (i, h) in ck.root.hashes.chunks(32).enumerate() {
-                levels[top][i] = <[u8; 32]>::try_from(h).ok();
-            }
+            // At most ROOT_HASHES entries (Root::decode checked the length).
+            levels[top] = ck
+                .root
+                .hashes
+                .chunks(32)
+                .map(|h| <[u8; 32]>::try_from(h).ok())
+                .collect();
         }
         ck.levels = levels;
         ck
@@ -460,16 +489,26 @@ impl Checker {
     }
 
     /// Format-2 level-0 entries `first..` from `content`: checks sizes,
-    /// contiguity and bounds, then records hashes and spans.
+    /// contiguity (with the block before, when known) and bounds, then
+    /// records hashes and spans.
     fn fill_level0(
         &mut self,
-        level0: &mut [Option<[u8; 32]>],
+        level0: &mut Vec<Option<[u8; 32]>>,
         first: u64,
         content: &[u8],
     ) -> Result<(), String> {
         let n = content.len() / ENTRY_V2;
         let mut parsed = Vec::with_capacity(n);
-        let mut expect_next: Option<u64> = if first == 0 { Some(0) } else { None };
+        // A block joins the one before it when that one is known.
+        let mut expect_next: Option<u64> = match first.checked_sub(1) {
+            None => Some(0),
+            Some(p) => self
+                .spans
+                .get(p as usize)
+                .copied()
+                .flatten()
+                .map(|(off, len)| off + len as u64),
+        };
         for (i, e) in content.chunks_exact(ENTRY_V2).enumerate() {
             let (h, off, len) = decode_entry(e).ok_or("short manifest entry")?;
             let seg = first + i as u64;
@@ -491,8 +530,8 @@ impl Checker {
         }
         for (i, (h, off, len)) in parsed.into_iter().enumerate() {
             let seg = (first as usize) + i;
-            level0[seg] = Some(h);
-            self.spans[seg] = Some((off, len));
+            set_at(level0, seg, h);
+            set_at(&mut self.spans, seg, (off, len));
         }
         Ok(())
     }
@@ -527,7 +566,9 @@ impl Checker {
             return r;
         }
         for (i, h) in content.chunks(32).enumerate() {
-            self.levels[l][start + i] = <[u8; 32]>::try_from(h).ok();
+            if let Ok(h) = <[u8; 32]>::try_from(h) {
+                set_at(&mut self.levels[l], start + i, h);
+            }
         }
         Ok(())
     }
@@ -595,6 +636,115 @@ impl Checker {
     }
 }
 
+/// Oracles for the fuzz targets (`fuzz/fuzz_targets/manifest_*.rs`), also
+/// replayed on stable Rust by this crate's tests. Not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Any root content: refused or decoded; what decodes re-encodes to the
+    /// same root; a checker over it answers every question and refuses a
+    /// block that does not match, without panicking or allocating for the
+    /// counts the root claims.
+    pub fn root(data: &[u8]) {
+        // The first byte gives the root's length (in 4-byte units); the
+        // bytes after the root are offered as a block and a segment.
+        let Some((&n, data)) = data.split_first() else {
+            return;
+        };
+        let (content, rest) = data.split_at((n as usize * 4).min(data.len()));
+        let Ok(root) = Root::decode(&Bytes::copy_from_slice(content)) else {
+            return;
+        };
+        let again = Root::decode(&root.encode()).expect("a decoded root re-encodes");
+        assert_eq!(again, root);
+        let mut ck = Checker::new(root);
+        let count = ck.segments();
+        for seg in (0..count.min(300)).chain([count, count.saturating_sub(1), u64::MAX]) {
+            let _ = ck.segment_hash(seg);
+            if let (Some(o), Some(l)) = (ck.segment_offset(seg), ck.segment_len(seg)) {
+                assert!(o.checked_add(l).is_some_and(|e| e <= ck.root.file_size));
+            }
+            assert!(ck.check_segment(seg, rest).is_err() || ck.segment_hash(seg).is_some());
+        }
+        for seg in [0, 1, 2, ck.manifest_segments(), u64::MAX] {
+            let _ = ck.accept_block(seg, rest);
+        }
+    }
+
+    /// A publisher's whole tree (it signs whatever it is given): level 0
+    /// from the input, the levels above computed as a publisher does, the
+    /// root made consistent with its sizes. The checker takes every block
+    /// in order or refuses one; what it takes places each segment inside
+    /// the file, and, when it took every block, the segments tile the file.
+    pub fn tree(data: &[u8]) {
+        if data.len() < 9 {
+            return;
+        }
+        let variable = data[0] & 1 == 1;
+        let ss = u64::from(u16::from_be_bytes([data[1], data[2]])).max(1);
+        let x = u64::from_be_bytes(data[1..9].try_into().unwrap_or_default());
+        let level0 = &data[9..];
+        let entry = if variable { ENTRY_V2 } else { 32 };
+        let level0 = &level0[..level0.len() / entry * entry];
+        let count = (level0.len() / entry) as u64;
+        let fs = match count {
+            0 => 0,
+            _ if variable => count + x % (count * (ss - 1) + 1),
+            _ => (count - 1) * ss + 1 + x % ss,
+        };
+        let (upper, root) = if variable {
+            compute_variable(level0, ss, fs, None)
+        } else {
+            compute(level0, ss, fs, None)
+        };
+        let root = Root::decode(&root.encode()).expect("a computed root decodes");
+        let mut ck = Checker::new(root);
+        let layout = ck.layout().clone();
+        // Where each level starts in `upper` (levels 1..top, in order).
+        let mut at = vec![0usize; layout.counts.len()];
+        for l in 2..layout.top() {
+            at[l] = at[l - 1] + layout.counts[l - 1] as usize * 32;
+        }
+        // A root that holds level 0 itself was checked by `Checker::new`
+        // (inconsistent: no segment placed, so nothing verifies).
+        let mut all = layout.top() > 0 || !variable || count == 0 || ck.segment_len(0).is_some();
+        for seg in 1..=layout.total_segments().saturating_sub(1) {
+            let Some((l, b)) = layout.locate(seg) else {
+                panic!("manifest segment {seg} has no place");
+            };
+            let size = layout.fanout(l) as usize * layout.entry_size(l);
+            let (src, base) = if l == 0 {
+                (level0, 0)
+            } else {
+                (&upper[..], at[l])
+            };
+            let lo = base + b as usize * size;
+            let hi = (lo + size).min(base + layout.counts[l] as usize * layout.entry_size(l));
+            if ck.accept_block(seg, &src[lo..hi]).is_err() {
+                all = false;
+                break;
+            }
+        }
+        let mut next = 0u64;
+        for seg in 0..count {
+            match (ck.segment_offset(seg), ck.segment_len(seg)) {
+                (Some(o), Some(l)) => {
+                    assert!(o + l <= fs, "segment {seg} ends past the file");
+                    if all {
+                        assert_eq!(o, next, "segment {seg} does not join the one before");
+                    }
+                    next = o + l;
+                }
+                _ => assert!(!all, "segment {seg} unplaced after every block was taken"),
+            }
+        }
+        if all && count > 0 {
+            assert_eq!(next, fs, "the segments do not end the file");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,6 +768,152 @@ mod tests {
         tlv::put_tlv(&mut plain, tt::CHUNKING, &[0xff, 0xfe]);
         assert_eq!(Root::decode(&plain.freeze()).unwrap().chunking, None);
         assert!(Root::decode(&c.freeze()).is_ok());
+    }
+
+    #[test]
+    fn a_root_claiming_huge_counts_costs_nothing_until_blocks_arrive() {
+        // 2^60 one-byte segments: consistent sizes, a 7-level tree with 16
+        // hashes at the top. The checker used to size every level up front.
+        let count = 1u64 << 60;
+        let layout = Layout::new(count);
+        let top = layout.top();
+        let root = Root {
+            segment_count: count,
+            segment_size: 1,
+            file_size: count,
+            file_sha256: None,
+            levels: top as u64,
+            hashes: Bytes::from(vec![7u8; layout.counts[top] as usize * 32]),
+            format: FORMAT_FIXED,
+            chunking: None,
+        };
+        let root = Root::decode(&root.encode()).unwrap();
+        let mut ck = Checker::new(root);
+        assert_eq!(ck.segments(), count);
+        assert_eq!(ck.segment_hash(count - 1), None);
+        assert_eq!(ck.segment_offset(count - 1), Some(count - 1));
+        assert!(ck.check_segment(5, b"x").is_err());
+        assert!(ck.accept_block(1, &[0u8; 8192]).is_err());
+        // The same in format 2.
+        let l0 = Layout::with_format(count, FORMAT_VARIABLE);
+        let root = Root {
+            hashes: Bytes::from(vec![7u8; l0.counts[l0.top()] as usize * 32]),
+            levels: l0.top() as u64,
+            format: FORMAT_VARIABLE,
+            ..ck.root.clone()
+        };
+        let ck = Checker::new(Root::decode(&root.encode()).unwrap());
+        assert_eq!(ck.segment_len(count - 1), None);
+    }
+
+    #[test]
+    fn a_root_whose_count_does_not_fit_its_sizes_is_refused() {
+        let ok = |sc, ss, fs, format| {
+            let layout = Layout::with_format(sc, format);
+            let top = layout.top();
+            let r = Root {
+                segment_count: sc,
+                segment_size: ss,
+                file_size: fs,
+                file_sha256: None,
+                levels: top as u64,
+                hashes: Bytes::from(vec![
+                    1u8;
+                    (layout.counts[top] as usize) * layout.entry_size(top)
+                ]),
+                format,
+                chunking: None,
+            };
+            Root::decode(&r.encode()).is_ok()
+        };
+        let (f, v) = (FORMAT_FIXED, FORMAT_VARIABLE);
+        assert!(ok(3, 10, 25, f) && ok(3, 10, 30, f) && ok(0, 10, 0, f) && ok(1, 10, 0, f));
+        assert!(!ok(3, 10, 20, f) && !ok(3, 10, 31, f) && !ok(2, 10, 0, f));
+        assert!(!ok(1 << 40, 8192, 100, f));
+        assert!(ok(3, 10, 3, v) && ok(3, 10, 30, v) && ok(0, 10, 0, v));
+        assert!(!ok(3, 10, 2, v) && !ok(3, 10, 31, v) && !ok(1 << 40, 8192, 100, v));
+    }
+
+    #[test]
+    fn a_level0_block_must_join_the_one_before() {
+        // 200 ten-byte segments in two level-0 blocks (180 + 20); segment
+        // 179, the first block's last, is one byte short, so the second
+        // block starts after a one-byte gap. Each block is consistent alone.
+        let mut next = 0u64;
+        let level0: Vec<u8> = (0..200u64)
+            .flat_map(|i| {
+                let len = if i == 179 { 9 } else { 10 };
+                let off = if i == 180 { next + 1 } else { next };
+                next = off + len;
+                encode_entry(&[i as u8; 32], off, len as u32)
+            })
+            .collect();
+        let (upper, root) = compute_variable(&level0, 10, next, None);
+        assert!(upper.is_empty());
+        let mut ck = Checker::new(Root::decode(&root.encode()).unwrap());
+        let block = LEAF_FANOUT_V2 as usize * ENTRY_V2;
+        ck.accept_block(1, &level0[..block]).unwrap();
+        let e = ck.accept_block(2, &level0[block..]).unwrap_err();
+        assert!(e.contains("segment 180"), "{e}");
+        assert_eq!(ck.segment_len(180), None);
+    }
+
+    #[test]
+    fn fuzz_oracles_replay_seeds_and_saved_inputs() {
+        // Valid trees of both formats and sizes around the level limits,
+        // then each cut short and corrupted; then whatever the fuzzer
+        // found and was fixed (fuzz/regressions/manifest_*).
+        let mut seeds = Vec::new();
+        for (variable, n) in [(false, 0), (false, 3), (false, 129), (true, 1), (true, 200)] {
+            let entry = if variable { ENTRY_V2 } else { 32 };
+            let mut t = vec![variable as u8, 0, 10, 0, 0, 0, 0, 0, 5];
+            for i in 0..n as u64 {
+                if variable {
+                    t.extend(encode_entry(&[i as u8; 32], i * 10, 10));
+                } else {
+                    t.extend([i as u8; 32]);
+                }
+            }
+            assert_eq!((t.len() - 9) % entry, 0);
+            seeds.push(t);
+        }
+        let mut cases = Vec::new();
+        for t in &seeds {
+            cases.push(t.clone());
+            for cut in [1, t.len() / 2, t.len() - 1] {
+                cases.push(t[..cut].to_vec());
+            }
+            let mut m = t.clone();
+            let i = m.len() * 2 / 3;
+            m[i] ^= 0x5a;
+            cases.push(m);
+        }
+        for c in &cases {
+            fuzzing::tree(c);
+            // The same bytes as a root: a computed root behind a length byte.
+            let root = {
+                let (_, r) = compute(&c[9.min(c.len())..], 10, 0, None);
+                r.encode()
+            };
+            let mut r = vec![(root.len() / 4) as u8];
+            r.extend_from_slice(&root);
+            r.extend_from_slice(c);
+            fuzzing::root(&r);
+            fuzzing::root(c);
+        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+        for (t, f) in [
+            ("manifest_root", fuzzing::root as fn(&[u8])),
+            ("manifest_tree", fuzzing::tree),
+        ] {
+            for e in std::fs::read_dir(dir.join(t))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                f(&std::fs::read(e.path()).unwrap());
+            }
+        }
     }
 
     #[test]
