@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 secs=${1:-60}
-targets=${TARGETS:-"tlv name uri interest data lp cert"}
+targets=${TARGETS:-"tlv name uri interest data lp cert manifest_root manifest_tree repo_command mgmt"}
 cargo +nightly fuzz build -O
 for t in $targets; do
   mkdir -p "corpus/$t" "work/$t"

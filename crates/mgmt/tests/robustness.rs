@@ -1,6 +1,7 @@
 //! No input makes a decoder panic: every truncation and single-byte mutation
 //! of valid encodings, plus random garbage, goes through every decoder and
-//! through parse_command.
+//! through parse_command; what decodes re-encodes to the same fields.
+//! Inputs the fuzzer found (fuzz/regressions/mgmt) are replayed too.
 
 use bytes::Bytes;
 use granary_mgmt::values::*;
@@ -25,6 +26,8 @@ impl Rng {
 }
 
 fn decode_everything(w: &Bytes) {
+    // The fuzz target's oracle (round trips of whatever decodes).
+    fuzz_oracle(w);
     let _ = ControlParameters::decode(w);
     if let Ok(r) = ControlResponse::decode(w) {
         let _ = r.params();
@@ -189,6 +192,11 @@ fn truncations_and_mutations_never_panic() {
         let g: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         decode_everything(&Bytes::from(g));
         cases += 1;
+    }
+    let found =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions/mgmt");
+    for e in std::fs::read_dir(found).into_iter().flatten().flatten() {
+        decode_everything(&Bytes::from(std::fs::read(e.path()).unwrap()));
     }
     assert!(cases > 10_000, "{cases}");
 }
