@@ -729,46 +729,6 @@ pub fn metadata(interest_name: &Name, e: &Entry) -> Data {
     )
 }
 
-/// Parsed RDR metadata content.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RdrMetadata {
-    /// Versioned name.
-    pub versioned: Name,
-    /// Last segment number, if given.
-    pub last_segment: Option<u64>,
-    /// SegmentSize.
-    pub segment_size: Option<u64>,
-    /// Size.
-    pub size: Option<u64>,
-}
-
-/// Parses RDR metadata content (versioned Name first, then optional fields).
-pub fn parse_metadata(content: &Bytes) -> Result<RdrMetadata, granary_packet::Error> {
-    let mut r = tlv::Reader::new(content);
-    let first = r.read()?;
-    let versioned = Name::decode_element(&r, &first)?;
-    let mut m = RdrMetadata {
-        versioned,
-        last_segment: None,
-        segment_size: None,
-        size: None,
-    };
-    while !r.is_empty() {
-        let e = r.read()?;
-        match e.typ {
-            granary_packet::types::FINAL_BLOCK_ID => {
-                m.last_segment = Component::decode(r.value(&e))
-                    .ok()
-                    .and_then(|c| c.as_ref().as_number())
-            }
-            file_metadata::SEGMENT_SIZE => m.segment_size = Some(r.nni(&e)?),
-            file_metadata::SIZE => m.size = Some(r.nni(&e)?),
-            _ => {}
-        }
-    }
-    Ok(m)
-}
-
 /// What the repository asks of the content store for a reply: Data signed
 /// with DigestSha256 (segments of manifest- and digest-signed versions,
 /// manifest blocks, metadata, hash-request answers) are rebuilt from the
