@@ -605,6 +605,42 @@ with open(p, 'ab') as f:
     assert!(a.ok(&["ls", "/pub"]).contains("/pub/kept.bin/v="));
 }
 
+/// close() returns before the kernel tells the mount the handle is gone
+/// (FUSE's release is asynchronous), and the mount serves requests on
+/// several threads: an open right after a close must never join a draft
+/// that the release is about to drop (its writes then failed with EBADF).
+#[test]
+fn reopening_a_file_just_closed_keeps_every_write() {
+    if !fuse_available() {
+        return;
+    }
+    let a = Daemon::start(&[]);
+    let m = Mount::start(&a, "/pub", &["--publish"]);
+    let out = py(
+        r#"
+import sys
+p = sys.argv[1]
+with open(p, 'wb') as f:
+    f.write(b'0')
+for i in range(1, 60):
+    with open(p, 'r+b') as f:
+        f.seek(0); f.write(b'x')
+    with open(p, 'ab') as f:
+        f.write(str(i % 10).encode())
+print(open(p, 'rb').read().decode())
+"#,
+        &[m.path("r.bin").to_str().unwrap()],
+    );
+    let want: String = std::iter::once('x')
+        .chain((1..60).map(|i| char::from(b'0' + (i % 10) as u8)))
+        .collect();
+    assert_eq!(out.trim(), want);
+    let got = tempfile::tempdir().unwrap();
+    let f = got.path().join("r.bin");
+    a.ok(&["get", "/pub/r.bin", "-o", f.to_str().unwrap()]);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), want);
+}
+
 #[test]
 fn unmount_cleans_a_crashed_mount() {
     if !fuse_available() {

@@ -581,6 +581,41 @@ impl GranaryFs {
         })
     }
 
+    /// One handle of draft `d` (inode `ino`) is gone. The last one
+    /// publishes whatever was not published yet (never a killed writer's)
+    /// and drops the draft, unless a new handle joined it meanwhile: the
+    /// count and the map change only under the map's lock, as in `open`.
+    fn leave_draft(&self, ino: u64, d: &Arc<Draft>) -> Result<(), Errno> {
+        let last = {
+            let _g = lock(&self.drafts);
+            d.opens.fetch_sub(1, Ordering::AcqRel) == 1
+        };
+        if !last {
+            return Ok(());
+        }
+        let r = if d.abandoned.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            self.publish_draft(ino, d)
+        };
+        let gone = {
+            let mut g = lock(&self.drafts);
+            let ours = g.get(&ino).is_some_and(|x| Arc::ptr_eq(x, d));
+            let idle = d.opens.load(Ordering::Acquire) == 0;
+            if ours && idle {
+                g.remove(&ino);
+            }
+            ours && idle
+        };
+        if gone {
+            lock(&self.draft_names).remove(&*lock(&d.name));
+            // Forgotten by the kernel while it was being written: it goes now.
+            lock(&self.nodes).forget(ino, 0, false);
+            let _ = std::fs::remove_file(&d.path);
+        }
+        r
+    }
+
     /// Publishes a draft as a new version of its name; the inode then
     /// shows that version.
     fn publish_draft(&self, ino: u64, d: &Draft) -> Result<(), Errno> {
@@ -854,15 +889,22 @@ impl Filesystem for GranaryFs {
             return reply.error(Errno::ENOENT);
         };
         let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-        let draft = lock(&self.drafts).get(&ino.0).cloned();
+        // Joined under the map's lock: a release that drops the draft
+        // decides under it too, so this handle never joins a draft that is
+        // going away (close() returns before the kernel sends the release).
+        let draft = lock(&self.drafts).get(&ino.0).cloned().inspect(|d| {
+            d.opens.fetch_add(1, Ordering::AcqRel);
+        });
         if let Some(d) = draft {
             // A second handle: a file from here on (its writes and reads
             // may go anywhere).
             let f = match self.file_of(&d) {
                 Ok(f) => f,
-                Err(e) => return reply.error(e),
+                Err(e) => {
+                    let _ = self.leave_draft(ino.0, &d);
+                    return reply.error(e);
+                }
             };
-            d.opens.fetch_add(1, Ordering::AcqRel);
             if flags.0 & libc::O_TRUNC != 0 {
                 let _ = f.set_len(0);
                 d.dirty.store(true, Ordering::Release);
@@ -1096,23 +1138,8 @@ impl Filesystem for GranaryFs {
         if let Some(Handle::Draft(ino)) = h.as_deref() {
             let d = lock(&self.drafts).get(ino).cloned();
             if let Some(d) = d {
-                if d.opens.fetch_sub(1, Ordering::AcqRel) == 1 {
-                    // Last handle: whatever was not published yet is now
-                    // (never a killed writer's).
-                    let r = if d.abandoned.load(Ordering::Acquire) {
-                        Ok(())
-                    } else {
-                        self.publish_draft(*ino, &d)
-                    };
-                    lock(&self.drafts).remove(ino);
-                    lock(&self.draft_names).remove(&*lock(&d.name));
-                    // Forgotten by the kernel while it was being written:
-                    // it goes now.
-                    lock(&self.nodes).forget(*ino, 0, false);
-                    let _ = std::fs::remove_file(&d.path);
-                    if let Err(e) = r {
-                        return reply.error(e);
-                    }
+                if let Err(e) = self.leave_draft(*ino, &d) {
+                    return reply.error(e);
                 }
             }
         }
