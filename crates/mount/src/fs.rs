@@ -581,6 +581,26 @@ impl GranaryFs {
         })
     }
 
+    /// A new handle on draft `d`, already counted in its `opens`: a file
+    /// from here on (its writes and reads may go anywhere).
+    fn open_joined(&self, ino: u64, d: &Arc<Draft>, flags: OpenFlags, reply: ReplyOpen) {
+        let f = match self.file_of(d) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = self.leave_draft(ino, d);
+                return reply.error(e);
+            }
+        };
+        if flags.0 & libc::O_TRUNC != 0 {
+            let _ = f.set_len(0);
+            d.dirty.store(true, Ordering::Release);
+        }
+        reply.opened(
+            FileHandle(self.new_fh(Handle::Draft(ino))),
+            FopenFlags::empty(),
+        )
+    }
+
     /// One handle of draft `d` (inode `ino`) is gone. The last one
     /// publishes whatever was not published yet (never a killed writer's)
     /// and drops the draft, unless a new handle joined it meanwhile: the
@@ -896,23 +916,7 @@ impl Filesystem for GranaryFs {
             d.opens.fetch_add(1, Ordering::AcqRel);
         });
         if let Some(d) = draft {
-            // A second handle: a file from here on (its writes and reads
-            // may go anywhere).
-            let f = match self.file_of(&d) {
-                Ok(f) => f,
-                Err(e) => {
-                    let _ = self.leave_draft(ino.0, &d);
-                    return reply.error(e);
-                }
-            };
-            if flags.0 & libc::O_TRUNC != 0 {
-                let _ = f.set_len(0);
-                d.dirty.store(true, Ordering::Release);
-            }
-            return reply.opened(
-                FileHandle(self.new_fh(Handle::Draft(ino.0))),
-                FopenFlags::empty(),
-            );
+            return self.open_joined(ino.0, &d, flags, reply);
         }
         let Kind::File { versioned, .. } = kind else {
             return reply.error(Errno::EISDIR);
@@ -938,7 +942,28 @@ impl Filesystem for GranaryFs {
                     return reply.error(errno(&e));
                 }
             }
-            lock(&self.drafts).insert(ino.0, d);
+            // Another open may have made a draft of this file while ours
+            // was filled: then this handle joins that one and ours goes.
+            let joined = {
+                let mut g = lock(&self.drafts);
+                match g.get(&ino.0) {
+                    Some(other) => {
+                        other.opens.fetch_add(1, Ordering::AcqRel);
+                        Some(other.clone())
+                    }
+                    None => {
+                        g.insert(ino.0, d.clone());
+                        None
+                    }
+                }
+            };
+            if let Some(other) = joined {
+                d.abandoned.store(true, Ordering::Release);
+                // A stream is dropped: its ingest removes what it wrote.
+                *lock(&d.body) = Body::Failed;
+                let _ = std::fs::remove_file(&d.path);
+                return self.open_joined(ino.0, &other, flags, reply);
+            }
             lock(&self.draft_names).insert(name, ino.0);
             return reply.opened(
                 FileHandle(self.new_fh(Handle::Draft(ino.0))),
