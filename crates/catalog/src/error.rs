@@ -23,6 +23,17 @@ pub enum Error {
     /// A thread panicked while holding the catalog lock.
     #[error("catalog lock poisoned")]
     Poisoned,
+    /// The catalog's database cannot be reached now (PostgreSQL down or
+    /// restarting); the handle reconnects by itself, with back-off.
+    #[error("the catalog is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl Error {
+    /// True when the database could not be reached: the same call may succeed later.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -166,6 +166,15 @@ impl Index {
         self.alive.len()
     }
 
+    /// (name, version) of every record held.
+    pub fn keys(&self) -> Vec<(String, u64)> {
+        self.alive
+            .iter()
+            .filter_map(|p| self.slots.get(p as usize)?.as_ref())
+            .map(|s| (s.name.to_string(), s.version))
+            .collect()
+    }
+
     fn col_mut(&mut self, key: &str) -> usize {
         if let Some(&j) = self.col_ix.get(key) {
             return j;

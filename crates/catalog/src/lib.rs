@@ -158,7 +158,12 @@ impl Catalog {
             index: Index::new(),
             words: WordCache::default(),
         };
-        inner.sync()?;
+        // A PostgreSQL server that cannot be reached now is connected to later (the
+        // index loads on the first call that reaches it).
+        match inner.sync() {
+            Err(e) if e.is_unavailable() => {}
+            r => r?,
+        }
         Ok(Catalog {
             inner: Mutex::new(inner),
         })
@@ -247,6 +252,19 @@ impl Catalog {
             return Ok(None);
         };
         Ok(g.store.fetch(&[rid])?.into_iter().next())
+    }
+
+    /// True when the catalog has a record of `name` at `version`.
+    pub fn has(&self, name: &str, version: u64) -> Result<bool> {
+        check_plain("name", name, MAX_VALUE)?;
+        Ok(self.synced()?.index.find(name, Some(version)).is_some())
+    }
+
+    /// Every (name, version) the catalog holds, sorted.
+    pub fn keys(&self) -> Result<Vec<(String, u64)>> {
+        let mut k = self.synced()?.index.keys();
+        k.sort_unstable();
+        Ok(k)
     }
 
     /// Versions of `name`, ascending.

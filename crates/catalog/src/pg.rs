@@ -1,6 +1,15 @@
 //! Shared storage: PostgreSQL (the `postgres` sync client), free text in a `tsvector`
 //! GIN index. Writers serialise on the `catalog_meta` row (the sequence bump is their
 //! first statement), so sequence order is commit order and no reader skips a change.
+//!
+//! The connection is re-made by itself: a call that finds it broken (the server was
+//! restarted) reconnects and runs again, a bounded number of times (every write is
+//! idempotent: an upsert, a delete, a rename that finds nothing left to move). While
+//! the server cannot be reached, calls fail at once with [`Error::Unavailable`] and a
+//! new connection is tried no more often than the back-off allows (0.1 s doubling to
+//! 2 s), so a search answers within seconds once the server is back.
+
+use std::time::{Duration, Instant};
 
 use postgres::{Client, NoTls};
 
@@ -28,7 +37,169 @@ CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
 const BATCH: usize = 2000;
 
 pub(crate) struct Pg {
-    client: Client,
+    config: postgres::Config,
+    client: Option<Client>,
+    /// No new connection is tried before this instant (back-off after a failure).
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// Why the last connection attempt (or the last connection) failed.
+    last_error: String,
+}
+
+/// First wait after a failed connection attempt; doubled after each failure.
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest wait between connection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Runs of one call on connections that broke under it, at most.
+const ATTEMPTS: usize = 3;
+/// A server that does not answer a connection attempt in this long is down.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// True when `e` says the connection is gone or the server cannot serve now
+/// (shutting down, starting up, unreachable), not that the statement was wrong.
+fn is_connection(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(c) = e.code() {
+        return c.code().starts_with("08")
+            || [
+                SqlState::ADMIN_SHUTDOWN,
+                SqlState::CRASH_SHUTDOWN,
+                SqlState::CANNOT_CONNECT_NOW,
+            ]
+            .contains(c);
+    }
+    // No SQLSTATE: an I/O error (refused, reset, timed out) or a protocol error on
+    // a connection that is going away.
+    let mut src = std::error::Error::source(e);
+    while let Some(s) = src {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        src = s.source();
+    }
+    e.as_db_error().is_none()
+}
+
+/// Drops a client off this thread: the sync client owns a runtime whose shutdown
+/// panics when it runs inside another runtime (the daemon drops its catalog on a
+/// tokio thread when it stops).
+fn drop_client(c: Client) {
+    if let Ok(h) = std::thread::Builder::new()
+        .name("catalog-close".into())
+        .spawn(move || drop(c))
+    {
+        let _ = h.join();
+    }
+}
+
+fn open_client(config: &postgres::Config) -> std::result::Result<Client, postgres::Error> {
+    let mut client = config.connect(NoTls)?;
+    let mut tx = client.transaction()?;
+    // Two nodes creating the schema at once would race on the catalogs.
+    tx.execute("SELECT pg_advisory_xact_lock(7262736)", &[])?;
+    tx.batch_execute(SCHEMA)?;
+    tx.commit()?;
+    Ok(client)
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            drop_client(c);
+        }
+    }
+}
+
+impl Pg {
+    /// Connects; must not be called on a tokio runtime thread (the sync client runs its
+    /// own): from async code, use `spawn_blocking`. A server that cannot be reached is
+    /// not an error here: the handle starts disconnected and connects when it can
+    /// (calls meanwhile fail with [`Error::Unavailable`]); a bad URL, a refused login
+    /// or a failing schema is.
+    pub fn connect(url: &str) -> Result<Pg> {
+        let mut config: postgres::Config = url
+            .parse()
+            .map_err(|e| Error::Invalid(format!("catalog URL: {e}")))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(30));
+        let mut pg = Pg {
+            config,
+            client: None,
+            retry_at: None,
+            backoff: MIN_BACKOFF,
+            last_error: String::new(),
+        };
+        match open_client(&pg.config) {
+            Ok(c) => pg.client = Some(c),
+            Err(e) if is_connection(&e) => pg.failed(&e),
+            Err(e) => return Err(e.into()),
+        }
+        Ok(pg)
+    }
+
+    fn failed(&mut self, e: &postgres::Error) {
+        self.last_error = format!("PostgreSQL: {e}");
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    fn unavailable(&self) -> Error {
+        Error::Unavailable(self.last_error.clone())
+    }
+
+    /// The connection: the open one, or a new one unless the back-off says wait.
+    fn client(&mut self) -> Result<&mut Client> {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            if let Some(c) = self.client.take() {
+                drop_client(c);
+            }
+        }
+        if self.client.is_none() {
+            if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                return Err(self.unavailable());
+            }
+            match open_client(&self.config) {
+                Ok(c) => {
+                    self.client = Some(c);
+                    self.retry_at = None;
+                    self.backoff = MIN_BACKOFF;
+                }
+                Err(e) if is_connection(&e) => {
+                    self.failed(&e);
+                    return Err(self.unavailable());
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.client.as_mut().ok_or_else(|| Error::Unavailable("no connection".into()))
+    }
+
+    /// Runs `f` on the connection; when the connection broke under it, reconnects
+    /// and runs it again (at most [`ATTEMPTS`] times in all).
+    fn run<T>(&mut self, mut f: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            let c = self.client()?;
+            match f(c) {
+                Err(Error::Postgres(e)) if is_connection(&e) || c.is_closed() => {
+                    if let Some(c) = self.client.take() {
+                        drop_client(c);
+                    }
+                    self.last_error = format!("PostgreSQL: {e}");
+                    tries += 1;
+                    if tries >= ATTEMPTS {
+                        self.retry_at = Some(Instant::now() + self.backoff);
+                        return Err(self.unavailable());
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
 }
 
 fn bump(tx: &mut postgres::Transaction) -> Result<i64> {
@@ -45,64 +216,62 @@ fn unsigned(v: i64) -> Result<u64> {
 }
 
 impl Pg {
-    /// Connects; must not be called on a tokio runtime thread (the sync client runs its
-    /// own): from async code, use `spawn_blocking`.
-    pub fn connect(url: &str) -> Result<Pg> {
-        let mut client = Client::connect(url, NoTls)?;
-        let mut tx = client.transaction()?;
-        // Two nodes creating the schema at once would race on the catalogs.
-        tx.execute("SELECT pg_advisory_xact_lock(7262736)", &[])?;
-        tx.batch_execute(SCHEMA)?;
-        tx.commit()?;
-        Ok(Pg { client })
-    }
-
     pub fn head(&mut self) -> Result<(i64, i64)> {
-        let r = self
-            .client
-            .query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
-        Ok((r.get(0), r.get(1)))
+        self.run(|c| {
+            let r = c.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
+            Ok((r.get(0), r.get(1)))
+        })
     }
 
     pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
-        let mut tx = self
-            .client
-            .build_transaction()
-            .isolation_level(postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()?;
-        let r = tx.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
-        let head: (i64, i64) = (r.get(0), r.get(1));
-        if epoch.is_some_and(|e| e != head.0) {
-            return Ok(None);
-        }
-        {
-            let mut rows = tx.query_raw(
-                "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1 ORDER BY id",
-                [&since as &(dyn postgres::types::ToSql + Sync)],
-            )?;
-            while let Some(r) = rows.next()? {
-                sink(IndexRow {
-                    rid: r.get(0),
-                    name: r.get(1),
-                    version: unsigned(r.get(2))?,
-                    size: unsigned(r.get(3))?,
-                    time_start: r.get(4),
-                    time_end: r.get(5),
-                    facets: r.get(6),
-                });
+        // Rows already given to the sink are not given again: a connection lost
+        // after the first one fails the call (the caller's next sync starts over).
+        let mut pushed = false;
+        self.run(|c| {
+            if pushed {
+                return Err(Error::Unavailable(
+                    "PostgreSQL: connection lost while reading the catalog".into(),
+                ));
             }
-        }
-        let removed = if since == 0 {
-            Vec::new() // a full load reads only what exists
-        } else {
-            tx.query("SELECT id FROM removed WHERE seq > $1", &[&since])?
-                .iter()
-                .map(|r| r.get(0))
-                .collect()
-        };
-        tx.commit()?;
-        Ok(Some((head, removed)))
+            let mut tx = c
+                .build_transaction()
+                .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()?;
+            let r = tx.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
+            let head: (i64, i64) = (r.get(0), r.get(1));
+            if epoch.is_some_and(|e| e != head.0) {
+                return Ok(None);
+            }
+            {
+                let mut rows = tx.query_raw(
+                    "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1 ORDER BY id",
+                    [&since as &(dyn postgres::types::ToSql + Sync)],
+                )?;
+                while let Some(r) = rows.next()? {
+                    pushed = true;
+                    sink(IndexRow {
+                        rid: r.get(0),
+                        name: r.get(1),
+                        version: unsigned(r.get(2))?,
+                        size: unsigned(r.get(3))?,
+                        time_start: r.get(4),
+                        time_end: r.get(5),
+                        facets: r.get(6),
+                    });
+                }
+            }
+            let removed = if since == 0 {
+                Vec::new() // a full load reads only what exists
+            } else {
+                tx.query("SELECT id FROM removed WHERE seq > $1", &[&since])?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect()
+            };
+            tx.commit()?;
+            Ok(Some((head, removed)))
+        })
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
@@ -113,102 +282,111 @@ impl Pg {
         }
         let mut keep: Vec<usize> = last.into_values().collect();
         keep.sort_unstable();
-        let mut tx = self.client.transaction()?;
-        let seq = bump(&mut tx)?;
-        let st = tx.prepare(
-            "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, tsv, data)
-             SELECT n, v, $1, p, s, ts, te, f, to_tsvector('simple', b), d
-             FROM unnest($2::text[], $3::int8[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
-               AS u(n, v, p, s, ts, te, f, b, d)
-             ON CONFLICT (name, version) DO UPDATE SET seq = EXCLUDED.seq, project = EXCLUDED.project,
-               size = EXCLUDED.size, time_start = EXCLUDED.time_start, time_end = EXCLUDED.time_end,
-               facets = EXCLUDED.facets, tsv = EXCLUDED.tsv, data = EXCLUDED.data",
-        )?;
-        for chunk in keep.chunks(BATCH) {
-            let ps: Vec<&Prepared> = chunk.iter().map(|&i| &rs[i]).collect();
-            let n: Vec<&str> = ps.iter().map(|p| p.cols.name.as_str()).collect();
-            let v: Vec<i64> = ps.iter().map(|p| p.cols.version).collect();
-            let pr: Vec<&str> = ps.iter().map(|p| p.cols.project.as_str()).collect();
-            let s: Vec<i64> = ps.iter().map(|p| p.cols.size).collect();
-            let ts: Vec<Option<&str>> = ps.iter().map(|p| p.cols.time_start.as_deref()).collect();
-            let te: Vec<Option<&str>> = ps.iter().map(|p| p.cols.time_end.as_deref()).collect();
-            let f: Vec<&str> = ps.iter().map(|p| p.cols.facets.as_str()).collect();
-            let b: Vec<&str> = ps.iter().map(|p| p.body.as_str()).collect();
-            let d: Vec<&str> = ps.iter().map(|p| p.cols.data.as_str()).collect();
-            tx.execute(&st, &[&seq, &n, &v, &pr, &s, &ts, &te, &f, &b, &d])?;
-        }
-        tx.commit()?;
-        Ok(())
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            let seq = bump(&mut tx)?;
+            let st = tx.prepare(
+                "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, tsv, data)
+                 SELECT n, v, $1, p, s, ts, te, f, to_tsvector('simple', b), d
+                 FROM unnest($2::text[], $3::int8[], $4::text[], $5::int8[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+                   AS u(n, v, p, s, ts, te, f, b, d)
+                 ON CONFLICT (name, version) DO UPDATE SET seq = EXCLUDED.seq, project = EXCLUDED.project,
+                   size = EXCLUDED.size, time_start = EXCLUDED.time_start, time_end = EXCLUDED.time_end,
+                   facets = EXCLUDED.facets, tsv = EXCLUDED.tsv, data = EXCLUDED.data",
+            )?;
+            for chunk in keep.chunks(BATCH) {
+                let ps: Vec<&Prepared> = chunk.iter().map(|&i| &rs[i]).collect();
+                let n: Vec<&str> = ps.iter().map(|p| p.cols.name.as_str()).collect();
+                let v: Vec<i64> = ps.iter().map(|p| p.cols.version).collect();
+                let pr: Vec<&str> = ps.iter().map(|p| p.cols.project.as_str()).collect();
+                let s: Vec<i64> = ps.iter().map(|p| p.cols.size).collect();
+                let ts: Vec<Option<&str>> =
+                    ps.iter().map(|p| p.cols.time_start.as_deref()).collect();
+                let te: Vec<Option<&str>> = ps.iter().map(|p| p.cols.time_end.as_deref()).collect();
+                let f: Vec<&str> = ps.iter().map(|p| p.cols.facets.as_str()).collect();
+                let b: Vec<&str> = ps.iter().map(|p| p.body.as_str()).collect();
+                let d: Vec<&str> = ps.iter().map(|p| p.cols.data.as_str()).collect();
+                tx.execute(&st, &[&seq, &n, &v, &pr, &s, &ts, &te, &f, &b, &d])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     pub fn remove(&mut self, name: &str, version: Option<i64>) -> Result<usize> {
-        let mut tx = self.client.transaction()?;
-        let seq = bump(&mut tx)?;
-        let ids: Vec<i64> = tx
-            .query(
-                "DELETE FROM records WHERE name = $1 AND ($2::int8 IS NULL OR version = $2) RETURNING id",
-                &[&name, &version],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if ids.is_empty() {
-            return Ok(0); // rolled back: nothing changed
-        }
-        tx.execute(
-            "INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2",
-            &[&ids, &seq],
-        )?;
-        tx.commit()?;
-        Ok(ids.len())
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            let seq = bump(&mut tx)?;
+            let ids: Vec<i64> = tx
+                .query(
+                    "DELETE FROM records WHERE name = $1 AND ($2::int8 IS NULL OR version = $2) RETURNING id",
+                    &[&name, &version],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            if ids.is_empty() {
+                return Ok(0); // rolled back: nothing changed
+            }
+            tx.execute(
+                "INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2",
+                &[&ids, &seq],
+            )?;
+            tx.commit()?;
+            Ok(ids.len())
+        })
     }
 
     pub fn rename(&mut self, old: &str, new: &str) -> Result<usize> {
-        let mut tx = self.client.transaction()?;
-        let seq = bump(&mut tx)?;
-        let (lo, hi) = renamed_range(old);
-        let rows: Vec<(i64, String, i64)> = tx
-            .query(
-                "SELECT id, name, version FROM records WHERE name = $1 OR (name >= $2 AND name < $3)",
-                &[&old, &lo, &hi],
-            )?
-            .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
-            .collect();
-        if rows.is_empty() {
-            return Ok(0);
-        }
-        for (id, _, _) in &rows {
-            tx.execute(
-                "UPDATE records SET name = $2 WHERE id = $1",
-                &[id, &temp_name(*id)],
-            )?;
-        }
-        for (id, name, v) in &rows {
-            let to = moved_name(old, new, name)?;
-            if !tx
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            let seq = bump(&mut tx)?;
+            let (lo, hi) = renamed_range(old);
+            let rows: Vec<(i64, String, i64)> = tx
                 .query(
-                    "SELECT 1 FROM records WHERE name = $1 AND version = $2",
-                    &[&to, v],
+                    "SELECT id, name, version FROM records WHERE name = $1 OR (name >= $2 AND name < $3)",
+                    &[&old, &lo, &hi],
                 )?
-                .is_empty()
-            {
-                return Err(Error::Conflict(format!("{to} version {v} exists already")));
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            if rows.is_empty() {
+                return Ok(0);
             }
-            tx.execute(
-                "UPDATE records SET name = $2, seq = $3 WHERE id = $1",
-                &[id, &to, &seq],
-            )?;
-        }
-        tx.commit()?;
-        Ok(rows.len())
+            for (id, _, _) in &rows {
+                tx.execute(
+                    "UPDATE records SET name = $2 WHERE id = $1",
+                    &[id, &temp_name(*id)],
+                )?;
+            }
+            for (id, name, v) in &rows {
+                let to = moved_name(old, new, name)?;
+                if !tx
+                    .query(
+                        "SELECT 1 FROM records WHERE name = $1 AND version = $2",
+                        &[&to, v],
+                    )?
+                    .is_empty()
+                {
+                    return Err(Error::Conflict(format!("{to} version {v} exists already")));
+                }
+                tx.execute(
+                    "UPDATE records SET name = $2, seq = $3 WHERE id = $1",
+                    &[id, &to, &seq],
+                )?;
+            }
+            tx.commit()?;
+            Ok(rows.len())
+        })
     }
 
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
-        let rows = self.client.query(
-            "SELECT id, name, version, project, size, time_start, time_end, facets, data FROM records WHERE id = ANY($1)",
-            &[&rids],
-        )?;
+        let rows = self.run(|c| {
+            Ok(c.query(
+                "SELECT id, name, version, project, size, time_start, time_end, facets, data FROM records WHERE id = ANY($1)",
+                &[&rids],
+            )?)
+        })?;
         let mut by: std::collections::HashMap<i64, Record> = std::collections::HashMap::new();
         for r in rows {
             let c = Columns {
@@ -228,24 +406,26 @@ impl Pg {
 
     pub fn text(&mut self, words: &[String], after: i64) -> Result<Vec<i64>> {
         let q = words.join(" ");
-        Ok(self
-            .client
-            .query(
+        self.run(|c| {
+            Ok(c.query(
                 "SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1) AND id > $2",
                 &[&q, &after],
             )?
             .iter()
             .map(|r| r.get(0))
             .collect())
+        })
     }
 
     pub fn clear(&mut self) -> Result<()> {
-        let mut tx = self.client.transaction()?;
-        tx.batch_execute(
-            "UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;
-             DELETE FROM records; DELETE FROM removed;",
-        )?;
-        tx.commit()?;
-        Ok(())
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            tx.batch_execute(
+                "UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;
+                 DELETE FROM records; DELETE FROM removed;",
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 }

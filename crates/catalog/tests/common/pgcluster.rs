@@ -59,11 +59,40 @@ impl PgCluster {
         let d = c.dir.path().display().to_string();
         let b = bin.display();
         c.run(&format!(
-            "{b}/initdb -D {d}/data -A trust -U postgres >{d}/initdb.log 2>&1 && \
-             {b}/pg_ctl -D {d}/data -l {d}/server.log -w -o '-p {port} -c listen_addresses=127.0.0.1 -k {d} -c fsync=off' start >/dev/null"
+            "{b}/initdb -D {d}/data -A trust -U postgres >{d}/initdb.log 2>&1"
         ))?;
-        c.started = true;
+        c.resume()?;
         Ok(c)
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stops the server (fast shutdown: clients are disconnected), keeping its data.
+    pub fn stop(&mut self) -> Result<(), String> {
+        let bin = bin_dir().ok_or("PostgreSQL binaries not found")?;
+        let d = self.dir.path().display().to_string();
+        self.run(&format!(
+            "{}/pg_ctl -D {d}/data -m fast -w stop >/dev/null",
+            bin.display()
+        ))?;
+        self.started = false;
+        Ok(())
+    }
+
+    /// Starts the server (again) on the same port and socket directory.
+    pub fn resume(&mut self) -> Result<(), String> {
+        let bin = bin_dir().ok_or("PostgreSQL binaries not found")?;
+        let d = self.dir.path().display().to_string();
+        let port = self.port;
+        self.run(&format!(
+            "{}/pg_ctl -D {d}/data -l {d}/server.log -w -o '-p {port} -c listen_addresses=127.0.0.1 -k {d} -c fsync=off' start >/dev/null",
+            bin.display()
+        ))?;
+        self.started = true;
+        Ok(())
     }
 
     fn run(&self, sh: &str) -> Result<(), String> {
