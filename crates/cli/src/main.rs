@@ -187,6 +187,11 @@ enum Command {
         /// Without it the manifest's hash tree identifies the content.
         #[arg(long)]
         sha256: bool,
+        /// Print the result as JSON (version, size, segments, and `catalog`:
+        /// `done`, `queued` while the catalog is unavailable — kept on the
+        /// node and catalogued when it is back — or `failed`).
+        #[arg(long)]
+        json: bool,
     },
     /// Repository maintenance: hash index, settings.
     #[command(subcommand)]
@@ -485,6 +490,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             chunking,
             no_index,
             sha256,
+            json,
         } => repo::put(
             &data_dir,
             &socket,
@@ -498,6 +504,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             chunking.resolve()?,
             !no_index,
             sha256,
+            json,
         ),
         Command::Repo(cmd) => repo::repo_cmd(&data_dir, &socket, cmd),
         Command::Dedup {

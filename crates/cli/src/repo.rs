@@ -38,6 +38,7 @@ pub fn put(
     chunking: Option<granary_store::Chunking>,
     index: bool,
     file_sha256: bool,
+    json: bool,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
     granary_store::path::check(&n)?;
@@ -127,7 +128,11 @@ pub fn put(
             result["error"].as_str().unwrap_or("publishing failed")
         );
     }
-    println!("{}", result["versioned"].as_str().unwrap_or_default());
+    if json {
+        println!("{result}");
+    } else {
+        println!("{}", result["versioned"].as_str().unwrap_or_default());
+    }
     let size = result["size"].as_f64().unwrap_or(0.0);
     let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
     eprintln!(
@@ -161,11 +166,27 @@ pub fn put(
             );
         }
     }
+    catalog_note(&result);
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         eprintln!("removed {r} older version(s) (--keep)");
         tell_daemon(socket, Some(&n));
     }
     Ok(())
+}
+
+/// Says on standard error what the catalog made of a publish, unless it is
+/// catalogued: queued (kept on the node until the catalog is back) or failed.
+pub(crate) fn catalog_note(result: &serde_json::Value) {
+    let why = result["catalog_note"].as_str().unwrap_or_default();
+    match result["catalog"].as_str() {
+        Some("queued") => eprintln!(
+            "catalog: queued ({why}); kept on the node and catalogued when the catalog is back"
+        ),
+        Some("failed") => eprintln!(
+            "catalog: not catalogued ({why}); `granary catalog check --repair` repairs it"
+        ),
+        _ => {}
+    }
 }
 
 fn by_daemon_used(v: &serde_json::Value) -> bool {
@@ -427,9 +448,15 @@ pub(crate) fn with_catalog(repo: granary_repo::Repo, data_dir: &Path) -> granary
         &Default::default(),
     );
     match granary_search::Indexer::open(data_dir, &s) {
-        Ok(ix) => repo.with_observer(std::sync::Arc::new(ix)),
+        Ok(ix) => {
+            // Changes queued while the catalog was unavailable go first.
+            if !ix.queue.is_empty() {
+                ix.drain(&repo.store);
+            }
+            repo.with_observer(std::sync::Arc::new(ix))
+        }
         Err(e) => {
-            eprintln!("not catalogued ({e}); `granary catalog rebuild` repairs it");
+            eprintln!("not catalogued ({e}); `granary catalog check --repair` repairs it");
             repo
         }
     }

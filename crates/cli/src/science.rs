@@ -423,6 +423,9 @@ struct Prepared {
     count: Option<&'static str>,
     /// Staged, to be committed.
     staged: Option<Staged>,
+    /// Published unchanged already, but missing from the catalog (a run
+    /// killed between its commit and its catalog write): its record.
+    recatalog: Option<Record>,
 }
 
 /// One file of `publish-dir`: metadata, translation, and (unless a dry run,
@@ -434,6 +437,7 @@ fn prepare(
     others: Option<&Name>,
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
     chunking: Option<granary_store::Chunking>,
+    catalog: &granary_catalog::Catalog,
 ) -> Prepared {
     let rel = f
         .strip_prefix(root)
@@ -475,6 +479,7 @@ fn prepare(
         fixes,
         count: None,
         staged: None,
+        recatalog: None,
     };
     let (Some((repo, signer)), Some(name)) = (publish, target) else {
         if let Some(n) = outcome.uri.as_deref() {
@@ -491,14 +496,22 @@ fn prepare(
             return p;
         }
     };
-    // Resumable: the latest version published from this very file is kept.
+    // Resumable: the latest version published from this very file is kept,
+    // and catalogued if the catalog lacks it (or cannot say now).
     let latest = repo.store.get(&name, None).ok();
-    if latest
+    if let Some(e) = latest
         .as_ref()
-        .is_some_and(|e| e.meta.tags.get(SOURCE_TAG) == Some(&stamp))
+        .filter(|e| e.meta.tags.get(SOURCE_TAG) == Some(&stamp))
     {
         p.count = Some("unchanged");
         p.report["published"] = json!("unchanged");
+        if !catalog
+            .has(&e.meta.name, e.meta.version)
+            .unwrap_or(false)
+        {
+            p.report["catalogued"] = json!("again");
+            p.recatalog = Some(record::record_with(e, &outcome, nc.as_ref(), problems, None));
+        }
         return p;
     }
     let mut tags = vec![(SOURCE_TAG.to_string(), stamp)];
@@ -576,6 +589,12 @@ pub fn publish_dir(
         chunking = Some(store.default_chunking()?);
         (Some(granary_repo::Repo::new(store, None)), Some(signer))
     };
+    // Changes an earlier run (or another command) left queued go first.
+    if let Some(r) = &repo {
+        if !ix.queue.is_empty() {
+            ix.drain(&r.store);
+        }
+    }
     let mut entries: Vec<Option<Value>> = vec![None; files.len()];
     let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut fix_counts: BTreeMap<String, u64> = BTreeMap::new();
@@ -599,7 +618,15 @@ pub fn publish_dir(
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = files.get(i) else { break };
                     let publish = repo.as_ref().zip(signer.as_ref());
-                    let p = prepare(f, root, &ix.translator, others.as_ref(), publish, chunking);
+                    let p = prepare(
+                        f,
+                        root,
+                        &ix.translator,
+                        others.as_ref(),
+                        publish,
+                        chunking,
+                        &ix.catalog,
+                    );
                     if tx.send((i, p)).is_err() {
                         break;
                     }
@@ -608,18 +635,45 @@ pub fn publish_dir(
         drop(tx);
         let mut pending: Vec<(usize, Staged)> = Vec::new();
         let mut records: Vec<Record> = Vec::new();
+        let mut warned = false;
         let mut commit = |pending: &mut Vec<(usize, Staged)>,
                           entries: &mut Vec<Option<Value>>,
                           counts: &mut BTreeMap<&'static str, u64>,
-                          bytes: &mut u64|
+                          bytes: &mut u64,
+                          records: &mut Vec<Record>|
          -> anyhow::Result<()> {
             let Some(repo) = &repo else { return Ok(()) };
-            if pending.is_empty() {
+            if pending.is_empty() && records.is_empty() {
                 return Ok(());
             }
+            let warned = &mut warned;
             let batch = std::mem::take(pending);
             let staged: Vec<granary_store::Entry> =
                 batch.iter().map(|(_, s)| s.entry.clone()).collect();
+            // The batch's records go to the catalog queue before the files are
+            // published: a run killed after the commit leaves them there, and
+            // the next command that opens the catalog applies those whose
+            // files exist. Removed from the queue once catalogued.
+            let journal = {
+                let records = batch
+                    .iter()
+                    .map(|(_, s)| {
+                        record::record_with(
+                            &s.entry,
+                            &s.outcome,
+                            s.nc.as_ref(),
+                            s.problems.clone(),
+                            None,
+                        )
+                    })
+                    .chain(records.iter().cloned())
+                    .collect();
+                ix.queue
+                    .push(&granary_search::queue::Op::Upsert { records })
+                    .map_err(|e| {
+                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
+                    })?
+            };
             let done = granary_repo::local::commit(repo, staged, true);
             for ((i, s), r) in batch.into_iter().zip(done) {
                 let mut entry = s.report;
@@ -643,8 +697,24 @@ pub fn publish_dir(
                 }
                 entries[i] = Some(entry);
             }
-            // Catalogued once durable.
-            ix.catalog.upsert_many(&records)?;
+            // Catalogued once durable; queued (the journal stays) while the
+            // catalog is unavailable.
+            match ix.catalog.upsert_many(&records) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&journal);
+                }
+                Err(e) if granary_search::queue::retryable(&e) => {
+                    *counts.entry("queued").or_default() += records.len() as u64;
+                    if !*warned {
+                        eprintln!(
+                            "catalog: {e}; records queued in {} and catalogued when the catalog is back",
+                            ix.queue.dir().display()
+                        );
+                        *warned = true;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
             records.clear();
             Ok(())
         };
@@ -657,15 +727,31 @@ pub fn publish_dir(
             if let Some(c) = p.count {
                 *counts.entry(c).or_default() += 1;
             }
+            if let Some(r) = p.recatalog {
+                *counts.entry("catalogued again").or_default() += 1;
+                records.push(r);
+            }
             match p.staged {
                 Some(s) => pending.push((i, s)),
                 None => entries[i] = Some(p.report),
             }
-            if pending.len() >= COMMIT_BATCH {
-                commit(&mut pending, &mut entries, &mut counts, &mut bytes)?;
+            if pending.len() + records.len() >= COMMIT_BATCH {
+                commit(
+                    &mut pending,
+                    &mut entries,
+                    &mut counts,
+                    &mut bytes,
+                    &mut records,
+                )?;
             }
         }
-        commit(&mut pending, &mut entries, &mut counts, &mut bytes)
+        commit(
+            &mut pending,
+            &mut entries,
+            &mut counts,
+            &mut bytes,
+            &mut records,
+        )
     });
     result?;
     let entries: Vec<Value> = entries.into_iter().flatten().collect();
@@ -765,6 +851,20 @@ pub enum CatalogCmd {
         #[command(flatten)]
         catalog: CatalogArgs,
     },
+    /// Compare the files with the catalog: stored versions the catalog
+    /// lacks, records whose version is not stored, changes still queued
+    /// (applied first when the catalog takes them). Exits non-zero when they
+    /// differ, unless --repair put it right. The files are the truth.
+    Check {
+        /// Catalog what is missing and remove what has no file.
+        #[arg(long)]
+        repair: bool,
+        /// Print the findings as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        catalog: CatalogArgs,
+    },
     /// Show one file's record (metadata, variables, time coverage, versions).
     Show {
         /// The file's name (latest version unless --version).
@@ -804,6 +904,67 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
                 "catalogued {n} file version(s) in {:.1} s",
                 t.elapsed().as_secs_f64()
             );
+            Ok(())
+        }
+        CatalogCmd::Check {
+            repair,
+            json,
+            catalog: a,
+        } => {
+            let ix = indexer(data_dir, catalog, &a)?;
+            let store = granary_store::Store::open(data_dir.join("repo"))?;
+            let t = std::time::Instant::now();
+            let c = ix
+                .check(&store, repair)
+                .map_err(|e| anyhow::anyhow!("catalog check: {e}"))?;
+            let secs = t.elapsed().as_secs_f64();
+            if json {
+                let mut v = json!(c);
+                v["clean"] = json!(c.clean());
+                v["seconds"] = json!(secs);
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!(
+                    "{} stored version(s), {} catalogued; {} missing from the catalog, {} in the catalog without a file{}",
+                    c.files,
+                    c.catalogued,
+                    c.missing.len(),
+                    c.extra.len(),
+                    if c.queue_applied + c.queue_left > 0 {
+                        format!(
+                            "; {} queued change(s) applied, {} still queued",
+                            c.queue_applied, c.queue_left
+                        )
+                    } else {
+                        String::new()
+                    }
+                );
+                const SHOWN: usize = 20;
+                for (what, list) in [("missing", &c.missing), ("no file", &c.extra)] {
+                    for (n, v) in list.iter().take(SHOWN) {
+                        println!("{what:<8} {n}/v={v}");
+                    }
+                    if list.len() > SHOWN {
+                        println!("{what:<8} … and {} more", list.len() - SHOWN);
+                    }
+                }
+                if c.repaired {
+                    println!(
+                        "repaired: {} catalogued, {} removed ({secs:.1} s)",
+                        c.missing.len(),
+                        c.extra.len()
+                    );
+                }
+            }
+            if c.queue_left > 0 {
+                anyhow::bail!(
+                    "{} change(s) still queued: the catalog did not take them",
+                    c.queue_left
+                );
+            }
+            if !c.repaired && !c.clean() {
+                anyhow::bail!("the catalog differs from the files (`--repair` fixes it)");
+            }
             Ok(())
         }
         CatalogCmd::Show { name, version } => {

@@ -128,15 +128,47 @@ pub struct Repo {
 }
 
 /// Something that follows the repository's changes: the science catalog.
-/// It is told after a change is durable; what it does with it is its own
-/// business (it logs its failures), so a publish or a delete never fails
-/// because of it. Changes made to the store without the repo (`granary mv`,
-/// `granary rm`) are reported by their caller.
+/// It is told after a change is durable, and says what became of it
+/// ([`Noted`]): a publish or a delete never fails because of it, but its
+/// client is told when the change was only queued, or not recorded. Changes
+/// made to the store without the repo (`granary mv`, `granary rm`) are
+/// reported by their caller.
 pub trait Observer: Send + Sync {
     /// `entry` (with its manifest) was just published.
-    fn published(&self, store: &Store, entry: &Entry);
+    fn published(&self, store: &Store, entry: &Entry) -> Noted;
     /// `version` of `name` (every version when `None`) was removed.
-    fn removed(&self, name: &Name, version: Option<u64>);
+    fn removed(&self, name: &Name, version: Option<u64>) -> Noted;
+}
+
+/// What an [`Observer`] made of a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Noted {
+    /// Recorded.
+    Done,
+    /// Not recorded yet, but kept durably and recorded when it can be (the
+    /// catalog is unavailable); why.
+    Queued(String),
+    /// Not recorded, and not queued; why.
+    Failed(String),
+}
+
+impl Noted {
+    /// `done`, `queued` or `failed`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Noted::Done => "done",
+            Noted::Queued(_) => "queued",
+            Noted::Failed(_) => "failed",
+        }
+    }
+
+    /// Why it was queued or failed.
+    pub fn why(&self) -> Option<&str> {
+        match self {
+            Noted::Done => None,
+            Noted::Queued(w) | Noted::Failed(w) => Some(w),
+        }
+    }
 }
 
 /// How a segment is signed when served.
@@ -188,18 +220,14 @@ impl Repo {
         self
     }
 
-    /// Tells the observer (if any) that `e` was published.
-    pub fn notify_published(&self, e: &Entry) {
-        if let Some(o) = &self.observer {
-            o.published(&self.store, e);
-        }
+    /// Tells the observer (if any) that `e` was published; what it made of it.
+    pub fn notify_published(&self, e: &Entry) -> Option<Noted> {
+        self.observer.as_ref().map(|o| o.published(&self.store, e))
     }
 
     /// Tells the observer (if any) that `version` of `name` was removed.
-    pub fn notify_removed(&self, name: &Name, version: Option<u64>) {
-        if let Some(o) = &self.observer {
-            o.removed(name, version);
-        }
+    pub fn notify_removed(&self, name: &Name, version: Option<u64>) -> Option<Noted> {
+        self.observer.as_ref().map(|o| o.removed(name, version))
     }
 
     /// Reads the repository's serving settings again (after `granary repo

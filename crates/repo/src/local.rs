@@ -239,7 +239,7 @@ pub fn commit(
         .into_iter()
         .map(|r| {
             let e = r.map_err(|e| e.to_string())?;
-            repo.notify_published(&e);
+            let _ = repo.notify_published(&e);
             Ok(e)
         })
         .collect()
@@ -291,7 +291,7 @@ fn finish(
     if let Ok(fresh) = repo.store.get(name, Some(e.meta.version)) {
         e = fresh;
     }
-    repo.notify_published(&e);
+    let noted = repo.notify_published(&e);
     let mut removed = 0;
     if let Some(k) = how.keep {
         let versions = repo.store.versions(name).map_err(|e| e.to_string())?;
@@ -300,11 +300,11 @@ fn finish(
             repo.store
                 .remove(name, Some(*v))
                 .map_err(|e| e.to_string())?;
-            repo.notify_removed(name, Some(*v));
+            let _ = repo.notify_removed(name, Some(*v));
         }
         removed = old;
     }
-    Ok(json!({
+    let mut v = json!({
         "ok": true,
         "versioned": name.append(&Component::version(e.meta.version)).to_string(),
         "version": e.meta.version,
@@ -315,7 +315,16 @@ fn finish(
         "seconds": t.elapsed().as_secs_f64(),
         "removed_versions": removed,
         "reflinked": reflinked,
-    }))
+    });
+    // What the catalog made of it: "done", "queued" (kept on the node and
+    // catalogued when the catalog is back) or "failed"; absent without one.
+    if let Some(n) = noted {
+        v["catalog"] = json!(n.word());
+        if let Some(why) = n.why() {
+            v["catalog_note"] = json!(why);
+        }
+    }
+    Ok(v)
 }
 
 /// The local command service.
@@ -584,7 +593,7 @@ pub(crate) fn drop_kept(repo: &Repo, name: &Name, version: u64) {
     match repo.store.remove(name, Some(version)) {
         Ok(_) => {
             repo.store.forget();
-            repo.notify_removed(name, Some(version));
+            let _ = repo.notify_removed(name, Some(version));
             tracing::info!(
                 "dropped the copy of {name} v={version} being kept: it was removed meanwhile"
             );

@@ -965,7 +965,8 @@ impl Net {
                 let _ = repo.store.remove(&name, Some(e.meta.version));
             } else {
                 let fresh = repo.store.get(&name, Some(e.meta.version));
-                repo.notify_published(fresh.as_ref().unwrap_or(&e));
+                // The observer logs a change it only queued or could not record.
+                let _ = repo.notify_published(fresh.as_ref().unwrap_or(&e));
             }
             r.map(|_| e)
         })
@@ -1045,7 +1046,7 @@ impl Net {
             }
             let removed = store.remove(&n2, None);
             if removed.is_ok() {
-                repo.notify_removed(&n2, None);
+                let _ = repo.notify_removed(&n2, None);
             }
             // A copy of it being kept in the background (`granary get`)
             // must not land after this: marked, it is dropped when it does;

@@ -13,14 +13,16 @@
 
 pub mod client;
 pub mod protocol;
+pub mod queue;
 pub mod record;
 pub mod service;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use granary_catalog::Catalog;
+use granary_catalog::{Catalog, Record};
 use granary_packet::Name;
+use granary_repo::Noted;
 use granary_science::drs::{Config, Translator, Trust};
 use granary_store::{Entry, Store};
 
@@ -49,6 +51,34 @@ pub struct Indexer {
     /// The DRS translator.
     pub translator: Arc<Translator>,
     node: Option<String>,
+    /// Changes waiting for the catalog (`<data-dir>/catalog-queue/`).
+    pub queue: queue::Queue,
+}
+
+/// What [`Indexer::check`] found (and repaired).
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Check {
+    /// Versions stored (the files).
+    pub files: u64,
+    /// Records in the catalog (before any repair).
+    pub catalogued: u64,
+    /// Stored versions the catalog lacked: `(name, version)`.
+    pub missing: Vec<(String, u64)>,
+    /// Records whose version is not stored.
+    pub extra: Vec<(String, u64)>,
+    /// Queued changes applied first.
+    pub queue_applied: usize,
+    /// Queued changes still waiting (the catalog is unavailable).
+    pub queue_left: usize,
+    /// True when `missing` and `extra` were put right.
+    pub repaired: bool,
+}
+
+impl Check {
+    /// True when files and catalog agree and nothing waits in the queue.
+    pub fn clean(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.queue_left == 0
+    }
 }
 
 impl Indexer {
@@ -68,13 +98,110 @@ impl Indexer {
             catalog: Arc::new(catalog),
             translator: Arc::new(translator(s)?),
             node: s.node.clone(),
+            queue: queue::Queue::new(queue::queue_dir(data_dir)),
         })
+    }
+
+    /// The record of `e`.
+    pub fn record(&self, e: &Entry) -> Record {
+        record::record_for(&self.translator, e, self.node.as_deref())
+    }
+
+    /// Applies `op` now, or queues it durably when the catalog cannot take
+    /// it (or earlier changes are still queued: they go first). With
+    /// `store`, the queue is drained at once when it can be.
+    pub fn apply_or_queue(&self, op: queue::Op, store: Option<&Store>) -> Noted {
+        let why = if self.queue.is_empty() {
+            match op.apply(&self.catalog, store) {
+                Ok(()) => return Noted::Done,
+                Err(e) if !queue::retryable(&e) => return Noted::Failed(e.to_string()),
+                Err(e) => e.to_string(),
+            }
+        } else {
+            "earlier catalog changes are still queued".to_string()
+        };
+        if let Err(e) = self.queue.push(&op) {
+            return Noted::Failed(format!(
+                "{why}; and it could not be queued in {}: {e}",
+                self.queue.dir().display()
+            ));
+        }
+        if let Some(s) = store {
+            if self.drain(s).left == 0 {
+                return Noted::Done;
+            }
+        }
+        Noted::Queued(why)
+    }
+
+    /// Applies the queued changes the catalog can take now, logging what it did.
+    pub fn drain(&self, store: &Store) -> queue::Drained {
+        let d = self.queue.drain(&self.catalog, Some(store));
+        if d.applied + d.failed > 0 {
+            tracing::info!(
+                "catalog queue: {} change(s) applied, {} set aside, {} waiting",
+                d.applied,
+                d.failed,
+                d.left
+            );
+        }
+        d
+    }
+
+    /// Compares the files with the catalog (after applying the queue); with
+    /// `repair`, catalogs the stored versions it lacks and removes the
+    /// records of versions not stored. The files are the truth.
+    pub fn check(&self, store: &Store, repair: bool) -> Result<Check, String> {
+        let d = self.drain(store);
+        let mut c = Check {
+            queue_applied: d.applied,
+            queue_left: d.left,
+            ..Check::default()
+        };
+        let stored = store.list(&Name::new()).map_err(|e| e.to_string())?;
+        let files: std::collections::BTreeSet<(String, u64)> =
+            stored.iter().map(|m| (m.name.clone(), m.version)).collect();
+        let cat: std::collections::BTreeSet<(String, u64)> = self
+            .catalog
+            .keys()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .collect();
+        c.files = files.len() as u64;
+        c.catalogued = cat.len() as u64;
+        c.missing = files.difference(&cat).cloned().collect();
+        c.extra = cat.difference(&files).cloned().collect();
+        if repair && (!c.missing.is_empty() || !c.extra.is_empty()) {
+            let mut batch = Vec::with_capacity(512);
+            for (n, v) in &c.missing {
+                let Ok(name) = Name::from_uri(n) else { continue };
+                let Ok(e) = store.get(&name, Some(*v)) else {
+                    continue; // removed meanwhile
+                };
+                batch.push(self.record(&e));
+                if batch.len() == 512 {
+                    self.catalog
+                        .upsert_many(&batch)
+                        .map_err(|e| e.to_string())?;
+                    batch.clear();
+                }
+            }
+            self.catalog
+                .upsert_many(&batch)
+                .map_err(|e| e.to_string())?;
+            for (n, v) in &c.extra {
+                self.catalog
+                    .remove(n, Some(*v))
+                    .map_err(|e| e.to_string())?;
+            }
+            c.repaired = true;
+        }
+        Ok(c)
     }
 
     /// Catalogs `e` (replacing what the catalog had for that version).
     pub fn add(&self, e: &Entry) -> Result<(), String> {
-        let r = record::record_for(&self.translator, e, self.node.as_deref());
-        self.catalog.upsert(&r).map_err(|x| x.to_string())
+        self.catalog.upsert(&self.record(e)).map_err(|x| x.to_string())
     }
 
     /// Empties the catalog and catalogs every stored version again, reporting
@@ -117,20 +244,41 @@ impl Indexer {
 }
 
 impl granary_repo::Observer for Indexer {
-    fn published(&self, _store: &Store, e: &Entry) {
-        if let Err(why) = self.add(e) {
-            tracing::warn!(
-                "catalog: {}/v={} not catalogued: {why} (`granary catalog rebuild` repairs it)",
+    fn published(&self, store: &Store, e: &Entry) -> Noted {
+        let op = queue::Op::Upsert {
+            records: vec![self.record(e)],
+        };
+        let n = self.apply_or_queue(op, Some(store));
+        match &n {
+            Noted::Done => {}
+            Noted::Queued(why) => tracing::warn!(
+                "catalog: {}/v={} queued ({why}); catalogued when the catalog is back",
                 e.meta.name,
                 e.meta.version
-            );
+            ),
+            Noted::Failed(why) => tracing::warn!(
+                "catalog: {}/v={} not catalogued: {why} (`granary catalog check --repair` repairs it)",
+                e.meta.name,
+                e.meta.version
+            ),
         }
+        n
     }
 
-    fn removed(&self, name: &Name, version: Option<u64>) {
-        if let Err(why) = self.catalog.remove(&name.to_string(), version) {
-            tracing::warn!("catalog: removal of {name} not recorded: {why}");
+    fn removed(&self, name: &Name, version: Option<u64>) -> Noted {
+        let op = queue::Op::Remove {
+            name: name.to_string(),
+            version,
+        };
+        let n = self.apply_or_queue(op, None);
+        match &n {
+            Noted::Done => {}
+            Noted::Queued(why) => tracing::warn!("catalog: removal of {name} queued ({why})"),
+            Noted::Failed(why) => tracing::warn!(
+                "catalog: removal of {name} not recorded: {why} (`granary catalog check --repair` repairs it)"
+            ),
         }
+        n
     }
 }
 

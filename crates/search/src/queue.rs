@@ -1,0 +1,226 @@
+//! The catalog queue: changes the catalog could not take when they were made
+//! (PostgreSQL down or restarting), kept durably on the node until it can.
+//!
+//! One file per change in `<data-dir>/catalog-queue/`, named by the time it
+//! was queued (nanoseconds, then the process id and a counter: names sort in
+//! the order the changes were made), written whole (a temporary file, fsync,
+//! rename, fsync of the directory), so a queued change survives a crash of
+//! the process or the machine. [`Queue::drain`] applies them in that order
+//! and deletes each one once the catalog has it; the daemon drains in the
+//! background, and so does every command that opens the catalog
+//! (`granary put`, `catalog check`, …).
+//!
+//! Applying is idempotent and checked against the files (the truth): a queued
+//! record whose version is no longer stored is not catalogued, and applying
+//! one twice (two processes draining at once, a crash between the write and
+//! the delete) writes the same record twice.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use granary_catalog::{Catalog, Record};
+use granary_packet::Name;
+use granary_store::Store;
+use serde::{Deserialize, Serialize};
+
+/// Directory of the queue in a data directory.
+pub fn queue_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("catalog-queue")
+}
+
+/// A change for the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "lowercase")]
+pub enum Op {
+    /// Insert or replace these records (versions that were published).
+    Upsert {
+        /// The records.
+        records: Vec<Record>,
+    },
+    /// `version` of `name` (every version when `None`) was removed.
+    Remove {
+        /// NDN name.
+        name: String,
+        /// Version.
+        version: Option<u64>,
+    },
+}
+
+impl Op {
+    /// Applies the change. With `store`, records of versions that are no
+    /// longer stored are left out (and their catalog entries removed).
+    pub fn apply(&self, cat: &Catalog, store: Option<&Store>) -> granary_catalog::Result<()> {
+        match self {
+            Op::Upsert { records } => {
+                let mut keep = Vec::with_capacity(records.len());
+                for r in records {
+                    let stored = match (store, Name::from_uri(&r.name)) {
+                        (Some(s), Ok(n)) => s.get(&n, Some(r.version)).is_ok(),
+                        _ => true,
+                    };
+                    if stored {
+                        keep.push(r.clone());
+                    } else {
+                        cat.remove(&r.name, Some(r.version))?;
+                    }
+                }
+                cat.upsert_many(&keep)
+            }
+            Op::Remove { name, version } => cat.remove(name, *version).map(|_| ()),
+        }
+    }
+}
+
+/// The queue of a data directory.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    dir: PathBuf,
+}
+
+/// What [`Queue::drain`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Changes applied (and deleted from the queue).
+    pub applied: usize,
+    /// Changes the catalog refused for good (bad records): moved to
+    /// `failed/` beside the queue, logged.
+    pub failed: usize,
+    /// Changes still queued (the catalog is unavailable).
+    pub left: usize,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl Queue {
+    /// The queue in `dir` (created when a change is first queued).
+    pub fn new(dir: PathBuf) -> Queue {
+        Queue { dir }
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The queued changes, oldest first.
+    fn entries(&self) -> Vec<PathBuf> {
+        let Ok(rd) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut v: Vec<PathBuf> = rd
+            .flatten()
+            .filter(|e| {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                !n.starts_with('.') && n.ends_with(".json")
+            })
+            .map(|e| e.path())
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Number of queued changes.
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues `op` durably (it survives a crash once this returns).
+    pub fn push(&self, op: &Op) -> std::io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let k = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let base = format!("{nanos:020}-{:010}-{k:08}.json", std::process::id());
+        let tmp = self.dir.join(format!(".{base}.tmp"));
+        let fin = self.dir.join(&base);
+        let body = serde_json::to_vec(op).map_err(std::io::Error::other)?;
+        {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &fin)?;
+        std::fs::File::open(&self.dir)?.sync_all()?;
+        Ok(fin)
+    }
+
+    /// Applies the queued changes in order, deleting each once applied; stops
+    /// at the first one the catalog cannot take now (it stays, with those
+    /// after it). `store` (the files) decides what is still published.
+    pub fn drain(&self, cat: &Catalog, store: Option<&Store>) -> Drained {
+        let mut d = Drained::default();
+        let entries = self.entries();
+        for (i, p) in entries.iter().enumerate() {
+            let op = match std::fs::read(p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<Op>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(op) => op,
+                Err(e) if !p.exists() => {
+                    // Applied and deleted by another process meanwhile.
+                    let _ = e;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("catalog queue: {} unreadable ({e}); set aside", p.display());
+                    self.set_aside(p);
+                    d.failed += 1;
+                    continue;
+                }
+            };
+            match op.apply(cat, store) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(p);
+                    d.applied += 1;
+                }
+                Err(e) if retryable(&e) => {
+                    d.left = entries.len() - i;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "catalog queue: {} refused by the catalog ({e}); set aside",
+                        p.display()
+                    );
+                    self.set_aside(p);
+                    d.failed += 1;
+                }
+            }
+        }
+        if d.applied + d.failed > 0 {
+            if let Ok(f) = std::fs::File::open(&self.dir) {
+                let _ = f.sync_all();
+            }
+        }
+        d
+    }
+
+    fn set_aside(&self, p: &Path) {
+        let failed = self.dir.join("failed");
+        let _ = std::fs::create_dir_all(&failed);
+        if let Some(n) = p.file_name() {
+            let _ = std::fs::rename(p, failed.join(n));
+        }
+    }
+}
+
+/// True when the same change may succeed later (the database was unreachable,
+/// or the embedded one failed for a reason of its own: busy, disk), false when
+/// the change itself was refused (a PostgreSQL statement error is the
+/// statement's: its connection errors are [`granary_catalog::Error::Unavailable`]).
+pub fn retryable(e: &granary_catalog::Error) -> bool {
+    use granary_catalog::Error as E;
+    matches!(
+        e,
+        E::Unavailable(_) | E::Sqlite(_) | E::Io(_) | E::Poisoned
+    )
+}
