@@ -311,6 +311,7 @@ async fn attach_repo(
         repo = repo.with_publisher(id);
     }
     if let Some(ix) = indexer {
+        catalog_keeper(ix.clone(), dir)?;
         repo = repo.with_observer(ix);
     }
     let repo = std::sync::Arc::new(repo);
@@ -326,6 +327,59 @@ async fn attach_repo(
         tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
     }
     tokio::spawn(granary_repo::serve(repo, app));
+    Ok(())
+}
+
+/// How often the catalog keeper looks for queued changes to apply.
+const CATALOG_QUEUE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Keeps the catalog with the files, on a thread of its own: first a check
+/// of files against catalog, repairing (a publish killed between its files
+/// and its catalog entry, a catalog restored from an old backup), then, for
+/// as long as the daemon runs, the changes queued while the catalog was
+/// unavailable, applied as soon as it takes them. A check the catalog could
+/// not answer is tried again until it can.
+fn catalog_keeper(ix: std::sync::Arc<granary_search::Indexer>, dir: &Path) -> anyhow::Result<()> {
+    let store = granary_store::Store::open(dir)?;
+    std::thread::Builder::new()
+        .name("catalog-keeper".into())
+        .spawn(move || {
+            let mut checked = false;
+            let mut last_warning = String::new();
+            loop {
+                if !checked {
+                    let t = std::time::Instant::now();
+                    match ix.check(&store, true) {
+                        Ok(c) => {
+                            checked = true;
+                            let msg = format!(
+                                "catalog check: {} stored version(s), {} catalogued, {} missing and {} without a file repaired, {} queued change(s) applied in {:.2} s",
+                                c.files,
+                                c.catalogued,
+                                c.missing.len(),
+                                c.extra.len(),
+                                c.queue_applied,
+                                t.elapsed().as_secs_f64()
+                            );
+                            if c.missing.is_empty() && c.extra.is_empty() {
+                                tracing::info!("{msg}");
+                            } else {
+                                tracing::warn!("{msg}");
+                            }
+                        }
+                        Err(e) => {
+                            if e != last_warning {
+                                tracing::warn!("catalog check not done yet: {e}; retrying");
+                                last_warning = e;
+                            }
+                        }
+                    }
+                } else if !ix.queue.is_empty() {
+                    ix.drain(&store);
+                }
+                std::thread::sleep(CATALOG_QUEUE_PERIOD);
+            }
+        })?;
     Ok(())
 }
 

@@ -106,6 +106,17 @@ impl Daemon {
 
     /// Starts a daemon on an existing data directory.
     pub fn start_at(dir: tempfile::TempDir, data: PathBuf, extra: &[&str]) -> Daemon {
+        Self::start_with_stderr(dir, data, extra, std::process::Stdio::inherit())
+    }
+
+    /// [`Daemon::start_at`], its standard error going to `stderr` (a file the
+    /// test reads, e.g.).
+    pub fn start_with_stderr(
+        dir: tempfile::TempDir,
+        data: PathBuf,
+        extra: &[&str],
+        stderr: std::process::Stdio,
+    ) -> Daemon {
         use std::io::BufRead;
         let socket = data.join("g.sock");
         let mut child = granary()
@@ -126,7 +137,7 @@ impl Daemon {
             })
             .env("GRANARY_LOG", "warn")
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();

@@ -46,10 +46,33 @@ pub(crate) fn download_path(name: &str, version: u64) -> String {
     format!("/data{name}?version={version}")
 }
 
+/// Why a catalog call failed: the request (400), or the catalog's database
+/// being unreachable now (503: PostgreSQL down or restarting).
+pub(crate) enum CatalogFail {
+    Bad(String),
+    Down(String),
+}
+
+impl From<granary_catalog::Error> for CatalogFail {
+    fn from(e: granary_catalog::Error) -> Self {
+        if e.is_unavailable() {
+            CatalogFail::Down(e.to_string())
+        } else {
+            CatalogFail::Bad(e.to_string())
+        }
+    }
+}
+
+impl From<String> for CatalogFail {
+    fn from(e: String) -> Self {
+        CatalogFail::Bad(e)
+    }
+}
+
 /// Runs `f` on the catalog on a blocking thread.
 pub(crate) async fn with_catalog<T: Send + 'static>(
     node: &State,
-    f: impl FnOnce(&Catalog) -> Result<T, String> + Send + 'static,
+    f: impl FnOnce(&Catalog) -> Result<T, CatalogFail> + Send + 'static,
 ) -> Result<T, Response> {
     let Some(cat) = node.catalog.clone() else {
         return Err(error(
@@ -59,7 +82,11 @@ pub(crate) async fn with_catalog<T: Send + 'static>(
     };
     match tokio::task::spawn_blocking(move || f(&cat)).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(error(StatusCode::BAD_REQUEST, e)),
+        Ok(Err(CatalogFail::Bad(e))) => Err(error(StatusCode::BAD_REQUEST, e)),
+        Ok(Err(CatalogFail::Down(e))) => Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{e}; the node reconnects by itself: try again shortly"),
+        )),
         Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("catalog task failed: {e}"),
@@ -92,7 +119,7 @@ pub(crate) async fn run_search(node: &State, uri: &Uri) -> Result<(Query, Page),
     let q = search_query(&p).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
     let q2 = q.clone();
     let page = with_catalog(node, move |c| {
-        let mut page = c.query(&q2).map_err(|e| e.to_string())?;
+        let mut page = c.query(&q2)?;
         granary_search::service::slim(&mut page);
         Ok(page)
     })
@@ -146,7 +173,7 @@ pub async fn autocomplete(St(node): St<State>, uri: Uri) -> Response {
             q.facets = FacetSel::None;
             let vals = c
                 .autocomplete(&f, &prefix, limit, Some(&q))
-                .map_err(|e| e.to_string())?;
+                ?;
             return Ok(vals
                 .into_iter()
                 .map(|(v, n)| json!({"facet": f, "value": v, "count": n}))
@@ -155,7 +182,7 @@ pub async fn autocomplete(St(node): St<State>, uri: Uri) -> Response {
         // Every facet: the values starting with the prefix (case-insensitive),
         // then those containing it, most frequent first.
         q.facets = FacetSel::All;
-        let page = c.query(&q).map_err(|e| e.to_string())?;
+        let page = c.query(&q)?;
         let lp = prefix.to_lowercase();
         let mut all: Vec<(bool, u64, String, String)> = Vec::new();
         for (f, vals) in page.facet_counts {
@@ -217,8 +244,8 @@ pub async fn file(St(node): St<State>, uri: Uri) -> Response {
     };
     let n2 = name.clone();
     let r = with_catalog(&node, move |c| {
-        let rec = c.get(&n2, version).map_err(|e| e.to_string())?;
-        let versions = c.versions(&n2).map_err(|e| e.to_string())?;
+        let rec = c.get(&n2, version)?;
+        let versions = c.versions(&n2)?;
         Ok(rec.map(|r| (r, versions)))
     })
     .await;

@@ -315,7 +315,7 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
     let ids = e.dataset_ids.clone();
     let (total, hits, counts) = with_catalog(node, move |c| {
         if ids.is_empty() {
-            let mut p = c.query(&q).map_err(|e| e.to_string())?;
+            let mut p = c.query(&q)?;
             granary_search::service::slim(&mut p);
             return Ok((p.total, p.hits, p.facet_counts));
         }
@@ -332,7 +332,7 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
                 q2.filters.insert("version".into(), vec![version.clone()]);
                 q2.offset = 0;
                 q2.limit = MAX_LIMIT;
-                let mut p = c.query(&q2).map_err(|e| e.to_string())?;
+                let mut p = c.query(&q2)?;
                 if p.total == 0 {
                     continue;
                 }

@@ -63,7 +63,7 @@ pub(crate) async fn all_records(node: &State, mut q: Query) -> Result<Vec<Record
         while out.len() < want {
             q.offset = off;
             q.limit = (want - out.len()).min(MAX_LIMIT);
-            let mut p = c.query(&q).map_err(|e| e.to_string())?;
+            let mut p = c.query(&q)?;
             granary_search::service::slim(&mut p);
             let n = p.hits.len();
             out.extend(p.hits);

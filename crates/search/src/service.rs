@@ -171,6 +171,15 @@ pub fn slim(page: &mut granary_catalog::Page) {
 
 /// Runs one request against the catalog.
 pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
+    let down = std::cell::Cell::new(false);
+    let cat_err = |e: granary_catalog::Error| {
+        if e.is_unavailable() {
+            down.set(true);
+            format!("{e}; the node reconnects by itself: try again shortly")
+        } else {
+            e.to_string()
+        }
+    };
     let req: Value = match serde_json::from_slice(params) {
         Ok(v) => v,
         Err(e) => return json!({"error": format!("request is not JSON: {e}")}),
@@ -198,7 +207,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
     let r = match verb {
         VERB_SEARCH => serde_json::from_value::<Query>(req)
             .map_err(|e| format!("bad query: {e}"))
-            .and_then(|q| cat.query(&q).map_err(|e| e.to_string()))
+            .and_then(|q| cat.query(&q).map_err(cat_err))
             .map(|mut page| {
                 slim(&mut page);
                 json!(page)
@@ -221,7 +230,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             };
             cat.autocomplete(&facet, prefix, limit, q.as_ref())
                 .map(|values| json!({"facet": facet, "values": values}))
-                .map_err(|e| e.to_string())
+                .map_err(cat_err)
         }
         VERB_NAMES => {
             let (parent, prefix, limit) =
@@ -242,7 +251,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             };
             cat.name_children(&parent, prefix, limit, q.as_ref())
                 .map(|children| json!({"parent": parent, "children": children}))
-                .map_err(|e| e.to_string())
+                .map_err(cat_err)
         }
         VERB_RECORD => {
             let Some(name) = req["name"].as_str() else {
@@ -265,14 +274,20 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
                     Ok(v)
                 }
                 Ok(None) => Err(format!("{name}: not in the catalog")),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(cat_err(e)),
             }
         }
         other => Err(format!(
             "unknown verb {other:?} (search, autocomplete, names, record)"
         )),
     };
-    r.unwrap_or_else(|e| json!({ "error": e }))
+    match r {
+        Ok(v) => v,
+        // The catalog's database is down: said as such, so that a client
+        // can tell an outage (try again) from a bad request.
+        Err(e) if down.get() => json!({ "error": e, "unavailable": true }),
+        Err(e) => json!({ "error": e }),
+    }
 }
 
 /// The answer as Data segments named `<name>/v=<now µs>/seg=<k>`,
