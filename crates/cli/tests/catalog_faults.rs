@@ -115,7 +115,7 @@ fn version_count(data: &Path) -> usize {
 fn a_rerun_of_a_killed_publish_dir_catalogues_what_the_kill_left_out() {
     let work = tempfile::tempdir().unwrap();
     let data = work.path().join("data");
-    let tree = big_tree(work.path(), 40);
+    let tree = big_tree(work.path(), 100);
     let all = files_under(&tree).len();
     let objects = data.join("repo/objects");
     let mut child = local(&data, &["publish-dir", tree.to_str().unwrap(), "--jobs", "2"])
@@ -123,6 +123,7 @@ fn a_rerun_of_a_killed_publish_dir_catalogues_what_the_kill_left_out() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let t0 = Instant::now();
     let end = Instant::now() + Duration::from_secs(120);
     while version_count_fast(&objects) == 0 && Instant::now() < end {
         if child.try_wait().unwrap().is_some() {
@@ -132,12 +133,13 @@ fn a_rerun_of_a_killed_publish_dir_catalogues_what_the_kill_left_out() {
     }
     let _ = child.kill();
     child.wait().unwrap();
+    let killed_at = t0.elapsed();
     let there = version_count(&data);
     assert!(there > 0 && there < all, "{there} of {all} after the kill");
     let _ = std::fs::remove_dir_all(data.join("catalog-queue"));
     let (clean, before) = check(local(&data, &["catalog", "check", "--json"]));
     eprintln!(
-        "after the kill: {there} of {all} versions in ls, {} in the catalog",
+        "after the kill ({killed_at:?} in): {there} of {all} versions in ls, {} in the catalog",
         before["catalogued"]
     );
     assert!(!clean, "{before}");
