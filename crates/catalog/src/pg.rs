@@ -175,7 +175,9 @@ impl Pg {
                 Err(e) => return Err(e.into()),
             }
         }
-        self.client.as_mut().ok_or_else(|| Error::Unavailable("no connection".into()))
+        self.client
+            .as_mut()
+            .ok_or_else(|| Error::Unavailable("no connection".into()))
     }
 
     /// Runs `f` on the connection; when the connection broke under it, reconnects

@@ -505,12 +505,15 @@ fn prepare(
     {
         p.count = Some("unchanged");
         p.report["published"] = json!("unchanged");
-        if !catalog
-            .has(&e.meta.name, e.meta.version)
-            .unwrap_or(false)
-        {
+        if !catalog.has(&e.meta.name, e.meta.version).unwrap_or(false) {
             p.report["catalogued"] = json!("again");
-            p.recatalog = Some(record::record_with(e, &outcome, nc.as_ref(), problems, None));
+            p.recatalog = Some(record::record_with(
+                e,
+                &outcome,
+                nc.as_ref(),
+                problems,
+                None,
+            ));
         }
         return p;
     }

@@ -118,11 +118,14 @@ fn a_rerun_of_a_killed_publish_dir_catalogues_what_the_kill_left_out() {
     let tree = big_tree(work.path(), 100);
     let all = files_under(&tree).len();
     let objects = data.join("repo/objects");
-    let mut child = local(&data, &["publish-dir", tree.to_str().unwrap(), "--jobs", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = local(
+        &data,
+        &["publish-dir", tree.to_str().unwrap(), "--jobs", "2"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let t0 = Instant::now();
     let end = Instant::now() + Duration::from_secs(120);
     while version_count_fast(&objects) == 0 && Instant::now() < end {
@@ -183,7 +186,9 @@ fn version_count_fast(objects: &Path) -> usize {
             let f = e.file_name().to_string_lossy().into_owned();
             if p.is_dir() {
                 stack.push(p);
-            } else if f.len() > 1 && f.starts_with('@') && f[1..].bytes().all(|b| b.is_ascii_digit())
+            } else if f.len() > 1
+                && f.starts_with('@')
+                && f[1..].bytes().all(|b| b.is_ascii_digit())
             {
                 n += 1;
             }
@@ -204,7 +209,10 @@ fn the_daemon_repairs_a_catalog_that_differs_from_the_files_at_start() {
     std::fs::write(&f, noise(20_000, 5)).unwrap();
     // Catalogued here: kept, then one removed beside the catalog.
     for k in 0..3 {
-        run_ok(local(&data, &["put", f.to_str().unwrap(), &format!("/t/kept{k}")]));
+        run_ok(local(
+            &data,
+            &["put", f.to_str().unwrap(), &format!("/t/kept{k}")],
+        ));
     }
     // Published, but catalogued elsewhere: missing from this catalog.
     for k in 0..5 {
@@ -298,7 +306,14 @@ fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
     let f = dir.path().join("f.bin");
     std::fs::write(&f, noise(30_000, 9)).unwrap();
     let put = |name: &str| -> (Value, String) {
-        let o = d.cli(&["--catalog", &url, "put", "--json", f.to_str().unwrap(), name]);
+        let o = d.cli(&[
+            "--catalog",
+            &url,
+            "put",
+            "--json",
+            f.to_str().unwrap(),
+            name,
+        ]);
         assert!(
             o.status.success(),
             "put {name}: {}",
@@ -329,7 +344,10 @@ fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
     let (code, body) = curl(&format!("http://{http}/api/search?q=during0"));
     assert_eq!(code, 503, "{body}");
     assert!(
-        body["error"].as_str().unwrap_or_default().contains("unavailable"),
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unavailable"),
         "{body}"
     );
     // `catalog check` cannot compare now: it fails, and says why.

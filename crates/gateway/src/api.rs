@@ -171,9 +171,7 @@ pub async fn autocomplete(St(node): St<State>, uri: Uri) -> Response {
     let r = with_catalog(&node, move |c| {
         if let Some(f) = facet {
             q.facets = FacetSel::None;
-            let vals = c
-                .autocomplete(&f, &prefix, limit, Some(&q))
-                ?;
+            let vals = c.autocomplete(&f, &prefix, limit, Some(&q))?;
             return Ok(vals
                 .into_iter()
                 .map(|(v, n)| json!({"facet": f, "value": v, "count": n}))

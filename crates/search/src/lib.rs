@@ -174,7 +174,9 @@ impl Indexer {
         if repair && (!c.missing.is_empty() || !c.extra.is_empty()) {
             let mut batch = Vec::with_capacity(512);
             for (n, v) in &c.missing {
-                let Ok(name) = Name::from_uri(n) else { continue };
+                let Ok(name) = Name::from_uri(n) else {
+                    continue;
+                };
                 let Ok(e) = store.get(&name, Some(*v)) else {
                     continue; // removed meanwhile
                 };
@@ -201,7 +203,9 @@ impl Indexer {
 
     /// Catalogs `e` (replacing what the catalog had for that version).
     pub fn add(&self, e: &Entry) -> Result<(), String> {
-        self.catalog.upsert(&self.record(e)).map_err(|x| x.to_string())
+        self.catalog
+            .upsert(&self.record(e))
+            .map_err(|x| x.to_string())
     }
 
     /// Empties the catalog and catalogs every stored version again, reporting

@@ -219,8 +219,5 @@ impl Queue {
 /// statement's: its connection errors are [`granary_catalog::Error::Unavailable`]).
 pub fn retryable(e: &granary_catalog::Error) -> bool {
     use granary_catalog::Error as E;
-    matches!(
-        e,
-        E::Unavailable(_) | E::Sqlite(_) | E::Io(_) | E::Poisoned
-    )
+    matches!(e, E::Unavailable(_) | E::Sqlite(_) | E::Io(_) | E::Poisoned)
 }
