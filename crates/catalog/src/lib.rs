@@ -146,7 +146,7 @@ impl Catalog {
     /// `<dir>/catalog.sqlite`) or a `postgres://` / `postgresql://` URL.
     pub fn open(spec: &str) -> Result<Catalog> {
         let store = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Store::Pg(pg::Pg::connect(spec)?)
+            Store::Pg(Box::new(pg::Pg::connect(spec)?))
         } else {
             if spec.is_empty() {
                 return Err(Error::Invalid("empty catalog location".into()));

@@ -16,7 +16,7 @@ pub(crate) type Chunks<'a> = &'a mut dyn FnMut() -> Result<Option<Vec<Prepared>>
 
 pub(crate) enum Store {
     Sqlite(crate::sqlite::Sqlite),
-    Pg(crate::pg::Pg),
+    Pg(Box<crate::pg::Pg>),
 }
 
 macro_rules! both {

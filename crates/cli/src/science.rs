@@ -702,7 +702,7 @@ pub fn publish_dir(
             }
             // Catalogued once durable; queued (the journal stays) while the
             // catalog is unavailable.
-            match ix.catalog.upsert_many(&records) {
+            match ix.catalog.upsert_many(records) {
                 Ok(()) => {
                     let _ = std::fs::remove_file(&journal);
                 }

@@ -6,7 +6,6 @@
 
 mod common;
 
-#[allow(dead_code)]
 #[path = "../../catalog/tests/common/pgcluster.rs"]
 mod pgcluster;
 

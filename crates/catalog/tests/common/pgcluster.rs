@@ -1,6 +1,7 @@
 //! A throw-away PostgreSQL cluster in a temporary directory on a free loopback port,
 //! stopped and removed on drop (also when a test fails). Runs the server as the
 //! `postgres` user when we are root (PostgreSQL refuses to run as root).
+#![allow(dead_code)] // each user (tests, the benchmark) needs a part of it
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
