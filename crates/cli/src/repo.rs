@@ -432,7 +432,7 @@ pub fn mv(
             .catalog
             .rename(&old_name.to_string(), &new_name.to_string())
         {
-            eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
+            eprintln!("catalog not updated ({e}); `granary catalog check --repair` repairs it");
         }
     }
     tell_daemon(socket, Some(&old_name));
@@ -509,8 +509,18 @@ pub fn rm(
         ),
     }
     if let Some(ix) = catalog_of(data_dir, catalog) {
-        if let Err(e) = ix.catalog.remove(&nm.to_string(), version) {
-            eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
+        let op = granary_search::queue::Op::Remove {
+            name: nm.to_string(),
+            version,
+        };
+        match ix.apply_or_queue(op, None) {
+            granary_repo::Noted::Done => {}
+            granary_repo::Noted::Queued(why) => {
+                eprintln!("catalog: removal queued ({why}); recorded when the catalog is back")
+            }
+            granary_repo::Noted::Failed(why) => eprintln!(
+                "catalog not updated ({why}); `granary catalog check --repair` repairs it"
+            ),
         }
     }
     tell_daemon(socket, Some(&nm));

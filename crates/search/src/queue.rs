@@ -92,6 +92,15 @@ pub struct Drained {
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Most records written in one transaction by [`Queue::drain`].
+pub const GROUP: usize = 2048;
+
+enum Read {
+    Op(Op),
+    Gone,
+    Bad,
+}
+
 impl Queue {
     /// The queue in `dir` (created when a change is first queued).
     pub fn new(dir: PathBuf) -> Queue {
@@ -156,43 +165,86 @@ impl Queue {
     /// Applies the queued changes in order, deleting each once applied; stops
     /// at the first one the catalog cannot take now (it stays, with those
     /// after it). `store` (the files) decides what is still published.
+    /// Consecutive upserts are written together, up to [`GROUP`] records per
+    /// transaction.
     pub fn drain(&self, cat: &Catalog, store: Option<&Store>) -> Drained {
         let mut d = Drained::default();
         let entries = self.entries();
-        for (i, p) in entries.iter().enumerate() {
-            let op = match std::fs::read(p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice::<Op>(&b).map_err(|e| e.to_string()))
-            {
-                Ok(op) => op,
-                Err(e) if !p.exists() => {
-                    // Applied and deleted by another process meanwhile.
-                    let _ = e;
-                    continue;
+        let mut i = 0;
+        'all: while i < entries.len() {
+            let start = i;
+            let mut group: Vec<&PathBuf> = Vec::new();
+            let mut records = Vec::new();
+            let mut single = None;
+            while let Some(p) = entries.get(i) {
+                let op = match self.read(p) {
+                    Read::Gone => {
+                        i += 1;
+                        continue;
+                    }
+                    Read::Bad => {
+                        d.failed += 1;
+                        i += 1;
+                        continue;
+                    }
+                    Read::Op(op) => op,
+                };
+                match op {
+                    Op::Upsert { records: r }
+                        if group.is_empty() || records.len() + r.len() <= GROUP =>
+                    {
+                        records.extend(r);
+                        group.push(p);
+                        i += 1;
+                    }
+                    op @ Op::Remove { .. } if group.is_empty() => {
+                        single = Some(op);
+                        group.push(p);
+                        i += 1;
+                        break;
+                    }
+                    _ => break, // read again as the start of the next group
                 }
-                Err(e) => {
-                    tracing::warn!("catalog queue: {} unreadable ({e}); set aside", p.display());
-                    self.set_aside(p);
-                    d.failed += 1;
-                    continue;
-                }
-            };
+            }
+            if group.is_empty() {
+                continue;
+            }
+            let op = single.unwrap_or(Op::Upsert { records });
             match op.apply(cat, store) {
                 Ok(()) => {
-                    let _ = std::fs::remove_file(p);
-                    d.applied += 1;
+                    for p in &group {
+                        let _ = std::fs::remove_file(p);
+                    }
+                    d.applied += group.len();
                 }
                 Err(e) if retryable(&e) => {
-                    d.left = entries.len() - i;
+                    d.left = entries.len() - start;
                     break;
                 }
-                Err(e) => {
-                    tracing::warn!(
-                        "catalog queue: {} refused by the catalog ({e}); set aside",
-                        p.display()
-                    );
-                    self.set_aside(p);
-                    d.failed += 1;
+                Err(_) => {
+                    // A bad record among several: each change on its own, the
+                    // bad ones set aside.
+                    for (k, p) in group.iter().enumerate() {
+                        let Read::Op(op) = self.read(p) else { continue };
+                        match op.apply(cat, store) {
+                            Ok(()) => {
+                                let _ = std::fs::remove_file(p);
+                                d.applied += 1;
+                            }
+                            Err(e) if retryable(&e) => {
+                                d.left = entries.len() - (start + k);
+                                break 'all;
+                            }
+                            Err(e) => {
+                                tracing::warn!(
+                                    "catalog queue: {} refused by the catalog ({e}); set aside",
+                                    p.display()
+                                );
+                                self.set_aside(p);
+                                d.failed += 1;
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -202,6 +254,23 @@ impl Queue {
             }
         }
         d
+    }
+
+    /// One queued change; an unreadable one is set aside (and logged).
+    fn read(&self, p: &Path) -> Read {
+        match std::fs::read(p)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<Op>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(op) => Read::Op(op),
+            // Applied and deleted by another process meanwhile.
+            Err(_) if !p.exists() => Read::Gone,
+            Err(e) => {
+                tracing::warn!("catalog queue: {} unreadable ({e}); set aside", p.display());
+                self.set_aside(p);
+                Read::Bad
+            }
+        }
     }
 
     fn set_aside(&self, p: &Path) {
@@ -220,4 +289,71 @@ impl Queue {
 pub fn retryable(e: &granary_catalog::Error) -> bool {
     use granary_catalog::Error as E;
     matches!(e, E::Unavailable(_) | E::Sqlite(_) | E::Io(_) | E::Poisoned)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The queue on a real SQLite catalog: order kept across upserts and
+    //! removals, consecutive upserts grouped, a bad record or an unreadable
+    //! file set aside without holding back the rest.
+
+    use super::*;
+
+    fn rec(name: &str, version: u64) -> Record {
+        Record {
+            name: name.into(),
+            version,
+            title: "t".into(),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn drains_in_order_and_sets_bad_changes_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let cat = Catalog::open(d.path().join("cat").to_str().unwrap()).unwrap();
+        let q = Queue::new(d.path().join("queue"));
+        assert!(q.is_empty());
+        let up = |rs: Vec<Record>| q.push(&Op::Upsert { records: rs }).unwrap();
+        up(vec![rec("/a", 1), rec("/a", 2)]);
+        up(vec![rec("/b", 1)]);
+        q.push(&Op::Remove {
+            name: "/a".into(),
+            version: Some(1),
+        })
+        .unwrap();
+        up(vec![rec("/a", 1)]); // published again after the removal
+        up(vec![rec("/bad\u{1}name", 1), rec("/c", 1)]);
+        up(vec![rec("/d", 1)]);
+        q.push(&Op::Remove {
+            name: "/b".into(),
+            version: None,
+        })
+        .unwrap();
+        std::fs::write(q.dir().join("99999999999999999999-x.json"), b"{not json").unwrap();
+        assert_eq!(q.len(), 8);
+        let r = q.drain(&cat, None);
+        assert_eq!(
+            r,
+            Drained {
+                applied: 6,
+                failed: 2,
+                left: 0
+            }
+        );
+        assert!(q.is_empty());
+        let keys = cat.keys().unwrap();
+        assert_eq!(
+            keys,
+            vec![
+                ("/a".to_string(), 1),
+                ("/a".to_string(), 2),
+                ("/d".to_string(), 1)
+            ]
+        );
+        assert_eq!(
+            std::fs::read_dir(q.dir().join("failed")).unwrap().count(),
+            2
+        );
+    }
 }
