@@ -260,6 +260,25 @@ impl Catalog {
         Ok(self.synced()?.index.find(name, Some(version)).is_some())
     }
 
+    /// The records of these (name, version) pairs that the catalog holds.
+    pub fn get_many(&self, keys: &[(String, u64)]) -> Result<Vec<Record>> {
+        let mut g = self.synced()?;
+        let rids: Vec<i64> = keys
+            .iter()
+            .filter_map(|(n, v)| g.index.find(n, Some(*v)))
+            .collect();
+        let mut out = Vec::with_capacity(rids.len());
+        for c in rids.chunks(1000) {
+            out.extend(g.store.fetch(c)?);
+        }
+        Ok(out)
+    }
+
+    /// True when the storage may be shared with other nodes (PostgreSQL).
+    pub fn is_shared(&self) -> Result<bool> {
+        Ok(matches!(self.lock()?.store, Store::Pg(_)))
+    }
+
     /// Every (name, version) the catalog holds, sorted.
     pub fn keys(&self) -> Result<Vec<(String, u64)>> {
         let mut k = self.synced()?.index.keys();

@@ -438,6 +438,7 @@ fn prepare(
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
     chunking: Option<granary_store::Chunking>,
     catalog: &granary_catalog::Catalog,
+    node: Option<&str>,
 ) -> Prepared {
     let rel = f
         .strip_prefix(root)
@@ -512,7 +513,7 @@ fn prepare(
                 &outcome,
                 nc.as_ref(),
                 problems,
-                None,
+                node,
             ));
         }
         return p;
@@ -629,6 +630,7 @@ pub fn publish_dir(
                         publish,
                         chunking,
                         &ix.catalog,
+                        ix.node(),
                     );
                     if tx.send((i, p)).is_err() {
                         break;
@@ -666,7 +668,7 @@ pub fn publish_dir(
                             &s.outcome,
                             s.nc.as_ref(),
                             s.problems.clone(),
-                            None,
+                            ix.node(),
                         )
                     })
                     .chain(records.iter().cloned())
@@ -690,7 +692,7 @@ pub fn publish_dir(
                             &s.outcome,
                             s.nc.as_ref(),
                             s.problems,
-                            None,
+                            ix.node(),
                         ));
                     }
                     Err(e) => {

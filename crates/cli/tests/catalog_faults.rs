@@ -287,7 +287,7 @@ fn curl(url: &str) -> (u16, Value) {
 /// gateway answers 503 with a JSON message; once PostgreSQL is back the
 /// search answers within seconds, the queued entries are catalogued by the
 /// daemon, `catalog check` is clean; SIGTERM ends the daemon with exit 0 and
-/// no panic.
+/// no panic. The other node's record in the shared catalog is left alone.
 #[test]
 fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
     let mut pg = pgcluster::PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
@@ -295,6 +295,21 @@ fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let log = dir.path().join("daemon.log");
+    // Another node sharing the catalog: its record has no file here, and this
+    // node's check must leave it alone.
+    let other = dir.path().join("other-node");
+    let g = dir.path().join("g.bin");
+    std::fs::write(&g, noise(10_000, 3)).unwrap();
+    run_ok(local(
+        &other,
+        &[
+            "--catalog",
+            &url,
+            "put",
+            g.to_str().unwrap(),
+            "/elsewhere/theirs",
+        ],
+    ));
     let mut d = Daemon::start_with_stderr(
         tempfile::tempdir().unwrap(),
         data.clone(),
@@ -361,7 +376,7 @@ fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
         let o = d.cli(&["search", "--json", "--limit", "100"]);
         if o.status.success() {
             let p: Value = serde_json::from_slice(&o.stdout).unwrap();
-            if p["total"] == 4 {
+            if p["total"] == 5 {
                 break p;
             }
         }
@@ -389,7 +404,13 @@ fn a_postgres_outage_queues_puts_answers_503_and_recovers() {
     assert_eq!(body["total"], 1, "{body}");
     let (clean, v) = check(d.command(&["--catalog", &url, "catalog", "check", "--json"]));
     assert!(clean, "{v}");
-    assert_eq!(v["catalogued"], 4, "{v}");
+    assert_eq!(v["files"], 4, "{v}");
+    assert_eq!(v["catalogued"], 5, "{v}");
+    assert_eq!(
+        search(&d, &["theirs"])["total"],
+        1,
+        "the other node's record went"
+    );
 
     let st = Command::new("kill")
         .args(["-TERM", &d.child.id().to_string()])

@@ -60,11 +60,11 @@ pub struct Indexer {
 pub struct Check {
     /// Versions stored (the files).
     pub files: u64,
-    /// Records in the catalog (before any repair).
+    /// Records in the catalog (before any repair), every node's.
     pub catalogued: u64,
     /// Stored versions the catalog lacked: `(name, version)`.
     pub missing: Vec<(String, u64)>,
-    /// Records whose version is not stored.
+    /// This node's records whose version is not stored.
     pub extra: Vec<(String, u64)>,
     /// Queued changes applied first.
     pub queue_applied: usize,
@@ -100,6 +100,11 @@ impl Indexer {
             node: s.node.clone(),
             queue: queue::Queue::new(queue::queue_dir(data_dir)),
         })
+    }
+
+    /// This node's prefix, as its records carry it.
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
     }
 
     /// The record of `e`.
@@ -170,7 +175,26 @@ impl Indexer {
         c.files = files.len() as u64;
         c.catalogued = cat.len() as u64;
         c.missing = files.difference(&cat).cloned().collect();
-        c.extra = cat.difference(&files).cloned().collect();
+        // A record without a file here is this node's to remove only if it is
+        // this node's record: a shared (PostgreSQL) catalog holds other nodes'
+        // too. A record naming no node counts as ours in a catalog of our own.
+        let unfiled: Vec<(String, u64)> = cat.difference(&files).cloned().collect();
+        if !unfiled.is_empty() {
+            let shared = self.catalog.is_shared().map_err(|e| e.to_string())?;
+            let ours = |n: &Option<String>| match n {
+                Some(n) => Some(n.as_str()) == self.node.as_deref(),
+                None => !shared || self.node.is_none(),
+            };
+            c.extra = self
+                .catalog
+                .get_many(&unfiled)
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|r| ours(&r.node))
+                .map(|r| (r.name, r.version))
+                .collect();
+            c.extra.sort();
+        }
         if repair && (!c.missing.is_empty() || !c.extra.is_empty()) {
             let mut batch = Vec::with_capacity(512);
             for (n, v) in &c.missing {
