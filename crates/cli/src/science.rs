@@ -433,12 +433,10 @@ struct Prepared {
 fn prepare(
     f: &Path,
     root: &Path,
-    translator: &Translator,
+    ix: &Indexer,
     others: Option<&Name>,
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
     chunking: Option<granary_store::Chunking>,
-    catalog: &granary_catalog::Catalog,
-    node: Option<&str>,
 ) -> Prepared {
     let rel = f
         .strip_prefix(root)
@@ -450,7 +448,7 @@ fn prepare(
         Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
     };
     let attrs = nc.as_ref().map(|n| n.global_strings());
-    let outcome: Outcome = translator.translate(&rel, attrs.as_ref());
+    let outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
     let fixes = outcome
         .fixes
         .iter()
@@ -506,14 +504,18 @@ fn prepare(
     {
         p.count = Some("unchanged");
         p.report["published"] = json!("unchanged");
-        if !catalog.has(&e.meta.name, e.meta.version).unwrap_or(false) {
+        if !ix
+            .catalog
+            .has(&e.meta.name, e.meta.version)
+            .unwrap_or(false)
+        {
             p.report["catalogued"] = json!("again");
             p.recatalog = Some(record::record_with(
                 e,
                 &outcome,
                 nc.as_ref(),
                 problems,
-                node,
+                ix.node(),
             ));
         }
         return p;
@@ -622,16 +624,7 @@ pub fn publish_dir(
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = files.get(i) else { break };
                     let publish = repo.as_ref().zip(signer.as_ref());
-                    let p = prepare(
-                        f,
-                        root,
-                        &ix.translator,
-                        others.as_ref(),
-                        publish,
-                        chunking,
-                        &ix.catalog,
-                        ix.node(),
-                    );
+                    let p = prepare(f, root, ix, others.as_ref(), publish, chunking);
                     if tx.send((i, p)).is_err() {
                         break;
                     }
