@@ -702,6 +702,15 @@ pub fn publish_dir(
                     let _ = std::fs::remove_file(&journal);
                 }
                 Err(e) if granary_search::queue::retryable(&e) => {
+                    // Queued: exactly what was published (the journal also
+                    // names what failed to commit).
+                    let queued = granary_search::queue::Op::Upsert {
+                        records: records.clone(),
+                    };
+                    ix.queue.push(&queued).map_err(|e| {
+                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
+                    })?;
+                    let _ = std::fs::remove_file(&journal);
                     *counts.entry("queued").or_default() += records.len() as u64;
                     if !*warned {
                         eprintln!(

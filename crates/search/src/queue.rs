@@ -49,20 +49,34 @@ pub enum Op {
 
 impl Op {
     /// Applies the change. With `store`, records of versions that are no
-    /// longer stored are left out (and their catalog entries removed).
+    /// longer stored (or stored with another manifest) are left out, and
+    /// their catalog entries removed (`catalog check --repair` catalogs
+    /// what the files hold).
     pub fn apply(&self, cat: &Catalog, store: Option<&Store>) -> granary_catalog::Result<()> {
         match self {
             Op::Upsert { records } => {
                 let mut keep = Vec::with_capacity(records.len());
                 for r in records {
                     let stored = match (store, Name::from_uri(&r.name)) {
-                        (Some(s), Ok(n)) => s.get(&n, Some(r.version)).is_ok(),
-                        _ => true,
+                        (Some(s), Ok(n)) => s.get(&n, Some(r.version)).ok().map(|e| e.meta),
+                        _ => {
+                            keep.push(r.clone());
+                            continue;
+                        }
                     };
-                    if stored {
-                        keep.push(r.clone());
-                    } else {
-                        cat.remove(&r.name, Some(r.version))?;
+                    match stored {
+                        // The very content the record describes.
+                        Some(m)
+                            if r.manifest_digest.is_none() || m.manifest == r.manifest_digest =>
+                        {
+                            keep.push(r.clone())
+                        }
+                        // Another writer's version of that number: its own
+                        // record (or the check) describes it.
+                        Some(_) => {}
+                        None => {
+                            cat.remove(&r.name, Some(r.version))?;
+                        }
                     }
                 }
                 cat.upsert_many(&keep)
