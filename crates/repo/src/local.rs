@@ -133,6 +133,13 @@ pub fn check_segment_size(n: u64) -> Result<u32, String> {
 
 /// Publishes a stream (standard input, a network insert): store, manifest,
 /// retention. Returns the result as JSON.
+///
+/// Every publish path stages the version (ingested, its manifest signed and
+/// its tags set, all still invisible in the store's temp directory) and
+/// then commits it ([`granary_store::Store::commit`]): the version appears
+/// whole, with its manifest, or not at all, and of several writers of one
+/// version exactly one publishes (the store's publish lock); the others get
+/// "already exists" and leave nothing behind.
 pub fn publish(
     repo: &Repo,
     name: &Name,
@@ -143,8 +150,9 @@ pub fn publish(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put(name, reader, &put_options(repo, how)?, progress)
+        .put(name, reader, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
+    let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, false)
 }
 
@@ -163,10 +171,13 @@ pub fn publish_piped(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put_piped(name, reader, &put_options(repo, how)?, progress)
+        .put_piped(name, reader, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
     match e {
-        Some(e) => finish(repo, name, e, how, t, false).map(Some),
+        Some(e) => {
+            let e = commit_one(repo, e, how)?;
+            finish(repo, name, e, how, t, false).map(Some)
+        }
         None => Ok(None),
     }
 }
@@ -183,8 +194,9 @@ pub fn publish_file(
     let t = std::time::Instant::now();
     let (e, reflinked) = repo
         .store
-        .put_file(name, path, &put_options(repo, how)?, progress)
+        .put_file(name, path, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
+    let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, reflinked)
 }
 
@@ -199,12 +211,20 @@ pub fn stage_file(
     path: &std::path::Path,
     how: &Publish<'_>,
 ) -> Result<granary_store::Entry, String> {
-    let mut opts = put_options(repo, how)?;
-    opts.staged = true;
     let (e, _) = repo
         .store
-        .put_file(name, path, &opts, |_| {})
+        .put_file(name, path, &staged_options(repo, how)?, |_| {})
         .map_err(|e| e.to_string())?;
+    sign_staged(repo, e, how)
+}
+
+/// Signs the manifest of a staged version and sets its tags; on failure
+/// the staged version is discarded.
+fn sign_staged(
+    repo: &Repo,
+    e: granary_store::Entry,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
     let fail = |x: String| {
         repo.store.discard(&e);
         x
@@ -225,6 +245,25 @@ pub fn stage_file(
     Ok(e)
 }
 
+/// Signs and commits one staged version (see [`publish`]).
+fn commit_one(
+    repo: &Repo,
+    e: granary_store::Entry,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
+    let e = sign_staged(repo, e, how)?;
+    repo.store
+        .commit(vec![e], how.index)
+        .pop()
+        .unwrap_or_else(|| Err(granary_store::Error::Corrupt("nothing committed".into())))
+        .map_err(|e| match e {
+            granary_store::Error::Exists(what) => format!(
+                "already exists: {what} (published by another writer; a version is never replaced: choose another --version or remove it first)"
+            ),
+            e => e.to_string(),
+        })
+}
+
 /// Publishes versions staged by [`stage_file`] together
 /// ([`granary_store::Store::commit`]: two `syncfs` for the whole batch;
 /// each version appears complete or not at all) and tells the observer of
@@ -243,6 +282,12 @@ pub fn commit(
             Ok(e)
         })
         .collect()
+}
+
+fn staged_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
+    let mut o = put_options(repo, how)?;
+    o.staged = true;
+    Ok(o)
 }
 
 fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
@@ -268,7 +313,7 @@ fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
     })
 }
 
-/// After the store has the version: manifest, retention, the JSON result.
+/// After the version is committed: the observer, retention, the JSON result.
 fn finish(
     repo: &Repo,
     name: &Name,
@@ -277,20 +322,6 @@ fn finish(
     t: std::time::Instant,
     reflinked: bool,
 ) -> Result<Value, String> {
-    crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
-        .map_err(|x| format!("manifest: {x}"))?;
-    let mut e = e;
-    if !how.tags.is_empty() {
-        let mut m = e.meta.clone();
-        m.tags
-            .extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
-        repo.store.set_meta(&e, &m).map_err(|x| x.to_string())?;
-        e.meta = m;
-    }
-    // The manifest digest is in the metadata now: read it back for the observer.
-    if let Ok(fresh) = repo.store.get(name, Some(e.meta.version)) {
-        e = fresh;
-    }
     repo.notify_published(&e);
     let mut removed = 0;
     if let Some(k) = how.keep {

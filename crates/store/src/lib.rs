@@ -95,6 +95,35 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// The store-wide publish lock (`<root>/publish.lock`, `flock`): held by
+/// whoever moves a version into place, from the check that it does not
+/// exist yet to the rename of its data file. Every process and thread that
+/// publishes into one store takes it (each opens the file anew, so threads
+/// of one process exclude each other too), so of several writers of one
+/// version exactly one publishes and the others get [`Error::Exists`]; a
+/// writer that dies holding it releases it with its descriptor. Only
+/// renames happen under it: ingest, hashing and syncing run outside.
+pub(crate) struct PublishLock(#[allow(dead_code)] fs::File);
+
+impl Store {
+    pub(crate) fn publish_lock(&self) -> Result<PublishLock> {
+        let p = self.root.join("publish.lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(Error::io(&p))?;
+        loop {
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(PublishLock(f)),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io(&p)(e.into())),
+            }
+        }
+    }
+}
+
 /// Writes a small file atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
