@@ -60,19 +60,18 @@ pub fn publisher_signer_as(
     let mut created = None;
     let signer = match key {
         Some(k) => kc.signer(k).map_err(|e| e.to_string())?,
-        None => match kc.default_signer() {
-            Ok(s) => s,
-            Err(_) => {
-                let t = if policy == "ecdsa" {
-                    KeyType::Ecdsa
-                } else {
-                    KeyType::Ed25519
-                };
-                let e = kc.generate(identity, t).map_err(|e| e.to_string())?;
-                created = Some(e.name.clone());
-                kc.signer(&e.name).map_err(|e| e.to_string())?
-            }
-        },
+        None => {
+            let t = if policy == "ecdsa" {
+                KeyType::Ecdsa
+            } else {
+                KeyType::Ed25519
+            };
+            let (s, made) = kc
+                .default_or_generate(identity, t)
+                .map_err(|e| e.to_string())?;
+            created = made;
+            s
+        }
     };
     let want = match policy {
         "ed25519" => Some(granary_packet::types::sig_type::ED25519),
@@ -532,6 +531,11 @@ impl Local {
                                 params_name,
                                 v["versioned"].as_str().unwrap_or_default()
                             ),
+                            // The node holds that version already (it is
+                            // never replaced by a copy).
+                            (Err(e), _, _) if e.starts_with("already exists") => {
+                                tracing::debug!("not kept: {params_name}: held already")
+                            }
                             (Err(e), _, _) => tracing::warn!("not kept: {params_name}: {e}"),
                         }
                         return;

@@ -128,7 +128,8 @@ fn complete(store: &Store, kc: &KeyChain, old: &Name, new: &Name) -> Result<Vec<
             }
             None => Signer::Digest,
         };
-        crate::manifest::rename_root(store, &e, &signer).map_err(|x| format!("manifest of v={v}: {x}"))?;
+        crate::manifest::rename_root(store, &e, &signer)
+            .map_err(|x| format!("manifest of v={v}: {x}"))?;
     }
     Ok(versions)
 }

@@ -292,7 +292,7 @@ impl Store {
                 let _ = fs::remove_file(e.path());
             }
         }
-        let backend = meta::detect(&tmp);
+        let backend = Self::backend_of(&root, &tmp)?;
         Ok(Store {
             root,
             objects,
@@ -303,6 +303,35 @@ impl Store {
             catching: Default::default(),
             background: Default::default(),
         })
+    }
+
+    /// The metadata back end of the store at `root`: detected once, at the
+    /// first open, and recorded in `<root>/backend`. Never detected again:
+    /// a probe that fails for a passing reason (a full disk refuses the new
+    /// xattr block) must not switch one process to sidecars while the
+    /// others read xattrs.
+    fn backend_of(root: &Path, tmp: &Path) -> Result<Backend> {
+        let rec = root.join("backend");
+        match fs::read_to_string(&rec) {
+            Ok(s) if s.trim() == "xattr" => return Ok(Backend::Xattr),
+            Ok(s) if s.trim() == "sidecar" => return Ok(Backend::Sidecar),
+            Ok(s) => {
+                return Err(Error::Corrupt(format!(
+                    "{}: {:?} is not a metadata back end (xattr, sidecar)",
+                    rec.display(),
+                    s.trim()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&rec)(e)),
+        }
+        let b = meta::detect(tmp);
+        let word = match b {
+            Backend::Xattr => "xattr",
+            Backend::Sidecar => "sidecar",
+        };
+        write_atomic(&rec, word.as_bytes())?;
+        Ok(b)
     }
 
     /// The metadata backend in use.

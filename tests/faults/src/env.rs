@@ -31,6 +31,8 @@ pub struct Env {
     /// Mount point of the loop file system, when there is one.
     mnt: Option<PathBuf>,
     ballast: Mutex<Option<PathBuf>>,
+    history: Mutex<std::fs::File>,
+    keep: std::sync::atomic::AtomicBool,
 }
 
 fn sh(c: &mut Command) -> Result<(), String> {
@@ -96,6 +98,10 @@ impl Env {
             pg,
             mnt,
             ballast: Mutex::new(None),
+            history: Mutex::new(
+                std::fs::File::create(b.join("history.jsonl")).map_err(|e| e.to_string())?,
+            ),
+            keep: Default::default(),
             base,
         })
     }
@@ -110,6 +116,20 @@ impl Env {
             .env("GRANARY_LOG", "warn")
             .stdin(Stdio::null());
         c
+    }
+
+    /// Appends one event to the history (`<run dir>/history.jsonl`).
+    pub fn record(&self, event: &serde_json::Value) {
+        use std::io::Write;
+        let mut h = self.history.lock().unwrap();
+        let _ = writeln!(h, "{event}");
+    }
+
+    /// Keeps the run's directory (history, daemon logs, the store) for a
+    /// look after a failure; returns its path.
+    pub fn keep(&self) -> PathBuf {
+        self.keep.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.base.path().to_path_buf()
     }
 
     /// Makes the node's publisher key and has the other application trust
@@ -186,10 +206,8 @@ impl Env {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                let log = std::fs::read_to_string(
-                    self.base.path().join(format!("daemon-{n}.log")),
-                )
-                .unwrap_or_default();
+                let log = std::fs::read_to_string(self.base.path().join(format!("daemon-{n}.log")))
+                    .unwrap_or_default();
                 Err(format!("daemon did not become ready: {log}"))
             }
         }
@@ -204,9 +222,7 @@ impl Env {
 
     pub fn stop_daemon(&self) {
         if let Some(mut c) = self.daemon.lock().unwrap().take() {
-            if let Some(p) = rustix::process::Pid::from_raw(c.id() as i32) {
-                let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
-            }
+            crate::signal(c.id(), "TERM");
             let t = Instant::now();
             while t.elapsed() < Duration::from_secs(10) {
                 if let Ok(Some(_)) = c.try_wait() {
@@ -251,7 +267,10 @@ impl Env {
 
     /// The store's metadata back end (xattrs where the file system has them).
     pub fn backend(&self) -> granary_store::Backend {
-        granary_store::meta::detect(&self.node.join("repo/tmp"))
+        match std::fs::read_to_string(self.node.join("repo/backend")) {
+            Ok(s) if s.trim() == "sidecar" => granary_store::Backend::Sidecar,
+            _ => granary_store::Backend::Xattr,
+        }
     }
 
     /// `granary ls /faults`: (name, version) of every visible version.
@@ -373,6 +392,12 @@ impl Drop for Env {
     fn drop(&mut self) {
         self.kill_daemon();
         drop(self.pg.take());
+        if self.keep.load(std::sync::atomic::Ordering::SeqCst) {
+            // Left mounted and in place for a look.
+            let _ =
+                std::mem::replace(&mut self.base, tempfile::tempdir().expect("a temp dir")).keep();
+            return;
+        }
         if let Some(m) = &self.mnt {
             let _ = Command::new("umount").arg("-l").arg(m).status();
         }
@@ -399,7 +424,7 @@ impl Pg {
                 .and_then(|p| std::env::split_paths(&p).find(|d| d.join("initdb").exists()))
                 .ok_or("PostgreSQL (initdb) not found: run scripts/setup-test-deps.sh")?
         };
-        let as_postgres = rustix::process::geteuid().is_root();
+        let as_postgres = crate::is_root();
         let dir = base.join("pg");
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         if as_postgres {
@@ -444,7 +469,9 @@ impl Pg {
 
     fn stop(&self) -> Result<(), String> {
         let (d, b) = (self.dir.display(), self.bin.display());
-        self.run(&format!("{b}/pg_ctl -D {d}/data -m fast -w stop >/dev/null"))
+        self.run(&format!(
+            "{b}/pg_ctl -D {d}/data -m fast -w stop >/dev/null"
+        ))
     }
 
     fn running(&self) -> bool {

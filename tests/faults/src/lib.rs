@@ -162,6 +162,7 @@ impl Shared {
     }
 
     fn violation(&self, mut v: String) {
+        self.env.record(&serde_json::json!({"violation": v}));
         if v.len() > 600 {
             let mut cut = 600;
             while !v.is_char_boundary(cut) {
@@ -175,8 +176,25 @@ impl Shared {
     }
 
     /// Runs one client process (args after the global ones), tracked for
-    /// `kill-client`.
+    /// `kill-client`; its outcome goes to the history.
     fn client(&self, kind: &'static str, data_dir: &Path, args: &[String]) -> Outcome {
+        let t = Instant::now();
+        let o = self.client_run(kind, data_dir, args);
+        self.env.record(&serde_json::json!({
+            "kind": kind,
+            "args": args,
+            "ms": t.elapsed().as_millis() as u64,
+            "outcome": match &o {
+                Outcome::Acked => "acked".to_string(),
+                Outcome::Failed(e) => format!("failed: {}", e.trim_end()),
+                Outcome::Killed => "killed".to_string(),
+                Outcome::Hung => "hung".to_string(),
+            },
+        }));
+        o
+    }
+
+    fn client_run(&self, kind: &'static str, data_dir: &Path, args: &[String]) -> Outcome {
         let mut c = Command::new(&self.cfg.bin);
         c.arg("--data-dir")
             .arg(data_dir)
@@ -243,9 +261,25 @@ pub(crate) fn run_tracked(mut c: Command, kind: &'static str, inflight: &InFligh
 }
 
 pub(crate) fn kill(pid: u32) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-    }
+    signal(pid, "KILL");
+}
+
+/// Sends a signal with kill(1) (no `unsafe`, no extra crate).
+pub(crate) fn signal(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// True when running as root.
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
 /// Runs the suite as `cfg` says.
@@ -292,6 +326,12 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
     report.check_seconds = t2.elapsed().as_secs_f64();
     report.versions_checked = checked;
     shared.env.stop_daemon();
+    if !report.violations.is_empty() || std::env::var_os("GRANARY_FAULTS_KEEP").is_some() {
+        eprintln!(
+            "faults: the run's directory (history.jsonl, daemon logs, the store) is kept at {}",
+            shared.env.keep().display()
+        );
+    }
     Ok(report)
 }
 
@@ -446,7 +486,9 @@ fn op_get(s: &Shared, rng: &mut StdRng) -> bool {
                     ));
                 }
             }
-            Err(e) => s.violation(format!("{kind} {uri} succeeded but its output is unreadable: {e}")),
+            Err(e) => s.violation(format!(
+                "{kind} {uri} succeeded but its output is unreadable: {e}"
+            )),
         }
     }
     let _ = std::fs::remove_file(&out);
@@ -622,6 +664,7 @@ fn fault_loop(s: &Shared, deadline: Instant) {
             _ => false,
         };
         if ok {
+            s.env.record(&serde_json::json!({"fault": kind}));
             injected += 1;
             *s.report
                 .lock()
@@ -721,7 +764,13 @@ fn check(s: &Shared) -> usize {
                 let o = s.client(
                     "check-get",
                     &s.env.consumer,
-                    &["get".into(), uri.clone(), "-o".into(), out.display().to_string(), "-q".into()],
+                    &[
+                        "get".into(),
+                        uri.clone(),
+                        "-o".into(),
+                        out.display().to_string(),
+                        "-q".into(),
+                    ],
                 );
                 match o {
                     Outcome::Acked => {
@@ -771,7 +820,9 @@ fn check(s: &Shared) -> usize {
         match s.env.catalog_check() {
             Ok(()) => break,
             Err(e) if t.elapsed() > Duration::from_secs(60) => {
-                s.violation(format!("the catalog differs from the files after recovery: {e}"));
+                s.violation(format!(
+                    "the catalog differs from the files after recovery: {e}"
+                ));
                 break;
             }
             Err(_) => std::thread::sleep(Duration::from_millis(500)),

@@ -75,7 +75,10 @@ fn main() {
                     r.versions_checked
                 );
                 for (k, c) in &r.ops {
-                    println!("  {k:<12} acked {:>6}  failed {:>5}  unknown {:>4}", c[0], c[1], c[2]);
+                    println!(
+                        "  {k:<12} acked {:>6}  failed {:>5}  unknown {:>4}",
+                        c[0], c[1], c[2]
+                    );
                 }
                 for (k, n) in &r.faults {
                     println!("  fault {k:<12} {n}");

@@ -169,7 +169,8 @@ impl Model {
             // Certain only for an acknowledged rename of a version known
             // to be there; otherwise under one of the two names (a put
             // whose client died may still land under the old one).
-            let certain = acked && !v.in_flight && v.presence == Presence::Must && v.names.len() == 1;
+            let certain =
+                acked && !v.in_flight && v.presence == Presence::Must && v.names.len() == 1;
             v.names.insert(to.to_string());
             if certain {
                 v.names.remove(from);
@@ -255,7 +256,9 @@ impl Model {
                 continue;
             };
             if let Some(other) = seen.insert(*ver, n) {
-                out.push(format!("v={ver} is visible under two names: {other} and {n}"));
+                out.push(format!(
+                    "v={ver} is visible under two names: {other} and {n}"
+                ));
             }
             if !v.names.contains(n) {
                 out.push(format!(
@@ -271,10 +274,7 @@ impl Model {
         }
         for (k, v) in &self.versions {
             if v.presence == Presence::Must && !seen.contains_key(k) {
-                out.push(format!(
-                    "v={k} (acknowledged, under {:?}) is lost",
-                    v.names
-                ));
+                out.push(format!("v={k} (acknowledged, under {:?}) is lost", v.names));
             }
         }
         for (k, d) in &self.dirs {

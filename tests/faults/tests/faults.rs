@@ -23,7 +23,7 @@ fn granary_bin() -> PathBuf {
 }
 
 fn root() -> bool {
-    rustix::process::geteuid().is_root()
+    granary_faults::is_root()
 }
 
 #[test]
@@ -40,8 +40,14 @@ fn invariants_hold_under_faults() {
     eprintln!("fault suite: seed {seed} (GRANARY_FAULTS_SEED={seed} replays it)");
     let pg = std::path::Path::new("/usr/lib/postgresql/15/bin/initdb").exists();
     if std::env::var_os("CI").is_some() {
-        assert!(pg, "PostgreSQL is needed in CI: scripts/setup-test-deps.sh installs it");
-        assert!(root(), "CI runs as root (the disk-full fault mounts a loop file system)");
+        assert!(
+            pg,
+            "PostgreSQL is needed in CI: scripts/setup-test-deps.sh installs it"
+        );
+        assert!(
+            root(),
+            "CI runs as root (the disk-full fault mounts a loop file system)"
+        );
     }
     let cfg = granary_faults::Config {
         bin: granary_bin(),
@@ -61,11 +67,23 @@ fn invariants_hold_under_faults() {
         r.violations.len(),
         r.violations.join("\n")
     );
-    assert!(r.total_ops() >= 1200, "only {} operations ran", r.total_ops());
-    assert!(r.total_faults() >= 30, "only {} faults injected", r.total_faults());
+    assert!(
+        r.total_ops() >= 1200,
+        "only {} operations ran",
+        r.total_ops()
+    );
+    assert!(
+        r.total_faults() >= 30,
+        "only {} faults injected",
+        r.total_faults()
+    );
     // Every kind of fault happened, and the check looked at real data.
     for k in ["kill-daemon", "kill-client", "flip"] {
         assert!(r.faults.contains_key(k), "no {k} fault in {:?}", r.faults);
     }
-    assert!(r.versions_checked > 50, "only {} versions checked", r.versions_checked);
+    assert!(
+        r.versions_checked > 50,
+        "only {} versions checked",
+        r.versions_checked
+    );
 }
