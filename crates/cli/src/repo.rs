@@ -405,6 +405,9 @@ pub fn mv(
             eprintln!("catalog not updated ({e}); `granary catalog rebuild` repairs it");
         }
     }
+    // The old name is gone from this node: a copy of it that a `get`
+    // fetched before the rename must not be kept back under it.
+    tell_daemon_removed(socket, &old_name, None);
     tell_daemon(socket, Some(&old_name));
     Ok(())
 }

@@ -360,7 +360,20 @@ pub struct Local {
 /// every removal sees them: `granary rm` (the `removed` local command) and
 /// a network delete (python_repo).
 #[derive(Default)]
-pub(crate) struct Keeps(Mutex<Vec<Keep>>);
+pub(crate) struct Keeps(Mutex<Vec<Keep>>, Mutex<Vec<Removal>>);
+
+/// A removal (or rename away) of a name that this node was told of: a
+/// copy of it asked to be kept after it — `granary get` fetched it before
+/// the removal and asks to keep it after — must not bring it back.
+struct Removal {
+    name: Name,
+    version: Option<u64>,
+    at: std::time::Instant,
+}
+
+/// How long a removal blocks keeps of what it removed: longer than a fetch
+/// that started before it can take to ask.
+const REMOVAL_MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A copy being kept in the background (a detached `put`, as `granary get`
 /// asks for), or kept in the last [`KEEP_MEMORY`]: a removal of its name
@@ -495,6 +508,12 @@ impl Local {
                     .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
                 let kept_name = params["name"].as_str().and_then(|n| Name::from_uri(n).ok());
                 if let (Some(n), true) = (&kept_name, detach) {
+                    if repo.keeps.was_removed(n, params["version"].as_u64()) {
+                        return Some(NetPacket::Data(reply(
+                            &name,
+                            &json!({"ok": false, "error": format!("{n} was removed or renamed on this node since it was fetched; not kept")}),
+                        )));
+                    }
                     repo.keeps.begin(n, params["version"].as_u64());
                 }
                 tokio::spawn(async move {
@@ -577,6 +596,14 @@ impl Keeps {
     /// and the versions among them already committed (they landed after the
     /// store removed the name, or are gone already: [`drop_kept`] them).
     pub(crate) fn mark_removed(&self, name: &Name, version: Option<u64>) -> (usize, Vec<u64>) {
+        if let Ok(mut r) = self.1.lock() {
+            r.retain(|r| r.at.elapsed() < REMOVAL_MEMORY);
+            r.push(Removal {
+                name: name.clone(),
+                version,
+                at: std::time::Instant::now(),
+            });
+        }
         let Ok(mut keeps) = self.0.lock() else {
             return (0, Vec::new());
         };
@@ -591,6 +618,18 @@ impl Keeps {
             }
         }
         (in_flight, landed)
+    }
+
+    /// True when `name` (`version`) was removed here in the last
+    /// [`REMOVAL_MEMORY`]: a keep of it asked for now is refused.
+    pub(crate) fn was_removed(&self, name: &Name, version: Option<u64>) -> bool {
+        self.1.lock().is_ok_and(|r| {
+            r.iter().any(|r| {
+                r.at.elapsed() < REMOVAL_MEMORY
+                    && r.name == *name
+                    && (r.version.is_none() || version.is_none() || r.version == version)
+            })
+        })
     }
 
     /// Records that the keep of `name` finished (committing `version`, if

@@ -549,7 +549,11 @@ fn op_rm(s: &Shared, rng: &mut StdRng) -> bool {
 
 fn op_publish_dir(s: &Shared, rng: &mut StdRng) -> bool {
     // Rerun an unfinished one first (as an operator would after a crash).
-    let pending = s.model.lock().unwrap().unfinished_dir();
+    let pending = if rng.random_bool(0.5) {
+        s.model.lock().unwrap().unfinished_dir()
+    } else {
+        None
+    };
     let k = match pending {
         Some(k) => k,
         None => {
