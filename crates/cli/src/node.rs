@@ -256,6 +256,13 @@ async fn attach_repo(
     let keychain = dir
         .parent()
         .and_then(|d| granary_security::KeyChain::open(d.join("keychain")).ok());
+    // Renames a killed `mv` left half done are completed before anything
+    // is served (the catalog's start-up check then follows the files).
+    if let Some(kc) = &keychain {
+        for (o, n) in granary_repo::rename::recover(&store, kc) {
+            tracing::warn!("completed an interrupted rename of {o} to {n}");
+        }
+    }
     let app = in_process_face(running, "repo").await?;
     // Names no other producer claims (cost 100, no ChildInherit).
     let route = granary_mgmt::values::route_flags::CHILD_INHERIT;

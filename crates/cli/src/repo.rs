@@ -408,24 +408,15 @@ pub fn mv(
     let s = store(data_dir)?;
     let new_name = name(new)?;
     let old_name = name(old)?;
-    s.rename(&old_name, &new_name)?;
-    // The manifest root carries the name: sign it again (one signature per
-    // version; segments and manifest blocks are untouched).
+    // The manifest root carries the name: each version's is signed again
+    // (one signature per version; segments and manifest blocks are
+    // untouched). Recorded first, so that a killed `mv` is completed by
+    // the next one or by the daemon's start.
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    for v in s.versions(&new_name)? {
-        let e = s.get(&new_name, Some(v))?;
-        if e.meta.manifest.is_none() {
-            continue;
-        }
-        let signer = match e.meta.signer.as_deref().map(name).transpose()? {
-            Some(k) => kc
-                .signer(&k)
-                .map_err(|x| anyhow::anyhow!("re-signing the manifest of v={v}: {x}"))?,
-            None => granary_security::Signer::Digest,
-        };
-        granary_repo::manifest::rename_root(&s, &e, &signer)
-            .map_err(|x| anyhow::anyhow!("manifest of v={v}: {x}"))?;
+    for (o, n) in granary_repo::rename::recover(&s, &kc) {
+        eprintln!("completed an interrupted rename of {o} to {n}");
     }
+    granary_repo::rename::rename(&s, &kc, &old_name, &new_name).map_err(|x| anyhow::anyhow!(x))?;
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     if let Some(ix) = catalog_of(data_dir, catalog) {
         if let Err(e) = ix
@@ -435,6 +426,9 @@ pub fn mv(
             eprintln!("catalog not updated ({e}); `granary catalog check --repair` repairs it");
         }
     }
+    // The old name is gone from this node: a copy of it that a `get`
+    // fetched before the rename must not be kept back under it.
+    tell_daemon_removed(socket, &old_name, None);
     tell_daemon(socket, Some(&old_name));
     Ok(())
 }

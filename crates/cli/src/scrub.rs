@@ -71,7 +71,18 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
                 bar.inc(b);
             }
         };
-        let r = scrub_version(&store, &e, threads, &progress).map_err(|x| anyhow::anyhow!(x))?;
+        // One version that cannot be scrubbed or recorded is reported as
+        // damaged; the scrub goes on to the rest.
+        let r = scrub_version(&store, &e, threads, &progress).unwrap_or_else(|x| VersionReport {
+            name: e.meta.name.clone(),
+            version: e.meta.version,
+            path: e.path.display().to_string(),
+            segments: 0,
+            bytes: 0,
+            bad: Vec::new(),
+            problems: vec![format!("cannot be scrubbed: {x}")],
+            repaired: Vec::new(),
+        });
         scrubbed += 1;
         bytes += r.bytes;
         if !r.is_clean() {

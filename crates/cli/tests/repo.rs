@@ -629,3 +629,226 @@ fn null_signed_segments_when_configured() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("segment_signature \"nul\""));
 }
+
+/// Eight writers of one version at once, each with other content: exactly
+/// one is told "published", the others get "already exists", and the
+/// stored version is wholly the winner's (its data and its manifest), through
+/// the daemon and without it (each `put` then ingests in its own process).
+#[test]
+fn one_writer_per_version_through_the_daemon_and_across_processes() {
+    let d = Daemon::start(&[]);
+    for (round, via_daemon) in [(0u64, true), (1, false)] {
+        let version = (4242 + round).to_string();
+        let name = format!("/race/r{round}");
+        let inputs: Vec<_> = (0..8u64)
+            .map(|w| {
+                let p = d.dir.path().join(format!("race{round}-{w}"));
+                std::fs::write(&p, noise(300_000 + w as usize * 977, round * 100 + w + 1)).unwrap();
+                p
+            })
+            .collect();
+        let children: Vec<_> = inputs
+            .iter()
+            .map(|p| {
+                let mut c = if via_daemon {
+                    d.command(&[])
+                } else {
+                    // No daemon at this socket: the put ingests here.
+                    let mut c = granary();
+                    c.args([
+                        "--data-dir",
+                        d.data.to_str().unwrap(),
+                        "--socket",
+                        d.dir.path().join("nobody.sock").to_str().unwrap(),
+                    ]);
+                    c
+                };
+                c.args(["put", p.to_str().unwrap(), &name, "--version", &version])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<_> = children
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let winners: Vec<usize> = (0..8).filter(|i| outs[*i].status.success()).collect();
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: {} writers told \"published\"",
+            winners.len()
+        );
+        for (i, o) in outs.iter().enumerate() {
+            if i != winners[0] {
+                let e = String::from_utf8_lossy(&o.stderr);
+                assert!(e.contains("already exists"), "writer {i}: {e}");
+                assert!(!e.contains("panicked"), "{e}");
+            }
+        }
+        // Another application fetches it (manifest-verified): the winner's bytes.
+        let got = d.dir.path().join(format!("got{round}"));
+        let other = tempfile::tempdir().unwrap();
+        let cert = d.dir.path().join(format!("pub{round}.ndncert"));
+        d.ok(&["key", "export", "-o", cert.to_str().unwrap()]);
+        let trust = granary()
+            .args([
+                "--data-dir",
+                other.path().to_str().unwrap(),
+                "key",
+                "trust",
+                cert.to_str().unwrap(),
+                "--yes",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            trust.status.success(),
+            "{}",
+            String::from_utf8_lossy(&trust.stderr)
+        );
+        let o = granary()
+            .args([
+                "--data-dir",
+                other.path().to_str().unwrap(),
+                "--socket",
+                d.socket.to_str().unwrap(),
+                "get",
+                &format!("{name}/v={version}"),
+                "-o",
+                got.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            std::fs::read(&got).unwrap(),
+            std::fs::read(&inputs[winners[0]]).unwrap(),
+            "round {round}: the stored version is not the winner's"
+        );
+        // Nothing left behind by the losers: the scrub finds one clean version.
+        let s = d.ok(&["repo", "scrub", &name]);
+        assert!(
+            s.contains("scrubbed 1 version(s)") && s.contains("0 damaged"),
+            "{s}"
+        );
+    }
+}
+
+/// A version whose files cannot even be checked (a truncated `.offsets`)
+/// is reported damaged, and the scrub goes on to check the others.
+#[test]
+fn scrub_reports_an_uncheckable_version_and_goes_on() {
+    let d = Daemon::start(&[]);
+    for i in 0..3 {
+        let p = d.dir.path().join(format!("in{i}"));
+        std::fs::write(&p, noise(200_000, i + 7)).unwrap();
+        d.ok(&[
+            "put",
+            p.to_str().unwrap(),
+            &format!("/scrub/f{i}"),
+            "--chunking",
+            "fastcdc",
+        ]);
+    }
+    let stat = d.ok(&["stat", "/scrub/f0"]);
+    let path = stat.lines().find_map(|l| l.strip_prefix("path ")).unwrap();
+    let offsets = format!("{path}.offsets");
+    let len = std::fs::metadata(&offsets).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&offsets)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let o = d.cli(&["repo", "scrub", "--json"]);
+    assert!(!o.status.success(), "damage must fail the scrub");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["versions"], 3, "{v}");
+    assert_eq!(v["damaged"], 1, "{v}");
+    assert_eq!(v["reports"][0]["name"], "/scrub/f0", "{v}");
+    // Recorded: `stat` shows it.
+    assert!(d.ok(&["stat", "/scrub/f0"]).contains("DAMAGED"));
+}
+
+/// A `mv` killed between moving the files and signing the manifest roots
+/// again is completed by the next start of the daemon: every version is
+/// served, verified, under the new name.
+#[test]
+fn a_killed_rename_is_completed_at_start() {
+    let outer = tempfile::tempdir().unwrap();
+    let data_dir = outer.path().join("data");
+    std::fs::create_dir(&data_dir).unwrap();
+    let d = Daemon::start_at(tempfile::tempdir().unwrap(), data_dir.clone(), &[]);
+    let src = outer.path().join("in");
+    std::fs::write(&src, noise(150_000, 3)).unwrap();
+    for v in ["1", "2"] {
+        d.ok(&["put", src.to_str().unwrap(), "/mv/a", "--version", v]);
+    }
+    // The state a `mv` killed midway leaves: its intent recorded, the files
+    // moved, the manifest roots still naming the old name.
+    let repo = d.data.join("repo");
+    let store = granary_store::Store::open(&repo).unwrap();
+    let (a, b) = (
+        granary_packet::Name::from_uri("/mv/a").unwrap(),
+        granary_packet::Name::from_uri("/mv/b").unwrap(),
+    );
+    std::fs::create_dir_all(repo.join("renames")).unwrap();
+    std::fs::write(
+        repo.join("renames/999999999-1.json"),
+        r#"{"old":"/mv/a","new":"/mv/b"}"#,
+    )
+    .unwrap();
+    store.rename(&a, &b).unwrap();
+    drop(store);
+    let other = tempfile::tempdir().unwrap();
+    let cert = outer.path().join("pub.ndncert");
+    d.ok(&["key", "export", "-o", cert.to_str().unwrap()]);
+    let socket = d.socket.clone();
+    let get = |dst: &std::path::Path| {
+        granary()
+            .args([
+                "--data-dir",
+                other.path().to_str().unwrap(),
+                "--socket",
+                socket.to_str().unwrap(),
+            ])
+            .args(["get", "/mv/b/v=2", "-o", dst.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let trust = granary()
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "key",
+            "trust",
+            cert.to_str().unwrap(),
+            "--yes",
+        ])
+        .output()
+        .unwrap();
+    assert!(trust.status.success());
+    let dst = outer.path().join("out");
+    // The name the stored manifest root of /mv/b v=2 carries.
+    let root_name = || {
+        let s = granary_store::Store::open(&repo).unwrap();
+        let e = s.get(&b, Some(2)).unwrap();
+        let wire = s.read_extra(&e, "manifest").unwrap();
+        granary_packet::Data::decode(bytes::Bytes::from(wire))
+            .unwrap()
+            .name()
+            .to_string()
+    };
+    // Half renamed: the manifest root still names /mv/a.
+    assert!(root_name().starts_with("/mv/a/"), "{}", root_name());
+    drop(d);
+    let d = Daemon::start_at(tempfile::tempdir().unwrap(), data_dir, &[]);
+    let o = get(&dst);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(&dst).unwrap(), noise(150_000, 3));
+    assert!(root_name().starts_with("/mv/b/"), "{}", root_name());
+    assert!(!d.data.join("repo/renames/999999999-1.json").exists());
+}

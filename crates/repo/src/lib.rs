@@ -9,6 +9,7 @@ pub mod command;
 pub mod local;
 pub mod manifest;
 pub mod python_repo;
+pub mod rename;
 pub mod scrub;
 
 use std::sync::Arc;

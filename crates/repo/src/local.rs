@@ -60,19 +60,18 @@ pub fn publisher_signer_as(
     let mut created = None;
     let signer = match key {
         Some(k) => kc.signer(k).map_err(|e| e.to_string())?,
-        None => match kc.default_signer() {
-            Ok(s) => s,
-            Err(_) => {
-                let t = if policy == "ecdsa" {
-                    KeyType::Ecdsa
-                } else {
-                    KeyType::Ed25519
-                };
-                let e = kc.generate(identity, t).map_err(|e| e.to_string())?;
-                created = Some(e.name.clone());
-                kc.signer(&e.name).map_err(|e| e.to_string())?
-            }
-        },
+        None => {
+            let t = if policy == "ecdsa" {
+                KeyType::Ecdsa
+            } else {
+                KeyType::Ed25519
+            };
+            let (s, made) = kc
+                .default_or_generate(identity, t)
+                .map_err(|e| e.to_string())?;
+            created = made;
+            s
+        }
     };
     let want = match policy {
         "ed25519" => Some(granary_packet::types::sig_type::ED25519),
@@ -133,6 +132,13 @@ pub fn check_segment_size(n: u64) -> Result<u32, String> {
 
 /// Publishes a stream (standard input, a network insert): store, manifest,
 /// retention. Returns the result as JSON.
+///
+/// Every publish path stages the version (ingested, its manifest signed and
+/// its tags set, all still invisible in the store's temp directory) and
+/// then commits it ([`granary_store::Store::commit`]): the version appears
+/// whole, with its manifest, or not at all, and of several writers of one
+/// version exactly one publishes (the store's publish lock); the others get
+/// "already exists" and leave nothing behind.
 pub fn publish(
     repo: &Repo,
     name: &Name,
@@ -143,8 +149,9 @@ pub fn publish(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put(name, reader, &put_options(repo, how)?, progress)
+        .put(name, reader, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
+    let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, false)
 }
 
@@ -163,10 +170,13 @@ pub fn publish_piped(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put_piped(name, reader, &put_options(repo, how)?, progress)
+        .put_piped(name, reader, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
     match e {
-        Some(e) => finish(repo, name, e, how, t, false).map(Some),
+        Some(e) => {
+            let e = commit_one(repo, e, how)?;
+            finish(repo, name, e, how, t, false).map(Some)
+        }
         None => Ok(None),
     }
 }
@@ -183,8 +193,9 @@ pub fn publish_file(
     let t = std::time::Instant::now();
     let (e, reflinked) = repo
         .store
-        .put_file(name, path, &put_options(repo, how)?, progress)
+        .put_file(name, path, &staged_options(repo, how)?, progress)
         .map_err(|e| e.to_string())?;
+    let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, reflinked)
 }
 
@@ -199,12 +210,20 @@ pub fn stage_file(
     path: &std::path::Path,
     how: &Publish<'_>,
 ) -> Result<granary_store::Entry, String> {
-    let mut opts = put_options(repo, how)?;
-    opts.staged = true;
     let (e, _) = repo
         .store
-        .put_file(name, path, &opts, |_| {})
+        .put_file(name, path, &staged_options(repo, how)?, |_| {})
         .map_err(|e| e.to_string())?;
+    sign_staged(repo, e, how)
+}
+
+/// Signs the manifest of a staged version and sets its tags; on failure
+/// the staged version is discarded.
+fn sign_staged(
+    repo: &Repo,
+    e: granary_store::Entry,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
     let fail = |x: String| {
         repo.store.discard(&e);
         x
@@ -225,6 +244,25 @@ pub fn stage_file(
     Ok(e)
 }
 
+/// Signs and commits one staged version (see [`publish`]).
+fn commit_one(
+    repo: &Repo,
+    e: granary_store::Entry,
+    how: &Publish<'_>,
+) -> Result<granary_store::Entry, String> {
+    let e = sign_staged(repo, e, how)?;
+    repo.store
+        .commit(vec![e], how.index)
+        .pop()
+        .unwrap_or_else(|| Err(granary_store::Error::Corrupt("nothing committed".into())))
+        .map_err(|e| match e {
+            granary_store::Error::Exists(what) => format!(
+                "already exists: {what} (published by another writer; a version is never replaced: choose another --version or remove it first)"
+            ),
+            e => e.to_string(),
+        })
+}
+
 /// Publishes versions staged by [`stage_file`] together
 /// ([`granary_store::Store::commit`]: two `syncfs` for the whole batch;
 /// each version appears complete or not at all) and tells the observer of
@@ -243,6 +281,12 @@ pub fn commit(
             Ok(e)
         })
         .collect()
+}
+
+fn staged_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
+    let mut o = put_options(repo, how)?;
+    o.staged = true;
+    Ok(o)
 }
 
 fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
@@ -268,7 +312,7 @@ fn put_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
     })
 }
 
-/// After the store has the version: manifest, retention, the JSON result.
+/// After the version is committed: the observer, retention, the JSON result.
 fn finish(
     repo: &Repo,
     name: &Name,
@@ -277,20 +321,6 @@ fn finish(
     t: std::time::Instant,
     reflinked: bool,
 ) -> Result<Value, String> {
-    crate::manifest::publish(&repo.store, &e, how.signer, how.policy)
-        .map_err(|x| format!("manifest: {x}"))?;
-    let mut e = e;
-    if !how.tags.is_empty() {
-        let mut m = e.meta.clone();
-        m.tags
-            .extend(how.tags.iter().map(|(k, v)| (k.clone(), v.clone())));
-        repo.store.set_meta(&e, &m).map_err(|x| x.to_string())?;
-        e.meta = m;
-    }
-    // The manifest digest is in the metadata now: read it back for the observer.
-    if let Ok(fresh) = repo.store.get(name, Some(e.meta.version)) {
-        e = fresh;
-    }
     let noted = repo.notify_published(&e);
     let mut removed = 0;
     if let Some(k) = how.keep {
@@ -339,7 +369,20 @@ pub struct Local {
 /// every removal sees them: `granary rm` (the `removed` local command) and
 /// a network delete (python_repo).
 #[derive(Default)]
-pub(crate) struct Keeps(Mutex<Vec<Keep>>);
+pub(crate) struct Keeps(Mutex<Vec<Keep>>, Mutex<Vec<Removal>>);
+
+/// A removal (or rename away) of a name that this node was told of: a
+/// copy of it asked to be kept after it — `granary get` fetched it before
+/// the removal and asks to keep it after — must not bring it back.
+struct Removal {
+    name: Name,
+    version: Option<u64>,
+    at: std::time::Instant,
+}
+
+/// How long a removal blocks keeps of what it removed: longer than a fetch
+/// that started before it can take to ask.
+const REMOVAL_MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// A copy being kept in the background (a detached `put`, as `granary get`
 /// asks for), or kept in the last [`KEEP_MEMORY`]: a removal of its name
@@ -474,6 +517,12 @@ impl Local {
                     .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
                 let kept_name = params["name"].as_str().and_then(|n| Name::from_uri(n).ok());
                 if let (Some(n), true) = (&kept_name, detach) {
+                    if repo.keeps.was_removed(n, params["version"].as_u64()) {
+                        return Some(NetPacket::Data(reply(
+                            &name,
+                            &json!({"ok": false, "error": format!("{n} was removed or renamed on this node since it was fetched; not kept")}),
+                        )));
+                    }
                     repo.keeps.begin(n, params["version"].as_u64());
                 }
                 tokio::spawn(async move {
@@ -510,6 +559,11 @@ impl Local {
                                 params_name,
                                 v["versioned"].as_str().unwrap_or_default()
                             ),
+                            // The node holds that version already (it is
+                            // never replaced by a copy).
+                            (Err(e), _, _) if e.starts_with("already exists") => {
+                                tracing::debug!("not kept: {params_name}: held already")
+                            }
                             (Err(e), _, _) => tracing::warn!("not kept: {params_name}: {e}"),
                         }
                         return;
@@ -551,6 +605,14 @@ impl Keeps {
     /// and the versions among them already committed (they landed after the
     /// store removed the name, or are gone already: [`drop_kept`] them).
     pub(crate) fn mark_removed(&self, name: &Name, version: Option<u64>) -> (usize, Vec<u64>) {
+        if let Ok(mut r) = self.1.lock() {
+            r.retain(|r| r.at.elapsed() < REMOVAL_MEMORY);
+            r.push(Removal {
+                name: name.clone(),
+                version,
+                at: std::time::Instant::now(),
+            });
+        }
         let Ok(mut keeps) = self.0.lock() else {
             return (0, Vec::new());
         };
@@ -565,6 +627,18 @@ impl Keeps {
             }
         }
         (in_flight, landed)
+    }
+
+    /// True when `name` (`version`) was removed here in the last
+    /// [`REMOVAL_MEMORY`]: a keep of it asked for now is refused.
+    pub(crate) fn was_removed(&self, name: &Name, version: Option<u64>) -> bool {
+        self.1.lock().is_ok_and(|r| {
+            r.iter().any(|r| {
+                r.at.elapsed() < REMOVAL_MEMORY
+                    && r.name == *name
+                    && (r.version.is_none() || version.is_none() || r.version == version)
+            })
+        })
     }
 
     /// Records that the keep of `name` finished (committing `version`, if

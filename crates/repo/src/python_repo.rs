@@ -952,23 +952,26 @@ impl Net {
         }
         let e = stored.map_err(|e| format!("store: {e}"))?;
         let repo = self.repo.clone();
-        let name = plan.name.clone();
         let published = tokio::task::spawn_blocking(move || {
-            let r = crate::manifest::publish(
+            if let Err(x) = crate::manifest::publish(
                 &repo.store,
                 &e,
                 &granary_security::Signer::Digest,
                 "digest",
-            );
-            if r.is_err() {
-                // Nothing half-made stays visible.
-                let _ = repo.store.remove(&name, Some(e.meta.version));
-            } else {
-                let fresh = repo.store.get(&name, Some(e.meta.version));
-                // The observer logs a change it only queued or could not record.
-                let _ = repo.notify_published(fresh.as_ref().unwrap_or(&e));
+            ) {
+                // Nothing half-made is ever visible.
+                repo.store.discard(&e);
+                return Err(x);
             }
-            r.map(|_| e)
+            let e = repo
+                .store
+                .commit(vec![e], true)
+                .pop()
+                .unwrap_or_else(|| Err(granary_store::Error::Corrupt("nothing committed".into())))
+                .map_err(|x| x.to_string())?;
+            // The observer logs a change it only queued or could not record.
+            let _ = repo.notify_published(&e);
+            Ok(e)
         })
         .await
         .map_err(|e| format!("manifest task: {e}"))?
@@ -991,8 +994,11 @@ impl Net {
         let repo = self.repo.clone();
         let name = name.clone();
         let done = tokio::task::spawn_blocking(move || {
+            // Staged: the version appears with its manifest, or not at all
+            // (committed in `finish_insert` once the manifest is made).
             let opts = granary_store::PutOptions {
                 segment_size: segment_size.min(u32::MAX as usize) as u32,
+                staged: true,
                 ..Default::default()
             };
             let reader = ChunkReader {

@@ -62,14 +62,24 @@ pub fn scrub_version(
     threads: usize,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<VersionReport, String> {
+    // A version whose files cannot even be checked (a short `.offsets`, a
+    // data file of the wrong size, an unreadable hash list) is damaged
+    // like one whose bytes differ: recorded, reported, and the scrub goes
+    // on to the next version.
     let Verified {
         segments,
         bytes,
         bad,
         mut problems,
-    } = store
-        .verify(e, threads, progress)
-        .map_err(|x| x.to_string())?;
+    } = match store.verify(e, threads, progress) {
+        Ok(v) => v,
+        Err(x) => Verified {
+            segments: 0,
+            bytes: 0,
+            bad: Vec::new(),
+            problems: vec![format!("cannot be checked: {x}")],
+        },
+    };
     problems.extend(crate::manifest::check_stored(store, e));
     let report = VersionReport {
         name: e.meta.name.clone(),

@@ -66,9 +66,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8], private: bool) -> Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::KeyChain(format!("{} has no parent", path.display())))?;
+    // Unique per write, not only per process: threads of one daemon may
+    // write the same file at once (each rename is then atomic, last wins).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let tmp = dir.join(format!(
-        ".tmp-{}-{}",
+        ".tmp-{}-{}-{}",
         std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         path.file_name().and_then(|f| f.to_str()).unwrap_or("f")
     ));
     let mut opts = fs::OpenOptions::new();
@@ -172,6 +176,48 @@ impl KeyChain {
             self.set_default(&key_name)?;
         }
         self.get(&key_name)
+    }
+
+    /// A signer for the default key; when there is none, one is generated
+    /// under `identity` first. Under an exclusive lock on the keychain
+    /// (`keys/.lock`, `flock`), so that of several processes or threads
+    /// publishing into a new data directory at once exactly one makes the
+    /// key and every one signs with it. Returns the signer and, when it was
+    /// made here, the new key's name.
+    pub fn default_or_generate(
+        &self,
+        identity: &Name,
+        typ: KeyType,
+    ) -> Result<(crate::Signer, Option<Name>)> {
+        if let Ok(s) = self.default_signer() {
+            return Ok((s, None));
+        }
+        let keys = self.dir.join("keys");
+        fs::create_dir_all(&keys).map_err(Error::io(format!("creating {}", keys.display())))?;
+        let lock_path = keys.join(".lock");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(Error::io(format!("opening {}", lock_path.display())))?;
+        loop {
+            match rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => {
+                    return Err(Error::io(format!("locking {}", lock_path.display()))(
+                        e.into(),
+                    ))
+                }
+            }
+        }
+        // Another writer may have made it while this one waited.
+        if let Ok(s) = self.default_signer() {
+            return Ok((s, None));
+        }
+        let e = self.generate(identity, typ)?;
+        Ok((self.signer(&e.name)?, Some(e.name)))
     }
 
     fn store(&self, key_name: &Name, key: &PrivateKey, cert: Option<&Certificate>) -> Result<()> {

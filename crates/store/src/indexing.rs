@@ -234,6 +234,9 @@ impl Store {
                         let _ = fs::remove_file(&p);
                     }
                 }
+                // Gone meanwhile: its version was not published after all
+                // (a writer that lost the race removes its mark).
+                Err(_) if !p.exists() => {}
                 Err(e) => eprintln!("granary-store: {}: {e}", p.display()),
             }
         }

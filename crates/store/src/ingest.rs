@@ -309,6 +309,10 @@ impl Store {
                 }));
             }
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
+            // One writer per version: the check and the renames below under
+            // the publish lock (another process's put of the same version
+            // waits here, then finds it and fails with `Exists`).
+            let _lock = self.publish_lock()?;
             if final_data.exists() {
                 return Err(Error::Exists(format!("{name} version {version}")));
             }

@@ -95,6 +95,35 @@ fn sync_dir(dir: &Path) {
     }
 }
 
+/// The store-wide publish lock (`<root>/publish.lock`, `flock`): held by
+/// whoever moves a version into place, from the check that it does not
+/// exist yet to the rename of its data file. Every process and thread that
+/// publishes into one store takes it (each opens the file anew, so threads
+/// of one process exclude each other too), so of several writers of one
+/// version exactly one publishes and the others get [`Error::Exists`]; a
+/// writer that dies holding it releases it with its descriptor. Only
+/// renames happen under it: ingest, hashing and syncing run outside.
+pub(crate) struct PublishLock(#[allow(dead_code)] fs::File);
+
+impl Store {
+    pub(crate) fn publish_lock(&self) -> Result<PublishLock> {
+        let p = self.root.join("publish.lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&p)
+            .map_err(Error::io(&p))?;
+        loop {
+            match rustix::fs::flock(&f, rustix::fs::FlockOperation::LockExclusive) {
+                Ok(()) => return Ok(PublishLock(f)),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(Error::io(&p)(e.into())),
+            }
+        }
+    }
+}
+
 /// Writes a small file atomically and durably.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path
@@ -263,7 +292,7 @@ impl Store {
                 let _ = fs::remove_file(e.path());
             }
         }
-        let backend = meta::detect(&tmp);
+        let backend = Self::backend_of(&root, &tmp)?;
         Ok(Store {
             root,
             objects,
@@ -274,6 +303,35 @@ impl Store {
             catching: Default::default(),
             background: Default::default(),
         })
+    }
+
+    /// The metadata back end of the store at `root`: detected once, at the
+    /// first open, and recorded in `<root>/backend`. Never detected again:
+    /// a probe that fails for a passing reason (a full disk refuses the new
+    /// xattr block) must not switch one process to sidecars while the
+    /// others read xattrs.
+    fn backend_of(root: &Path, tmp: &Path) -> Result<Backend> {
+        let rec = root.join("backend");
+        match fs::read_to_string(&rec) {
+            Ok(s) if s.trim() == "xattr" => return Ok(Backend::Xattr),
+            Ok(s) if s.trim() == "sidecar" => return Ok(Backend::Sidecar),
+            Ok(s) => {
+                return Err(Error::Corrupt(format!(
+                    "{}: {:?} is not a metadata back end (xattr, sidecar)",
+                    rec.display(),
+                    s.trim()
+                )))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&rec)(e)),
+        }
+        let b = meta::detect(tmp);
+        let word = match b {
+            Backend::Xattr => "xattr",
+            Backend::Sidecar => "sidecar",
+        };
+        write_atomic(&rec, word.as_bytes())?;
+        Ok(b)
     }
 
     /// The metadata backend in use.

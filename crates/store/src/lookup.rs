@@ -294,7 +294,13 @@ impl Store {
                 if p.is_dir() {
                     stack.push(p);
                 } else if path::parse_version_file(fname).is_some() {
-                    out.push(meta::read(self.backend, &p)?);
+                    match meta::read(self.backend, &p) {
+                        Ok(m) => out.push(m),
+                        // Removed or renamed since the listing: not there.
+                        Err(_) if !p.exists() => {}
+                        // One unreadable version does not hide the others.
+                        Err(e) => eprintln!("granary-store: not listed: {e}"),
+                    }
                 }
             }
         }

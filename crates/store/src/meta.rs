@@ -203,8 +203,14 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
             if !tags.is_empty() {
                 o.insert("tags".into(), serde_json::Value::Object(tags));
             }
-            serde_json::from_value(serde_json::Value::Object(o))
-                .map_err(|e| Error::Corrupt(format!("{}: metadata: {e}", path.display())))
+            match serde_json::from_value(serde_json::Value::Object(o)) {
+                Ok(m) => Ok(m),
+                // Written as a sidecar (a store whose back end was once
+                // detected wrongly, or copied from a file system without
+                // xattrs): read it there.
+                Err(_) if sidecar(path).exists() => read(Backend::Sidecar, path),
+                Err(e) => Err(Error::Corrupt(format!("{}: metadata: {e}", path.display()))),
+            }
         }
         Backend::Sidecar => {
             let p = sidecar(path);

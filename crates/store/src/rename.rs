@@ -11,10 +11,13 @@ use crate::{meta, path, sync_dir, Error, Result, Store};
 impl Store {
     /// Renames an object (all its versions) in O(1): one directory rename
     /// and a metadata update per version; no data is read or rewritten.
+    /// Under the publish lock (a put of either name waits). Not atomic
+    /// across versions by itself: a caller that may be killed midway
+    /// records its intent first and completes it with
+    /// [`Store::finish_rename`] (granary-repo's `rename` does).
     pub fn rename(&self, old: &Name, new: &Name) -> Result<()> {
         self.forget();
-        let from = self.objects.join(path::object_dir(old)?);
-        let to = self.objects.join(path::object_dir(new)?);
+        let _lock = self.publish_lock()?;
         let versions = self.versions(old)?;
         if versions.is_empty() {
             return Err(Error::NotFound(old.to_string()));
@@ -22,12 +25,49 @@ impl Store {
         if !self.versions(new)?.is_empty() {
             return Err(Error::Exists(new.to_string()));
         }
+        self.move_versions(old, new, &versions)
+    }
+
+    /// Completes a rename of `old` to `new` that was interrupted: moves
+    /// the versions still under `old` (that `new` does not hold) and sets
+    /// the name in the metadata of every version under `new`. Idempotent.
+    /// Returns the versions under `new`.
+    pub fn finish_rename(&self, old: &Name, new: &Name) -> Result<Vec<u64>> {
+        self.forget();
+        let _lock = self.publish_lock()?;
+        let there = self.versions(new)?;
+        let left: Vec<u64> = self
+            .versions(old)?
+            .into_iter()
+            .filter(|v| !there.contains(v))
+            .collect();
+        if !left.is_empty() {
+            self.move_versions(old, new, &left)?;
+        }
+        let to = self.objects.join(path::object_dir(new)?);
+        let all = self.versions(new)?;
+        let want = new.to_string();
+        for v in &all {
+            let p = to.join(format!("@{v}"));
+            let mut m = meta::read(self.backend, &p)?;
+            if m.name != want {
+                m.name = want.clone();
+                meta::write(self.backend, &p, &m)?;
+            }
+        }
+        self.forget();
+        Ok(all)
+    }
+
+    fn move_versions(&self, old: &Name, new: &Name, versions: &[u64]) -> Result<()> {
+        let from = self.objects.join(path::object_dir(old)?);
+        let to = self.objects.join(path::object_dir(new)?);
         if let Some(parent) = to.parent() {
             fs::create_dir_all(parent).map_err(Error::io(parent))?;
         }
         // Move the versions (children objects under `old` stay where they are).
         fs::create_dir_all(&to).map_err(Error::io(&to))?;
-        for v in &versions {
+        for v in versions {
             // The data file last (as ingest does): a lookup that finds the
             // version at its new place finds its hashes there too, so the
             // serve-time integrity check never sees half a rename.
@@ -50,10 +90,11 @@ impl Store {
         // the marks up; the old paths fail validation meanwhile). The marks
         // are not synced: a crash loses only index entries, which
         // `reindex` rebuilds; rename stays O(1).
-        for v in &versions {
+        for v in versions {
             let _ = self.mark(&to.join(format!("@{v}")), false);
         }
         let _ = fs::remove_dir(&from);
+        self.forget();
         Ok(())
     }
 

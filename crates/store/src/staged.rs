@@ -84,6 +84,21 @@ impl Store {
         }
         let synced = self.syncfs();
         let mut dirs: Vec<PathBuf> = Vec::new();
+        // One writer per version: every check-and-move under the publish
+        // lock (see `PublishLock`).
+        let lock = self.publish_lock();
+        if let Err(e) = &lock {
+            let why = e.to_string();
+            for r in out.iter_mut() {
+                if let Ok((e, _)) = &*r {
+                    self.discard(e);
+                }
+                *r = Err(Error::Corrupt(format!("publish lock: {why}")));
+            }
+            for m in marks.iter_mut().filter_map(Option::take) {
+                let _ = fs::remove_file(m);
+            }
+        }
         for (i, r) in out.iter_mut().enumerate() {
             let step = match (&synced, &*r) {
                 (Err(e), _) => Err(Error::Corrupt(format!("syncfs: {e}"))),
@@ -105,6 +120,7 @@ impl Store {
                 *r = Err(err);
             }
         }
+        drop(lock);
         // The moves (and the directories made for them) durable.
         let _ = self.syncfs();
         self.forget();
