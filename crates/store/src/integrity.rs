@@ -475,7 +475,13 @@ mod tests {
         let looked = store.get_shared(&n, v).unwrap();
         assert!(store.withheld(&looked, 2));
         assert!(!store.withheld(&looked, 1) && !store.withheld(&looked, 3));
-        assert!(store.withheld(&e, 2));
+        let bare = Entry {
+            file: None,
+            ..e.clone()
+        };
+        assert!(store.withheld(&bare, 2));
+        // An entry looked up before the record keeps its snapshot.
+        assert!(!store.withheld(&e, 2));
         // Written by another process: seen once the cache is forgotten.
         let other = Store::open(dir.path()).unwrap();
         other.replace_damage(&e, &[], &[], "scrub").unwrap();
