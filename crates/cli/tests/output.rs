@@ -294,3 +294,47 @@ fn get_into_a_missing_directory() {
     assert!(err.contains("there is no directory"), "{err}");
     assert!(!missing.parent().unwrap().exists());
 }
+
+/// Printing commands whose reader goes away (`granary ls | head -1`) end as
+/// Unix tools do: no panic, no message, exit 0 or killed by SIGPIPE.
+#[test]
+fn printing_commands_exit_quietly_on_a_closed_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, b"some bytes").unwrap();
+    for k in 0..5 {
+        d.ok(&["put", src.to_str().unwrap(), &format!("/pipe/file{k}")]);
+    }
+    let cmds: [&[&str]; 5] = [
+        &["ls"],
+        &["ls", "/pipe"],
+        &["stat", "/pipe/file0"],
+        &["search", "--limit", "10"],
+        &["status"],
+    ];
+    for args in cmds {
+        // Each prints something when its reader is there.
+        assert!(!d.ok(args).is_empty(), "{args:?} printed nothing");
+        for _ in 0..3 {
+            let mut c = d.command(args);
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            // The reader goes away before anything is written.
+            drop(child.stdout.take());
+            let o = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !err.contains("panicked") && !err.contains("Broken pipe"),
+                "{args:?}: {err}"
+            );
+            assert!(
+                o.status.success() || o.status.signal() == Some(libc::SIGPIPE),
+                "{args:?}: {} {err}",
+                o.status
+            );
+        }
+    }
+    // The daemon lives on (its clients' closed pipes are not its own).
+    assert!(!d.ok(&["ls"]).is_empty());
+}
