@@ -76,6 +76,12 @@ pub struct FetchArgs {
     /// Do not look for a signed manifest; verify each packet's signature.
     #[arg(long)]
     pub no_manifest: bool,
+    /// Accept content whose only signature is a DigestSha256 (segments, or
+    /// a manifest, signed so): it proves the bytes intact, not who made
+    /// them, so without this flag such content is refused; with it, every
+    /// line printed says "integrity only".
+    #[arg(long)]
+    pub integrity_only: bool,
     /// Stay in slow start until a loss or mark (by default slow start also
     /// ends when RTT samples rise above the path's minimum, as HyStart).
     #[arg(long)]
@@ -138,9 +144,41 @@ fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{s}: {e}"))
 }
 
-fn trust(data_dir: &Path) -> anyhow::Result<Arc<Trust>> {
+fn trust(data_dir: &Path, integrity_only: bool) -> anyhow::Result<Arc<Trust>> {
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    Ok(Arc::new(Trust::from_keychain(&kc)?))
+    Ok(Arc::new(
+        Trust::from_keychain(&kc)?.with_integrity_only(integrity_only),
+    ))
+}
+
+/// Set once an object being fetched is integrity only (accepted with
+/// `--integrity-only` on a DigestSha256 alone): from then on every line
+/// printed says so ([`say!`], [`tag`]).
+static INTEGRITY_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What every printed line starts with once [`INTEGRITY_ONLY`] is set.
+const INTEGRITY_ONLY_TAG: &str = "[integrity only, not authenticated] ";
+
+fn tag() -> &'static str {
+    if INTEGRITY_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        INTEGRITY_ONLY_TAG
+    } else {
+        ""
+    }
+}
+
+/// Notes that `info` is integrity only (see [`INTEGRITY_ONLY`]).
+fn note_integrity_only(info: &ObjectInfo) {
+    if info.integrity_only() {
+        INTEGRITY_ONLY.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `eprintln!`, starting with [`tag`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        eprintln!("{}{}", tag(), format_args!($($t)*))
+    };
 }
 
 /// Two worker threads: the socket reader (framing, NDNLPv2 decoding) runs
@@ -177,29 +215,29 @@ fn print_stats(st: &Stats) {
             0.0
         }
     };
-    eprintln!("Time elapsed: {:.3} s", st.seconds);
-    eprintln!("Segments received: {}", st.segments);
-    eprintln!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
-    eprintln!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
-    eprintln!(
+    say!("Time elapsed: {:.3} s", st.seconds);
+    say!("Segments received: {}", st.segments);
+    say!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
+    say!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
+    say!(
         "Congestion marks: {} (caused {} window decreases)",
         st.congestion_marks, st.decreases_mark
     );
-    eprintln!(
+    say!(
         "Timeouts: {} (caused {} window decreases)",
         st.timeouts, st.decreases_loss
     );
-    eprintln!(
+    say!(
         "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
         st.nacks_congestion, st.decreases_nack, st.nacks_duplicate, st.nacks_other
     );
-    eprintln!(
+    say!(
         "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
         st.retransmissions,
         pct(st.retransmissions),
         st.rejected
     );
-    eprintln!(
+    say!(
         "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
         st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
     );
@@ -214,9 +252,10 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
         None => indicatif::ProgressBar::new_spinner(),
     };
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bytes}/{total_bytes} {binary_bytes_per_sec} {wide_bar} ETA {eta}",
-    ) {
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{}{{bytes}}/{{total_bytes}} {{binary_bytes_per_sec}} {{wide_bar}} ETA {{eta}}",
+        tag()
+    )) {
         bar.set_style(style);
     }
     Some(bar)
@@ -329,7 +368,7 @@ pub fn get(
             );
         }
     }
-    let trust = trust(data_dir)?;
+    let trust = trust(data_dir, args.integrity_only)?;
     let opts = args.open_options();
     let rt = runtime()?;
     // The node's own repository (this data directory's): a version already
@@ -343,6 +382,7 @@ pub fn get(
         let mut objects = Vec::new();
         for (n, out) in names.iter().zip(outputs) {
             let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
+            note_integrity_only(&info);
             objects.push((info, out));
         }
         // Already in the local repository: a verified copy of its file.
@@ -368,7 +408,7 @@ pub fn get(
             match r {
                 Ok(r) => {
                     if !quiet {
-                        eprintln!(
+                        say!(
                             "{}: {} bytes, {} segments, copied from the local repository ({}), every segment verified against {}",
                             r.versioned, r.size, r.segments, r.source.display(), r.verified_by
                         );
@@ -376,7 +416,7 @@ pub fn get(
                     copied.push(serde_json::json!({"local_copy": r}));
                 }
                 Err(e) => {
-                    eprintln!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
+                    say!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
                     fetch.push((info, out));
                 }
             }
@@ -398,7 +438,7 @@ pub fn get(
             }
         }
         if resume && !quiet {
-            eprintln!("--resume: fetching by name (a dedup fetch is not resumable)");
+            say!("--resume: fetching by name (a dedup fetch is not resumable)");
         }
         let mut objects = plain;
         // Neighbours are asked by hash only when the node has some: a route
@@ -440,7 +480,7 @@ pub fn get(
                 }
                 Err(e) => {
                     dedup_failed += 1;
-                    eprintln!("{}: FAILED: {e}", info.versioned);
+                    say!("{}: FAILED: {e}", info.versioned);
                     dedup_reports.push(serde_json::json!({
                         "versioned": info.versioned.to_string(), "error": e.to_string()}));
                 }
@@ -449,7 +489,7 @@ pub fn get(
         let n_dedup = dedup_reports.iter().filter(|r| r["by_name"].is_null()).count();
         if objects.is_empty() {
             if json {
-                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied});
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
                 println!("{v}");
             }
             if dedup_failed > 0 {
@@ -485,7 +525,7 @@ pub fn get(
         for r in &reports {
             match &r.error {
                 None if quiet => {}
-                None => eprintln!(
+                None => say!(
                     "{}: {} bytes, {} segments{}, every segment verified against {}",
                     r.versioned,
                     r.size.map_or("?".into(), |s| s.to_string()),
@@ -499,7 +539,7 @@ pub fn get(
                 ),
                 Some(e) => {
                     failed += 1;
-                    eprintln!("{}: FAILED: {e}", r.versioned);
+                    say!("{}: FAILED: {e}", r.versioned);
                 }
             }
         }
@@ -515,7 +555,7 @@ pub fn get(
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
             if output.is_some() {
                 println!("{v}");
             } else {
@@ -604,11 +644,11 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
 
 /// One line per source: where a dedup fetch's bytes came from.
 fn print_dedup(r: &DedupReport) {
-    eprintln!(
+    say!(
         "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
         r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
     );
-    eprintln!(
+    say!(
         "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
         r.local.chunks,
         r.local.bytes,
@@ -638,7 +678,7 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         info.versioned.last().and_then(|c| c.as_version()),
         info.versioned.prefix(-1),
     ) else {
-        eprintln!(
+        say!(
             "{}: not kept in the local repository (no version component)",
             info.versioned
         );
@@ -647,6 +687,17 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
         return;
     };
+    if info.integrity_only() {
+        // Kept, it would be served under this node's key: a signature that
+        // vouches for content nobody authenticated.
+        if !quiet {
+            say!(
+                "{}: not kept in the local repository (integrity only: its origin is unproven)",
+                info.versioned
+            );
+        }
+        return;
+    }
     let count = info.map.count();
     let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
     let mut all = Vec::with_capacity(count as usize * 32);
@@ -706,14 +757,14 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         .is_ok();
     if have {
         if !quiet {
-            eprintln!("{} is already in the local repository", info.versioned);
+            say!("{} is already in the local repository", info.versioned);
         }
         return;
     }
     match run() {
-        Ok(m) if !quiet => eprintln!("{m}"),
+        Ok(m) if !quiet => say!("{m}"),
         Ok(_) => {}
-        Err(e) => eprintln!("{}: not kept in the local repository: {e}", info.versioned),
+        Err(e) => say!("{}: not kept in the local repository: {e}", info.versioned),
     }
 }
 
@@ -794,13 +845,22 @@ pub fn cat(
 ) -> anyhow::Result<()> {
     let cfg = args.config()?;
     let n = name(uri)?;
-    let trust = trust(data_dir)?;
+    let trust = trust(data_dir, args.integrity_only)?;
     let opts = args.open_options();
     let rt = runtime()?;
     rt.block_on(async {
         let link = UnixLink::connect(socket).await?;
         let mut f = RemoteFile::open(link, Engine::new(cfg), &n, trust, &opts).await?;
         let st = f.stat();
+        note_integrity_only(f.info());
+        if !tag().is_empty() {
+            // The bytes go to standard output: say it beside them.
+            say!(
+                "{}: its bytes are checked against {}, which proves no origin",
+                st.versioned,
+                st.verified_by
+            );
+        }
         if let Some(size) = st.size {
             if offset > size {
                 anyhow::bail!(
@@ -821,7 +881,7 @@ pub fn cat(
             Err(e) => return Err(e.into()),
         };
         if stats {
-            eprintln!(
+            say!(
                 "{}: {bytes} bytes at offset {offset}, verified against {}",
                 st.versioned, st.verified_by
             );

@@ -31,7 +31,9 @@ pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
 pub use items::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use local::{copy_verified, read_verified, CopyReport};
-pub use object::{discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust};
+pub use object::{
+    discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust, INTEGRITY_ONLY,
+};
 pub use segmap::SegmentMap;
 
 /// Fetch errors.
