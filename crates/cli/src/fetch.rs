@@ -221,15 +221,20 @@ fn print_stats(st: &Stats) {
     say!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
     say!(
         "Congestion marks: {} (caused {} window decreases)",
-        st.congestion_marks, st.decreases_mark
+        st.congestion_marks,
+        st.decreases_mark
     );
     say!(
         "Timeouts: {} (caused {} window decreases)",
-        st.timeouts, st.decreases_loss
+        st.timeouts,
+        st.decreases_loss
     );
     say!(
         "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
-        st.nacks_congestion, st.decreases_nack, st.nacks_duplicate, st.nacks_other
+        st.nacks_congestion,
+        st.decreases_nack,
+        st.nacks_duplicate,
+        st.nacks_other
     );
     say!(
         "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
@@ -646,7 +651,11 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
 fn print_dedup(r: &DedupReport) {
     say!(
         "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
-        r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
+        r.versioned,
+        r.size,
+        r.segments,
+        r.unique_chunks,
+        r.verified_by
     );
     say!(
         "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
@@ -687,17 +696,14 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
         return;
     };
-    if info.integrity_only() {
-        // Kept, it would be served under this node's key: a signature that
-        // vouches for content nobody authenticated.
-        if !quiet {
-            say!(
-                "{}: not kept in the local repository (integrity only: its origin is unproven)",
-                info.versioned
-            );
-        }
-        return;
-    }
+    // Integrity-only content is kept as integrity only (a DigestSha256
+    // manifest): signed with this node's key, it would be vouched for
+    // although nobody authenticated it.
+    let sign = if info.integrity_only() {
+        "digest"
+    } else {
+        "manifest"
+    };
     let count = info.map.count();
     let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
     let mut all = Vec::with_capacity(count as usize * 32);
@@ -718,7 +724,7 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
             "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
             "name": prefix.to_string(),
             "version": version,
-            "sign": "manifest",
+            "sign": sign,
             "chunking": chunking.to_string(),
             "index": true,
             "expect_hashes": expect,
@@ -883,7 +889,8 @@ pub fn cat(
         if stats {
             say!(
                 "{}: {bytes} bytes at offset {offset}, verified against {}",
-                st.versioned, st.verified_by
+                st.versioned,
+                st.verified_by
             );
             print_stats(&f.engine().total);
         }

@@ -336,8 +336,12 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     let mode = match (a.publish, a.integrity_only) {
         (true, false) => "publish",
         (false, false) => "read-only",
-        (true, true) => "publish; integrity only: DigestSha256-signed files are shown, their origin unproven",
-        (false, true) => "read-only; integrity only: DigestSha256-signed files are shown, their origin unproven",
+        (true, true) => {
+            "publish; integrity only: DigestSha256-signed files are shown, their origin unproven"
+        }
+        (false, true) => {
+            "read-only; integrity only: DigestSha256-signed files are shown, their origin unproven"
+        }
     };
     let mp = mountpoint.clone();
     granary_mount::mount(opts, || {

@@ -139,6 +139,7 @@ fn tampered_segments_are_refused_reported_and_repaired() {
             "get",
             &name,
             "--no-manifest",
+            "--integrity-only",
             "-o",
             out.to_str().unwrap(),
             "--lifetime",
@@ -151,6 +152,7 @@ fn tampered_segments_are_refused_reported_and_repaired() {
             "get",
             &name,
             "--no-dedup",
+            "--integrity-only",
             "-o",
             out.to_str().unwrap(),
             "--lifetime",
@@ -214,7 +216,14 @@ fn tampered_segments_are_refused_reported_and_repaired() {
                 r["status"]
             );
         }
-        a.ok(&["get", &name, "-o", out.to_str().unwrap()]);
+        // (`digest` versions have a DigestSha256 manifest: integrity only.)
+        a.ok(&[
+            "get",
+            &name,
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(std::fs::read(&out).unwrap(), data);
 
         // Changes through the repository never trip the checks.
@@ -222,7 +231,13 @@ fn tampered_segments_are_refused_reported_and_repaired() {
         a.ok(&["mv", &name, &moved]);
         a.ok(&["put", file.to_str().unwrap(), &moved, "--sign", sign]);
         std::fs::remove_file(&out).unwrap();
-        a.ok(&["get", &moved, "-o", out.to_str().unwrap()]);
+        a.ok(&[
+            "get",
+            &moved,
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(std::fs::read(&out).unwrap(), data);
         let (ok, rep) = scrub_json(&a, &[]);
         assert!(ok, "{rep}");

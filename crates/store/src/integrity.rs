@@ -469,8 +469,13 @@ mod tests {
         let v = Some(e.meta.version);
         let looked = store.get_shared(&n, v).unwrap();
         assert!(!store.withheld(&looked, 2));
-        let bad = store.check_segment(&e, 2, b"not these bytes").unwrap().unwrap();
-        store.mark_damaged(&e, &[bad.clone()], &[], "scrub").unwrap();
+        let bad = store
+            .check_segment(&e, 2, b"not these bytes")
+            .unwrap()
+            .unwrap();
+        store
+            .mark_damaged(&e, &[bad.clone()], &[], "scrub")
+            .unwrap();
         // A new lookup carries the record; so does an entry not looked up.
         let looked = store.get_shared(&n, v).unwrap();
         assert!(store.withheld(&looked, 2));
