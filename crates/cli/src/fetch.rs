@@ -346,7 +346,7 @@ pub fn get(
         .iter()
         .enumerate()
         .map(|(k, n)| match (output, paths.and_then(|p| p.get(k))) {
-            (None, _) => Ok(Output::Stdout),
+            (None, _) => Ok(Output::stdout()),
             // `get --query`: the file's place in the DRS layout (its
             // components were made safe by the caller).
             (Some(dir), Some(rel)) => {
@@ -366,10 +366,10 @@ pub fn get(
         })
         .collect::<Result<_, _>>()?;
     if resume {
-        if let Some(Output::Special(p)) = outputs.iter().find(|o| matches!(o, Output::Special(_))) {
+        if let Some(Output::Special(s)) = outputs.iter().find(|o| matches!(o, Output::Special(_))) {
             anyhow::bail!(
                 "--resume: {} is not a regular file (a FIFO, device or socket is written straight into, in order, so there is no partial download to resume)",
-                p.display()
+                s.path().unwrap_or_default().display()
             );
         }
     }
@@ -393,6 +393,7 @@ pub fn get(
         // Already in the local repository: a verified copy of its file.
         let mut copied = Vec::new();
         let mut fetch = Vec::new();
+        let mut local_failed = 0;
         for (info, out) in objects {
             let Some(src) = local_source(store.as_ref(), &info).filter(|_| !no_dedup) else {
                 fetch.push((info, out));
@@ -420,6 +421,13 @@ pub fn get(
                     }
                     copied.push(serde_json::json!({"local_copy": r}));
                 }
+                // Its reader went away: nothing more can be written there.
+                Err(e) if matches!(&out, Output::Special(s) | Output::Stdout(s) if s.reader_gone()) => {
+                    local_failed += 1;
+                    say!("{}: FAILED: {e}", info.versioned);
+                }
+                // The same output, still open, gets the rest by name (from
+                // where the copy stopped, for a FIFO or standard output).
                 Err(e) => {
                     say!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
                     fetch.push((info, out));
@@ -464,7 +472,8 @@ pub fn get(
         sources.plain_if_nothing = true;
         sources.neighbour_lifetime = Duration::from_millis(hash_lifetime);
         let mut dedup_reports = Vec::new();
-        let mut dedup_failed = 0;
+        // (Local copies whose output's reader went away count here too.)
+        let mut dedup_failed = local_failed;
         let mut keep = Vec::new();
         for (info, p) in deduped {
             let got = fetch_dedup(&mut engine, &mut link, &info, &p, &sources).await;
@@ -500,7 +509,7 @@ pub fn get(
             if dedup_failed > 0 {
                 anyhow::bail!(
                     "{dedup_failed} of {} object(s) failed; nothing unverified was written as good",
-                    n_dedup + copied.len()
+                    n_dedup + copied.len() + local_failed
                 );
             }
             return Ok(keep);
@@ -571,7 +580,7 @@ pub fn get(
         if failed > 0 {
             anyhow::bail!(
                 "{failed} of {} object(s) failed; nothing unverified was written as good",
-                reports.len() + n_dedup + copied.len()
+                reports.len() + n_dedup + copied.len() + local_failed
             );
         }
         Ok(keep)
