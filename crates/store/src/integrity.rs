@@ -474,7 +474,7 @@ mod tests {
             .unwrap()
             .unwrap();
         store
-            .mark_damaged(&e, &[bad.clone()], &[], "scrub")
+            .mark_damaged(&e, std::slice::from_ref(&bad), &[], "scrub")
             .unwrap();
         // A new lookup carries the record; so does an entry not looked up.
         let looked = store.get_shared(&n, v).unwrap();
