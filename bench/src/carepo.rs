@@ -45,7 +45,16 @@ fn get(
     out: &Path,
     extra: &[&str],
 ) -> (f64, u64, serde_json::Value) {
-    let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json", "-q"];
+    // (Published with `--sign digest`: integrity only.)
+    let mut args = vec![
+        "get",
+        name,
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+        "-q",
+        "--integrity-only",
+    ];
     args.extend_from_slice(extra);
     let r = run_sampled(cmd(g, n, &args));
     assert!(r.ok, "granary {args:?} failed:\n{}", r.stderr);

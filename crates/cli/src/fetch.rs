@@ -76,6 +76,12 @@ pub struct FetchArgs {
     /// Do not look for a signed manifest; verify each packet's signature.
     #[arg(long)]
     pub no_manifest: bool,
+    /// Accept content whose only signature is a DigestSha256 (segments, or
+    /// a manifest, signed so): it proves the bytes intact, not who made
+    /// them, so without this flag such content is refused; with it, every
+    /// line printed says "integrity only".
+    #[arg(long)]
+    pub integrity_only: bool,
     /// Stay in slow start until a loss or mark (by default slow start also
     /// ends when RTT samples rise above the path's minimum, as HyStart).
     #[arg(long)]
@@ -138,9 +144,41 @@ fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{s}: {e}"))
 }
 
-fn trust(data_dir: &Path) -> anyhow::Result<Arc<Trust>> {
+fn trust(data_dir: &Path, integrity_only: bool) -> anyhow::Result<Arc<Trust>> {
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    Ok(Arc::new(Trust::from_keychain(&kc)?))
+    Ok(Arc::new(
+        Trust::from_keychain(&kc)?.with_integrity_only(integrity_only),
+    ))
+}
+
+/// Set once an object being fetched is integrity only (accepted with
+/// `--integrity-only` on a DigestSha256 alone): from then on every line
+/// printed says so ([`say!`], [`tag`]).
+static INTEGRITY_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What every printed line starts with once [`INTEGRITY_ONLY`] is set.
+const INTEGRITY_ONLY_TAG: &str = "[integrity only, not authenticated] ";
+
+fn tag() -> &'static str {
+    if INTEGRITY_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+        INTEGRITY_ONLY_TAG
+    } else {
+        ""
+    }
+}
+
+/// Notes that `info` is integrity only (see [`INTEGRITY_ONLY`]).
+fn note_integrity_only(info: &ObjectInfo) {
+    if info.integrity_only() {
+        INTEGRITY_ONLY.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// `eprintln!`, starting with [`tag`].
+macro_rules! say {
+    ($($t:tt)*) => {
+        eprintln!("{}{}", tag(), format_args!($($t)*))
+    };
 }
 
 /// Two worker threads: the socket reader (framing, NDNLPv2 decoding) runs
@@ -177,29 +215,34 @@ fn print_stats(st: &Stats) {
             0.0
         }
     };
-    eprintln!("Time elapsed: {:.3} s", st.seconds);
-    eprintln!("Segments received: {}", st.segments);
-    eprintln!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
-    eprintln!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
-    eprintln!(
+    say!("Time elapsed: {:.3} s", st.seconds);
+    say!("Segments received: {}", st.segments);
+    say!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
+    say!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
+    say!(
         "Congestion marks: {} (caused {} window decreases)",
-        st.congestion_marks, st.decreases_mark
+        st.congestion_marks,
+        st.decreases_mark
     );
-    eprintln!(
+    say!(
         "Timeouts: {} (caused {} window decreases)",
-        st.timeouts, st.decreases_loss
+        st.timeouts,
+        st.decreases_loss
     );
-    eprintln!(
+    say!(
         "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
-        st.nacks_congestion, st.decreases_nack, st.nacks_duplicate, st.nacks_other
+        st.nacks_congestion,
+        st.decreases_nack,
+        st.nacks_duplicate,
+        st.nacks_other
     );
-    eprintln!(
+    say!(
         "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
         st.retransmissions,
         pct(st.retransmissions),
         st.rejected
     );
-    eprintln!(
+    say!(
         "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
         st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
     );
@@ -214,9 +257,10 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
         None => indicatif::ProgressBar::new_spinner(),
     };
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{bytes}/{total_bytes} {binary_bytes_per_sec} {wide_bar} ETA {eta}",
-    ) {
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
+        "{}{{bytes}}/{{total_bytes}} {{binary_bytes_per_sec}} {{wide_bar}} ETA {{eta}}",
+        tag()
+    )) {
         bar.set_style(style);
     }
     Some(bar)
@@ -302,7 +346,7 @@ pub fn get(
         .iter()
         .enumerate()
         .map(|(k, n)| match (output, paths.and_then(|p| p.get(k))) {
-            (None, _) => Ok(Output::Stdout),
+            (None, _) => Ok(Output::stdout()),
             // `get --query`: the file's place in the DRS layout (its
             // components were made safe by the caller).
             (Some(dir), Some(rel)) => {
@@ -322,14 +366,14 @@ pub fn get(
         })
         .collect::<Result<_, _>>()?;
     if resume {
-        if let Some(Output::Special(p)) = outputs.iter().find(|o| matches!(o, Output::Special(_))) {
+        if let Some(Output::Special(s)) = outputs.iter().find(|o| matches!(o, Output::Special(_))) {
             anyhow::bail!(
                 "--resume: {} is not a regular file (a FIFO, device or socket is written straight into, in order, so there is no partial download to resume)",
-                p.display()
+                s.path().unwrap_or_default().display()
             );
         }
     }
-    let trust = trust(data_dir)?;
+    let trust = trust(data_dir, args.integrity_only)?;
     let opts = args.open_options();
     let rt = runtime()?;
     // The node's own repository (this data directory's): a version already
@@ -343,11 +387,13 @@ pub fn get(
         let mut objects = Vec::new();
         for (n, out) in names.iter().zip(outputs) {
             let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
+            note_integrity_only(&info);
             objects.push((info, out));
         }
         // Already in the local repository: a verified copy of its file.
         let mut copied = Vec::new();
         let mut fetch = Vec::new();
+        let mut local_failed = 0;
         for (info, out) in objects {
             let Some(src) = local_source(store.as_ref(), &info).filter(|_| !no_dedup) else {
                 fetch.push((info, out));
@@ -368,15 +414,22 @@ pub fn get(
             match r {
                 Ok(r) => {
                     if !quiet {
-                        eprintln!(
+                        say!(
                             "{}: {} bytes, {} segments, copied from the local repository ({}), every segment verified against {}",
                             r.versioned, r.size, r.segments, r.source.display(), r.verified_by
                         );
                     }
                     copied.push(serde_json::json!({"local_copy": r}));
                 }
+                // Its reader went away: nothing more can be written there.
+                Err(e) if matches!(&out, Output::Special(s) | Output::Stdout(s) if s.reader_gone()) => {
+                    local_failed += 1;
+                    say!("{}: FAILED: {e}", info.versioned);
+                }
+                // The same output, still open, gets the rest by name (from
+                // where the copy stopped, for a FIFO or standard output).
                 Err(e) => {
-                    eprintln!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
+                    say!("{}: the local repository's copy cannot be used ({e}); fetching it", info.versioned);
                     fetch.push((info, out));
                 }
             }
@@ -398,7 +451,7 @@ pub fn get(
             }
         }
         if resume && !quiet {
-            eprintln!("--resume: fetching by name (a dedup fetch is not resumable)");
+            say!("--resume: fetching by name (a dedup fetch is not resumable)");
         }
         let mut objects = plain;
         // Neighbours are asked by hash only when the node has some: a route
@@ -419,7 +472,8 @@ pub fn get(
         sources.plain_if_nothing = true;
         sources.neighbour_lifetime = Duration::from_millis(hash_lifetime);
         let mut dedup_reports = Vec::new();
-        let mut dedup_failed = 0;
+        // (Local copies whose output's reader went away count here too.)
+        let mut dedup_failed = local_failed;
         let mut keep = Vec::new();
         for (info, p) in deduped {
             let got = fetch_dedup(&mut engine, &mut link, &info, &p, &sources).await;
@@ -440,7 +494,7 @@ pub fn get(
                 }
                 Err(e) => {
                     dedup_failed += 1;
-                    eprintln!("{}: FAILED: {e}", info.versioned);
+                    say!("{}: FAILED: {e}", info.versioned);
                     dedup_reports.push(serde_json::json!({
                         "versioned": info.versioned.to_string(), "error": e.to_string()}));
                 }
@@ -449,13 +503,13 @@ pub fn get(
         let n_dedup = dedup_reports.iter().filter(|r| r["by_name"].is_null()).count();
         if objects.is_empty() {
             if json {
-                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied});
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
                 println!("{v}");
             }
             if dedup_failed > 0 {
                 anyhow::bail!(
                     "{dedup_failed} of {} object(s) failed; nothing unverified was written as good",
-                    n_dedup + copied.len()
+                    n_dedup + copied.len() + local_failed
                 );
             }
             return Ok(keep);
@@ -485,7 +539,7 @@ pub fn get(
         for r in &reports {
             match &r.error {
                 None if quiet => {}
-                None => eprintln!(
+                None => say!(
                     "{}: {} bytes, {} segments{}, every segment verified against {}",
                     r.versioned,
                     r.size.map_or("?".into(), |s| s.to_string()),
@@ -499,7 +553,7 @@ pub fn get(
                 ),
                 Some(e) => {
                     failed += 1;
-                    eprintln!("{}: FAILED: {e}", r.versioned);
+                    say!("{}: FAILED: {e}", r.versioned);
                 }
             }
         }
@@ -515,7 +569,7 @@ pub fn get(
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
             if output.is_some() {
                 println!("{v}");
             } else {
@@ -526,7 +580,7 @@ pub fn get(
         if failed > 0 {
             anyhow::bail!(
                 "{failed} of {} object(s) failed; nothing unverified was written as good",
-                reports.len() + n_dedup + copied.len()
+                reports.len() + n_dedup + copied.len() + local_failed
             );
         }
         Ok(keep)
@@ -604,11 +658,15 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
 
 /// One line per source: where a dedup fetch's bytes came from.
 fn print_dedup(r: &DedupReport) {
-    eprintln!(
+    say!(
         "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
-        r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
+        r.versioned,
+        r.size,
+        r.segments,
+        r.unique_chunks,
+        r.verified_by
     );
-    eprintln!(
+    say!(
         "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
         r.local.chunks,
         r.local.bytes,
@@ -638,7 +696,7 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         info.versioned.last().and_then(|c| c.as_version()),
         info.versioned.prefix(-1),
     ) else {
-        eprintln!(
+        say!(
             "{}: not kept in the local repository (no version component)",
             info.versioned
         );
@@ -646,6 +704,14 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
     };
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
         return;
+    };
+    // Integrity-only content is kept as integrity only (a DigestSha256
+    // manifest): signed with this node's key, it would be vouched for
+    // although nobody authenticated it.
+    let sign = if info.integrity_only() {
+        "digest"
+    } else {
+        "manifest"
     };
     let count = info.map.count();
     let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
@@ -667,7 +733,7 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
             "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
             "name": prefix.to_string(),
             "version": version,
-            "sign": "manifest",
+            "sign": sign,
             "chunking": chunking.to_string(),
             "index": true,
             "expect_hashes": expect,
@@ -706,14 +772,14 @@ fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, 
         .is_ok();
     if have {
         if !quiet {
-            eprintln!("{} is already in the local repository", info.versioned);
+            say!("{} is already in the local repository", info.versioned);
         }
         return;
     }
     match run() {
-        Ok(m) if !quiet => eprintln!("{m}"),
+        Ok(m) if !quiet => say!("{m}"),
         Ok(_) => {}
-        Err(e) => eprintln!("{}: not kept in the local repository: {e}", info.versioned),
+        Err(e) => say!("{}: not kept in the local repository: {e}", info.versioned),
     }
 }
 
@@ -794,13 +860,22 @@ pub fn cat(
 ) -> anyhow::Result<()> {
     let cfg = args.config()?;
     let n = name(uri)?;
-    let trust = trust(data_dir)?;
+    let trust = trust(data_dir, args.integrity_only)?;
     let opts = args.open_options();
     let rt = runtime()?;
     rt.block_on(async {
         let link = UnixLink::connect(socket).await?;
         let mut f = RemoteFile::open(link, Engine::new(cfg), &n, trust, &opts).await?;
         let st = f.stat();
+        note_integrity_only(f.info());
+        if !tag().is_empty() {
+            // The bytes go to standard output: say it beside them.
+            say!(
+                "{}: its bytes are checked against {}, which proves no origin",
+                st.versioned,
+                st.verified_by
+            );
+        }
         if let Some(size) = st.size {
             if offset > size {
                 anyhow::bail!(
@@ -821,9 +896,10 @@ pub fn cat(
             Err(e) => return Err(e.into()),
         };
         if stats {
-            eprintln!(
+            say!(
                 "{}: {bytes} bytes at offset {offset}, verified against {}",
-                st.versioned, st.verified_by
+                st.versioned,
+                st.verified_by
             );
             print_stats(&f.engine().total);
         }

@@ -637,9 +637,47 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// True for the commands that print a listing or a report and quit: on a
+/// closed standard output (`granary ls | head -1`) they end as Unix tools
+/// do, killed by SIGPIPE without a word (the Rust runtime ignores SIGPIPE,
+/// so every `println!` to a closed pipe would panic instead). The others
+/// keep SIGPIPE ignored: the daemon and long-running servers must never
+/// die of a peer closing a socket; `get` reports a reader that went away
+/// as an error; `cat` stops quietly on its own; transfers (`put`,
+/// `publish-dir`) report a lost daemon connection as an error.
+fn dies_quietly_on_a_closed_pipe(c: &Command) -> bool {
+    !matches!(
+        c,
+        Command::Daemon(_)
+            | Command::Get { .. }
+            | Command::Cat { .. }
+            | Command::Put { .. }
+            | Command::PublishDir(_)
+            | Command::Mount(_)
+            | Command::Serve { .. }
+            | Command::Linkem(_)
+            | Command::Testbed(_)
+            | Command::Perf(_)
+    )
+}
+
+/// Restores SIGPIPE's default action (terminate).
+fn default_sigpipe() {
+    // SAFETY: `signal` with SIG_DFL installs no handler of ours (no code
+    // of this program ever runs in signal context); it only changes the
+    // process's disposition for SIGPIPE, and is called first thing in
+    // `main`, before any thread exists, so nothing races with it.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     alloc::tune();
     let cli = Cli::parse();
+    if dies_quietly_on_a_closed_pipe(&cli.command) {
+        default_sigpipe();
+    }
     if let Err(e) = run(cli) {
         eprintln!("granary: error: {e:#}");
         std::process::exit(1);

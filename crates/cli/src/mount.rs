@@ -42,6 +42,12 @@ pub struct MountArgs {
     /// Writable NDNFS mode over the local repository.
     #[arg(long)]
     pub publish: bool,
+    /// Also show files whose only signature is a DigestSha256 (segments or
+    /// manifest signed so): their bytes are checked for integrity, but
+    /// nothing proves who made them. Without it such files fail to read
+    /// (EIO, the reason in the mount's log).
+    #[arg(long)]
+    pub integrity_only: bool,
     /// Unmount MOUNTPOINT (also one left behind by a crashed mount) and exit.
     #[arg(long, value_name = "MOUNTPOINT", conflicts_with_all = ["prefix", "publish"])]
     pub unmount: Option<PathBuf>,
@@ -300,7 +306,9 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
             eprintln!("created default publisher key {k}");
         }
     }
-    let trust = Arc::new(granary_transfer::Trust::from_keychain(&kc)?);
+    let trust = Arc::new(
+        granary_transfer::Trust::from_keychain(&kc)?.with_integrity_only(a.integrity_only),
+    );
     let publish = a.publish.then(|| {
         (
             Arc::new(RepoPublisher {
@@ -325,7 +333,16 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         threads: a.threads as usize,
         publish,
     };
-    let mode = if a.publish { "publish" } else { "read-only" };
+    let mode = match (a.publish, a.integrity_only) {
+        (true, false) => "publish",
+        (false, false) => "read-only",
+        (true, true) => {
+            "publish; integrity only: DigestSha256-signed files are shown, their origin unproven"
+        }
+        (false, true) => {
+            "read-only; integrity only: DigestSha256-signed files are shown, their origin unproven"
+        }
+    };
     let mp = mountpoint.clone();
     granary_mount::mount(opts, || {
         eprintln!(

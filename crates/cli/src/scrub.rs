@@ -93,6 +93,9 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
+    // A running daemon reads the damage records again at once: segments
+    // just recorded are withheld from now on (whatever their signature).
+    crate::repo::tell_daemon(socket, None);
     let mut repair_error = None;
     if let (Some(src), false) = (&args.repair_from, reports.is_empty()) {
         if let Err(e) = repair(&store, socket, src, &mut reports) {

@@ -139,6 +139,7 @@ fn tampered_segments_are_refused_reported_and_repaired() {
             "get",
             &name,
             "--no-manifest",
+            "--integrity-only",
             "-o",
             out.to_str().unwrap(),
             "--lifetime",
@@ -151,6 +152,7 @@ fn tampered_segments_are_refused_reported_and_repaired() {
             "get",
             &name,
             "--no-dedup",
+            "--integrity-only",
             "-o",
             out.to_str().unwrap(),
             "--lifetime",
@@ -214,7 +216,14 @@ fn tampered_segments_are_refused_reported_and_repaired() {
                 r["status"]
             );
         }
-        a.ok(&["get", &name, "-o", out.to_str().unwrap()]);
+        // (`digest` versions have a DigestSha256 manifest: integrity only.)
+        a.ok(&[
+            "get",
+            &name,
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(std::fs::read(&out).unwrap(), data);
 
         // Changes through the repository never trip the checks.
@@ -222,7 +231,13 @@ fn tampered_segments_are_refused_reported_and_repaired() {
         a.ok(&["mv", &name, &moved]);
         a.ok(&["put", file.to_str().unwrap(), &moved, "--sign", sign]);
         std::fs::remove_file(&out).unwrap();
-        a.ok(&["get", &moved, "-o", out.to_str().unwrap()]);
+        a.ok(&[
+            "get",
+            &moved,
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
         assert_eq!(std::fs::read(&out).unwrap(), data);
         let (ok, rep) = scrub_json(&a, &[]);
         assert!(ok, "{rep}");
@@ -309,4 +324,94 @@ fn background_scrub_records_damage_at_a_bounded_rate() {
         "{:?}",
         t.elapsed()
     );
+}
+
+/// A segment recorded as damaged is withheld whatever its signature: in
+/// NullSignature mode the repository checks nothing when it serves (the
+/// consumer's manifest does), and python-ndn's default validator takes a
+/// NullSignature packet, so without the record's say the changed bytes
+/// would go out. `repo scrub` run beside the daemon takes effect at once,
+/// a restart keeps it, the other segments are served throughout, and a
+/// repair brings the segment back.
+#[test]
+fn a_recorded_damaged_segment_is_withheld_in_null_mode_across_restarts() {
+    let data = noise(300_000, 43);
+    let mut a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let file = a.dir.path().join("in.bin");
+    std::fs::write(&file, &data).unwrap();
+    let name = "/withheld/null/file.bin";
+    for d in [&a, &b] {
+        d.ok(&["repo", "config", "--segment-signature", "null"]);
+        d.ok(&[
+            "put",
+            file.to_str().unwrap(),
+            name,
+            "--version",
+            "7",
+            "--chunking",
+            "fixed",
+        ]);
+    }
+    let (path, _) = stored(&a, name);
+    let bad = format!("{name}/v=7/seg={BAD_SEG}");
+    let good = format!("{name}/v=7/seg={}", BAD_SEG + 1);
+    let peek = |d: &Daemon, n: &str| d.cli(&["peek", n, "--lifetime", "1000"]);
+    let python = |d: &Daemon, n: &str| consume(python_script("consumer.py"), d, n);
+    // Served (NullSignature) before; the lookup is now cached.
+    let o = peek(&a, &bad);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SignatureNull"));
+    tamper(&path, TAMPER_AT);
+    // Not yet recorded: a NullSignature segment is not re-hashed when served.
+    assert!(peek(&a, &bad).status.success());
+    let (ok, rep) = scrub_json(&a, &[]);
+    assert!(!ok && rep["damaged"] == 1, "{rep}");
+    let withheld = |d: &Daemon, when: &str| {
+        let o = peek(d, &bad);
+        assert!(
+            !o.status.success(),
+            "{when}: granary peek got the damaged segment: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let r = python(d, &bad);
+        assert_ne!(r["status"], "data", "{when}: python-ndn got it: {r}");
+        let g = python(d, &good);
+        assert_eq!(g["status"], "data", "{when}: the next segment: {g}");
+        assert!(peek(d, &good).status.success(), "{when}");
+    };
+    withheld(&a, "after scrub");
+    // The whole file cannot be had from this node either.
+    let out = a.dir.path().join("out.bin");
+    let o = a.cli(&[
+        "get",
+        name,
+        "--no-dedup",
+        "-o",
+        out.to_str().unwrap(),
+        "--lifetime",
+        "500",
+        "--retries",
+        "1",
+    ]);
+    assert!(!o.status.success());
+    assert!(!out.exists());
+
+    // A restart keeps the record.
+    let dir = std::mem::replace(&mut a.dir, tempfile::tempdir().unwrap());
+    let data_dir = a.data.clone();
+    drop(a);
+    let a = Daemon::start_at(dir, data_dir, &["--listen", "tcp://127.0.0.1:0"]);
+    withheld(&a, "after a restart");
+
+    // Repaired from B: served again, the file verifies.
+    let b_uri = format!("tcp://{}", b.tcp.as_ref().unwrap());
+    let (ok, rep) = scrub_json(&a, &["--repair-from", &b_uri]);
+    assert!(ok, "{rep}");
+    assert_eq!(rep["repaired_segments"], 1, "{rep}");
+    let o = peek(&a, &bad);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(python(&a, &bad)["status"], "data");
+    a.ok(&["get", name, "--no-dedup", "-o", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap(), data);
 }

@@ -1030,3 +1030,29 @@ fn the_mount_forgets_the_inodes_the_kernel_drops() {
     );
     assert!(inodes(&m) > n);
 }
+
+/// A file whose only signature is a DigestSha256 (published `--sign
+/// digest`: a digest-signed manifest, which anyone could have made) is not
+/// shown as verified content: reading it fails (EIO) unless the mount was
+/// started with `--integrity-only`; a key-signed file reads either way.
+#[test]
+fn digest_only_files_need_an_integrity_only_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let body = rnd(31, 50_000);
+    let f = d.dir.path().join("f.bin");
+    std::fs::write(&f, &body).unwrap();
+    put(&d, &f, "/io/digest.bin", &["--sign", "digest"]);
+    put(&d, &f, "/io/signed.bin", &[]);
+    {
+        let m = Mount::start(&d, "/io", &[]);
+        assert_eq!(std::fs::read(m.path("signed.bin")).unwrap(), body);
+        let e = std::fs::read(m.path("digest.bin")).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    }
+    let m = Mount::start(&d, "/io", &["--integrity-only"]);
+    assert_eq!(std::fs::read(m.path("digest.bin")).unwrap(), body);
+    assert_eq!(std::fs::read(m.path("signed.bin")).unwrap(), body);
+}

@@ -30,7 +30,15 @@ fn timed_get(
     out: &std::path::Path,
     extra: &[&str],
 ) -> (f64, serde_json::Value) {
-    let mut args = vec!["get", name, "-o", out.to_str().unwrap(), "--json"];
+    // (Published with `--sign digest`: integrity only.)
+    let mut args = vec![
+        "get",
+        name,
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
+        "--integrity-only",
+    ];
     args.extend_from_slice(extra);
     let t = Instant::now();
     let stdout = node.ok(&args);

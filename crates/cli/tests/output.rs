@@ -294,3 +294,232 @@ fn get_into_a_missing_directory() {
     assert!(err.contains("there is no directory"), "{err}");
     assert!(!missing.parent().unwrap().exists());
 }
+
+/// Printing commands whose reader goes away (`granary ls | head -1`) end as
+/// Unix tools do: no panic, no message, exit 0 or killed by SIGPIPE.
+#[test]
+fn printing_commands_exit_quietly_on_a_closed_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, b"some bytes").unwrap();
+    for k in 0..5 {
+        d.ok(&["put", src.to_str().unwrap(), &format!("/pipe/file{k}")]);
+    }
+    let cmds: [&[&str]; 5] = [
+        &["ls"],
+        &["ls", "/pipe"],
+        &["stat", "/pipe/file0"],
+        &["search", "--limit", "10"],
+        &["status"],
+    ];
+    for args in cmds {
+        // Each prints something when its reader is there.
+        assert!(!d.ok(args).is_empty(), "{args:?} printed nothing");
+        for _ in 0..3 {
+            let mut c = d.command(args);
+            c.stdout(Stdio::piped()).stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            // The reader goes away before anything is written.
+            drop(child.stdout.take());
+            let o = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !err.contains("panicked") && !err.contains("Broken pipe"),
+                "{args:?}: {err}"
+            );
+            assert!(
+                o.status.success() || o.status.signal() == Some(libc::SIGPIPE),
+                "{args:?}: {} {err}",
+                o.status
+            );
+        }
+    }
+    // The daemon lives on (its clients' closed pipes are not its own).
+    assert!(!d.ok(&["ls"]).is_empty());
+}
+
+fn mkfifo(p: &Path) {
+    let o = Command::new("mkfifo").arg(p).output().unwrap();
+    assert!(o.status.success(), "mkfifo: {o:?}");
+}
+
+/// A `granary get -o FIFO` run in the background (stderr kept) and a
+/// reader of the FIFO that reads `take` bytes at most (all when `None`),
+/// then closes it.
+fn get_into_fifo(
+    d: &Daemon,
+    args: &[&str],
+    fifo: &Path,
+    take: Option<usize>,
+) -> (std::process::Output, Vec<u8>, std::time::Duration) {
+    let f2 = fifo.to_path_buf();
+    let reader = std::thread::spawn(move || {
+        let mut f = std::fs::File::open(&f2).unwrap();
+        let mut got = Vec::new();
+        match take {
+            None => {
+                f.read_to_end(&mut got).unwrap();
+            }
+            Some(n) => {
+                got.resize(n, 0);
+                let k = f.read(&mut got).unwrap();
+                got.truncate(k);
+            }
+        }
+        got
+    });
+    let t = std::time::Instant::now();
+    let mut child = d
+        .command(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let err_thread = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    // Never wait for ever: a get still running after 30 s is killed (and
+    // the test fails below).
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            // Release a reader still waiting in open (non-blocking: this
+            // must not wait for anything itself).
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo);
+            panic!(
+                "get {args:?} still running after 30 s: {}",
+                String::from_utf8_lossy(&err_thread.join().unwrap())
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let took = t.elapsed();
+    let stderr = err_thread.join().unwrap();
+    let got = reader.join().unwrap();
+    (
+        std::process::Output {
+            status,
+            stdout: Vec::new(),
+            stderr,
+        },
+        got,
+        took,
+    )
+}
+
+/// A FIFO whose reader reads a few bytes and closes ends `get` within
+/// seconds with a clear error — from the verified local copy and from the
+/// network alike — never a hang or a panic.
+#[test]
+fn get_into_a_fifo_whose_reader_goes_away_fails_clearly_and_at_once() {
+    let body = noise(4_000_000, 14);
+    let d = published("/out/gone", &body);
+    let fifo = d.dir.path().join("fifo");
+    mkfifo(&fifo);
+    for extra in [&[][..], &["--no-dedup"][..]] {
+        let mut args = vec!["get", "/out/gone", "-o", fifo.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let (o, got, took) = get_into_fifo(&d, &args, &fifo, Some(10));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(got, body[..got.len()], "{extra:?}");
+        assert!(!o.status.success(), "{extra:?}: exit 0: {err}");
+        assert!(!err.contains("panicked"), "{extra:?}: {err}");
+        assert!(
+            err.contains(&format!("the reader of {} went away", fifo.display())),
+            "{extra:?}: unclear error: {err}"
+        );
+        assert!(
+            took < std::time::Duration::from_secs(10),
+            "{extra:?}: {took:?}"
+        );
+        eprintln!("get {extra:?}: exited {took:?} after the reader closed the FIFO");
+    }
+    // The same to a pipe on standard output.
+    let mut child = d
+        .command(&["get", "/out/gone", "--no-dedup"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    out.read_exact(&mut first).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && !err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("the reader of standard output went away"),
+        "{err}"
+    );
+}
+
+/// The local copy stops at a damaged segment (past its first 8 MiB block,
+/// already written to the FIFO): the network fetch goes on from there on
+/// the same open FIFO. The reader gets every byte exactly once (the FIFO
+/// was never closed and reopened: that showed the reader an end of file,
+/// and the reopen then waited for ever).
+#[test]
+fn get_into_a_fifo_after_a_failed_local_copy_writes_every_byte_once() {
+    let body = noise(12 << 20, 15);
+    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let src = a.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    let name = "/out/twice";
+    for d in [&a, &b] {
+        d.ok(&[
+            "put",
+            src.to_str().unwrap(),
+            name,
+            "--version",
+            "5",
+            "--chunking",
+            "fixed",
+        ]);
+    }
+    // A asks B for the name (B's manifest, B's key trusted); its own copy
+    // is damaged at 10 MB, in the second 8 MiB block of the local copy.
+    trust(&b, &a);
+    a.ok(&[
+        "route",
+        "add",
+        name,
+        &format!("tcp://{}", b.tcp.as_ref().unwrap()),
+    ]);
+    let stat = a.ok(&["stat", name]);
+    let path = stat.lines().find_map(|l| l.strip_prefix("path ")).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all_at(b"\xde\xad\xbe\xef", 10_000_000).unwrap();
+    }
+    let fifo = a.dir.path().join("fifo");
+    mkfifo(&fifo);
+    let (o, got, took) = get_into_fifo(
+        &a,
+        &["get", name, "-o", fifo.to_str().unwrap(), "--no-publish"],
+        &fifo,
+        None,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("the local repository's copy cannot be used"),
+        "the local copy was not tried: {err}"
+    );
+    assert_eq!(got.len(), body.len(), "{err}");
+    assert!(got == body, "the reader got other bytes");
+    eprintln!("get -o FIFO: local copy then network, {took:?}");
+}

@@ -177,7 +177,18 @@ fn signing_policies_and_tampering() {
         args.extend(extra.iter().copied());
         d.ok(&args);
         let dst = d.dir.path().join(format!("out-{policy}"));
-        let o = d.cli(&["get", &name, "-o", dst.to_str().unwrap()]);
+        let mut get = vec!["get", &name, "-o", dst.to_str().unwrap()];
+        if policy == "digest" {
+            // A DigestSha256 manifest proves no origin: refused without
+            // --integrity-only, which then says so.
+            let o = d.cli(&get);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success(), "{policy}: accepted: {err}");
+            assert!(err.contains("--integrity-only"), "{err}");
+            assert!(!dst.exists());
+            get.push("--integrity-only");
+        }
+        let o = d.cli(&get);
         assert!(
             o.status.success(),
             "{policy}: {}",
@@ -186,7 +197,10 @@ fn signing_policies_and_tampering() {
         let how = String::from_utf8_lossy(&o.stderr).to_string();
         match policy {
             "manifest" => assert!(how.contains("the manifest signed by /lab/ec/KEY/"), "{how}"),
-            "digest" => assert!(how.contains("DigestSha256"), "{how}"),
+            "digest" => assert!(
+                how.contains("DigestSha256") && how.contains("integrity only"),
+                "{how}"
+            ),
             _ => assert!(how.contains("manifest signed by /lab/ec"), "{how}"),
         }
         assert_eq!(std::fs::read(&dst).unwrap(), data(200_000));
@@ -489,7 +503,15 @@ fn cheap_segments_are_rebuilt_not_cached() {
     d.ok(&["key", "gen", "/lab/ed", "--type", "ed25519"]);
     let fetch = |name: &str| {
         let dst = d.dir.path().join("out");
-        d.ok(&["get", "--no-dedup", name, "-o", dst.to_str().unwrap()]);
+        // (`/nc/digest`: a DigestSha256 manifest, integrity only.)
+        d.ok(&[
+            "get",
+            "--no-dedup",
+            "--integrity-only",
+            name,
+            "-o",
+            dst.to_str().unwrap(),
+        ]);
         assert_eq!(std::fs::read(&dst).unwrap(), data(100_000), "{name}");
     };
     let s = src.to_str().unwrap();

@@ -133,7 +133,18 @@ fn stock_clients_put_get_and_delete_files() {
     assert!(stat.contains("\"segment_size\": 8000"), "{stat}");
     assert!(stat.contains("\"signing\": \"digest\""), "{stat}");
     let dst = d.dir.path().join("granary-get");
-    d.ok(&["get", "/science/run1/f5000000", "-o", dst.to_str().unwrap()]);
+    // (Inserted over the network by an unauthenticated client: a
+    // DigestSha256 manifest, integrity only.)
+    let o = d.cli(&["get", "/science/run1/f5000000", "-o", dst.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--integrity-only"));
+    d.ok(&[
+        "get",
+        "/science/run1/f5000000",
+        "--integrity-only",
+        "-o",
+        dst.to_str().unwrap(),
+    ]);
     assert_eq!(std::fs::read(&dst).unwrap(), data(5_000_000, 3));
 
     // Delete: each reports the segments it removed, and the files are gone.

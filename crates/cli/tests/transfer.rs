@@ -1,7 +1,8 @@
 //! The fetch engine end to end: `granary get` / `granary cat` through a real
 //! daemon, from Granary's repository (signed manifest), from python-ndn and
-//! NDNts producers (per-packet DigestSha256), with corrupt segments, an
-//! interrupted download resumed, and byte ranges.
+//! NDNts producers (per-packet DigestSha256, fetched with `--integrity-only`:
+//! a digest proves no origin), with corrupt segments, an interrupted
+//! download resumed, and byte ranges.
 
 mod common;
 
@@ -77,12 +78,16 @@ fn corrupt_segment_is_fetched_again_and_the_file_is_right() {
     // Segment 5 is corrupt in the first answer only.
     let _p = python_producer(&d, "/py/once", &src, &["--corrupt", "5:1"]);
     let out = d.dir.path().join("out");
-    let (ok, v, err) = get_json(&d, &["/py/once", "-o", out.to_str().unwrap()]);
+    let (ok, v, err) = get_json(
+        &d,
+        &["/py/once", "--integrity-only", "-o", out.to_str().unwrap()],
+    );
     assert!(ok, "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), body);
     let v = v.unwrap();
     assert!(v["stats"]["rejected"].as_u64().unwrap() >= 1, "{v}");
     assert!(err.contains("DigestSha256"), "{err}");
+    assert_eq!(v["integrity_only"], true, "{v}");
 }
 
 #[test]
@@ -93,7 +98,15 @@ fn segment_corrupt_every_time_fails_loudly_and_is_never_written() {
     std::fs::write(&src, &body).unwrap();
     let _p = python_producer(&d, "/py/always", &src, &["--corrupt", "5"]);
     let out = d.dir.path().join("out");
-    let (ok, _, err) = get_json(&d, &["/py/always", "-o", out.to_str().unwrap()]);
+    let (ok, _, err) = get_json(
+        &d,
+        &[
+            "/py/always",
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+    );
     assert!(!ok, "a corrupt segment must fail the run");
     assert!(
         err.contains("segment 5 of /py/always/v=") && err.contains("failed verification"),
@@ -157,6 +170,7 @@ fn get_and_kill_midway(
     out: &std::path::Path,
     window: &str,
     at_least: usize,
+    extra: &[&str],
 ) -> u64 {
     let mut child = d
         .command(&[
@@ -170,6 +184,7 @@ fn get_and_kill_midway(
             "--pipeline-size",
             window,
         ])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -205,13 +220,16 @@ fn resume_and_check(
     body: &[u8],
     total: u64,
     before: u64,
+    extra: &[&str],
 ) {
     // Damage one completed segment on disk: resume must re-verify and refetch it.
     let part = granary_transfer_part(out, ".part");
     let mut p = std::fs::read(&part).unwrap();
     p[10] ^= 1;
     std::fs::write(&part, &p).unwrap();
-    let (ok, v, err) = get_json(d, &[name, "-o", out.to_str().unwrap(), "--resume"]);
+    let mut args = vec![name, "-o", out.to_str().unwrap(), "--resume"];
+    args.extend_from_slice(extra);
+    let (ok, v, err) = get_json(d, &args);
     assert!(ok, "{err}");
     assert!(std::fs::read(out).unwrap() == body, "not byte-identical");
     let v = v.unwrap();
@@ -245,9 +263,9 @@ fn interrupted_download_resumes_and_fetches_only_the_rest() {
     ]);
     let total = (48u64 << 20).div_ceil(8192);
     let out = d.dir.path().join("out");
-    let before = get_and_kill_midway(&d, "/big/r", &out, "2", 300);
+    let before = get_and_kill_midway(&d, "/big/r", &out, "2", 300, &[]);
     assert!(before < total, "killed too late");
-    resume_and_check(&d, "/big/r", &out, &body, total, before);
+    resume_and_check(&d, "/big/r", &out, &body, total, before, &[]);
 }
 
 #[test]
@@ -261,9 +279,10 @@ fn interrupted_per_packet_download_resumes_from_recorded_hashes() {
     let _p = python_producer(&d, "/py/resume", &src, &["--version", "3"]);
     let total = 3_000_000u64.div_ceil(8000);
     let out = d.dir.path().join("out");
-    let before = get_and_kill_midway(&d, "/py/resume", &out, "1", 40);
+    let digest = ["--integrity-only"];
+    let before = get_and_kill_midway(&d, "/py/resume", &out, "1", 40, &digest);
     assert!(before < total, "killed too late");
-    resume_and_check(&d, "/py/resume", &out, &body, total, before);
+    resume_and_check(&d, "/py/resume", &out, &body, total, before, &digest);
 }
 
 /// `granary cat NAME --offset OFF --length LEN --stats`: checks the bytes
@@ -407,7 +426,7 @@ fn fetch_from_python_ndn_producer_dpdk_naming_and_canbeprefix_discovery() {
         ("/py/plain", "/py/plain/v="),
     ] {
         let out = d.dir.path().join("out");
-        let (ok, v, err) = get_json(&d, &[name, "-o", out.to_str().unwrap()]);
+        let (ok, v, err) = get_json(&d, &[name, "--integrity-only", "-o", out.to_str().unwrap()]);
         assert!(ok, "{name}: {err}");
         assert_eq!(std::fs::read(&out).unwrap(), body, "{name}");
         let v = v.unwrap();
@@ -424,6 +443,7 @@ fn fetch_from_python_ndn_producer_dpdk_naming_and_canbeprefix_discovery() {
     let o = d.cli(&[
         "cat",
         "/py/dpdk/file.nc",
+        "--integrity-only",
         "--offset",
         "7999",
         "--length",
@@ -450,7 +470,7 @@ fn fetch_from_ndnts_producer_with_and_without_rdr() {
         ("/nts/plain", "/nts/plain/v=12"),
     ] {
         let out = d.dir.path().join("out");
-        let (ok, v, err) = get_json(&d, &[name, "-o", out.to_str().unwrap()]);
+        let (ok, v, err) = get_json(&d, &[name, "--integrity-only", "-o", out.to_str().unwrap()]);
         assert!(ok, "{name}: {err}");
         assert_eq!(std::fs::read(&out).unwrap(), body, "{name}");
         assert_eq!(v.unwrap()["objects"][0]["versioned"], versioned);
@@ -644,7 +664,16 @@ fn per_packet_fetch_follows_final_block_id_over_variable_segments() {
             chunking,
         ]);
         let out = d.dir.path().join(format!("out-{chunking}"));
-        let (ok, v, err) = get_json(&d, &[&name, "--no-manifest", "-o", out.to_str().unwrap()]);
+        let (ok, v, err) = get_json(
+            &d,
+            &[
+                &name,
+                "--no-manifest",
+                "--integrity-only",
+                "-o",
+                out.to_str().unwrap(),
+            ],
+        );
         assert!(ok, "{chunking}: {err}");
         assert_eq!(std::fs::read(&out).unwrap(), body, "{chunking}");
         let v = v.unwrap();
@@ -656,13 +685,21 @@ fn per_packet_fetch_follows_final_block_id_over_variable_segments() {
             "{v}"
         );
         // Standard output and a byte range, per packet.
-        let o = d.cli(&["get", &name, "--no-manifest", "--no-dedup", "-q"]);
+        let o = d.cli(&[
+            "get",
+            &name,
+            "--no-manifest",
+            "--integrity-only",
+            "--no-dedup",
+            "-q",
+        ]);
         assert!(o.status.success());
         assert_eq!(o.stdout, body, "{chunking} to stdout");
         let o = d.cli(&[
             "cat",
             &name,
             "--no-manifest",
+            "--integrity-only",
             "--offset",
             "123457",
             "--length",
@@ -678,8 +715,120 @@ fn per_packet_fetch_follows_final_block_id_over_variable_segments() {
     let out = d.dir.path().join("out-cxx");
     let (ok, _, err) = get_json(
         &d,
-        &["/pp/cxx", "--no-manifest", "-o", out.to_str().unwrap()],
+        &[
+            "/pp/cxx",
+            "--no-manifest",
+            "--integrity-only",
+            "-o",
+            out.to_str().unwrap(),
+        ],
     );
     assert!(ok, "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), body);
+}
+
+/// A forger's producer signs its segments with DigestSha256 only (python-ndn
+/// here: anyone can compute a digest, so it proves no origin). `get` and
+/// `cat` refuse the content without `--integrity-only`, saying why and
+/// naming the flag, and write nothing; with it they take it and every line
+/// they print says "integrity only".
+#[test]
+fn digest_only_content_needs_integrity_only_and_says_so() {
+    let d = Daemon::start(&[]);
+    let body = noise(120_000, 21);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    let _p = python_producer(&d, "/forged/file", &src, &["--version", "9"]);
+    let out = d.dir.path().join("out");
+    // Refused: get (file, standard output), cat.
+    for args in [
+        &[
+            "get",
+            "--no-dedup",
+            "/forged/file",
+            "-o",
+            out.to_str().unwrap(),
+        ][..],
+        &[
+            "get",
+            "--no-dedup",
+            "/forged/file",
+            "--no-manifest",
+            "-o",
+            out.to_str().unwrap(),
+        ][..],
+        &["get", "--no-dedup", "/forged/file"][..],
+        &["cat", "/forged/file"][..],
+        &[
+            "cat",
+            "/forged/file",
+            "--offset",
+            "100",
+            "--length",
+            "10",
+            "--stats",
+        ][..],
+    ] {
+        let o = d.cli(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} accepted it: {err}");
+        assert!(
+            err.contains("only with DigestSha256") && err.contains("--integrity-only"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("verified against"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?} wrote bytes");
+        assert!(!out.exists());
+    }
+    // Accepted with the flag; every line printed says so.
+    let each_line_says_so = |err: &str| {
+        assert!(!err.trim().is_empty());
+        for l in err.lines() {
+            assert!(
+                l.contains("integrity only"),
+                "a line without it: {l:?}\n{err}"
+            );
+        }
+    };
+    let o = d.cli(&[
+        "get",
+        "--no-dedup",
+        "/forged/file",
+        "--integrity-only",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(std::fs::read(&out).unwrap(), body);
+    each_line_says_so(&err);
+    let o = d.cli(&[
+        "cat",
+        "/forged/file",
+        "--integrity-only",
+        "--offset",
+        "100",
+        "--length",
+        "10",
+        "--stats",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(o.stdout, body[100..110]);
+    each_line_says_so(&err);
+    // The repository's own key-signed content is authenticated: no flag
+    // needed, and nothing says "integrity only".
+    d.ok(&["put", src.to_str().unwrap(), "/signed/file"]);
+    std::fs::remove_file(&out).unwrap();
+    let o = d.cli(&[
+        "get",
+        "--no-dedup",
+        "/signed/file",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("integrity only"), "{err}");
+    assert!(err.contains("manifest signed by"), "{err}");
 }

@@ -224,7 +224,9 @@ pub async fn download(
             .map_err(|e| e.to_string())
             .and_then(|kc| Trust::from_keychain(&kc).map_err(|e| e.to_string()))
         {
-            Ok(t) => Arc::new(t),
+            // DigestSha256-only content is served as before, and the
+            // x-ndn-verified-by header says it is integrity only.
+            Ok(t) => Arc::new(t.with_integrity_only(true)),
             Err(e) => {
                 return error(
                     StatusCode::INTERNAL_SERVER_ERROR,

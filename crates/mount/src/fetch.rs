@@ -239,13 +239,11 @@ impl Fetcher {
 
     /// A listing or metadata packet signed with DigestSha256 or a key the
     /// user trusts must verify; a NullSignature is taken as a pointer only.
+    /// (A listing is names, not file content: a DigestSha256 on it is
+    /// checked as such even without `--integrity-only`, whose rule is for
+    /// the files' bytes.)
     fn check_digest(&self, d: &granary_packet::Data) -> Result<(), FetchError> {
-        if d.sig_info().sig_type == granary_packet::types::sig_type::NULL {
-            return Ok(());
-        }
-        let (v, _) = self.trust.verifier_for(d).map_err(FetchError::Io)?;
-        v.verify_data(d)
-            .map_err(|e| FetchError::Io(format!("{} does not verify: {e}", d.name())))
+        self.trust.check_pointer(d).map_err(FetchError::Io)
     }
 
     /// RDR metadata of `name` (its latest version and size).

@@ -587,14 +587,21 @@ pub enum Refused {
     Damaged(granary_store::integrity::BadSegment),
     /// Its hash could not be read (`@<v>.hashes` missing or short).
     Unchecked(String),
+    /// The version's damage record names it (`granary repo scrub`, or an
+    /// earlier serve-time check): withheld until a scrub finds it good
+    /// again (`scrub --repair-from` repairs it and clears the record).
+    Withheld,
 }
 
-/// Serve-time integrity: before the repository vouches for a segment —
-/// with a DigestSha256 or the publisher's signature — its bytes are
-/// checked against the hash taken at ingest (`@<v>.hashes`, one `pread`
-/// and one SHA-256 of the content). A NullSignature vouches for nothing
-/// (the consumer checks the key-signed manifest), so those segments are
-/// not re-hashed here; `granary repo scrub` finds their damage.
+/// Serve-time integrity: a segment the version's damage record names is
+/// never served, whatever its signature (the record is read with the
+/// cached lookup: no file access per segment). Before the repository
+/// vouches for a segment — with a DigestSha256 or the publisher's
+/// signature — its bytes are checked against the hash taken at ingest
+/// (`@<v>.hashes`, one `pread` and one SHA-256 of the content). A
+/// NullSignature vouches for nothing (the consumer checks the key-signed
+/// manifest), so those segments are not re-hashed here; `granary repo
+/// scrub` finds their damage, and from then on they are withheld.
 pub fn segment_checked(
     store: &Store,
     e: &Entry,
@@ -603,6 +610,9 @@ pub fn segment_checked(
     sig: &SegmentSig,
     freshness_ms: u64,
 ) -> Result<Data, Refused> {
+    if store.withheld(e, seg) {
+        return Err(Refused::Withheld);
+    }
     let last = e.meta.segments() - 1;
     let mut b = DataBuilder::new(name)
         .freshness_period(freshness_ms)
@@ -656,6 +666,11 @@ pub fn segment_checked(
 pub fn report_damage(store: &Store, e: &Entry, seg: u64, why: &Refused) {
     match why {
         Refused::Missing => {}
+        Refused::Withheld => tracing::debug!(
+            "not serving segment {seg} of {} v={}: recorded as damaged",
+            e.meta.name,
+            e.meta.version
+        ),
         Refused::Unchecked(x) => tracing::error!(
             "not serving {} v={} segment {seg} ({}): its ingest hash cannot be read: {x}",
             e.meta.name,

@@ -99,20 +99,17 @@ pub fn scrub_version(
 /// version is clean). A scrub replaces the record: what it lists is what
 /// is wrong now.
 pub fn record(store: &Store, e: &Entry, report: &VersionReport) -> Result<(), String> {
-    store.clear_damaged(e).map_err(|x| x.to_string())?;
-    if !report.is_clean() {
-        let bad: Vec<BadSegment> = report
-            .bad
-            .iter()
-            .filter(|b| !report.repaired.contains(&b.segment))
-            .cloned()
-            .collect();
-        if !bad.is_empty() || !report.problems.is_empty() {
-            store
-                .mark_damaged(e, &bad, &report.problems, "scrub")
-                .map_err(|x| x.to_string())?;
-        }
-    }
+    let bad: Vec<BadSegment> = report
+        .bad
+        .iter()
+        .filter(|b| !report.repaired.contains(&b.segment))
+        .cloned()
+        .collect();
+    // One atomic replacement: the version is never seen without a record
+    // while it is damaged (its segments would be served meanwhile).
+    store
+        .replace_damage(e, &bad, &report.problems, "scrub")
+        .map_err(|x| x.to_string())?;
     Ok(())
 }
 

@@ -76,6 +76,22 @@ impl Verified {
     }
 }
 
+/// The segments the damage record of the version whose data file is
+/// `data` names, sorted (none without a record; an unreadable record
+/// names none, and is reported by `damage`/scrub).
+pub(crate) fn damaged_segments(data: &std::path::Path) -> Box<[u64]> {
+    let Ok(raw) = fs::read(extra_path(data, DAMAGED)) else {
+        return Box::default();
+    };
+    let Ok(d) = serde_json::from_slice::<Damage>(&raw) else {
+        return Box::default();
+    };
+    let mut s: Vec<u64> = d.segments.iter().map(|b| b.segment).collect();
+    s.sort_unstable();
+    s.dedup();
+    s.into_boxed_slice()
+}
+
 /// Lowercase hex.
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -108,6 +124,21 @@ impl Store {
             expected: hex(&want),
             found: hex(&got),
         }))
+    }
+
+    /// True when segment `seg` of `e` is recorded as damaged: it is never
+    /// served (in any signing mode) until a scrub finds it good again
+    /// (`granary repo scrub --repair-from` repairs it and clears the
+    /// record). For an entry from a lookup this is the record as read with
+    /// the lookup (no file access: a record written since is seen when the
+    /// entry is looked up again — within [`crate::CACHE_TTL`], or at once
+    /// after [`Store::forget`], which recording damage here does); for
+    /// any other entry the record is read.
+    pub fn withheld(&self, e: &Entry, seg: u64) -> bool {
+        match &e.file {
+            Some(f) => f.withholds(seg),
+            None => damaged_segments(&e.path).binary_search(&seg).is_ok(),
+        }
     }
 
     /// True when `e` has a damage record.
@@ -152,16 +183,54 @@ impl Store {
                 d.problems.push(p.clone());
             }
         }
-        let json = serde_json::to_vec_pretty(&d).map_err(|x| Error::Corrupt(x.to_string()))?;
-        write_atomic(&extra_path(&e.path, DAMAGED), &json)?;
+        self.write_damage(e, &d)?;
         Ok(d)
+    }
+
+    /// Replaces `e`'s damage record with one of exactly `bad` and
+    /// `problems` (what a scrub found wrong now), or removes it when both
+    /// are empty; in one atomic step, so a reader never sees the version
+    /// without a record while it is damaged. Returns the record written.
+    pub fn replace_damage(
+        &self,
+        e: &Entry,
+        bad: &[BadSegment],
+        problems: &[String],
+        by: &str,
+    ) -> Result<Option<Damage>> {
+        if bad.is_empty() && problems.is_empty() {
+            self.clear_damaged(e)?;
+            return Ok(None);
+        }
+        let mut segments = bad.to_vec();
+        segments.sort_by_key(|b| b.segment);
+        segments.dedup_by_key(|b| b.segment);
+        let d = Damage {
+            segments,
+            problems: problems.to_vec(),
+            detected_ms: self.damage(e).map_or_else(now_ms, |old| old.detected_ms),
+            by: by.to_string(),
+        };
+        self.write_damage(e, &d)?;
+        Ok(Some(d))
+    }
+
+    fn write_damage(&self, e: &Entry, d: &Damage) -> Result<()> {
+        let json = serde_json::to_vec_pretty(d).map_err(|x| Error::Corrupt(x.to_string()))?;
+        write_atomic(&extra_path(&e.path, DAMAGED), &json)?;
+        // Cached lookups carry the record as it was: read it again.
+        self.forget();
+        Ok(())
     }
 
     /// Removes `e`'s damage record (after a scrub found it clean again).
     pub fn clear_damaged(&self, e: &Entry) -> Result<()> {
         let p = extra_path(&e.path, DAMAGED);
         match fs::remove_file(&p) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.forget();
+                Ok(())
+            }
             Err(x) if x.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(x) => Err(Error::io(&p)(x)),
         }
@@ -389,6 +458,43 @@ mod tests {
             assert_eq!(fs::read(&e.path).unwrap(), data);
             store.remove(&e.meta.name().unwrap(), None).unwrap();
         }
+    }
+
+    #[test]
+    fn recorded_segments_are_withheld_by_lookups_until_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let n = Name::from_uri("/t/w").unwrap();
+        let e = put(&store, "/t/w", &crate::chunking::noise(40_000, 3), None);
+        let v = Some(e.meta.version);
+        let looked = store.get_shared(&n, v).unwrap();
+        assert!(!store.withheld(&looked, 2));
+        let bad = store
+            .check_segment(&e, 2, b"not these bytes")
+            .unwrap()
+            .unwrap();
+        store
+            .mark_damaged(&e, std::slice::from_ref(&bad), &[], "scrub")
+            .unwrap();
+        // A new lookup carries the record; so does an entry not looked up.
+        let looked = store.get_shared(&n, v).unwrap();
+        assert!(store.withheld(&looked, 2));
+        assert!(!store.withheld(&looked, 1) && !store.withheld(&looked, 3));
+        let bare = Entry {
+            file: None,
+            ..e.clone()
+        };
+        assert!(store.withheld(&bare, 2));
+        // An entry looked up before the record keeps its snapshot.
+        assert!(!store.withheld(&e, 2));
+        // Written by another process: seen once the cache is forgotten.
+        let other = Store::open(dir.path()).unwrap();
+        other.replace_damage(&e, &[], &[], "scrub").unwrap();
+        store.forget();
+        assert!(!store.withheld(&store.get_shared(&n, v).unwrap(), 2));
+        other.replace_damage(&e, &[bad], &[], "scrub").unwrap();
+        std::thread::sleep(crate::CACHE_TTL);
+        assert!(store.withheld(&store.get_shared(&n, v).unwrap(), 2));
     }
 
     #[test]

@@ -104,9 +104,14 @@ impl Store {
         let hashes = fs::File::open(hashes_path(&p))
             .ok()
             .map(std::sync::Arc::new);
+        // The damage record, read with the entry (one failed `open` when
+        // there is none): serving withholds its segments without a read
+        // per segment, and sees a new record when the entry is looked up
+        // again (within CACHE_TTL, or at once after `forget`).
+        let withheld = crate::integrity::damaged_segments(&p);
         Ok(Entry {
             meta,
-            file: Some(std::sync::Arc::new(OpenData::new(file))),
+            file: Some(std::sync::Arc::new(OpenData::new(file, withheld))),
             offsets,
             hashes,
             path: p,
@@ -321,6 +326,9 @@ pub struct OpenData {
     pub file: fs::File,
     /// Pages below this offset were dropped.
     dropped: std::sync::atomic::AtomicU64,
+    /// Segments the version's damage record (`@<v>.damaged`) names, sorted,
+    /// as of the lookup: never served (see [`Store::withheld`]).
+    withheld: Box<[u64]>,
 }
 
 /// Files at least this large are streamed through the page cache without
@@ -339,11 +347,17 @@ pub const DROP_BEHIND_MIN: u64 = 256 << 20;
 pub const DROP_WINDOW: u64 = 32 << 20;
 
 impl OpenData {
-    fn new(file: fs::File) -> OpenData {
+    fn new(file: fs::File, withheld: Box<[u64]>) -> OpenData {
         OpenData {
             file,
             dropped: std::sync::atomic::AtomicU64::new(0),
+            withheld,
         }
+    }
+
+    /// True when the damage record read with this lookup names `seg`.
+    pub(crate) fn withholds(&self, seg: u64) -> bool {
+        self.withheld.binary_search(&seg).is_ok()
     }
 
     /// A read at `at` of a file of `size` bytes: drops the pages far

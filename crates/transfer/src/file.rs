@@ -24,10 +24,11 @@ pub enum Output {
     File(PathBuf),
     /// An existing file that is not a regular one (FIFO, character or block
     /// device, socket): written straight into, in order, as `cp` does — no
-    /// `.part`, no rename (which would replace it), not resumable.
-    Special(PathBuf),
+    /// `.part`, no rename (which would replace it), not resumable. Opened
+    /// once, when first written (see [`Stream`]).
+    Special(Stream),
     /// Standard output, in order.
-    Stdout,
+    Stdout(Stream),
 }
 
 /// Symbolic links followed before a path is called a loop (Linux's limit).
@@ -57,9 +58,153 @@ impl Output {
             };
         }
         Ok(match std::fs::metadata(&p) {
-            Ok(m) if !m.is_file() && !m.is_dir() => Output::Special(path.to_path_buf()),
+            Ok(m) if !m.is_file() && !m.is_dir() => Output::Special(Stream::special(path)),
             _ => Output::File(p),
         })
+    }
+
+    /// Standard output.
+    pub fn stdout() -> Output {
+        Output::Stdout(Stream::stdout())
+    }
+}
+
+/// An output written in order — a FIFO, device or socket, or standard
+/// output — shared by whatever writes the object: a verified local copy,
+/// then (if that stops) the network fetch of the rest. It is opened once,
+/// when first written, and never again: a FIFO closed and reopened would
+/// show its reader an end of file, and the reopen would wait for ever for
+/// a reader that has gone. The bytes written are counted, so that what
+/// comes after starts where the last writer stopped (every byte once). A
+/// reader that goes away (EPIPE) is an error that says so; it is noted
+/// ([`Stream::reader_gone`]) so that nothing else is tried on it.
+#[derive(Clone)]
+pub struct Stream(Arc<std::sync::Mutex<StreamState>>);
+
+struct StreamState {
+    /// `None`: standard output.
+    path: Option<PathBuf>,
+    w: Option<Box<dyn Write + Send>>,
+    written: u64,
+    gone: bool,
+}
+
+impl Stream {
+    fn new(path: Option<PathBuf>) -> Stream {
+        Stream(Arc::new(std::sync::Mutex::new(StreamState {
+            path,
+            w: None,
+            written: 0,
+            gone: false,
+        })))
+    }
+
+    /// An existing non-regular file (not opened yet).
+    pub fn special(path: &Path) -> Stream {
+        Stream::new(Some(path.to_path_buf()))
+    }
+
+    /// Standard output.
+    pub fn stdout() -> Stream {
+        Stream::new(None)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, StreamState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The file written (`None`: standard output).
+    pub fn path(&self) -> Option<PathBuf> {
+        self.state().path.clone()
+    }
+
+    /// Bytes written so far (by every writer).
+    pub fn written(&self) -> u64 {
+        self.state().written
+    }
+
+    /// True once a write found that the reader went away.
+    pub fn reader_gone(&self) -> bool {
+        self.state().gone
+    }
+
+    /// A writer; the first one opens the output (a FIFO waits here for its
+    /// reader, as `cp` and `curl -o` do).
+    pub fn writer(&self) -> Result<StreamWriter, Error> {
+        let mut st = self.state();
+        if st.w.is_none() {
+            st.w = Some(match &st.path {
+                Some(p) => open_special(p)?,
+                None => Box::new(std::io::stdout()),
+            });
+        }
+        Ok(StreamWriter(self.clone()))
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state();
+        f.debug_struct("Stream")
+            .field("path", &st.path)
+            .field("open", &st.w.is_some())
+            .field("written", &st.written)
+            .finish()
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Stream) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Stream {}
+
+/// Writes to a [`Stream`] (see there).
+pub struct StreamWriter(Stream);
+
+impl StreamWriter {
+    fn with<T>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Write) -> std::io::Result<T>,
+        count: impl FnOnce(&T) -> u64,
+    ) -> std::io::Result<T> {
+        let mut st = self.0.state();
+        let st = &mut *st;
+        let Some(w) = st.w.as_mut() else {
+            return Err(std::io::Error::other("the output is not open"));
+        };
+        match f(w.as_mut()) {
+            Ok(t) => {
+                st.written += count(&t);
+                Ok(t)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                st.gone = true;
+                let what = st
+                    .path
+                    .as_ref()
+                    .map_or("standard output".to_string(), |p| p.display().to_string());
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    format!(
+                        "the reader of {what} went away (broken pipe): the output is incomplete"
+                    ),
+                ))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl Write for StreamWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.with(|w| w.write(buf), |n| *n as u64)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.with(|w| w.flush(), |_| 0)
     }
 }
 
@@ -82,8 +227,16 @@ pub(crate) fn open_special(path: &Path) -> Result<Box<dyn Write + Send>, Error> 
 
 /// A job writing the whole object to `w` in order (segments that arrive
 /// early wait in the sink): standard output and non-regular files.
-fn stream_job(info: &ObjectInfo, w: impl Write + Send + 'static) -> ObjectJob {
-    ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(StreamSink::new(w, 0)))
+/// The job that writes `info` to `s`, from where earlier writers stopped.
+fn stream_job(info: &ObjectInfo, s: &Stream) -> Result<ObjectJob, Error> {
+    let start = s.written();
+    let w = s.writer()?;
+    Ok(ObjectJob::new(
+        info.clone(),
+        start,
+        u64::MAX,
+        Box::new(StreamSink::new(w, start)),
+    ))
 }
 
 /// The resume state beside `<out>.part`.
@@ -267,13 +420,13 @@ pub async fn fetch_objects<L: Link>(
     resume: bool,
 ) -> Result<(Vec<Report>, Stats), Error> {
     if resume {
-        if let Some((_, Output::Special(p))) = objects
+        if let Some((_, Output::Special(s))) = objects
             .iter()
             .find(|(_, o)| matches!(o, Output::Special(_)))
         {
             return Err(Error::Output(format!(
                 "{}: not a regular file (a FIFO, device or socket), so there is no partial download to resume; run without --resume",
-                p.display()
+                s.path().unwrap_or_default().display()
             )));
         }
     }
@@ -281,8 +434,7 @@ pub async fn fetch_objects<L: Link>(
     for (info, out) in objects {
         let job = match &out {
             Output::File(p) => prepare_file(&info, p, resume)?,
-            Output::Special(p) => stream_job(&info, open_special(p)?),
-            Output::Stdout => stream_job(&info, std::io::stdout()),
+            Output::Special(s) | Output::Stdout(s) => stream_job(&info, s)?,
         };
         prepared.push(Prepared { job, out });
     }
@@ -298,7 +450,7 @@ pub async fn fetch_objects<L: Link>(
                     .iter()
                     .filter_map(|p| match &p.out {
                         Output::File(f) => Some(part_paths(f).0.display().to_string()),
-                        Output::Special(_) | Output::Stdout => None,
+                        Output::Special(_) | Output::Stdout(_) => None,
                     })
                     .collect();
                 return Err(if parts.is_empty() {
@@ -347,8 +499,8 @@ pub async fn fetch_objects<L: Link>(
                 }
                 Some(path.clone())
             }
-            Output::Special(path) => Some(path.clone()),
-            Output::Stdout => None,
+            Output::Special(s) => s.path(),
+            Output::Stdout(_) => None,
         };
         let size = info.map.file_size().or_else(|| {
             path.as_ref()

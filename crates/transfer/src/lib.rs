@@ -27,11 +27,15 @@ pub mod segmap;
 pub use config::{Config, PipelineType};
 pub use dedup::{dedup_possible, fetch_dedup, Dedup, DedupReport, FromSource, Sources};
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
-pub use file::{fetch_objects, part_paths, FileStat, Output, RemoteFile, Report};
+pub use file::{
+    fetch_objects, part_paths, FileStat, Output, RemoteFile, Report, Stream, StreamWriter,
+};
 pub use items::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use local::{copy_verified, read_verified, CopyReport};
-pub use object::{discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust};
+pub use object::{
+    discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust, INTEGRITY_ONLY,
+};
 pub use segmap::SegmentMap;
 
 /// Fetch errors.

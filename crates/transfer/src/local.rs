@@ -11,7 +11,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
-use crate::file::{open_special, part_paths, Output};
+use crate::file::{part_paths, Output};
 use crate::object::{Check, ObjectInfo};
 use crate::Error;
 
@@ -99,8 +99,10 @@ pub fn copy_verified(
             recycler = crate::object::Recycler::start(&f);
             (Some(p.clone()), Some(part), Box::new(f))
         }
-        Output::Special(p) => (Some(p.clone()), None, open_special(p)?),
-        Output::Stdout => (None, None, Box::new(std::io::stdout())),
+        // Opened once for whatever writes it (see `Stream`): if this copy
+        // stops, the network fetch goes on from where it stopped, on the
+        // same open file.
+        Output::Special(st) | Output::Stdout(st) => (st.path(), None, Box::new(st.writer()?)),
     };
     // This thread reads and checks; a second one writes, so that hashing
     // and the disk overlap. A block travels with the range of it that

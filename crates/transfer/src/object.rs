@@ -20,11 +20,20 @@ use crate::segmap::SegmentMap;
 use crate::Error;
 
 /// Verifiers for the keys the user trusts: the keychain's own certificates
-/// and its trust anchors. DigestSha256 is accepted as integrity only.
+/// and its trust anchors. A DigestSha256 proves that bytes are intact, not
+/// who made them (anyone can compute one): content whose only signature is
+/// a digest — segments signed so, or a manifest signed so — is refused
+/// unless the user asked for integrity only ([`Trust::with_integrity_only`],
+/// `--integrity-only`), and is then described as integrity only.
 #[derive(Default)]
 pub struct Trust {
     keys: Vec<(Name, Arc<Verifier>)>,
+    integrity_only: bool,
 }
+
+/// What [`Trust::verifier_for`] says of DigestSha256-signed content that
+/// is accepted (`--integrity-only`).
+pub const INTEGRITY_ONLY: &str = "DigestSha256 (integrity only: proves no origin)";
 
 impl Trust {
     /// From a keychain (own keys' certificates + trust anchors).
@@ -44,17 +53,55 @@ impl Trust {
                 keys.push((c.key_name(), Arc::new(v)));
             }
         }
-        Ok(Trust { keys })
+        Ok(Trust {
+            keys,
+            integrity_only: false,
+        })
     }
 
-    /// The verifier for a Data's signature, and how to describe it.
+    /// The same trust, accepting content whose only signature is a
+    /// DigestSha256 as integrity only (`yes`), or refusing it (the default).
+    pub fn with_integrity_only(mut self, yes: bool) -> Trust {
+        self.integrity_only = yes;
+        self
+    }
+
+    /// True when DigestSha256-only content is accepted (as integrity only).
+    pub fn integrity_only(&self) -> bool {
+        self.integrity_only
+    }
+
+    /// Why DigestSha256-only content `what` is refused.
+    pub fn digest_refused(what: &str) -> String {
+        format!(
+            "{what} is signed only with DigestSha256: that proves the bytes are intact, not who made them (anyone can compute it), and no trusted key signs it. Pass --integrity-only to accept it as integrity only (not authenticated), or trust the publisher's key and fetch a signed version"
+        )
+    }
+
+    /// Checks a packet that only points at content (RDR metadata, a
+    /// directory listing): a NullSignature is taken as it is, a
+    /// DigestSha256 is checked (with or without `--integrity-only`: the
+    /// content it points at is verified on its own), any other signature
+    /// must verify with a trusted key.
+    pub fn check_pointer(&self, d: &Data) -> Result<(), String> {
+        let v = match d.sig_info().sig_type {
+            sig_type::NULL => return Ok(()),
+            sig_type::DIGEST_SHA256 => Arc::new(Verifier::Digest),
+            _ => self.verifier_for(d)?.0,
+        };
+        v.verify_data(d)
+            .map_err(|e| format!("{} does not verify: {e}", d.name()))
+    }
+
+    /// The verifier for a Data's signature, and how to describe it. A
+    /// DigestSha256 is refused unless integrity only was asked for.
     pub fn verifier_for(&self, d: &Data) -> Result<(Arc<Verifier>, String), String> {
         let si = d.sig_info();
         if si.sig_type == sig_type::DIGEST_SHA256 {
-            return Ok((
-                Arc::new(Verifier::Digest),
-                "DigestSha256 (integrity only)".into(),
-            ));
+            if !self.integrity_only {
+                return Err(Trust::digest_refused(&d.name().to_string()));
+            }
+            return Ok((Arc::new(Verifier::Digest), INTEGRITY_ONLY.into()));
         }
         let Some(KeyLocator::Name(key)) = &si.key_locator else {
             return Err(format!("{}: signature has no KeyLocator name", d.name()));
@@ -98,6 +145,16 @@ impl ObjectInfo {
     /// content hashes), not by their own signatures.
     pub fn has_manifest(&self) -> bool {
         matches!(self.check, Check::Manifest(_))
+    }
+
+    /// True when what this object is checked against may be no more than a
+    /// DigestSha256 (accepted with `--integrity-only`): its bytes are
+    /// intact, their origin unproven. A key-signed manifest is never that.
+    pub fn integrity_only(&self) -> bool {
+        match &self.check {
+            Check::Manifest(_) => self.verified_by.contains(INTEGRITY_ONLY),
+            Check::PerPacket(t) => t.integrity_only(),
+        }
     }
 }
 
@@ -322,11 +379,9 @@ pub async fn discover<L: Link>(
                 // under it is verified on its own (manifest or per packet).
                 // So metadata with a Null signature (NDNts's `serveMetadata`
                 // default) is taken as a pointer; a real signature must verify.
-                if d.sig_info().sig_type != sig_type::NULL {
-                    let (v, _) = trust.verifier_for(&d).map_err(Error::Verify)?;
-                    v.verify_data(&d)
-                        .map_err(|e| Error::Verify(format!("metadata of {name}: {e}")))?;
-                }
+                trust
+                    .check_pointer(&d)
+                    .map_err(|e| Error::Verify(format!("metadata of {name}: {e}")))?;
                 let m = parse_metadata(&Bytes::copy_from_slice(d.content()))
                     .map_err(|e| Error::Fetch(format!("metadata of {name}: {e}")))?;
                 if !name.is_prefix_of(&m.versioned) || !is_versioned(&m.versioned) {
@@ -372,6 +427,11 @@ pub async fn discover<L: Link>(
         r.lifetime = Some(Duration::from_millis(2000));
         if let Ok(root) = fetch_one(engine, link, r).await {
             if let Ok(parsed) = Root::decode(&Bytes::copy_from_slice(root.content())) {
+                if root.sig_info().sig_type == sig_type::DIGEST_SHA256 && !trust.integrity_only() {
+                    return Err(Error::Verify(Trust::digest_refused(&format!(
+                        "the manifest of {versioned}"
+                    ))));
+                }
                 let (v, who) = trust.verifier_for(&root).map_err(Error::Verify)?;
                 v.verify_data(&root).map_err(|e| {
                     Error::Verify(format!("the manifest of {versioned} does not verify: {e}"))
@@ -417,7 +477,7 @@ pub async fn discover<L: Link>(
                         .map_err(|e| Error::Verify(format!("manifest of {versioned}: {e}")))?;
                 }
                 let verified_by = if root.sig_info().sig_type == sig_type::DIGEST_SHA256 {
-                    "the manifest (DigestSha256: integrity only)".to_string()
+                    format!("the manifest, signed with {INTEGRITY_ONLY}")
                 } else {
                     format!("the manifest signed by {who}")
                 };
@@ -981,6 +1041,15 @@ impl Job for ObjectJob {
                 "{}: the producer answered with an application Nack (ContentType NACK)",
                 d.name()
             ));
+        }
+        if let Check::PerPacket(t) = &self.info.check {
+            if d.sig_info().sig_type == sig_type::DIGEST_SHA256 && !t.integrity_only() {
+                // Asking again would get the same: no retries.
+                return Verdict::Fatal(Trust::digest_refused(&format!(
+                    "{} (segment {seg})",
+                    self.info.versioned
+                )));
+            }
         }
         if let Err(why) = self.verify(seg, &d) {
             let n = self.bad.entry(seg).or_default();

@@ -270,6 +270,9 @@ fn get(
         "-q",
         "--no-dedup",
         "--no-publish",
+        // The experiments publish with `--sign digest` (no key trust to set
+        // up between namespaces): integrity only, which they measure.
+        "--integrity-only",
     ];
     args.extend_from_slice(extra);
     let t = Instant::now();
@@ -957,7 +960,8 @@ fn carepo(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                 let name = format!("{}/c{ch}/{mode}/{ver}", p.prefix);
                 let dest = work.join(format!("carepo-{client}-{ch}-{mode}"));
                 let out = dest.to_str().context("path")?;
-                let mut args = vec!["get", &name, "-o", out, "--json", "-q"];
+                // (Published `--sign digest`: integrity only.)
+                let mut args = vec!["get", &name, "-o", out, "--json", "-q", "--integrity-only"];
                 if mode == "by-name" {
                     args.extend(["--no-dedup", "--no-publish"]);
                 }
