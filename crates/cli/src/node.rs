@@ -258,11 +258,10 @@ async fn attach_repo(
         .and_then(|d| granary_security::KeyChain::open(d.join("keychain")).ok());
     // Renames a killed `mv` left half done are completed before anything
     // is served (the catalog's start-up check then follows the files).
-    if let Some(kc) = &keychain {
-        for (o, n) in granary_repo::rename::recover(&store, kc) {
-            tracing::warn!("completed an interrupted rename of {o} to {n}");
-        }
-    }
+    let renamed = match &keychain {
+        Some(kc) => granary_repo::rename::recover(&store, kc),
+        None => Vec::new(),
+    };
     let app = in_process_face(running, "repo").await?;
     // Names no other producer claims (cost 100, no ChildInherit).
     let route = granary_mgmt::values::route_flags::CHILD_INHERIT;
@@ -310,6 +309,11 @@ async fn attach_repo(
         store.backend()
     );
     let mut repo = granary_repo::Repo::new(store, keychain);
+    for (o, n) in renamed {
+        tracing::warn!("completed an interrupted rename of {o} to {n}");
+        // Gone from here: a copy of it is not kept back under the old name.
+        repo.removed_here(&o, None);
+    }
     // A publisher key made by the daemon's put is named after the node.
     if let Some(id) = dir
         .parent()

@@ -415,6 +415,8 @@ pub fn mv(
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
     for (o, n) in granary_repo::rename::recover(&s, &kc) {
         eprintln!("completed an interrupted rename of {o} to {n}");
+        tell_daemon_removed(socket, &o, None);
+        tell_daemon(socket, Some(&o));
     }
     granary_repo::rename::rename(&s, &kc, &old_name, &new_name).map_err(|x| anyhow::anyhow!(x))?;
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);

@@ -824,6 +824,24 @@ fn a_killed_rename_is_completed_at_start() {
     )
     .unwrap();
     store.rename(&a, &b).unwrap();
+    // A second one killed earlier: one file beside /mv/c v=3 moved, its
+    // data file not yet.
+    d.ok(&["put", src.to_str().unwrap(), "/mv/c", "--version", "3"]);
+    std::fs::write(
+        repo.join("renames/999999999-2.json"),
+        r#"{"old":"/mv/c","new":"/mv/d"}"#,
+    )
+    .unwrap();
+    let c_dir = store
+        .get(&granary_packet::Name::from_uri("/mv/c").unwrap(), Some(3))
+        .unwrap()
+        .path
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let d_dir = c_dir.parent().unwrap().join("d");
+    std::fs::create_dir_all(&d_dir).unwrap();
+    std::fs::rename(c_dir.join("@3.hashes"), d_dir.join("@3.hashes")).unwrap();
     drop(store);
     let other = tempfile::tempdir().unwrap();
     let cert = outer.path().join("pub.ndncert");
@@ -872,5 +890,18 @@ fn a_killed_rename_is_completed_at_start() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(&dst).unwrap(), noise(150_000, 3));
     assert!(root_name().starts_with("/mv/b/"), "{}", root_name());
+    let o = granary()
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+        ])
+        .args(["get", "/mv/d/v=3", "-o", dst.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(&dst).unwrap(), noise(150_000, 3));
+    assert!(d.ok(&["ls", "/mv/c"]).is_empty(), "/mv/c still listed");
     assert!(!d.data.join("repo/renames/999999999-1.json").exists());
 }

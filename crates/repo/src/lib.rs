@@ -185,6 +185,15 @@ pub enum SegmentSig {
 }
 
 impl Repo {
+    /// Records that `name` (`version`, or every version) was removed or
+    /// renamed away from this node by another process or at start-up: a
+    /// copy of it that a `get` asks to keep afterwards is refused.
+    pub fn removed_here(&self, name: &Name, version: Option<u64>) {
+        let _ = self.keeps.mark_removed(name, version);
+    }
+}
+
+impl Repo {
     /// The keychain, if any.
     pub fn keychain(&self) -> Option<&granary_security::KeyChain> {
         self.keychain.as_ref()

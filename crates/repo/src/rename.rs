@@ -35,15 +35,16 @@ pub fn rename(store: &Store, kc: &KeyChain, old: &Name, new: &Name) -> Result<Ve
     if let Err(e) = store.rename(old, new) {
         // Nothing was moved (it failed its checks) or it failed midway:
         // completing it is right only in the second case.
-        let checks = matches!(
+        // Refused by its checks: nothing was moved.
+        if matches!(
             e,
             granary_store::Error::Exists(_) | granary_store::Error::NotFound(_)
-        );
-        let moved = !checks && store.versions(new).map(|v| !v.is_empty()).unwrap_or(false);
-        if !moved {
+        ) {
             let _ = std::fs::remove_file(&record);
             return Err(e.to_string());
         }
+        // Failed midway (a full disk): completed below, or left recorded
+        // for `recover` when that fails too.
     }
     let done = complete(store, kc, old, new)?;
     std::fs::remove_file(&record).map_err(|e| format!("{}: {e}", record.display()))?;
@@ -59,8 +60,10 @@ pub fn recover(store: &Store, kc: &KeyChain) -> Vec<(Name, Name)> {
     };
     for e in rd.flatten() {
         let p = e.path();
-        // A record of a live `mv` is its own business.
-        if owner_alive(&p) {
+        // A record being written (`.tmp-…`, renamed into place by its
+        // writer) is not a record yet; one of a live `mv` is its own
+        // business.
+        if e.file_name().as_encoded_bytes().starts_with(b".") || owner_alive(&p) {
             continue;
         }
         match recover_one(store, kc, &p) {
@@ -103,13 +106,15 @@ fn recover_one(store: &Store, kc: &KeyChain, p: &Path) -> Result<Option<(Name, N
             .and_then(|s| Name::from_uri(s).map_err(|e| e.to_string()))
     };
     let (old, new) = (name("old")?, name("new")?);
-    let started = store.versions(&new).map(|v| !v.is_empty()).unwrap_or(false);
-    if started {
-        complete(store, kc, &old, &new)?;
-        tracing::warn!("completed the interrupted rename of {old} to {new}");
-    }
+    // Completed whether or not it had started moving (a version's files
+    // beside it go first, its data file last: one killed midway may have
+    // moved files of a version whose data file is still under the old
+    // name). The `mv` was never acknowledged, so either outcome is right;
+    // only a half-done one is not.
+    complete(store, kc, &old, &new)?;
+    tracing::warn!("completed the interrupted rename of {old} to {new}");
     std::fs::remove_file(p).map_err(|e| format!("{}: {e}", p.display()))?;
-    Ok(started.then_some((old, new)))
+    Ok(Some((old, new)))
 }
 
 /// Moves what is left and signs every manifest root under `new` again.

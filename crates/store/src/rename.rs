@@ -35,12 +35,9 @@ impl Store {
     pub fn finish_rename(&self, old: &Name, new: &Name) -> Result<Vec<u64>> {
         self.forget();
         let _lock = self.publish_lock()?;
-        let there = self.versions(new)?;
-        let left: Vec<u64> = self
-            .versions(old)?
-            .into_iter()
-            .filter(|v| !there.contains(v))
-            .collect();
+        // Every version whose data file is still under `old`: its files
+        // already moved (the same files) are replaced by the rest.
+        let left = self.versions(old)?;
         if !left.is_empty() {
             self.move_versions(old, new, &left)?;
         }

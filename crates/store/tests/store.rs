@@ -310,3 +310,36 @@ fn hostile_names_create_nothing_outside() {
         .collect();
     assert_eq!(siblings, vec![std::ffi::OsString::from("store")]);
 }
+
+/// A rename killed after moving some files of a version (its hashes) but
+/// not its data file: `finish_rename` moves the rest, and the version is
+/// whole under the new name, nothing left under the old.
+#[test]
+fn finish_rename_completes_a_version_moved_halfway() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let opts = PutOptions {
+        version: Some(7),
+        ..Default::default()
+    };
+    let data = noise(50_000, 9);
+    let e = store.put(&n("/half/a"), &data[..], &opts, |_| {}).unwrap();
+    let old_dir = e.path.parent().unwrap().to_path_buf();
+    let new_dir = old_dir.parent().unwrap().join("b");
+    std::fs::create_dir_all(&new_dir).unwrap();
+    std::fs::rename(old_dir.join("@7.hashes"), new_dir.join("@7.hashes")).unwrap();
+    // Half moved: still visible under the old name only.
+    assert_eq!(store.versions(&n("/half/b")).unwrap(), Vec::<u64>::new());
+    let done = store.finish_rename(&n("/half/a"), &n("/half/b")).unwrap();
+    assert_eq!(done, vec![7]);
+    assert!(store.versions(&n("/half/a")).unwrap().is_empty());
+    let moved = store.get(&n("/half/b"), Some(7)).unwrap();
+    assert_eq!(moved.meta.name, "/half/b");
+    assert_eq!(read_all(&store, &moved), data);
+    assert!(new_dir.join("@7.hashes").exists());
+    // Idempotent.
+    assert_eq!(
+        store.finish_rename(&n("/half/a"), &n("/half/b")).unwrap(),
+        vec![7]
+    );
+}
