@@ -413,6 +413,9 @@ pub fn mv(
     // untouched). Recorded first, so that a killed `mv` is completed by
     // the next one or by the daemon's start.
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    if let Err(e) = granary_repo::local::record_removal(&s, &old_name, None) {
+        eprintln!("warning: the rename could not be recorded ({e}): a copy being kept may come back under {old_name}");
+    }
     for (o, n) in granary_repo::rename::recover(&s, &kc) {
         eprintln!("completed an interrupted rename of {o} to {n}");
         tell_daemon_removed(socket, &o, None);
@@ -482,7 +485,15 @@ pub fn rm(
     version: Option<u64>,
 ) -> anyhow::Result<()> {
     let nm = name(uri)?;
-    let removed = store(data_dir)?.remove(&nm, version);
+    let st = store(data_dir)?;
+    // Recorded first: a copy of it that a `get` asks the daemon to keep
+    // later is refused, even by a daemon that restarts meanwhile.
+    if let Err(e) = granary_repo::local::record_removal(&st, &nm, version) {
+        eprintln!(
+            "warning: the removal could not be recorded ({e}): a copy being kept may come back"
+        );
+    }
+    let removed = st.remove(&nm, version);
     // A copy that `granary get` asked the daemon to keep may still be on its
     // way into the store: the daemon drops it, whether the name had versions
     // yet or not.

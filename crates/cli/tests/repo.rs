@@ -712,38 +712,13 @@ fn one_writer_per_version_through_the_daemon_and_across_processes() {
         }
         // Another application fetches it (manifest-verified): the winner's bytes.
         let got = d.dir.path().join(format!("got{round}"));
-        let other = tempfile::tempdir().unwrap();
-        let cert = d.dir.path().join(format!("pub{round}.ndncert"));
-        d.ok(&["key", "export", "-o", cert.to_str().unwrap()]);
-        let trust = granary()
-            .args([
-                "--data-dir",
-                other.path().to_str().unwrap(),
-                "key",
-                "trust",
-                cert.to_str().unwrap(),
-                "--yes",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            trust.status.success(),
-            "{}",
-            String::from_utf8_lossy(&trust.stderr)
+        let other = other_app(&d.data, d.dir.path());
+        let o = get_as(
+            other.path(),
+            &d.socket,
+            &format!("{name}/v={version}"),
+            &got,
         );
-        let o = granary()
-            .args([
-                "--data-dir",
-                other.path().to_str().unwrap(),
-                "--socket",
-                d.socket.to_str().unwrap(),
-                "get",
-                &format!("{name}/v={version}"),
-                "-o",
-                got.to_str().unwrap(),
-            ])
-            .output()
-            .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert_eq!(
             std::fs::read(&got).unwrap(),
@@ -843,34 +818,9 @@ fn a_killed_rename_is_completed_at_start() {
     std::fs::create_dir_all(&d_dir).unwrap();
     std::fs::rename(c_dir.join("@3.hashes"), d_dir.join("@3.hashes")).unwrap();
     drop(store);
-    let other = tempfile::tempdir().unwrap();
-    let cert = outer.path().join("pub.ndncert");
-    d.ok(&["key", "export", "-o", cert.to_str().unwrap()]);
+    let other = other_app(&data_dir, outer.path());
     let socket = d.socket.clone();
-    let get = |dst: &std::path::Path| {
-        granary()
-            .args([
-                "--data-dir",
-                other.path().to_str().unwrap(),
-                "--socket",
-                socket.to_str().unwrap(),
-            ])
-            .args(["get", "/mv/b/v=2", "-o", dst.to_str().unwrap()])
-            .output()
-            .unwrap()
-    };
-    let trust = granary()
-        .args([
-            "--data-dir",
-            other.path().to_str().unwrap(),
-            "key",
-            "trust",
-            cert.to_str().unwrap(),
-            "--yes",
-        ])
-        .output()
-        .unwrap();
-    assert!(trust.status.success());
+    let get = |dst: &std::path::Path| get_as(other.path(), &socket, "/mv/b/v=2", dst);
     let dst = outer.path().join("out");
     // The name the stored manifest root of /mv/b v=2 carries.
     let root_name = || {
@@ -890,18 +840,64 @@ fn a_killed_rename_is_completed_at_start() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(&dst).unwrap(), noise(150_000, 3));
     assert!(root_name().starts_with("/mv/b/"), "{}", root_name());
-    let o = granary()
-        .args([
-            "--data-dir",
-            other.path().to_str().unwrap(),
-            "--socket",
-            socket.to_str().unwrap(),
-        ])
-        .args(["get", "/mv/d/v=3", "-o", dst.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = get_as(other.path(), &socket, "/mv/d/v=3", &dst);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(&dst).unwrap(), noise(150_000, 3));
     assert!(d.ok(&["ls", "/mv/c"]).is_empty(), "/mv/c still listed");
     assert!(!d.data.join("repo/renames/999999999-1.json").exists());
+}
+
+/// Another application on the node: a data directory of its own that
+/// trusts the node's publisher key (exported from `data_dir` into `tmp`).
+fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::TempDir {
+    let other = tempfile::tempdir().unwrap();
+    let cert = tmp.join(format!("publisher-{}.ndncert", std::process::id()));
+    let export = granary()
+        .args([
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "key",
+            "export",
+            "-o",
+        ])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let trust = granary()
+        .args(["--data-dir", other.path().to_str().unwrap(), "key", "trust"])
+        .arg(&cert)
+        .arg("--yes")
+        .output()
+        .unwrap();
+    assert!(
+        trust.status.success(),
+        "{}",
+        String::from_utf8_lossy(&trust.stderr)
+    );
+    other
+}
+
+/// `granary get URI -o DST` as the application whose data directory is
+/// `other`, through the node at `socket`.
+fn get_as(
+    other: &std::path::Path,
+    socket: &std::path::Path,
+    uri: &str,
+    dst: &std::path::Path,
+) -> std::process::Output {
+    granary()
+        .args([
+            "--data-dir",
+            other.to_str().unwrap(),
+            "--socket",
+            socket.to_str().unwrap(),
+        ])
+        .args(["get", uri, "-o", dst.to_str().unwrap()])
+        .output()
+        .unwrap()
 }

@@ -384,6 +384,75 @@ struct Removal {
 /// that started before it can take to ask.
 const REMOVAL_MEMORY: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// The durable record of removals (`<repo>/removed.log`, one JSON line
+/// each: name, version, time): written by `rm`, `mv` and rename recovery
+/// whether or not a daemon runs, read by the daemon before it keeps a
+/// copy, so that a removal survives a daemon restart. Lines older than
+/// [`REMOVAL_MEMORY`] are ignored (and dropped when the file is rewritten).
+fn removal_log(store: &granary_store::Store) -> std::path::PathBuf {
+    store.root().join("removed.log")
+}
+
+/// Records that `name` (`version`, or every version) was removed or renamed
+/// away, durably (see [`removal_log`]).
+pub fn record_removal(
+    store: &granary_store::Store,
+    name: &Name,
+    version: Option<u64>,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let p = removal_log(store);
+    // Rewritten without its stale lines once it grows.
+    if std::fs::metadata(&p).is_ok_and(|m| m.len() > 1 << 20) {
+        let keep: String = std::fs::read_to_string(&p)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<Value>(l).is_ok_and(|v| {
+                    v["at"]
+                        .as_u64()
+                        .is_some_and(|t| now.saturating_sub(t) < REMOVAL_MEMORY.as_secs())
+                })
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        granary_store::write_atomic(&p, keep.as_bytes()).map_err(std::io::Error::other)?;
+    }
+    let line = json!({"name": name.to_string(), "version": version, "at": now});
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&p)?;
+    f.write_all(format!("{line}\n").as_bytes())?;
+    f.sync_data()
+}
+
+/// True when [`removal_log`] records a removal of `name` (`version`) in the
+/// last [`REMOVAL_MEMORY`].
+fn removed_on_disk(store: &granary_store::Store, name: &Name, version: Option<u64>) -> bool {
+    let Ok(text) = std::fs::read_to_string(removal_log(store)) else {
+        return false;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default();
+    let want = name.to_string();
+    text.lines().rev().any(|l| {
+        serde_json::from_str::<Value>(l).is_ok_and(|v| {
+            v["name"].as_str() == Some(want.as_str())
+                && v["at"]
+                    .as_u64()
+                    .is_some_and(|t| now.saturating_sub(t) < REMOVAL_MEMORY.as_secs())
+                && (v["version"].is_null() || version.is_none() || v["version"].as_u64() == version)
+        })
+    })
+}
+
 /// A copy being kept in the background (a detached `put`, as `granary get`
 /// asks for), or kept in the last [`KEEP_MEMORY`]: a removal of its name
 /// that comes meanwhile must win, whichever of the two commits last.
@@ -517,7 +586,8 @@ impl Local {
                     .then(|| NetPacket::Data(reply(&name, &json!({"ok": true, "detached": true}))));
                 let kept_name = params["name"].as_str().and_then(|n| Name::from_uri(n).ok());
                 if let (Some(n), true) = (&kept_name, detach) {
-                    if repo.keeps.was_removed(n, params["version"].as_u64()) {
+                    let v = params["version"].as_u64();
+                    if repo.keeps.was_removed(n, v) || removed_on_disk(&repo.store, n, v) {
                         return Some(NetPacket::Data(reply(
                             &name,
                             &json!({"ok": false, "error": format!("{n} was removed or renamed on this node since it was fetched; not kept")}),

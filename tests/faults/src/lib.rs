@@ -605,6 +605,7 @@ fn fault_loop(s: &Shared, deadline: Instant) {
     let mut rng = StdRng::seed_from_u64(s.cfg.seed ^ 0xFA17_FA17_FA17_FA17);
     let every = (s.cfg.ops / s.cfg.faults.max(1)).max(1);
     let mut injected = 0usize;
+    let mut tries = 0usize;
     let mut kinds: Vec<&str> = vec!["kill-daemon", "kill-client", "kill-client", "flip"];
     if s.cfg.pg {
         kinds.push("pg-restart");
@@ -622,7 +623,13 @@ fn fault_loop(s: &Shared, deadline: Instant) {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         }
-        let kind = kinds[rng.random_range(0..kinds.len())];
+        // Every kind in turn, in an order the seed shuffles once a round:
+        // each run meets every kind of fault.
+        if injected % kinds.len() == 0 && tries == 0 {
+            use rand::seq::SliceRandom;
+            kinds.shuffle(&mut rng);
+        }
+        let kind = kinds[injected % kinds.len()];
         let ok = match kind {
             "kill-daemon" => {
                 s.env.kill_daemon();
@@ -670,6 +677,7 @@ fn fault_loop(s: &Shared, deadline: Instant) {
         if ok {
             s.env.record(&serde_json::json!({"fault": kind}));
             injected += 1;
+            tries = 0;
             *s.report
                 .lock()
                 .unwrap()
@@ -677,6 +685,9 @@ fn fault_loop(s: &Shared, deadline: Instant) {
                 .entry(kind.to_string())
                 .or_default() += 1;
         } else {
+            // Nothing to act on yet (no client in flight, no stored file):
+            // the same kind again shortly.
+            tries += 1;
             std::thread::sleep(Duration::from_millis(10));
         }
     }
