@@ -817,6 +817,43 @@ mod tests {
     use super::*;
     use granary_packet::InterestFields;
 
+    /// A removal recorded on disk blocks keeps of that name (every version
+    /// when it named none, else only its version), also for a store opened
+    /// afterwards (a restarted daemon); other names are not blocked.
+    #[test]
+    fn recorded_removals_block_keeps_across_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = granary_store::Store::open(dir.path()).unwrap();
+        let (a, b) = (
+            Name::from_uri("/rm/a").unwrap(),
+            Name::from_uri("/rm/b").unwrap(),
+        );
+        assert!(!removed_on_disk(&store, &a, Some(1)));
+        record_removal(&store, &a, None).unwrap();
+        record_removal(&store, &b, Some(7)).unwrap();
+        drop(store);
+        let store = granary_store::Store::open(dir.path()).unwrap();
+        assert!(removed_on_disk(&store, &a, Some(1)));
+        assert!(removed_on_disk(&store, &b, Some(7)));
+        assert!(!removed_on_disk(&store, &b, Some(8)));
+        assert!(!removed_on_disk(
+            &store,
+            &Name::from_uri("/rm/c").unwrap(),
+            None
+        ));
+        // Stale lines (older than REMOVAL_MEMORY) block nothing.
+        std::fs::write(
+            removal_log(&store),
+            "{\"name\":\"/rm/c\",\"version\":null,\"at\":1}\n",
+        )
+        .unwrap();
+        assert!(!removed_on_disk(
+            &store,
+            &Name::from_uri("/rm/c").unwrap(),
+            None
+        ));
+    }
+
     fn ask(l: &Local, verb: &str, params: Option<&[u8]>) -> Option<NetPacket> {
         let name = Name::from_uri(PREFIX)
             .unwrap()
