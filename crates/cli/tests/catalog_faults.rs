@@ -16,23 +16,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::Value;
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// The example tree copied under `copies` member ids: many small netCDF files.
 fn big_tree(work: &Path, copies: usize) -> PathBuf {
     let example = work.join("example");

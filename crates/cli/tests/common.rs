@@ -295,3 +295,21 @@ pub fn trust(from: &Daemon, to: &Daemon) {
     std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
     to.ok(&["key", "trust", cert.to_str().unwrap()]);
 }
+
+/// Every file under `dir`, as paths relative to it, sorted.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}

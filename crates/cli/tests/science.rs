@@ -10,24 +10,6 @@ use std::path::{Path, PathBuf};
 use common::*;
 use serde_json::Value;
 
-/// Every file under `dir`, as paths relative to it.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
 /// CMIP6 DRS facets of a relative path `CMIP6/<activity>/<institution>/
 /// <source>/<experiment>/<member>/<table>/<variable>/<grid>/<version>/<file>`.
 fn drs_facets(p: &Path) -> BTreeMap<&'static str, String> {
