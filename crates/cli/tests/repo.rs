@@ -901,3 +901,32 @@ fn get_as(
         .output()
         .unwrap()
 }
+
+/// A put of a version that is stored already is refused before any byte is
+/// read: fed by a standard input that never ends, it still exits at once.
+#[test]
+fn a_stored_version_is_refused_before_reading() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("in");
+    std::fs::write(&src, noise(10_000, 4)).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/once/f", "--version", "5"]);
+    let mut c = d
+        .command(&["put", "-", "/once/f", "--version", "5"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed().as_secs() < 10, "the put waited for its input");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(c.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(err.contains("already exists"), "{err}");
+}

@@ -149,7 +149,7 @@ pub fn publish(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put(name, reader, &staged_options(repo, how)?, progress)
+        .put(name, reader, &staged_options(repo, name, how)?, progress)
         .map_err(|e| e.to_string())?;
     let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, false)
@@ -170,7 +170,7 @@ pub fn publish_piped(
     let t = std::time::Instant::now();
     let e = repo
         .store
-        .put_piped(name, reader, &staged_options(repo, how)?, progress)
+        .put_piped(name, reader, &staged_options(repo, name, how)?, progress)
         .map_err(|e| e.to_string())?;
     match e {
         Some(e) => {
@@ -193,7 +193,7 @@ pub fn publish_file(
     let t = std::time::Instant::now();
     let (e, reflinked) = repo
         .store
-        .put_file(name, path, &staged_options(repo, how)?, progress)
+        .put_file(name, path, &staged_options(repo, name, how)?, progress)
         .map_err(|e| e.to_string())?;
     let e = commit_one(repo, e, how)?;
     finish(repo, name, e, how, t, reflinked)
@@ -212,7 +212,7 @@ pub fn stage_file(
 ) -> Result<granary_store::Entry, String> {
     let (e, _) = repo
         .store
-        .put_file(name, path, &staged_options(repo, how)?, |_| {})
+        .put_file(name, path, &staged_options(repo, name, how)?, |_| {})
         .map_err(|e| e.to_string())?;
     sign_staged(repo, e, how)
 }
@@ -283,7 +283,19 @@ pub fn commit(
         .collect()
 }
 
-fn staged_options(repo: &Repo, how: &Publish<'_>) -> Result<PutOptions, String> {
+/// Options of a staged ingest. A version asked for that is already stored
+/// is refused here, before any byte is read (a copy that `granary get` asks
+/// the node to keep of a version it holds would otherwise be ingested in
+/// full only to be refused at the commit); the commit's check under the
+/// publish lock still decides between writers racing for a new version.
+fn staged_options(repo: &Repo, name: &Name, how: &Publish<'_>) -> Result<PutOptions, String> {
+    if let Some(v) = how.version {
+        if repo.store.versions(name).is_ok_and(|vs| vs.contains(&v)) {
+            return Err(format!(
+                "already exists: {name} version {v} (a version is never replaced: choose another --version or remove it first)"
+            ));
+        }
+    }
     let mut o = put_options(repo, how)?;
     o.staged = true;
     Ok(o)
