@@ -8,6 +8,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== architecture: crate layers and no module cycles (tools/archcheck)"
+cargo run -q --locked -p archcheck
 echo "== cargo build --release (the network-namespace tests run the release binary)"
 cargo build --release --locked -p granary
 export GRANARY_NETNS_BIN="$PWD/target/release/granary"
