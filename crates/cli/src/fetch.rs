@@ -622,8 +622,8 @@ async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
         return false;
     };
     let (Ok(fib), Ok(faces)) = (
-        crate::node::dataset(&mut c, "/localhost/nfd/fib/list").await,
-        crate::node::dataset(&mut c, "/localhost/nfd/faces/list").await,
+        granary_node::control::dataset(&mut c, "/localhost/nfd/fib/list").await,
+        granary_node::control::dataset(&mut c, "/localhost/nfd/faces/list").await,
     ) else {
         return false;
     };

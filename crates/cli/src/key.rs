@@ -127,15 +127,6 @@ fn certificate(bytes: &[u8], what: &str) -> anyhow::Result<granary_security::Cer
         .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))
 }
 
-/// Identity of this node's publisher key, made at first need when the
-/// keychain has no default key: the node prefix (`<data-dir>/node.toml`,
-/// e.g. `/granary/<host>-1a2b`), so that every node signs as itself. An
-/// existing default key (e.g. `/granary/publisher` of an older data
-/// directory) is kept, and what it signed stays valid.
-pub fn publisher_identity(data_dir: &Path) -> anyhow::Result<Name> {
-    crate::node::node_prefix(data_dir)
-}
-
 fn fetch_certificate(
     socket: &Path,
     name: &Name,
@@ -247,7 +238,7 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             }
         }
         KeyCmd::Import { file } => {
-            let name = kc.import(&crate::read_input(Some(&file))?)?;
+            let name = kc.import(&crate::args::read_input(Some(&file))?)?;
             println!("{name}");
         }
         KeyCmd::Default { name } => match name {
@@ -275,7 +266,7 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             let c = match (&file, &fetch) {
                 (_, Some(n)) => fetch_certificate(socket, &parse_name(n)?, lifetime)?,
                 (Some(f), None) => {
-                    certificate(&crate::read_input(Some(f))?, &f.display().to_string())?
+                    certificate(&crate::args::read_input(Some(f))?, &f.display().to_string())?
                 }
                 (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
             };

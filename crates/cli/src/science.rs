@@ -7,75 +7,14 @@ use std::path::{Path, PathBuf};
 use granary_app::Client;
 use granary_catalog::{Page, Query, Record};
 use granary_packet::Name;
-use granary_science::drs::{Outcome, Status, Translator, Trust};
-use granary_search::{protocol, record, Indexer, Settings};
+use granary_science::drs::{Outcome, Status, Translator};
+use granary_search::{protocol, record, Indexer};
 use serde_json::{json, Value};
 
-static CATALOG_SPEC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-
-/// Records the global `--catalog` (once, at start).
-pub fn set_catalog_spec(spec: Option<String>) {
-    let _ = CATALOG_SPEC.set(spec);
-}
-
-/// The global `--catalog`: a `postgres://` URL or a directory; `None` for
-/// the embedded default `<data-dir>/catalog`.
-pub fn catalog_spec() -> Option<&'static str> {
-    CATALOG_SPEC.get().and_then(|s| s.as_deref())
-}
-
-/// Catalog flags shared by the commands that fill a catalog.
-#[derive(clap::Args, Clone, Default)]
-pub struct CatalogArgs {
-    /// DRS rules file (TOML) for projects other than CMIP6/CMIP5, tried first
-    /// (repeatable). Files in <data-dir>/catalog/rules/ are always used.
-    #[arg(long = "rules", value_name = "FILE")]
-    pub rules: Vec<PathBuf>,
-    /// Which side wins when a file's global attributes disagree with its
-    /// name (the mismatch is reported either way).
-    #[arg(long, value_enum, default_value_t = TrustArg::Name)]
-    pub trust: TrustArg,
-}
-
-/// `--trust`.
-#[derive(clap::ValueEnum, Clone, Copy, Default)]
-pub enum TrustArg {
-    /// The file name and directory path win.
-    #[default]
-    Name,
-    /// The netCDF global attributes win.
-    Attributes,
-}
-
-/// The settings for this data directory: `--catalog` (or the embedded
-/// default), rules from the flags and from `<data-dir>/catalog/rules/`.
-pub fn settings(data_dir: &Path, catalog: Option<&str>, a: &CatalogArgs) -> Settings {
-    let mut rules = a.rules.clone();
-    let dir = granary_search::default_catalog_dir(data_dir).join("rules");
-    if let Ok(rd) = std::fs::read_dir(&dir) {
-        let mut found: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        found.sort();
-        rules.extend(found);
-    }
-    Settings {
-        catalog: catalog.map(str::to_string),
-        rules,
-        trust: match a.trust {
-            TrustArg::Name => Trust::Name,
-            TrustArg::Attributes => Trust::Attributes,
-        },
-        node: crate::node::node_prefix(data_dir)
-            .ok()
-            .map(|n| n.to_string()),
-    }
-}
+use crate::args::CatalogArgs;
 
 fn indexer(data_dir: &Path, catalog: Option<&str>, a: &CatalogArgs) -> anyhow::Result<Indexer> {
-    Indexer::open(data_dir, &settings(data_dir, catalog, a)).map_err(|e| anyhow::anyhow!(e))
+    Indexer::open(data_dir, &a.settings(data_dir, catalog)).map_err(|e| anyhow::anyhow!(e))
 }
 
 // ---------------------------------------------------------------- search
@@ -324,7 +263,7 @@ pub fn plan_query_get(
     let terms: Vec<String> = query.split_whitespace().map(str::to_string).collect();
     let q = query_of(&terms, None)?;
     let hits = all_matches(data_dir, socket, catalog, &q)?;
-    let tr = granary_search::translator(&settings(data_dir, catalog, &CatalogArgs::default()))
+    let tr = granary_search::translator(&CatalogArgs::default().settings(data_dir, catalog))
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
@@ -583,7 +522,7 @@ pub fn publish_dir(
         (None, None)
     } else {
         let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-        let id = crate::key::publisher_identity(data_dir)?;
+        let id = granary_node::identity::publisher_identity(data_dir)?;
         let (signer, created) =
             granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
@@ -839,7 +778,7 @@ pub fn publish_dir(
         report_path.display()
     );
     if !a.dry_run {
-        crate::repo::tell_daemon(socket, None);
+        granary_node::control::tell_daemon(socket, None);
     }
     if counts.get("failed").copied().unwrap_or(0) > 0 {
         anyhow::bail!("some files failed to publish (see the report)");
@@ -986,7 +925,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
             Ok(())
         }
         CatalogCmd::Translate { paths, catalog: a } => {
-            let tr = granary_search::translator(&settings(data_dir, catalog, &a))
+            let tr = granary_search::translator(&a.settings(data_dir, catalog))
                 .map_err(|e| anyhow::anyhow!(e))?;
             let out: Vec<Value> = paths.iter().map(|p| json!(tr.translate(p, None))).collect();
             println!("{}", serde_json::to_string_pretty(&out)?);
