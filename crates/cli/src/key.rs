@@ -127,35 +127,6 @@ fn certificate(bytes: &[u8], what: &str) -> anyhow::Result<granary_security::Cer
         .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))
 }
 
-fn fetch_certificate(
-    socket: &Path,
-    name: &Name,
-    lifetime: u64,
-) -> anyhow::Result<granary_security::Certificate> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut c = granary_app::Client::connect(socket).await.map_err(|e| {
-            anyhow::anyhow!(
-                "--fetch needs the running daemon ({}): {e}",
-                socket.display()
-            )
-        })?;
-        let mut f = granary_packet::InterestFields::new(name.clone());
-        f.can_be_prefix = true;
-        f.lifetime = Some(lifetime);
-        match c.express(f).await {
-            Ok(granary_app::Reply::Data(d)) => granary_security::Certificate::from_data(d)
-                .map_err(|e| anyhow::anyhow!("not an NDN certificate: the answer to {name}: {e}")),
-            Ok(granary_app::Reply::Nack(r)) => anyhow::bail!(
-                "no certificate {name}: Nack (reason {r}); does this node have a route to the other node (`granary route add PREFIX tcp://HOST:PORT`)?"
-            ),
-            Err(e) => anyhow::bail!("no certificate {name}: {e}"),
-        }
-    })
-}
-
 fn normalize_fp(s: &str) -> String {
     s.chars()
         .filter(|c| c.is_ascii_hexdigit())
@@ -264,7 +235,9 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             lifetime,
         } => {
             let c = match (&file, &fetch) {
-                (_, Some(n)) => fetch_certificate(socket, &parse_name(n)?, lifetime)?,
+                (_, Some(n)) => {
+                    granary_node::control::fetch_certificate(socket, &parse_name(n)?, lifetime)?
+                }
                 (Some(f), None) => {
                     certificate(&crate::args::read_input(Some(f))?, &f.display().to_string())?
                 }

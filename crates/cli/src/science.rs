@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use granary_app::Client;
 use granary_catalog::{Page, Query, Record};
 use granary_packet::Name;
-use granary_science::drs::{Outcome, Status, Translator};
-use granary_search::{protocol, record, Indexer};
+use granary_search::{record, Indexer};
 use serde_json::{json, Value};
+
+use granary_node::publish_dir::{prepare, walk, Prepared, Staged, COMMIT_BATCH};
 
 use crate::args::CatalogArgs;
 
@@ -74,47 +74,6 @@ pub fn query_of(terms: &[String], a: Option<&SearchArgs>) -> anyhow::Result<Quer
     Ok(q)
 }
 
-/// Runs `q` on the local node's catalog (through the daemon when one runs,
-/// else directly on the data directory's catalog) or on a remote catalog.
-pub fn run_query(
-    data_dir: &Path,
-    socket: &Path,
-    catalog: Option<&str>,
-    node: Option<&str>,
-    q: &Query,
-) -> anyhow::Result<Page> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let remote = match node {
-        Some(p) => Some(Name::from_uri(p).map_err(|e| anyhow::anyhow!("--node {p}: {e}"))?),
-        None => None,
-    };
-    let client = rt.block_on(Client::connect(socket));
-    let prefix = match (&remote, client.is_ok()) {
-        (Some(p), _) => p.clone(),
-        (None, true) => Name::from_uri(protocol::LOCAL_PREFIX)?,
-        (None, false) => {
-            // No node running: the embedded catalog of this data directory.
-            let ix = indexer(data_dir, catalog, &CatalogArgs::default())?;
-            let mut page = ix.catalog.query(q).map_err(|e| anyhow::anyhow!("{e}"))?;
-            granary_search::service::slim(&mut page);
-            return Ok(page);
-        }
-    };
-    let mut c = client?;
-    let v = rt
-        .block_on(granary_search::client::ask(
-            &mut c,
-            &prefix,
-            protocol::VERB_SEARCH,
-            &json!(q),
-            4000,
-        ))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    serde_json::from_value(v).map_err(|e| anyhow::anyhow!("bad answer from {prefix}: {e}"))
-}
-
 /// `granary search`.
 pub fn search(
     data_dir: &Path,
@@ -123,7 +82,7 @@ pub fn search(
     a: &SearchArgs,
 ) -> anyhow::Result<()> {
     let q = query_of(&a.terms, Some(a))?;
-    let page = run_query(data_dir, socket, catalog, a.node.as_deref(), &q)?;
+    let page = granary_node::query::run_query(data_dir, socket, catalog, a.node.as_deref(), &q)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
@@ -188,71 +147,7 @@ fn human(n: u64) -> String {
 
 // ---------------------------------------------------------- get --query
 
-/// Every record matching `q` (all pages), latest versions unless asked.
-pub fn all_matches(
-    data_dir: &Path,
-    socket: &Path,
-    catalog: Option<&str>,
-    q: &Query,
-) -> anyhow::Result<Vec<Record>> {
-    let mut q = q.clone();
-    q.limit = 10_000;
-    q.offset = 0;
-    q.facets = granary_catalog::FacetSel::None;
-    let mut out = Vec::new();
-    loop {
-        let page = run_query(data_dir, socket, catalog, None, &q)?;
-        let n = page.hits.len();
-        out.extend(page.hits);
-        if n == 0 || out.len() as u64 >= page.total {
-            break;
-        }
-        q.offset += n;
-    }
-    Ok(out)
-}
-
-/// A path component safe to create under an output directory.
-fn safe_component(c: &str) -> String {
-    let s: String = c
-        .chars()
-        .map(|ch| {
-            if ch == '/' || ch == '\0' || ch == '\\' {
-                '_'
-            } else {
-                ch
-            }
-        })
-        .collect();
-    if s.is_empty() || s == "." || s == ".." {
-        format!("_{s}_")
-    } else {
-        s
-    }
-}
-
-/// Where a record goes under the output directory: its DRS path (the
-/// directory layout of the archive) unless `flat`, else the file name.
-pub fn output_path(tr: &Translator, r: &Record, flat: bool) -> PathBuf {
-    let name = Name::from_uri(&r.name).unwrap_or_default();
-    let comps = record::components(&name);
-    let file = safe_component(comps.last().map(String::as_str).unwrap_or("object"));
-    if flat {
-        return PathBuf::from(file);
-    }
-    let drs = r
-        .facets
-        .get("version")
-        .and_then(|v| tr.reverse(&comps, v).ok())
-        .map(|p| p.path());
-    let rel = drs.unwrap_or_else(|| comps.join("/"));
-    rel.split('/')
-        .filter(|c| !c.is_empty())
-        .map(safe_component)
-        .collect()
-}
-
-/// `granary get --query`: the names, versions and output paths to fetch.
+/// `granary get --query`: the names, output paths and sizes to fetch.
 pub fn plan_query_get(
     data_dir: &Path,
     socket: &Path,
@@ -262,23 +157,7 @@ pub fn plan_query_get(
 ) -> anyhow::Result<Vec<(String, PathBuf, u64)>> {
     let terms: Vec<String> = query.split_whitespace().map(str::to_string).collect();
     let q = query_of(&terms, None)?;
-    let hits = all_matches(data_dir, socket, catalog, &q)?;
-    let tr = granary_search::translator(&CatalogArgs::default().settings(data_dir, catalog))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for r in hits {
-        let p = output_path(&tr, &r, flat);
-        if !seen.insert(p.clone()) {
-            anyhow::bail!(
-                "two matching files would both be written to {} (use the DRS layout, not --flat)",
-                p.display()
-            );
-        }
-        let versioned = format!("{}/v={}", r.name, r.version);
-        out.push((versioned, p, r.size));
-    }
-    Ok(out)
+    granary_node::query::plan_query_get(data_dir, socket, catalog, &q, flat)
 }
 
 // ------------------------------------------------------------ publish-dir
@@ -307,191 +186,6 @@ pub struct PublishDirArgs {
     pub jobs: u64,
     #[command(flatten)]
     pub catalog: CatalogArgs,
-}
-
-fn walk(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
-        for e in rd {
-            let e = e?;
-            let t = e.file_type()?;
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// The tag recording the source file a version was published from (size and
-/// modification time), so that a second run skips it.
-const SOURCE_TAG: &str = "source";
-
-fn source_stamp(p: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p)?;
-    Ok(format!("{}:{}.{:09}", m.len(), m.mtime(), m.mtime_nsec()))
-}
-
-/// Files published per group commit.
-const COMMIT_BATCH: usize = 256;
-
-/// A file staged for publication, with what its catalog record needs.
-struct Staged {
-    entry: granary_store::Entry,
-    report: Value,
-    outcome: Outcome,
-    nc: Option<granary_science::netcdf::NcMeta>,
-    problems: Vec<String>,
-}
-
-/// What a worker made of one file.
-struct Prepared {
-    /// Its report entry (final unless `staged`).
-    report: Value,
-    /// Translation outcome.
-    status: &'static str,
-    /// Fix codes applied.
-    fixes: Vec<String>,
-    /// `unchanged` or `failed`, when so.
-    count: Option<&'static str>,
-    /// Staged, to be committed.
-    staged: Option<Staged>,
-    /// Published unchanged already, but missing from the catalog (a run
-    /// killed between its commit and its catalog write): its record.
-    recatalog: Option<Record>,
-}
-
-/// One file of `publish-dir`: metadata, translation, and (unless a dry run,
-/// or published unchanged already) staged in the repository.
-fn prepare(
-    f: &Path,
-    root: &Path,
-    ix: &Indexer,
-    others: Option<&Name>,
-    publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
-    chunking: Option<granary_store::Chunking>,
-) -> Prepared {
-    let rel = f
-        .strip_prefix(root)
-        .unwrap_or(f)
-        .to_string_lossy()
-        .into_owned();
-    let (nc, problems) = match record::netcdf_of(f) {
-        Ok(nc) => (nc, Vec::new()),
-        Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
-    };
-    let attrs = nc.as_ref().map(|n| n.global_strings());
-    let outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
-    let fixes = outcome
-        .fixes
-        .iter()
-        .map(|fx| format!("{:?}", fx.code))
-        .collect();
-    let target: Option<Name> = if outcome.is_accepted() {
-        outcome.uri.as_deref().and_then(|u| Name::from_uri(u).ok())
-    } else {
-        others.and_then(|p| {
-            rel.split('/').try_fold(p.clone(), |n, c| {
-                Some(n.append(&granary_packet::Component::generic(c.as_bytes())))
-            })
-        })
-    };
-    let status = match outcome.status {
-        Status::Translated => "translated",
-        Status::Fixed => "fixed",
-        Status::Rejected => "rejected",
-    };
-    let mut report = json!({"path": rel, "outcome": outcome});
-    if !problems.is_empty() {
-        report["problems"] = json!(problems);
-    }
-    let mut p = Prepared {
-        report,
-        status,
-        fixes,
-        count: None,
-        staged: None,
-        recatalog: None,
-    };
-    let (Some((repo, signer)), Some(name)) = (publish, target) else {
-        if let Some(n) = outcome.uri.as_deref() {
-            p.report["name"] = json!(n);
-        }
-        return p;
-    };
-    p.report["name"] = json!(name.to_string());
-    let stamp = match source_stamp(f) {
-        Ok(s) => s,
-        Err(e) => {
-            p.count = Some("failed");
-            p.report["error"] = json!(e.to_string());
-            return p;
-        }
-    };
-    // Resumable: the latest version published from this very file is kept,
-    // and catalogued if the catalog lacks it (or cannot say now).
-    let latest = repo.store.get(&name, None).ok();
-    if let Some(e) = latest
-        .as_ref()
-        .filter(|e| e.meta.tags.get(SOURCE_TAG) == Some(&stamp))
-    {
-        p.count = Some("unchanged");
-        p.report["published"] = json!("unchanged");
-        if !ix
-            .catalog
-            .has(&e.meta.name, e.meta.version)
-            .unwrap_or(false)
-        {
-            p.report["catalogued"] = json!("again");
-            p.recatalog = Some(record::record_with(
-                e,
-                &outcome,
-                nc.as_ref(),
-                problems,
-                ix.node(),
-            ));
-        }
-        return p;
-    }
-    let mut tags = vec![(SOURCE_TAG.to_string(), stamp)];
-    if let Some(v) = &outcome.drs_version {
-        tags.push((record::DRS_VERSION_TAG.to_string(), v.clone()));
-    }
-    let how = granary_repo::local::Publish {
-        version: None,
-        signer,
-        policy: "manifest",
-        keep: None,
-        segment_size: None,
-        chunking,
-        index: true,
-        file_sha256: true,
-        tags,
-        expect_hashes: None,
-    };
-    match granary_repo::local::stage_file(repo, &name, f, &how) {
-        Ok(entry) => {
-            let report = std::mem::take(&mut p.report);
-            p.staged = Some(Staged {
-                entry,
-                report,
-                outcome,
-                nc,
-                problems,
-            });
-        }
-        Err(e) => {
-            p.count = Some("failed");
-            p.report["error"] = json!(e);
-        }
-    }
-    p
 }
 
 /// `granary publish-dir`.

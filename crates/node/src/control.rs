@@ -219,3 +219,34 @@ pub async fn put_via_daemon(
         _ = poll => anyhow::bail!("progress polling stopped"),
     }
 }
+
+/// The certificate `name` (CanBePrefix) fetched through the running daemon
+/// (`granary key trust --fetch`).
+pub fn fetch_certificate(
+    socket: &Path,
+    name: &Name,
+    lifetime: u64,
+) -> anyhow::Result<granary_security::Certificate> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut c = granary_app::Client::connect(socket).await.map_err(|e| {
+            anyhow::anyhow!(
+                "--fetch needs the running daemon ({}): {e}",
+                socket.display()
+            )
+        })?;
+        let mut f = granary_packet::InterestFields::new(name.clone());
+        f.can_be_prefix = true;
+        f.lifetime = Some(lifetime);
+        match c.express(f).await {
+            Ok(granary_app::Reply::Data(d)) => granary_security::Certificate::from_data(d)
+                .map_err(|e| anyhow::anyhow!("not an NDN certificate: the answer to {name}: {e}")),
+            Ok(granary_app::Reply::Nack(r)) => anyhow::bail!(
+                "no certificate {name}: Nack (reason {r}); does this node have a route to the other node (`granary route add PREFIX tcp://HOST:PORT`)?"
+            ),
+            Err(e) => anyhow::bail!("no certificate {name}: {e}"),
+        }
+    })
+}
