@@ -318,7 +318,7 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// into `tree` `copies` times: as it is, then under member ids r101i1p1f1,
 /// r102i1p1f1, … (directory and file name), so many distinct files.
 pub fn copy_under_members(example: &Path, tree: &Path, copies: usize) {
-    for rel in files_under(&example) {
+    for rel in files_under(example) {
         let c: Vec<String> = rel
             .iter()
             .map(|s| s.to_string_lossy().into_owned())

@@ -100,3 +100,28 @@ pub async fn start(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_keys_are_taken_and_flags_win() {
+        let mut t: toml::Table =
+            toml::from_str("http = false\nhttp_max_conns = 9\ncs_capacity = 5\n").unwrap();
+        let file = take_config_keys(&mut t).unwrap();
+        assert_eq!(file.http.as_deref(), Some("off"));
+        assert_eq!(file.http_max_conns, Some(9));
+        assert!(t.contains_key("cs_capacity") && !t.contains_key("http"));
+        let s = settings(&Flags::default(), &file).unwrap();
+        assert_eq!((s.addr, s.max_conns), (None, 9));
+        let flags = Flags {
+            http: Some("127.0.0.1:8181".into()),
+            http_max_conns: None,
+        };
+        let s = settings(&flags, &file).unwrap();
+        assert_eq!(s.addr, Some("127.0.0.1:8181".parse().unwrap()));
+        let mut bad: toml::Table = toml::from_str("http_max_conns = 0\n").unwrap();
+        assert!(take_config_keys(&mut bad).is_err());
+    }
+}

@@ -56,3 +56,22 @@ pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
 pub fn publisher_identity(data_dir: &Path) -> anyhow::Result<Name> {
     node_prefix(data_dir)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn node_prefix_is_made_once_and_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let first = super::node_prefix(d.path()).unwrap();
+        let uri = first.to_string();
+        assert!(uri.starts_with("/granary/"), "{uri}");
+        assert_eq!(super::node_prefix(d.path()).unwrap(), first);
+        std::fs::write(d.path().join("node.toml"), "node_prefix = \"/x/y\"\n").unwrap();
+        assert_eq!(
+            super::publisher_identity(d.path()).unwrap().to_string(),
+            "/x/y"
+        );
+        std::fs::write(d.path().join("node.toml"), "node_prefix = 3\nbad").unwrap();
+        assert!(super::node_prefix(d.path()).is_err());
+    }
+}
