@@ -1,15 +1,14 @@
 //! The science commands: `search`, `publish-dir`, `example-data`,
 //! `catalog …`, and the query side of `get --query`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use granary_catalog::{Page, Query, Record};
+use granary_catalog::{Page, Query};
 use granary_packet::Name;
-use granary_search::{record, Indexer};
+use granary_search::Indexer;
 use serde_json::{json, Value};
 
-use granary_node::publish_dir::{prepare, walk, Prepared, Staged, COMMIT_BATCH};
+use granary_node::publish_dir::{walk, Tally};
 
 use crate::args::CatalogArgs;
 
@@ -234,167 +233,22 @@ pub fn publish_dir(
             ix.drain(&r.store);
         }
     }
-    let mut entries: Vec<Option<Value>> = vec![None; files.len()];
-    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut fix_counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut bytes = 0u64;
-    // Files are read, translated and staged (ingested, manifest signed,
-    // nothing durable or visible yet) by `--jobs` workers; this thread
-    // publishes what they staged in batches with one group commit each
-    // (two syncfs per batch instead of several fsyncs per file: each file
-    // still appears complete or not at all), then catalogs the batch.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let jobs = a.jobs.max(1);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Prepared)>(COMMIT_BATCH);
-    let result = std::thread::scope(|sc| -> anyhow::Result<()> {
-        for k in 0..jobs {
-            let tx = tx.clone();
-            let (next, root, files, ix, others, repo, signer, chunking) =
-                (&next, &root, &files, &ix, &others, &repo, &signer, chunking);
-            std::thread::Builder::new()
-                .name(format!("publish-dir-{k}"))
-                .spawn_scoped(sc, move || loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(f) = files.get(i) else { break };
-                    let publish = repo.as_ref().zip(signer.as_ref());
-                    let p = prepare(f, root, ix, others.as_ref(), publish, chunking);
-                    if tx.send((i, p)).is_err() {
-                        break;
-                    }
-                })?;
-        }
-        drop(tx);
-        let mut pending: Vec<(usize, Staged)> = Vec::new();
-        let mut records: Vec<Record> = Vec::new();
-        let mut warned = false;
-        let mut commit = |pending: &mut Vec<(usize, Staged)>,
-                          entries: &mut Vec<Option<Value>>,
-                          counts: &mut BTreeMap<&'static str, u64>,
-                          bytes: &mut u64,
-                          records: &mut Vec<Record>|
-         -> anyhow::Result<()> {
-            let Some(repo) = &repo else { return Ok(()) };
-            if pending.is_empty() && records.is_empty() {
-                return Ok(());
-            }
-            let warned = &mut warned;
-            let batch = std::mem::take(pending);
-            let staged: Vec<granary_store::Entry> =
-                batch.iter().map(|(_, s)| s.entry.clone()).collect();
-            // The batch's records go to the catalog queue before the files are
-            // published: a run killed after the commit leaves them there, and
-            // the next command that opens the catalog applies those whose
-            // files exist. Removed from the queue once catalogued.
-            let journal = {
-                let records = batch
-                    .iter()
-                    .map(|(_, s)| {
-                        record::record_with(
-                            &s.entry,
-                            &s.outcome,
-                            s.nc.as_ref(),
-                            s.problems.clone(),
-                            ix.node(),
-                        )
-                    })
-                    .chain(records.iter().cloned())
-                    .collect();
-                ix.queue
-                    .push(&granary_search::queue::Op::Upsert { records })
-                    .map_err(|e| {
-                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
-                    })?
-            };
-            let done = granary_repo::local::commit(repo, staged, true);
-            for ((i, s), r) in batch.into_iter().zip(done) {
-                let mut entry = s.report;
-                match r {
-                    Ok(e) => {
-                        *counts.entry("published").or_default() += 1;
-                        *bytes += e.meta.size;
-                        entry["published"] = json!(format!("{}/v={}", e.meta.name, e.meta.version));
-                        records.push(record::record_with(
-                            &e,
-                            &s.outcome,
-                            s.nc.as_ref(),
-                            s.problems,
-                            ix.node(),
-                        ));
-                    }
-                    Err(e) => {
-                        *counts.entry("failed").or_default() += 1;
-                        entry["error"] = json!(e);
-                    }
-                }
-                entries[i] = Some(entry);
-            }
-            // Catalogued once durable; queued (the journal stays) while the
-            // catalog is unavailable.
-            match ix.catalog.upsert_many(records) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&journal);
-                }
-                Err(e) if granary_search::queue::retryable(&e) => {
-                    // Queued: exactly what was published (the journal also
-                    // names what failed to commit).
-                    let queued = granary_search::queue::Op::Upsert {
-                        records: records.clone(),
-                    };
-                    ix.queue.push(&queued).map_err(|e| {
-                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
-                    })?;
-                    let _ = std::fs::remove_file(&journal);
-                    *counts.entry("queued").or_default() += records.len() as u64;
-                    if !*warned {
-                        eprintln!(
-                            "catalog: {e}; records queued in {} and catalogued when the catalog is back",
-                            ix.queue.dir().display()
-                        );
-                        *warned = true;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-            records.clear();
-            Ok(())
-        };
-        for (i, p) in rx {
-            bar.inc(1);
-            *counts.entry(p.status).or_default() += 1;
-            for fx in p.fixes {
-                *fix_counts.entry(fx).or_default() += 1;
-            }
-            if let Some(c) = p.count {
-                *counts.entry(c).or_default() += 1;
-            }
-            if let Some(r) = p.recatalog {
-                *counts.entry("catalogued again").or_default() += 1;
-                records.push(r);
-            }
-            match p.staged {
-                Some(s) => pending.push((i, s)),
-                None => entries[i] = Some(p.report),
-            }
-            if pending.len() + records.len() >= COMMIT_BATCH {
-                commit(
-                    &mut pending,
-                    &mut entries,
-                    &mut counts,
-                    &mut bytes,
-                    &mut records,
-                )?;
-            }
-        }
-        commit(
-            &mut pending,
-            &mut entries,
-            &mut counts,
-            &mut bytes,
-            &mut records,
-        )
-    });
-    result?;
-    let entries: Vec<Value> = entries.into_iter().flatten().collect();
+    let publish = repo.as_ref().zip(signer.as_ref());
+    let Tally {
+        entries,
+        counts,
+        fixes: fix_counts,
+        bytes,
+    } = granary_node::publish_dir::run(
+        &files,
+        &root,
+        &ix,
+        others.as_ref(),
+        publish,
+        chunking,
+        a.jobs,
+        &|| bar.inc(1),
+    )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let report = json!({
