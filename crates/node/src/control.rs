@@ -23,6 +23,8 @@ pub async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
     Ok(c.dataset(&name(uri)?).await?)
 }
 
+/// Creates a face to `uri` (NFD's faces/create) and returns its id; the id
+/// of the existing face when there is one already.
 pub async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
     let mut p = ControlParameters::new();
     p.uri = Some(uri.to_string());
@@ -96,12 +98,10 @@ pub fn tell_daemon_removed(socket: &Path, nm: &Name, version: Option<u64>) -> u6
     })
 }
 
-/// Best effort: ask a running node to forget its repository's cached
-/// lookups and drop cached packets under `prefix` (NFD's cs/erase), so a
-/// removed or renamed file is not served from cache.
-/// Tells a running daemon (if any) to forget its cached lookups and read
-/// the repository's settings again; with `erase`, also to drop the packets
-/// its content store holds under that prefix.
+/// Best effort: tells a running daemon (if any) to forget its repository's
+/// cached lookups and read the repository's settings again; with `erase`,
+/// also to drop the packets its content store holds under that prefix
+/// (NFD's cs/erase), so a removed or renamed file is not served from cache.
 pub fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
