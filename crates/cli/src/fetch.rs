@@ -395,7 +395,8 @@ pub fn get(
         let mut fetch = Vec::new();
         let mut local_failed = 0;
         for (info, out) in objects {
-            let Some(src) = granary_node::fetched::local_source(store.as_ref(), &info).filter(|_| !no_dedup) else {
+            let src = granary_node::fetched::local_source(store.as_ref(), &info);
+            let Some(src) = src.filter(|_| !no_dedup) else {
                 fetch.push((info, out));
                 continue;
             };
