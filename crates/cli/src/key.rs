@@ -127,44 +127,6 @@ fn certificate(bytes: &[u8], what: &str) -> anyhow::Result<granary_security::Cer
         .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))
 }
 
-/// Identity of this node's publisher key, made at first need when the
-/// keychain has no default key: the node prefix (`<data-dir>/node.toml`,
-/// e.g. `/granary/<host>-1a2b`), so that every node signs as itself. An
-/// existing default key (e.g. `/granary/publisher` of an older data
-/// directory) is kept, and what it signed stays valid.
-pub fn publisher_identity(data_dir: &Path) -> anyhow::Result<Name> {
-    crate::node::node_prefix(data_dir)
-}
-
-fn fetch_certificate(
-    socket: &Path,
-    name: &Name,
-    lifetime: u64,
-) -> anyhow::Result<granary_security::Certificate> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
-        let mut c = granary_app::Client::connect(socket).await.map_err(|e| {
-            anyhow::anyhow!(
-                "--fetch needs the running daemon ({}): {e}",
-                socket.display()
-            )
-        })?;
-        let mut f = granary_packet::InterestFields::new(name.clone());
-        f.can_be_prefix = true;
-        f.lifetime = Some(lifetime);
-        match c.express(f).await {
-            Ok(granary_app::Reply::Data(d)) => granary_security::Certificate::from_data(d)
-                .map_err(|e| anyhow::anyhow!("not an NDN certificate: the answer to {name}: {e}")),
-            Ok(granary_app::Reply::Nack(r)) => anyhow::bail!(
-                "no certificate {name}: Nack (reason {r}); does this node have a route to the other node (`granary route add PREFIX tcp://HOST:PORT`)?"
-            ),
-            Err(e) => anyhow::bail!("no certificate {name}: {e}"),
-        }
-    })
-}
-
 fn normalize_fp(s: &str) -> String {
     s.chars()
         .filter(|c| c.is_ascii_hexdigit())
@@ -247,7 +209,7 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             }
         }
         KeyCmd::Import { file } => {
-            let name = kc.import(&crate::read_input(Some(&file))?)?;
+            let name = kc.import(&crate::args::read_input(Some(&file))?)?;
             println!("{name}");
         }
         KeyCmd::Default { name } => match name {
@@ -273,9 +235,11 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             lifetime,
         } => {
             let c = match (&file, &fetch) {
-                (_, Some(n)) => fetch_certificate(socket, &parse_name(n)?, lifetime)?,
+                (_, Some(n)) => {
+                    granary_node::control::fetch_certificate(socket, &parse_name(n)?, lifetime)?
+                }
                 (Some(f), None) => {
-                    certificate(&crate::read_input(Some(f))?, &f.display().to_string())?
+                    certificate(&crate::args::read_input(Some(f))?, &f.display().to_string())?
                 }
                 (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
             };

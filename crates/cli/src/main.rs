@@ -1,10 +1,10 @@
 //! The `granary` command: a thin layer over the library crates.
 
 mod alloc;
+mod args;
 mod dedup;
 mod dissect;
 mod fetch;
-mod http;
 mod key;
 mod linkem;
 mod mount;
@@ -17,10 +17,11 @@ mod selfcheck;
 mod sim;
 mod testbed;
 
-use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
+use granary_node::catalog;
 
 /// Granary: a named-data (NDN) node, repository and distribution tools for
 /// big-science data.
@@ -195,7 +196,7 @@ enum Command {
     },
     /// Repository maintenance: hash index, settings.
     #[command(subcommand)]
-    Repo(repo::RepoCmd),
+    Repo(RepoCmd),
     /// How much content-defined chunking would save: per file, chunks and
     /// unique chunks; across the files, unique chunks, shared bytes and the
     /// saving. Fixed 8 KiB, FastCDC and Rabin side by side unless
@@ -389,6 +390,38 @@ enum Command {
     Perf(perf::PerfArgs),
 }
 
+/// `granary repo …`.
+#[derive(clap::Subcommand)]
+pub enum RepoCmd {
+    /// Rebuild the hash index (chunk SHA-256 → file, offset, length) from
+    /// every stored version's hash and offset files. The index is also
+    /// rebuilt automatically when <data-dir>/repo/index/ is missing or
+    /// unreadable. Stop the daemon first (it holds the index).
+    Reindex,
+    /// Show the repository's settings, or change them.
+    Config {
+        /// Default chunking of new versions: fixed[:SIZE],
+        /// fastcdc[:MIN:AVG:MAX] or rabin[:MIN:AVG:MAX].
+        #[arg(long, value_name = "SCHEME")]
+        chunking: Option<String>,
+        /// How segments of manifest-signed versions are signed when served:
+        /// `digest` (DigestSha256, the default; every NDN consumer can check
+        /// it) or `null` (NullSignature: no per-segment SHA-256, as the
+        /// signed manifest covers every segment; for consumers that verify
+        /// through the manifest, like `granary get`, or not at all). A
+        /// running daemon picks the change up at once.
+        #[arg(long, value_name = "SIG", value_parser = granary_store::SEGMENT_SIGNATURES)]
+        segment_signature: Option<String>,
+    },
+    /// Re-hash stored files against the hashes taken when they were
+    /// published (`.hashes`) and their signed manifests; record damaged
+    /// versions (`granary stat` shows them; the daemon stops serving their
+    /// bad segments and RDR discovery prefers an older good version), and
+    /// with --repair-from restore bad segments from another node. Exits
+    /// non-zero while damage remains.
+    Scrub(scrub::ScrubArgs),
+}
+
 /// Chunking flags (put, dedup).
 #[derive(clap::Args, Clone, Default)]
 pub struct ChunkArgs {
@@ -442,24 +475,16 @@ fn default_data_dir() -> PathBuf {
     home.join(".local/share/granary")
 }
 
-fn read_input(file: Option<&PathBuf>) -> anyhow::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    match file {
-        Some(p) if p.as_os_str() != "-" => {
-            buf = std::fs::read(p)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-        }
-        _ => {
-            std::io::stdin().read_to_end(&mut buf)?;
-        }
-    }
-    Ok(buf)
+fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
+    socket
+        .cloned()
+        .unwrap_or_else(|| data_dir.join("granary.sock"))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(default_data_dir);
-    science::set_catalog_spec(cli.catalog);
-    let socket = node::socket_path(cli.socket.as_ref(), &data_dir);
+    catalog::set_catalog_spec(cli.catalog);
+    let socket = socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
         Command::Daemon(args) => {
             init_logging(&cli.log, cli.log_format);
@@ -506,7 +531,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             sha256,
             json,
         ),
-        Command::Repo(cmd) => repo::repo_cmd(&data_dir, &socket, cmd),
+        Command::Repo(RepoCmd::Reindex) => repo::reindex(&data_dir),
+        Command::Repo(RepoCmd::Config {
+            chunking,
+            segment_signature,
+        }) => repo::config(&data_dir, &socket, chunking, segment_signature),
+        Command::Repo(RepoCmd::Scrub(a)) => scrub::scrub(&data_dir, &socket, &a),
         Command::Dedup {
             files,
             chunking,
@@ -532,7 +562,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     let plan = science::plan_query_get(
                         &data_dir,
                         &socket,
-                        science::catalog_spec(),
+                        catalog::catalog_spec(),
                         q,
                         flat,
                     )?;
@@ -571,12 +601,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 &fetch,
             )
         }
-        Command::Search(a) => science::search(&data_dir, &socket, science::catalog_spec(), &a),
+        Command::Search(a) => science::search(&data_dir, &socket, catalog::catalog_spec(), &a),
         Command::PublishDir(a) => {
-            science::publish_dir(&data_dir, &socket, science::catalog_spec(), &a)
+            science::publish_dir(&data_dir, &socket, catalog::catalog_spec(), &a)
         }
         Command::ExampleData { dir } => science::example_data(&dir),
-        Command::Catalog(c) => science::catalog_cmd(&data_dir, science::catalog_spec(), c),
+        Command::Catalog(c) => science::catalog_cmd(&data_dir, catalog::catalog_spec(), c),
         Command::Cat {
             name,
             offset,
@@ -591,10 +621,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
         Command::Stat { name } => repo::stat(&data_dir, &name),
         Command::Mv { old, new } => {
-            repo::mv(&data_dir, &socket, science::catalog_spec(), &old, &new)
+            granary_node::repo::mv(&data_dir, &socket, catalog::catalog_spec(), &old, &new)
         }
         Command::Rm { name, version } => {
-            repo::rm(&data_dir, &socket, science::catalog_spec(), &name, version)
+            granary_node::repo::rm(&data_dir, &socket, catalog::catalog_spec(), &name, version)
         }
         Command::Serve {
             prefix,
@@ -615,7 +645,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             base64,
             json,
         } => {
-            let input = dissect::decode_input(read_input(file.as_ref())?, hex, base64)?;
+            let input = dissect::decode_input(args::read_input(file.as_ref())?, hex, base64)?;
             if json {
                 let mut out = String::new();
                 for v in dissect::render_json(&input)? {

@@ -130,12 +130,12 @@ impl RepoPublisher {
             .get_or_init(|| {
                 let open = || -> anyhow::Result<Local> {
                     let kc = granary_security::KeyChain::open(self.data_dir.join("keychain"))?;
-                    let id = crate::key::publisher_identity(&self.data_dir)?;
+                    let id = granary_node::identity::publisher_identity(&self.data_dir)?;
                     let (signer, _) =
                         granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
                             .map_err(|e| anyhow::anyhow!(e))?;
-                    let repo = crate::repo::with_catalog(
-                        granary_repo::Repo::new(crate::repo::store(&self.data_dir)?, None),
+                    let repo = granary_node::catalog::with_catalog(
+                        granary_repo::Repo::new(granary_node::repo::store(&self.data_dir)?, None),
                         &self.data_dir,
                     );
                     Ok(Local { repo, signer })
@@ -195,7 +195,7 @@ impl granary_mount::Stream for RepoStream {
         }
         let v = self.join()?.ok_or("not published")?;
         // The daemon serves the new version at once (its lookups are cached).
-        crate::repo::tell_daemon(&self.socket, None);
+        granary_node::control::tell_daemon(&self.socket, None);
         let versioned = v["versioned"].as_str().unwrap_or_default();
         Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
     }
@@ -213,17 +213,18 @@ impl granary_mount::Stream for RepoStream {
 impl granary_mount::Publisher for RepoPublisher {
     fn publish(&self, name: &Name, file: &Path) -> Result<Name, String> {
         granary_store::path::check(name).map_err(|e| e.to_string())?;
-        let v = crate::repo::publish_quiet(&self.data_dir, &self.socket, file, name, None, None)
-            .map_err(|e| e.to_string())?;
+        let v =
+            granary_node::repo::publish_quiet(&self.data_dir, &self.socket, file, name, None, None)
+                .map_err(|e| e.to_string())?;
         let versioned = v["versioned"].as_str().unwrap_or_default();
         Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
     }
 
     fn rename(&self, old: &Name, new: &Name) -> Result<(), String> {
-        crate::repo::mv(
+        granary_node::repo::mv(
             &self.data_dir,
             &self.socket,
-            crate::science::catalog_spec(),
+            granary_node::catalog::catalog_spec(),
             &old.to_string(),
             &new.to_string(),
         )
@@ -261,10 +262,10 @@ impl granary_mount::Publisher for RepoPublisher {
     }
 
     fn remove(&self, name: &Name) -> Result<(), String> {
-        crate::repo::rm(
+        granary_node::repo::rm(
             &self.data_dir,
             &self.socket,
-            crate::science::catalog_spec(),
+            granary_node::catalog::catalog_spec(),
             &name.to_string(),
             None,
         )

@@ -1,4 +1,5 @@
-//! `granary daemon` and the management commands that talk to it.
+//! `granary daemon`'s flags and the management commands that talk to the
+//! running daemon (the daemon itself is `granary_node::daemon`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -6,13 +7,12 @@ use std::time::Instant;
 use bytes::Bytes;
 use clap::{Args, Subcommand};
 use granary_app::{Client, Reply};
-use granary_forwarder::daemon::{self, DaemonConfig};
 use granary_mgmt::{
     decode_dataset, ControlParameters, CsInfo, FaceStatus, FibEntry, GeneralStatus, RibEntry,
     StrategyChoice, TlvElement,
 };
+use granary_node::control::{create_face, dataset, nfd};
 use granary_packet::{InterestFields, Name};
-use serde::Deserialize;
 
 #[derive(Args)]
 pub struct DaemonArgs {
@@ -78,359 +78,32 @@ pub struct DaemonArgs {
     no_catalog: bool,
     /// DRS rules and attribute trust for what the daemon catalogs.
     #[command(flatten)]
-    catalog: crate::science::CatalogArgs,
+    catalog: crate::args::CatalogArgs,
     /// The HTTP gateway.
     #[command(flatten)]
-    http: crate::http::HttpArgs,
+    http: crate::args::HttpArgs,
 }
 
-/// The node's prefix, from `<data-dir>/node.toml` (`node_prefix = "/…"`);
-/// at first use it is made from the host name and a random suffix
-/// (`/granary/<host>-<4 hex digits>`) and written there, so it stays the same.
-pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
-    let file = data_dir.join("node.toml");
-    if let Ok(text) = std::fs::read_to_string(&file) {
-        let v: toml::Value =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-        if let Some(p) = v.get("node_prefix").and_then(|p| p.as_str()) {
-            return Name::from_uri(p)
-                .map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display()));
-        }
-    }
-    let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap_or_default()
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let host = if host.is_empty() {
-        "node".to_string()
-    } else {
-        host
-    };
-    let mut r = [0u8; 2];
-    {
-        use std::io::Read;
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut r))
-            .map_err(|e| anyhow::anyhow!("/dev/urandom: {e}"))?;
-    }
-    let uri = format!("/granary/{host}-{:02x}{:02x}", r[0], r[1]);
-    std::fs::create_dir_all(data_dir)?;
-    granary_store::write_atomic(&file, format!("node_prefix = \"{uri}\"\n").as_bytes())?;
-    Name::from_uri(&uri).map_err(|e| anyhow::anyhow!("{e}"))
-}
-
-pub fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
-    socket
-        .cloned()
-        .unwrap_or_else(|| data_dir.join("granary.sock"))
-}
-
+/// `granary daemon`: the flags handed to `granary_node::daemon`.
 pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
-    let mut http_file = crate::http::HttpArgs::default();
-    let mut cfg = match &args.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-            let mut t = toml::from_str::<toml::Table>(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            http_file = crate::http::take_config_keys(&mut t)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
-        }
-        None => DaemonConfig::default(),
+    let opts = granary_node::daemon::Options {
+        config: args.config,
+        listen: args.listen,
+        nfd_socket: args.nfd_socket,
+        cs_capacity: args.cs_capacity,
+        cs_policy: args.cs_policy,
+        udp_mtu: args.udp_mtu,
+        shards: args.shards,
+        max_packet: args.max_packet,
+        udp_reliability: args.udp_reliability,
+        no_repo: args.no_repo,
+        scrub_rate: args.scrub_rate,
+        no_catalog: args.no_catalog,
+        trust: args.catalog.trust(),
+        rules: args.catalog.rules,
+        http: args.http.flags(),
     };
-    let http = crate::http::settings(&args.http, &http_file)?;
-    if args.config.is_none() || cfg.socket == DaemonConfig::default().socket {
-        cfg.socket = socket;
-    }
-    cfg.listen.extend(args.listen);
-    if args.nfd_socket {
-        cfg.nfd_socket = Some(PathBuf::from(daemon::NFD_SOCKET));
-    }
-    if let Some(c) = args.cs_capacity {
-        cfg.cs_capacity = c;
-    }
-    if let Some(p) = args.cs_policy {
-        cfg.cs_policy = p;
-    }
-    if let Some(m) = args.udp_mtu {
-        cfg.udp_mtu = m;
-    }
-    if let Some(n) = args.shards {
-        cfg.shards = n as usize;
-    }
-    if let Some(on) = args.udp_reliability {
-        cfg.udp_reliability = on;
-    }
-    if let Some(m) = args.max_packet {
-        cfg.max_packet = m as usize;
-    }
-    if cfg.trust_dir.is_none() {
-        cfg.trust_dir = Some(data_dir.join("keychain").join("trust"));
-    }
-    std::fs::create_dir_all(data_dir)
-        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
-    let repo_dir = data_dir.join("repo");
-    let no_repo = args.no_repo;
-    // The catalog, opened before the runtime starts (its in-memory index is
-    // loaded here); a catalog that cannot be opened costs the search, not the node.
-    let indexer = if args.no_catalog {
-        None
-    } else {
-        let s = crate::science::settings(data_dir, crate::science::catalog_spec(), &args.catalog);
-        match granary_search::Indexer::open(data_dir, &s) {
-            Ok(ix) => Some(std::sync::Arc::new(ix)),
-            Err(e) => {
-                tracing::warn!("catalog not served: {e}");
-                None
-            }
-        }
-    };
-    let node = node_prefix(data_dir)?;
-    let gateway_dir = data_dir.to_path_buf();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async move {
-        let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
-        if !no_repo {
-            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate).await?;
-        }
-        if let Some(ix) = &indexer {
-            attach_catalog(&running, ix.clone(), &node).await?;
-            println!(
-                "catalog {}",
-                granary_search::protocol::catalog_prefix(&node)
-            );
-        }
-        let _gateway = crate::http::start(
-            &http,
-            &running,
-            &gateway_dir,
-            indexer.as_ref().map(|ix| ix.catalog.clone()),
-        )
-        .await;
-        for s in &running.sockets {
-            println!("listening unix://{}", s.display());
-        }
-        for a in &running.tcp {
-            println!("listening tcp://{a}");
-        }
-        if let Some(a) = running.udp {
-            println!("listening udp://{a}");
-        }
-        for a in &running.ws {
-            println!("listening ws://{a}");
-        }
-        println!("ready");
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {},
-            _ = term.recv() => {},
-        }
-        tracing::info!("shutting down");
-        running.stop().await;
-        Ok::<_, anyhow::Error>(())
-    })
-}
-
-/// Serves `<data-dir>/repo` through an in-process face; its route `/` does
-/// not propagate to longer prefixes (so other producers win), and unknown
-/// names are Nacked at once.
-async fn attach_repo(
-    running: &daemon::Running,
-    dir: &Path,
-    indexer: Option<std::sync::Arc<granary_search::Indexer>>,
-    scrub_mb_per_s: u64,
-) -> anyhow::Result<()> {
-    let store = granary_store::Store::open(dir)?;
-    let keychain = dir
-        .parent()
-        .and_then(|d| granary_security::KeyChain::open(d.join("keychain")).ok());
-    // Renames a killed `mv` left half done are completed before anything
-    // is served (the catalog's start-up check then follows the files).
-    let renamed = match &keychain {
-        Some(kc) => granary_repo::rename::recover(&store, kc),
-        None => Vec::new(),
-    };
-    let app = in_process_face(running, "repo").await?;
-    // Names no other producer claims (cost 100, no ChildInherit).
-    let route = granary_mgmt::values::route_flags::CHILD_INHERIT;
-    let cmds = [
-        ("rib", "register", static_route(Name::new(), 0, 100)),
-        // Hash requests from neighbours (one hop, /localhop), answered from
-        // the hash index. A high cost: this node's own apps reach its
-        // neighbours first (their routes cost less) and the repository only
-        // when there is no other route; a neighbour's request may go only to
-        // local faces, so it reaches the repository whatever the cost.
-        (
-            "rib",
-            "register",
-            static_route(
-                Name::from_uri(granary_repo::HASH_PREFIX)?,
-                route,
-                granary_repo::HASH_ROUTE_COST,
-            ),
-        ),
-        // The node's own hash lookups (dedup fetch asks its store first;
-        // ChildInherit, the register default it had before).
-        (
-            "rib",
-            "register",
-            static_route(Name::from_uri(granary_repo::LOCAL_HASH_PREFIX)?, route, 0),
-        ),
-        // Hash requests go to every neighbour with a route and to the own
-        // repository at once (multicast): the own repository's Nack must not
-        // end a request a neighbour could answer.
-        ("strategy-choice", "set", {
-            let mut p = ControlParameters::new();
-            p.name = Some(Name::from_uri(granary_repo::HASH_PREFIX)?);
-            p.strategy = Some(granary_forwarder::strategy::Strategy::Multicast.name());
-            p
-        }),
-    ];
-    for (module, verb, p) in cmds {
-        let cmd = granary_mgmt::make_command(&nfd(), module, verb, &p).encode();
-        app.send(granary_face::NetPacket::Interest(cmd), Default::default())
-            .await;
-    }
-    tracing::info!(
-        "repository {} ({:?} metadata)",
-        dir.display(),
-        store.backend()
-    );
-    let mut repo = granary_repo::Repo::new(store, keychain);
-    for (o, n) in renamed {
-        tracing::warn!("completed an interrupted rename of {o} to {n}");
-        // Gone from here: a copy of it is not kept back under the old name.
-        repo.removed_here(&o, None);
-    }
-    // A publisher key made by the daemon's put is named after the node.
-    if let Some(id) = dir
-        .parent()
-        .and_then(|d| crate::key::publisher_identity(d).ok())
-    {
-        repo = repo.with_publisher(id);
-    }
-    if let Some(ix) = indexer {
-        catalog_keeper(ix.clone(), dir)?;
-        repo = repo.with_observer(ix);
-    }
-    let repo = std::sync::Arc::new(repo);
-    if scrub_mb_per_s > 0 {
-        // Its own store handle: the scrub never waits on the serving path.
-        let store = granary_store::Store::open(dir)?;
-        let rate = scrub_mb_per_s.saturating_mul(1_000_000);
-        std::thread::Builder::new()
-            .name("scrub".into())
-            .spawn(move || {
-                granary_repo::scrub::background(&store, rate, std::time::Duration::from_secs(3600))
-            })?;
-        tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
-    }
-    tokio::spawn(granary_repo::serve(repo, app));
-    Ok(())
-}
-
-/// How often the catalog keeper looks for queued changes to apply.
-const CATALOG_QUEUE_PERIOD: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Keeps the catalog with the files, on a thread of its own: first a check
-/// of files against catalog, repairing (a publish killed between its files
-/// and its catalog entry, a catalog restored from an old backup), then, for
-/// as long as the daemon runs, the changes queued while the catalog was
-/// unavailable, applied as soon as it takes them. A check the catalog could
-/// not answer is tried again until it can.
-fn catalog_keeper(ix: std::sync::Arc<granary_search::Indexer>, dir: &Path) -> anyhow::Result<()> {
-    let store = granary_store::Store::open(dir)?;
-    std::thread::Builder::new()
-        .name("catalog-keeper".into())
-        .spawn(move || {
-            let mut checked = false;
-            let mut last_warning = String::new();
-            loop {
-                if !checked {
-                    let t = std::time::Instant::now();
-                    match ix.check(&store, true) {
-                        Ok(c) => {
-                            checked = true;
-                            let msg = format!(
-                                "catalog check: {} stored version(s), {} catalogued, {} missing and {} without a file repaired, {} queued change(s) applied in {:.2} s",
-                                c.files,
-                                c.catalogued,
-                                c.missing.len(),
-                                c.extra.len(),
-                                c.queue_applied,
-                                t.elapsed().as_secs_f64()
-                            );
-                            if c.missing.is_empty() && c.extra.is_empty() {
-                                tracing::info!("{msg}");
-                            } else {
-                                tracing::warn!("{msg}");
-                            }
-                        }
-                        Err(e) => {
-                            if e != last_warning {
-                                tracing::warn!("catalog check not done yet: {e}; retrying");
-                                last_warning = e;
-                            }
-                        }
-                    }
-                } else if !ix.queue.is_empty() {
-                    ix.drain(&store);
-                }
-                std::thread::sleep(CATALOG_QUEUE_PERIOD);
-            }
-        })?;
-    Ok(())
-}
-
-/// A new in-process face of the forwarder, announced before it is used.
-async fn in_process_face(
-    running: &daemon::Running,
-    name: &str,
-) -> anyhow::Result<granary_face::internal::AppFace> {
-    let (handle, app) = granary_face::internal::pair(
-        running.ids.next(),
-        name,
-        &running.limits,
-        running.events.clone(),
-    );
-    running
-        .events
-        .send(granary_face::FaceEvent::Created(handle))
-        .await
-        .map_err(|_| anyhow::anyhow!("forwarder stopped"))?;
-    Ok(app)
-}
-
-/// Serves the catalog on an in-process face under
-/// `/localhost/granary/catalog` and `<node prefix>/catalog`.
-async fn attach_catalog(
-    running: &daemon::Running,
-    ix: std::sync::Arc<granary_search::Indexer>,
-    node: &Name,
-) -> anyhow::Result<()> {
-    let app = in_process_face(running, "catalog").await?;
-    let service = granary_search::service::Service::new(
-        ix.catalog.clone(),
-        vec![
-            Name::from_uri(granary_search::protocol::LOCAL_PREFIX)?,
-            granary_search::protocol::catalog_prefix(node),
-        ],
-    );
-    service.register(&app).await;
-    tokio::spawn(service.run(app));
-    Ok(())
+    granary_node::daemon::run(opts, socket, data_dir)
 }
 
 #[derive(Subcommand)]
@@ -548,10 +221,6 @@ pub enum Toggle {
     Off,
 }
 
-pub(crate) fn nfd() -> Name {
-    Name::from_uri(granary_mgmt::LOCALHOST_NFD).unwrap_or_default()
-}
-
 fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
@@ -560,10 +229,6 @@ fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?)
-}
-
-pub(crate) async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
-    Ok(c.dataset(&name(uri)?).await?)
 }
 
 pub fn status(socket: &Path) -> anyhow::Result<()> {
@@ -685,47 +350,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
     })
 }
 
-pub(crate) async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
-    let mut p = ControlParameters::new();
-    p.uri = Some(uri.to_string());
-    if reliable {
-        p.set_flag_bit(
-            granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED,
-            true,
-            true,
-        );
-    }
-    match c.command(&nfd(), "faces", "create", &p).await {
-        Ok(r) => r
-            .face_id
-            .ok_or_else(|| anyhow::anyhow!("no FaceId in the response")),
-        Err(granary_app::Error::Refused { code: 409, .. }) => {
-            // Already there: look it up.
-            let faces =
-                decode_dataset::<FaceStatus>(&dataset(c, "/localhost/nfd/faces/list").await?)?;
-            let canonical = uri
-                .replacen("tcp://", "tcp4://", 1)
-                .replacen("udp://", "udp4://", 1);
-            faces
-                .iter()
-                .find(|f| f.uri == canonical)
-                .map(|f| f.face_id)
-                .ok_or_else(|| anyhow::anyhow!("face exists but is not listed"))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// ControlParameters of a static route for the repository's face.
-fn static_route(name: Name, flags: u64, cost: u64) -> ControlParameters {
-    let mut p = ControlParameters::new();
-    p.name = Some(name);
-    p.flags = Some(flags);
-    p.cost = Some(cost);
-    p.origin = Some(granary_mgmt::values::route_origin::STATIC);
-    p
-}
-
 pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;

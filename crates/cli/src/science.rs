@@ -1,81 +1,19 @@
 //! The science commands: `search`, `publish-dir`, `example-data`,
 //! `catalog …`, and the query side of `get --query`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use granary_app::Client;
-use granary_catalog::{Page, Query, Record};
+use granary_catalog::{Page, Query};
 use granary_packet::Name;
-use granary_science::drs::{Outcome, Status, Translator, Trust};
-use granary_search::{protocol, record, Indexer, Settings};
+use granary_search::Indexer;
 use serde_json::{json, Value};
 
-static CATALOG_SPEC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+use granary_node::publish_dir::{walk, Tally};
 
-/// Records the global `--catalog` (once, at start).
-pub fn set_catalog_spec(spec: Option<String>) {
-    let _ = CATALOG_SPEC.set(spec);
-}
-
-/// The global `--catalog`: a `postgres://` URL or a directory; `None` for
-/// the embedded default `<data-dir>/catalog`.
-pub fn catalog_spec() -> Option<&'static str> {
-    CATALOG_SPEC.get().and_then(|s| s.as_deref())
-}
-
-/// Catalog flags shared by the commands that fill a catalog.
-#[derive(clap::Args, Clone, Default)]
-pub struct CatalogArgs {
-    /// DRS rules file (TOML) for projects other than CMIP6/CMIP5, tried first
-    /// (repeatable). Files in <data-dir>/catalog/rules/ are always used.
-    #[arg(long = "rules", value_name = "FILE")]
-    pub rules: Vec<PathBuf>,
-    /// Which side wins when a file's global attributes disagree with its
-    /// name (the mismatch is reported either way).
-    #[arg(long, value_enum, default_value_t = TrustArg::Name)]
-    pub trust: TrustArg,
-}
-
-/// `--trust`.
-#[derive(clap::ValueEnum, Clone, Copy, Default)]
-pub enum TrustArg {
-    /// The file name and directory path win.
-    #[default]
-    Name,
-    /// The netCDF global attributes win.
-    Attributes,
-}
-
-/// The settings for this data directory: `--catalog` (or the embedded
-/// default), rules from the flags and from `<data-dir>/catalog/rules/`.
-pub fn settings(data_dir: &Path, catalog: Option<&str>, a: &CatalogArgs) -> Settings {
-    let mut rules = a.rules.clone();
-    let dir = granary_search::default_catalog_dir(data_dir).join("rules");
-    if let Ok(rd) = std::fs::read_dir(&dir) {
-        let mut found: Vec<PathBuf> = rd
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        found.sort();
-        rules.extend(found);
-    }
-    Settings {
-        catalog: catalog.map(str::to_string),
-        rules,
-        trust: match a.trust {
-            TrustArg::Name => Trust::Name,
-            TrustArg::Attributes => Trust::Attributes,
-        },
-        node: crate::node::node_prefix(data_dir)
-            .ok()
-            .map(|n| n.to_string()),
-    }
-}
+use crate::args::CatalogArgs;
 
 fn indexer(data_dir: &Path, catalog: Option<&str>, a: &CatalogArgs) -> anyhow::Result<Indexer> {
-    Indexer::open(data_dir, &settings(data_dir, catalog, a)).map_err(|e| anyhow::anyhow!(e))
+    Indexer::open(data_dir, &a.settings(data_dir, catalog)).map_err(|e| anyhow::anyhow!(e))
 }
 
 // ---------------------------------------------------------------- search
@@ -135,47 +73,6 @@ pub fn query_of(terms: &[String], a: Option<&SearchArgs>) -> anyhow::Result<Quer
     Ok(q)
 }
 
-/// Runs `q` on the local node's catalog (through the daemon when one runs,
-/// else directly on the data directory's catalog) or on a remote catalog.
-pub fn run_query(
-    data_dir: &Path,
-    socket: &Path,
-    catalog: Option<&str>,
-    node: Option<&str>,
-    q: &Query,
-) -> anyhow::Result<Page> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let remote = match node {
-        Some(p) => Some(Name::from_uri(p).map_err(|e| anyhow::anyhow!("--node {p}: {e}"))?),
-        None => None,
-    };
-    let client = rt.block_on(Client::connect(socket));
-    let prefix = match (&remote, client.is_ok()) {
-        (Some(p), _) => p.clone(),
-        (None, true) => Name::from_uri(protocol::LOCAL_PREFIX)?,
-        (None, false) => {
-            // No node running: the embedded catalog of this data directory.
-            let ix = indexer(data_dir, catalog, &CatalogArgs::default())?;
-            let mut page = ix.catalog.query(q).map_err(|e| anyhow::anyhow!("{e}"))?;
-            granary_search::service::slim(&mut page);
-            return Ok(page);
-        }
-    };
-    let mut c = client?;
-    let v = rt
-        .block_on(granary_search::client::ask(
-            &mut c,
-            &prefix,
-            protocol::VERB_SEARCH,
-            &json!(q),
-            4000,
-        ))
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    serde_json::from_value(v).map_err(|e| anyhow::anyhow!("bad answer from {prefix}: {e}"))
-}
-
 /// `granary search`.
 pub fn search(
     data_dir: &Path,
@@ -184,7 +81,7 @@ pub fn search(
     a: &SearchArgs,
 ) -> anyhow::Result<()> {
     let q = query_of(&a.terms, Some(a))?;
-    let page = run_query(data_dir, socket, catalog, a.node.as_deref(), &q)?;
+    let page = granary_node::query::run_query(data_dir, socket, catalog, a.node.as_deref(), &q)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
@@ -249,71 +146,7 @@ fn human(n: u64) -> String {
 
 // ---------------------------------------------------------- get --query
 
-/// Every record matching `q` (all pages), latest versions unless asked.
-pub fn all_matches(
-    data_dir: &Path,
-    socket: &Path,
-    catalog: Option<&str>,
-    q: &Query,
-) -> anyhow::Result<Vec<Record>> {
-    let mut q = q.clone();
-    q.limit = 10_000;
-    q.offset = 0;
-    q.facets = granary_catalog::FacetSel::None;
-    let mut out = Vec::new();
-    loop {
-        let page = run_query(data_dir, socket, catalog, None, &q)?;
-        let n = page.hits.len();
-        out.extend(page.hits);
-        if n == 0 || out.len() as u64 >= page.total {
-            break;
-        }
-        q.offset += n;
-    }
-    Ok(out)
-}
-
-/// A path component safe to create under an output directory.
-fn safe_component(c: &str) -> String {
-    let s: String = c
-        .chars()
-        .map(|ch| {
-            if ch == '/' || ch == '\0' || ch == '\\' {
-                '_'
-            } else {
-                ch
-            }
-        })
-        .collect();
-    if s.is_empty() || s == "." || s == ".." {
-        format!("_{s}_")
-    } else {
-        s
-    }
-}
-
-/// Where a record goes under the output directory: its DRS path (the
-/// directory layout of the archive) unless `flat`, else the file name.
-pub fn output_path(tr: &Translator, r: &Record, flat: bool) -> PathBuf {
-    let name = Name::from_uri(&r.name).unwrap_or_default();
-    let comps = record::components(&name);
-    let file = safe_component(comps.last().map(String::as_str).unwrap_or("object"));
-    if flat {
-        return PathBuf::from(file);
-    }
-    let drs = r
-        .facets
-        .get("version")
-        .and_then(|v| tr.reverse(&comps, v).ok())
-        .map(|p| p.path());
-    let rel = drs.unwrap_or_else(|| comps.join("/"));
-    rel.split('/')
-        .filter(|c| !c.is_empty())
-        .map(safe_component)
-        .collect()
-}
-
-/// `granary get --query`: the names, versions and output paths to fetch.
+/// `granary get --query`: the names, output paths and sizes to fetch.
 pub fn plan_query_get(
     data_dir: &Path,
     socket: &Path,
@@ -323,23 +156,7 @@ pub fn plan_query_get(
 ) -> anyhow::Result<Vec<(String, PathBuf, u64)>> {
     let terms: Vec<String> = query.split_whitespace().map(str::to_string).collect();
     let q = query_of(&terms, None)?;
-    let hits = all_matches(data_dir, socket, catalog, &q)?;
-    let tr = granary_search::translator(&settings(data_dir, catalog, &CatalogArgs::default()))
-        .map_err(|e| anyhow::anyhow!(e))?;
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    for r in hits {
-        let p = output_path(&tr, &r, flat);
-        if !seen.insert(p.clone()) {
-            anyhow::bail!(
-                "two matching files would both be written to {} (use the DRS layout, not --flat)",
-                p.display()
-            );
-        }
-        let versioned = format!("{}/v={}", r.name, r.version);
-        out.push((versioned, p, r.size));
-    }
-    Ok(out)
+    granary_node::query::plan_query_get(data_dir, socket, catalog, &q, flat)
 }
 
 // ------------------------------------------------------------ publish-dir
@@ -370,191 +187,6 @@ pub struct PublishDirArgs {
     pub catalog: CatalogArgs,
 }
 
-fn walk(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let rd = std::fs::read_dir(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
-        for e in rd {
-            let e = e?;
-            let t = e.file_type()?;
-            if t.is_dir() {
-                stack.push(e.path());
-            } else if t.is_file() {
-                out.push(e.path());
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// The tag recording the source file a version was published from (size and
-/// modification time), so that a second run skips it.
-const SOURCE_TAG: &str = "source";
-
-fn source_stamp(p: &Path) -> anyhow::Result<String> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p)?;
-    Ok(format!("{}:{}.{:09}", m.len(), m.mtime(), m.mtime_nsec()))
-}
-
-/// Files published per group commit.
-const COMMIT_BATCH: usize = 256;
-
-/// A file staged for publication, with what its catalog record needs.
-struct Staged {
-    entry: granary_store::Entry,
-    report: Value,
-    outcome: Outcome,
-    nc: Option<granary_science::netcdf::NcMeta>,
-    problems: Vec<String>,
-}
-
-/// What a worker made of one file.
-struct Prepared {
-    /// Its report entry (final unless `staged`).
-    report: Value,
-    /// Translation outcome.
-    status: &'static str,
-    /// Fix codes applied.
-    fixes: Vec<String>,
-    /// `unchanged` or `failed`, when so.
-    count: Option<&'static str>,
-    /// Staged, to be committed.
-    staged: Option<Staged>,
-    /// Published unchanged already, but missing from the catalog (a run
-    /// killed between its commit and its catalog write): its record.
-    recatalog: Option<Record>,
-}
-
-/// One file of `publish-dir`: metadata, translation, and (unless a dry run,
-/// or published unchanged already) staged in the repository.
-fn prepare(
-    f: &Path,
-    root: &Path,
-    ix: &Indexer,
-    others: Option<&Name>,
-    publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
-    chunking: Option<granary_store::Chunking>,
-) -> Prepared {
-    let rel = f
-        .strip_prefix(root)
-        .unwrap_or(f)
-        .to_string_lossy()
-        .into_owned();
-    let (nc, problems) = match record::netcdf_of(f) {
-        Ok(nc) => (nc, Vec::new()),
-        Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
-    };
-    let attrs = nc.as_ref().map(|n| n.global_strings());
-    let outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
-    let fixes = outcome
-        .fixes
-        .iter()
-        .map(|fx| format!("{:?}", fx.code))
-        .collect();
-    let target: Option<Name> = if outcome.is_accepted() {
-        outcome.uri.as_deref().and_then(|u| Name::from_uri(u).ok())
-    } else {
-        others.and_then(|p| {
-            rel.split('/').try_fold(p.clone(), |n, c| {
-                Some(n.append(&granary_packet::Component::generic(c.as_bytes())))
-            })
-        })
-    };
-    let status = match outcome.status {
-        Status::Translated => "translated",
-        Status::Fixed => "fixed",
-        Status::Rejected => "rejected",
-    };
-    let mut report = json!({"path": rel, "outcome": outcome});
-    if !problems.is_empty() {
-        report["problems"] = json!(problems);
-    }
-    let mut p = Prepared {
-        report,
-        status,
-        fixes,
-        count: None,
-        staged: None,
-        recatalog: None,
-    };
-    let (Some((repo, signer)), Some(name)) = (publish, target) else {
-        if let Some(n) = outcome.uri.as_deref() {
-            p.report["name"] = json!(n);
-        }
-        return p;
-    };
-    p.report["name"] = json!(name.to_string());
-    let stamp = match source_stamp(f) {
-        Ok(s) => s,
-        Err(e) => {
-            p.count = Some("failed");
-            p.report["error"] = json!(e.to_string());
-            return p;
-        }
-    };
-    // Resumable: the latest version published from this very file is kept,
-    // and catalogued if the catalog lacks it (or cannot say now).
-    let latest = repo.store.get(&name, None).ok();
-    if let Some(e) = latest
-        .as_ref()
-        .filter(|e| e.meta.tags.get(SOURCE_TAG) == Some(&stamp))
-    {
-        p.count = Some("unchanged");
-        p.report["published"] = json!("unchanged");
-        if !ix
-            .catalog
-            .has(&e.meta.name, e.meta.version)
-            .unwrap_or(false)
-        {
-            p.report["catalogued"] = json!("again");
-            p.recatalog = Some(record::record_with(
-                e,
-                &outcome,
-                nc.as_ref(),
-                problems,
-                ix.node(),
-            ));
-        }
-        return p;
-    }
-    let mut tags = vec![(SOURCE_TAG.to_string(), stamp)];
-    if let Some(v) = &outcome.drs_version {
-        tags.push((record::DRS_VERSION_TAG.to_string(), v.clone()));
-    }
-    let how = granary_repo::local::Publish {
-        version: None,
-        signer,
-        policy: "manifest",
-        keep: None,
-        segment_size: None,
-        chunking,
-        index: true,
-        file_sha256: true,
-        tags,
-        expect_hashes: None,
-    };
-    match granary_repo::local::stage_file(repo, &name, f, &how) {
-        Ok(entry) => {
-            let report = std::mem::take(&mut p.report);
-            p.staged = Some(Staged {
-                entry,
-                report,
-                outcome,
-                nc,
-                problems,
-            });
-        }
-        Err(e) => {
-            p.count = Some("failed");
-            p.report["error"] = json!(e);
-        }
-    }
-    p
-}
-
 /// `granary publish-dir`.
 pub fn publish_dir(
     data_dir: &Path,
@@ -583,7 +215,7 @@ pub fn publish_dir(
         (None, None)
     } else {
         let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-        let id = crate::key::publisher_identity(data_dir)?;
+        let id = granary_node::identity::publisher_identity(data_dir)?;
         let (signer, created) =
             granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
@@ -601,167 +233,22 @@ pub fn publish_dir(
             ix.drain(&r.store);
         }
     }
-    let mut entries: Vec<Option<Value>> = vec![None; files.len()];
-    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut fix_counts: BTreeMap<String, u64> = BTreeMap::new();
-    let mut bytes = 0u64;
-    // Files are read, translated and staged (ingested, manifest signed,
-    // nothing durable or visible yet) by `--jobs` workers; this thread
-    // publishes what they staged in batches with one group commit each
-    // (two syncfs per batch instead of several fsyncs per file: each file
-    // still appears complete or not at all), then catalogs the batch.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let jobs = a.jobs.max(1);
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Prepared)>(COMMIT_BATCH);
-    let result = std::thread::scope(|sc| -> anyhow::Result<()> {
-        for k in 0..jobs {
-            let tx = tx.clone();
-            let (next, root, files, ix, others, repo, signer, chunking) =
-                (&next, &root, &files, &ix, &others, &repo, &signer, chunking);
-            std::thread::Builder::new()
-                .name(format!("publish-dir-{k}"))
-                .spawn_scoped(sc, move || loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(f) = files.get(i) else { break };
-                    let publish = repo.as_ref().zip(signer.as_ref());
-                    let p = prepare(f, root, ix, others.as_ref(), publish, chunking);
-                    if tx.send((i, p)).is_err() {
-                        break;
-                    }
-                })?;
-        }
-        drop(tx);
-        let mut pending: Vec<(usize, Staged)> = Vec::new();
-        let mut records: Vec<Record> = Vec::new();
-        let mut warned = false;
-        let mut commit = |pending: &mut Vec<(usize, Staged)>,
-                          entries: &mut Vec<Option<Value>>,
-                          counts: &mut BTreeMap<&'static str, u64>,
-                          bytes: &mut u64,
-                          records: &mut Vec<Record>|
-         -> anyhow::Result<()> {
-            let Some(repo) = &repo else { return Ok(()) };
-            if pending.is_empty() && records.is_empty() {
-                return Ok(());
-            }
-            let warned = &mut warned;
-            let batch = std::mem::take(pending);
-            let staged: Vec<granary_store::Entry> =
-                batch.iter().map(|(_, s)| s.entry.clone()).collect();
-            // The batch's records go to the catalog queue before the files are
-            // published: a run killed after the commit leaves them there, and
-            // the next command that opens the catalog applies those whose
-            // files exist. Removed from the queue once catalogued.
-            let journal = {
-                let records = batch
-                    .iter()
-                    .map(|(_, s)| {
-                        record::record_with(
-                            &s.entry,
-                            &s.outcome,
-                            s.nc.as_ref(),
-                            s.problems.clone(),
-                            ix.node(),
-                        )
-                    })
-                    .chain(records.iter().cloned())
-                    .collect();
-                ix.queue
-                    .push(&granary_search::queue::Op::Upsert { records })
-                    .map_err(|e| {
-                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
-                    })?
-            };
-            let done = granary_repo::local::commit(repo, staged, true);
-            for ((i, s), r) in batch.into_iter().zip(done) {
-                let mut entry = s.report;
-                match r {
-                    Ok(e) => {
-                        *counts.entry("published").or_default() += 1;
-                        *bytes += e.meta.size;
-                        entry["published"] = json!(format!("{}/v={}", e.meta.name, e.meta.version));
-                        records.push(record::record_with(
-                            &e,
-                            &s.outcome,
-                            s.nc.as_ref(),
-                            s.problems,
-                            ix.node(),
-                        ));
-                    }
-                    Err(e) => {
-                        *counts.entry("failed").or_default() += 1;
-                        entry["error"] = json!(e);
-                    }
-                }
-                entries[i] = Some(entry);
-            }
-            // Catalogued once durable; queued (the journal stays) while the
-            // catalog is unavailable.
-            match ix.catalog.upsert_many(records) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&journal);
-                }
-                Err(e) if granary_search::queue::retryable(&e) => {
-                    // Queued: exactly what was published (the journal also
-                    // names what failed to commit).
-                    let queued = granary_search::queue::Op::Upsert {
-                        records: records.clone(),
-                    };
-                    ix.queue.push(&queued).map_err(|e| {
-                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
-                    })?;
-                    let _ = std::fs::remove_file(&journal);
-                    *counts.entry("queued").or_default() += records.len() as u64;
-                    if !*warned {
-                        eprintln!(
-                            "catalog: {e}; records queued in {} and catalogued when the catalog is back",
-                            ix.queue.dir().display()
-                        );
-                        *warned = true;
-                    }
-                }
-                Err(e) => return Err(e.into()),
-            }
-            records.clear();
-            Ok(())
-        };
-        for (i, p) in rx {
-            bar.inc(1);
-            *counts.entry(p.status).or_default() += 1;
-            for fx in p.fixes {
-                *fix_counts.entry(fx).or_default() += 1;
-            }
-            if let Some(c) = p.count {
-                *counts.entry(c).or_default() += 1;
-            }
-            if let Some(r) = p.recatalog {
-                *counts.entry("catalogued again").or_default() += 1;
-                records.push(r);
-            }
-            match p.staged {
-                Some(s) => pending.push((i, s)),
-                None => entries[i] = Some(p.report),
-            }
-            if pending.len() + records.len() >= COMMIT_BATCH {
-                commit(
-                    &mut pending,
-                    &mut entries,
-                    &mut counts,
-                    &mut bytes,
-                    &mut records,
-                )?;
-            }
-        }
-        commit(
-            &mut pending,
-            &mut entries,
-            &mut counts,
-            &mut bytes,
-            &mut records,
-        )
-    });
-    result?;
-    let entries: Vec<Value> = entries.into_iter().flatten().collect();
+    let publish = repo.as_ref().zip(signer.as_ref());
+    let Tally {
+        entries,
+        counts,
+        fixes: fix_counts,
+        bytes,
+    } = granary_node::publish_dir::run(
+        &files,
+        &root,
+        &ix,
+        others.as_ref(),
+        publish,
+        chunking,
+        a.jobs,
+        &|| bar.inc(1),
+    )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     let report = json!({
@@ -839,7 +326,7 @@ pub fn publish_dir(
         report_path.display()
     );
     if !a.dry_run {
-        crate::repo::tell_daemon(socket, None);
+        granary_node::control::tell_daemon(socket, None);
     }
     if counts.get("failed").copied().unwrap_or(0) > 0 {
         anyhow::bail!("some files failed to publish (see the report)");
@@ -986,7 +473,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
             Ok(())
         }
         CatalogCmd::Translate { paths, catalog: a } => {
-            let tr = granary_search::translator(&settings(data_dir, catalog, &a))
+            let tr = granary_search::translator(&a.settings(data_dir, catalog))
                 .map_err(|e| anyhow::anyhow!(e))?;
             let out: Vec<Value> = paths.iter().map(|p| json!(tr.translate(p, None))).collect();
             println!("{}", serde_json::to_string_pretty(&out)?);

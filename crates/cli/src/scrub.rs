@@ -95,7 +95,7 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
     }
     // A running daemon reads the damage records again at once: segments
     // just recorded are withheld from now on (whatever their signature).
-    crate::repo::tell_daemon(socket, None);
+    granary_node::control::tell_daemon(socket, None);
     let mut repair_error = None;
     if let (Some(src), false) = (&args.repair_from, reports.is_empty()) {
         if let Err(e) = repair(&store, socket, src, &mut reports) {
@@ -103,7 +103,7 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
         }
         // The daemon reads the files again; its Content Store never held
         // the bad segments (they were never sent).
-        crate::repo::tell_daemon(socket, None);
+        granary_node::control::tell_daemon(socket, None);
     }
     let damaged = reports
         .iter()
@@ -178,11 +178,14 @@ async fn source_faces(c: &mut Client, src: &str) -> anyhow::Result<Vec<u64>> {
         return Ok(vec![id]);
     }
     if src.contains("://") {
-        return Ok(vec![crate::node::create_face(c, src, false).await?]);
+        return Ok(vec![
+            granary_node::control::create_face(c, src, false).await?,
+        ]);
     }
     let prefix = Name::from_uri(src).map_err(|e| anyhow::anyhow!("{src}: {e}"))?;
-    let fib =
-        decode_dataset::<FibEntry>(&crate::node::dataset(c, "/localhost/nfd/fib/list").await?)?;
+    let fib = decode_dataset::<FibEntry>(
+        &granary_node::control::dataset(c, "/localhost/nfd/fib/list").await?,
+    )?;
     // The longest FIB entry that is a prefix of PREFIX (or under it).
     let best = fib
         .iter()
@@ -219,7 +222,7 @@ fn repair(
             )
         })?;
         let faces = source_faces(&mut c, src).await?;
-        let nfd = crate::node::nfd();
+        let nfd = granary_node::control::nfd();
         let mut failures = Vec::new();
         for r in reports.iter_mut() {
             if !r.problems.is_empty() {

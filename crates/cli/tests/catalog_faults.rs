@@ -25,25 +25,7 @@ fn big_tree(work: &Path, copies: usize) -> PathBuf {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let tree = work.join("tree");
-    for rel in files_under(&example) {
-        let c: Vec<String> = rel
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        for k in 0..copies {
-            let mut c = c.clone();
-            if k > 0 {
-                let member = c[5].clone();
-                let new = format!("r{}i1p1f1", 100 + k);
-                let n = c.len() - 1;
-                c[n] = c[n].replace(&format!("_{member}_"), &format!("_{new}_"));
-                c[5] = new;
-            }
-            let out: PathBuf = tree.join(c.iter().collect::<PathBuf>());
-            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-            std::fs::copy(example.join(&rel), &out).unwrap();
-        }
-    }
+    copy_under_members(&example, &tree, copies);
     tree
 }
 

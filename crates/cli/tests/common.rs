@@ -313,3 +313,28 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Copies the CMIP6 example tree `example` (from `granary example-data`)
+/// into `tree` `copies` times: as it is, then under member ids r101i1p1f1,
+/// r102i1p1f1, … (directory and file name), so many distinct files.
+pub fn copy_under_members(example: &Path, tree: &Path, copies: usize) {
+    for rel in files_under(example) {
+        let c: Vec<String> = rel
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        for k in 0..copies {
+            let mut c = c.clone();
+            if k > 0 {
+                let member = c[5].clone();
+                let new = format!("r{}i1p1f1", 100 + k);
+                let n = c.len() - 1;
+                c[n] = c[n].replace(&format!("_{member}_"), &format!("_{new}_"));
+                c[5] = new;
+            }
+            let out: PathBuf = tree.join(c.iter().collect::<PathBuf>());
+            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+            std::fs::copy(example.join(&rel), &out).unwrap();
+        }
+    }
+}

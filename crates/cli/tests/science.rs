@@ -451,25 +451,7 @@ fn a_killed_publish_dir_leaves_each_file_complete_or_absent() {
     d.ok(&["example-data", example.to_str().unwrap()]);
     // More files: each example file again under 12 more member ids.
     let tree = d.dir.path().join("tree");
-    for rel in files_under(&example) {
-        let c: Vec<String> = rel
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
-        for k in 0..13 {
-            let mut c = c.clone();
-            if k > 0 {
-                let member = c[5].clone();
-                let new = format!("r{}i1p1f1", 100 + k);
-                let n = c.len() - 1;
-                c[n] = c[n].replace(&format!("_{member}_"), &format!("_{new}_"));
-                c[5] = new;
-            }
-            let out: PathBuf = tree.join(c.iter().collect::<PathBuf>());
-            std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-            std::fs::copy(example.join(&rel), &out).unwrap();
-        }
-    }
+    copy_under_members(&example, &tree, 13);
     let all = files_under(&tree);
     let mut by_file: BTreeMap<String, Vec<Vec<u8>>> = BTreeMap::new();
     for rel in &all {

@@ -8,59 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::Context;
-use granary_testbed::relay::{parse_duration, parse_loss, parse_rate};
-use granary_testbed::{HostId, Impairment, LanId, LinkId, LinkSpec, Options, Testbed};
+use granary_testbed::{HostId, LanId, LinkId, LinkSpec, Options, Testbed};
 
-use super::{Experiment, LinkCfg};
-
-/// The link's impairments per direction from the file's strings.
-pub fn link_spec(l: &LinkCfg) -> Result<LinkSpec, String> {
-    let rate = |s: &Option<String>| -> Result<Option<u64>, String> {
-        s.as_deref()
-            .map(parse_rate)
-            .transpose()
-            .map_err(|e| format!("link {}-{}: rate: {e}", l.a, l.b))
-    };
-    let delay = |s: &Option<String>| -> Result<std::time::Duration, String> {
-        Ok(s.as_deref()
-            .map(parse_duration)
-            .transpose()
-            .map_err(|e| format!("link {}-{}: delay: {e}", l.a, l.b))?
-            .unwrap_or_default())
-    };
-    let loss = |s: &Option<String>| -> Result<f64, String> {
-        Ok(s.as_deref()
-            .map(parse_loss)
-            .transpose()
-            .map_err(|e| format!("link {}-{}: loss: {e}", l.a, l.b))?
-            .unwrap_or(0.0))
-    };
-    let ab = Impairment {
-        delay: delay(&l.delay)?,
-        loss: loss(&l.loss)?,
-        rate_bps: rate(&l.rate)?,
-        queue_bytes: None,
-    };
-    let ba = Impairment {
-        delay: if l.delay_back.is_some() {
-            delay(&l.delay_back)?
-        } else {
-            ab.delay
-        },
-        loss: if l.loss_back.is_some() {
-            loss(&l.loss_back)?
-        } else {
-            ab.loss
-        },
-        rate_bps: if l.rate_back.is_some() {
-            rate(&l.rate_back)?
-        } else {
-            ab.rate_bps
-        },
-        queue_bytes: None,
-    };
-    Ok(LinkSpec { ab, ba, mtu: None })
-}
+use super::experiment::{link_spec, Experiment};
 
 /// A daemon in a node.
 pub struct Node {

@@ -12,9 +12,9 @@ use anyhow::Context;
 use bytes::Bytes;
 use granary_packet::{DataBuilder, InterestFields, Name};
 
-use super::net::{link_spec, Net};
-use super::plot::{Plot, Series};
-use super::Experiment;
+use super::experiment::{link_spec, parse_bytes, ConsumerCfg, Experiment, PublishCfg};
+use super::net::Net;
+use crate::plot::{Plot, Series};
 
 /// A results table: header and rows, written as CSV and Markdown.
 pub struct Table {
@@ -249,7 +249,7 @@ fn sweep_ints(e: &Experiment, k: &str, d: &[i64]) -> anyhow::Result<Vec<i64>> {
 }
 
 fn size(s: &str) -> anyhow::Result<u64> {
-    super::parse_bytes(s).map_err(|e| anyhow::anyhow!("{e}"))
+    parse_bytes(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// `granary get` run from the root namespace against `node`; (seconds of
@@ -293,13 +293,13 @@ fn get(
     Ok((secs, v))
 }
 
-fn the_publisher(e: &Experiment) -> anyhow::Result<&super::PublishCfg> {
+fn the_publisher(e: &Experiment) -> anyhow::Result<&PublishCfg> {
     e.publish
         .first()
         .ok_or_else(|| anyhow::anyhow!("this experiment needs a [[publish]]"))
 }
 
-fn the_consumer(e: &Experiment) -> anyhow::Result<&super::ConsumerCfg> {
+fn the_consumer(e: &Experiment) -> anyhow::Result<&ConsumerCfg> {
     e.consumer
         .first()
         .ok_or_else(|| anyhow::anyhow!("this experiment needs a [[consumer]]"))
@@ -1100,11 +1100,11 @@ async fn vip_consumer(
     duration: Duration,
     seed: u64,
 ) -> anyhow::Result<Samples> {
-    use crate::sim::{Rng, Zipf};
+    use crate::sim::Zipf;
     use granary_face::NetPacket;
     let mut c = granary_app::Client::connect(&sock).await?;
     let zipf = Zipf::new(objects, alpha);
-    let mut rng = Rng(seed);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let start = tokio::time::Instant::now();
     let end = start + duration;
     let mut next = start;
@@ -1125,7 +1125,7 @@ async fn vip_consumer(
                 pending.entry(name).or_default().push((now, out.len()));
                 out.push(((now - start).as_secs_f64(), None));
                 // Poisson arrivals.
-                let gap = -(1.0 - rng.unit()).ln() / rate;
+                let gap = -(1.0 - rng.f64()).ln() / rate;
                 next += Duration::from_secs_f64(gap);
             }
             p = c.recv() => {

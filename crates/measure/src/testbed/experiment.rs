@@ -1,58 +1,12 @@
-//! `granary testbed run EXPERIMENT.toml --out DIR`: experiments as files on
-//! the netns testbed (crates/testbed), each run writing a report with its
-//! set-up, results table, CSV, plots (SVG and PNG) and the seed paper's
-//! figures beside Granary's.
-//!
-//! An experiment file names its nodes, links (rate, delay, loss), LANs,
-//! what each node publishes, the consumers and their schedule, a parameter
-//! sweep and the baselines; `kind` selects the procedure that measures it
-//! (`pipeline`, `caching`, `carepo`, `vip`, in `kinds.rs`). A `[tiny]` table
-//! overrides any of it for `--tiny` runs (the tests use them).
-//!
-//! Every namespace and process is removed on exit: by the testbed's drop on
-//! a normal or failed run, and by a signal thread on SIGINT/SIGTERM.
+//! The experiment file: its tables (nodes, links, LANs, publications,
+//! consumers, sweep, baselines), the `[tiny]` overrides, and the checks made
+//! before anything is built.
 
-mod kinds;
-mod net;
-pub mod plot;
+use std::path::Path;
 
-use std::path::{Path, PathBuf};
-
-use clap::{Args, Subcommand};
+use granary_testbed::relay::{parse_duration, parse_loss, parse_rate};
+use granary_testbed::{Impairment, LinkSpec};
 use serde::Deserialize;
-
-/// `granary testbed` arguments.
-#[derive(Args)]
-pub struct TestbedArgs {
-    #[command(subcommand)]
-    cmd: TestbedCmd,
-}
-
-#[derive(Subcommand)]
-enum TestbedCmd {
-    /// Run an experiment file: builds its namespaces and links, starts a
-    /// node in each, runs the sweep with the baselines and writes
-    /// DIR/report.md, DIR/*.csv, DIR/*.svg and DIR/*.png. Needs root.
-    #[command(after_help = "\
-Shipped experiments (experiments/*.toml):
-  pipeline         window size x packet size over 100 Mbit/s, 20 ms RTT; fixed, AIMD, CUBIC
-  caching-vs-http  4 consumers behind a gateway: NDN with the gateway's CS vs nginx (HTTP)
-                   and vsftpd (FTP) over the same emulated path
-  carepo           two similar files over a slow WAN: by name vs hash-based dedup fetch
-  vip              VIP forwarding+caching vs best-route with LRU / LFU on 7 nodes, 2 origins
-
-Everything (namespaces, daemons, relays, servers) is removed on exit and on Ctrl-C.")]
-    Run {
-        /// The experiment file.
-        file: PathBuf,
-        /// Output directory (created; files in it are replaced).
-        #[arg(long)]
-        out: PathBuf,
-        /// Apply the file's [tiny] overrides: a run of a few seconds.
-        #[arg(long)]
-        tiny: bool,
-    },
-}
 
 /// A link in the file.
 #[derive(Deserialize, Clone, Debug)]
@@ -222,7 +176,7 @@ fn check(e: &Experiment) -> Result<(), String> {
                 return Err(format!("link to unknown node {n:?}"));
             }
         }
-        net::link_spec(l)?;
+        link_spec(l)?;
     }
     for lan in &e.lan {
         if let Some(n) = lan.iter().find(|n| !known(n)) {
@@ -272,75 +226,60 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{s:?}: not a size (e.g. 4096, 256KiB, 32MiB)"))
 }
 
-/// Set by the signal thread: the run is being torn down.
-static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Removes what a run left on SIGINT/SIGTERM, then exits.
-fn cleanup_on_signal(work: PathBuf) {
-    std::thread::spawn(move || {
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            return;
-        };
-        rt.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
-            tokio::select! {
-                _ = int.recv() => {},
-                _ = term.recv() => {},
-            }
-        });
-        INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
-        eprintln!("testbed: interrupted; removing namespaces and processes");
-        granary_testbed::cleanup_process();
-        let _ = std::fs::remove_dir_all(&work);
-        std::process::exit(130);
-    });
-}
-
-/// `granary testbed …`.
-pub fn run(a: TestbedArgs) -> anyhow::Result<()> {
-    match a.cmd {
-        TestbedCmd::Run { file, out, tiny } => {
-            let e = load(&file, tiny)?;
-            granary_testbed::check_requirements()?;
-            std::fs::create_dir_all(&out)
-                .map_err(|err| anyhow::anyhow!("cannot create {}: {err}", out.display()))?;
-            let work = std::env::temp_dir().join(format!("granary-testbed-{}", std::process::id()));
-            std::fs::create_dir_all(&work)?;
-            cleanup_on_signal(work.clone());
-            let t0 = std::time::Instant::now();
-            let r = kinds::run(&e, &out, &work, tiny);
-            // Failures caused by the teardown: let the signal thread finish
-            // and exit with 130.
-            while INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            let _ = std::fs::remove_dir_all(&work);
-            r?;
-            eprintln!(
-                "testbed: {} done in {:.0} s; report: {}",
-                e.name,
-                t0.elapsed().as_secs_f64(),
-                out.join("report.md").display()
-            );
-            Ok(())
-        }
-    }
+/// The link's impairments per direction from the file's strings.
+pub fn link_spec(l: &LinkCfg) -> Result<LinkSpec, String> {
+    let rate = |s: &Option<String>| -> Result<Option<u64>, String> {
+        s.as_deref()
+            .map(parse_rate)
+            .transpose()
+            .map_err(|e| format!("link {}-{}: rate: {e}", l.a, l.b))
+    };
+    let delay = |s: &Option<String>| -> Result<std::time::Duration, String> {
+        Ok(s.as_deref()
+            .map(parse_duration)
+            .transpose()
+            .map_err(|e| format!("link {}-{}: delay: {e}", l.a, l.b))?
+            .unwrap_or_default())
+    };
+    let loss = |s: &Option<String>| -> Result<f64, String> {
+        Ok(s.as_deref()
+            .map(parse_loss)
+            .transpose()
+            .map_err(|e| format!("link {}-{}: loss: {e}", l.a, l.b))?
+            .unwrap_or(0.0))
+    };
+    let ab = Impairment {
+        delay: delay(&l.delay)?,
+        loss: loss(&l.loss)?,
+        rate_bps: rate(&l.rate)?,
+        queue_bytes: None,
+    };
+    let ba = Impairment {
+        delay: if l.delay_back.is_some() {
+            delay(&l.delay_back)?
+        } else {
+            ab.delay
+        },
+        loss: if l.loss_back.is_some() {
+            loss(&l.loss_back)?
+        } else {
+            ab.loss
+        },
+        rate_bps: if l.rate_back.is_some() {
+            rate(&l.rate_back)?
+        } else {
+            ab.rate_bps
+        },
+        queue_bytes: None,
+    };
+    Ok(LinkSpec { ab, ba, mtu: None })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn exp_dir() -> PathBuf {
+    fn exp_dir() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments")
     }
 

@@ -1,4 +1,5 @@
-//! The daemon's HTTP gateway (granary-gateway): settings and start-up.
+//! The daemon's HTTP gateway (granary-gateway): its settings from flags and
+//! config file, and its start-up beside the forwarder.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -6,18 +7,13 @@ use std::sync::Arc;
 
 use granary_forwarder::daemon::Running;
 
-/// Gateway flags of `granary daemon`.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct HttpArgs {
-    /// HTTP gateway (web page, JSON API, ESGF search, /data downloads,
-    /// WebSocket face at /ndn): IP:PORT, a port (loopback), or `off`.
-    /// Default 127.0.0.1:8080; it listens beyond loopback only when given a
-    /// non-loopback address. Config key `http`.
-    #[arg(long, value_name = "ADDR|off")]
+/// The gateway's flags of `granary daemon` (`--http`, `--http-max-conns`),
+/// or the same keys of its config file.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    /// `IP:PORT`, a port (loopback), or `off`.
     pub http: Option<String>,
-    /// Most concurrent HTTP connections; more wait to be accepted (default
-    /// 256). Config key `http_max_conns`.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    /// Most concurrent HTTP connections.
     pub http_max_conns: Option<u64>,
 }
 
@@ -29,8 +25,8 @@ pub struct HttpSettings {
 
 /// Takes the gateway's keys (`http`, `http_max_conns`) out of a daemon config
 /// table, so the rest parses as the forwarder's `DaemonConfig`.
-pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<HttpArgs> {
-    let mut a = HttpArgs::default();
+pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<Flags> {
+    let mut a = Flags::default();
     if let Some(v) = t.remove("http") {
         a.http = Some(match v {
             toml::Value::String(s) => s,
@@ -49,7 +45,7 @@ pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<HttpArgs> {
 }
 
 /// Flags over config file over defaults.
-pub fn settings(flags: &HttpArgs, file: &HttpArgs) -> anyhow::Result<HttpSettings> {
+pub fn settings(flags: &Flags, file: &Flags) -> anyhow::Result<HttpSettings> {
     let spec = flags
         .http
         .clone()
@@ -102,5 +98,30 @@ pub async fn start(
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_keys_are_taken_and_flags_win() {
+        let mut t: toml::Table =
+            toml::from_str("http = false\nhttp_max_conns = 9\ncs_capacity = 5\n").unwrap();
+        let file = take_config_keys(&mut t).unwrap();
+        assert_eq!(file.http.as_deref(), Some("off"));
+        assert_eq!(file.http_max_conns, Some(9));
+        assert!(t.contains_key("cs_capacity") && !t.contains_key("http"));
+        let s = settings(&Flags::default(), &file).unwrap();
+        assert_eq!((s.addr, s.max_conns), (None, 9));
+        let flags = Flags {
+            http: Some("127.0.0.1:8181".into()),
+            http_max_conns: None,
+        };
+        let s = settings(&flags, &file).unwrap();
+        assert_eq!(s.addr, Some("127.0.0.1:8181".parse().unwrap()));
+        let mut bad: toml::Table = toml::from_str("http_max_conns = 0\n").unwrap();
+        assert!(take_config_keys(&mut bad).is_err());
     }
 }

@@ -1,0 +1,246 @@
+//! What `granary get` does with the local repository and the neighbours:
+//! the local copy of a version it fetches, whether hash requests have
+//! neighbours to go to, and keeping a fetched file in the repository.
+
+use std::path::Path;
+
+use granary_packet::Name;
+use granary_transfer::{dedup_possible, ObjectInfo};
+
+fn name(s: &str) -> anyhow::Result<Name> {
+    Name::from_uri(s).map_err(|e| anyhow::anyhow!("{s}: {e}"))
+}
+
+/// The file of the version `info` names in the local repository, if it
+/// holds it (its bytes are checked against the manifest when copied).
+pub fn local_source(
+    store: Option<&granary_store::Store>,
+    info: &ObjectInfo,
+) -> Option<std::path::PathBuf> {
+    if !info.has_manifest() || !dedup_possible(info) {
+        return None;
+    }
+    let version = info.versioned.last()?.as_version()?;
+    let e = store?.get(&info.versioned.prefix(-1), Some(version)).ok()?;
+    (Some(e.meta.size) == info.map.file_size()).then_some(e.path)
+}
+
+/// True when hash requests (`/localhop/granary/sha256/…`) have a next hop
+/// that is neither a local face (the node's own repository, apps) nor a
+/// next hop of the objects' own names (asking the producer's path by hash
+/// is asking the producer). Any failure to tell says "no neighbours": the
+/// objects then come by name, which is always correct.
+pub async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
+    use granary_mgmt::{decode_dataset, FaceStatus, FibEntry};
+    let Ok(mut c) = granary_app::Client::connect(socket).await else {
+        return false;
+    };
+    let (Ok(fib), Ok(faces)) = (
+        crate::control::dataset(&mut c, "/localhost/nfd/fib/list").await,
+        crate::control::dataset(&mut c, "/localhost/nfd/faces/list").await,
+    ) else {
+        return false;
+    };
+    let (Ok(fib), Ok(faces)) = (
+        decode_dataset::<FibEntry>(&fib),
+        decode_dataset::<FaceStatus>(&faces),
+    ) else {
+        return false;
+    };
+    let local: std::collections::HashSet<u64> = faces
+        .iter()
+        .filter(|f| f.face_scope == granary_mgmt::values::face_scope::LOCAL)
+        .map(|f| f.face_id)
+        .collect();
+    let hops = |n: &Name| -> Vec<u64> {
+        fib.iter()
+            .filter(|e| e.name.is_prefix_of(n))
+            .max_by_key(|e| e.name.len())
+            .map(|e| e.next_hops.iter().map(|h| h.face_id).collect())
+            .unwrap_or_default()
+    };
+    let Ok(probe) = name(granary_repo::HASH_PREFIX)
+        .map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32])))
+    else {
+        return false;
+    };
+    let producer: std::collections::HashSet<u64> = names.iter().flat_map(&hops).collect();
+    hops(&probe)
+        .into_iter()
+        .any(|f| !local.contains(&f) && !producer.contains(&f))
+}
+
+/// What [`keep_fetched`] did with a fetched file.
+pub enum Kept {
+    /// Nothing to keep (not a regular file, not manifest-checked, or a
+    /// segment hash missing): nothing to say.
+    Skipped,
+    /// The versioned name has no version component.
+    NoVersion,
+    /// The local repository holds this version already.
+    AlreadyHere,
+    /// The daemon is keeping it; the message says how.
+    Keeping(String),
+    /// It could not be kept (the file itself is complete).
+    Failed(anyhow::Error),
+}
+
+/// Keeps a fetched file in the local repository under its versioned name,
+/// with the chunking that reproduces the manifest's segments (so its chunk
+/// hashes are the manifest's and neighbours can ask for them). The daemon
+/// ingests it in the background (`granary get` does not wait) and publishes
+/// it only if its segment hashes are still exactly the manifest's: a file
+/// changed meanwhile is never published under the fetched name.
+pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path) -> Kept {
+    // Only a regular file can be published (a FIFO's bytes are gone, a
+    // device is no copy of them); dedup outputs are regular, but be sure.
+    if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+        return Kept::Skipped;
+    }
+    let (Some(version), prefix) = (
+        info.versioned.last().and_then(|c| c.as_version()),
+        info.versioned.prefix(-1),
+    ) else {
+        return Kept::NoVersion;
+    };
+    let granary_transfer::object::Check::Manifest(ck) = &info.check else {
+        return Kept::Skipped;
+    };
+    // Integrity-only content is kept as integrity only (a DigestSha256
+    // manifest): signed with this node's key, it would be vouched for
+    // although nobody authenticated it.
+    let sign = if info.integrity_only() {
+        "digest"
+    } else {
+        "manifest"
+    };
+    let count = info.map.count();
+    let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
+    let mut all = Vec::with_capacity(count as usize * 32);
+    for s in 0..count {
+        match ck.segment_hash(s) {
+            Some(h) => all.extend_from_slice(&h),
+            None => return Kept::Skipped,
+        }
+    }
+    let expect = hex::encode(granary_packet::sha256(&all));
+    let run = || -> anyhow::Result<String> {
+        let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
+        let Some(chunking) = guess_chunking(data_dir, p, &lengths, declared)? else {
+            anyhow::bail!("no known chunking reproduces the manifest's segments");
+        };
+        let path = std::fs::canonicalize(p)?;
+        let params = serde_json::json!({
+            "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
+            "name": prefix.to_string(),
+            "version": version,
+            "sign": sign,
+            "chunking": chunking.to_string(),
+            "index": true,
+            "expect_hashes": expect,
+            "detach": true,
+            "id": format!("keep-{}-{version}", std::process::id()),
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let v: serde_json::Value = rt.block_on(async {
+            let mut c = granary_app::Client::connect(socket).await?;
+            let cmd = name(granary_repo::local::PREFIX)?
+                .append(&granary_packet::Component::generic(b"put"));
+            let mut f = granary_packet::InterestFields::new(cmd);
+            f.app_params = Some(bytes::Bytes::from(params.to_string()));
+            f.lifetime = Some(10_000);
+            match c.express(f).await? {
+                granary_app::Reply::Data(d) => {
+                    Ok::<_, anyhow::Error>(serde_json::from_slice(d.content())?)
+                }
+                granary_app::Reply::Nack(_) => anyhow::bail!(
+                    "the daemon's repository did not take it (is it running with --no-repo?)"
+                ),
+            }
+        })?;
+        if v["ok"].as_bool() != Some(true) {
+            anyhow::bail!("{}", v["error"].as_str().unwrap_or("refused"));
+        }
+        Ok(format!(
+            "being kept in the local repository as {} ({chunking}; the daemon copies it in the background)",
+            info.versioned
+        ))
+    };
+    let have = granary_store::Store::open(data_dir.join("repo"))
+        .and_then(|s| s.get(&prefix, Some(version)))
+        .is_ok();
+    if have {
+        return Kept::AlreadyHere;
+    }
+    match run() {
+        Ok(m) => Kept::Keeping(m),
+        Err(e) => Kept::Failed(e),
+    }
+}
+
+/// Segments compared when guessing a file's chunking.
+const GUESS_SEGMENTS: usize = 64;
+
+/// The chunking that cuts `file` into `lengths`, judged on its first
+/// [`GUESS_SEGMENTS`] segments (reading only those): fixed when every
+/// segment but a shorter last one has the same length, else the first of
+/// the manifest's declared chunking, the repository's default, FastCDC and
+/// Rabin that agrees. The daemon
+/// checks the whole file against the manifest's hashes before publishing,
+/// so a wrong guess costs a copy not kept, never a wrong one.
+fn guess_chunking(
+    data_dir: &Path,
+    file: &Path,
+    lengths: &[u64],
+    declared: Option<granary_store::Chunking>,
+) -> anyhow::Result<Option<granary_store::Chunking>> {
+    use granary_store::Chunking;
+    use std::io::Read;
+    let Some((&first, body)) = lengths.split_first() else {
+        return Ok(None);
+    };
+    let last = *lengths.last().unwrap_or(&first);
+    let but_last = &body[..body.len().saturating_sub(1)];
+    if but_last.iter().all(|&l| l == first) && last <= first {
+        if let Ok(c) = u32::try_from(first).map(Chunking::Fixed) {
+            if c.validate().is_ok() {
+                return Ok(Some(c));
+            }
+        }
+    }
+    let k = lengths.len().min(GUESS_SEGMENTS);
+    let head: u64 = lengths[..k].iter().sum();
+    // The publisher's word (the manifest's advisory chunking) first, then
+    // this node's default and the built-in ones; each is checked below.
+    let mut cands: Vec<Chunking> = declared.into_iter().collect();
+    if let Ok(s) = granary_store::Store::open(data_dir.join("repo")) {
+        if let Ok(c) = s.default_chunking() {
+            cands.push(c);
+        }
+    }
+    cands.push(Chunking::fastcdc());
+    cands.push(Chunking::rabin());
+    for c in cands {
+        if c.validate().is_err() || c.is_fixed() {
+            continue;
+        }
+        let cutter = c.cutter();
+        let f = std::fs::File::open(file)?.take(head + cutter.max() as u64);
+        let mut got: Vec<u64> = Vec::with_capacity(k + 2);
+        granary_store::chunking::for_each_chunk(std::io::BufReader::new(f), &cutter, |ch| {
+            got.push(ch.len() as u64)
+        })?;
+        // The last chunk of the read part may be cut short by the limit.
+        let whole = if (head + cutter.max() as u64) >= lengths.iter().sum::<u64>() {
+            got.len()
+        } else {
+            got.len().saturating_sub(1)
+        };
+        if whole >= k && got[..k] == lengths[..k] {
+            return Ok(Some(c));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,18 @@
+//! What every `granary` command shares about the node it runs on: who the
+//! node is ([`identity`]), the science catalog it keeps ([`catalog`]),
+//! talking to its running daemon ([`control`]), changing its repository
+//! from outside the daemon ([`repo`]), what `get` does with the local
+//! repository ([`fetched`]), asking the catalog ([`query`]), `publish-dir`'s
+//! per-file work ([`publish_dir`]), and the daemon itself ([`daemon`], with
+//! its HTTP gateway in [`gateway`]). It knows nothing of command-line
+//! parsing: the binary turns its flags into the plain values taken here.
+
+pub mod catalog;
+pub mod control;
+pub mod daemon;
+pub mod fetched;
+pub mod gateway;
+pub mod identity;
+pub mod publish_dir;
+pub mod query;
+pub mod repo;

@@ -1,0 +1,391 @@
+//! `publish-dir`'s work: per file (by worker threads) netCDF metadata, DRS
+//! translation, and staging in the repository (skipped for a file published
+//! unchanged already); then group commits in batches and the catalog.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use granary_catalog::Record;
+use granary_packet::Name;
+use granary_science::drs::{Outcome, Status};
+use granary_search::{record, Indexer};
+use serde_json::{json, Value};
+
+/// Every regular file under `dir`, sorted.
+pub fn walk(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let rd = std::fs::read_dir(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+        for e in rd {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                stack.push(e.path());
+            } else if t.is_file() {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The tag recording the source file a version was published from (size and
+/// modification time), so that a second run skips it.
+const SOURCE_TAG: &str = "source";
+
+fn source_stamp(p: &Path) -> anyhow::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p)?;
+    Ok(format!("{}:{}.{:09}", m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+/// Files published per group commit.
+pub const COMMIT_BATCH: usize = 256;
+
+/// A file staged for publication, with what its catalog record needs.
+pub struct Staged {
+    pub entry: granary_store::Entry,
+    pub report: Value,
+    pub outcome: Outcome,
+    pub nc: Option<granary_science::netcdf::NcMeta>,
+    pub problems: Vec<String>,
+}
+
+/// What a worker made of one file.
+pub struct Prepared {
+    /// Its report entry (final unless `staged`).
+    pub report: Value,
+    /// Translation outcome.
+    pub status: &'static str,
+    /// Fix codes applied.
+    pub fixes: Vec<String>,
+    /// `unchanged` or `failed`, when so.
+    pub count: Option<&'static str>,
+    /// Staged, to be committed.
+    pub staged: Option<Staged>,
+    /// Published unchanged already, but missing from the catalog (a run
+    /// killed between its commit and its catalog write): its record.
+    pub recatalog: Option<Record>,
+}
+
+/// One file of `publish-dir`: metadata, translation, and (unless a dry run,
+/// or published unchanged already) staged in the repository.
+pub fn prepare(
+    f: &Path,
+    root: &Path,
+    ix: &Indexer,
+    others: Option<&Name>,
+    publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
+    chunking: Option<granary_store::Chunking>,
+) -> Prepared {
+    let rel = f
+        .strip_prefix(root)
+        .unwrap_or(f)
+        .to_string_lossy()
+        .into_owned();
+    let (nc, problems) = match record::netcdf_of(f) {
+        Ok(nc) => (nc, Vec::new()),
+        Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
+    };
+    let attrs = nc.as_ref().map(|n| n.global_strings());
+    let outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
+    let fixes = outcome
+        .fixes
+        .iter()
+        .map(|fx| format!("{:?}", fx.code))
+        .collect();
+    let target: Option<Name> = if outcome.is_accepted() {
+        outcome.uri.as_deref().and_then(|u| Name::from_uri(u).ok())
+    } else {
+        others.and_then(|p| {
+            rel.split('/').try_fold(p.clone(), |n, c| {
+                Some(n.append(&granary_packet::Component::generic(c.as_bytes())))
+            })
+        })
+    };
+    let status = match outcome.status {
+        Status::Translated => "translated",
+        Status::Fixed => "fixed",
+        Status::Rejected => "rejected",
+    };
+    let mut report = json!({"path": rel, "outcome": outcome});
+    if !problems.is_empty() {
+        report["problems"] = json!(problems);
+    }
+    let mut p = Prepared {
+        report,
+        status,
+        fixes,
+        count: None,
+        staged: None,
+        recatalog: None,
+    };
+    let (Some((repo, signer)), Some(name)) = (publish, target) else {
+        if let Some(n) = outcome.uri.as_deref() {
+            p.report["name"] = json!(n);
+        }
+        return p;
+    };
+    p.report["name"] = json!(name.to_string());
+    let stamp = match source_stamp(f) {
+        Ok(s) => s,
+        Err(e) => {
+            p.count = Some("failed");
+            p.report["error"] = json!(e.to_string());
+            return p;
+        }
+    };
+    // Resumable: the latest version published from this very file is kept,
+    // and catalogued if the catalog lacks it (or cannot say now).
+    let latest = repo.store.get(&name, None).ok();
+    if let Some(e) = latest
+        .as_ref()
+        .filter(|e| e.meta.tags.get(SOURCE_TAG) == Some(&stamp))
+    {
+        p.count = Some("unchanged");
+        p.report["published"] = json!("unchanged");
+        if !ix
+            .catalog
+            .has(&e.meta.name, e.meta.version)
+            .unwrap_or(false)
+        {
+            p.report["catalogued"] = json!("again");
+            p.recatalog = Some(record::record_with(
+                e,
+                &outcome,
+                nc.as_ref(),
+                problems,
+                ix.node(),
+            ));
+        }
+        return p;
+    }
+    let mut tags = vec![(SOURCE_TAG.to_string(), stamp)];
+    if let Some(v) = &outcome.drs_version {
+        tags.push((record::DRS_VERSION_TAG.to_string(), v.clone()));
+    }
+    let how = granary_repo::local::Publish {
+        version: None,
+        signer,
+        policy: "manifest",
+        keep: None,
+        segment_size: None,
+        chunking,
+        index: true,
+        file_sha256: true,
+        tags,
+        expect_hashes: None,
+    };
+    match granary_repo::local::stage_file(repo, &name, f, &how) {
+        Ok(entry) => {
+            let report = std::mem::take(&mut p.report);
+            p.staged = Some(Staged {
+                entry,
+                report,
+                outcome,
+                nc,
+                problems,
+            });
+        }
+        Err(e) => {
+            p.count = Some("failed");
+            p.report["error"] = json!(e);
+        }
+    }
+    p
+}
+
+/// What [`run`] did: each file's report entry (in file order), the counts
+/// by outcome, the fixes applied, and the bytes published.
+pub struct Tally {
+    pub entries: Vec<Value>,
+    pub counts: BTreeMap<&'static str, u64>,
+    pub fixes: BTreeMap<String, u64>,
+    pub bytes: u64,
+}
+
+/// Publishes `files` (under `root`): `jobs` workers [`prepare`] them, this
+/// thread publishes what they staged in batches of [`COMMIT_BATCH`] with one
+/// group commit each and catalogs each batch (queued while the catalog is
+/// unavailable). Without `publish` (a dry run) nothing is staged.
+/// `progress` is called once per file done.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    files: &[PathBuf],
+    root: &Path,
+    ix: &Indexer,
+    others: Option<&Name>,
+    publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
+    chunking: Option<granary_store::Chunking>,
+    jobs: u64,
+    progress: &dyn Fn(),
+) -> anyhow::Result<Tally> {
+    let mut entries: Vec<Option<Value>> = vec![None; files.len()];
+    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut fix_counts: BTreeMap<String, u64> = BTreeMap::new();
+    let mut bytes = 0u64;
+    // Files are read, translated and staged (ingested, manifest signed,
+    // nothing durable or visible yet) by `--jobs` workers; this thread
+    // publishes what they staged in batches with one group commit each
+    // (two syncfs per batch instead of several fsyncs per file: each file
+    // still appears complete or not at all), then catalogs the batch.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let jobs = jobs.max(1);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Prepared)>(COMMIT_BATCH);
+    let result = std::thread::scope(|sc| -> anyhow::Result<()> {
+        for k in 0..jobs {
+            let tx = tx.clone();
+            let next = &next;
+            std::thread::Builder::new()
+                .name(format!("publish-dir-{k}"))
+                .spawn_scoped(sc, move || loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(f) = files.get(i) else { break };
+                    let p = prepare(f, root, ix, others, publish, chunking);
+                    if tx.send((i, p)).is_err() {
+                        break;
+                    }
+                })?;
+        }
+        drop(tx);
+        let mut pending: Vec<(usize, Staged)> = Vec::new();
+        let mut records: Vec<Record> = Vec::new();
+        let mut warned = false;
+        let mut commit = |pending: &mut Vec<(usize, Staged)>,
+                          entries: &mut Vec<Option<Value>>,
+                          counts: &mut BTreeMap<&'static str, u64>,
+                          bytes: &mut u64,
+                          records: &mut Vec<Record>|
+         -> anyhow::Result<()> {
+            let Some((repo, _)) = publish else {
+                return Ok(());
+            };
+            if pending.is_empty() && records.is_empty() {
+                return Ok(());
+            }
+            let warned = &mut warned;
+            let batch = std::mem::take(pending);
+            let staged: Vec<granary_store::Entry> =
+                batch.iter().map(|(_, s)| s.entry.clone()).collect();
+            // The batch's records go to the catalog queue before the files are
+            // published: a run killed after the commit leaves them there, and
+            // the next command that opens the catalog applies those whose
+            // files exist. Removed from the queue once catalogued.
+            let journal = {
+                let records = batch
+                    .iter()
+                    .map(|(_, s)| {
+                        record::record_with(
+                            &s.entry,
+                            &s.outcome,
+                            s.nc.as_ref(),
+                            s.problems.clone(),
+                            ix.node(),
+                        )
+                    })
+                    .chain(records.iter().cloned())
+                    .collect();
+                ix.queue
+                    .push(&granary_search::queue::Op::Upsert { records })
+                    .map_err(|e| {
+                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
+                    })?
+            };
+            let done = granary_repo::local::commit(repo, staged, true);
+            for ((i, s), r) in batch.into_iter().zip(done) {
+                let mut entry = s.report;
+                match r {
+                    Ok(e) => {
+                        *counts.entry("published").or_default() += 1;
+                        *bytes += e.meta.size;
+                        entry["published"] = json!(format!("{}/v={}", e.meta.name, e.meta.version));
+                        records.push(record::record_with(
+                            &e,
+                            &s.outcome,
+                            s.nc.as_ref(),
+                            s.problems,
+                            ix.node(),
+                        ));
+                    }
+                    Err(e) => {
+                        *counts.entry("failed").or_default() += 1;
+                        entry["error"] = json!(e);
+                    }
+                }
+                entries[i] = Some(entry);
+            }
+            // Catalogued once durable; queued (the journal stays) while the
+            // catalog is unavailable.
+            match ix.catalog.upsert_many(records) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&journal);
+                }
+                Err(e) if granary_search::queue::retryable(&e) => {
+                    // Queued: exactly what was published (the journal also
+                    // names what failed to commit).
+                    let queued = granary_search::queue::Op::Upsert {
+                        records: records.clone(),
+                    };
+                    ix.queue.push(&queued).map_err(|e| {
+                        anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
+                    })?;
+                    let _ = std::fs::remove_file(&journal);
+                    *counts.entry("queued").or_default() += records.len() as u64;
+                    if !*warned {
+                        eprintln!(
+                            "catalog: {e}; records queued in {} and catalogued when the catalog is back",
+                            ix.queue.dir().display()
+                        );
+                        *warned = true;
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+            records.clear();
+            Ok(())
+        };
+        for (i, p) in rx {
+            progress();
+            *counts.entry(p.status).or_default() += 1;
+            for fx in p.fixes {
+                *fix_counts.entry(fx).or_default() += 1;
+            }
+            if let Some(c) = p.count {
+                *counts.entry(c).or_default() += 1;
+            }
+            if let Some(r) = p.recatalog {
+                *counts.entry("catalogued again").or_default() += 1;
+                records.push(r);
+            }
+            match p.staged {
+                Some(s) => pending.push((i, s)),
+                None => entries[i] = Some(p.report),
+            }
+            if pending.len() + records.len() >= COMMIT_BATCH {
+                commit(
+                    &mut pending,
+                    &mut entries,
+                    &mut counts,
+                    &mut bytes,
+                    &mut records,
+                )?;
+            }
+        }
+        commit(
+            &mut pending,
+            &mut entries,
+            &mut counts,
+            &mut bytes,
+            &mut records,
+        )
+    });
+    result?;
+    Ok(Tally {
+        entries: entries.into_iter().flatten().collect(),
+        counts,
+        fixes: fix_counts,
+        bytes,
+    })
+}

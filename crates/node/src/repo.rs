@@ -1,0 +1,186 @@
+//! The data directory's repository as the commands change it: opening its
+//! store, publishing a file without output, renaming and removing, each
+//! also reported to the catalog and to a running daemon.
+
+use std::path::Path;
+use std::time::Instant;
+
+use granary_app::Client;
+use granary_packet::Name;
+use granary_store::Store;
+
+use crate::catalog::{catalog_of, with_catalog};
+use crate::control::{put_via_daemon, tell_daemon, tell_daemon_removed};
+use crate::identity::publisher_identity;
+
+fn name(s: &str) -> anyhow::Result<Name> {
+    Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The store of `<data-dir>/repo`.
+pub fn store(data_dir: &Path) -> anyhow::Result<Store> {
+    Ok(Store::open(data_dir.join("repo"))?)
+}
+
+/// `granary mv`: renames every version of `old` to `new`, completing any
+/// rename a killed `mv` left half done first.
+pub fn mv(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    old: &str,
+    new: &str,
+) -> anyhow::Result<()> {
+    let t = Instant::now();
+    let s = store(data_dir)?;
+    let new_name = name(new)?;
+    let old_name = name(old)?;
+    // The manifest root carries the name: each version's is signed again
+    // (one signature per version; segments and manifest blocks are
+    // untouched). Recorded first, so that a killed `mv` is completed by
+    // the next one or by the daemon's start.
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    if let Err(e) = granary_repo::local::record_removal(&s, &old_name, None) {
+        eprintln!("warning: the rename could not be recorded ({e}): a copy being kept may come back under {old_name}");
+    }
+    for (o, n) in granary_repo::rename::recover(&s, &kc) {
+        eprintln!("completed an interrupted rename of {o} to {n}");
+        tell_daemon_removed(socket, &o, None);
+        tell_daemon(socket, Some(&o));
+    }
+    granary_repo::rename::rename(&s, &kc, &old_name, &new_name).map_err(|x| anyhow::anyhow!(x))?;
+    eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
+    if let Some(ix) = catalog_of(data_dir, catalog) {
+        if let Err(e) = ix
+            .catalog
+            .rename(&old_name.to_string(), &new_name.to_string())
+        {
+            eprintln!("catalog not updated ({e}); `granary catalog check --repair` repairs it");
+        }
+    }
+    // The old name is gone from this node: a copy of it that a `get`
+    // fetched before the rename must not be kept back under it.
+    tell_daemon_removed(socket, &old_name, None);
+    tell_daemon(socket, Some(&old_name));
+    Ok(())
+}
+
+/// `granary rm`: removes `uri` (every version, or `version`).
+pub fn rm(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    uri: &str,
+    version: Option<u64>,
+) -> anyhow::Result<()> {
+    let nm = name(uri)?;
+    let st = store(data_dir)?;
+    // Recorded first: a copy of it that a `get` asks the daemon to keep
+    // later is refused, even by a daemon that restarts meanwhile.
+    if let Err(e) = granary_repo::local::record_removal(&st, &nm, version) {
+        eprintln!(
+            "warning: the removal could not be recorded ({e}): a copy being kept may come back"
+        );
+    }
+    let removed = st.remove(&nm, version);
+    // A copy that `granary get` asked the daemon to keep may still be on its
+    // way into the store: the daemon drops it, whether the name had versions
+    // yet or not.
+    let in_flight = tell_daemon_removed(socket, &nm, version);
+    let n = match removed {
+        Ok(n) => n,
+        Err(granary_store::Error::NotFound(_)) if in_flight > 0 => 0,
+        Err(e @ granary_store::Error::NotFound(_)) => {
+            // Not in the repository; packets of it that the node cached
+            // (fetched through it) still go.
+            tell_daemon(socket, Some(&nm));
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    match in_flight {
+        0 => eprintln!("removed {n} version(s)"),
+        k => eprintln!(
+            "removed {n} version(s); the daemon drops the {k} copy(ies) of {nm} it was still keeping"
+        ),
+    }
+    if let Some(ix) = catalog_of(data_dir, catalog) {
+        let op = granary_search::queue::Op::Remove {
+            name: nm.to_string(),
+            version,
+        };
+        match ix.apply_or_queue(op, None) {
+            granary_repo::Noted::Done => {}
+            granary_repo::Noted::Queued(why) => {
+                eprintln!("catalog: removal queued ({why}); recorded when the catalog is back")
+            }
+            granary_repo::Noted::Failed(why) => eprintln!(
+                "catalog not updated ({why}); `granary catalog check --repair` repairs it"
+            ),
+        }
+    }
+    tell_daemon(socket, Some(&nm));
+    Ok(())
+}
+
+/// Publishes `file` as `n` (a new version unless `version`), as `put` does
+/// (through the daemon when one runs, else here, with the catalog), with
+/// no output. Returns the put's JSON result.
+pub fn publish_quiet(
+    data_dir: &Path,
+    socket: &Path,
+    file: &Path,
+    n: &Name,
+    version: Option<u64>,
+    chunking: Option<granary_store::Chunking>,
+) -> anyhow::Result<serde_json::Value> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let path = std::fs::canonicalize(file)?;
+    let result = match rt.block_on(Client::connect(socket)).ok() {
+        Some(client) => rt.block_on(put_via_daemon(
+            client,
+            socket,
+            &path,
+            n,
+            version,
+            "manifest",
+            None,
+            None,
+            None,
+            chunking,
+            true,
+            false,
+            &|_| {},
+        ))?,
+        None => {
+            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let id = publisher_identity(data_dir)?;
+            let (signer, _) = granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+                .map_err(|e| anyhow::anyhow!(e))?;
+            let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
+            let how = granary_repo::local::Publish {
+                version,
+                signer: &signer,
+                policy: "manifest",
+                keep: None,
+                segment_size: None,
+                chunking,
+                index: true,
+                file_sha256: false,
+                tags: Vec::new(),
+                expect_hashes: None,
+            };
+            granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
+                .map_err(|e| anyhow::anyhow!(e))?
+        }
+    };
+    if result["ok"] != true {
+        anyhow::bail!(
+            "{}",
+            result["error"].as_str().unwrap_or("publishing failed")
+        );
+    }
+    Ok(result)
+}
