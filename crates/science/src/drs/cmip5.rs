@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::common::{self, token, VERSION};
+use super::outcome::{DrsPath, Error, FixCode, Mismatch, Parsed};
 use super::vocab::{self, model_key};
-use super::{DrsPath, Error, FixCode, Mismatch, Parsed};
 
 static ENSEMBLE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^r[0-9]+i[0-9]+p[0-9]+$").expect("static regex"));

@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::common::{self, token, VERSION};
+use super::outcome::{DrsPath, Error, FixCode, Mismatch, Parsed};
 use super::vocab::{self, cmip6_table_info};
-use super::{DrsPath, Error, FixCode, Mismatch, Parsed};
 
 static MEMBER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:([a-z0-9]+)-)?(r[0-9]+i[0-9]+p[0-9]+f[0-9]+)$").expect("static regex")

@@ -4,7 +4,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{vocab, Fix, FixCode};
+use super::outcome::{Fix, FixCode};
+use super::vocab;
 
 pub(crate) const MAX_INPUT: usize = 4096;
 pub(crate) const MAX_COMPONENT: usize = 255;
