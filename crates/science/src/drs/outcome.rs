@@ -94,6 +94,22 @@ pub struct Mismatch {
     pub attribute_value: String,
 }
 
+impl Mismatch {
+    pub(crate) fn new(
+        facet: &str,
+        attribute: &str,
+        name_value: String,
+        attribute_value: &str,
+    ) -> Self {
+        Mismatch {
+            facet: facet.into(),
+            attribute: attribute.into(),
+            name_value,
+            attribute_value: attribute_value.into(),
+        }
+    }
+}
+
 /// The result of translating one input.
 #[derive(Debug, Clone, Serialize)]
 pub struct Outcome {
@@ -163,10 +179,30 @@ pub(crate) struct Parsed {
 }
 
 impl Parsed {
+    /// Nothing parsed yet, for `project`.
+    pub fn new(project: &str) -> Parsed {
+        Parsed {
+            project: project.into(),
+            facets: BTreeMap::new(),
+            file: String::new(),
+            version: None,
+            time_range: None,
+            fixes: Vec::new(),
+            name_facets: Vec::new(),
+        }
+    }
+
     pub fn fix(&mut self, code: FixCode, detail: impl Into<String>) {
         self.fixes.push(Fix {
             code,
             detail: detail.into(),
         });
+    }
+
+    /// Records the fix unless one with the same code is recorded already.
+    pub fn fix_once(&mut self, code: FixCode, detail: impl Into<String>) {
+        if !self.fixes.iter().any(|f| f.code == code) {
+            self.fix(code, detail);
+        }
     }
 }
