@@ -35,10 +35,24 @@ pub enum Status {
     Rejected,
 }
 
-/// Named fixes for deviations seen in real archives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FixCode {
+/// Declares [`FixCode`] and [`FixCode::ALL`] from one list, so the two cannot drift.
+macro_rules! fix_codes {
+    ($($(#[doc = $doc:literal])* $code:ident,)*) => {
+        /// Named fixes for deviations seen in real archives.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum FixCode {
+            $($(#[doc = $doc])* $code,)*
+        }
+
+        impl FixCode {
+            /// Every fix code, in declaration order.
+            pub const ALL: &'static [FixCode] = &[$(FixCode::$code),*];
+        }
+    };
+}
+
+fix_codes! {
     /// Year-only time range: `1850-2014` in a monthly table is normalised to
     /// `185001-201412`; for finer frequencies it is accepted as written.
     TimeRangeYearOnly,
