@@ -336,14 +336,7 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("facet", facet, MAX_KEY)?;
         check_plain("prefix", prefix, MAX_VALUE)?;
-        if limit > MAX_LIMIT {
-            return Err(Error::Invalid(format!(
-                "limit {limit} is more than {MAX_LIMIT}"
-            )));
-        }
-        let mut g = self.synced()?;
-        let default = Query::default();
-        let m = Self::select(&mut g, q.unwrap_or(&default))?;
+        let (g, m) = self.completing(limit, q)?;
         Ok(g.index.autocomplete(facet, prefix, limit, &m))
     }
 
@@ -360,6 +353,17 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("parent", parent, MAX_VALUE)?;
         check_plain("prefix", partial, MAX_VALUE)?;
+        let (g, s) = self.completing(limit, q)?;
+        Ok(g.index.children(parent, partial, limit, &s.m))
+    }
+
+    /// What both autocompletes start with: `limit` checked, then the matches of `q`
+    /// (default: all latest versions) on a synced index.
+    fn completing(
+        &self,
+        limit: usize,
+        q: Option<&Query>,
+    ) -> Result<(std::sync::MutexGuard<'_, Inner>, facet_index::Selection)> {
         if limit > MAX_LIMIT {
             return Err(Error::Invalid(format!(
                 "limit {limit} is more than {MAX_LIMIT}"
@@ -368,7 +372,7 @@ impl Catalog {
         let mut g = self.synced()?;
         let default = Query::default();
         let s = Self::select(&mut g, q.unwrap_or(&default))?;
-        Ok(g.index.children(parent, partial, limit, &s.m))
+        Ok((g, s))
     }
 
     /// Removes every record (before a rebuild).
