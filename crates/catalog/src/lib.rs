@@ -2,33 +2,35 @@
 //!
 //! Storage is SQLite (embedded, `<dir>/catalog.sqlite`) or PostgreSQL (`postgres://…`,
 //! shared by several nodes). Filters, facet counts, sorting and paging are answered from
-//! an in-memory index ([`index`]); free text by the database, as record ids. Every write
+//! an in-memory index ([`facet_index`]); free text by the database, as record ids. Every write
 //! bumps a change sequence, and every call first applies the changes it has not seen, so
 //! several processes and nodes on one storage see each other's writes at once.
 
+mod backend;
 mod error;
-mod index;
+mod facet_index;
+mod feed;
 mod pg;
 mod query;
 mod record;
+mod rename;
 mod sqlite;
-mod store;
 pub mod text;
 
 use std::path::Path;
 use std::sync::Mutex;
 
 pub use error::{Error, Result};
-pub use index::DATASET_VERSION_FACET;
+pub use facet_index::DATASET_VERSION_FACET;
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
-use index::{Builder, Index};
+use backend::Backend;
+use facet_index::{Builder, Index};
 use record::{check_int, check_name, check_plain, Prepared};
-use store::Store;
 
 struct Inner {
-    store: Store,
+    backend: Backend,
     index: Index,
     words: WordCache,
 }
@@ -74,7 +76,7 @@ impl Inner {
         if let Some(e) = self.words.map.get_mut(word) {
             if e.gen == gen {
                 if e.upto < max {
-                    let mut ids = self.store.text(&[word.to_string()], e.upto)?;
+                    let mut ids = self.backend.text(&[word.to_string()], e.upto)?;
                     e.bits |= self.index.positions(&mut ids);
                     e.upto = max;
                 }
@@ -82,7 +84,7 @@ impl Inner {
                 return Ok(e.bits.clone());
             }
         }
-        let mut ids = self.store.text(&[word.to_string()], i64::MIN)?;
+        let mut ids = self.backend.text(&[word.to_string()], i64::MIN)?;
         let bits = self.index.positions(&mut ids);
         if bits.len() >= CACHE_MIN_HITS {
             let map = &mut self.words.map;
@@ -112,14 +114,14 @@ impl Inner {
     /// Applies every change with a sequence number above the last one seen; a new epoch
     /// (or the first call) loads everything in one bulk build.
     fn sync(&mut self) -> Result<()> {
-        let head = self.store.head()?;
+        let head = self.backend.head()?;
         if head == (self.index.epoch, self.index.seq) {
             return Ok(());
         }
         if head.0 == self.index.epoch {
             let mut rows = Vec::new();
             let seen = self
-                .store
+                .backend
                 .changes(self.index.seq, Some(head.0), &mut |r| rows.push(r))?;
             // None: a clear (new epoch) came in between; fall through to a full load.
             if let Some((head, removed)) = seen {
@@ -131,7 +133,7 @@ impl Inner {
         }
         let mut b = Builder::new();
         let (head, _) = self
-            .store
+            .backend
             .changes(0, None, &mut |r| b.push(r))?
             .ok_or_else(|| Error::Corrupt("full load refused".into()))?;
         self.index = b.finish();
@@ -145,16 +147,16 @@ impl Catalog {
     /// Opens (creating if needed) a catalog: a directory path (SQLite at
     /// `<dir>/catalog.sqlite`) or a `postgres://` / `postgresql://` URL.
     pub fn open(spec: &str) -> Result<Catalog> {
-        let store = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
-            Store::Pg(Box::new(pg::Pg::connect(spec)?))
+        let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+            Backend::Pg(Box::new(pg::Pg::connect(spec)?))
         } else {
             if spec.is_empty() {
                 return Err(Error::Invalid("empty catalog location".into()));
             }
-            Store::Sqlite(sqlite::Sqlite::open(Path::new(spec))?)
+            Backend::Sqlite(sqlite::Sqlite::open(Path::new(spec))?)
         };
         let mut inner = Inner {
-            store,
+            backend,
             index: Index::new(),
             words: WordCache::default(),
         };
@@ -193,7 +195,7 @@ impl Catalog {
         if rs.len() < 2 * PREPARE_CHUNK {
             let ps = rs.iter().map(Prepared::new).collect::<Result<Vec<_>>>()?;
             let mut one = Some(ps);
-            return self.lock()?.store.upsert_chunks(&mut || Ok(one.take()));
+            return self.lock()?.backend.upsert_chunks(&mut || Ok(one.take()));
         }
         // A bulk write: records are checked and prepared (JSON, words, facet column)
         // on a second thread, a chunk at a time, while this one writes the chunk
@@ -215,7 +217,7 @@ impl Catalog {
                 .map_err(|e| Error::Corrupt(format!("cannot start a thread: {e}")))?;
             let mut g = self.lock()?;
             let mut next = || rx.recv().ok().transpose();
-            g.store.upsert_chunks(&mut next)
+            g.backend.upsert_chunks(&mut next)
         })
     }
 
@@ -223,7 +225,7 @@ impl Catalog {
     pub fn remove(&self, name: &str, version: Option<u64>) -> Result<usize> {
         check_name("name", name)?;
         let v = version.map(|v| check_int("version", v)).transpose()?;
-        self.lock()?.store.remove(name, v)
+        self.lock()?.backend.remove(name, v)
     }
 
     /// Renames every version of `old`, and every name under `old/`, to the same place
@@ -234,11 +236,11 @@ impl Catalog {
         let mut g = self.lock()?;
         loop {
             // SQLite finds the names under `old` in the index (it keeps no name order
-            // of its own); the store refuses if a write came in after this sync.
+            // of its own); the back end refuses if a write came in after this sync.
             g.sync()?;
             let ids = g.index.ids_under(old);
             let seen = (g.index.epoch, g.index.seq);
-            if let Some(n) = g.store.rename(old, new, seen, &ids)? {
+            if let Some(n) = g.backend.rename(old, new, seen, &ids)? {
                 return Ok(n);
             }
         }
@@ -251,7 +253,7 @@ impl Catalog {
         let Some(rid) = g.index.find(name, version) else {
             return Ok(None);
         };
-        Ok(g.store.fetch(&[rid])?.into_iter().next())
+        Ok(g.backend.fetch(&[rid])?.into_iter().next())
     }
 
     /// True when the catalog has a record of `name` at `version`.
@@ -269,14 +271,14 @@ impl Catalog {
             .collect();
         let mut out = Vec::with_capacity(rids.len());
         for c in rids.chunks(1000) {
-            out.extend(g.store.fetch(c)?);
+            out.extend(g.backend.fetch(c)?);
         }
         Ok(out)
     }
 
     /// True when the storage may be shared with other nodes (PostgreSQL).
     pub fn is_shared(&self) -> Result<bool> {
-        Ok(matches!(self.lock()?.store, Store::Pg(_)))
+        Ok(matches!(self.lock()?.backend, Backend::Pg(_)))
     }
 
     /// Every (name, version) the catalog holds, sorted.
@@ -292,7 +294,7 @@ impl Catalog {
         Ok(self.synced()?.index.versions(name))
     }
 
-    fn select(g: &mut Inner, q: &Query) -> Result<index::Selection> {
+    fn select(g: &mut Inner, q: &Query) -> Result<facet_index::Selection> {
         q.validate()?;
         let words = q.text.as_deref().map(text::query_words).unwrap_or_default();
         let mut text: Option<roaring::RoaringBitmap> = None;
@@ -315,7 +317,7 @@ impl Catalog {
         let s = Self::select(&mut g, q)?;
         let rids = g.index.page(&s.m, q.sort, q.offset, q.limit);
         let facet_counts = g.index.counts(&s, &q.facets);
-        let hits = g.store.fetch(&rids)?;
+        let hits = g.backend.fetch(&rids)?;
         Ok(Page {
             total: s.m.len(),
             hits,
@@ -334,14 +336,7 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("facet", facet, MAX_KEY)?;
         check_plain("prefix", prefix, MAX_VALUE)?;
-        if limit > MAX_LIMIT {
-            return Err(Error::Invalid(format!(
-                "limit {limit} is more than {MAX_LIMIT}"
-            )));
-        }
-        let mut g = self.synced()?;
-        let default = Query::default();
-        let m = Self::select(&mut g, q.unwrap_or(&default))?;
+        let (g, m) = self.completing(limit, q)?;
         Ok(g.index.autocomplete(facet, prefix, limit, &m))
     }
 
@@ -358,6 +353,17 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("parent", parent, MAX_VALUE)?;
         check_plain("prefix", partial, MAX_VALUE)?;
+        let (g, s) = self.completing(limit, q)?;
+        Ok(g.index.children(parent, partial, limit, &s.m))
+    }
+
+    /// What both autocompletes start with: `limit` checked, then the matches of `q`
+    /// (default: all latest versions) on a synced index.
+    fn completing(
+        &self,
+        limit: usize,
+        q: Option<&Query>,
+    ) -> Result<(std::sync::MutexGuard<'_, Inner>, facet_index::Selection)> {
         if limit > MAX_LIMIT {
             return Err(Error::Invalid(format!(
                 "limit {limit} is more than {MAX_LIMIT}"
@@ -366,12 +372,12 @@ impl Catalog {
         let mut g = self.synced()?;
         let default = Query::default();
         let s = Self::select(&mut g, q.unwrap_or(&default))?;
-        Ok(g.index.children(parent, partial, limit, &s.m))
+        Ok((g, s))
     }
 
     /// Removes every record (before a rebuild).
     pub fn clear(&self) -> Result<()> {
-        self.lock()?.store.clear()
+        self.lock()?.backend.clear()
     }
 
     /// Number of records (all versions).

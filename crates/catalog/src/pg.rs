@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use postgres::{Client, NoTls};
 
 use crate::error::{Error, Result};
-use crate::index::IndexRow;
+use crate::feed::{Changes, IndexRow, Sink};
 use crate::record::{decode_record, Columns, Prepared, Record};
-use crate::store::{moved_name, renamed_range, temp_name, Changes, Sink};
+use crate::rename::{moved_name, renamed_range, temp_name};
 use postgres::fallible_iterator::FallibleIterator;
 
 const SCHEMA: &str = "

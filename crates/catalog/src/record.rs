@@ -271,7 +271,7 @@ pub(crate) struct Columns {
 /// columns there, so the columns are used for both.
 pub(crate) fn decode_record(c: Columns) -> Result<Record> {
     let unsigned = |what: &str, v: i64| {
-        u64::try_from(v).map_err(|_| crate::Error::Corrupt(format!("negative {what} {v}")))
+        u64::try_from(v).map_err(|_| crate::error::Error::Corrupt(format!("negative {what} {v}")))
     };
     let s: Stored = serde_json::from_str(&c.data)?;
     let facets = match s.facets {

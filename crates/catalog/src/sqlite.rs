@@ -6,9 +6,9 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::index::IndexRow;
+use crate::feed::{Changes, Chunks, IndexRow, Sink};
 use crate::record::{decode_record, Columns, Prepared, Record};
-use crate::store::{moved_name, Changes, Chunks, Sink};
+use crate::rename::moved_name;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS catalog_meta (k INTEGER PRIMARY KEY CHECK (k = 1), epoch INTEGER NOT NULL, seq INTEGER NOT NULL);

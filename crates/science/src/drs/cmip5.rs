@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::common::{self, token, VERSION};
+use super::outcome::{DrsPath, Error, FixCode, Mismatch, Parsed};
 use super::vocab::{self, model_key};
-use super::{DrsPath, Error, FixCode, Mismatch, Parsed};
 
 static ENSEMBLE: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^r[0-9]+i[0-9]+p[0-9]+$").expect("static regex"));
@@ -42,11 +42,17 @@ fn model(m: &str) -> Result<(String, bool), String> {
     }
     match v.canonical_model(m) {
         Some(c) => Ok((c.to_string(), true)),
-        None => Err(format!(
-            "model '{}' is not in the CMIP5 vocabulary",
-            m.escape_default()
-        )),
+        None => Err(common::not_in_vocab("CMIP5", "model", m)),
     }
+}
+
+fn in_vocab(facet: &str, value: &str, known: bool) -> Result<(), String> {
+    common::in_vocab("CMIP5", facet, value, known)
+}
+
+/// `gridspec_<realm>_fx_<model>_<experiment>_<ensemble>.nc`.
+fn gridspec_name(realm: &str, model: &str, experiment: &str, ensemble: &str) -> String {
+    common::file_name(&["gridspec", realm, "fx", model, experiment, ensemble], &[])
 }
 
 fn known_model(m: &str) -> bool {
@@ -59,17 +65,8 @@ pub(crate) fn parse(
     attrs: Option<&BTreeMap<String, String>>,
 ) -> Result<Parsed, String> {
     let v = vocab::cmip5().map_err(|e| e.to_string())?;
-    let mut p = Parsed {
-        project: "CMIP5".into(),
-        facets: BTreeMap::new(),
-        file: String::new(),
-        version: None,
-        time_range: None,
-        fixes: Vec::new(),
-        name_facets: Vec::new(),
-    };
-    let stem = file.strip_suffix(".nc").unwrap_or(file);
-    let f: Vec<&str> = stem.split('_').collect();
+    let mut p = Parsed::new("CMIP5");
+    let f = common::fields(file);
     let gridspec = f.first() == Some(&"gridspec");
     let (variable, table, mut fmodel, mut experiment, ens, rest, grid_realm) = if gridspec {
         if f.len() != 6 || f[2] != "fx" {
@@ -93,12 +90,7 @@ pub(crate) fn parse(
         (f[0], f[1], f[2], f[3], f[4], &f[5..], None)
     };
     token("variable", variable)?;
-    if !v.tables.contains_key(table) {
-        return Err(format!(
-            "MIP table '{}' is not in the CMIP5 vocabulary",
-            table.escape_default()
-        ));
-    }
+    in_vocab("MIP table", table, v.tables.contains_key(table))?;
     if !known_model(fmodel)
         && !v.is_experiment(experiment)
         && v.is_experiment(fmodel)
@@ -110,12 +102,7 @@ pub(crate) fn parse(
         );
         std::mem::swap(&mut fmodel, &mut experiment);
     }
-    if !v.is_experiment(experiment) {
-        return Err(format!(
-            "experiment '{}' is not in the CMIP5 vocabulary",
-            experiment.escape_default()
-        ));
-    }
+    in_vocab("experiment", experiment, v.is_experiment(experiment))?;
     let (model_name, punct) = model(fmodel)?;
     if punct {
         p.fix(
@@ -124,7 +111,6 @@ pub(crate) fn parse(
         );
     }
     let (ensemble_id, short) = ensemble(ens)?;
-    let file_short = short.is_some();
     if let Some(d) = short {
         p.fix(FixCode::ShortEnsemble, d);
     }
@@ -164,16 +150,10 @@ pub(crate) fn parse(
         };
         let (mut dmodel, mut dexp) = (d[2], d[3]);
         if !known_model(dmodel) && v.is_experiment(dmodel) && known_model(dexp) {
-            if !p
-                .fixes
-                .iter()
-                .any(|x| x.code == FixCode::SwappedModelExperiment)
-            {
-                p.fix(
-                    FixCode::SwappedModelExperiment,
-                    format!("directory had experiment '{dmodel}' before model '{dexp}'"),
-                );
-            }
+            p.fix_once(
+                FixCode::SwappedModelExperiment,
+                format!("directory had experiment '{dmodel}' before model '{dexp}'"),
+            );
             std::mem::swap(&mut dmodel, &mut dexp);
         }
         let (dm, dpunct) = model(dmodel)?;
@@ -184,25 +164,17 @@ pub(crate) fn parse(
             );
         }
         let (de, dshort) = ensemble(dens)?;
-        if let (Some(x), false) = (dshort, file_short) {
-            p.fix(FixCode::ShortEnsemble, format!("directory {x}"));
+        if let Some(x) = dshort {
+            // Once: a short ensemble in the file name is the one reported.
+            p.fix_once(FixCode::ShortEnsemble, format!("directory {x}"));
         }
-        let checks = [
+        common::agree([
             ("model", dm.as_str(), model_name.as_str()),
             ("experiment", dexp, experiment),
             ("ensemble", de.as_str(), ensemble_id.as_str()),
             ("variable", dvar, variable),
             ("cmor_table", dtable.unwrap_or(table), table),
-        ];
-        for (facet, dv, fv) in checks {
-            if dv != fv {
-                return Err(format!(
-                    "directory says {facet} '{}' but the file name says '{}'",
-                    dv.escape_default(),
-                    fv.escape_default()
-                ));
-            }
-        }
+        ])?;
         if let Some(gr) = grid_realm {
             if gr != d[5] {
                 return Err(format!(
@@ -216,12 +188,7 @@ pub(crate) fn parse(
         frequency = d[4].to_string();
         realm = d[5].to_string();
         p.version = dver.map(str::to_string);
-        if !v.products.contains(&product) {
-            return Err(format!(
-                "product '{}' is not in the CMIP5 vocabulary",
-                product.escape_default()
-            ));
-        }
+        in_vocab("product", &product, v.products.contains(&product))?;
         let insts = v
             .model_institutes
             .get(&model_name)
@@ -241,18 +208,14 @@ pub(crate) fn parse(
             .get(&model_name)
             .cloned()
             .unwrap_or_default();
-        institute = match insts.as_slice() {
-            [one] => one.clone(),
-            many => match attrs.and_then(|a| a.get("institute_id")) {
-                Some(i) if many.contains(i) => i.clone(),
-                _ => {
-                    return Err(format!(
-                        "model '{model_name}' belongs to several institutes ({}); give the directory path or an institute_id attribute",
-                        many.join(", ")
-                    ))
-                }
-            },
-        };
+        institute = common::one_of(
+            &insts,
+            attrs,
+            "institute_id",
+            false,
+            &format!("model '{model_name}'"),
+            "institutes",
+        )?;
         derived.push(format!("institute '{institute}' from model '{model_name}'"));
         frequency = match attrs.and_then(|a| a.get("frequency")) {
             Some(fr) if v.frequencies.contains(fr) => fr.clone(),
@@ -279,18 +242,8 @@ pub(crate) fn parse(
         ));
         p.fix(FixCode::InstituteFromModel, derived.join("; "));
     }
-    if !v.frequencies.contains(&frequency) {
-        return Err(format!(
-            "frequency '{}' is not in the CMIP5 vocabulary",
-            frequency.escape_default()
-        ));
-    }
-    if !v.realms.contains(&realm) {
-        return Err(format!(
-            "realm '{}' is not in the CMIP5 vocabulary",
-            realm.escape_default()
-        ));
-    }
+    in_vocab("frequency", &frequency, v.frequencies.contains(&frequency))?;
+    in_vocab("realm", &realm, v.realms.contains(&realm))?;
     if frequency == "fx" {
         if ensemble_id != "r0i0p0" {
             p.fix(
@@ -305,9 +258,7 @@ pub(crate) fn parse(
             "ensemble r0i0p0 is only for fx files, not frequency '{frequency}'"
         ));
     }
-    let tail = common::parse_tail(rest, &frequency, true)?;
-    p.fixes.extend(tail.fixes);
-    p.time_range = tail.time_range;
+    let geo = common::tail_into(&mut p, rest, &frequency, true)?;
     let fac = &mut p.facets;
     fac.insert("project".into(), "CMIP5".into());
     fac.insert("product".into(), product.clone());
@@ -320,18 +271,12 @@ pub(crate) fn parse(
     fac.insert("ensemble".into(), ensemble_id.clone());
     fac.insert("variable".into(), variable.into());
     p.file = if gridspec {
-        format!("gridspec_{realm}_fx_{model_name}_{experiment}_{ensemble_id}.nc")
+        gridspec_name(&realm, &model_name, experiment, &ensemble_id)
     } else {
-        let mut s = format!("{variable}_{table}_{model_name}_{experiment}_{ensemble_id}");
-        for x in [p.time_range.as_deref(), tail.geo.as_deref()]
-            .into_iter()
-            .flatten()
-        {
-            s.push('_');
-            s.push_str(x);
-        }
-        s.push_str(".nc");
-        s
+        common::file_name(
+            &[variable, table, &model_name, experiment, &ensemble_id],
+            &[p.time_range.as_deref(), geo.as_deref()],
+        )
     };
     p.name_facets = vec![
         product,
@@ -355,27 +300,10 @@ pub(crate) fn from_facets(
 ) -> Result<Parsed, String> {
     let g = |k: &str| f.get(k).map(String::as_str).unwrap_or("");
     let file = if g("variable") == "gridspec" {
-        format!(
-            "gridspec_{}_fx_{}_{}_{}.nc",
-            g("realm"),
-            g("model"),
-            g("experiment"),
-            g("ensemble")
-        )
+        gridspec_name(g("realm"), g("model"), g("experiment"), g("ensemble"))
     } else {
-        let mut s = format!(
-            "{}_{}_{}_{}_{}",
-            g("variable"),
-            g("cmor_table"),
-            g("model"),
-            g("experiment"),
-            g("ensemble")
-        );
-        if let Some(t) = time_range {
-            s.push('_');
-            s.push_str(t);
-        }
-        s + ".nc"
+        let fields = ["variable", "cmor_table", "model", "experiment", "ensemble"].map(g);
+        common::file_name(&fields, &[time_range])
     };
     let Some(version) = version else {
         let mut attrs = BTreeMap::new();
@@ -389,8 +317,7 @@ pub(crate) fn from_facets(
         }
         return parse(&[], &file, Some(&attrs));
     };
-    let mut dirs = vec!["cmip5"];
-    for k in [
+    let keys = [
         "product",
         "institute",
         "model",
@@ -399,12 +326,12 @@ pub(crate) fn from_facets(
         "realm",
         "cmor_table",
         "ensemble",
-    ] {
-        dirs.push(g(k));
-    }
-    dirs.push(version);
-    dirs.push(g("variable"));
-    parse(&dirs, &file, None)
+    ];
+    parse(
+        &common::facet_dirs("cmip5", f, &keys, &[version, g("variable")]),
+        &file,
+        None,
+    )
 }
 
 /// `Table Amon (31 January 2011) 53b766a3…` -> `Amon`.
@@ -426,15 +353,7 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
         if let Some(av) = a.get(attribute) {
             let nv = fac(facet);
             if !same(&nv, av) {
-                out.push((
-                    Mismatch {
-                        facet: facet.into(),
-                        attribute: attribute.into(),
-                        name_value: nv,
-                        attribute_value: av.clone(),
-                    },
-                    repl(av),
-                ));
+                out.push((Mismatch::new(facet, attribute, nv, av), repl(av)));
             }
         }
     };
@@ -482,45 +401,21 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
         let rip = format!("r{}i{}p{}", r.trim(), i.trim(), pv.trim());
         let nv = fac("ensemble");
         if rip != nv {
-            out.push((
-                Mismatch {
-                    facet: "ensemble".into(),
-                    attribute: "realization/initialization_method/physics_version".into(),
-                    name_value: nv,
-                    attribute_value: rip.clone(),
-                },
-                rip,
-            ));
+            let attribute = "realization/initialization_method/physics_version";
+            out.push((Mismatch::new("ensemble", attribute, nv, &rip), rip));
         }
     }
     out
 }
 
 pub(crate) fn reverse(c: &[String], version: &str) -> Result<DrsPath, Error> {
-    if c.len() != 10 {
-        return Err(Error::Reverse(format!(
-            "a CMIP5 name has 10 components after the root, this one has {}",
-            c.len()
-        )));
-    }
-    if !VERSION.is_match(version) {
-        return Err(Error::Reverse(format!("version '{version}' is not v<N>")));
-    }
-    for x in &c[..9] {
-        token("name component", x).map_err(Error::Reverse)?;
-    }
-    let file = &c[9];
+    let file = common::reverse_parts("CMIP5", 10, c, version)?;
     let prefix = if c[8] == "gridspec" {
         format!("gridspec_{}_fx_{}_{}_{}", c[5], c[2], c[3], c[7])
     } else {
         format!("{}_{}_{}_{}_{}", c[8], c[6], c[2], c[3], c[7])
     };
-    let rest = file.strip_prefix(&prefix);
-    if !file.ends_with(".nc") || !matches!(rest, Some(r) if r == ".nc" || r.starts_with('_')) {
-        return Err(Error::Reverse(format!(
-            "file name '{file}' does not start with '{prefix}' as the name's facets say"
-        )));
-    }
+    common::starts_as_named(file, &prefix)?;
     Ok(DrsPath {
         dir: format!("cmip5/{}/{version}/{}/", c[..8].join("/"), c[8]),
         file: file.clone(),

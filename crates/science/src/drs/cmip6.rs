@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use super::common::{self, token, VERSION};
+use super::outcome::{DrsPath, Error, FixCode, Mismatch, Parsed};
 use super::vocab::{self, cmip6_table_info};
-use super::{DrsPath, Error, FixCode, Mismatch, Parsed};
 
 static MEMBER: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"^(?:([a-z0-9]+)-)?(r[0-9]+i[0-9]+p[0-9]+f[0-9]+)$").expect("static regex")
@@ -68,15 +68,8 @@ fn member(m: &str) -> Result<Member, String> {
     ))
 }
 
-fn in_vocab(facet: &str, value: &str, ok: bool) -> Result<(), String> {
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{facet} '{}' is not in the CMIP6 vocabulary",
-            value.escape_default()
-        ))
-    }
+fn in_vocab(facet: &str, value: &str, known: bool) -> Result<(), String> {
+    common::in_vocab("CMIP6", facet, value, known)
 }
 
 /// True if the table's frequency and a frequency attribute sample at the same interval
@@ -96,17 +89,8 @@ pub(crate) fn parse(
     attrs: Option<&BTreeMap<String, String>>,
 ) -> Result<Parsed, String> {
     let v = vocab::cmip6().map_err(|e| e.to_string())?;
-    let mut p = Parsed {
-        project: "CMIP6".into(),
-        facets: BTreeMap::new(),
-        file: String::new(),
-        version: None,
-        time_range: None,
-        fixes: Vec::new(),
-        name_facets: Vec::new(),
-    };
-    let stem = file.strip_suffix(".nc").unwrap_or(file);
-    let f: Vec<&str> = stem.split('_').collect();
+    let mut p = Parsed::new("CMIP6");
+    let f = common::fields(file);
     if f.len() < 5 {
         return Err(format!(
             "file name has {} fields, CMIP6 needs 6 or 7",
@@ -132,10 +116,7 @@ pub(crate) fn parse(
     let (grid, rest): (String, &[&str]) = match f.get(5) {
         Some(g) if v.grids.contains(*g) => (g.to_string(), &f[6..]),
         Some(g) if !g.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
-            return Err(format!(
-                "grid_label '{}' is not in the CMIP6 vocabulary",
-                g.escape_default()
-            ))
+            return Err(common::not_in_vocab("CMIP6", "grid_label", g))
         }
         _ => {
             if let Some(d) = drs_dir {
@@ -175,7 +156,6 @@ pub(crate) fn parse(
         std::mem::swap(&mut source, &mut experiment);
     }
     let (member_id, sub_experiment, variant, short) = member(member_f)?;
-    let file_short = short.is_some();
     if let Some(d) = short {
         p.fix(FixCode::ShortEnsemble, d);
     }
@@ -184,38 +164,25 @@ pub(crate) fn parse(
     if let Some(d) = drs_dir {
         let (mut ds, mut de) = (d[2], d[3]);
         if swapped(ds, de) {
-            if !p
-                .fixes
-                .iter()
-                .any(|x| x.code == FixCode::SwappedModelExperiment)
-            {
-                p.fix(
-                    FixCode::SwappedModelExperiment,
-                    format!("directory had experiment '{ds}' before source '{de}'"),
-                );
-            }
+            p.fix_once(
+                FixCode::SwappedModelExperiment,
+                format!("directory had experiment '{ds}' before source '{de}'"),
+            );
             std::mem::swap(&mut ds, &mut de);
         }
         let (dm, _, _, dir_short) = member(d[4])?;
-        if let (Some(d), false) = (dir_short, file_short) {
-            p.fix(FixCode::ShortEnsemble, format!("directory {d}"));
+        if let Some(d) = dir_short {
+            // Once: a short member in the file name is the one reported.
+            p.fix_once(FixCode::ShortEnsemble, format!("directory {d}"));
         }
-        for (facet, dv, fv) in [
+        common::agree([
             ("source_id", ds, source),
             ("experiment_id", de, experiment),
             ("member_id", dm.as_str(), member_id.as_str()),
             ("table_id", d[5], table),
             ("variable_id", d[6], variable),
             ("grid_label", d[7], grid.as_str()),
-        ] {
-            if dv != fv {
-                return Err(format!(
-                    "directory says {facet} '{}' but the file name says '{}'",
-                    dv.escape_default(),
-                    fv.escape_default()
-                ));
-            }
-        }
+        ])?;
         activity = d[0].to_string();
         institution = d[1].to_string();
         let ver = d[8];
@@ -233,45 +200,30 @@ pub(crate) fn parse(
         }
         p.version = Some(ver.to_string());
     } else {
-        let acts = v.experiments.get(experiment).ok_or_else(|| {
-            format!(
-                "experiment_id '{}' is not in the CMIP6 vocabulary",
-                experiment.escape_default()
-            )
-        })?;
-        activity = match acts.as_slice() {
-            [one] => one.clone(),
-            many => {
-                let given = attrs.and_then(|a| a.get("activity_id"));
-                match given.and_then(|g| g.split_whitespace().find(|w| many.iter().any(|m| m == w))) {
-                    Some(a) => a.to_string(),
-                    None => {
-                        return Err(format!(
-                            "experiment_id '{experiment}' belongs to several activities ({}); give the directory path or an activity_id attribute",
-                            many.join(", ")
-                        ))
-                    }
-                }
-            }
-        };
-        let insts = v.sources.get(source).ok_or_else(|| {
-            format!(
-                "source_id '{}' is not in the CMIP6 vocabulary",
-                source.escape_default()
-            )
-        })?;
-        institution = match insts.as_slice() {
-            [one] => one.clone(),
-            many => match attrs.and_then(|a| a.get("institution_id")) {
-                Some(i) if many.contains(i) => i.clone(),
-                _ => {
-                    return Err(format!(
-                        "source_id '{source}' belongs to several institutions ({}); give the directory path or an institution_id attribute",
-                        many.join(", ")
-                    ))
-                }
-            },
-        };
+        let acts = v
+            .experiments
+            .get(experiment)
+            .ok_or_else(|| common::not_in_vocab("CMIP6", "experiment_id", experiment))?;
+        activity = common::one_of(
+            acts,
+            attrs,
+            "activity_id",
+            true,
+            &format!("experiment_id '{experiment}'"),
+            "activities",
+        )?;
+        let insts = v
+            .sources
+            .get(source)
+            .ok_or_else(|| common::not_in_vocab("CMIP6", "source_id", source))?;
+        institution = common::one_of(
+            insts,
+            attrs,
+            "institution_id",
+            false,
+            &format!("source_id '{source}'"),
+            "institutions",
+        )?;
     }
     token("variable_id", variable)?;
     if variable.contains(['.', '(', ')', '+']) {
@@ -298,9 +250,7 @@ pub(crate) fn parse(
             frequency = af.clone();
         }
     }
-    let tail = common::parse_tail(rest, &frequency, false)?;
-    p.fixes.extend(tail.fixes);
-    p.time_range = tail.time_range;
+    common::tail_into(&mut p, rest, &frequency, false)?;
     let fac = &mut p.facets;
     fac.insert("mip_era".into(), "CMIP6".into());
     fac.insert("activity_id".into(), activity.clone());
@@ -350,13 +300,10 @@ fn file_name(
     grid: &str,
     time_range: Option<&str>,
 ) -> String {
-    let mut s = format!("{variable}_{table}_{source}_{experiment}_{member}_{grid}");
-    if let Some(t) = time_range {
-        s.push('_');
-        s.push_str(t);
-    }
-    s.push_str(".nc");
-    s
+    common::file_name(
+        &[variable, table, source, experiment, member, grid],
+        &[time_range],
+    )
 }
 
 /// Rebuild from facets (used when attributes are trusted): the canonical path, parsed again.
@@ -375,11 +322,10 @@ pub(crate) fn from_facets(
         g("grid_label"),
         time_range,
     );
-    let mut dirs = vec!["CMIP6"];
     let Some(version) = version else {
         return parse(&[], &file, Some(f));
     };
-    for k in [
+    let keys = [
         "activity_id",
         "institution_id",
         "source_id",
@@ -388,11 +334,12 @@ pub(crate) fn from_facets(
         "table_id",
         "variable_id",
         "grid_label",
-    ] {
-        dirs.push(g(k));
-    }
-    dirs.push(version);
-    parse(&dirs, &file, Some(f))
+    ];
+    parse(
+        &common::facet_dirs("CMIP6", f, &keys, &[version]),
+        &file,
+        Some(f),
+    )
 }
 
 /// Attribute cross-check: each mismatch, with the value to use if attributes are trusted.
@@ -400,15 +347,7 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
     let mut out = Vec::new();
     let fac = |k: &str| p.facets.get(k).cloned().unwrap_or_default();
     let mut push = |facet: &str, attribute: &str, nv: String, av: &String, repl: String| {
-        out.push((
-            Mismatch {
-                facet: facet.into(),
-                attribute: attribute.into(),
-                name_value: nv,
-                attribute_value: av.clone(),
-            },
-            repl,
-        ))
+        out.push((Mismatch::new(facet, attribute, nv, av), repl))
     };
     for k in [
         "variable_id",
@@ -458,26 +397,9 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
 }
 
 pub(crate) fn reverse(c: &[String], version: &str) -> Result<DrsPath, Error> {
-    if c.len() != 9 {
-        return Err(Error::Reverse(format!(
-            "a CMIP6 name has 9 components after the root, this one has {}",
-            c.len()
-        )));
-    }
-    if !VERSION.is_match(version) {
-        return Err(Error::Reverse(format!("version '{version}' is not v<N>")));
-    }
-    for x in &c[..8] {
-        token("name component", x).map_err(Error::Reverse)?;
-    }
-    let file = &c[8];
+    let file = common::reverse_parts("CMIP6", 9, c, version)?;
     let prefix = format!("{}_{}_{}_{}_{}_{}", c[6], c[5], c[2], c[3], c[4], c[7]);
-    let rest = file.strip_prefix(&prefix);
-    if !file.ends_with(".nc") || !matches!(rest, Some(r) if r == ".nc" || r.starts_with('_')) {
-        return Err(Error::Reverse(format!(
-            "file name '{file}' does not start with '{prefix}' as the name's facets say"
-        )));
-    }
+    common::starts_as_named(file, &prefix)?;
     let dir = format!("CMIP6/{}/{version}/", c[..8].join("/"));
     Ok(DrsPath {
         dir,

@@ -1,10 +1,15 @@
-//! Shared checks: splitting an input path, telling CMIP6 from CMIP5, time ranges.
+//! Shared checks: splitting an input path, telling CMIP6 from CMIP5, time ranges; and
+//! what the CMIP5 and CMIP6 parsers share: splitting the file name into fields, directory
+//! against file name, vocabulary refusals, choosing among several owners, building a file
+//! name, and the checks of a reverse translation.
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{vocab, Fix, FixCode};
+use super::outcome::{Error, Fix, FixCode, Parsed};
+use super::vocab;
 
 pub(crate) const MAX_INPUT: usize = 4096;
 pub(crate) const MAX_COMPONENT: usize = 255;
@@ -278,4 +283,155 @@ fn check_range(
         detail: format!("'{a}-{b}' is coarser than frequency '{freq}'; accepted as written"),
     });
     Ok((a.into(), b.into()))
+}
+
+/// The `_`-separated fields of a file name, without `.nc`.
+pub(crate) fn fields(file: &str) -> Vec<&str> {
+    file.strip_suffix(".nc")
+        .unwrap_or(file)
+        .split('_')
+        .collect()
+}
+
+/// Parses the fields after the mandatory ones ([`parse_tail`]) into `p`: its fixes and
+/// time range. Returns the CMIP5 geographical field.
+pub(crate) fn tail_into(
+    p: &mut Parsed,
+    rest: &[&str],
+    freq: &str,
+    allow_geo: bool,
+) -> Result<Option<String>, String> {
+    let tail = parse_tail(rest, freq, allow_geo)?;
+    p.fixes.extend(tail.fixes);
+    p.time_range = tail.time_range;
+    Ok(tail.geo)
+}
+
+/// Each `(facet, directory value, file-name value)` must agree.
+pub(crate) fn agree<'a>(
+    checks: impl IntoIterator<Item = (&'a str, &'a str, &'a str)>,
+) -> Result<(), String> {
+    for (facet, dv, fv) in checks {
+        if dv != fv {
+            return Err(format!(
+                "directory says {facet} '{}' but the file name says '{}'",
+                dv.escape_default(),
+                fv.escape_default()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why `value` of `facet` is refused: not in the `project`'s vocabulary.
+pub(crate) fn not_in_vocab(project: &str, facet: &str, value: &str) -> String {
+    format!(
+        "{facet} '{}' is not in the {project} vocabulary",
+        value.escape_default()
+    )
+}
+
+/// `Ok` when `known`, else the refusal of [`not_in_vocab`].
+pub(crate) fn in_vocab(project: &str, facet: &str, value: &str, known: bool) -> Result<(), String> {
+    if known {
+        Ok(())
+    } else {
+        Err(not_in_vocab(project, facet, value))
+    }
+}
+
+/// The one of `options` (the institutions of a model, the activities of an experiment):
+/// the only one, or the one the attribute names (its whole value, or with `by_word` its
+/// first word that is an option). `owner` says whose options they are in the refusal.
+pub(crate) fn one_of(
+    options: &[String],
+    attrs: Option<&BTreeMap<String, String>>,
+    attribute: &str,
+    by_word: bool,
+    owner: &str,
+    plural: &str,
+) -> Result<String, String> {
+    if let [one] = options {
+        return Ok(one.clone());
+    }
+    let given = attrs.and_then(|a| a.get(attribute));
+    let chosen = if by_word {
+        given.and_then(|g| {
+            g.split_whitespace()
+                .find(|w| options.iter().any(|o| o == w))
+        })
+    } else {
+        given
+            .map(String::as_str)
+            .filter(|g| options.iter().any(|o| o == g))
+    };
+    chosen.map(str::to_string).ok_or_else(|| {
+        format!(
+            "{owner} belongs to several {plural} ({}); give the directory path or an {attribute} attribute",
+            options.join(", ")
+        )
+    })
+}
+
+/// `fields` joined by `_`, then each optional field present, then `.nc`.
+pub(crate) fn file_name(fields: &[&str], optional: &[Option<&str>]) -> String {
+    let mut s = fields.join("_");
+    for x in optional.iter().flatten() {
+        s.push('_');
+        s.push_str(x);
+    }
+    s.push_str(".nc");
+    s
+}
+
+/// The directory of a canonical path: `top`, the values of `keys` in `facets` (empty
+/// when absent), then `after`.
+pub(crate) fn facet_dirs<'a>(
+    top: &'a str,
+    facets: &'a BTreeMap<String, String>,
+    keys: &[&str],
+    after: &[&'a str],
+) -> Vec<&'a str> {
+    let mut dirs = vec![top];
+    dirs.extend(
+        keys.iter()
+            .map(|k| facets.get(*k).map_or("", String::as_str)),
+    );
+    dirs.extend(after);
+    dirs
+}
+
+/// The checks a reverse translation starts with: `c` (the name after the root) has `n`
+/// components, the version is `v<N>`, every component but the file name is a token.
+/// Returns the file name.
+pub(crate) fn reverse_parts<'a>(
+    project: &str,
+    n: usize,
+    c: &'a [String],
+    version: &str,
+) -> Result<&'a String, Error> {
+    if c.len() != n {
+        return Err(Error::Reverse(format!(
+            "a {project} name has {n} components after the root, this one has {}",
+            c.len()
+        )));
+    }
+    if !VERSION.is_match(version) {
+        return Err(Error::Reverse(format!("version '{version}' is not v<N>")));
+    }
+    for x in &c[..n - 1] {
+        token("name component", x).map_err(Error::Reverse)?;
+    }
+    Ok(&c[n - 1])
+}
+
+/// A reversed file name must be `prefix` followed by `.nc` or by more `_` fields.
+pub(crate) fn starts_as_named(file: &str, prefix: &str) -> Result<(), Error> {
+    let rest = file.strip_prefix(prefix);
+    if !file.ends_with(".nc") || !matches!(rest, Some(r) if r == ".nc" || r.starts_with('_')) {
+        return Err(Error::Reverse(format!(
+            "file name '{file}' does not start with '{prefix}' as the name's facets say"
+        )));
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 use super::common::token;
-use super::{DrsPath, Error, Mismatch, Parsed};
+use super::outcome::{DrsPath, Error, Mismatch, Parsed};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -202,16 +202,16 @@ fn load_cmip5() -> Result<Cmip5, String> {
 static CMIP6: LazyLock<Result<Cmip6, String>> = LazyLock::new(load_cmip6);
 static CMIP5: LazyLock<Result<Cmip5, String>> = LazyLock::new(load_cmip5);
 
-pub(crate) fn cmip6() -> Result<&'static Cmip6, super::Error> {
+pub(crate) fn cmip6() -> Result<&'static Cmip6, super::outcome::Error> {
     CMIP6
         .as_ref()
-        .map_err(|e| super::Error::Vocabulary(format!("CMIP6: {e}")))
+        .map_err(|e| super::outcome::Error::Vocabulary(format!("CMIP6: {e}")))
 }
 
-pub(crate) fn cmip5() -> Result<&'static Cmip5, super::Error> {
+pub(crate) fn cmip5() -> Result<&'static Cmip5, super::outcome::Error> {
     CMIP5
         .as_ref()
-        .map_err(|e| super::Error::Vocabulary(format!("CMIP5: {e}")))
+        .map_err(|e| super::outcome::Error::Vocabulary(format!("CMIP5: {e}")))
 }
 
 /// CMIP6 table -> (frequency, realm where the table implies one). From the CMIP6 data

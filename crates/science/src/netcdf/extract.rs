@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use netcdf_reader::{NcAttrValue, NcAttribute, NcFile, NcFormat, NcType, NcVariable};
 
 use super::calendar::{Calendar, TimeUnits};
-use super::guard::map_err;
-use super::{AttrValue, BBox, Dim, Format, Limits, NcError, NcMeta, TimeCoverage, Var};
+use super::meta::{
+    map_err, AttrValue, BBox, Dim, Format, Limits, NcError, NcMeta, TimeCoverage, Var,
+};
 
 pub(super) fn extract(
     file: &NcFile,
@@ -211,7 +212,7 @@ impl CoordReader<'_> {
 
     /// The finite, non-fill values of a numeric variable, after checking its declared
     /// size against the limit and (for uncompressed formats) against the file size.
-    fn values(&self, var: &NcVariable, meta_var: &super::Var) -> Result<Vec<f64>, String> {
+    fn values(&self, var: &NcVariable, meta_var: &Var) -> Result<Vec<f64>, String> {
         let n = var
             .num_elements()
             .map_err(|e| format!("{}: {e}", var.name))?;

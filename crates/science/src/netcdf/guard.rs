@@ -11,7 +11,8 @@ use std::time::Instant;
 use hdf5_reader::{Storage, StorageBuffer};
 use netcdf_reader::{NcFile, NcMetadataMode, NcOpenOptions};
 
-use super::{extract, Limits, NcError, NcMeta};
+use super::extract;
+use super::meta::{map_err, sniff, Format, Limits, NcError, NcMeta};
 
 /// A random-access byte source: a local file, or later the segments of a remote one.
 pub trait ReadAt: Send + Sync {
@@ -185,7 +186,7 @@ fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta
     let mut subgroups = 0;
     if storage
         .read_range(0, 8)
-        .is_ok_and(|b| super::sniff(&b) == Some(super::Format::Netcdf4))
+        .is_ok_and(|b| sniff(&b) == Some(Format::Netcdf4))
     {
         check_hdf5_eof(&storage, file_len)?;
         subgroups = walk_hdf5_groups(storage.clone(), limits)?;
@@ -266,12 +267,4 @@ fn walk_hdf5_groups(storage: Arc<Guarded>, limits: &Limits) -> Result<usize, NcE
         }
     }
     Ok(count)
-}
-
-pub(super) fn map_err(e: netcdf_reader::Error) -> NcError {
-    match e {
-        netcdf_reader::Error::InvalidMagic => NcError::NotNetcdf,
-        netcdf_reader::Error::Hdf5(hdf5_reader::error::Error::InvalidMagic) => NcError::NotNetcdf,
-        other => NcError::Malformed(other.to_string()),
-    }
 }

@@ -1,20 +1,12 @@
-//! The storage back ends behind one interface, and what they share.
+//! The switch between the storage back ends (SQLite, PostgreSQL): one interface over
+//! both, dispatching each call to the back end in use. It depends on the back ends; they
+//! do not depend on it (what they share is in `feed` and `rename`).
 
-use crate::error::{Error, Result};
-use crate::index::IndexRow;
-use crate::record::{Prepared, Record};
+use crate::error::Result;
+use crate::feed::{Changes, Chunks, Sink};
+use crate::record::Record;
 
-/// What `changes` found: the (epoch, seq) of its snapshot and the removed record ids
-/// (rows went to the sink); `None` when the epoch was not the expected one.
-pub(crate) type Changes = Option<((i64, i64), Vec<i64>)>;
-
-/// Receives the rows of the change feed, one at a time.
-pub(crate) type Sink<'a> = &'a mut dyn FnMut(IndexRow);
-
-/// Gives the records of an upsert a chunk at a time, `None` at the end.
-pub(crate) type Chunks<'a> = &'a mut dyn FnMut() -> Result<Option<Vec<Prepared>>>;
-
-pub(crate) enum Store {
+pub(crate) enum Backend {
     Sqlite(crate::sqlite::Sqlite),
     Pg(Box<crate::pg::Pg>),
 }
@@ -22,13 +14,13 @@ pub(crate) enum Store {
 macro_rules! both {
     ($s:expr, $b:ident => $e:expr) => {
         match $s {
-            Store::Sqlite($b) => $e,
-            Store::Pg($b) => $e,
+            Backend::Sqlite($b) => $e,
+            Backend::Pg($b) => $e,
         }
     };
 }
 
-impl Store {
+impl Backend {
     pub fn head(&mut self) -> Result<(i64, i64)> {
         both!(self, b => b.head())
     }
@@ -42,8 +34,8 @@ impl Store {
     /// from `next` rolls it back.
     pub fn upsert_chunks(&mut self, next: Chunks) -> Result<()> {
         match self {
-            Store::Sqlite(b) => b.upsert_chunks(next),
-            Store::Pg(b) => {
+            Backend::Sqlite(b) => b.upsert_chunks(next),
+            Backend::Pg(b) => {
                 // One statement per batch over every record (the last write of a
                 // name and version wins): collected first.
                 let mut all = Vec::new();
@@ -68,8 +60,8 @@ impl Store {
         ids: &[i64],
     ) -> Result<Option<usize>> {
         match self {
-            Store::Sqlite(b) => b.rename(old, new, seen, ids),
-            Store::Pg(b) => b.rename(old, new).map(Some),
+            Backend::Sqlite(b) => b.rename(old, new, seen, ids),
+            Backend::Pg(b) => b.rename(old, new).map(Some),
         }
     }
     pub fn fetch(&mut self, rids: &[i64]) -> Result<Vec<Record>> {
@@ -82,24 +74,4 @@ impl Store {
     pub fn clear(&mut self) -> Result<()> {
         both!(self, b => b.clear())
     }
-}
-
-/// Names under `old` as a prefix are `>= old + "/"` and `< old + "0"` ('0' follows '/'),
-/// byte-wise: a range, so no LIKE pattern is built from the user's name.
-pub(crate) fn renamed_range(old: &str) -> (String, String) {
-    (format!("{old}/"), format!("{old}0"))
-}
-
-/// Where `name` (equal to `old` or under it) goes.
-pub(crate) fn moved_name(old: &str, new: &str, name: &str) -> Result<String> {
-    match name.strip_prefix(old) {
-        Some(rest) if rest.is_empty() || rest.starts_with('/') => Ok(format!("{new}{rest}")),
-        _ => Err(Error::Corrupt(format!("{name} is not under {old}"))),
-    }
-}
-
-/// A name no record can have (valid names hold no control characters), unique per row,
-/// used while a rename moves rows so they never collide with each other.
-pub(crate) fn temp_name(id: i64) -> String {
-    format!("\u{1}mv\u{1}{id}")
 }

@@ -19,21 +19,11 @@ use roaring::RoaringBitmap;
 /// Dictionaries hash facet values with foldhash (fast, randomly seeded per process).
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+use crate::feed::IndexRow;
 use crate::query::{FacetSel, Query, Sort};
 use crate::record::decode_facets;
 
 const NONE: u32 = u32::MAX;
-
-/// One stored record as the index needs it (a row of the change feed).
-pub(crate) struct IndexRow {
-    pub rid: i64,
-    pub name: String,
-    pub version: u64,
-    pub size: u64,
-    pub time_start: Option<String>,
-    pub time_end: Option<String>,
-    pub facets: String,
-}
 
 struct Slot {
     name: Arc<str>,
@@ -374,9 +364,9 @@ impl Index {
     }
 
     /// Record ids of every version of `name` and of every name under `name/` (the
-    /// byte range of [`crate::store::renamed_range`]).
+    /// byte range of [`crate::rename::renamed_range`]).
     pub fn ids_under(&self, name: &str) -> Vec<i64> {
-        let (lo, hi) = crate::store::renamed_range(name);
+        let (lo, hi) = crate::rename::renamed_range(name);
         let n: Arc<str> = Arc::from(name);
         let (lo, hi): (Arc<str>, Arc<str>) = (Arc::from(lo.as_str()), Arc::from(hi.as_str()));
         self.order
