@@ -94,13 +94,13 @@ pub fn put(
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let id = crate::key::publisher_identity(data_dir)?;
             let (signer, created) =
-                granary_repo::local::publisher_signer_as(&kc, key.as_ref(), policy, &id)
+                granary_repo::publish::publisher_signer_as(&kc, key.as_ref(), policy, &id)
                     .map_err(|e| anyhow::anyhow!(e))?;
             if let Some(k) = created {
                 eprintln!("created default publisher key {k}");
             }
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
-            let how = granary_repo::local::Publish {
+            let how = granary_repo::publish::Publish {
                 version,
                 signer: &signer,
                 policy,
@@ -114,9 +114,9 @@ pub fn put(
             };
             if stdin {
                 let reader = std::io::stdin().lock();
-                granary_repo::local::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
+                granary_repo::publish::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
             } else {
-                granary_repo::local::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
+                granary_repo::publish::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
             }
             .map_err(|e| anyhow::anyhow!(e))?
         }
@@ -229,11 +229,11 @@ async fn put_via_daemon(
         "index": index,
         "sha256": file_sha256,
     });
-    let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
+    let cmd = name(granary_repo::local_commands::PREFIX)?.append(&Component::generic(b"put"));
     let mut f = InterestFields::new(cmd);
     f.app_params = Some(Bytes::from(params.to_string()));
     f.lifetime = Some(24 * 3600 * 1000);
-    let progress_name = name(granary_repo::local::PREFIX)?
+    let progress_name = name(granary_repo::local_commands::PREFIX)?
         .append(&Component::generic(b"progress"))
         .append(&Component::generic(id.as_bytes()));
     let poll = async {
@@ -413,7 +413,7 @@ pub fn mv(
     // untouched). Recorded first, so that a killed `mv` is completed by
     // the next one or by the daemon's start.
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    if let Err(e) = granary_repo::local::record_removal(&s, &old_name, None) {
+    if let Err(e) = granary_repo::keeps::record_removal(&s, &old_name, None) {
         eprintln!("warning: the rename could not be recorded ({e}): a copy being kept may come back under {old_name}");
     }
     for (o, n) in granary_repo::rename::recover(&s, &kc) {
@@ -488,7 +488,7 @@ pub fn rm(
     let st = store(data_dir)?;
     // Recorded first: a copy of it that a `get` asks the daemon to keep
     // later is refused, even by a daemon that restarts meanwhile.
-    if let Err(e) = granary_repo::local::record_removal(&st, &nm, version) {
+    if let Err(e) = granary_repo::keeps::record_removal(&st, &nm, version) {
         eprintln!(
             "warning: the removal could not be recorded ({e}): a copy being kept may come back"
         );
@@ -548,7 +548,7 @@ fn tell_daemon_removed(socket: &Path, nm: &Name, version: Option<u64>) -> u64 {
     rt.block_on(async {
         let (Ok(mut c), Ok(cmd)) = (
             Client::connect(socket).await,
-            name(granary_repo::local::PREFIX),
+            name(granary_repo::local_commands::PREFIX),
         ) else {
             return 0;
         };
@@ -583,7 +583,7 @@ pub(crate) fn tell_daemon(socket: &Path, erase: Option<&Name>) {
         if let Ok(mut c) = Client::connect(socket).await {
             // The repository's lookups first (it must not build packets
             // from the old files), then the packets already built.
-            if let Ok(forget) = name(granary_repo::local::PREFIX) {
+            if let Ok(forget) = name(granary_repo::local_commands::PREFIX) {
                 let mut f = InterestFields::new(forget.append(&Component::generic(b"forget")));
                 f.lifetime = Some(2000);
                 let _ = c.express(f).await;
@@ -625,10 +625,10 @@ pub fn publish_quiet(
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let id = crate::key::publisher_identity(data_dir)?;
-            let (signer, _) = granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+            let (signer, _) = granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
-            let how = granary_repo::local::Publish {
+            let how = granary_repo::publish::Publish {
                 version,
                 signer: &signer,
                 policy: "manifest",
@@ -640,7 +640,7 @@ pub fn publish_quiet(
                 tags: Vec::new(),
                 expect_hashes: None,
             };
-            granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
+            granary_repo::publish::publish_file(&repo, n, &path, &how, |_| {})
                 .map_err(|e| anyhow::anyhow!(e))?
         }
     };

@@ -524,7 +524,7 @@ fn prepare(
     if let Some(v) = &outcome.drs_version {
         tags.push((record::DRS_VERSION_TAG.to_string(), v.clone()));
     }
-    let how = granary_repo::local::Publish {
+    let how = granary_repo::publish::Publish {
         version: None,
         signer,
         policy: "manifest",
@@ -536,7 +536,7 @@ fn prepare(
         tags,
         expect_hashes: None,
     };
-    match granary_repo::local::stage_file(repo, &name, f, &how) {
+    match granary_repo::publish::stage_file(repo, &name, f, &how) {
         Ok(entry) => {
             let report = std::mem::take(&mut p.report);
             p.staged = Some(Staged {
@@ -585,7 +585,7 @@ pub fn publish_dir(
         let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
         let id = crate::key::publisher_identity(data_dir)?;
         let (signer, created) =
-            granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+            granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(k) = created {
             eprintln!("created default publisher key {k}");
@@ -672,7 +672,7 @@ pub fn publish_dir(
                         anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
                     })?
             };
-            let done = granary_repo::local::commit(repo, staged, true);
+            let done = granary_repo::publish::commit(repo, staged, true);
             for ((i, s), r) in batch.into_iter().zip(done) {
                 let mut entry = s.report;
                 match r {
