@@ -598,6 +598,12 @@ mod tests {
                 "rtt {rtt:?}"
             );
         }
+        // A datagram is counted just after it is sent, so the last reply
+        // can arrive before its count: wait for it (briefly).
+        let t = Instant::now();
+        while r.stats().down.sent.load(Ordering::Relaxed) < 5 && t.elapsed().as_secs() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
         assert_eq!(r.stats().up.sent.load(Ordering::Relaxed), 5);
         assert_eq!(r.stats().down.sent.load(Ordering::Relaxed), 5);
     }
