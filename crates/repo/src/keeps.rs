@@ -1,4 +1,4 @@
-//! The copies kept in the background ([`Keeps`], held by the [`Repo`]: a
+//! The copies kept in the background (`Keeps`, held by the [`Repo`]: a
 //! detached `put`, as `granary get` asks for) and the removals that
 //! overrule them, in memory and durably in `<repo>/removed.log`
 //! ([`record_removal`]).
@@ -39,7 +39,7 @@ fn removal_log(store: &granary_store::Store) -> std::path::PathBuf {
 }
 
 /// Records that `name` (`version`, or every version) was removed or renamed
-/// away, durably (see [`removal_log`]).
+/// away, durably, in `<repo>/removed.log`.
 pub fn record_removal(
     store: &granary_store::Store,
     name: &Name,
