@@ -132,7 +132,7 @@ impl RepoPublisher {
                     let kc = granary_security::KeyChain::open(self.data_dir.join("keychain"))?;
                     let id = granary_node::identity::publisher_identity(&self.data_dir)?;
                     let (signer, _) =
-                        granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+                        granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                             .map_err(|e| anyhow::anyhow!(e))?;
                     let repo = granary_node::catalog::with_catalog(
                         granary_repo::Repo::new(granary_node::repo::store(&self.data_dir)?, None),
@@ -239,7 +239,7 @@ impl granary_mount::Publisher for RepoPublisher {
         let ingest = std::thread::Builder::new()
             .name("mount-ingest".into())
             .spawn(move || {
-                let how = granary_repo::local::Publish {
+                let how = granary_repo::publish::Publish {
                     version: None,
                     signer: &local.signer,
                     policy: "manifest",
@@ -251,7 +251,7 @@ impl granary_mount::Publisher for RepoPublisher {
                     tags: Vec::new(),
                     expect_hashes: None,
                 };
-                granary_repo::local::publish_piped(&local.repo, &n, reader, &how, |_| {})
+                granary_repo::publish::publish_piped(&local.repo, &n, reader, &how, |_| {})
             })
             .ok()?;
         Some(Box::new(RepoStream {
@@ -301,7 +301,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     if a.publish {
         // The key that will sign what is published here must be trusted
         // when it is read back: make it now (as the first `put` would).
-        let (_, created) = granary_repo::local::publisher_signer(&kc, None, "manifest")
+        let (_, created) = granary_repo::publish::publisher_signer(&kc, None, "manifest")
             .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(k) = created {
             eprintln!("created default publisher key {k}");

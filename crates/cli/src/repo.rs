@@ -90,7 +90,7 @@ pub fn put(
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let id = granary_node::identity::publisher_identity(data_dir)?;
             let (signer, created) =
-                granary_repo::local::publisher_signer_as(&kc, key.as_ref(), policy, &id)
+                granary_repo::publish::publisher_signer_as(&kc, key.as_ref(), policy, &id)
                     .map_err(|e| anyhow::anyhow!(e))?;
             if let Some(k) = created {
                 eprintln!("created default publisher key {k}");
@@ -99,7 +99,7 @@ pub fn put(
                 granary_repo::Repo::new(store(data_dir)?, None),
                 data_dir,
             );
-            let how = granary_repo::local::Publish {
+            let how = granary_repo::publish::Publish {
                 version,
                 signer: &signer,
                 policy,
@@ -113,9 +113,9 @@ pub fn put(
             };
             if stdin {
                 let reader = std::io::stdin().lock();
-                granary_repo::local::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
+                granary_repo::publish::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
             } else {
-                granary_repo::local::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
+                granary_repo::publish::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
             }
             .map_err(|e| anyhow::anyhow!(e))?
         }

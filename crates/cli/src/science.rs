@@ -217,7 +217,7 @@ pub fn publish_dir(
         let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
         let id = granary_node::identity::publisher_identity(data_dir)?;
         let (signer, created) =
-            granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+            granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(k) = created {
             eprintln!("created default publisher key {k}");

@@ -80,7 +80,7 @@ pub fn tell_daemon_removed(socket: &Path, nm: &Name, version: Option<u64>) -> u6
     rt.block_on(async {
         let (Ok(mut c), Ok(cmd)) = (
             Client::connect(socket).await,
-            name(granary_repo::local::PREFIX),
+            name(granary_repo::local_commands::PREFIX),
         ) else {
             return 0;
         };
@@ -113,7 +113,7 @@ pub fn tell_daemon(socket: &Path, erase: Option<&Name>) {
         if let Ok(mut c) = Client::connect(socket).await {
             // The repository's lookups first (it must not build packets
             // from the old files), then the packets already built.
-            if let Ok(forget) = name(granary_repo::local::PREFIX) {
+            if let Ok(forget) = name(granary_repo::local_commands::PREFIX) {
                 let mut f = InterestFields::new(forget.append(&Component::generic(b"forget")));
                 f.lifetime = Some(2000);
                 let _ = c.express(f).await;
@@ -176,11 +176,11 @@ pub async fn put_via_daemon(
         "index": index,
         "sha256": file_sha256,
     });
-    let cmd = name(granary_repo::local::PREFIX)?.append(&Component::generic(b"put"));
+    let cmd = name(granary_repo::local_commands::PREFIX)?.append(&Component::generic(b"put"));
     let mut f = InterestFields::new(cmd);
     f.app_params = Some(Bytes::from(params.to_string()));
     f.lifetime = Some(24 * 3600 * 1000);
-    let progress_name = name(granary_repo::local::PREFIX)?
+    let progress_name = name(granary_repo::local_commands::PREFIX)?
         .append(&Component::generic(b"progress"))
         .append(&Component::generic(id.as_bytes()));
     let poll = async {

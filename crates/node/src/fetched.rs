@@ -146,7 +146,7 @@ pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path)
             .build()?;
         let v: serde_json::Value = rt.block_on(async {
             let mut c = granary_app::Client::connect(socket).await?;
-            let cmd = name(granary_repo::local::PREFIX)?
+            let cmd = name(granary_repo::local_commands::PREFIX)?
                 .append(&granary_packet::Component::generic(b"put"));
             let mut f = granary_packet::InterestFields::new(cmd);
             f.app_params = Some(bytes::Bytes::from(params.to_string()));

@@ -166,7 +166,7 @@ pub fn prepare(
     if let Some(v) = &outcome.drs_version {
         tags.push((record::DRS_VERSION_TAG.to_string(), v.clone()));
     }
-    let how = granary_repo::local::Publish {
+    let how = granary_repo::publish::Publish {
         version: None,
         signer,
         policy: "manifest",
@@ -178,7 +178,7 @@ pub fn prepare(
         tags,
         expect_hashes: None,
     };
-    match granary_repo::local::stage_file(repo, &name, f, &how) {
+    match granary_repo::publish::stage_file(repo, &name, f, &how) {
         Ok(entry) => {
             let report = std::mem::take(&mut p.report);
             p.staged = Some(Staged {
@@ -293,7 +293,7 @@ pub fn run(
                         anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
                     })?
             };
-            let done = granary_repo::local::commit(repo, staged, true);
+            let done = granary_repo::publish::commit(repo, staged, true);
             for ((i, s), r) in batch.into_iter().zip(done) {
                 let mut entry = s.report;
                 match r {

@@ -40,7 +40,7 @@ pub fn mv(
     // untouched). Recorded first, so that a killed `mv` is completed by
     // the next one or by the daemon's start.
     let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-    if let Err(e) = granary_repo::local::record_removal(&s, &old_name, None) {
+    if let Err(e) = granary_repo::keeps::record_removal(&s, &old_name, None) {
         eprintln!("warning: the rename could not be recorded ({e}): a copy being kept may come back under {old_name}");
     }
     for (o, n) in granary_repo::rename::recover(&s, &kc) {
@@ -77,7 +77,7 @@ pub fn rm(
     let st = store(data_dir)?;
     // Recorded first: a copy of it that a `get` asks the daemon to keep
     // later is refused, even by a daemon that restarts meanwhile.
-    if let Err(e) = granary_repo::local::record_removal(&st, &nm, version) {
+    if let Err(e) = granary_repo::keeps::record_removal(&st, &nm, version) {
         eprintln!(
             "warning: the removal could not be recorded ({e}): a copy being kept may come back"
         );
@@ -157,10 +157,10 @@ pub fn publish_quiet(
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let id = publisher_identity(data_dir)?;
-            let (signer, _) = granary_repo::local::publisher_signer_as(&kc, None, "manifest", &id)
+            let (signer, _) = granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
-            let how = granary_repo::local::Publish {
+            let how = granary_repo::publish::Publish {
                 version,
                 signer: &signer,
                 policy: "manifest",
@@ -172,7 +172,7 @@ pub fn publish_quiet(
                 tags: Vec::new(),
                 expect_hashes: None,
             };
-            granary_repo::local::publish_file(&repo, n, &path, &how, |_| {})
+            granary_repo::publish::publish_file(&repo, n, &path, &how, |_| {})
                 .map_err(|e| anyhow::anyhow!(e))?
         }
     };

@@ -6,8 +6,11 @@
 #![forbid(unsafe_code)]
 
 pub mod command;
-pub mod local;
+mod consumer;
+pub mod keeps;
+pub mod local_commands;
 pub mod manifest;
+pub mod publish;
 pub mod python_repo;
 pub mod rename;
 pub mod scrub;
@@ -121,11 +124,11 @@ pub struct Repo {
     /// Told of every version published or removed through the repo.
     observer: Option<Arc<dyn Observer>>,
     /// Identity of the publisher key made when the keychain has none (the
-    /// node's prefix); `None`: [`local::DEFAULT_PUBLISHER`].
+    /// node's prefix); `None`: [`publish::DEFAULT_PUBLISHER`].
     publisher: Option<Name>,
     /// Copies being kept in the background (detached puts), which any
     /// removal of their name overtakes.
-    pub(crate) keeps: local::Keeps,
+    pub(crate) keeps: keeps::Keeps,
 }
 
 /// Something that follows the repository's changes: the science catalog.
@@ -838,8 +841,8 @@ pub async fn serve(repo: Arc<Repo>, face: AppFace) {
 /// that come back are matched to them by name).
 pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: python_repo::ServeConfig) {
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<(NetPacket, LinkFields)>(256);
-    let local = local::Local::new(repo.clone(), out_tx.clone());
-    let service = Arc::new(python_repo::Net::new(repo.clone(), cfg, out_tx));
+    let local = local_commands::Local::new(repo.clone(), out_tx.clone());
+    let service = Arc::new(python_repo::CommandService::new(repo.clone(), cfg, out_tx));
     {
         let s = service.clone();
         tokio::spawn(async move { s.register().await });

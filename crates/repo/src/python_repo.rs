@@ -4,11 +4,9 @@
 //!
 //! The repository is a consumer here as well as a producer: it fetches the
 //! client's command message and the object's segments through the same
-//! in-process face it serves on ([`Consumer`]: pending Interests keyed by
-//! name, each with a oneshot that the serve loop completes with the Data or
-//! Nack that comes back, or that times out; the segments are fetched by the
-//! granary-transfer engine, whose link receives what comes back under the
-//! object's name through a [`Consumer::subscribe`] subscription).
+//! in-process face it serves on (`consumer.rs`; the segments are fetched by
+//! the granary-transfer engine, whose link receives what comes back under
+//! the object's name through a `Consumer::subscribe` subscription).
 //!
 //! Everything is bounded: notify handlers ([`ServeConfig::max_notifies`]),
 //! running and queued inserts, Interests in flight per insert
@@ -20,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,10 +28,11 @@ use granary_packet::types::{
     nack_reason, sig_type, COMP_GENERIC, COMP_PARAMS_DIGEST, COMP_SEGMENT,
 };
 use granary_packet::{Component, Data, DataBuilder, Interest, InterestFields, Name};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tokio::time::Instant;
 
 use crate::command::{status, CommandParameter, CommandResponse, NotifyParam, Verb};
+use crate::consumer::{Consumer, Fetched, Outbox};
 use crate::Repo;
 
 /// Settings of the network service.
@@ -96,186 +95,6 @@ impl Default for ServeConfig {
     }
 }
 
-/// What came back for an Interest the repository sent.
-#[derive(Debug)]
-#[allow(clippy::large_enum_variant)] // one per Interest, moved straight on
-pub(crate) enum Fetched {
-    Data(Data),
-    Nack(u64),
-    Timeout,
-}
-
-pub(crate) type Outbox = mpsc::Sender<(NetPacket, LinkFields)>;
-
-type Waiters = Vec<(u64, oneshot::Sender<Fetched>)>;
-
-/// The repository's consumer side: Interests out through the serve loop,
-/// replies matched back by name.
-pub(crate) struct Consumer {
-    out: Outbox,
-    pending: Mutex<HashMap<Name, Waiters>>,
-    /// Prefixes whose Data and Nacks go to a fetch engine's link.
-    subs: Subs,
-    next: AtomicU64,
-    seed: u64,
-}
-
-type Subs = Arc<Mutex<Vec<(u64, Name, Outbox)>>>;
-
-/// Removes a subscription when dropped.
-pub(crate) struct Sub {
-    subs: Subs,
-    id: u64,
-}
-
-impl Drop for Sub {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.subs.lock() {
-            s.retain(|(id, _, _)| *id != self.id);
-        }
-    }
-}
-
-struct Forget<'a> {
-    c: &'a Consumer,
-    name: &'a Name,
-    id: u64,
-}
-
-impl Drop for Forget<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut p) = self.c.pending.lock() {
-            if let Some(v) = p.get_mut(self.name) {
-                v.retain(|(id, _)| *id != self.id);
-                if v.is_empty() {
-                    p.remove(self.name);
-                }
-            }
-        }
-    }
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-impl Consumer {
-    pub(crate) fn new(out: Outbox) -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
-        Consumer {
-            out,
-            pending: Mutex::new(HashMap::new()),
-            subs: Arc::new(Mutex::new(Vec::new())),
-            next: AtomicU64::new(1),
-            seed: h.finish(),
-        }
-    }
-
-    /// Sends `f` (with a fresh Nonce) and waits for its Data or Nack, or
-    /// for its lifetime to pass.
-    pub(crate) async fn express(&self, mut f: InterestFields) -> Fetched {
-        let lifetime = f.lifetime.unwrap_or(4000);
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        f.nonce = Some(splitmix(self.seed ^ id) as u32);
-        let i = f.encode();
-        let name = i.name.clone();
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut p) = self.pending.lock() {
-            p.entry(name.clone()).or_default().push((id, tx));
-        }
-        let _forget = Forget {
-            c: self,
-            name: &name,
-            id,
-        };
-        if self
-            .out
-            .send((NetPacket::Interest(i), LinkFields::default()))
-            .await
-            .is_err()
-        {
-            return Fetched::Timeout;
-        }
-        match tokio::time::timeout(Duration::from_millis(lifetime), rx).await {
-            Ok(Ok(r)) => r,
-            _ => Fetched::Timeout,
-        }
-    }
-
-    fn take(&self, name: &Name) -> Option<Waiters> {
-        self.pending.lock().ok()?.remove(name)
-    }
-
-    /// Sends Data and Nacks under `prefix` (not claimed by [`Self::express`])
-    /// to `tx`, until the returned guard is dropped.
-    pub(crate) fn subscribe(&self, prefix: &Name, tx: Outbox) -> Sub {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut s) = self.subs.lock() {
-            s.push((id, prefix.clone(), tx));
-        }
-        Sub {
-            subs: self.subs.clone(),
-            id,
-        }
-    }
-
-    /// Hands a packet to the subscription covering `name`, if any (a full
-    /// queue drops it: the engine retransmits).
-    fn to_sub(&self, name: &Name, p: NetPacket) -> bool {
-        let Ok(s) = self.subs.lock() else {
-            return false;
-        };
-        match s.iter().find(|(_, prefix, _)| prefix.is_prefix_of(name)) {
-            Some((_, _, tx)) => {
-                let _ = tx.try_send((p, LinkFields::default()));
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// A Data from the forwarder: completes the requests for its name.
-    pub(crate) fn on_data(&self, d: &Data) -> bool {
-        let Some(waiters) = self.take(d.name()) else {
-            return self.to_sub(d.name(), NetPacket::Data(d.clone()));
-        };
-        for (_, tx) in waiters {
-            let _ = tx.send(Fetched::Data(d.clone()));
-        }
-        true
-    }
-
-    /// A Nack from the forwarder.
-    pub(crate) fn on_nack(&self, i: &Interest, reason: u64) -> bool {
-        let Some(waiters) = self.take(&i.name) else {
-            return self.to_sub(&i.name, NetPacket::Nack(i.clone(), reason));
-        };
-        for (_, tx) in waiters {
-            let _ = tx.send(Fetched::Nack(reason));
-        }
-        true
-    }
-
-    /// Requests in flight.
-    #[cfg(test)]
-    pub(crate) fn pending(&self) -> usize {
-        self.pending
-            .lock()
-            .map(|p| p.values().map(Vec::len).sum())
-            .unwrap_or(0)
-    }
-}
-
 /// One insert or delete, as checks report it.
 #[derive(Debug, Clone)]
 struct Record {
@@ -308,7 +127,7 @@ pub(crate) enum Handled {
 }
 
 /// The command service.
-pub(crate) struct Net {
+pub(crate) struct CommandService {
     repo: Arc<Repo>,
     cfg: ServeConfig,
     pub(crate) consumer: Consumer,
@@ -354,7 +173,7 @@ const READY_MAX: usize = 64;
 /// EndBlockId, a FinalBlockId, or (with neither) the first segment that
 /// cannot be fetched.
 struct InsertJob {
-    net: Arc<Net>,
+    service: Arc<CommandService>,
     pid: Bytes,
     plan_name: Name,
     hint: Option<Name>,
@@ -403,7 +222,7 @@ impl granary_transfer::Job for InsertJob {
         let seg = self.next_send;
         if self.failure.is_some()
             || self.end.is_some_and(|e| seg > e)
-            || seg >= self.net.cfg.max_segments
+            || seg >= self.service.cfg.max_segments
             || seg >= self.next_write + self.window
             || self.ready.len() >= READY_MAX
         {
@@ -424,7 +243,7 @@ impl granary_transfer::Job for InsertJob {
             .and_then(|c| c.as_ref().as_number());
         if let Some(fb) = fb {
             // As the reference server: the FinalBlockId is the end.
-            if fb >= self.net.cfg.max_segments {
+            if fb >= self.service.cfg.max_segments {
                 return Verdict::Fatal(format!("FinalBlockId {fb} is above the limit"));
             }
             self.end = Some(fb);
@@ -440,14 +259,15 @@ impl granary_transfer::Job for InsertJob {
         self.reorder.insert(seg, content);
         while let Some(c) = self.reorder.remove(&self.next_write) {
             if self.writer.is_none() {
-                self.writer = Some(
-                    self.net
-                        .writer(&self.plan_name, c.len(), self.end == Some(0)),
-                );
+                self.writer = Some(self.service.writer(
+                    &self.plan_name,
+                    c.len(),
+                    self.end == Some(0),
+                ));
             }
             self.ready.push_back(c);
             self.next_write += 1;
-            self.net.set_record(
+            self.service.set_record(
                 Verb::Insert,
                 &self.pid,
                 status::IN_PROGRESS,
@@ -471,7 +291,7 @@ impl granary_transfer::Job for InsertJob {
             tracing::debug!("{}: Nack {}", self.plan_name, nack_reason::name(*r));
             let n = self.nacks.entry(seg).or_default();
             *n += 1;
-            if *n < self.net.cfg.segment_tries {
+            if *n < self.service.cfg.segment_tries {
                 return granary_transfer::Recovery::Instead(self.request(seg));
             }
         }
@@ -503,9 +323,9 @@ impl granary_transfer::Job for InsertJob {
     }
 }
 
-impl Net {
+impl CommandService {
     pub(crate) fn new(repo: Arc<Repo>, cfg: ServeConfig, out: Outbox) -> Self {
-        Net {
+        CommandService {
             repo,
             consumer: Consumer::new(out.clone()),
             out,
@@ -904,7 +724,7 @@ impl Net {
             ..Default::default()
         });
         let mut job = InsertJob {
-            net: self.clone(),
+            service: self.clone(),
             pid: pid.clone(),
             plan_name: plan.name.clone(),
             hint: plan.hint.clone(),
@@ -1059,7 +879,7 @@ impl Net {
             // one that landed since the removal goes now.
             let (_, landed) = repo.keeps.mark_removed(&n2, None);
             for v in landed {
-                crate::local::drop_kept(&repo, &n2, v);
+                crate::keeps::drop_kept(&repo, &n2, v);
             }
             match removed {
                 Ok(_) | Err(granary_store::Error::NotFound(_)) => Ok(segments),
@@ -1602,28 +1422,6 @@ mod tests {
             !fwd.repo.keeps.finish(&other, Some(1)),
             "another name's copy is kept"
         );
-    }
-
-    #[tokio::test]
-    async fn consumer_matches_replies_and_forgets_timeouts() {
-        let (tx, mut rx) = mpsc::channel(8);
-        let c = Arc::new(Consumer::new(tx));
-        let mut f = InterestFields::new(name("/a/b"));
-        f.lifetime = Some(50);
-        assert!(matches!(c.express(f.clone()).await, Fetched::Timeout));
-        assert_eq!(c.pending(), 0);
-        let _ = rx.recv().await;
-        let c2 = c.clone();
-        f.lifetime = Some(5000);
-        let waiting = tokio::spawn(async move { c2.express(f).await });
-        let (p, _) = rx.recv().await.unwrap();
-        let NetPacket::Interest(i) = p else { panic!() };
-        assert!(i.nonce.is_some());
-        assert_eq!(c.pending(), 1);
-        assert!(!c.on_data(&digest_data(DataBuilder::new(name("/a")))));
-        assert!(c.on_data(&digest_data(DataBuilder::new(name("/a/b")))));
-        assert!(matches!(waiting.await.unwrap(), Fetched::Data(_)));
-        assert_eq!(c.pending(), 0);
     }
 
     #[test]

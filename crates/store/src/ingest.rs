@@ -11,7 +11,7 @@ use granary_packet::Name;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    chunking, index, meta, now_us, path, sync_dir, unique, Backend, Chunking, Entry, Error,
+    chunking, hash_index, meta, now_us, path, sync_dir, unique, Backend, Chunking, Entry, Error,
     FileMeta, PutOptions, Result, Store,
 };
 
@@ -267,7 +267,7 @@ impl Store {
                 // index entries are dropped uncommitted (no mark was made).
                 drop(index_writer);
                 data.finish(size, false)?;
-                crate::stream::move_file(&tmp_data, &to)?;
+                crate::pipe::move_file(&tmp_data, &to)?;
                 let _ = fs::remove_file(&tmp_hash);
                 let _ = fs::remove_file(&tmp_off);
                 return Ok(None);
@@ -441,7 +441,7 @@ impl<'a> Carver<'a> {
 }
 
 /// Segment count, the index transaction, the whole-file hash if asked.
-type Worked = (u64, Option<index::Writer>, Option<[u8; 32]>);
+type Worked = (u64, Option<hash_index::Writer>, Option<[u8; 32]>);
 
 /// The hashing side of ingest: hashes the segments of each block it
 /// receives, writes each segment's hash and start offset, adds them to the
@@ -453,7 +453,7 @@ fn segment_worker(
     done: std::sync::mpsc::SyncSender<Block>,
     mut hashes: std::io::BufWriter<fs::File>,
     mut offsets: Option<std::io::BufWriter<fs::File>>,
-    mut writer: Option<index::Writer>,
+    mut writer: Option<hash_index::Writer>,
     whole: bool,
     (hash_path, off_path): (PathBuf, PathBuf),
     sync: bool,

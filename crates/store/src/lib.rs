@@ -13,25 +13,25 @@
 //! This file holds the types, [`Store::open`] and the files beside a
 //! version; the `Store` methods live by concern in `ingest.rs` (put),
 //! `lookup.rs` (versions, get, segment reads, listing), `rename.rs` (rename,
-//! remove), `indexing.rs` (the hash index's upkeep, chunks by hash) and
+//! remove), `index_upkeep.rs` (the hash index's upkeep, chunks by hash) and
 //! `config.rs` (`config.toml`).
 //!
 //! Depends only on `granary-packet`. Does no networking and no signing.
 #![forbid(unsafe_code)]
 
 pub mod chunking;
-pub mod index;
+pub mod hash_index;
 pub mod integrity;
 pub mod meta;
 pub mod path;
 
 mod config;
-mod indexing;
+mod index_upkeep;
 mod ingest;
 mod lookup;
+mod pipe;
 mod rename;
 mod staged;
-mod stream;
 
 use std::fs;
 use std::io::Write;
@@ -43,10 +43,10 @@ use granary_packet::Name;
 
 pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
-pub use indexing::Reindexed;
+pub use index_upkeep::Reindexed;
 pub use lookup::{OpenData, DROP_BEHIND_MIN, DROP_WINDOW};
 pub use meta::{Backend, FileMeta};
-pub use stream::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
+pub use pipe::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 
 /// Default content bytes per segment (a Data with this much content and a
 /// typical name fits the 8800-byte packet limit).
@@ -244,7 +244,7 @@ pub struct Store {
 
 #[derive(Debug, Default)]
 struct IndexState {
-    db: Option<std::sync::Arc<index::Index>>,
+    db: Option<std::sync::Arc<hash_index::Index>>,
     /// Last time an open was tried or marks were looked for.
     checked: Option<std::time::Instant>,
     /// Why the last open failed.

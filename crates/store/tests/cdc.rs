@@ -236,13 +236,13 @@ fn an_unreadable_index_is_set_aside_and_rebuilt() {
 #[test]
 fn the_index_is_held_by_one_opener() {
     let dir = tempfile::tempdir().unwrap();
-    let first = granary_store::index::Index::open(&dir.path().join("index")).unwrap();
+    let first = granary_store::hash_index::Index::open(&dir.path().join("index")).unwrap();
     assert!(matches!(
-        granary_store::index::Index::open(&dir.path().join("index")),
-        Err(granary_store::index::OpenError::Busy)
+        granary_store::hash_index::Index::open(&dir.path().join("index")),
+        Err(granary_store::hash_index::OpenError::Busy)
     ));
     drop(first);
-    assert!(granary_store::index::Index::open(&dir.path().join("index")).is_ok());
+    assert!(granary_store::hash_index::Index::open(&dir.path().join("index")).is_ok());
 }
 
 /// A mark being written (`write_atomic`'s `.tmp-…` file in `index-pending/`)

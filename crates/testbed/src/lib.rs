@@ -865,45 +865,102 @@ impl Drop for Testbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
+    /// A qdisc's arguments as (kind, option → value), in tc's syntax.
+    fn parse(args: &[String]) -> (String, HashMap<String, String>) {
+        assert_eq!(
+            args.len() % 2,
+            1,
+            "{args:?}: a kind, then option/value pairs"
+        );
+        let opts = args[1..]
+            .chunks(2)
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect();
+        (args[0].clone(), opts)
+    }
+
+    fn number(v: &str, unit: &str) -> f64 {
+        v.strip_suffix(unit)
+            .unwrap_or_else(|| panic!("{v}: no unit {unit}"))
+            .parse()
+            .unwrap()
+    }
+
+    /// The queue an impairment asks for, as its documentation states it:
+    /// the given bytes, else 50 ms at the rate and at least 16 KiB.
+    fn queue_of(imp: &Impairment) -> f64 {
+        match (imp.queue_bytes, imp.rate_bps) {
+            (Some(q), _) => q as f64,
+            (None, Some(r)) => (r as f64 / 8.0 * 0.050).max(16384.0),
+            (None, None) => unreachable!("every case here has a rate"),
+        }
+    }
+
+    /// The qdiscs are checked against what the impairment asks for, in
+    /// tc's units (tc-netem(8): delay in µs, loss in %, rate in bit/s,
+    /// limit in packets; tc-tbf(8): rate in bit/s, burst and limit in
+    /// bytes): values derived here from the inputs, not copied from a run.
     #[test]
     fn qdiscs_for_each_emulation() {
-        // This machine has no netem, so the netem command lines are checked
-        // here as text (tc syntax: delay in us, loss in %, rate in bit,
-        // limit in packets).
-        let imp = Impairment {
-            delay: Duration::from_millis(10),
-            loss: 0.005,
-            rate_bps: Some(100_000_000),
-            queue_bytes: None,
-        };
-        let netem = qdisc_args(Emulation::Netem, RateBy::Relay, &imp).unwrap();
-        // queue 625 000 B ≈ 625 packets + 125 000 B in flight ≈ 125, + 10.
-        assert_eq!(
-            netem.join(" "),
-            "netem delay 10000us loss 0.5% rate 100000000bit limit 760"
-        );
+        let cases = [
+            Impairment {
+                delay: Duration::from_millis(10),
+                loss: 0.005,
+                rate_bps: Some(100_000_000),
+                queue_bytes: None,
+            },
+            Impairment {
+                delay: Duration::from_micros(2_500),
+                loss: 0.2,
+                rate_bps: Some(500_000),
+                queue_bytes: None,
+            },
+            Impairment {
+                delay: Duration::from_millis(40),
+                loss: 0.0,
+                rate_bps: Some(20_000_000),
+                queue_bytes: Some(250_000),
+            },
+        ];
+        for imp in &cases {
+            let rate = imp.rate_bps.unwrap();
+            // netem: every impairment in the kernel.
+            let (kind, o) = parse(&qdisc_args(Emulation::Netem, RateBy::Relay, imp).unwrap());
+            assert_eq!(kind, "netem");
+            assert_eq!(number(&o["delay"], "us"), imp.delay.as_micros() as f64);
+            match o.get("loss") {
+                Some(l) => assert!((number(l, "%") / 100.0 - imp.loss).abs() < 1e-12, "{l}"),
+                None => assert_eq!(imp.loss, 0.0, "loss left out only when there is none"),
+            }
+            assert_eq!(number(&o["rate"], "bit"), rate as f64);
+            // The limit holds the queue plus what is in flight on the delay
+            // line, in packets of 1000 bytes, with 10 packets to spare.
+            let bytes = queue_of(imp) + rate as f64 / 8.0 * imp.delay.as_secs_f64();
+            let limit: f64 = o["limit"].parse().unwrap();
+            assert_eq!(limit, (bytes / 1000.0).ceil() + 10.0, "{imp:?}");
+            assert_eq!(o.len(), if imp.loss > 0.0 { 4 } else { 3 }, "{o:?}");
+
+            // Relay mode: the kernel only rates, and only with RateBy::Tbf.
+            assert_eq!(qdisc_args(Emulation::Relay, RateBy::Relay, imp), None);
+            let (kind, o) = parse(&qdisc_args(Emulation::Relay, RateBy::Tbf, imp).unwrap());
+            assert_eq!(kind, "tbf");
+            assert_eq!(number(&o["rate"], "bit"), rate as f64);
+            // burst: 4 ms of traffic (timer slack), at least 3 MTUs.
+            let burst: f64 = o["burst"].parse().unwrap();
+            assert_eq!(burst, (rate as f64 / 8.0 * 0.004).floor().max(3.0 * 1500.0));
+            assert_eq!(o["limit"].parse::<f64>().unwrap(), queue_of(imp).floor());
+            assert_eq!(o.len(), 3, "{o:?}");
+        }
+        // Nothing to impair: no qdisc.
         assert_eq!(
             qdisc_args(Emulation::Netem, RateBy::Relay, &Impairment::default()),
             None
         );
-        // Relay mode: the kernel only rates, and only with RateBy::Tbf.
-        assert_eq!(qdisc_args(Emulation::Relay, RateBy::Relay, &imp), None);
         assert_eq!(
-            qdisc_args(Emulation::Relay, RateBy::Tbf, &imp)
-                .unwrap()
-                .join(" "),
-            "tbf rate 100000000bit burst 50000 limit 625000"
-        );
-        let slow = Impairment {
-            rate_bps: Some(500_000),
-            ..Default::default()
-        };
-        assert_eq!(
-            qdisc_args(Emulation::Relay, RateBy::Tbf, &slow)
-                .unwrap()
-                .join(" "),
-            "tbf rate 500000bit burst 4500 limit 16384"
+            qdisc_args(Emulation::Relay, RateBy::Tbf, &Impairment::default()),
+            None
         );
     }
 

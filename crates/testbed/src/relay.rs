@@ -127,29 +127,6 @@ impl RelayStats {
     }
 }
 
-/// splitmix64: small, seeded, good enough for Bernoulli trials.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 struct Item {
     due: Instant,
     data: Bytes,
@@ -188,7 +165,7 @@ fn send_blocking(s: &std::net::UdpSocket, data: &[u8], to: SocketAddr) -> bool {
 pub struct Shaper {
     imp: Impairment,
     queue: u64,
-    rng: Rng,
+    rng: fastrand::Rng,
     link_free: Option<Instant>,
 }
 
@@ -210,14 +187,14 @@ impl Shaper {
         Shaper {
             imp,
             queue,
-            rng: Rng::new(seed),
+            rng: fastrand::Rng::with_seed(seed),
             link_free: None,
         }
     }
 
     /// Decides the fate of a datagram of `len` bytes arriving at `now`.
     pub fn admit(&mut self, now: Instant, len: usize) -> Verdict {
-        if self.imp.loss > 0.0 && self.rng.next_f64() < self.imp.loss {
+        if self.imp.loss > 0.0 && self.rng.f64() < self.imp.loss {
             return Verdict::Lost;
         }
         let Some(rate) = self.imp.rate_bps.filter(|r| *r > 0) else {
@@ -620,6 +597,12 @@ mod tests {
                 rtt >= Duration::from_millis(29) && rtt < Duration::from_millis(45),
                 "rtt {rtt:?}"
             );
+        }
+        // A datagram is counted just after it is sent, so the last reply
+        // can arrive before its count: wait for it (briefly).
+        let t = Instant::now();
+        while r.stats().down.sent.load(Ordering::Relaxed) < 5 && t.elapsed().as_secs() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert_eq!(r.stats().up.sent.load(Ordering::Relaxed), 5);
         assert_eq!(r.stats().down.sent.load(Ordering::Relaxed), 5);

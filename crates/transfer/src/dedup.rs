@@ -21,7 +21,7 @@ use granary_packet::{Component, Data, Name};
 
 use crate::engine::{Engine, Job, JobState, Request, Stats};
 use crate::file::part_paths;
-use crate::items::{Item, ItemsJob, Outcome};
+use crate::items_job::{Item, ItemsJob, Outcome};
 use crate::link::Link;
 use crate::object::{Check, ObjectInfo};
 use crate::Error;

@@ -268,7 +268,8 @@ pub struct Engine {
     cfg: Config,
     window: Window,
     rtt: RttEstimator,
-    nonce: u32,
+    /// Nonces of the Interests sent.
+    nonces: fastrand::Rng,
     /// Statistics over all runs.
     pub total: Stats,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
@@ -279,11 +280,6 @@ impl Engine {
     /// A new engine.
     pub fn new(cfg: Config) -> Engine {
         let now = Instant::now();
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(1)
-            ^ std::process::id().rotate_left(16);
         Engine {
             window: Window::new(&cfg, now),
             rtt: RttEstimator::new(
@@ -294,7 +290,7 @@ impl Engine {
                 cfg.max_rto,
             ),
             cfg,
-            nonce: seed | 1,
+            nonces: fastrand::Rng::new(),
             total: Stats::default(),
             progress: None,
             last_backoff: now,
@@ -312,13 +308,7 @@ impl Engine {
     }
 
     fn next_nonce(&mut self) -> u32 {
-        // xorshift32
-        let mut x = self.nonce;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.nonce = x;
-        x
+        self.nonces.u32(..)
     }
 
     /// Runs `jobs` to completion (each ends Done or Failed) over `link`.

@@ -17,9 +17,9 @@ pub mod config;
 pub mod dedup;
 pub mod engine;
 pub mod file;
-pub mod items;
+pub mod items_job;
 pub mod link;
-pub mod local;
+pub mod local_copy;
 pub mod object;
 pub mod rtt;
 pub mod segmap;
@@ -30,9 +30,9 @@ pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdi
 pub use file::{
     fetch_objects, part_paths, FileStat, Output, RemoteFile, Report, Stream, StreamWriter,
 };
-pub use items::{Item, ItemsJob, Outcome};
+pub use items_job::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
-pub use local::{copy_verified, read_verified, CopyReport};
+pub use local_copy::{copy_verified, read_verified, CopyReport};
 pub use object::{
     discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust, INTEGRITY_ONLY,
 };

@@ -17,8 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
 
 pub use env::Env;
@@ -336,14 +334,15 @@ pub fn run(cfg: &Config) -> Result<Report, String> {
 }
 
 fn worker(s: &Shared, w: u64, deadline: Instant) {
-    let mut rng = StdRng::seed_from_u64(s.cfg.seed ^ (w + 1).wrapping_mul(0xA24B_AED4_963E_E407));
+    let mut rng =
+        fastrand::Rng::with_seed(s.cfg.seed ^ (w + 1).wrapping_mul(0xA24B_AED4_963E_E407));
     loop {
         let done = s.done_ops.load(Ordering::SeqCst);
         let faults = s.report.lock().unwrap().total_faults() as usize;
         if (done >= s.cfg.ops && faults >= s.cfg.faults) || Instant::now() > deadline {
             return;
         }
-        let r = rng.random_range(0..100);
+        let r = rng.u32(0..100);
         let ran = if r < 34 {
             op_put(s, &mut rng)
         } else if r < 70 {
@@ -362,15 +361,15 @@ fn worker(s: &Shared, w: u64, deadline: Instant) {
 }
 
 /// A size: mostly small files, some of a few hundred KiB, a few of MiB.
-fn size(rng: &mut StdRng) -> usize {
-    match rng.random_range(0..100) {
-        0..=69 => rng.random_range(1..48 * 1024),
-        70..=94 => rng.random_range(48 * 1024..512 * 1024),
-        _ => rng.random_range(512 * 1024..3 * 1024 * 1024),
+fn size(rng: &mut fastrand::Rng) -> usize {
+    match rng.u32(0..100) {
+        0..=69 => rng.usize(1..48 * 1024),
+        70..=94 => rng.usize(48 * 1024..512 * 1024),
+        _ => rng.usize(512 * 1024..3 * 1024 * 1024),
     }
 }
 
-fn op_put(s: &Shared, rng: &mut StdRng) -> bool {
+fn op_put(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     let Some(name) = s.model.lock().unwrap().pick_name(rng, true) else {
         return false;
     };
@@ -381,7 +380,7 @@ fn op_put(s: &Shared, rng: &mut StdRng) -> bool {
     // One put in six races a second writer of the same version with other
     // content: at most one may be acknowledged, and the stored version
     // must be wholly that one's.
-    let writers: u64 = if rng.random_range(0..6) == 0 { 2 } else { 1 };
+    let writers: u64 = if rng.u32(0..6) == 0 { 2 } else { 1 };
     let n = size(rng);
     let mut files = Vec::new();
     let mut shas = Vec::new();
@@ -443,14 +442,14 @@ fn op_put(s: &Shared, rng: &mut StdRng) -> bool {
     true
 }
 
-fn op_get(s: &Shared, rng: &mut StdRng) -> bool {
+fn op_get(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     let pick = s.model.lock().unwrap().pick_version(rng);
     let Some((name, version, expect)) = pick else {
         return false;
     };
     // Another application (its own data directory, over NDN through the
     // node) or the publisher (the verified local copy).
-    let (dir, kind) = if rng.random_bool(0.75) {
+    let (dir, kind) = if rng.f64() < 0.75 {
         (&s.env.consumer, "get")
     } else {
         (&s.env.node, "get-local")
@@ -497,7 +496,7 @@ fn op_get(s: &Shared, rng: &mut StdRng) -> bool {
     true
 }
 
-fn op_mv(s: &Shared, rng: &mut StdRng) -> bool {
+fn op_mv(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     let Some(name) = s.model.lock().unwrap().pick_name(rng, false) else {
         return false;
     };
@@ -521,7 +520,7 @@ fn op_mv(s: &Shared, rng: &mut StdRng) -> bool {
     true
 }
 
-fn op_rm(s: &Shared, rng: &mut StdRng) -> bool {
+fn op_rm(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     let Some(name) = s.model.lock().unwrap().pick_name(rng, false) else {
         return false;
     };
@@ -547,9 +546,9 @@ fn op_rm(s: &Shared, rng: &mut StdRng) -> bool {
     true
 }
 
-fn op_publish_dir(s: &Shared, rng: &mut StdRng) -> bool {
+fn op_publish_dir(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     // Rerun an unfinished one first (as an operator would after a crash).
-    let pending = if rng.random_bool(0.5) {
+    let pending = if rng.f64() < 0.5 {
         s.model.lock().unwrap().unfinished_dir()
     } else {
         None
@@ -559,11 +558,11 @@ fn op_publish_dir(s: &Shared, rng: &mut StdRng) -> bool {
         None => {
             let k = s.next_name.fetch_add(1, Ordering::SeqCst);
             let dir = s.env.dirs.join(format!("pd{k}"));
-            let files = rng.random_range(8..40);
+            let files = rng.u64(8..40);
             let mut made = BTreeMap::new();
             for f in 0..files {
                 let rel = format!("d{}/f{f}.dat", f % 3);
-                let b = content(s.cfg.seed, 1 << 40 | k, f, rng.random_range(1..24 * 1024));
+                let b = content(s.cfg.seed, 1 << 40 | k, f, rng.usize(1..24 * 1024));
                 let p = dir.join(&rel);
                 if std::fs::create_dir_all(p.parent().unwrap()).is_err()
                     || std::fs::write(&p, &b).is_err()
@@ -602,7 +601,7 @@ fn op_publish_dir(s: &Shared, rng: &mut StdRng) -> bool {
 }
 
 fn fault_loop(s: &Shared, deadline: Instant) {
-    let mut rng = StdRng::seed_from_u64(s.cfg.seed ^ 0xFA17_FA17_FA17_FA17);
+    let mut rng = fastrand::Rng::with_seed(s.cfg.seed ^ 0xFA17_FA17_FA17_FA17);
     let every = (s.cfg.ops / s.cfg.faults.max(1)).max(1);
     let mut injected = 0usize;
     let mut tries = 0usize;
@@ -626,14 +625,13 @@ fn fault_loop(s: &Shared, deadline: Instant) {
         // Every kind in turn, in an order the seed shuffles once a round:
         // each run meets every kind of fault.
         if injected % kinds.len() == 0 && tries == 0 {
-            use rand::seq::SliceRandom;
-            kinds.shuffle(&mut rng);
+            rng.shuffle(&mut kinds);
         }
         let kind = kinds[injected % kinds.len()];
         let ok = match kind {
             "kill-daemon" => {
                 s.env.kill_daemon();
-                std::thread::sleep(Duration::from_millis(rng.random_range(0..500)));
+                std::thread::sleep(Duration::from_millis(rng.u64(0..500)));
                 if let Err(e) = s.env.start_daemon() {
                     s.violation(format!("the daemon did not come back after a kill: {e}"));
                 }
@@ -652,13 +650,13 @@ fn fault_loop(s: &Shared, deadline: Instant) {
                 if pids.is_empty() {
                     false
                 } else {
-                    kill(pids[rng.random_range(0..pids.len())]);
+                    kill(pids[rng.usize(0..pids.len())]);
                     true
                 }
             }
             "flip" => flip(s, &mut rng),
             "pg-restart" => {
-                let down = Duration::from_millis(rng.random_range(1000..3000));
+                let down = Duration::from_millis(rng.u64(1000..3000));
                 match s.env.restart_pg(down) {
                     Ok(()) => true,
                     Err(e) => {
@@ -668,8 +666,7 @@ fn fault_loop(s: &Shared, deadline: Instant) {
                 }
             }
             "disk-full" => {
-                s.env
-                    .fill_disk(Duration::from_millis(rng.random_range(1000..2000)));
+                s.env.fill_disk(Duration::from_millis(rng.u64(1000..2000)));
                 true
             }
             _ => false,
@@ -694,19 +691,19 @@ fn fault_loop(s: &Shared, deadline: Instant) {
 }
 
 /// Flips one byte of a stored data file and records which version it held.
-fn flip(s: &Shared, rng: &mut StdRng) -> bool {
+fn flip(s: &Shared, rng: &mut fastrand::Rng) -> bool {
     let files = s.env.data_files();
     if files.is_empty() {
         return false;
     }
-    let p = &files[rng.random_range(0..files.len())];
+    let p = &files[rng.usize(0..files.len())];
     let Ok(m) = granary_store::meta::read(s.env.backend(), p) else {
         return false;
     };
     if m.size == 0 {
         return false;
     }
-    let at = rng.random_range(0..m.size);
+    let at = rng.u64(0..m.size);
     use std::os::unix::fs::FileExt;
     let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(p) else {
         return false;

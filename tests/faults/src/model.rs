@@ -4,9 +4,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rand::rngs::StdRng;
-use rand::Rng;
-
 /// Whether a version must be visible at the end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Presence {
@@ -61,7 +58,7 @@ impl Model {
     }
 
     /// A name for a mutation (`fresh_ok`: a name with no version will do).
-    pub(crate) fn pick_name(&self, rng: &mut StdRng, fresh_ok: bool) -> Option<String> {
+    pub(crate) fn pick_name(&self, rng: &mut fastrand::Rng, fresh_ok: bool) -> Option<String> {
         let usable: Vec<&String> = self
             .names
             .iter()
@@ -71,7 +68,7 @@ impl Model {
         if usable.is_empty() {
             return None;
         }
-        Some(usable[rng.random_range(0..usable.len())].clone())
+        Some(usable[rng.usize(0..usable.len())].clone())
     }
 
     pub(crate) fn has_versions(&self, name: &str) -> bool {
@@ -81,7 +78,7 @@ impl Model {
     }
 
     /// A version certainly under `name` (not in flight), for a removal.
-    pub(crate) fn version_at(&self, name: &str, rng: &mut StdRng) -> Option<u64> {
+    pub(crate) fn version_at(&self, name: &str, rng: &mut fastrand::Rng) -> Option<u64> {
         let vs: Vec<u64> = self
             .versions
             .iter()
@@ -93,16 +90,16 @@ impl Model {
             })
             .map(|(k, _)| *k)
             .collect();
-        (!vs.is_empty()).then(|| vs[rng.random_range(0..vs.len())])
+        (!vs.is_empty()).then(|| vs[rng.usize(0..vs.len())])
     }
 
     /// Something to fetch: a version (name, Some(v), allowed contents), or a
     /// published-directory file by name alone (name, None, its content).
     pub(crate) fn pick_version(
         &self,
-        rng: &mut StdRng,
+        rng: &mut fastrand::Rng,
     ) -> Option<(String, Option<u64>, Vec<[u8; 32]>)> {
-        if rng.random_bool(0.15) {
+        if rng.f64() < 0.15 {
             let files: Vec<(&String, &[u8; 32])> = self
                 .dirs
                 .values()
@@ -110,7 +107,7 @@ impl Model {
                 .flat_map(|d| d.files.iter())
                 .collect();
             if !files.is_empty() {
-                let (n, h) = files[rng.random_range(0..files.len())];
+                let (n, h) = files[rng.usize(0..files.len())];
                 return Some((n.clone(), None, vec![*h]));
             }
         }
@@ -122,9 +119,9 @@ impl Model {
         if vs.is_empty() {
             return None;
         }
-        let (k, v) = vs[rng.random_range(0..vs.len())];
+        let (k, v) = vs[rng.usize(0..vs.len())];
         let names: Vec<&String> = v.names.iter().collect();
-        let n = names[rng.random_range(0..names.len())];
+        let n = names[rng.usize(0..names.len())];
         Some((n.clone(), Some(*k), allowed(v)))
     }
 

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::{hashes_path, index, meta, path, unique, write_atomic, Entry, Error, Result, Store};
+use crate::{
+    hash_index, hashes_path, meta, path, unique, write_atomic, Entry, Error, Result, Store,
+};
 
 /// What a reindex did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,7 +55,7 @@ impl Store {
     /// Runs `f` with the index, opening it if needed (and, when it was
     /// missing, rebuilding it from the files). `None` when another process
     /// holds it (retried at most once a second) or it cannot be opened.
-    fn with_index<T>(&self, f: impl FnOnce(&std::sync::Arc<index::Index>) -> T) -> Option<T> {
+    fn with_index<T>(&self, f: impl FnOnce(&std::sync::Arc<hash_index::Index>) -> T) -> Option<T> {
         let mut st = self.index.lock().ok()?;
         let mut opened_now = false;
         if st.db.is_none() {
@@ -67,8 +69,8 @@ impl Store {
             st.checked = Some(now);
             let path = self.index_path();
             let mut fresh = !path.join("tree").exists();
-            let mut opened = index::Index::open(&path);
-            if let Err(index::OpenError::Other(e)) = &opened {
+            let mut opened = hash_index::Index::open(&path);
+            if let Err(hash_index::OpenError::Other(e)) = &opened {
                 // Unreadable or of another layout: it is only a cache of the
                 // files, so set it aside and rebuild.
                 eprintln!("granary-store: {e}; rebuilding the hash index");
@@ -76,7 +78,7 @@ impl Store {
                 let _ = fs::remove_dir_all(&aside);
                 let _ = fs::rename(&path, &aside);
                 fresh = true;
-                opened = index::Index::open(&path);
+                opened = hash_index::Index::open(&path);
             }
             if opened.is_ok() {
                 // The index of releases before 0.2 (a redb file): only a
@@ -95,13 +97,13 @@ impl Store {
                     st.error = None;
                     opened_now = true;
                 }
-                Err(index::OpenError::Busy) => {
+                Err(hash_index::OpenError::Busy) => {
                     st.error = Some(
                         "the hash index is in use by another process (a running daemon?)".into(),
                     );
                     return None;
                 }
-                Err(index::OpenError::Other(e)) => {
+                Err(hash_index::OpenError::Other(e)) => {
                     eprintln!("granary-store: {e}");
                     st.error = Some(e);
                     return None;
@@ -120,13 +122,13 @@ impl Store {
     }
 
     /// The open index (opening it if needed), shared.
-    pub(crate) fn index_handle(&self) -> Option<std::sync::Arc<index::Index>> {
+    pub(crate) fn index_handle(&self) -> Option<std::sync::Arc<hash_index::Index>> {
         self.with_index(|ix| ix.clone())
     }
 
     /// Indexes the version a mark names. `Ok(false)` when that version is
     /// not there (yet).
-    fn index_mark(&self, ix: &std::sync::Arc<index::Index>, mark: &Path) -> Result<bool> {
+    fn index_mark(&self, ix: &std::sync::Arc<hash_index::Index>, mark: &Path) -> Result<bool> {
         let rel = fs::read(mark).map_err(Error::io(mark))?;
         let rel = String::from_utf8(rel)
             .map_err(|_| Error::Corrupt(format!("{}: not UTF-8", mark.display())))?;
@@ -137,7 +139,7 @@ impl Store {
         self.index_file(ix, &data).map(|_| true)
     }
 
-    fn index_file(&self, ix: &std::sync::Arc<index::Index>, data: &Path) -> Result<u64> {
+    fn index_file(&self, ix: &std::sync::Arc<hash_index::Index>, data: &Path) -> Result<u64> {
         let rel = data
             .strip_prefix(&self.objects)
             .map_err(|_| Error::Corrupt(format!("{} is outside the store", data.display())))?
@@ -178,7 +180,11 @@ impl Store {
     /// Indexes every marked version that is there; `wait` for a catch-up
     /// running on another thread, or else skip. Returns the versions
     /// indexed.
-    pub(crate) fn catch_up_into(&self, ix: &std::sync::Arc<index::Index>, wait: bool) -> usize {
+    pub(crate) fn catch_up_into(
+        &self,
+        ix: &std::sync::Arc<hash_index::Index>,
+        wait: bool,
+    ) -> usize {
         let _one = match self.catching.try_lock() {
             Ok(g) => g,
             Err(std::sync::TryLockError::WouldBlock) if wait => match self.catching.lock() {
@@ -294,7 +300,7 @@ impl Store {
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn reindex_into(&self, ix: &std::sync::Arc<index::Index>) -> Result<Reindexed> {
+    fn reindex_into(&self, ix: &std::sync::Arc<hash_index::Index>) -> Result<Reindexed> {
         ix.clear().map_err(Error::Corrupt)?;
         let mut r = Reindexed::default();
         let mut stack = vec![self.objects.clone()];

@@ -405,31 +405,153 @@ pub fn read_verified(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::Check;
+    use crate::SegmentMap;
+    use sha2::{Digest, Sha256};
+    use std::sync::Arc;
+
+    /// A directory on the disk the crate is built on (`target/`), not a
+    /// tempdir that may be tmpfs.
+    fn on_disk() -> tempfile::TempDir {
+        let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tmp");
+        std::fs::create_dir_all(&d).unwrap();
+        tempfile::tempdir_in(d).unwrap()
+    }
+
+    /// True when `dir`'s file system is one that takes O_DIRECT reads
+    /// (ext4, XFS, btrfs): there, the direct path must be the one taken.
+    fn takes_direct_io(dir: &Path) -> bool {
+        const EXT4: u64 = 0xEF53;
+        const XFS: u64 = 0x5846_5342;
+        const BTRFS: u64 = 0x9123_683E;
+        let t = rustix::fs::statfs(dir).unwrap().f_type as u64;
+        let known = [EXT4, XFS, BTRFS].contains(&t);
+        if !known {
+            eprintln!(
+                "SKIPPED: {} (file system {t:#x}) is not one known to take O_DIRECT",
+                dir.display()
+            );
+        }
+        known
+    }
+
+    /// True if bytes `off..off + len` of `f` are all in the page cache (a
+    /// miss starts read-ahead there: look at one place once).
+    fn cached_at(f: &std::fs::File, off: u64, len: usize) -> bool {
+        let mut probe = vec![0u8; len];
+        rustix::io::preadv2(
+            f,
+            &mut [std::io::IoSliceMut::new(&mut probe)],
+            off,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        )
+        .is_ok_and(|n| n == len)
+    }
+
+    /// `data` written to `path` and durable, its pages dropped from the
+    /// page cache.
+    fn write_uncached(path: &Path, data: &[u8]) -> std::fs::File {
+        std::fs::write(path, data).unwrap();
+        let f = std::fs::File::open(path).unwrap();
+        f.sync_all().unwrap();
+        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
+        f
+    }
+
+    /// An object of `data` in segments of `segment_size`, checked against
+    /// a manifest computed from it (every hash in the root).
+    fn object(data: &[u8], segment_size: u64) -> ObjectInfo {
+        let level0: Vec<u8> = data
+            .chunks(segment_size as usize)
+            .flat_map(|c| <[u8; 32]>::from(Sha256::digest(c)))
+            .collect();
+        let count = (level0.len() / 32) as u64;
+        let size = data.len() as u64;
+        let (upper, root) = granary_manifest::compute(&level0, segment_size, size, None);
+        assert!(upper.is_empty(), "the root holds every hash");
+        ObjectInfo {
+            versioned: granary_packet::Name::from_uri("/t/obj/v=1").unwrap(),
+            map: SegmentMap::fixed(segment_size, count, Some(size)).unwrap(),
+            check: Check::Manifest(Arc::new(granary_manifest::Checker::new(root))),
+            verified_by: "test".into(),
+        }
+    }
+
+    fn pattern(len: usize) -> Vec<u8> {
+        (0..len as u32).map(|i| (i * 7 + (i >> 13)) as u8).collect()
+    }
 
     #[test]
     fn direct_reads_give_exact_unaligned_ranges_and_refuse_a_short_file() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = on_disk();
+        if !takes_direct_io(dir.path()) {
+            return;
+        }
         let p = dir.path().join("f");
-        let data: Vec<u8> = (0..3 * ALIGN as u32 + 123).map(|i| (i * 7) as u8).collect();
+        let data = pattern(3 * ALIGN + 123);
         std::fs::write(&p, &data).unwrap();
-        let Some(f) = open_direct(&p) else {
-            return; // a file system without direct I/O: the buffered path is used
-        };
+        let f = open_direct(&p).expect("this file system takes O_DIRECT");
         let mut buf = Vec::new();
         for (start, len) in [(0, 10), (5, ALIGN), (ALIGN - 1, 2), (100, data.len() - 100)] {
-            match read_direct(&f, &mut buf, start as u64, len) {
-                Ok(r) => assert_eq!(&buf[r], &data[start..start + len], "{start}+{len}"),
-                // Refused at read time: copy_verified falls back to buffered.
-                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
-                    return
-                }
-                Err(e) => panic!("{e}"),
-            }
+            let r = read_direct(&f, &mut buf, start as u64, len).unwrap();
+            assert_eq!(&buf[r], &data[start..start + len], "{start}+{len}");
         }
         let e = read_direct(&f, &mut buf, 100, data.len()).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
         // Cached (just read through the cache): the probe says so.
         let _ = std::fs::read(&p).unwrap();
         assert!(cached(&std::fs::File::open(&p).unwrap(), data.len() as u64));
+    }
+
+    /// A source not in the page cache is copied with direct I/O: the copy
+    /// is exact and leaves the source's pages out of the cache (a buffered
+    /// read would have brought them in; the file is far below the
+    /// drop-behind size).
+    #[test]
+    fn an_uncached_source_is_copied_with_direct_io() {
+        let dir = on_disk();
+        if !takes_direct_io(dir.path()) {
+            return;
+        }
+        let src = dir.path().join("src");
+        let data = pattern((24 << 20) + 123);
+        let f = write_uncached(&src, &data);
+        // A probe that misses starts read-ahead where it looked, so the
+        // cache is checked at one place before the copy and at another
+        // after, both far from the start (where the copy's own probe looks).
+        assert!(!cached_at(&f, 20 << 20, 4096), "dropped from the cache");
+        let info = object(&data, 256 << 10);
+        let out = dir.path().join("out");
+        let r = copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap();
+        assert_eq!(r.size, data.len() as u64);
+        assert_eq!(std::fs::read(&out).unwrap(), data);
+        assert!(
+            !cached_at(&f, 12 << 20, 4096),
+            "the copy went through the page cache: direct I/O was not used"
+        );
+    }
+
+    /// A source in the page cache is read through it (buffered, the path
+    /// also taken where O_DIRECT is refused): exact, and a bad segment
+    /// stops the copy with nothing written.
+    #[test]
+    fn a_cached_source_is_copied_through_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let data = pattern((3 << 20) + 5);
+        std::fs::write(&src, &data).unwrap();
+        let _ = std::fs::read(&src).unwrap();
+        let info = object(&data, 64 << 10);
+        let out = dir.path().join("out");
+        copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), data);
+
+        let mut bad = data.clone();
+        bad[(2 << 20) + 1] ^= 1;
+        std::fs::write(&src, &bad).unwrap();
+        let out = dir.path().join("out2");
+        let e = copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap_err();
+        assert!(matches!(e, Error::Verify(_)), "{e}");
+        assert!(!out.exists(), "nothing published");
     }
 }
