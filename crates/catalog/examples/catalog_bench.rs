@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use granary_catalog::{Catalog, FacetSel, Query, Record};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use fastrand::Rng as StdRng;
 
 /// (facet, cardinality)
 const FACETS: [(&str, usize); 11] = [
@@ -43,7 +42,7 @@ const WORDS: [&str; 12] = [
 /// Zipf-ish: value k with probability about 1/(k+1).
 fn zipf(rng: &mut StdRng, card: usize) -> usize {
     let h = ((card + 1) as f64).ln();
-    let x = (rng.random::<f64>() * h).exp() - 1.0;
+    let x = (rng.f64() * h).exp() - 1.0;
     (x as usize).min(card - 1)
 }
 
@@ -60,7 +59,7 @@ fn record(rng: &mut StdRng, i: usize) -> Record {
     let text = format!(
         "{var} {} {} long name of {var} units K",
         WORDS[zipf(rng, WORDS.len())],
-        WORDS[rng.random_range(0..WORDS.len())]
+        WORDS[rng.usize(0..WORDS.len())]
     );
     Record {
         name: format!(
@@ -71,9 +70,9 @@ fn record(rng: &mut StdRng, i: usize) -> Record {
         project: "CMIP6".into(),
         title: format!("{var}_{}_{i}.nc", facets["source_id"]),
         facets,
-        size: rng.random_range(1_000..1_000_000_000),
-        time_start: Some(format!("{:04}-01-01", rng.random_range(1850..2100))),
-        time_end: Some(format!("{:04}-12-31", rng.random_range(1850..2300))),
+        size: rng.u64(1_000..1_000_000_000),
+        time_start: Some(format!("{:04}-01-01", rng.u64(1850..2100))),
+        time_end: Some(format!("{:04}-12-31", rng.u64(1850..2300))),
         bbox: Some([-180.0, -90.0, 180.0, 90.0]),
         text,
         meta: serde_json::json!({"attributes": {"Conventions": "CF-1.7 CMIP-6.2"}}),
@@ -137,7 +136,7 @@ struct Row {
 }
 
 fn run(spec: &str, mut n: usize, runs: usize) -> Row {
-    let mut rng = StdRng::seed_from_u64(1);
+    let mut rng = StdRng::with_seed(1);
     let reuse = std::env::var("REUSE").is_ok_and(|v| v == "1");
     let (build, build_cpu) = {
         let cat = Catalog::open(spec).expect("open");
@@ -191,7 +190,7 @@ fn run(spec: &str, mut n: usize, runs: usize) -> Row {
             ..Query::default()
         };
         for f in ["source_id", "variable_id", "experiment_id"] {
-            if rng.random_bool(0.6) {
+            if rng.f64() < 0.6 {
                 let card = FACETS.iter().find(|x| x.0 == f).map(|x| x.1).unwrap_or(1);
                 q.filters.insert(f.into(), vec![value(f, zipf(rng, card))]);
             }
@@ -203,7 +202,7 @@ fn run(spec: &str, mut n: usize, runs: usize) -> Row {
     let mut cold = (Vec::new(), Vec::new());
     let mut seen = std::collections::HashSet::new();
     let b = time(&mut |rng| {
-        let w = WORDS[rng.random_range(0..WORDS.len())];
+        let w = WORDS[rng.usize(0..WORDS.len())];
         let q = Query {
             text: Some(w.to_string()),
             facets: FacetSel::All,
@@ -225,7 +224,7 @@ fn run(spec: &str, mut n: usize, runs: usize) -> Row {
         .expect("query");
     });
     let d = time(&mut |rng| {
-        let p = format!("variable_id{}", rng.random_range(0..100));
+        let p = format!("variable_id{}", rng.u64(0..100));
         cat.autocomplete("variable_id", &p, 10, None)
             .expect("autocomplete");
     });
