@@ -223,8 +223,9 @@ fn flipped_header_bytes_never_crash() {
                 b[i] ^= mask;
                 let p = write(dir.path(), "flip.nc", &b);
                 let what = format!("{kind}: byte {i} ^ {mask:#04x}");
-                let r = std::panic::catch_unwind(|| measured_read(&p))
-                    .unwrap_or_else(|_| panic!("{what}: the read panicked or broke a bound (above)"));
+                let r = std::panic::catch_unwind(|| measured_read(&p)).unwrap_or_else(|_| {
+                    panic!("{what}: the read panicked or broke a bound (above)")
+                });
                 if !read[i] {
                     unread += 1;
                     match &r {

@@ -443,19 +443,14 @@ fn rabin_cut(t: &RabinTables, data: &[u8], min: usize, avg: u64, max: usize) -> 
     end
 }
 
-/// Deterministic pseudo-random bytes (xorshift64 of `seed`): content that
-/// does not repeat by accident, so chunk boundaries fall as in real data.
-/// For tests, benchmarks and examples of chunking; one generator for all.
+/// Deterministic pseudo-random bytes (`fastrand` seeded with `seed`):
+/// content that does not repeat by accident, so chunk boundaries fall as in
+/// real data. For tests, benchmarks and examples of chunking; one generator
+/// for all.
 pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 24) as u8
-        })
-        .collect()
+    let mut v = vec![0u8; n];
+    fastrand::Rng::with_seed(seed).fill(&mut v);
+    v
 }
 
 /// Writes [`noise`]`(len, seed)` to the file at `path` (created or
@@ -464,17 +459,14 @@ pub fn noise(n: usize, seed: u64) -> Vec<u8> {
 pub fn write_noise(path: &std::path::Path, len: u64, seed: u64) -> std::io::Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut s = seed | 1;
+    let mut rng = fastrand::Rng::with_seed(seed);
+    // Whole multiples of 8 bytes per block: `fill` draws 8 bytes at a time,
+    // so the blocks continue one stream, exactly as `noise` draws it.
     let mut buf = vec![0u8; 1 << 20];
     let mut left = len;
     while left > 0 {
         let n = left.min(buf.len() as u64) as usize;
-        for b in &mut buf[..n] {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            *b = (s >> 24) as u8;
-        }
+        rng.fill(&mut buf[..n]);
         f.write_all(&buf[..n])?;
         left -= n as u64;
     }
