@@ -122,7 +122,8 @@ pub struct Forwarder {
     /// VIP counts and cache set (idle unless a prefix uses the `vip`
     /// strategy or the CS the `vip` policy).
     pub(crate) vip: crate::vip::Vip,
-    rng: u64,
+    /// Nonces for Interests that arrive without one.
+    rng: fastrand::Rng,
     /// Where faces hand their packets (set by `run`).
     sink: Option<Weak<dyn PacketSink>>,
     /// The configuration, kept to make the data shards from (`run`).
@@ -400,14 +401,6 @@ fn sharded_event(ev: FaceEvent, control: &Shared, data: &[Arc<Shared>], sink: &d
     }
 }
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 fn is_localhost(n: &Name) -> bool {
     n.get(0)
         .is_some_and(|c| c.typ == granary_packet::types::COMP_GENERIC && c.value == b"localhost")
@@ -440,7 +433,7 @@ impl Forwarder {
             replay: granary_security::ReplayChecker::default(),
             channels: cfg.channels.clone(),
             vip: crate::vip::Vip::new(crate::vip::VipConfig::default()),
-            rng: seed,
+            rng: fastrand::Rng::with_seed(seed),
             sink: None,
             cfg,
             siblings: Vec::new(),
@@ -774,7 +767,7 @@ impl Forwarder {
         }
         let nonce = match i.nonce {
             Some(n) => n,
-            None => splitmix(&mut self.rng) as u32,
+            None => self.rng.u32(..),
         };
         // The name is hashed once here; the dead-nonce list, PIT, FIB and
         // strategy choice all use these hashes.

@@ -17,8 +17,8 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
-mod ndn;
 mod query;
+mod websocket_face;
 mod wget;
 
 use std::net::SocketAddr;
@@ -95,7 +95,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search", get(esgf::search))
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
-        .route("/ndn", get(ndn::websocket))
+        .route("/ndn", get(websocket_face::websocket))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
