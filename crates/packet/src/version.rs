@@ -36,16 +36,14 @@ pub const END_SECS: u64 = 4_102_444_800;
 /// band (a counter such as `v=7`, or a date outside 2001–2099) is `None`.
 /// The time keeps the unit's full precision.
 pub fn version_time(v: u64) -> Option<SystemTime> {
-    const UNITS: [(u64, fn(u64) -> Duration); 4] = [
-        (1, Duration::from_secs),
-        (1_000, Duration::from_millis),
-        (1_000_000, Duration::from_micros),
-        (1_000_000_000, Duration::from_nanos),
-    ];
-    UNITS
+    // Nanoseconds per unit: s, ms, µs, ns. In its band, `v` times that is
+    // below 4.2 × 10^18: no overflow.
+    const NANOS_PER_UNIT: [u64; 4] = [1_000_000_000, 1_000_000, 1_000, 1];
+    NANOS_PER_UNIT
         .iter()
-        .find(|(per_sec, _)| (EARLIEST_SECS..END_SECS).contains(&(v / per_sec)))
-        .map(|(_, unit)| UNIX_EPOCH + unit(v))
+        .map(|ns| (ns, 1_000_000_000 / ns))
+        .find(|(_, per_sec)| (EARLIEST_SECS..END_SECS).contains(&(v / per_sec)))
+        .map(|(ns, _)| UNIX_EPOCH + Duration::from_nanos(v * ns))
 }
 
 #[cfg(test)]
