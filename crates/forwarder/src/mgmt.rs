@@ -1,5 +1,5 @@
 //! NFD management on `/localhost/nfd` (and `/localhop/nfd`): commands and
-//! status datasets, answered on the forwarder task with direct table access.
+//! status datasets, answered under the forwarder's lock as they arrive.
 //!
 //! Commands from local faces are accepted whether signed (either form) or
 //! not, as NFD's default `localhost` policy does. Commands arriving on
