@@ -1039,6 +1039,25 @@ mod tests {
     }
 
     #[test]
+    fn admits_only_when_admitting_with_room() {
+        let with = |max_packets, admit| {
+            ContentStore::new(
+                CsConfig {
+                    max_packets,
+                    admit,
+                    ..CsConfig::default()
+                },
+                0,
+            )
+            .admits()
+        };
+        assert!(with(1, true));
+        assert!(!with(0, true), "no room");
+        assert!(!with(1, false), "not admitting");
+        assert!(!with(0, false));
+    }
+
+    #[test]
     fn lru_evicts_least_recently_used() {
         let t = Instant::now();
         let mut cs = ContentStore::new(cfg(Policy::Lru, 3), 0);
