@@ -18,6 +18,7 @@
 //! Depends only on `granary-packet`. Knows nothing of PIT, FIB or CS.
 #![forbid(unsafe_code)]
 
+pub mod accept;
 pub mod framing;
 pub mod internal;
 pub mod link;

@@ -363,11 +363,10 @@ pub async fn listen_unix(
     }
     let listener = tokio::net::UnixListener::bind(path)?;
     let local = format!("unix://{}", path.display());
-    Ok(tokio::spawn(async move {
-        loop {
-            let Ok((sock, _)) = listener.accept().await else {
-                continue;
-            };
+    Ok(tokio::spawn(crate::accept::accept_loop(
+        listener,
+        "unix listener",
+        move |sock, _| {
             // A send buffer as deep as the window of a fast local consumer
             // (the default, ~200 KiB, is 25 packets of 8 KiB): the node
             // keeps writing while the application is busy with what it
@@ -382,9 +381,12 @@ pub async fn listen_unix(
                 mtu: None,
             };
             let (r, w) = sock.into_split();
-            spawn(info, r, w, limits.clone(), events.clone()).await;
-        }
-    }))
+            let (limits, events) = (limits.clone(), events.clone());
+            async move {
+                spawn(info, r, w, limits, events).await;
+            }
+        },
+    )))
 }
 
 fn ids_hint(sock: &tokio::net::UnixStream) -> String {
@@ -429,21 +431,16 @@ pub async fn listen_tcp(
 ) -> std::io::Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((sock, _)) = listener.accept().await else {
-                continue;
-            };
-            let _ = tcp_face(
-                sock,
-                ids.next(),
-                crate::Persistency::OnDemand,
-                limits.clone(),
-                events.clone(),
-            )
-            .await;
-        }
-    });
+    tokio::spawn(crate::accept::accept_loop(
+        listener,
+        "tcp listener",
+        move |sock, _| {
+            let (id, limits, events) = (ids.next(), limits.clone(), events.clone());
+            async move {
+                let _ = tcp_face(sock, id, crate::Persistency::OnDemand, limits, events).await;
+            }
+        },
+    ));
     Ok(bound)
 }
 

@@ -231,12 +231,10 @@ pub async fn listen_ws(
 ) -> std::io::Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        loop {
-            let Ok((sock, peer)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
+    tokio::spawn(crate::accept::accept_loop(
+        listener,
+        "ws listener",
+        move |sock, peer| {
             let _ = sock.set_nodelay(true);
             let limits = limits.clone();
             let events = events.clone();
@@ -268,7 +266,8 @@ pub async fn listen_ws(
                 };
                 serve_socket(ws, info, limits, events).await;
             });
-        }
-    });
+            std::future::ready(())
+        },
+    ));
     Ok(bound)
 }

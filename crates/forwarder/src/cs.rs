@@ -46,7 +46,7 @@
 //! | [`Policy::Lru`] | least recently inserted or hit | moves to most recent | O(log n) |
 //! | [`Policy::Lfu`] | fewest hits, ties: least recently used | count + 1, most recent | O(log n) |
 //! | [`Policy::Fifo`] | oldest insertion | none | O(log n) |
-//! | [`Policy::Random`] | uniform pick (seeded SplitMix64) | none | O(1) pick, O(log n) index fix-up |
+//! | [`Policy::Random`] | uniform pick (seeded `fastrand`) | none | O(1) pick, O(log n) index fix-up |
 //! | [`Policy::Vip`] | as LFU; admission and erasure follow the VIP cache set ([`crate::vip`]) | as LFU | O(log n) |
 //!
 //! LRU and FIFO keep a doubly linked list through the entries, in the order
@@ -443,27 +443,6 @@ impl Victims {
     }
 }
 
-/// SplitMix64: a tiny, fast, well-mixed deterministic generator, enough to
-/// pick random victims reproducibly.
-#[derive(Debug, Clone)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A value in `0..n` (`n > 0`), by multiply-and-shift (no division, and
-    /// a bias below 2^-32 for any realistic `n`).
-    fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-}
-
 /// Appends entry `id` at the tail of the victim list.
 fn list_push(entries: &mut Entries, head: &mut u32, tail: &mut u32, len: &mut usize, id: u32) {
     let old_tail = *tail;
@@ -519,7 +498,7 @@ pub struct ContentStore {
     /// Victim selection for `cfg.policy`.
     victims: Victims,
     /// Generator for the Random policy.
-    rng: SplitMix64,
+    rng: fastrand::Rng,
     /// Store-wide event counter (insertions and hits).
     seq: u64,
     /// Sum of the entries' charged sizes.
@@ -536,7 +515,7 @@ impl ContentStore {
             cfg,
             index: Entries::default(),
             victims,
-            rng: SplitMix64(seed),
+            rng: fastrand::Rng::with_seed(seed),
             seq: 0,
             bytes: 0,
             hits: 0,
@@ -862,7 +841,7 @@ impl ContentStore {
                 let mut rng = self.rng.clone();
                 let mut order = Vec::with_capacity(ids.len());
                 while !ids.is_empty() {
-                    let i = rng.below(ids.len());
+                    let i = rng.usize(..ids.len());
                     order.push(ids.swap_remove(i));
                 }
                 order
@@ -887,7 +866,7 @@ impl ContentStore {
             Victims::List { head, .. } => Some(*head).filter(|&h| h != NIL),
             Victims::Ordered(m) => m.first_key_value().map(|(_, &id)| id),
             Victims::Random(v) if v.is_empty() => None,
-            Victims::Random(v) => v.get(self.rng.below(v.len())).copied(),
+            Victims::Random(v) => v.get(self.rng.usize(..v.len())).copied(),
         };
         victim.is_some_and(|id| self.remove_id(id).is_some())
     }
@@ -1028,17 +1007,54 @@ mod tests {
         assert_eq!(Policy::default(), Policy::Lru);
     }
 
+    /// The default store as documented: admitting and serving, LRU, and
+    /// full at 65,536 packets (small ones: the 512 MiB byte budget is not
+    /// what binds them), where an insertion evicts the least recently used.
     #[test]
-    fn default_config() {
-        let c = CsConfig::default();
-        assert_eq!(c.max_packets, 65536);
-        assert_eq!(c.max_bytes, 512 * 1024 * 1024);
-        assert_eq!(c.policy, Policy::Lru);
-        assert!(c.admit && c.serve);
-        let cs = ContentStore::new(c.clone(), 0);
-        assert_eq!(cs.config(), &c);
-        assert!(cs.is_empty());
-        assert_eq!((cs.len(), cs.bytes(), cs.hits(), cs.misses()), (0, 0, 0, 0));
+    fn default_store_holds_65536_packets_and_evicts_lru() {
+        let t = Instant::now();
+        let mut cs = ContentStore::new(CsConfig::default(), 0);
+        assert!(cs.admits());
+        let full = 65536;
+        for k in 0..full {
+            cs.insert(&data(&format!("/d/{k}")), t);
+        }
+        assert_eq!(cs.len(), full, "every packet up to the limit is kept");
+        assert!(cs.bytes() < cs.config().max_bytes);
+        // Serving: a hit, which makes /d/0 the most recently used.
+        assert!(cs.find(&exact("/d/0"), t).is_some());
+        assert_eq!((cs.hits(), cs.misses()), (1, 0));
+        cs.insert(&data("/d/new"), t);
+        assert_eq!(cs.len(), full, "one in, one out");
+        assert!(
+            cs.find(&exact("/d/1"), t).is_none(),
+            "the least recently used went"
+        );
+        assert!(cs.find(&exact("/d/0"), t).is_some());
+        assert!(cs.find(&exact("/d/new"), t).is_some());
+        assert!(cs.find(&exact("/d/2"), t).is_some());
+        cs.insert(&data("/d/newer"), t);
+        assert!(cs.find(&exact("/d/3"), t).is_none(), "then the next one");
+        cs.check_invariants();
+    }
+
+    #[test]
+    fn admits_only_when_admitting_with_room() {
+        let with = |max_packets, admit| {
+            ContentStore::new(
+                CsConfig {
+                    max_packets,
+                    admit,
+                    ..CsConfig::default()
+                },
+                0,
+            )
+            .admits()
+        };
+        assert!(with(1, true));
+        assert!(!with(0, true), "no room");
+        assert!(!with(1, false), "not admitting");
+        assert!(!with(0, false));
     }
 
     #[test]
@@ -1456,7 +1472,7 @@ mod tests {
     fn random_operations_keep_invariants() {
         let t = Instant::now();
         for policy in Policy::ALL {
-            let mut rng = SplitMix64(policy as u64 + 1);
+            let mut rng = fastrand::Rng::with_seed(policy as u64 + 1);
             let mut cs = ContentStore::new(
                 CsConfig {
                     max_packets: 20,
@@ -1469,28 +1485,28 @@ mod tests {
             let mut finds = 0;
             for step in 0..3000u64 {
                 let now = t + Duration::from_millis(step);
-                let u = format!("/p/{}/{}", rng.below(4), rng.below(10));
-                match rng.below(10) {
-                    0..=3 => cs.insert(&data_fp(&u, rng.below(300), rng.below(50) as u64), now),
+                let u = format!("/p/{}/{}", rng.usize(..4), rng.usize(..10));
+                match rng.usize(..10) {
+                    0..=3 => cs.insert(&data_fp(&u, rng.usize(..300), rng.usize(..50) as u64), now),
                     4..=7 => {
                         finds += 1;
                         // Sometimes ask by implicit digest for what is cached.
                         let uri = match cs.index.get(&name(&u)) {
-                            Some(e) if rng.below(4) == 0 => e.data.full_name().to_string(),
+                            Some(e) if rng.usize(..4) == 0 => e.data.full_name().to_string(),
                             _ => u,
                         };
-                        let i = interest(&uri, rng.below(2) == 0, rng.below(2) == 0);
+                        let i = interest(&uri, rng.usize(..2) == 0, rng.usize(..2) == 0);
                         if let Some(d) = cs.find(&i, now) {
                             assert!(d.matches_name(&i.name, i.can_be_prefix));
                         }
                     }
                     8 => {
-                        cs.erase_prefix(&name(&u).prefix(2), rng.below(3));
+                        cs.erase_prefix(&name(&u).prefix(2), rng.usize(..3));
                     }
                     _ => {
-                        let policy = Policy::ALL[rng.below(4)];
+                        let policy = Policy::ALL[rng.usize(..4)];
                         cs.set_config(CsConfig {
-                            max_packets: 5 + rng.below(20),
+                            max_packets: 5 + rng.usize(..20),
                             policy,
                             ..cs.config().clone()
                         });

@@ -10,14 +10,20 @@
 //! nothing of repositories or applications.
 #![forbid(unsafe_code)]
 
+mod config;
 pub mod cs;
 pub mod daemon;
 pub mod fib;
 pub mod forwarder;
 pub mod mgmt;
 pub mod namehash;
+mod pipeline;
 pub mod pit;
+mod run;
+mod scope;
+mod shard;
 pub mod strategy;
 pub mod vip;
+mod vip_hooks;
 
 pub use forwarder::{FaceContext, Forwarder, ForwarderConfig};

@@ -577,6 +577,75 @@ mod tests {
             pit.remove(&k);
         }
         assert_eq!(pit.len(), 2);
+        // With the last digest entry gone, Data no longer pay for a lookup
+        // by full name.
+        assert_eq!(pit.digest_entries, 0);
+    }
+
+    /// Removing entries (found through the shared hash table) leaves every
+    /// other entry findable, and the removed ones gone.
+    #[test]
+    fn removal_leaves_the_others_findable() {
+        let mut pit = Pit::new(10_000);
+        let now = Instant::now();
+        let keys: Vec<PitKey> = (0..2000)
+            .map(|i| PitKey::of(&interest(&format!("/r/{i}"), false)))
+            .collect();
+        for k in &keys {
+            pit.get_or_insert(k, now).unwrap();
+        }
+        for k in keys.iter().step_by(2) {
+            assert!(pit.remove(k).is_some());
+        }
+        assert_eq!(pit.len(), 1000);
+        for (i, k) in keys.iter().enumerate() {
+            let found = pit.find(k, hash_name(&k.name)).is_some();
+            assert_eq!(found, i % 2 == 1, "entry {i}");
+        }
+    }
+
+    /// Timers fire in time whichever queue holds them (in order: the FIFO;
+    /// out of order: the heap); a timer of an entry whose expiry was
+    /// extended, or of an entry that was removed, does not expire it.
+    #[test]
+    fn timers_fire_when_due_and_only_for_their_entry() {
+        let mut pit = Pit::new(100);
+        let t = Instant::now();
+        let ms = |m: u64| t + Duration::from_millis(m);
+        let key = |u: &str| PitKey::of(&interest(u, false));
+        let arm = |pit: &mut Pit, u: &str, at: Instant| {
+            let (e, _) = pit.get_or_insert(&key(u), t).unwrap();
+            e.expiry = at;
+            pit.schedule(&key(u), at);
+        };
+        assert_eq!(pit.next_timer(), None);
+        arm(&mut pit, "/late", ms(20)); // FIFO
+        arm(&mut pit, "/early", ms(10)); // out of order: heap
+        assert_eq!(pit.next_timer(), Some(ms(10)));
+        assert!(pit.expired(ms(5)).is_empty());
+        assert_eq!(pit.len(), 2);
+        let names = |v: Vec<PitEntry>| {
+            v.into_iter()
+                .map(|e| e.key.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(pit.expired(ms(15))), ["/early"]);
+        assert_eq!(pit.next_timer(), Some(ms(20)));
+        // Extended before its first timer fires: that timer is stale.
+        arm(&mut pit, "/late", ms(40));
+        assert!(pit.expired(ms(25)).is_empty(), "extended entry kept");
+        assert_eq!(pit.len(), 1);
+        assert_eq!(names(pit.expired(ms(45))), ["/late"]);
+        assert!(pit.is_empty());
+        // A timer of a removed entry does not expire the entry that took
+        // its slot.
+        arm(&mut pit, "/gone", ms(50));
+        pit.remove(&key("/gone"));
+        arm(&mut pit, "/new", ms(90));
+        assert!(pit.expired(ms(60)).is_empty());
+        assert_eq!(pit.len(), 1);
+        assert_eq!(names(pit.expired(ms(95))), ["/new"]);
+        assert_eq!(pit.next_timer(), None);
     }
 
     #[test]
@@ -612,6 +681,9 @@ mod tests {
         assert!(!d.contains(&n, 2, now));
         assert!(!d.contains(&Name::from_uri("/b").unwrap(), 1, now));
         assert!(!d.contains(&n, 1, now + Duration::from_secs(2)));
+        // Kept for exactly its lifetime.
+        assert!(d.contains(&n, 1, now + Duration::from_millis(999)));
+        assert!(!d.contains(&n, 1, now + Duration::from_millis(1000)));
         // Adding the same pair again renews it; it takes one slot.
         d.add(&n, 1, now + Duration::from_millis(900));
         assert!(d.contains(&n, 1, now + Duration::from_millis(1500)));
@@ -629,6 +701,40 @@ mod tests {
         }
         assert!(!d.contains(&n, 22, t));
         assert!(!d.contains(&n, 10, t));
+    }
+
+    /// The table starts small and doubles when half its slots are taken,
+    /// up to its capacity.
+    #[test]
+    fn dead_nonce_table_grows_at_half_load() {
+        let start = DNL_START_BUCKETS * WAYS;
+        let mut d = DeadNonceList::new(Duration::from_secs(6), 4 * start);
+        let now = Instant::now();
+        let hash = |i: u64| crate::namehash::mix(0x0067_7261_6e61_7279, i);
+        let mut added = 0u64;
+        while d.used < start / 2 {
+            d.add_hashed(hash(added), 0, now);
+            added += 1;
+        }
+        assert_eq!(d.buckets.len(), DNL_START_BUCKETS, "not yet");
+        d.add_hashed(hash(added), 0, now);
+        assert_eq!(
+            d.buckets.len(),
+            2 * DNL_START_BUCKETS,
+            "doubled at half load"
+        );
+        while (d.buckets.len()) < 4 * DNL_START_BUCKETS {
+            added += 1;
+            d.add_hashed(hash(added), 0, now);
+        }
+        for i in 0..20_000 {
+            d.add_hashed(hash(added + i), 0, now);
+        }
+        assert_eq!(
+            d.buckets.len(),
+            4 * DNL_START_BUCKETS,
+            "never past capacity"
+        );
     }
 
     #[test]

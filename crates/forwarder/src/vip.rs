@@ -51,18 +51,13 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use crate::cs::Policy;
-use crate::forwarder::Forwarder;
-use crate::strategy::Strategy;
 use bytes::{Bytes, BytesMut};
 use granary_face::FaceId;
-use granary_face::{OutKind, OutPacket, Scope};
 use granary_packet::tlv::{self, Reader};
 use granary_packet::types::{
     COMP_BYTE_OFFSET, COMP_GENERIC, COMP_IMPLICIT_DIGEST, COMP_PARAMS_DIGEST, COMP_SEGMENT, NAME,
 };
 use granary_packet::Name;
-use granary_packet::{Interest, InterestFields};
 
 /// Prefix of the Strategy element that carries a CS replacement policy in
 /// cs/config (a Granary extension: `granary cs config --policy vip`).
@@ -252,6 +247,21 @@ impl Vip {
     /// period).
     pub fn active(&self) -> bool {
         self.active
+    }
+
+    /// Records whether the forwarder uses VIP for some prefix (each period).
+    pub fn set_active(&mut self, active: bool) {
+        self.active = active;
+    }
+
+    /// The objects with a count.
+    pub fn objects(&self) -> impl Iterator<Item = &Name> {
+        self.counts.keys()
+    }
+
+    /// The sequence number of this period's beacons.
+    pub fn seq(&self) -> u64 {
+        self.seq
     }
 
     /// The parameters.
@@ -493,131 +503,6 @@ impl Vip {
     /// The beacon Interest name of this period.
     pub fn beacon_name(&self) -> Name {
         Name::from_uri(&format!("{BEACON_PREFIX}/{}", self.seq)).unwrap_or_default()
-    }
-}
-
-// ---- The forwarder's side: beacons in and out, the strategy and the CS
-// policy. Kept here so the pipelines in forwarder.rs only call in.
-
-impl Forwarder {
-    /// Whether VIP is in use: a prefix with the `vip` strategy or the
-    /// `vip` CS policy.
-    fn vip_enabled(&self) -> bool {
-        self.cs.config().policy == Policy::Vip
-            || self.strategies.iter().any(|(_, s)| *s == Strategy::Vip)
-    }
-
-    fn is_local_face(&self, f: FaceId) -> bool {
-        self.faces
-            .get(&f)
-            .is_some_and(|h| h.info.scope == Scope::Local)
-    }
-
-    /// FIB next hops of a name: (face, is_local).
-    fn vip_hops(&self, name: &Name) -> Vec<(FaceId, bool)> {
-        self.tables
-            .lookup(name)
-            .map(|(_, hops)| {
-                hops.iter()
-                    .map(|h| (h.face, self.is_local_face(h.face)))
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The VIP strategy's pick among eligible next hops `hops`.
-    pub(crate) fn vip_choose(&self, name: &Name, hops: &[FaceId]) -> Option<FaceId> {
-        let with_scope: Vec<(FaceId, bool)> =
-            hops.iter().map(|f| (*f, self.is_local_face(*f))).collect();
-        self.vip.choose(name, &with_scope)
-    }
-
-    /// Whether the CS admits this Data (always, unless the policy is `vip`
-    /// and its object is not in the VIP cache set).
-    pub(crate) fn vip_admits(&self, name: &Name) -> bool {
-        self.cs.config().policy != Policy::Vip || self.vip.should_cache(name)
-    }
-
-    /// A beacon from a neighbour (never forwarded, never answered).
-    pub(crate) fn on_vip_beacon(&mut self, face: FaceId, i: &Interest, now: tokio::time::Instant) {
-        if self.is_local_face(face) || !self.vip_enabled() {
-            return;
-        }
-        let Some(p) = i.app_params.clone() else {
-            return;
-        };
-        if let Err(e) = self.vip.on_beacon(face, &p, now.into_std()) {
-            tracing::debug!(face, "bad VIP beacon: {e}");
-        }
-    }
-
-    /// One VIP period: update counts and cache set, erase evicted objects
-    /// from the CS, send beacons.
-    pub(crate) fn vip_period(&mut self, now: tokio::time::Instant) {
-        self.vip.active = self.vip_enabled();
-        if !self.vip.active {
-            return;
-        }
-        let neighbours: Vec<FaceId> = self
-            .faces
-            .iter()
-            .filter(|(_, h)| h.info.scope == Scope::NonLocal)
-            .map(|(f, _)| *f)
-            .collect();
-        let hops: HashMap<Name, Vec<(FaceId, bool)>> = self
-            .vip
-            .counts
-            .keys()
-            .map(|k| (k.clone(), self.vip_hops(k)))
-            .collect();
-        let upstreams = |k: &Name| -> Vec<FaceId> {
-            hops.get(k)
-                .into_iter()
-                .flatten()
-                .filter(|(_, local)| !local)
-                .map(|(f, _)| *f)
-                .collect()
-        };
-        let is_source = |k: &Name| {
-            hops.get(k)
-                .is_some_and(|h| h.iter().any(|(_, local)| *local))
-        };
-        let cache_slots = if self.cs.config().policy == Policy::Vip {
-            self.cs.config().max_packets
-        } else {
-            0
-        };
-        let beacons = self.vip.tick(
-            now.into_std(),
-            &TickInput {
-                neighbours: &neighbours,
-                upstreams: &upstreams,
-                is_source: &is_source,
-                cache_slots,
-            },
-        );
-        let name = self.vip.beacon_name();
-        let seq = self.vip.seq;
-        for obj in self.vip.take_evicted() {
-            self.cs.erase_prefix(&obj, usize::MAX);
-        }
-        for (face, params) in beacons {
-            let mut f = InterestFields::new(name.clone());
-            f.app_params = Some(params);
-            f.nonce = Some((seq as u32) ^ (face as u32).rotate_left(16));
-            f.lifetime = Some(self.vip.config().period.as_millis() as u64);
-            f.hop_limit = Some(1);
-            let i = f.encode();
-            self.send(
-                face,
-                OutPacket {
-                    wire: i.wire().clone(),
-                    kind: OutKind::Interest,
-                    pit_token: None,
-                    congestion_mark: None,
-                },
-            );
-        }
     }
 }
 

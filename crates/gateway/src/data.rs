@@ -5,7 +5,7 @@
 //! a failure mid-stream aborts the response.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State as St;
@@ -153,20 +153,6 @@ pub(crate) fn parse_range(h: &str, size: u64) -> Ranged {
     }
 }
 
-/// A version number read as a time: µs or ms since the epoch, when plausible.
-fn version_time(v: u64) -> Option<SystemTime> {
-    let secs = if v > 1_000_000_000_000_000 {
-        v / 1_000_000
-    } else if v > 1_000_000_000_000 {
-        v / 1000
-    } else {
-        v
-    };
-    (1_000_000_000..4_102_444_800)
-        .contains(&secs)
-        .then(|| UNIX_EPOCH + Duration::from_secs(secs))
-}
-
 fn fetch_status(e: &granary_transfer::Error) -> StatusCode {
     match e {
         granary_transfer::Error::Fetch(_) => StatusCode::NOT_FOUND,
@@ -295,7 +281,7 @@ pub async fn download(
     if let Ok(v) = HeaderValue::from_str(&etag) {
         h.insert(header::ETAG, v);
     }
-    if let Some(t) = file_version.and_then(version_time) {
+    if let Some(t) = file_version.and_then(granary_packet::version_time) {
         if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(t)) {
             h.insert(header::LAST_MODIFIED, v);
         }
@@ -488,12 +474,5 @@ mod tests {
         assert_eq!(parse_range("items=0-1", 100), Full);
         assert_eq!(parse_range("bytes=x-1", 100), Full);
         assert_eq!(parse_range("BYTES=1-1", 100), Part(1, 1));
-    }
-
-    #[test]
-    fn version_times() {
-        assert!(version_time(1_700_000_000_000_000).is_some());
-        assert!(version_time(1_700_000_000_000).is_some());
-        assert!(version_time(7).is_none());
     }
 }

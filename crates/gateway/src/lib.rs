@@ -17,8 +17,8 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
-mod ndn;
 mod query;
+mod websocket_face;
 mod wget;
 
 use std::net::SocketAddr;
@@ -95,7 +95,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search", get(esgf::search))
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
-        .route("/ndn", get(ndn::websocket))
+        .route("/ndn", get(websocket_face::websocket))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
@@ -169,6 +169,8 @@ pub const DATA_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'"
 pub struct CappedListener {
     inner: TcpListener,
     slots: Arc<Semaphore>,
+    /// Pauses after failed accepts (granary-face's, as every listener's).
+    backoff: granary_face::accept::Backoff,
 }
 
 /// A connection holding its slot.
@@ -183,6 +185,7 @@ impl CappedListener {
         CappedListener {
             inner,
             slots: Arc::new(Semaphore::new(cap.max(1))),
+            backoff: Default::default(),
         }
     }
 }
@@ -192,30 +195,22 @@ impl axum::serve::Listener for CappedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Ok(permit) = self.slots.clone().acquire_owned().await else {
-                // The semaphore is never closed; stay idle if it were.
-                std::future::pending::<()>().await;
-                continue;
-            };
-            match self.inner.accept().await {
-                Ok((io, addr)) => {
-                    let _ = io.set_nodelay(true);
-                    return (
-                        Capped {
-                            io,
-                            _permit: permit,
-                        },
-                        addr,
-                    );
-                }
-                Err(e) => {
-                    // Out of descriptors and the like: back off, as axum's own listener does.
-                    tracing::warn!("gateway: accept: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-            }
-        }
+        let permit = match self.slots.clone().acquire_owned().await {
+            Ok(p) => p,
+            // The semaphore is never closed; stay idle if it were.
+            Err(_) => std::future::pending().await,
+        };
+        // Out of descriptors and the like: granary-face's accept backs off.
+        let (io, addr) =
+            granary_face::accept::accept_one(&self.inner, &mut self.backoff, "gateway").await;
+        let _ = io.set_nodelay(true);
+        (
+            Capped {
+                io,
+                _permit: permit,
+            },
+            addr,
+        )
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {

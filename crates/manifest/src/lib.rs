@@ -916,6 +916,93 @@ mod tests {
         }
     }
 
+    /// Every manifest segment's (level, block) maps back to its number, and
+    /// the checker asks for as many segments as the layout has.
+    #[test]
+    fn segment_numbers_and_blocks_are_inverse() {
+        for n in [129u64, 70_000, 524_288] {
+            let layout = Layout::new(n);
+            for seg in 1..layout.total_segments() {
+                let (l, b) = layout.locate(seg).unwrap();
+                assert_eq!(layout.segment_of(l, b), seg, "n {n}, segment {seg}");
+            }
+        }
+        let level0 = vec![0u8; 32 * 70_000];
+        let (_, root) = compute(&level0, 10, 700_000, None);
+        assert_eq!(Checker::new(root).manifest_segments(), 1 + 274 + 2);
+    }
+
+    /// The manifest is named `<versioned>/32=manifest`; its signed root is
+    /// segment 0, and its FinalBlockId names the last manifest segment.
+    #[test]
+    fn signed_root_is_named_and_ends_where_the_layout_does() {
+        let versioned = Name::from_uri("/a/b")
+            .unwrap()
+            .append(&Component::version(7));
+        let m = manifest_name(&versioned);
+        assert_eq!(m.len(), versioned.len() + 1);
+        assert!(versioned.is_prefix_of(&m));
+        let last = m.get(-1).unwrap();
+        assert_eq!(
+            (last.typ, last.value),
+            (granary_packet::types::COMP_KEYWORD, &b"manifest"[..])
+        );
+        let level0 = vec![0u8; 32 * 70_000];
+        let (_, root) = compute(&level0, 10, 700_000, None);
+        let d = sign_root(&versioned, &root, &Signer::Digest).unwrap();
+        assert_eq!(d.name(), &m.append(&Component::segment(0)));
+        assert_eq!(
+            d.final_block_id().and_then(|c| c.as_ref().as_segment()),
+            Some(1 + 274 + 2 - 1)
+        );
+    }
+
+    /// A root's own fields must agree: segment size 0 only for an empty
+    /// file, and levels and hash bytes as its segment count implies.
+    #[test]
+    fn a_root_inconsistent_with_itself_is_refused() {
+        let root = |sc: u64, ss, fs, levels, hash_bytes: usize| Root {
+            segment_count: sc,
+            segment_size: ss,
+            file_size: fs,
+            file_sha256: None,
+            levels,
+            hashes: Bytes::from(vec![1u8; hash_bytes]),
+            format: FORMAT_FIXED,
+            chunking: None,
+        };
+        let ok = |r: Root| Root::decode(&r.encode()).is_ok();
+        assert!(ok(root(0, 0, 0, 0, 0)), "an empty file may say size 0");
+        assert!(!ok(root(10, 0, 10, 0, 320)), "size 0 for bytes");
+        assert!(ok(root(10, 1, 10, 0, 320)));
+        assert!(!ok(root(10, 1, 10, 1, 320)), "wrong levels");
+        assert!(!ok(root(10, 1, 10, 0, 288)), "wrong hash bytes");
+    }
+
+    /// Format 2: a level-0 entry of length 0 in a non-empty file, or a last
+    /// segment that stops short of the file's end, leaves nothing verifiable.
+    #[test]
+    fn variable_entries_must_be_non_empty_and_end_the_file() {
+        let verifies = |entries: &[(u64, u32)], fs: u64| {
+            let level0: Vec<u8> = entries
+                .iter()
+                .enumerate()
+                .flat_map(|(i, &(off, len))| encode_entry(&[i as u8; 32], off, len))
+                .collect();
+            let (_, root) = compute_variable(&level0, 10, fs, None);
+            Checker::new(root).segment_hash(0).is_some()
+        };
+        assert!(verifies(&[(0, 10), (10, 10), (20, 10)], 30));
+        assert!(
+            !verifies(&[(0, 10), (10, 0), (10, 10)], 20),
+            "empty segment"
+        );
+        assert!(
+            !verifies(&[(0, 10), (10, 10), (20, 5)], 30),
+            "short of the end"
+        );
+    }
+
     #[test]
     fn layouts() {
         assert_eq!(Layout::new(1).counts, vec![1]);

@@ -6,7 +6,7 @@ use granary_packet::types::NAME;
 use granary_packet::{Error, ErrorKind, Name, Result};
 
 use crate::codec::*;
-use crate::tt::*;
+use crate::tlv_types::*;
 
 /// Arguments of a control command, and the body of most responses.
 ///

@@ -13,7 +13,7 @@ use granary_packet::{Error, ErrorKind, Name, Result};
 
 use crate::codec::*;
 use crate::control::decode_strategy;
-use crate::tt::*;
+use crate::tlv_types::*;
 
 /// Decodes a dataset payload: consecutive `T` elements. Unknown non-critical
 /// elements between items are skipped.

@@ -9,7 +9,7 @@
 //! - control command Interests: [`parse_command`] (legacy 4-component signed
 //!   form, v0.3 signed Interests, unsigned) and [`make_command`];
 //! - dataset segmentation ([`segment_dataset`], [`reassemble_dataset`]);
-//! - [`status`] codes, [`tt`] TLV numbers and [`values`] of enumerated fields.
+//! - [`status`] codes, [`tlv_types`] TLV numbers and [`values`] of enumerated fields.
 //!
 //! Like `granary-packet`, decoding walks one shared [`bytes::Bytes`] buffer,
 //! encoding computes sizes first and writes once, errors carry the byte offset
@@ -26,7 +26,7 @@ pub mod control;
 pub mod dataset;
 pub mod segment;
 pub mod status;
-pub mod tt;
+pub mod tlv_types;
 pub mod values;
 
 pub use codec::TlvElement;

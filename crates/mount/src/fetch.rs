@@ -50,23 +50,14 @@ pub struct Meta {
     pub versioned: Name,
     /// Size in bytes, when the producer says.
     pub size: Option<u64>,
-    /// The version as a time (versions are microseconds since the epoch;
-    /// milliseconds and seconds are recognised by their magnitude).
+    /// The version as a time ([`version_time`]).
     pub mtime: SystemTime,
 }
 
-/// A version as a time.
+/// A version as a file time: [`granary_packet::version_time`], the epoch
+/// when the number is not a time.
 pub fn version_time(v: u64) -> SystemTime {
-    let d = if v >= 100_000_000_000_000 {
-        Duration::from_micros(v)
-    } else if v >= 100_000_000_000 {
-        Duration::from_millis(v)
-    } else if v >= 1_000_000_000 {
-        Duration::from_secs(v)
-    } else {
-        Duration::ZERO
-    };
-    UNIX_EPOCH + d
+    granary_packet::version_time(v).unwrap_or(UNIX_EPOCH)
 }
 
 struct Conn {

@@ -1,8 +1,9 @@
 //! # granary-packet
 //!
 //! NDN packet format v0.3 and NDNLPv2 for Granary: TLV primitives, names and
-//! their canonical URIs, Interest, Data, SignatureInfo, LpPacket, and a
-//! generic TLV tree for dissection.
+//! their canonical URIs, Interest, Data, SignatureInfo, LpPacket, a
+//! generic TLV tree for dissection, and what a version number means as a
+//! time (`version`).
 //!
 //! Decoding borrows from one shared [`bytes::Bytes`] buffer: a decoded packet's
 //! name, content and signature are slices of the input, never copies.
@@ -25,6 +26,7 @@ pub mod signature;
 pub mod tlv;
 pub mod tree;
 pub mod types;
+pub mod version;
 
 pub use bytes::Bytes;
 pub use data::{Data, DataBuilder, MetaInfo};
@@ -33,6 +35,7 @@ pub use interest::{Interest, InterestFields};
 pub use lp::LpPacket;
 pub use name::{Component, ComponentRef, Name};
 pub use signature::{KeyLocator, SignatureInfo, Timestamp, ValidityPeriod};
+pub use version::version_time;
 
 /// Any network-layer or link-layer packet.
 #[derive(Debug, Clone, PartialEq, Eq)]

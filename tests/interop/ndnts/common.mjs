@@ -3,6 +3,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 
 import { AltUri } from "@ndn/naming-convention2";
+import { ControlResponse } from "@ndn/nfdmgmt";
+import { UnixTransport } from "@ndn/node-transport";
 import { Data, Interest, NackHeader, Name } from "@ndn/packet";
 import { Decoder, NNI } from "@ndn/tlv";
 import { fromHex, toHex } from "@ndn/util";
@@ -177,4 +179,75 @@ export function lpFields(wire) {
 /** Decode a Name TLV. */
 export function decodeName(wire) {
   return Decoder.decode(wire, Name);
+}
+
+/**
+ * Connect a producer to the forwarder's Unix stream socket the way an NDNts application does
+ * (UnixTransport.createFace into the default logical forwarder) and return the uplink face.
+ * SIGTERM/SIGINT close every object in `closers` (pushed to later as well) and the uplink and
+ * exit 0; the forwarder closing the connection exits 0 too, writing `downNote` to stderr first
+ * when one is given. A connection that cannot be made calls `fail(message)`.
+ */
+export async function connectProducer(socket, { fail, closers, downNote = null }) {
+  let l3face;
+  let uplink;
+  let stopping = false;
+  const stop = () => {
+    stopping = true;
+    for (const c of closers) {
+      c?.close();
+    }
+    uplink?.close();
+    process.exit(0);
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+  try {
+    uplink = await UnixTransport.createFace({ callback: (_t, l3) => { l3face = l3; } }, socket);
+  } catch (err) {
+    fail(`cannot connect to ${socket}: ${errorText(err)}`);
+  }
+  l3face.addEventListener("down", () => {
+    if (!stopping) {
+      if (downNote) {
+        process.stderr.write(`${downNote}\n`);
+      }
+      process.exit(0);
+    }
+  });
+  return uplink;
+}
+
+const REGISTER_PREFIXES = ["/localhost/nfd/rib/register", "/localhop/nfd/rib/register"]
+  .map((u) => new Name(u));
+
+/**
+ * Watch the rib/register ControlResponses that reach `uplink` through the logical forwarder
+ * `fw` (its "pktrx" event): once `want` of them said 200, write `ready` to stdout. A response
+ * that does not decode or says anything but 200 calls `fail` (naming `prefix` when given), and
+ * so does having fewer than `want` within `timeoutMs`.
+ */
+export function watchRegistrations(fw, uplink, { want, timeoutMs, prefix = null, fail }) {
+  let accepted = 0;
+  const timer = setTimeout(() => fail(`no answer to rib/register${prefix ? ` for ${prefix}` : ""} within ${timeoutMs} ms`),
+    timeoutMs);
+  fw.addEventListener("pktrx", ({ face, packet }) => {
+    const data = packet.l3;
+    if (face !== uplink || !(data instanceof Data) || !REGISTER_PREFIXES.some((p) => p.isPrefixOf(data.name))) {
+      return;
+    }
+    let cr;
+    try {
+      cr = Decoder.decode(data.content, ControlResponse);
+    } catch (err) {
+      fail(`cannot decode the rib/register ControlResponse: ${errorText(err)}`);
+    }
+    if (cr.statusCode !== 200) {
+      fail(`registration${prefix ? ` of ${prefix}` : ""} failed: ${cr.statusCode} ${cr.statusText}`);
+    }
+    if (++accepted === want) {
+      clearTimeout(timer);
+      process.stdout.write("ready\n");
+    }
+  });
 }

@@ -32,12 +32,10 @@ import { createHash } from "node:crypto";
 import { produce } from "@ndn/endpoint";
 import { Forwarder } from "@ndn/fw";
 import { AltUri } from "@ndn/naming-convention2";
-import { ControlResponse, enableNfdPrefixReg } from "@ndn/nfdmgmt";
-import { UnixTransport } from "@ndn/node-transport";
-import { Data, digestSigning, Name } from "@ndn/packet";
-import { Decoder } from "@ndn/tlv";
+import { enableNfdPrefixReg } from "@ndn/nfdmgmt";
+import { Data, digestSigning } from "@ndn/packet";
 
-import { errorText } from "./common.mjs";
+import { connectProducer, errorText, watchRegistrations } from "./common.mjs";
 
 const USAGE = "node producer.mjs SOCKET PREFIX [--size N] [--freshness MS]";
 const REGISTER_TIMEOUT = 6000; // NfdPrefixReg's command Interest has the default 4 s lifetime
@@ -91,69 +89,26 @@ function fail(msg) {
   process.exit(1);
 }
 
-const registerPrefixes = ["/localhost/nfd/rib/register", "/localhop/nfd/rib/register"].map((u) => new Name(u));
-
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const fw = Forwarder.getDefault();
 
-  let l3face;
-  let uplink;
-  let producer;
-  let stopping = false;
-  const stop = () => {
-    stopping = true;
-    producer?.close();
-    uplink?.close();
-    process.exit(0);
-  };
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
-
-  try {
-    uplink = await UnixTransport.createFace({ callback: (_t, l3) => { l3face = l3; } }, opts.socket);
-  } catch (err) {
-    fail(`cannot connect to ${opts.socket}: ${errorText(err)}`);
-  }
-  l3face.addEventListener("down", () => {
-    if (!stopping) {
-      process.stderr.write("producer.mjs: the forwarder closed the connection\n");
-      process.exit(0);
-    }
+  const closers = [];
+  const uplink = await connectProducer(opts.socket, {
+    fail,
+    closers,
+    downNote: "producer.mjs: the forwarder closed the connection",
   });
-
   // The outcome of rib/register, as it arrives from the forwarder.
-  let ready = false;
-  const timer = setTimeout(() => fail(`no answer to rib/register for ${opts.prefix} within ${REGISTER_TIMEOUT} ms`),
-    REGISTER_TIMEOUT);
-  fw.addEventListener("pktrx", ({ face, packet }) => {
-    const data = packet.l3;
-    if (face !== uplink || !(data instanceof Data) || !registerPrefixes.some((p) => p.isPrefixOf(data.name))) {
-      return;
-    }
-    let cr;
-    try {
-      cr = Decoder.decode(data.content, ControlResponse);
-    } catch (err) {
-      fail(`cannot decode the rib/register ControlResponse: ${errorText(err)}`);
-    }
-    if (cr.statusCode !== 200) {
-      fail(`registration of ${opts.prefix} failed: ${cr.statusCode} ${cr.statusText}`);
-    }
-    if (!ready) {
-      ready = true;
-      clearTimeout(timer);
-      process.stdout.write("ready\n");
-    }
-  });
+  watchRegistrations(fw, uplink, { want: 1, timeoutMs: REGISTER_TIMEOUT, prefix: opts.prefix, fail });
 
   enableNfdPrefixReg(uplink, { retry: { retries: 0 } });
-  producer = produce(opts.prefixName, async (interest) => {
+  closers.push(produce(opts.prefixName, async (interest) => {
     const uri = AltUri.ofName(interest.name);
     const data = new Data(interest.name, Data.FreshnessPeriod(opts.freshness), makeContent(uri, opts.size));
     process.stdout.write(`served ${uri}\n`);
     return data; // signed by dataSigner
-  }, { dataSigner: digestSigning, describe: "granary-interop-producer" });
+  }, { dataSigner: digestSigning, describe: "granary-interop-producer" }));
 }
 
 main().catch((err) => fail(err?.stack ?? String(err)));

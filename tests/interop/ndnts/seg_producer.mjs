@@ -18,15 +18,13 @@ import { readFileSync } from "node:fs";
 
 import { Forwarder } from "@ndn/fw";
 import { AltUri } from "@ndn/naming-convention2";
-import { ControlResponse, enableNfdPrefixReg } from "@ndn/nfdmgmt";
-import { UnixTransport } from "@ndn/node-transport";
-import { Data, digestSigning, Name } from "@ndn/packet";
+import { enableNfdPrefixReg } from "@ndn/nfdmgmt";
+import { digestSigning } from "@ndn/packet";
 import { Metadata, serveMetadata } from "@ndn/rdr";
 import { BufferChunkSource, serveVersioned } from "@ndn/segmented-object";
 import { Version } from "@ndn/naming-convention2";
-import { Decoder } from "@ndn/tlv";
 
-import { errorText } from "./common.mjs";
+import { connectProducer, errorText, watchRegistrations } from "./common.mjs";
 
 const USAGE = "node seg_producer.mjs SOCKET PREFIX FILE [--version V] [--chunk N] [--rdr]";
 
@@ -71,8 +69,6 @@ function parseArgs(argv) {
   return opts;
 }
 
-const registerPrefixes = ["/localhost/nfd/rib/register", "/localhop/nfd/rib/register"].map((u) => new Name(u));
-
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let bytes;
@@ -82,52 +78,9 @@ async function main() {
     fail(`cannot read ${opts.file}: ${errorText(err)}`);
   }
   const fw = Forwarder.getDefault();
-  let l3face;
-  let uplink;
   const closers = [];
-  let stopping = false;
-  const stop = () => {
-    stopping = true;
-    for (const c of closers) {
-      c.close();
-    }
-    uplink?.close();
-    process.exit(0);
-  };
-  process.on("SIGTERM", stop);
-  process.on("SIGINT", stop);
-  try {
-    uplink = await UnixTransport.createFace({ callback: (_t, l3) => { l3face = l3; } }, opts.socket);
-  } catch (err) {
-    fail(`cannot connect to ${opts.socket}: ${errorText(err)}`);
-  }
-  l3face.addEventListener("down", () => {
-    if (!stopping) {
-      process.exit(0);
-    }
-  });
-  const want = opts.rdr ? 2 : 1;
-  let accepted = 0;
-  const timer = setTimeout(() => fail("no answer to rib/register within 6000 ms"), 6000);
-  fw.addEventListener("pktrx", ({ face, packet }) => {
-    const data = packet.l3;
-    if (face !== uplink || !(data instanceof Data) || !registerPrefixes.some((p) => p.isPrefixOf(data.name))) {
-      return;
-    }
-    let cr;
-    try {
-      cr = Decoder.decode(data.content, ControlResponse);
-    } catch (err) {
-      fail(`cannot decode the rib/register ControlResponse: ${errorText(err)}`);
-    }
-    if (cr.statusCode !== 200) {
-      fail(`registration failed: ${cr.statusCode} ${cr.statusText}`);
-    }
-    if (++accepted === want) {
-      clearTimeout(timer);
-      process.stdout.write("ready\n");
-    }
-  });
+  const uplink = await connectProducer(opts.socket, { fail, closers });
+  watchRegistrations(fw, uplink, { want: opts.rdr ? 2 : 1, timeoutMs: 6000, fail });
   enableNfdPrefixReg(uplink, { retry: { retries: 0 } });
   const source = new BufferChunkSource(new Uint8Array(bytes), { chunkSize: opts.chunk });
   closers.push(serveVersioned(opts.prefixName, source, {
