@@ -7,8 +7,8 @@ mod pgcluster;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use granary_catalog::{Catalog, FacetSel, Query, Record};
 use fastrand::Rng as StdRng;
+use granary_catalog::{Catalog, FacetSel, Query, Record};
 
 /// (facet, cardinality)
 const FACETS: [(&str, usize); 11] = [

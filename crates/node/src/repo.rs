@@ -157,8 +157,9 @@ pub fn publish_quiet(
         None => {
             let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
             let id = publisher_identity(data_dir)?;
-            let (signer, _) = granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
-                .map_err(|e| anyhow::anyhow!(e))?;
+            let (signer, _) =
+                granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
+                    .map_err(|e| anyhow::anyhow!(e))?;
             let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
             let how = granary_repo::publish::Publish {
                 version,

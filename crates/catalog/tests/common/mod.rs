@@ -5,9 +5,8 @@ pub mod pgcluster;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
+use fastrand::Rng as StdRng;
 use granary_catalog::{text, Catalog, Error, FacetSel, Query, Record, Sort};
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
 const SOURCES: &[&str] = &[
     "CanESM5",
@@ -46,22 +45,22 @@ const WORDS: &[&str] = &[
 
 fn pick<'a>(rng: &mut StdRng, v: &[&'a str]) -> &'a str {
     // Skewed: earlier values are more frequent.
-    let a = rng.random_range(0..v.len());
-    let b = rng.random_range(0..=a);
+    let a = rng.usize(0..v.len());
+    let b = rng.usize(0..=a);
     v[b]
 }
 
 pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = StdRng::with_seed(seed);
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     while out.len() < n {
         let src = pick(&mut rng, SOURCES);
         let exp = pick(&mut rng, EXPS);
         let var = pick(&mut rng, VARS);
-        let file = rng.random_range(0..40);
+        let file = rng.u64(0..40);
         let name = format!("/cmip/{src}/{exp}/{var}/f{file}.nc");
-        let version = rng.random_range(1..4u64);
+        let version = rng.u64(1..4u64);
         if !seen.insert((name.clone(), version)) {
             continue;
         }
@@ -69,18 +68,15 @@ pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
         facets.insert("source_id".to_string(), src.to_string());
         facets.insert("experiment_id".to_string(), exp.to_string());
         facets.insert("variable_id".to_string(), var.to_string());
-        if rng.random_bool(0.8) {
+        if rng.f64() < 0.8 {
             facets.insert("frequency".to_string(), pick(&mut rng, FREQ).to_string());
         }
-        if rng.random_bool(0.5) {
-            facets.insert(
-                "member_id".to_string(),
-                format!("r{}i1p1f1", rng.random_range(1..5)),
-            );
+        if rng.f64() < 0.5 {
+            facets.insert("member_id".to_string(), format!("r{}i1p1f1", rng.u64(1..5)));
         }
-        let (ts, te) = if rng.random_bool(0.9) {
-            let y = rng.random_range(1850..2100);
-            let len = rng.random_range(0..50);
+        let (ts, te) = if rng.f64() < 0.9 {
+            let y = rng.u64(1850..2100);
+            let len = rng.u64(0..50);
             (
                 Some(format!("{y:04}-01-01")),
                 Some(format!("{:04}-12-31", y + len)),
@@ -95,15 +91,10 @@ pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
         out.push(Record {
             name,
             version,
-            project: if rng.random_bool(0.7) {
-                "CMIP6"
-            } else {
-                "CMIP5"
-            }
-            .to_string(),
+            project: if rng.f64() < 0.7 { "CMIP6" } else { "CMIP5" }.to_string(),
             facets,
             title: format!("{var}_{src}_{exp}_{file}.nc"),
-            size: rng.random_range(0..1_000_000),
+            size: rng.u64(0..1_000_000),
             time_start: ts,
             time_end: te,
             bbox: None,
@@ -251,46 +242,46 @@ fn random_query(rng: &mut StdRng) -> Query {
         ("variable_id", VARS),
     ];
     for (k, vs) in facets {
-        if rng.random_bool(0.35) {
-            let n = rng.random_range(1..4);
+        if rng.f64() < 0.35 {
+            let n = rng.u64(1..4);
             q.filters.insert(
                 k.into(),
                 (0..n).map(|_| pick(rng, vs).to_string()).collect(),
             );
-        } else if rng.random_bool(0.1) {
+        } else if rng.f64() < 0.1 {
             q.exclude.insert(k.into(), vec![pick(rng, vs).to_string()]);
         }
     }
-    if rng.random_bool(0.2) {
+    if rng.f64() < 0.2 {
         q.filters
             .insert("frequency".into(), vec![pick(rng, FREQ).to_string()]);
     }
-    if rng.random_bool(0.2) {
+    if rng.f64() < 0.2 {
         q.text = Some(format!(
             "{} {}",
             pick(rng, WORDS),
-            if rng.random_bool(0.3) {
+            if rng.f64() < 0.3 {
                 pick(rng, WORDS)
             } else {
                 ""
             }
         ));
     }
-    if rng.random_bool(0.15) {
-        let y = rng.random_range(1850..2100);
+    if rng.f64() < 0.15 {
+        let y = rng.u64(1850..2100);
         q.time_overlap = Some((
-            rng.random_bool(0.8).then(|| format!("{y:04}-06-01")),
-            rng.random_bool(0.8).then(|| format!("{:04}-06-01", y + 10)),
+            (rng.f64() < 0.8).then(|| format!("{y:04}-06-01")),
+            (rng.f64() < 0.8).then(|| format!("{:04}-06-01", y + 10)),
         ));
     }
-    if rng.random_bool(0.1) {
+    if rng.f64() < 0.1 {
         q.name_prefix = Some(format!("/cmip/{}", pick(rng, SOURCES)));
     }
-    q.latest_only = rng.random_bool(0.7);
-    q.sort = [Sort::Name, Sort::NameDesc, Sort::Newest, Sort::Size][rng.random_range(0..4)];
-    q.limit = [0, 1, 20, 100][rng.random_range(0..4)];
-    q.offset = [0, 0, 5, 50][rng.random_range(0..4)];
-    q.facets = match rng.random_range(0..3) {
+    q.latest_only = rng.f64() < 0.7;
+    q.sort = [Sort::Name, Sort::NameDesc, Sort::Newest, Sort::Size][rng.usize(0..4)];
+    q.limit = [0, 1, 20, 100][rng.usize(0..4)];
+    q.offset = [0, 0, 5, 50][rng.usize(0..4)];
+    q.facets = match rng.u64(0..3) {
         0 => FacetSel::None,
         1 => FacetSel::All,
         _ => FacetSel::List(vec![
@@ -307,7 +298,7 @@ pub fn facet_counts_match_brute_force(spec: &str) {
     let recs = random_records(3000, 7);
     cat.upsert_many(&recs).unwrap();
     assert_eq!(cat.len().unwrap(), 3000);
-    let mut rng = StdRng::seed_from_u64(11);
+    let mut rng = StdRng::with_seed(11);
     for _ in 0..300 {
         let q = random_query(&mut rng);
         check(&cat, &recs, &q);
@@ -964,7 +955,7 @@ pub fn bulk_upsert_in_chunks(spec: &str) {
     let mut want = twice[recs.len()..].to_vec();
     want.extend_from_slice(&recs[300..]);
     assert_eq!(cat.len().unwrap(), want.len() as u64);
-    let mut rng = StdRng::seed_from_u64(5);
+    let mut rng = StdRng::with_seed(5);
     for _ in 0..40 {
         check(&cat, &want, &random_query(&mut rng));
     }
