@@ -8,7 +8,7 @@
 # (no copy of the tree, the usual target/ is reused): do not edit the sources
 # while it runs; it restores every file it mutates. `list` only counts the
 # mutants. Results go to target/mutants/ (outcomes.json, caught.txt, missed.txt,
-# timeout.txt, unviable.txt); the summary is in bench/mutants.md.
+# timeout.txt, unviable.txt); the summary is in bench/RESULTS.md ("Mutation check").
 #
 # Forwarder: the core functions of pit.rs and cs.rs (the regex below): which
 # Interest an entry is, which Data satisfies it, timers, what a nonce loop is,
