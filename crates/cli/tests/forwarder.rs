@@ -66,14 +66,9 @@ fn garbage_face_is_dropped_and_others_unaffected() {
     let _p = d.serve("/g", &["--size", "100"]);
     let mut bad = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
     // Random bytes (an invalid TLV type 0 right away, then noise).
-    let mut x: u64 = 0x9E3779B97F4A7C15;
+    let mut rng = fastrand::Rng::with_seed(0x9E37_79B9_7F4A_7C15);
     let noise: Vec<u8> = std::iter::once(0u8)
-        .chain((0..4096).map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        }))
+        .chain((0..4096).map(|_| rng.u8(..)))
         .collect();
     let _ = bad.write_all(&noise);
     bad.set_read_timeout(Some(Duration::from_secs(3))).unwrap();

@@ -35,14 +35,14 @@ const WORDS: [&str; 8] = [
     "cloud",
 ];
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
+/// Seeded draws (the workspace's one generator), deterministic.
+struct Rng(fastrand::Rng);
 impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(fastrand::Rng::with_seed(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.u64(..)
     }
     /// Skewed: small values much more likely (about 1/(k+1)).
     fn skewed(&mut self, card: u64) -> u64 {
@@ -107,7 +107,7 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
     let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
     let t = Instant::now();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut batch = Vec::with_capacity(5000);
     for i in 0..n {
         batch.push(record(&mut rng, i));

@@ -12,7 +12,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mib: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(256);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
-    // Pseudo-random content (xorshift), so boundaries fall as in real data.
+    // Pseudo-random content (seeded), so boundaries fall as in real data.
     let data = granary_store::chunking::noise(mib << 20, 0x9E37_79B9_7F4A_7C15);
     let gbs = |secs: f64| data.len() as f64 / secs / 1e9;
     for c in [Chunking::fastcdc(), Chunking::rabin()] {
