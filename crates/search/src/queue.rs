@@ -65,11 +65,18 @@ impl Op {
                         }
                     };
                     match stored {
-                        // The very content the record describes.
+                        // The very content the record describes. A record
+                        // queued before its version was signed (publish-dir
+                        // queues before the commit) takes the stored
+                        // manifest digest: replayed by another process after
+                        // the commit, it must not blank the digest the
+                        // committing process catalogued.
                         Some(m)
                             if r.manifest_digest.is_none() || m.manifest == r.manifest_digest =>
                         {
-                            keep.push(r.clone())
+                            let mut r = r.clone();
+                            r.manifest_digest = m.manifest.clone();
+                            keep.push(r)
                         }
                         // Another writer's version of that number: its own
                         // record (or the check) describes it.
@@ -320,6 +327,51 @@ mod tests {
             title: "t".into(),
             ..Record::default()
         }
+    }
+
+    #[test]
+    fn a_record_queued_before_signing_takes_the_stored_digest() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path().join("repo")).unwrap();
+        let name = Name::from_uri("/x/f").unwrap();
+        let e = store
+            .put(&name, &b"hello"[..], &Default::default(), |_| {})
+            .unwrap();
+        let digest = "ab".repeat(32);
+        let mut m = e.meta.clone();
+        m.manifest = Some(digest.clone());
+        store.set_meta(&e, &m).unwrap();
+        let cat = Catalog::open(d.path().join("cat").to_str().unwrap()).unwrap();
+        // The committing process catalogued the signed version...
+        let signed = Record {
+            manifest_digest: Some(digest.clone()),
+            ..rec("/x/f", e.meta.version)
+        };
+        cat.upsert(&signed).unwrap();
+        // ...then another replays the record queued before the signing.
+        let queued = rec("/x/f", e.meta.version);
+        assert!(queued.manifest_digest.is_none());
+        Op::Upsert {
+            records: vec![queued],
+        }
+        .apply(&cat, Some(&store))
+        .unwrap();
+        let got = cat.get("/x/f", Some(e.meta.version)).unwrap().unwrap();
+        assert_eq!(got.manifest_digest.as_deref(), Some(digest.as_str()));
+        // A record of another manifest for that version is not applied.
+        let other = Record {
+            manifest_digest: Some("cd".repeat(32)),
+            title: "other".into(),
+            ..rec("/x/f", e.meta.version)
+        };
+        Op::Upsert {
+            records: vec![other],
+        }
+        .apply(&cat, Some(&store))
+        .unwrap();
+        let got = cat.get("/x/f", Some(e.meta.version)).unwrap().unwrap();
+        assert_eq!(got.manifest_digest.as_deref(), Some(digest.as_str()));
+        assert_eq!(got.title, "t");
     }
 
     #[test]
