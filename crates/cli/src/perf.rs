@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use granary_measure::perf as m;
+use granary_measure::perf::SignMode;
 
 /// `granary perf …`.
 #[derive(clap::Args, Debug)]
@@ -19,24 +20,6 @@ enum PerfCmd {
     /// Consumer: ask unique names under PREFIX with a window or a rate and
     /// report throughput and latency.
     Fetch(FetchArgs),
-}
-
-/// How `perf serve` signs.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SignMode {
-    /// DigestSha256 (no key, no authentication).
-    Sha256,
-    /// ECDSA P-256 with SHA-256.
-    Ecdsa,
-    /// RSA-2048 PKCS#1 v1.5 with SHA-256.
-    Rsa,
-    /// Ed25519.
-    Ed25519,
-    /// HMAC-SHA256 with a 32-byte secret.
-    Hmac,
-    /// NullSignature (type 200, empty value): the cost of everything but
-    /// signing.
-    Null,
 }
 
 /// `granary perf serve` options.
@@ -105,14 +88,7 @@ pub fn run(socket: &std::path::Path, args: PerfArgs) -> anyhow::Result<()> {
             socket,
             m::ServeParams {
                 prefix: a.prefix,
-                sign: match a.sign {
-                    SignMode::Sha256 => m::SignMode::Sha256,
-                    SignMode::Ecdsa => m::SignMode::Ecdsa,
-                    SignMode::Rsa => m::SignMode::Rsa,
-                    SignMode::Ed25519 => m::SignMode::Ed25519,
-                    SignMode::Hmac => m::SignMode::Hmac,
-                    SignMode::Null => m::SignMode::Null,
-                },
+                sign: a.sign,
                 payload: a.payload,
                 threads: a.threads,
                 freshness: a.freshness,

@@ -37,6 +37,7 @@ const HEADER: usize = 16;
 
 /// How `perf serve` signs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum SignMode {
     /// DigestSha256 (no key, no authentication).
     Sha256,
