@@ -60,7 +60,13 @@ const LAYERS: &[(&str, u32)] = &[
 fn main() -> ExitCode {
     let root = match std::env::args().nth(1) {
         Some(p) => PathBuf::from(p),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        None => match workspace_root() {
+            Some(r) => r,
+            None => {
+                eprintln!("archcheck: no workspace Cargo.toml here or above; pass its folder");
+                return ExitCode::from(2);
+            }
+        },
     };
     match run(&root) {
         Ok(violations) if violations.is_empty() => {
@@ -80,6 +86,21 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("archcheck: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// The nearest folder at or above the current one whose Cargo.toml has a
+/// `[workspace]` table (where `cargo run -p archcheck` is started).
+fn workspace_root() -> Option<PathBuf> {
+    let mut dir = std::env::current_dir().ok()?;
+    loop {
+        let manifest = dir.join("Cargo.toml");
+        if read_toml(&manifest).is_ok_and(|t| t.get("workspace").is_some()) {
+            return Some(dir);
+        }
+        if !dir.pop() {
+            return None;
         }
     }
 }
