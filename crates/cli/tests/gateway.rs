@@ -69,21 +69,9 @@ fn header<'a>(h: &'a [(String, String)], k: &str) -> Option<&'a str> {
     h.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str())
 }
 
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
+/// Every file under `dir`, as absolute paths, sorted.
+fn files_at(dir: &Path) -> Vec<PathBuf> {
+    files_under(dir).into_iter().map(|p| dir.join(p)).collect()
 }
 
 struct Site {
@@ -121,7 +109,7 @@ fn site(extra: &[&str]) -> Site {
 fn original(s: &Site, hit: &Value) -> Vec<u8> {
     let title = hit["title"].as_str().unwrap();
     let version = hit["facets"]["version"].as_str().unwrap();
-    let p = files_under(&s.tree)
+    let p = files_at(&s.tree)
         .into_iter()
         .find(|p| {
             p.file_name().unwrap() == title && p.parent().unwrap().file_name().unwrap() == version
@@ -276,7 +264,7 @@ fn json_api_and_page() {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    let got = files_under(&out);
+    let got = files_at(&out);
     assert_eq!(got.len() as u64, count_of("CanESM5"));
     for h in one["hits"].as_array().unwrap() {
         let p = out.join(h["name"].as_str().unwrap().trim_start_matches('/'));
@@ -391,7 +379,7 @@ fn data_download_ranges_and_verification() {
     let src = s.d.dir.path().join("bad.bin");
     std::fs::write(&src, &bad).unwrap();
     s.d.ok(&["put", src.to_str().unwrap(), "/test/bad.bin"]);
-    let stored = files_under(&s.d.data.join("repo"))
+    let stored = files_at(&s.d.data.join("repo"))
         .into_iter()
         .filter(|p| p.to_string_lossy().contains("bad.bin"))
         .find(|p| std::fs::metadata(p).unwrap().len() == bad.len() as u64)
@@ -574,7 +562,7 @@ fn esgf_pyclient_and_netcdf_over_http() {
     );
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     // Datasets: the DRS directories of CanESM5 in the tree.
-    let dirs: std::collections::BTreeSet<PathBuf> = files_under(&s.tree)
+    let dirs: std::collections::BTreeSet<PathBuf> = files_at(&s.tree)
         .into_iter()
         .filter(|p| p.to_string_lossy().contains("/CanESM5/"))
         .map(|p| p.parent().unwrap().to_path_buf())
@@ -629,7 +617,7 @@ fn esgf_pyclient_and_netcdf_over_http() {
         "{}/api/search?source_id=CanESM5&limit=1000&facets=none",
         s.base
     ));
-    let got = files_under(&dl);
+    let got = files_at(&dl);
     assert_eq!(got.len() as u64, latest["total"].as_u64().unwrap());
     for h in latest["hits"].as_array().unwrap() {
         let p = dl.join(h["name"].as_str().unwrap().trim_start_matches('/'));
