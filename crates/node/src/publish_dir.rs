@@ -288,7 +288,10 @@ pub fn run(
                     .chain(records.iter().cloned())
                     .collect();
                 ix.queue
-                    .push(&granary_search::queue::Op::Upsert { records })
+                    .push(&granary_search::queue::Op::Journal {
+                        records,
+                        writer: granary_search::queue::Writer::current(),
+                    })
                     .map_err(|e| {
                         anyhow::anyhow!("catalog queue {}: {e}", ix.queue.dir().display())
                     })?

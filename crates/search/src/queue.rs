@@ -38,6 +38,20 @@ pub enum Op {
         /// The records.
         records: Vec<Record>,
     },
+    /// Records of versions a live process is about to commit (`publish-dir`
+    /// writes them before its commit, as a journal, and deletes them once it
+    /// has catalogued them itself). While `writer` runs, a drain leaves the
+    /// journal, and everything queued after it, where it is: applied then,
+    /// the records of not yet committed versions would be dropped as "no
+    /// longer stored" and the journal deleted, and a writer killed just
+    /// after its commit would leave versions that no catalog lists. Once the
+    /// writer is gone it is applied like [`Op::Upsert`].
+    Journal {
+        /// The records.
+        records: Vec<Record>,
+        /// The process that wrote it.
+        writer: Writer,
+    },
     /// `version` of `name` (every version when `None`) was removed.
     Remove {
         /// NDN name.
@@ -47,6 +61,39 @@ pub enum Op {
     },
 }
 
+/// A process, by id and start time (so a reused id is not mistaken for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Writer {
+    /// Process id.
+    pub pid: u32,
+    /// Start time in clock ticks since boot (`/proc/<pid>/stat`, field 22).
+    pub start: u64,
+}
+
+impl Writer {
+    /// This process.
+    pub fn current() -> Writer {
+        let pid = std::process::id();
+        Writer {
+            pid,
+            start: start_time(pid).unwrap_or(0),
+        }
+    }
+
+    /// True while the process runs.
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// Field 22 of `/proc/<pid>/stat` (after the command name, which may hold
+/// spaces and parentheses: the fields are counted from its last `)`).
+fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &s[s.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 impl Op {
     /// Applies the change. With `store`, records of versions that are no
     /// longer stored (or stored with another manifest) are left out, and
@@ -54,7 +101,7 @@ impl Op {
     /// what the files hold).
     pub fn apply(&self, cat: &Catalog, store: Option<&Store>) -> granary_catalog::Result<()> {
         match self {
-            Op::Upsert { records } => {
+            Op::Upsert { records } | Op::Journal { records, .. } => {
                 let mut keep = Vec::with_capacity(records.len());
                 for r in records {
                     let stored = match (store, Name::from_uri(&r.name)) {
@@ -208,6 +255,16 @@ impl Queue {
                         i += 1;
                         continue;
                     }
+                    Read::Op(Op::Journal { writer, .. }) if writer.alive() => {
+                        // Its writer commits and catalogues it itself; what
+                        // was queued after it waits, to keep the order.
+                        if group.is_empty() {
+                            d.left = entries.len() - i;
+                            break 'all;
+                        }
+                        break;
+                    }
+                    Read::Op(Op::Journal { records, .. }) => Op::Upsert { records },
                     Read::Op(op) => op,
                 };
                 match op {
@@ -421,5 +478,69 @@ mod tests {
             std::fs::read_dir(q.dir().join("failed")).unwrap().count(),
             2
         );
+    }
+
+    #[test]
+    fn a_live_writers_journal_waits_and_a_dead_writers_is_applied() {
+        let d = tempfile::tempdir().unwrap();
+        let store = Store::open(d.path().join("repo")).unwrap();
+        let cat = Catalog::open(d.path().join("cat").to_str().unwrap()).unwrap();
+        let q = Queue::new(d.path().join("queue"));
+        let me = Writer::current();
+        assert!(me.alive() && me.start > 0);
+        // Written before the commit: the version is not stored yet.
+        q.push(&Op::Journal {
+            records: vec![rec("/j/f", 7)],
+            writer: me,
+        })
+        .unwrap();
+        q.push(&Op::Upsert {
+            records: vec![rec("/k", 1)],
+        })
+        .unwrap();
+        let r = q.drain(&cat, Some(&store));
+        assert_eq!(
+            r,
+            Drained {
+                applied: 0,
+                failed: 0,
+                left: 2
+            }
+        );
+        assert_eq!(
+            q.len(),
+            2,
+            "the live writer's journal and what follows stay"
+        );
+        // The writer commits, then dies before cataloguing: the next drain
+        // catalogues the committed version from its journal.
+        let e = store
+            .put(
+                &Name::from_uri("/j/f").unwrap(),
+                &b"x"[..],
+                &Default::default(),
+                |_| {},
+            )
+            .unwrap();
+        for p in q.entries() {
+            let Read::Op(Op::Journal { .. }) = q.read(&p) else {
+                continue;
+            };
+            let dead = Writer {
+                start: me.start + 1,
+                ..me
+            };
+            assert!(!dead.alive());
+            let body = Op::Journal {
+                records: vec![rec("/j/f", e.meta.version)],
+                writer: dead,
+            };
+            std::fs::write(&p, serde_json::to_vec(&body).unwrap()).unwrap();
+        }
+        let r = q.drain(&cat, Some(&store));
+        assert_eq!(r.applied, 2);
+        assert!(q.is_empty());
+        assert!(cat.get("/j/f", Some(e.meta.version)).unwrap().is_some());
+        assert!(cat.get("/k", Some(1)).unwrap().is_none(), "not stored");
     }
 }
