@@ -9,6 +9,7 @@ mod key;
 mod linkem;
 mod mount;
 mod node;
+mod out;
 mod perf;
 mod repo;
 mod science;

@@ -4,6 +4,7 @@
 //! from the files, so what is published here is served at once (the rename
 //! that publishes is atomic). get goes through the node.
 
+use crate::out::{say, tell};
 use std::path::Path;
 use std::time::Instant;
 
@@ -93,7 +94,7 @@ pub fn put(
                 granary_repo::publish::publisher_signer_as(&kc, key.as_ref(), policy, &id)
                     .map_err(|e| anyhow::anyhow!(e))?;
             if let Some(k) = created {
-                eprintln!("created default publisher key {k}");
+                tell!("created default publisher key {k}");
             }
             let repo = granary_node::catalog::with_catalog(
                 granary_repo::Repo::new(store(data_dir)?, None),
@@ -128,13 +129,13 @@ pub fn put(
         );
     }
     if json {
-        println!("{result}");
+        say!("{result}");
     } else {
-        println!("{}", result["versioned"].as_str().unwrap_or_default());
+        say!("{}", result["versioned"].as_str().unwrap_or_default());
     }
     let size = result["size"].as_f64().unwrap_or(0.0);
     let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
-    eprintln!(
+    tell!(
         "published {} bytes in {} segments ({}, {:.1} MB/s{}){}",
         size,
         result["segments"],
@@ -154,7 +155,7 @@ pub fn put(
     if let Some(theirs) = result["data_dir"].as_str() {
         let same = std::fs::canonicalize(theirs).ok() == std::fs::canonicalize(data_dir).ok();
         if !same {
-            eprintln!(
+            tell!(
                 "note: the daemon at {} uses the data directory {theirs}, not {}: the file was published there{}",
                 socket.display(),
                 data_dir.display(),
@@ -167,7 +168,7 @@ pub fn put(
     }
     catalog_note(&result);
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
-        eprintln!("removed {r} older version(s) (--keep)");
+        tell!("removed {r} older version(s) (--keep)");
         tell_daemon(socket, Some(&n));
     }
     Ok(())

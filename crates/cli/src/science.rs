@@ -1,6 +1,7 @@
 //! The science commands: `search`, `publish-dir`, `example-data`,
 //! `catalog …`, and the query side of `get --query`.
 
+use crate::out::{say, tell};
 use std::path::{Path, PathBuf};
 
 use granary_catalog::{Page, Query};
@@ -220,7 +221,7 @@ pub fn publish_dir(
             granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
                 .map_err(|e| anyhow::anyhow!(e))?;
         if let Some(k) = created {
-            eprintln!("created default publisher key {k}");
+            tell!("created default publisher key {k}");
         }
         let store = granary_store::Store::open(data_dir.join("repo"))?;
         // Read once, not once per file.
@@ -295,7 +296,7 @@ pub fn publish_dir(
             _ => String::new(),
         };
         if status != "translated" || a.dry_run {
-            println!(
+            say!(
                 "{status:<10} {}{}{}",
                 e["path"].as_str().unwrap_or_default(),
                 e["name"]
@@ -310,14 +311,14 @@ pub fn publish_dir(
             );
         }
         if let Some(err) = e["error"].as_str() {
-            println!(
+            say!(
                 "failed     {}: {err}",
                 e["path"].as_str().unwrap_or_default()
             );
         }
     }
     let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    eprintln!(
+    tell!(
         "{} files in {:.1} s ({:.0} files/s): {}; report {}",
         files.len(),
         secs,

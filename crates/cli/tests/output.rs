@@ -339,6 +339,40 @@ fn printing_commands_exit_quietly_on_a_closed_pipe() {
     assert!(!d.ok(&["ls"]).is_empty());
 }
 
+/// The commands that change the node keep SIGPIPE ignored (a closed pipe must
+/// not kill them halfway); a reader that went away costs their output, not a
+/// panic and not the work after it.
+#[test]
+fn put_and_publish_dir_finish_on_a_closed_pipe() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("src");
+    std::fs::write(&src, b"some bytes").unwrap();
+    let tree = d.dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    // Not netCDF: publish-dir reports it as rejected, one line on stdout.
+    std::fs::write(tree.join("notes.txt"), b"not a netCDF file").unwrap();
+    let cmds: [Vec<String>; 2] = [
+        vec![
+            "put".into(),
+            src.display().to_string(),
+            "/closed/put".into(),
+        ],
+        vec!["publish-dir".into(), tree.display().to_string()],
+    ];
+    for args in cmds {
+        let args: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        let mut c = d.command(&args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(o.status.success(), "{args:?}: {} {err}", o.status);
+    }
+    assert!(d.ok(&["ls", "/closed"]).contains("/closed/put"));
+}
+
 fn mkfifo(p: &Path) {
     let o = Command::new("mkfifo").arg(p).output().unwrap();
     assert!(o.status.success(), "mkfifo: {o:?}");

@@ -1,0 +1,33 @@
+//! Output of the commands that keep SIGPIPE ignored because they change the
+//! node (`put`, `publish-dir`): a reader that went away (`granary put … | head
+//! -c0`) costs the rest of the output, never the work after it (`println!`
+//! would panic there, before `publish-dir` tells the daemon of its files).
+
+use std::io::Write;
+
+/// Writes one line to standard output; a closed pipe is not an error.
+pub fn say_line(args: std::fmt::Arguments) {
+    let r = writeln!(std::io::stdout().lock(), "{args}");
+    if let Err(e) = r {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let _ = writeln!(std::io::stderr().lock(), "granary: standard output: {e}");
+        }
+    }
+}
+
+/// Writes one line to standard error; a closed pipe is not an error.
+pub fn tell_line(args: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr().lock(), "{args}");
+}
+
+/// `println!` that survives a closed standard output.
+macro_rules! say {
+    ($($t:tt)*) => { $crate::out::say_line(format_args!($($t)*)) };
+}
+
+/// `eprintln!` that survives a closed standard error.
+macro_rules! tell {
+    ($($t:tt)*) => { $crate::out::tell_line(format_args!($($t)*)) };
+}
+
+pub(crate) use {say, tell};
