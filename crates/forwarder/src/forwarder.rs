@@ -36,6 +36,34 @@ pub struct Stats {
     pub loops: u64,
     /// Interests dropped for scope or HopLimit.
     pub scope_drops: u64,
+    /// Packet counters of the faces already closed (in/out Interests, Data,
+    /// Nacks), so that status/general's totals never go down when a face
+    /// closes (NFD's are forwarder-wide; Prometheus counters must not drop).
+    pub closed_faces: ClosedFaces,
+}
+
+/// What closed faces had counted (see [`Stats::closed_faces`]).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClosedFaces {
+    pub in_interests: u64,
+    pub in_data: u64,
+    pub in_nacks: u64,
+    pub out_interests: u64,
+    pub out_data: u64,
+    pub out_nacks: u64,
+}
+
+impl ClosedFaces {
+    /// Adds a closing face's counters.
+    pub(crate) fn add(&mut self, c: &granary_face::Counters) {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        self.in_interests += g(&c.in_interests);
+        self.in_data += g(&c.in_data);
+        self.in_nacks += g(&c.in_nacks);
+        self.out_interests += g(&c.out_interests);
+        self.out_data += g(&c.out_data);
+        self.out_nacks += g(&c.out_nacks);
+    }
 }
 
 /// The forwarder.
@@ -248,6 +276,7 @@ impl Managed for Forwarder {
     fn remove_face(&mut self, id: FaceId) -> Option<FaceHandle> {
         let h = self.faces.remove(&id)?;
         self.tables.remove_face(id);
+        self.stats.closed_faces.add(&h.counters);
         Some(h)
     }
 
@@ -285,6 +314,10 @@ impl Managed for Forwarder {
             n += s.lock().cs.erase_prefix(prefix, limit - n);
         }
         n
+    }
+
+    fn closed_faces(&self) -> ClosedFaces {
+        self.stats.closed_faces
     }
 
     fn totals(&self) -> Totals {

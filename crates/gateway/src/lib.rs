@@ -102,7 +102,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))
-        .layer(axum::middleware::from_fn_with_state(metrics, metrics::track))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::track,
+        ))
         .with_state(node)
 }
 

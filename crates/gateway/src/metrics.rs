@@ -286,27 +286,95 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
         float(g.start_timestamp as f64 / 1000.0),
     );
     for (name, help, v) in [
-        ("granary_forwarder_in_interests_total", "Interests received by the forwarder.", g.n_in_interests),
-        ("granary_forwarder_out_interests_total", "Interests sent by the forwarder.", g.n_out_interests),
-        ("granary_forwarder_in_data_total", "Data packets received by the forwarder.", g.n_in_data),
-        ("granary_forwarder_out_data_total", "Data packets sent by the forwarder.", g.n_out_data),
-        ("granary_forwarder_in_nacks_total", "Nacks received by the forwarder.", g.n_in_nacks),
-        ("granary_forwarder_out_nacks_total", "Nacks sent by the forwarder.", g.n_out_nacks),
-        ("granary_forwarder_satisfied_interests_total", "PIT entries satisfied by a Data packet.", g.n_satisfied_interests),
-        ("granary_forwarder_unsatisfied_interests_total", "PIT entries that expired unsatisfied.", g.n_unsatisfied_interests),
-        ("granary_forwarder_cs_hits_total", "Interests answered from the content store.", f.cs.n_hits),
-        ("granary_forwarder_cs_misses_total", "Interests the content store could not answer.", f.cs.n_misses),
+        (
+            "granary_forwarder_in_interests_total",
+            "Interests received by the forwarder.",
+            g.n_in_interests,
+        ),
+        (
+            "granary_forwarder_out_interests_total",
+            "Interests sent by the forwarder.",
+            g.n_out_interests,
+        ),
+        (
+            "granary_forwarder_in_data_total",
+            "Data packets received by the forwarder.",
+            g.n_in_data,
+        ),
+        (
+            "granary_forwarder_out_data_total",
+            "Data packets sent by the forwarder.",
+            g.n_out_data,
+        ),
+        (
+            "granary_forwarder_in_nacks_total",
+            "Nacks received by the forwarder.",
+            g.n_in_nacks,
+        ),
+        (
+            "granary_forwarder_out_nacks_total",
+            "Nacks sent by the forwarder.",
+            g.n_out_nacks,
+        ),
+        (
+            "granary_forwarder_satisfied_interests_total",
+            "PIT entries satisfied by a Data packet.",
+            g.n_satisfied_interests,
+        ),
+        (
+            "granary_forwarder_unsatisfied_interests_total",
+            "PIT entries that expired unsatisfied.",
+            g.n_unsatisfied_interests,
+        ),
+        (
+            "granary_forwarder_cs_hits_total",
+            "Interests answered from the content store.",
+            f.cs.n_hits,
+        ),
+        (
+            "granary_forwarder_cs_misses_total",
+            "Interests the content store could not answer.",
+            f.cs.n_misses,
+        ),
     ] {
         t.single(name, "counter", help, v);
     }
     for (name, help, v) in [
-        ("granary_forwarder_pit_entries", "Entries in the pending Interest table.", g.n_pit_entries),
-        ("granary_forwarder_fib_entries", "Entries in the forwarding information base.", g.n_fib_entries),
-        ("granary_forwarder_cs_entries", "Data packets in the content store.", g.n_cs_entries),
-        ("granary_forwarder_cs_capacity", "Most Data packets the content store holds.", f.cs.capacity),
-        ("granary_forwarder_name_tree_entries", "Entries in the name tree.", g.n_name_tree_entries),
-        ("granary_forwarder_measurements_entries", "Entries in the measurements table.", g.n_measurements_entries),
-        ("granary_forwarder_faces", "Faces open.", f.faces.len() as u64),
+        (
+            "granary_forwarder_pit_entries",
+            "Entries in the pending Interest table.",
+            g.n_pit_entries,
+        ),
+        (
+            "granary_forwarder_fib_entries",
+            "Entries in the forwarding information base.",
+            g.n_fib_entries,
+        ),
+        (
+            "granary_forwarder_cs_entries",
+            "Data packets in the content store.",
+            g.n_cs_entries,
+        ),
+        (
+            "granary_forwarder_cs_capacity",
+            "Most Data packets the content store holds.",
+            f.cs.capacity,
+        ),
+        (
+            "granary_forwarder_name_tree_entries",
+            "Entries in the name tree.",
+            g.n_name_tree_entries,
+        ),
+        (
+            "granary_forwarder_measurements_entries",
+            "Entries in the measurements table.",
+            g.n_measurements_entries,
+        ),
+        (
+            "granary_forwarder_faces",
+            "Faces open.",
+            f.faces.len() as u64,
+        ),
     ] {
         t.single(name, "gauge", help, v);
     }
@@ -337,7 +405,12 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
             for (ty, n) in ["interest", "data", "nack"].into_iter().zip(v) {
                 t.sample(
                     &name,
-                    &[("face", &id), ("remote", &remote), ("scope", scope), ("type", ty)],
+                    &[
+                        ("face", &id),
+                        ("remote", &remote),
+                        ("scope", scope),
+                        ("type", ty),
+                    ],
                     n,
                 );
             }
@@ -346,7 +419,11 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
         t.family(&name, "counter", &format!("Bytes {what} on a face."));
         for x in &f.faces {
             let (id, remote, scope) = labels(x);
-            let n = if dir == "in" { x.n_in_bytes } else { x.n_out_bytes };
+            let n = if dir == "in" {
+                x.n_in_bytes
+            } else {
+                x.n_out_bytes
+            };
             t.sample(
                 &name,
                 &[("face", &id), ("remote", &remote), ("scope", scope)],
