@@ -17,6 +17,7 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
+mod locate;
 mod metrics;
 mod query;
 mod websocket_face;
