@@ -190,6 +190,7 @@ fn metrics_pass_promtool_and_count_what_happened() {
     assert_eq!(get(&format!("{base}/api/file{name}")).0, 200);
     let (c, _, body) = get(&format!("{base}{}", hit["download"].as_str().unwrap()));
     assert_eq!(c, 200);
+    assert_eq!(body.len() as u64, size);
     assert_eq!(body, std::fs::read(tree.join(FILES[0])).unwrap());
     // Through the forwarder: a producer (its face stays open) answers three
     // peeks of 8 KiB each.
@@ -219,8 +220,7 @@ fn metrics_pass_promtool_and_count_what_happened() {
     assert_eq!(m1.get(inf), m1.get(&count("/data/{*name}")));
     assert!(
         m1.get(
-            &"granary_gateway_request_duration_seconds_sum{route=\"/data/{*name}\",method=\"GET\"}"
-                .to_string()
+            "granary_gateway_request_duration_seconds_sum{route=\"/data/{*name}\",method=\"GET\"}"
         ) > 0.0
     );
     for raw in ["/nope", "CanESM5", "deeper"] {

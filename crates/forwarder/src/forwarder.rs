@@ -18,7 +18,7 @@ pub use crate::config::{FaceContext, ForwarderConfig, MAX_SHARDS};
 use crate::config::FaceMap;
 use crate::cs::{ContentStore, CsConfig};
 use crate::fib::Tables;
-use crate::mgmt::{Managed, MgmtState, Totals};
+use crate::mgmt::{ClosedFaces, Managed, MgmtState, Totals};
 use crate::pit::{DeadNonceList, Pit};
 use crate::shard::{cs_share, Shard};
 use crate::strategy::StrategyChoice;
@@ -40,30 +40,6 @@ pub struct Stats {
     /// Nacks), so that status/general's totals never go down when a face
     /// closes (NFD's are forwarder-wide; Prometheus counters must not drop).
     pub closed_faces: ClosedFaces,
-}
-
-/// What closed faces had counted (see [`Stats::closed_faces`]).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ClosedFaces {
-    pub in_interests: u64,
-    pub in_data: u64,
-    pub in_nacks: u64,
-    pub out_interests: u64,
-    pub out_data: u64,
-    pub out_nacks: u64,
-}
-
-impl ClosedFaces {
-    /// Adds a closing face's counters.
-    pub(crate) fn add(&mut self, c: &granary_face::Counters) {
-        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        self.in_interests += g(&c.in_interests);
-        self.in_data += g(&c.in_data);
-        self.in_nacks += g(&c.in_nacks);
-        self.out_interests += g(&c.out_interests);
-        self.out_data += g(&c.out_data);
-        self.out_nacks += g(&c.out_nacks);
-    }
 }
 
 /// The forwarder.

@@ -68,7 +68,7 @@ pub(crate) trait Managed {
     /// Table sizes and counters, over every shard.
     fn totals(&self) -> Totals;
     /// Packet counters of the faces closed so far.
-    fn closed_faces(&self) -> crate::forwarder::ClosedFaces;
+    fn closed_faces(&self) -> ClosedFaces;
     /// What faces are created with (faces/create).
     fn face_context(&self) -> &FaceContext;
     /// Sends a reply to the face a command came from.
@@ -77,6 +77,30 @@ pub(crate) trait Managed {
     /// face table, FIB, strategy choice and CS settings before anything
     /// else is forwarded.
     fn after_command(&mut self);
+}
+
+/// What closed faces had counted (the forwarder's `Stats::closed_faces`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClosedFaces {
+    pub in_interests: u64,
+    pub in_data: u64,
+    pub in_nacks: u64,
+    pub out_interests: u64,
+    pub out_data: u64,
+    pub out_nacks: u64,
+}
+
+impl ClosedFaces {
+    /// Adds a closing face's counters.
+    pub(crate) fn add(&mut self, c: &granary_face::Counters) {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        self.in_interests += g(&c.in_interests);
+        self.in_data += g(&c.in_data);
+        self.in_nacks += g(&c.in_nacks);
+        self.out_interests += g(&c.out_interests);
+        self.out_data += g(&c.out_data);
+        self.out_nacks += g(&c.out_nacks);
+    }
 }
 
 /// Table sizes and counters for the cs/info and status/general datasets,

@@ -253,11 +253,9 @@ pub async fn file(St(node): St<State>, uri: Uri, headers: axum::http::HeaderMap)
             if let Some(o) = v.as_object_mut() {
                 o.remove("text");
                 o.insert("versions".into(), json!(versions));
-                o.insert(
-                    "download".into(),
-                    json!(download_path(&rec.name, rec.version)),
-                );
-                let at = crate::locate::locations(&node, &rec, &uri, &headers);
+                let download = download_path(&rec.name, rec.version);
+                let at = crate::locate::locations(&node, &rec, &download, &uri, &headers);
+                o.insert("download".into(), json!(download));
                 o.insert("locations".into(), at);
             }
             Json(v).into_response()

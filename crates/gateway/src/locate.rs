@@ -10,7 +10,6 @@ use axum::http::{header, HeaderMap, Uri};
 use granary_catalog::Record;
 use serde_json::{json, Value};
 
-use crate::api::download_path;
 use crate::State;
 
 /// This node's prefix, from `<data-dir>/node.toml` (`node_prefix = "/…"`, which
@@ -62,8 +61,15 @@ fn base_url(node: &State, uri: &Uri, headers: &HeaderMap) -> Option<String> {
 
 /// `[{node, prefix, url}]`: the nodes known to hold `rec`, each with its name
 /// (node prefix), the NDN name to fetch (`<name>/v=<version>`) and the file's
-/// URL on that node's gateway (null when not known).
-pub(crate) fn locations(node: &State, rec: &Record, uri: &Uri, headers: &HeaderMap) -> Value {
+/// URL on that node's gateway (`download`, the path of the file on a gateway,
+/// after its base URL; null when not known).
+pub(crate) fn locations(
+    node: &State,
+    rec: &Record,
+    download: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Value {
     let prefix = format!("{}/v={}", rec.name, rec.version);
     let here = node_prefix(&node.data_dir);
     let publisher = rec.node.clone().filter(|n| !n.is_empty());
@@ -71,8 +77,7 @@ pub(crate) fn locations(node: &State, rec: &Record, uri: &Uri, headers: &HeaderM
         // Published by another node of a shared catalog: held there.
         (Some(h), Some(p)) if h != p => json!([{ "node": p, "prefix": prefix, "url": null }]),
         (h, p) => {
-            let url = base_url(node, uri, headers)
-                .map(|b| format!("{b}{}", download_path(&rec.name, rec.version)));
+            let url = base_url(node, uri, headers).map(|b| format!("{b}{download}"));
             json!([{ "node": h.or(p), "prefix": prefix, "url": url }])
         }
     }
