@@ -606,8 +606,8 @@ function renderFile(r) {
   if (locs.length) {
     parts.push(el("h3", { text: `Held at (${locs.length} node${locs.length === 1 ? "" : "s"})` }),
       el("ul", { id: "file-locations", class: "locations" }, locs.map((l) => el("li", { class: "location" },
-        el("code", { class: "loc-node", text: l.node || "unknown node" }),
-        l.url ? el("a", { class: "loc-url", href: l.url, rel: "noopener" }, l.url) : el("span", { class: "muted", text: " (no gateway known)" }),
+        el("div", {}, el("code", { class: "loc-node", text: l.node || "unknown node" })),
+        el("div", {}, "HTTP: ", l.url ? el("a", { class: "loc-url", href: l.url, rel: "noopener" }, l.url) : el("span", { class: "muted", text: "no gateway known" })),
         el("div", { class: "loc-prefix" }, "NDN: ", el("code", { text: l.prefix || "" }))))));
   }
 
