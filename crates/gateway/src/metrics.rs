@@ -123,7 +123,7 @@ impl Metrics {
     /// The repository's size from the cache, starting a walk when it is stale;
     /// the first call waits for the first walk.
     async fn repo_usage(&self, root: std::path::PathBuf) -> granary_store::Usage {
-        let (have, stale) = {
+        let (have, start) = {
             let Ok(mut c) = self.repo.lock() else {
                 return Default::default();
             };
@@ -135,10 +135,15 @@ impl Metrics {
             }
             (c.value, start)
         };
-        if !stale {
+        if !start {
             if let Some(v) = have {
                 return v;
             }
+            // A first walk is under way for another scrape: walk too rather
+            // than answer zero (only ever at start).
+            return tokio::task::spawn_blocking(move || granary_store::usage(&root))
+                .await
+                .unwrap_or_default();
         }
         let cache = self.repo.clone();
         let walk = tokio::task::spawn_blocking(move || {
@@ -160,6 +165,23 @@ impl Metrics {
     }
 }
 
+/// Counts a request in flight until dropped (a request whose client went
+/// away is dropped mid-handler, and still leaves the gauge).
+struct InFlight<'a>(&'a AtomicI64);
+
+impl<'a> InFlight<'a> {
+    fn enter(n: &'a AtomicI64) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// The middleware: counts every request by route template, method and status,
 /// and times it to the response head.
 pub async fn track(St(m): St<Arc<Metrics>>, req: Request, next: Next) -> Response {
@@ -168,11 +190,11 @@ pub async fn track(St(m): St<Arc<Metrics>>, req: Request, next: Next) -> Respons
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_string());
     let method = method_label(req.method());
-    m.in_flight.fetch_add(1, Ordering::Relaxed);
+    let flight = InFlight::enter(&m.in_flight);
     let t = Instant::now();
     let r = next.run(req).await;
     let secs = t.elapsed().as_secs_f64();
-    m.in_flight.fetch_sub(1, Ordering::Relaxed);
+    drop(flight);
     m.observe(
         route.as_deref().unwrap_or(UNMATCHED),
         method,
