@@ -3,6 +3,7 @@
 //! records' publisher, without a URL); federation (issue 29) adds other
 //! nodes' gateways.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -37,7 +38,7 @@ pub(crate) fn node_prefix(data_dir: &Path) -> Option<String> {
 
 /// The gateway's base URL as the client reached it: the request's scheme
 /// (HTTP/2 carries one; else `http`) and `Host` (else the bound address).
-fn base_url(node: &State, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+fn base_url(local: Option<SocketAddr>, uri: &Uri, headers: &HeaderMap) -> Option<String> {
     let scheme = uri.scheme_str().unwrap_or("http");
     let ok = |h: &str| {
         !h.is_empty()
@@ -55,7 +56,7 @@ fn base_url(node: &State, uri: &Uri, headers: &HeaderMap) -> Option<String> {
                 .map(str::to_string)
         })
         .filter(|h| ok(h))
-        .or_else(|| node.local.get().map(|a| a.to_string()))?;
+        .or_else(|| local.map(|a| a.to_string()))?;
     Some(format!("{scheme}://{host}"))
 }
 
@@ -77,8 +78,59 @@ pub(crate) fn locations(
         // Published by another node of a shared catalog: held there.
         (Some(h), Some(p)) if h != p => json!([{ "node": p, "prefix": prefix, "url": null }]),
         (h, p) => {
-            let url = base_url(node, uri, headers).map(|b| format!("{b}{download}"));
+            let url =
+                base_url(node.local.get().copied(), uri, headers).map(|b| format!("{b}{download}"));
             json!([{ "node": h.or(p), "prefix": prefix, "url": url }])
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(h: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert(header::HOST, h.parse().unwrap());
+        m
+    }
+
+    #[test]
+    fn base_url_from_host_or_bound_address() {
+        let local = Some(SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let uri: Uri = "/api/file/a".parse().unwrap();
+        assert_eq!(
+            base_url(local, &uri, &host("node.example.org:8443")).as_deref(),
+            Some("http://node.example.org:8443")
+        );
+        assert_eq!(
+            base_url(local, &uri, &host("[::1]:80")).as_deref(),
+            Some("http://[::1]:80")
+        );
+        // A Host that is not a host: the bound address instead.
+        assert_eq!(
+            base_url(local, &uri, &host("a b/c")).as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            base_url(local, &uri, &HeaderMap::new()).as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(base_url(None, &uri, &HeaderMap::new()), None);
+        // HTTP/2 carries scheme and authority in the URI.
+        let abs: Uri = "https://n.example:443/api/file/a".parse().unwrap();
+        assert_eq!(
+            base_url(local, &abs, &host("other")).as_deref(),
+            Some("https://n.example:443")
+        );
+    }
+
+    #[test]
+    fn node_prefix_from_node_toml() {
+        let d = std::env::temp_dir().join(format!("granary-locate-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("node.toml"), "node_prefix = \"/granary/h-1a2b\"\n").unwrap();
+        assert_eq!(node_prefix(&d).as_deref(), Some("/granary/h-1a2b"));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }
