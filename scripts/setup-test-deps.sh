@@ -13,6 +13,8 @@
 #   - curl (apt, if missing) for the gateway test; nginx (apt, if missing) for bench/gateway.sh
 #   - vsftpd (apt, if missing) with nginx for the caching-vs-http experiment; fonts-dejavu-core
 #     (apt, if missing) for PNG plots
+#   - prometheus (apt, only if promtool is missing and we are root) for `promtool check
+#     metrics` on the gateway's /metrics (the package's server is not used)
 # Needs: python3 (with venv), node + npm, cargo. Nothing else is installed system-wide.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,6 +100,17 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
     (apt-get install -y -qq fonts-dejavu-core >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq fonts-dejavu-core >/dev/null; })
   else
     echo "setup: fonts-dejavu-core is missing; PNG plots will have no text" >&2
+  fi
+fi
+
+# promtool (Debian prometheus) checks the gateway's /metrics exposition
+# (crates/cli/tests/gateway_metrics.rs); the Prometheus server itself is not run.
+if ! command -v promtool >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing prometheus (apt) for promtool"
+    (apt-get install -y -qq --no-install-recommends prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus >/dev/null; })
+  else
+    echo "setup: promtool (prometheus) is missing and cannot be installed here; the /metrics test will fail" >&2
   fi
 fi
 

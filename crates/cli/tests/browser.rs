@@ -1,9 +1,11 @@
 //! The web page in a real headless Chromium: a `granary daemon` with its HTTP
-//! gateway on a free loopback port, three generated netCDF files published, and
+//! gateway on a free loopback port, three generated CMIP6 netCDF files and one
+//! CMIP5 file (made with ncgen) published, and
 //! tests/interop/python/browser_flow.py (Playwright for Python driving Debian's
-//! Chromium) running the user's flow at desktop and phone width: search with
-//! autocomplete, a facet, the file panel, a download compared byte for byte,
-//! "download all" of two files. Screenshots of each step go to
+//! Chromium) running the user's flow at desktop and phone width: the CMIP5
+//! hit's facet summary, "select this page", search with autocomplete, a facet,
+//! the file panel with where the file is held, a download compared byte for
+//! byte, "download all" of two files. Screenshots of each step go to
 //! `<target>/test-artifacts/browser/`.
 //!
 //! Chromium comes from scripts/setup-test-deps.sh (Debian `chromium`). Without
@@ -25,6 +27,61 @@ const FILES: [&str; 3] = [
     "CMIP6/CMIP/CCCma/CanESM5/historical/r2i1p1f1/Amon/tas/gn/v20190429/tas_Amon_CanESM5_historical_r2i1p1f1_gn_185001-185112.nc",
     "CMIP6/ScenarioMIP/MIROC/MIROC6/ssp585/r1i1p1f1/Amon/tas/gn/v20190627/tas_Amon_MIROC6_ssp585_r1i1p1f1_gn_201501-201612.nc",
 ];
+
+/// A CMIP5 file (DRS path under the tree), made by ncgen from [`CMIP5_CDL`].
+const CMIP5: &str = "cmip5/output1/CCCma/CanESM2/historical/mon/atmos/Amon/r1i1p1/v20120410/tas/tas_Amon_CanESM2_historical_r1i1p1_185001-185003.nc";
+
+/// Its facet summary on the page: model, experiment, ensemble, MIP table,
+/// variable, version.
+const CMIP5_SUMMARY: &str = "CanESM2 · historical · r1i1p1 · Amon · tas · v20120410";
+
+const CMIP5_CDL: &str = r#"netcdf tas {
+dimensions:
+	time = UNLIMITED ;
+	lat = 2 ;
+	lon = 3 ;
+variables:
+	double time(time) ;
+		time:units = "days since 1850-01-01 00:00:00" ;
+		time:calendar = "365_day" ;
+		time:standard_name = "time" ;
+	double lat(lat) ;
+		lat:units = "degrees_north" ;
+	double lon(lon) ;
+		lon:units = "degrees_east" ;
+	float tas(time, lat, lon) ;
+		tas:standard_name = "air_temperature" ;
+		tas:units = "K" ;
+		:project_id = "CMIP5" ;
+		:institute_id = "CCCma" ;
+		:model_id = "CanESM2" ;
+		:experiment_id = "historical" ;
+		:frequency = "mon" ;
+		:modeling_realm = "atmos" ;
+		:table_id = "Table Amon" ;
+data:
+ time = 15.5, 45, 74.5 ;
+ lat = -45, 45 ;
+ lon = 0, 120, 240 ;
+ tas = 280, 281, 282, 283, 284, 285, 280, 281, 282, 283, 284, 285, 280, 281, 282, 283, 284, 285 ;
+}
+"#;
+
+/// Writes the CMIP5 file under `tree` with ncgen (Debian netcdf-bin).
+fn make_cmip5(tree: &Path) {
+    let to = tree.join(CMIP5);
+    std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+    let cdl = tree.join("cmip5.cdl");
+    std::fs::write(&cdl, CMIP5_CDL).unwrap();
+    let st = std::process::Command::new("ncgen")
+        .args(["-k", "nc4", "-o"])
+        .arg(&to)
+        .arg(&cdl)
+        .status()
+        .expect("ncgen (Debian netcdf-bin; scripts/setup-test-deps.sh installs it)");
+    assert!(st.success(), "ncgen failed on the CMIP5 fixture");
+    std::fs::remove_file(&cdl).unwrap();
+}
 
 fn title(rel: &str) -> &str {
     rel.rsplit('/').next().unwrap()
@@ -91,10 +148,19 @@ fn web_page_flow_in_headless_chromium() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(example.join(rel), &to).unwrap();
     }
+    make_cmip5(&tree);
     d.ok(&["publish-dir", tree.to_str().unwrap()]);
+    // This node's prefix (the daemon wrote it at start): where files are held.
+    let node_toml = std::fs::read_to_string(d.data.join("node.toml")).unwrap();
+    let node = node_toml
+        .split('"')
+        .nth(1)
+        .expect("node_prefix in node.toml")
+        .to_string();
 
     let files: serde_json::Map<String, serde_json::Value> = FILES
         .iter()
+        .chain([&CMIP5])
         .map(|r| (title(r).to_string(), json!(r)))
         .collect();
     let plan = json!({
@@ -105,6 +171,8 @@ fn web_page_flow_in_headless_chromium() {
         "facet": ["member_id", "r2i1p1f1"],
         "single": title(FILES[1]),
         "late": title(FILES[2]),
+        "cmip5": {"title": title(CMIP5), "summary": CMIP5_SUMMARY},
+        "node": node,
     });
     let plan_path = d.dir.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
@@ -134,7 +202,7 @@ fn web_page_flow_in_headless_chromium() {
     // Per viewport: one download from the panel, two from "download all".
     assert_eq!(report["downloads"], 6, "{report}");
     let shots = report["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 18, "{report}");
+    assert_eq!(shots.len(), 20, "{report}");
     for s in shots {
         let p = Path::new(s.as_str().unwrap());
         let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

@@ -18,7 +18,7 @@ pub use crate::config::{FaceContext, ForwarderConfig, MAX_SHARDS};
 use crate::config::FaceMap;
 use crate::cs::{ContentStore, CsConfig};
 use crate::fib::Tables;
-use crate::mgmt::{Managed, MgmtState, Totals};
+use crate::mgmt::{ClosedFaces, Managed, MgmtState, Totals};
 use crate::pit::{DeadNonceList, Pit};
 use crate::shard::{cs_share, Shard};
 use crate::strategy::StrategyChoice;
@@ -36,6 +36,10 @@ pub struct Stats {
     pub loops: u64,
     /// Interests dropped for scope or HopLimit.
     pub scope_drops: u64,
+    /// Packet counters of the faces already closed (in/out Interests, Data,
+    /// Nacks), so that status/general's totals never go down when a face
+    /// closes (NFD's are forwarder-wide; Prometheus counters must not drop).
+    pub closed_faces: ClosedFaces,
 }
 
 /// The forwarder.
@@ -248,6 +252,7 @@ impl Managed for Forwarder {
     fn remove_face(&mut self, id: FaceId) -> Option<FaceHandle> {
         let h = self.faces.remove(&id)?;
         self.tables.remove_face(id);
+        self.stats.closed_faces.add(&h.counters);
         Some(h)
     }
 
@@ -285,6 +290,10 @@ impl Managed for Forwarder {
             n += s.lock().cs.erase_prefix(prefix, limit - n);
         }
         n
+    }
+
+    fn closed_faces(&self) -> ClosedFaces {
+        self.stats.closed_faces
     }
 
     fn totals(&self) -> Totals {

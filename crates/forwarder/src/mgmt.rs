@@ -67,6 +67,8 @@ pub(crate) trait Managed {
     fn cs_erase(&mut self, prefix: &Name, limit: usize) -> usize;
     /// Table sizes and counters, over every shard.
     fn totals(&self) -> Totals;
+    /// Packet counters of the faces closed so far.
+    fn closed_faces(&self) -> ClosedFaces;
     /// What faces are created with (faces/create).
     fn face_context(&self) -> &FaceContext;
     /// Sends a reply to the face a command came from.
@@ -75,6 +77,30 @@ pub(crate) trait Managed {
     /// face table, FIB, strategy choice and CS settings before anything
     /// else is forwarded.
     fn after_command(&mut self);
+}
+
+/// What closed faces had counted (the forwarder's `Stats::closed_faces`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ClosedFaces {
+    pub in_interests: u64,
+    pub in_data: u64,
+    pub in_nacks: u64,
+    pub out_interests: u64,
+    pub out_data: u64,
+    pub out_nacks: u64,
+}
+
+impl ClosedFaces {
+    /// Adds a closing face's counters.
+    pub(crate) fn add(&mut self, c: &granary_face::Counters) {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        self.in_interests += g(&c.in_interests);
+        self.in_data += g(&c.in_data);
+        self.in_nacks += g(&c.in_nacks);
+        self.out_interests += g(&c.out_interests);
+        self.out_data += g(&c.out_data);
+        self.out_nacks += g(&c.out_nacks);
+    }
 }
 
 /// Table sizes and counters for the cs/info and status/general datasets,
@@ -803,6 +829,8 @@ fn dataset_payload<M: Managed>(fw: &M, module: &str, verb: &str) -> Bytes {
         _ => {
             let t = fw.totals();
             let faces = fw.faces();
+            // Closed faces' packets still count (faces close on the control shard).
+            let closed = fw.closed_faces();
             let start = fw
                 .state()
                 .started
@@ -818,12 +846,12 @@ fn dataset_payload<M: Managed>(fw: &M, module: &str, verb: &str) -> Bytes {
                 n_pit_entries: t.pit_entries,
                 n_measurements_entries: 0,
                 n_cs_entries: t.cs_entries,
-                n_in_interests: face_total(faces, |c| &c.in_interests),
-                n_in_data: face_total(faces, |c| &c.in_data),
-                n_in_nacks: face_total(faces, |c| &c.in_nacks),
-                n_out_interests: face_total(faces, |c| &c.out_interests),
-                n_out_data: face_total(faces, |c| &c.out_data),
-                n_out_nacks: face_total(faces, |c| &c.out_nacks),
+                n_in_interests: face_total(faces, |c| &c.in_interests) + closed.in_interests,
+                n_in_data: face_total(faces, |c| &c.in_data) + closed.in_data,
+                n_in_nacks: face_total(faces, |c| &c.in_nacks) + closed.in_nacks,
+                n_out_interests: face_total(faces, |c| &c.out_interests) + closed.out_interests,
+                n_out_data: face_total(faces, |c| &c.out_data) + closed.out_data,
+                n_out_nacks: face_total(faces, |c| &c.out_nacks) + closed.out_nacks,
                 n_satisfied_interests: t.satisfied,
                 n_unsatisfied_interests: t.unsatisfied,
             }

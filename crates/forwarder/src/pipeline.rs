@@ -29,7 +29,9 @@ impl Forwarder {
             FaceEvent::Created(h) => self.add_face(h),
             FaceEvent::Closed { face, reason } => {
                 tracing::info!(face, "face down: {reason}");
-                self.faces.remove(&face);
+                if let Some(h) = self.faces.remove(&face) {
+                    self.stats.closed_faces.add(&h.counters);
+                }
                 self.tables.remove_face(face);
             }
             FaceEvent::Packet { face, packet, link } => self.on_packet(face, &packet, &link, now),

@@ -15,10 +15,18 @@ const IN_MEMORY_MAX = 512 * 1024 * 1024;
 const FACET_ORDER = [
   "project", "mip_era", "activity_id", "institution_id", "source_id", "experiment_id",
   "sub_experiment_id", "member_id", "variant_label", "table_id", "frequency", "realm",
-  "variable_id", "grid_label", "version",
+  "variable_id", "grid_label",
+  // CMIP5's DRS.
+  "product", "institute", "model", "experiment", "time_frequency", "cmor_table", "ensemble", "variable",
+  "version",
 ];
-/** Facets shown in a result's summary line. */
-const SUMMARY_FACETS = ["source_id", "experiment_id", "member_id", "table_id", "variable_id", "grid_label", "version"];
+/** Facets shown in a result's summary line, per project (DRS order); a project
+ * not listed shows its facets in FACET_ORDER, then by name. */
+const SUMMARY_FACETS = {
+  CMIP6: ["source_id", "experiment_id", "member_id", "table_id", "variable_id", "grid_label", "version"],
+  CMIP5: ["model", "experiment", "ensemble", "cmor_table", "variable", "version"],
+};
+const SUMMARY_MAX = 7;
 const RESERVED = new Set(["q", "time", "offset", "all", "file", "v"]);
 
 const $ = (id) => document.getElementById(id);
@@ -351,6 +359,18 @@ function renderFacets() {
 
 const keyOf = (h) => `${h.name}@${h.version}`;
 
+/** A hit's facet values for its summary line: its project's summary facets,
+ * or (another project) its own facets in DRS order, leaving out the project. */
+function summaryFacets(h) {
+  const f = h.facets || {};
+  const project = h.project || f.project;
+  const list = SUMMARY_FACETS[project]
+    || Object.keys(f).filter((k) => k !== "project")
+      .sort((a, b) => facetRank(a) - facetRank(b) || a.localeCompare(b))
+      .slice(0, SUMMARY_MAX);
+  return list.filter((k) => f[k]).map((k) => f[k]);
+}
+
 function renderHits() {
   const page = state.page;
   const list = $("hits");
@@ -368,7 +388,7 @@ function renderHits() {
       "aria-label": `Select ${h.title}`,
       onchange: (ev) => select(h, ev.target.checked),
     });
-    const facets = SUMMARY_FACETS.filter((f) => h.facets?.[f]).map((f) => h.facets[f]);
+    const facets = summaryFacets(h);
     const time = h.time_start ? `${day(h.time_start)} → ${day(h.time_end)}` : "";
     return el("li", { class: "hit", "data-name": h.name, "data-key": k },
       cb,
@@ -581,6 +601,16 @@ function renderFile(r) {
   add("Signed by", m.signer);
   parts.push(el("dl", { class: "summary" }, dl));
 
+  // Where it is held (this node today; other nodes once federated).
+  const locs = Array.isArray(r.locations) ? r.locations : [];
+  if (locs.length) {
+    parts.push(el("h3", { text: `Held at (${locs.length} node${locs.length === 1 ? "" : "s"})` }),
+      el("ul", { id: "file-locations", class: "locations" }, locs.map((l) => el("li", { class: "location" },
+        el("div", {}, el("code", { class: "loc-node", text: l.node || "unknown node" })),
+        el("div", {}, "HTTP: ", l.url ? el("a", { class: "loc-url", href: l.url, rel: "noopener" }, l.url) : el("span", { class: "muted", text: "no gateway known" })),
+        el("div", { class: "loc-prefix" }, "NDN: ", el("code", { text: l.prefix || "" }))))));
+  }
+
   // Facets (each one a filter).
   const facets = Object.entries(r.facets || {}).sort((a, b) => facetRank(a[0]) - facetRank(b[0]) || a[0].localeCompare(b[0]));
   if (facets.length) {
@@ -644,9 +674,16 @@ function renderFile(r) {
 // ------------------------------------------------------------------ selection and download
 
 function select(hit, on) {
-  const k = keyOf(hit);
-  if (on) state.selected.set(k, hit);
-  else state.selected.delete(k);
+  selectAll([hit], on);
+}
+
+/** Selects (or drops) every hit of `hits`, then redraws once. */
+function selectAll(hits, on) {
+  for (const hit of hits) {
+    const k = keyOf(hit);
+    if (on) state.selected.set(k, hit);
+    else state.selected.delete(k);
+  }
   renderSelection();
   // Keep the page's checkboxes in step (the file panel can change them too).
   for (const li of $("hits").children) li.querySelector(".pick").checked = state.selected.has(li.dataset.key);
@@ -871,9 +908,9 @@ function wire() {
   $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); search({ push: true }); $("results").focus(); });
   $("next").addEventListener("click", () => { state.offset += PAGE; search({ push: true }); $("results").focus(); });
   $("all-versions").addEventListener("change", (ev) => { state.all = ev.target.checked; state.offset = 0; search({ push: true }); });
-  $("select-page").addEventListener("change", (ev) => {
-    for (const h of state.page?.hits || []) select(h, ev.target.checked);
-  });
+  // Read the box once: redrawing after a selection sets it from what is
+  // selected, so reading it inside the loop selected only the first hit.
+  $("select-page").addEventListener("change", (ev) => selectAll(state.page?.hits || [], ev.target.checked));
   $("download-all").addEventListener("click", downloadAll);
   $("show-results").addEventListener("click", () => {
     $("facets-details").open = false;

@@ -230,7 +230,7 @@ pub(crate) fn version_param(uri: &Uri) -> Result<Option<u64>, Response> {
     Ok(version)
 }
 
-pub async fn file(St(node): St<State>, uri: Uri) -> Response {
+pub async fn file(St(node): St<State>, uri: Uri, headers: axum::http::HeaderMap) -> Response {
     let raw = uri.path().strip_prefix("/api/file").unwrap_or_default();
     let name = match ndn_name(raw) {
         Ok(n) => n.to_string(),
@@ -253,10 +253,10 @@ pub async fn file(St(node): St<State>, uri: Uri) -> Response {
             if let Some(o) = v.as_object_mut() {
                 o.remove("text");
                 o.insert("versions".into(), json!(versions));
-                o.insert(
-                    "download".into(),
-                    json!(download_path(&rec.name, rec.version)),
-                );
+                let download = download_path(&rec.name, rec.version);
+                let at = crate::locate::locations(&node, &rec, &download, &uri, &headers);
+                o.insert("download".into(), json!(download));
+                o.insert("locations".into(), at);
             }
             Json(v).into_response()
         }

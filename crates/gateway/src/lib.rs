@@ -17,6 +17,8 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
+mod locate;
+mod metrics;
 mod query;
 mod websocket_face;
 mod wget;
@@ -81,6 +83,7 @@ pub(crate) type State = Arc<Node>;
 
 /// The gateway's routes.
 pub fn router(node: Arc<Node>) -> Router {
+    let metrics = Arc::new(metrics::Metrics::default());
     Router::new()
         .route("/", get(assets::serve))
         .route("/app.js", get(assets::serve))
@@ -96,8 +99,14 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
         .route("/ndn", get(websocket_face::websocket))
+        .route("/metrics", get(metrics::serve))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
+        .layer(axum::Extension(metrics.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::track,
+        ))
         .with_state(node)
 }
 

@@ -44,7 +44,7 @@ use granary_packet::Name;
 pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
 pub use index_upkeep::Reindexed;
-pub use lookup::{OpenData, DROP_BEHIND_MIN, DROP_WINDOW};
+pub use lookup::{usage, OpenData, Usage, DROP_BEHIND_MIN, DROP_WINDOW};
 pub use meta::{Backend, FileMeta};
 pub use pipe::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 

@@ -386,3 +386,41 @@ impl OpenData {
         }
     }
 }
+
+/// How much a store holds: its versions and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Stored file versions.
+    pub versions: u64,
+    /// Their bytes (the sum of the versions' file lengths).
+    pub bytes: u64,
+}
+
+/// [`Usage`] of the store at `root`, read without opening it (nothing is
+/// written: no probe, no clean-up of `tmp/`): one walk of `<root>/objects`
+/// with a `stat` per version file. A missing store holds nothing.
+pub fn usage(root: &std::path::Path) -> Usage {
+    let mut u = Usage::default();
+    let mut stack = vec![root.join("objects")];
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_file()
+                && e.file_name()
+                    .to_str()
+                    .and_then(path::parse_version_file)
+                    .is_some()
+            {
+                // Removed since the listing: not there.
+                if let Ok(m) = e.metadata() {
+                    u.versions += 1;
+                    u.bytes += m.len();
+                }
+            }
+        }
+    }
+    u
+}

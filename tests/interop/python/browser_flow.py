@@ -13,11 +13,15 @@ the flow's data:
    "picked": [<title>, <title>],             # what the search then shows
    "facet": ["member_id", "r2i1p1f1"],       # the facet value to click
    "single": <title>,                        # what remains, opened and downloaded
-   "late": <title>}                          # the one file covering 2015 and later
+   "late": <title>,                          # the one file covering 2015 and later
+   "cmip5": {"title": <title>, "summary": "CanESM2 · historical · …"},  # its facet line
+   "node": "/granary/…"}                     # this node's prefix (the file's location)
 
 The flow, at desktop width (1280 px) and at phone width (375 px): open the page;
-filter by time coverage and remove the filter; type in the search box and pick an autocomplete entry; click a facet; open the file
-panel and check its metadata; download the file and compare its bytes with the
+check the CMIP5 hit's facet summary; "select this page" selects every hit and
+clears again; filter by time coverage and remove the filter; type in the search box and pick an autocomplete entry; click a facet; open the file
+panel and check its metadata and where the file is held (this node, with a
+working URL); download the file and compare its bytes with the
 original; remove the facet filter, select two files and "download all", comparing
 both; show the node status. A screenshot of each step goes to --out. Any console
 error, page error, failed request or HTTP error response fails the run.
@@ -141,7 +145,25 @@ class Flow:
         expect(page.locator("#total")).to_contain_text(f"{len(x['files'])} files")
         self.shot(page, label, "01-open")
 
-        # 1b. The time filter: coverage overlapping 2015 onwards leaves the one
+        # 1a. A CMIP5 hit shows its facets (model, experiment, ensemble, table,
+        #     variable, version), not its raw NDN name.
+        c5 = hits.filter(has_text=x["cmip5"]["title"])
+        expect(c5).to_have_count(1)
+        expect(c5.locator(".hit-meta").first).to_have_text(x["cmip5"]["summary"])
+        expect(c5.locator(".hit-meta").first).not_to_contain_text("/cmip5/")
+
+        # 1b. "Select this page" selects every hit on the page, and clears them.
+        n = len(x["files"])
+        page.locator("#select-page").check()
+        expect(page.locator("#sel-count")).to_have_text(f"{n} files")
+        expect(hits.locator("input.pick:checked")).to_have_count(n)
+        expect(page.locator("#select-page")).to_be_checked()
+        self.shot(page, label, "01b-select-page")
+        page.locator("#select-page").uncheck()
+        expect(hits.locator("input.pick:checked")).to_have_count(0)
+        expect(page.locator("#selection")).to_be_hidden()
+
+        # 1c. The time filter: coverage overlapping 2015 onwards leaves the one
         #     ssp585 file; its chip removes it again.
         if phone:
             page.locator("#facets-details > summary").click()
@@ -232,6 +254,19 @@ class Flow:
         expect(page.locator("#file-body .summary")).to_contain_text("Time coverage")
         expect(page.locator("#file-body .versions li")).to_have_count(1)
         expect(page.locator("#file-body .attrs-table")).to_contain_text("source_id")
+        # Where it is held: this node, with its gateway's URL of the file.
+        locs = page.locator("#file-locations li")
+        expect(locs).to_have_count(1)
+        expect(locs.locator(".loc-node")).to_have_text(x["node"])
+        expect(locs.locator(".loc-prefix")).to_contain_text(x["single"] + "/v=")
+        href = locs.locator("a.loc-url").get_attribute("href") or ""
+        want = self.a.base + (page.locator("#file-download").get_attribute("href") or "?")
+        if href != want:
+            self.problems.append(f"[{label}] location URL {href!r}, expected {want!r}")
+        else:
+            r = page.request.get(href)
+            if r.status != 200 or r.body() != self.original(x["single"]):
+                self.problems.append(f"[{label}] the location URL answered {r.status} with other bytes")
         self.shot(page, label, "05-file-panel")
         page.locator("#file-body").get_by_role("button", name="Copy the NDN name").click()
         expect(page.locator("#toast")).to_have_text("Copied")
