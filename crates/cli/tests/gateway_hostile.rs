@@ -320,6 +320,18 @@ fn timeouts_and_the_per_client_cap() {
         "slow connection not closed: {end:?}"
     );
     assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    // So is a connection that sends nothing at all.
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .unwrap();
+    let t = Instant::now();
+    let end = silent.read_to_end(&mut rest);
+    assert!(
+        end.is_ok() || end.as_ref().unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+        "silent connection not closed: {end:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
     // Trickling a byte at a time does not extend it.
     let mut trickle = TcpStream::connect(&addr).unwrap();
     let t = Instant::now();

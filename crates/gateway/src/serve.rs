@@ -188,9 +188,9 @@ pub(crate) async fn serve(l: Listener, router: Router, shared: Arc<Shared>) {
     b.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(128)
-        .max_header_list_size(MAX_HEAD as u32)
-        .keep_alive_interval(shared.limits.idle_timeout / 2)
-        .keep_alive_timeout(Duration::from_secs(20));
+        .max_header_list_size(MAX_HEAD as u32);
+    // No HTTP/2 keep-alive pings: their answers would count as activity and
+    // keep an idle connection open; the idle timeout below closes it.
     let builder = Arc::new(b);
     // The reserved descriptor: closed to accept a connection when the
     // process has no other, answered 503 and closed, then taken back.
@@ -266,6 +266,7 @@ async fn connection<I>(
 {
     let io = JsonErrors::new(io);
     let in_flight = Arc::new(AtomicUsize::new(0));
+    let ctx_header_timeout = ctx.shared.limits.header_timeout;
     let svc = {
         let in_flight = in_flight.clone();
         let activity = activity.clone();
@@ -330,6 +331,7 @@ async fn connection<I>(
     let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), svc);
     tokio::pin!(conn);
     let idle = activity.idle;
+    let header_timeout = ctx_header_timeout;
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut closing = false;
     loop {
@@ -341,6 +343,16 @@ async fn connection<I>(
                 break;
             }
             _ = tick.tick(), if !closing => {
+                // Nothing asked yet after the header timeout: closed. (hyper's
+                // own header timeout starts once it knows the protocol; a
+                // client that sends nothing never gets that far.)
+                if activity.answers.load(Ordering::Relaxed) == 0
+                    && in_flight.load(Ordering::Relaxed) == 0
+                    && activity.start.elapsed() >= header_timeout
+                {
+                    tracing::debug!("gateway connection from {addr}: no request within {header_timeout:?}");
+                    break;
+                }
                 if !admitted && in_flight.load(Ordering::Relaxed) == 0 && activity.answered() {
                     // Over the client's cap: one answer (503), then closed.
                     conn.as_mut().graceful_shutdown();

@@ -261,5 +261,38 @@ mod tests {
         assert_eq!(s.addr, Some("127.0.0.1:8181".parse().unwrap()));
         let mut bad: toml::Table = toml::from_str("http_max_conns = 0\n").unwrap();
         assert!(take_config_keys(&mut bad).is_err());
+        // The serving keys: timeouts in seconds (integer or not), caps, HTTPS.
+        let mut t: toml::Table = toml::from_str(
+            "https = 8443\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nhttp_header_timeout = 2.5\nhttp_idle_timeout = 30\nhttp_max_conns_per_client = 7\nhttp_max_websockets = 3\n",
+        )
+        .unwrap();
+        let file = take_config_keys(&mut t).unwrap();
+        assert!(t.is_empty(), "{t:?}");
+        let s = settings(&Flags::default(), &file).unwrap();
+        assert_eq!(s.https, Some("127.0.0.1:8443".parse().unwrap()));
+        assert_eq!(s.limits.header_timeout, Duration::from_millis(2500));
+        assert_eq!(s.limits.idle_timeout, Duration::from_secs(30));
+        assert_eq!(
+            (s.limits.max_conns_per_client, s.limits.max_websockets),
+            (7, 3)
+        );
+        assert_eq!(
+            s.tls_files,
+            Some((PathBuf::from("/c.pem"), PathBuf::from("/k.pem")))
+        );
+        let flags = Flags {
+            http_header_timeout: Some(1.0),
+            ..Flags::default()
+        };
+        let s = settings(&flags, &file).unwrap();
+        assert_eq!(s.limits.header_timeout, Duration::from_secs(1));
+        // A certificate without its key is refused.
+        let only_cert = Flags {
+            tls_cert: Some("/c.pem".into()),
+            ..Flags::default()
+        };
+        assert!(settings(&only_cert, &Flags::default()).is_err());
+        let mut bad: toml::Table = toml::from_str("http_header_timeout = 0\n").unwrap();
+        assert!(take_config_keys(&mut bad).is_err());
     }
 }
