@@ -752,6 +752,17 @@ fn https_self_signed_and_given_certificates_with_http2() {
     ]);
     assert_eq!(w, "403");
     assert!(serde_json::from_slice::<Value>(&body).unwrap()["error"].is_string());
+    // hyper's own answer (HTTP/1.1, over 65,534 bytes of target) and the
+    // guard's (HTTP/2, over 8 KB of query) are JSON over TLS too. (HTTP/2
+    // cannot carry a target over 65,534 bytes at all: the stream is reset.)
+    for (v, n) in [("--http1.1", 100_000), ("--http2", 20_000)] {
+        let long = format!("{base}/api/search?q={}", "x".repeat(n));
+        let (w, body) = curl(&["--cacert", &cert_path, v, "-w", "%{http_code}", &long]);
+        assert_eq!(w, "414", "{v}");
+        let e: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{v}: not JSON ({e}): {}", String::from_utf8_lossy(&body)));
+        assert!(e["error"].is_string(), "{v}: {e}");
+    }
     // Without the certificate, curl refuses it (it is not trusted by default).
     let (w, _) = curl(&["-w", "%{http_code}", &format!("{base}/api/status")]);
     assert_eq!(w, "000");
