@@ -332,7 +332,12 @@ async fn connection<I>(
     tokio::pin!(conn);
     let idle = activity.idle;
     let header_timeout = ctx_header_timeout;
-    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    // Checked a few times per timeout (at most once a second: 10,000 idle
+    // connections cost 10,000 wake-ups a second at the defaults).
+    let every =
+        (header_timeout.min(idle) / 4).clamp(Duration::from_millis(100), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut closing = false;
     loop {
         tokio::select! {
