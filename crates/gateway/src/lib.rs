@@ -360,3 +360,36 @@ pub fn parse_addr(s: &str) -> Result<Option<SocketAddr>, String> {
         format!("http address {s:?}: expected IP:PORT (e.g. 127.0.0.1:8080), a port, or off")
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoped_targets_by_any_encoding() {
+        for (path, query) in [
+            ("/data/localhost/nfd/status/general", None),
+            ("/data/localhop/nfd/rib/list", None),
+            ("/data/%6Cocalhost/nfd", None),
+            ("/data/%256Cocalhost/nfd", None),
+            ("/data/8=localhost/nfd", None),
+            ("/data/8%3Dlocalhost/nfd", None),
+            ("/data//localhost/nfd", None),
+            ("/data/LocalHost/nfd", None),
+            ("/api/file/localhop/x", None),
+            ("/esg-search/wget", Some("dataset_id=%2Flocalhost%2Fnfd")),
+            ("/api/wget", Some("a=1&name=ndn:/localhop/x")),
+        ] {
+            assert!(scoped_target(path, query), "{path} {query:?}");
+        }
+        for (path, query) in [
+            ("/data/test/localhost/x", None),
+            ("/data/localhostx/y", None),
+            ("/api/search", Some("q=localhost")),
+            ("/", None),
+            ("/api/status", None),
+        ] {
+            assert!(!scoped_target(path, query), "{path} {query:?}");
+        }
+    }
+}

@@ -689,3 +689,39 @@ async fn out_of_descriptors(l: &Listener, spare: &mut Option<std::fs::File>, e: 
     }
     *spare = open_spare();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_hypers_bodiless_error_heads_are_replaced() {
+        let date = "date: Fri, 27 Nov 2026 00:49:46 GMT\r\n";
+        for (code, reason) in [
+            ("400", "Bad Request"),
+            ("414", "URI Too Long"),
+            ("431", "Request Header Fields Too Large"),
+        ] {
+            let head = format!("HTTP/1.1 {code} {reason}\r\ncontent-length: 0\r\n{date}\r\n");
+            let r = String::from_utf8(replacement(head.as_bytes()).expect(code)).unwrap();
+            assert!(r.starts_with(&format!("HTTP/1.1 {code} ")), "{r}");
+            assert!(r.contains("content-type: application/json\r\n"), "{r}");
+            let body = r.split_once("\r\n\r\n").unwrap().1;
+            let v: serde_json::Value = serde_json::from_str(body).unwrap();
+            assert!(v["error"].is_string());
+            assert!(r.contains(&format!("content-length: {}\r\n", body.len())));
+            assert!(r.contains(date.to_ascii_lowercase().as_str()));
+        }
+        // The router's own answers, other statuses, and body bytes are left.
+        for other in [
+            format!("HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: 0\r\n{date}\r\n"),
+            format!("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n{date}\r\n"),
+            format!("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n{date}\r\n"),
+            format!("HTTP/1.1 400 Bad Request\r\ncontent-length: 12\r\n{date}\r\n"),
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n".to_string(),
+            format!("HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n{date}\r\n{}", "x".repeat(300)),
+        ] {
+            assert!(replacement(other.as_bytes()).is_none(), "{other}");
+        }
+    }
+}
