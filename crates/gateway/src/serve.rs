@@ -2,7 +2,7 @@
 //! per-client and in-progress caps, header and idle timeouts, HTTP/1.1 and
 //! HTTP/2 (h2c by prior knowledge, h2 over TLS by ALPN), JSON bodies for the
 //! errors hyper answers itself, and a reserved descriptor so that a node out
-//! of descriptors still answers 503 (docs/decisions/0082-gateway-serving.md).
+//! of descriptors still answers 503 (docs/decisions/0082-gateway-serving-layer.md).
 //!
 //! Fairness: a connection counts against `--http-max-conns` only while a
 //! request on it is in progress (its response body included); WebSocket
