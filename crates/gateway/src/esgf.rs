@@ -22,7 +22,17 @@ use crate::wget::{all_records, base_url, host_of, script, script_response};
 use crate::{error, State};
 
 /// Files scanned to build datasets for one request, at most.
-const MAX_SCAN: usize = 200_000;
+pub(crate) const MAX_SCAN: usize = 200_000;
+
+/// Documents per page when the request sends no `limit`. ESGF's index answers 10;
+/// intake-esgf sends no limit and reads every page, and each page here groups the
+/// matching files into datasets again, so a larger page means fewer round trips
+/// (1000 datasets ≈ 1.5 MB of JSON). esgf-pyclient always sends its own limit.
+pub const DEFAULT_LIMIT: usize = 1000;
+
+/// CMIP6's directory template, as ESGF's File documents carry it (clients such
+/// as intake-esgf build a file's local path from it).
+const CMIP6_DIRECTORY_TEMPLATE: &str = "%(root)s/%(mip_era)s/%(activity_drs)s/%(institution_id)s/%(source_id)s/%(experiment_id)s/%(member_id)s/%(table_id)s/%(variable_id)s/%(grid_label)s/%(version)s";
 
 /// Parameters that are not constraints.
 const KEYWORDS: &[&str] = &[
@@ -46,6 +56,7 @@ const KEYWORDS: &[&str] = &[
     "bbox",
     "download_structure",
     "download_emptypath",
+    "retracted",
 ];
 
 #[derive(Debug, Default)]
@@ -56,13 +67,14 @@ struct Esgf {
     facets: FacetSel,
     latest: Option<bool>,
     replica: Option<bool>,
+    retracted: Option<bool>,
     dataset_ids: Vec<String>,
     query: Query,
 }
 
 fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
     let mut e = Esgf {
-        limit: 10,
+        limit: DEFAULT_LIMIT,
         ..Default::default()
     };
     let mut q = Query {
@@ -84,10 +96,19 @@ fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
                     _ => return Err(format!("type={v:?}: expected Dataset or File")),
                 }
             }
-            "limit" => e.limit = parse_num(k, v)?.min(MAX_LIMIT),
+            "limit" => {
+                // As ESGF's index and /api/search: more than the maximum is refused.
+                e.limit = parse_num(k, v)?;
+                if e.limit > MAX_LIMIT {
+                    return Err(format!(
+                        "limit={v}: too many records requested, the maximum is limit={MAX_LIMIT} (page with offset)"
+                    ));
+                }
+            }
             "offset" => e.offset = parse_num(k, v)?,
             "latest" => e.latest = Some(parse_bool(k, v)?),
             "replica" => e.replica = Some(parse_bool(k, v)?),
+            "retracted" => e.retracted = Some(parse_bool(k, v)?),
             "facets" => e.facets = facet_sel(v),
             "query" => {
                 if !v.trim().is_empty() && v.trim() != "*" && v.trim() != "*:*" {
@@ -147,6 +168,17 @@ fn facet_lists(r: &Record) -> Map<String, Value> {
     if !r.project.is_empty() {
         m.insert("project".into(), json!([r.project]));
     }
+    if r.project.eq_ignore_ascii_case("CMIP6") {
+        // ESGF's CMIP6 records name the DRS directory's activity `activity_drs`
+        // (`activity_id` may list several) and always carry `mip_era`.
+        if let Some(a) = r.facets.get("activity_id") {
+            m.entry("activity_drs").or_insert_with(|| json!([a]));
+        }
+        m.entry("mip_era").or_insert_with(|| json!([r.project]));
+    }
+    if let Some(u) = &r.further_info_url {
+        m.insert("further_info_url".into(), json!([u]));
+    }
     m
 }
 
@@ -154,11 +186,6 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
     let (inst, master, version) = dataset_of(r);
     let mut d = facet_lists(r);
     let url = format!("{base}{}", download_path(&r.name, r.version));
-    let tracking = r
-        .meta
-        .pointer("/attributes/tracking_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let fields = json!({
         "id": format!("{inst}.{}|{node}", r.title),
         "instance_id": format!("{inst}.{}", r.title),
@@ -183,8 +210,14 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
         d.insert("checksum".into(), json!([h]));
         d.insert("checksum_type".into(), json!(["SHA256"]));
     }
-    if let Some(t) = tracking {
+    if let Some(t) = &r.tracking_id {
         d.insert("tracking_id".into(), json!([t]));
+    }
+    if r.project.eq_ignore_ascii_case("CMIP6") {
+        d.insert(
+            "directory_format_template_".into(),
+            json!([CMIP6_DIRECTORY_TEMPLATE]),
+        );
     }
     if let Some(t) = &r.time_start {
         d.insert("datetime_start".into(), json!(t));
@@ -258,6 +291,19 @@ fn flat(counts: &BTreeMap<String, Vec<(String, u64)>>) -> Value {
     Value::Object(m)
 }
 
+/// `scheme://host[:port]` of the gateway as the client reached it: the Host header
+/// (checked as [`base_url`] does), and `https` when the request came over TLS (the
+/// request target then carries the scheme: HTTP/2 always, HTTP/1.1 as the TLS
+/// listener marks it).
+pub(crate) fn origin(headers: &HeaderMap, uri: &Uri) -> String {
+    let base = base_url(headers);
+    if uri.scheme_str() == Some("https") {
+        format!("https://{}", host_of(&base))
+    } else {
+        base
+    }
+}
+
 /// Name prefixes and version facet for a dataset id (`instance_id[|node]`).
 fn dataset_filter(id: &str) -> Option<(Vec<String>, String)> {
     let inst = id.split('|').next()?;
@@ -284,10 +330,10 @@ pub async fn search(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respon
         Ok(e) => e,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let base = base_url(&headers);
+    let base = origin(&headers, &uri);
     let host = host_of(&base);
-    // No replicas here: asking only for replicas finds nothing.
-    if e.replica == Some(true) {
+    // No replicas here and nothing retracted: asking only for either finds nothing.
+    if e.replica == Some(true) || e.retracted == Some(true) {
         return Json(solr(&p, 0, e.offset, vec![], json!({}))).into_response();
     }
     let r = if e.file {
@@ -479,7 +525,7 @@ pub async fn wget(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response
     if !has_limit {
         e.limit = 1000;
     }
-    let base = base_url(&headers);
+    let base = origin(&headers, &uri);
     let host = host_of(&base);
     let files: Vec<Record> = if e.dataset_ids.is_empty() {
         let mut q = e.query.clone();

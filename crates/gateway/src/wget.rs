@@ -31,7 +31,7 @@ pub(crate) fn base_url(h: &HeaderMap) -> String {
 
 /// The host name part of the base URL (ESGF's `data_node`, `index_node`).
 pub(crate) fn host_of(base: &str) -> String {
-    base.trim_start_matches("http://").to_string()
+    base.split_once("://").map_or(base, |(_, h)| h).to_string()
 }
 
 fn sq(s: &str) -> String {

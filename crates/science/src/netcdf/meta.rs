@@ -226,6 +226,31 @@ impl NcMeta {
         items.join("\n")
     }
 
+    /// A global text attribute (`tracking_id`, `further_info_url`, `license`) as
+    /// one line: control characters (line breaks) become spaces, blanks around it
+    /// are trimmed, and it is cut to at most `max` bytes at a character boundary.
+    /// `None` when absent, not text, or blank.
+    pub fn global_line(&self, key: &str, max: usize) -> Option<String> {
+        let v = match self.global.get(key)? {
+            AttrValue::Text(s) => s.clone(),
+            AttrValue::Strings(v) => v.join(", "),
+            _ => return None,
+        };
+        let line: String = v
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut line = line.trim();
+        if line.len() > max {
+            let mut end = max;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line = line[..end].trim_end();
+        }
+        (!line.is_empty()).then(|| line.to_string())
+    }
+
     /// The variable called `name`.
     pub fn variable(&self, name: &str) -> Option<&Var> {
         self.variables.iter().find(|v| v.name == name)
