@@ -143,7 +143,7 @@ fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
 }
 
 /// The dataset a file belongs to: (instance id, master id, version).
-fn dataset_of(r: &Record) -> (String, String, String) {
+pub(crate) fn dataset_of(r: &Record) -> (String, String, String) {
     let mut comps: Vec<&str> = r.name.split('/').filter(|c| !c.is_empty()).collect();
     comps.pop();
     if let Some(first) = comps.first_mut() {

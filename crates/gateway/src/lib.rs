@@ -18,6 +18,7 @@ mod assets;
 mod data;
 mod esgf;
 mod query;
+mod stac;
 mod websocket_face;
 mod wget;
 
@@ -96,6 +97,17 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/search/", get(esgf::search))
         .route("/esg-search/wget", get(esgf::wget))
         .route("/ndn", get(websocket_face::websocket))
+        .route("/stac", get(stac::landing))
+        .route("/stac/", get(stac::landing))
+        .route("/stac/conformance", get(stac::conformance))
+        .route("/stac/collections", get(stac::collections))
+        .route("/stac/collections/{id}", get(stac::collection))
+        .route("/stac/collections/{id}/items", get(stac::items))
+        .route("/stac/collections/{id}/items/{item}", get(stac::item))
+        .route(
+            "/stac/search",
+            get(stac::search_get).post(stac::search_post),
+        )
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .with_state(node)
@@ -118,14 +130,29 @@ pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
 /// request target that decodes to UTF-8.
 async fn guard(req: Request, next: Next) -> Response {
     let m = req.method();
-    if m != axum::http::Method::GET && m != axum::http::Method::HEAD {
+    // The one POST: a STAC search (it only reads), its body bounded.
+    let stac_post = m == axum::http::Method::POST && req.uri().path() == "/stac/search";
+    if m != axum::http::Method::GET && m != axum::http::Method::HEAD && !stac_post {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
-            "the gateway is read-only: only GET and HEAD",
+            "the gateway is read-only: only GET and HEAD (and POST on /stac/search)",
         );
         r.headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
         return r;
+    }
+    if stac_post {
+        let len = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if len.is_some_and(|n| n > stac::MAX_BODY as u64) {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is larger than {} bytes", stac::MAX_BODY),
+            );
+        }
     }
     let uri = req.uri();
     if let Some(q) = uri.query() {
