@@ -86,6 +86,29 @@ fn curl(args: &[&str]) -> (u16, Value) {
     (code.trim().parse().unwrap(), v)
 }
 
+/// The status of a GET with a request target longer than a command-line
+/// argument may be (curl cannot send it): over a plain TCP connection.
+fn status_of_long_get(host: &str, target: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(host).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        c,
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    assert!(body.contains("\"error\""), "{text}");
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The dataset ids of the tree: `CMIP6.<directories>.<version>`.
 fn tree_ids() -> BTreeSet<String> {
     DATASETS.iter().map(|d| d.replace('/', ".")).collect()
@@ -346,6 +369,35 @@ fn index_limits_and_errors_are_json() {
     assert_eq!(r["response"]["numFound"].as_u64().unwrap(), 0);
     let (c, _) = curl(&[&format!("{b}/esg-search/search?latest=maybe")]);
     assert_eq!(c, 400);
+
+    // A File search naming 500 datasets in its query string (intake-esgf sends
+    // them all in one request): the real ones are found among them.
+    let mut q: Vec<String> = (0..500)
+        .map(|i| {
+            format!(
+                "dataset_id=CMIP6.CMIP.X.Y.historical.r{i}i1p1f1.Amon.ta.gn.v20190101%7C{}",
+                s.host
+            )
+        })
+        .collect();
+    q.extend(
+        tree_ids()
+            .iter()
+            .map(|i| format!("dataset_id={i}%7C{}", s.host)),
+    );
+    let url = format!("{b}/esg-search/search?type=File&{}", q.join("&"));
+    assert!(url.len() > 8192 * 4);
+    let (c, f) = curl(&[&url]);
+    assert_eq!(c, 200, "{f}");
+    let want: usize = DATASETS
+        .iter()
+        .map(|d| originals(&s.tree, &d.replace('/', ".")).len())
+        .sum();
+    assert_eq!(f["response"]["numFound"].as_u64().unwrap() as usize, want);
+    let long = format!("/esg-search/search?query={}", "x".repeat(61 * 1024));
+    assert_eq!(status_of_long_get(&s.host, &long), 414);
+    let (c, _) = curl(&[&format!("{b}/api/search?q={}", "x".repeat(9000))]);
+    assert_eq!(c, 414);
 
     // STAC errors: JSON with a code and a description.
     let post = |body: &str, url: &str| {

@@ -24,6 +24,11 @@ use crate::{error, State};
 /// Files scanned to build datasets for one request, at most.
 pub(crate) const MAX_SCAN: usize = 200_000;
 
+/// Longest query string on `/esg-search/…` (bytes): about 600 `dataset_id`s,
+/// which intake-esgf sends in one File search (other paths: [`crate::MAX_QUERY`]).
+/// hyper refuses a request target over 64 KiB before the gateway sees it.
+pub const MAX_QUERY: usize = 60 * 1024;
+
 /// Documents per page when the request sends no `limit`. ESGF's index answers 10;
 /// intake-esgf sends no limit and reads every page, and each page here groups the
 /// matching files into datasets again, so a larger page means fewer round trips
