@@ -101,7 +101,6 @@ pub async fn landing(headers: HeaderMap, uri: Uri) -> Response {
             {"rel": "search", "href": format!("{o}/search"), "type": "application/geo+json", "method": "GET"},
             {"rel": "search", "href": format!("{o}/search"), "type": "application/geo+json", "method": "POST"},
             link("child", format!("{o}/collections/{COLLECTION}"), "application/json"),
-            link("service-doc", format!("{}/api/openapi.json", origin(&headers, &uri)), "application/json"),
         ],
     }))
     .into_response()
@@ -477,7 +476,11 @@ async fn run(
         Err(r) => return r,
     };
     let returned = items.len();
-    let self_href = format!("{}{}", origin(headers, uri), uri);
+    let self_href = format!(
+        "{}{}",
+        origin(headers, uri),
+        uri.path_and_query().map_or(uri.path(), |p| p.as_str())
+    );
     let mut links = vec![
         link("self", self_href, "application/geo+json"),
         link("root", o.clone(), "application/json"),

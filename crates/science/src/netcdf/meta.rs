@@ -265,3 +265,53 @@ pub(super) fn map_err(e: netcdf_reader::Error) -> NcError {
         other => NcError::Malformed(other.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_line_is_one_trimmed_bounded_line() {
+        let mut m = NcMeta {
+            format: Format::Netcdf4,
+            global: BTreeMap::new(),
+            dims: vec![],
+            variables: vec![],
+            time: None,
+            bbox: None,
+            warnings: vec![],
+        };
+        let text = |s: &str| AttrValue::Text(s.into());
+        m.global
+            .insert("tracking_id".into(), text(" hdl:21.14100/x \n"));
+        m.global
+            .insert("license".into(), text("CMIP6 data\r\nare é licensed"));
+        m.global.insert("blank".into(), text(" \t "));
+        m.global.insert("n".into(), AttrValue::Int(vec![1]));
+        m.global.insert(
+            "two".into(),
+            AttrValue::Strings(vec!["a".into(), "b".into()]),
+        );
+        assert_eq!(
+            m.global_line("tracking_id", 100).as_deref(),
+            Some("hdl:21.14100/x")
+        );
+        assert_eq!(
+            m.global_line("license", 100).as_deref(),
+            Some("CMIP6 data  are é licensed")
+        );
+        // Cut at a character boundary: `é` is two bytes.
+        assert_eq!(
+            m.global_line("license", 17).as_deref(),
+            Some("CMIP6 data  are")
+        );
+        assert_eq!(
+            m.global_line("license", 16).as_deref(),
+            Some("CMIP6 data  are")
+        );
+        assert_eq!(m.global_line("two", 100).as_deref(), Some("a, b"));
+        assert_eq!(m.global_line("blank", 100), None);
+        assert_eq!(m.global_line("n", 100), None);
+        assert_eq!(m.global_line("missing", 100), None);
+    }
+}
