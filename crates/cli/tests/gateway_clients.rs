@@ -399,6 +399,24 @@ fn index_limits_and_errors_are_json() {
     let (c, _) = curl(&[&format!("{b}/api/search?q={}", "x".repeat(9000))]);
     assert_eq!(c, 414);
 
+    // A File search by tracking id (intake-esgf's `from_tracking_ids`).
+    let (_, one) = curl(&[&format!("{b}/esg-search/search?type=File&limit=1")]);
+    let doc = &one["response"]["docs"][0];
+    let tid = doc["tracking_id"][0].as_str().unwrap();
+    let (c, t) = curl(&[&format!(
+        "{b}/esg-search/search?type=File&tracking_id={}&tracking_id=hdl:nothing",
+        tid.replace('/', "%2F")
+    )]);
+    assert_eq!(c, 200);
+    assert_eq!(t["response"]["numFound"], 1, "{t}");
+    assert_eq!(t["response"]["docs"][0]["id"], doc["id"]);
+
+    // STAC bbox: the sample grids sit near the north pole, east of 0°.
+    let (_, near) = curl(&[&format!("{b}/stac/search?bbox=-10,80,10,90&limit=100")]);
+    assert_eq!(near["numberMatched"].as_u64().unwrap(), n);
+    let (_, far) = curl(&[&format!("{b}/stac/search?bbox=100,-10,120,10")]);
+    assert_eq!(far["numberMatched"], 0);
+
     // STAC errors: JSON with a code and a description.
     let post = |body: &str, url: &str| {
         curl(&[

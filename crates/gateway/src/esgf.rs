@@ -364,6 +364,26 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
     q.offset = e.offset;
     q.facets = e.facets.clone();
     let ids = e.dataset_ids.clone();
+    // `tracking_id` is not a facet: the files matching the rest are scanned
+    // (at most MAX_SCAN) for it, as intake-esgf's `from_tracking_ids` asks.
+    if let Some(tids) = q.filters.remove("tracking_id") {
+        let mut all = q.clone();
+        all.offset = 0;
+        all.limit = MAX_SCAN;
+        let found: Vec<Record> = all_records(node, all)
+            .await?
+            .into_iter()
+            .filter(|r| r.tracking_id.as_ref().is_some_and(|t| tids.contains(t)))
+            .collect();
+        let total = found.len() as u64;
+        let docs = found
+            .iter()
+            .skip(e.offset)
+            .take(e.limit)
+            .map(|r| file_doc(r, base, host))
+            .collect();
+        return Ok((total, e.offset, docs, json!({})));
+    }
     let (total, hits, counts) = with_catalog(node, move |c| {
         if ids.is_empty() {
             let mut p = c.query(&q)?;
