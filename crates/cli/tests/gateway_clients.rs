@@ -5,10 +5,9 @@
 //! STAC API (facets, CQL2-JSON, paging, items by id, assets checked); and the
 //! index's limits and errors.
 //!
-//! intake-esgf only builds `https://` URLs. When the daemon has `--https` the
-//! test runs over HTTPS with the daemon's self-signed certificate in
-//! `REQUESTS_CA_BUNDLE`; until then the script rewrites the index's URL to
-//! `http://` (the documents and downloads are the same).
+//! intake-esgf only builds `https://` URLs: the Python clients talk to the
+//! daemon's `--https` listener, trusting its self-signed certificate through
+//! `REQUESTS_CA_BUNDLE`; curl checks go to its `--http` one.
 
 mod common;
 
@@ -45,15 +44,26 @@ fn sample_root() -> PathBuf {
 
 struct Site {
     d: Daemon,
+    /// `http://IP:PORT` (curl).
     base: String,
+    /// `IP:PORT` of the HTTP listener.
     host: String,
+    /// `https://IP:PORT` (the Python clients).
+    tls_base: String,
+    /// `IP:PORT` of the HTTPS listener (the `data_node` the clients see).
+    tls_host: String,
+    /// The self-signed certificate the daemon made.
+    cert: PathBuf,
     tree: PathBuf,
 }
 
 fn site() -> Site {
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start(&["--http", "127.0.0.1:0", "--https", "127.0.0.1:0"]);
     let host = d.http.clone().expect("no `gateway http://` line");
     let base = format!("http://{host}");
+    let (tls_host, cert) = d.https.clone().expect("no `gateway https://` line");
+    assert!(cert.is_file(), "certificate {}", cert.display());
+    let tls_base = format!("https://{tls_host}");
     let tree = d.dir.path().join("tree");
     let src = sample_root();
     for ds in DATASETS {
@@ -69,6 +79,9 @@ fn site() -> Site {
         d,
         base,
         host,
+        tls_base,
+        tls_host,
+        cert,
         tree,
     }
 }
@@ -129,9 +142,10 @@ fn originals(tree: &Path, id: &str) -> Vec<PathBuf> {
 fn intake(s: &Site, backend: &str, facets: &[&str]) -> (Value, tempfile::TempDir) {
     let home = tempfile::tempdir().unwrap();
     let mut c = python_script("intake_esgf_client.py");
-    c.args([s.base.as_str(), s.tree.to_str().unwrap(), backend])
+    c.args([s.tls_base.as_str(), s.tree.to_str().unwrap(), backend])
         .args(facets)
         .env("HOME", home.path())
+        .env("REQUESTS_CA_BUNDLE", &s.cert)
         .env_remove("XDG_CONFIG_HOME")
         .env_remove("XDG_CACHE_HOME");
     let o = c.output().unwrap();
@@ -193,7 +207,23 @@ fn check_intake(s: &Site, r: &Value, home: &Path, node: &str) {
 fn intake_esgf_solr_index_end_to_end() {
     let s = site();
     let (r, home) = intake(&s, "solr", &["variable_id=ta", "table_id=Amon"]);
-    check_intake(&s, &r, home.path(), &s.host);
+    check_intake(&s, &r, home.path(), &s.tls_host);
+    // Over TLS the documents link to https:// (HTTP/1.1 and HTTP/2 alike).
+    for v in ["--http1.1", "--http2"] {
+        let (c, f) = curl(&[
+            v,
+            "--cacert",
+            s.cert.to_str().unwrap(),
+            &format!("{}/esg-search/search?type=File&limit=1", s.tls_base),
+        ]);
+        assert_eq!(c, 200);
+        let url = f["response"]["docs"][0]["url"][0].as_str().unwrap();
+        assert!(
+            url.starts_with(&format!("https://{}/data/", s.tls_host)),
+            "{v}: {url}"
+        );
+        assert_eq!(f["response"]["docs"][0]["data_node"], s.tls_host.as_str());
+    }
 
     // The File documents it read carry the files' tracking ids.
     let attrs = {
@@ -232,9 +262,10 @@ fn intake_esgf_solr_index_end_to_end() {
 #[test]
 fn stac_api_with_pystac_client_and_intake_esgf() {
     let s = site();
-    let stac = format!("{}/stac", s.base);
+    let stac = format!("{}/stac", s.tls_base);
     let o = python_script("stac_client.py")
         .args([stac.as_str(), "MRI-ESM2-0", "CESM2-FV2"])
+        .env("REQUESTS_CA_BUNDLE", &s.cert)
         .output()
         .unwrap();
     assert!(
@@ -317,6 +348,13 @@ fn stac_api_with_pystac_client_and_intake_esgf() {
         originals(&s.tree, item["id"].as_str().unwrap()).len()
     );
     for a in assets {
+        assert!(
+            a["href"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("https://{}/data/", s.tls_host)),
+            "{a}"
+        );
         assert_eq!(a["size_ok"], true, "{a}");
         assert_eq!(a["checksum_ok"], true, "{a}");
     }
@@ -324,7 +362,7 @@ fn stac_api_with_pystac_client_and_intake_esgf() {
     // intake-esgf's STAC back end pointed at the gateway finds the datasets
     // its Solr back end finds, and loads them.
     let (r, home) = intake(&s, "stac", &["variable_id=ta", "table_id=Amon"]);
-    check_intake(&s, &r, home.path(), &format!("{}/stac", s.host));
+    check_intake(&s, &r, home.path(), &format!("{}/stac", s.tls_host));
 }
 
 #[test]

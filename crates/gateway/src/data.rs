@@ -40,8 +40,11 @@ pub(crate) struct GwLink {
 impl GwLink {
     pub(crate) async fn new(node: &Node, what: &str) -> Result<GwLink, String> {
         let id = node.ids.next();
-        let (handle, app) =
+        let (mut handle, app) =
             granary_face::internal::pair(id, what, &node.limits, node.events.clone());
+        // Non-local: the forwarder refuses /localhost (and /localhop
+        // management) to what arrives over HTTP, as to any network face.
+        handle.info.scope = granary_face::Scope::NonLocal;
         node.events
             .send(FaceEvent::Created(handle))
             .await

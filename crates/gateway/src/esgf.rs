@@ -296,17 +296,28 @@ fn flat(counts: &BTreeMap<String, Vec<(String, u64)>>) -> Value {
     Value::Object(m)
 }
 
-/// `scheme://host[:port]` of the gateway as the client reached it: the Host header
-/// (checked as [`base_url`] does), and `https` when the request came over TLS (the
-/// request target then carries the scheme: HTTP/2 always, HTTP/1.1 as the TLS
-/// listener marks it).
+/// `scheme://host[:port]` of the gateway as the client reached it: the request
+/// target's authority (HTTP/2 sends no Host header) or else the Host header,
+/// holding only host name, address and port characters (else loopback, as
+/// [`base_url`]); `https` when the request came over TLS (the TLS listener
+/// makes every request target an absolute `https://` URI).
 pub(crate) fn origin(headers: &HeaderMap, uri: &Uri) -> String {
-    let base = base_url(headers);
-    if uri.scheme_str() == Some("https") {
-        format!("https://{}", host_of(&base))
+    let scheme = if uri.scheme_str() == Some("https") {
+        "https"
     } else {
-        base
-    }
+        "http"
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 255
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b".-:[]_".contains(&c))
+    };
+    let host = match uri.authority().map(|a| a.as_str()) {
+        Some(a) if plain(a) => a.to_string(),
+        _ => host_of(&base_url(headers)),
+    };
+    format!("{scheme}://{host}")
 }
 
 /// Name prefixes and version facet for a dataset id (`instance_id[|node]`).
