@@ -18,7 +18,7 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{download_path, with_catalog};
 use crate::query::{facet_sel, pairs, parse_bool, parse_num};
-use crate::wget::{all_records, base_url, host_of, script, script_response};
+use crate::wget::{all_records, host_of, origin, script, script_response};
 use crate::{error, State};
 
 /// Files scanned to build datasets for one request, at most.
@@ -294,30 +294,6 @@ fn flat(counts: &BTreeMap<String, Vec<(String, u64)>>) -> Value {
         m.insert(k.clone(), Value::Array(l));
     }
     Value::Object(m)
-}
-
-/// `scheme://host[:port]` of the gateway as the client reached it: the request
-/// target's authority (HTTP/2 sends no Host header) or else the Host header,
-/// holding only host name, address and port characters (else loopback, as
-/// [`base_url`]); `https` when the request came over TLS (the TLS listener
-/// makes every request target an absolute `https://` URI).
-pub(crate) fn origin(headers: &HeaderMap, uri: &Uri) -> String {
-    let scheme = if uri.scheme_str() == Some("https") {
-        "https"
-    } else {
-        "http"
-    };
-    let plain = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 255
-            && s.bytes()
-                .all(|c| c.is_ascii_alphanumeric() || b".-:[]_".contains(&c))
-    };
-    let host = match uri.authority().map(|a| a.as_str()) {
-        Some(a) if plain(a) => a.to_string(),
-        _ => host_of(&base_url(headers)),
-    };
-    format!("{scheme}://{host}")
 }
 
 /// Name prefixes and version facet for a dataset id (`instance_id[|node]`).

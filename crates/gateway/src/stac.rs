@@ -21,9 +21,9 @@ use axum::Json;
 use granary_catalog::{Query, Record};
 use serde_json::{json, Map, Value};
 
-use crate::esgf::{dataset_of, origin, MAX_SCAN};
+use crate::esgf::{dataset_of, MAX_SCAN};
 use crate::query::pairs;
-use crate::wget::all_records;
+use crate::wget::{all_records, origin};
 use crate::State;
 
 /// Largest POST body accepted on `/stac/search` (bytes).
