@@ -79,6 +79,9 @@ fn record(rng: &mut StdRng, i: usize) -> Record {
         sha256: Some(format!("{:064x}", i)),
         manifest_digest: None,
         node: None,
+        tracking_id: None,
+        further_info_url: None,
+        license: None,
     }
 }
 

@@ -45,6 +45,12 @@ pub struct Record {
     pub manifest_digest: Option<String>,
     /// Which node holds it (federation).
     pub node: Option<String>,
+    /// The file's `tracking_id` global attribute (CMIP6: `hdl:21.14100/<uuid>`).
+    pub tracking_id: Option<String>,
+    /// The file's `further_info_url` global attribute.
+    pub further_info_url: Option<String>,
+    /// The file's `license` global attribute.
+    pub license: Option<String>,
 }
 
 /// A name, facet key or value must be short and free of control characters (NUL included).
@@ -120,6 +126,15 @@ impl Record {
         ] {
             if let Some(v) = v {
                 check_plain(what, v, MAX_KEY)?;
+            }
+        }
+        for (what, v) in [
+            ("tracking_id", &self.tracking_id),
+            ("further_info_url", &self.further_info_url),
+            ("license", &self.license),
+        ] {
+            if let Some(v) = v {
+                check_plain(what, v, MAX_VALUE)?;
             }
         }
         if let Some(b) = self.bbox {
@@ -201,6 +216,12 @@ struct StoredRef<'a> {
     manifest_digest: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     node: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracking_id: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    further_info_url: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    license: &'a Option<String>,
     /// The record's own facets name `project` (so the facets column's `project` is
     /// not the one added from the record's project).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -217,6 +238,9 @@ struct Stored {
     sha256: Option<String>,
     manifest_digest: Option<String>,
     node: Option<String>,
+    tracking_id: Option<String>,
+    further_info_url: Option<String>,
+    license: Option<String>,
     own_project_facet: bool,
     /// Present only in rows of the earlier format (the whole record as JSON).
     facets: Option<BTreeMap<String, String>>,
@@ -233,6 +257,9 @@ impl Prepared {
             sha256: &r.sha256,
             manifest_digest: &r.manifest_digest,
             node: &r.node,
+            tracking_id: &r.tracking_id,
+            further_info_url: &r.further_info_url,
+            license: &r.license,
             own_project_facet: r.facets.contains_key("project"),
         })?;
         if data.len() > MAX_META + MAX_TEXT + 64 * 1024 {
@@ -286,6 +313,18 @@ pub(crate) fn decode_record(c: Columns) -> Result<Record> {
             f
         }
     };
+    // Rows written before these fields existed have them in `meta`'s attributes only.
+    let attr = |k: &str| {
+        s.meta
+            .pointer(&format!("/attributes/{k}/value"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.len() <= MAX_VALUE && !has_control(v))
+            .map(str::to_string)
+    };
+    let tracking_id = s.tracking_id.or_else(|| attr("tracking_id"));
+    let further_info_url = s.further_info_url.or_else(|| attr("further_info_url"));
+    let license = s.license.or_else(|| attr("license"));
     Ok(Record {
         name: c.name,
         version: unsigned("version", c.version)?,
@@ -301,6 +340,9 @@ pub(crate) fn decode_record(c: Columns) -> Result<Record> {
         sha256: s.sha256,
         manifest_digest: s.manifest_digest,
         node: s.node,
+        tracking_id,
+        further_info_url,
+        license,
     })
 }
 

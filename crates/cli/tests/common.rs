@@ -93,6 +93,8 @@ pub struct Daemon {
     pub http: Option<String>,
     /// The WebSocket listener's address, when started with `--listen ws://…`.
     pub ws: Option<String>,
+    /// The HTTPS gateway's address and certificate file, when started with `--https`.
+    pub https: Option<(String, PathBuf)>,
 }
 
 impl Daemon {
@@ -142,7 +144,7 @@ impl Daemon {
             .unwrap();
         let out = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(out).lines();
-        let (mut tcp, mut udp, mut http, mut ws) = (None, None, None, None);
+        let (mut tcp, mut udp, mut http, mut ws, mut https) = (None, None, None, None, None);
         loop {
             let l = lines.next().expect("daemon exited before ready").unwrap();
             if let Some(a) = l.strip_prefix("listening tcp://") {
@@ -157,6 +159,16 @@ impl Daemon {
             if let Some(a) = l.strip_prefix("gateway http://") {
                 http = Some(a.trim_end_matches('/').to_string());
             }
+            // `gateway https://IP:PORT/ (certificate: PATH, for REQUESTS_CA_BUNDLE)`
+            if let Some(a) = l.strip_prefix("gateway https://") {
+                let (addr, rest) = a.split_once(' ').unwrap_or((a, ""));
+                let cert = rest
+                    .strip_prefix("(certificate: ")
+                    .and_then(|r| r.split_once(", for"))
+                    .map(|(c, _)| PathBuf::from(c))
+                    .unwrap_or_default();
+                https = Some((addr.trim_end_matches('/').to_string(), cert));
+            }
             if l == "ready" {
                 break;
             }
@@ -170,6 +182,7 @@ impl Daemon {
             udp,
             http,
             ws,
+            https,
         }
     }
 

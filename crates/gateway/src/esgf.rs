@@ -18,11 +18,26 @@ use serde_json::{json, Map, Value};
 
 use crate::api::{download_path, with_catalog};
 use crate::query::{facet_sel, pairs, parse_bool, parse_num};
-use crate::wget::{all_records, base_url, host_of, script, script_response};
+use crate::wget::{all_records, host_of, origin, script, script_response};
 use crate::{error, State};
 
 /// Files scanned to build datasets for one request, at most.
-const MAX_SCAN: usize = 200_000;
+pub(crate) const MAX_SCAN: usize = 200_000;
+
+/// Longest query string on `/esg-search/…` (bytes): about 600 `dataset_id`s,
+/// which intake-esgf sends in one File search (other paths: [`crate::MAX_QUERY`]).
+/// hyper refuses a request target over 64 KiB before the gateway sees it.
+pub const MAX_QUERY: usize = 60 * 1024;
+
+/// Documents per page when the request sends no `limit`. ESGF's index answers 10;
+/// intake-esgf sends no limit and reads every page, and each page here groups the
+/// matching files into datasets again, so a larger page means fewer round trips
+/// (1000 datasets ≈ 1.5 MB of JSON). esgf-pyclient always sends its own limit.
+pub const DEFAULT_LIMIT: usize = 1000;
+
+/// CMIP6's directory template, as ESGF's File documents carry it (clients such
+/// as intake-esgf build a file's local path from it).
+const CMIP6_DIRECTORY_TEMPLATE: &str = "%(root)s/%(mip_era)s/%(activity_drs)s/%(institution_id)s/%(source_id)s/%(experiment_id)s/%(member_id)s/%(table_id)s/%(variable_id)s/%(grid_label)s/%(version)s";
 
 /// Parameters that are not constraints.
 const KEYWORDS: &[&str] = &[
@@ -46,6 +61,7 @@ const KEYWORDS: &[&str] = &[
     "bbox",
     "download_structure",
     "download_emptypath",
+    "retracted",
 ];
 
 #[derive(Debug, Default)]
@@ -56,13 +72,14 @@ struct Esgf {
     facets: FacetSel,
     latest: Option<bool>,
     replica: Option<bool>,
+    retracted: Option<bool>,
     dataset_ids: Vec<String>,
     query: Query,
 }
 
 fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
     let mut e = Esgf {
-        limit: 10,
+        limit: DEFAULT_LIMIT,
         ..Default::default()
     };
     let mut q = Query {
@@ -84,10 +101,19 @@ fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
                     _ => return Err(format!("type={v:?}: expected Dataset or File")),
                 }
             }
-            "limit" => e.limit = parse_num(k, v)?.min(MAX_LIMIT),
+            "limit" => {
+                // As ESGF's index and /api/search: more than the maximum is refused.
+                e.limit = parse_num(k, v)?;
+                if e.limit > MAX_LIMIT {
+                    return Err(format!(
+                        "limit={v}: too many records requested, the maximum is limit={MAX_LIMIT} (page with offset)"
+                    ));
+                }
+            }
             "offset" => e.offset = parse_num(k, v)?,
             "latest" => e.latest = Some(parse_bool(k, v)?),
             "replica" => e.replica = Some(parse_bool(k, v)?),
+            "retracted" => e.retracted = Some(parse_bool(k, v)?),
             "facets" => e.facets = facet_sel(v),
             "query" => {
                 if !v.trim().is_empty() && v.trim() != "*" && v.trim() != "*:*" {
@@ -122,7 +148,7 @@ fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
 }
 
 /// The dataset a file belongs to: (instance id, master id, version).
-fn dataset_of(r: &Record) -> (String, String, String) {
+pub(crate) fn dataset_of(r: &Record) -> (String, String, String) {
     let mut comps: Vec<&str> = r.name.split('/').filter(|c| !c.is_empty()).collect();
     comps.pop();
     if let Some(first) = comps.first_mut() {
@@ -147,6 +173,17 @@ fn facet_lists(r: &Record) -> Map<String, Value> {
     if !r.project.is_empty() {
         m.insert("project".into(), json!([r.project]));
     }
+    if r.project.eq_ignore_ascii_case("CMIP6") {
+        // ESGF's CMIP6 records name the DRS directory's activity `activity_drs`
+        // (`activity_id` may list several) and always carry `mip_era`.
+        if let Some(a) = r.facets.get("activity_id") {
+            m.entry("activity_drs").or_insert_with(|| json!([a]));
+        }
+        m.entry("mip_era").or_insert_with(|| json!([r.project]));
+    }
+    if let Some(u) = &r.further_info_url {
+        m.insert("further_info_url".into(), json!([u]));
+    }
     m
 }
 
@@ -154,11 +191,6 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
     let (inst, master, version) = dataset_of(r);
     let mut d = facet_lists(r);
     let url = format!("{base}{}", download_path(&r.name, r.version));
-    let tracking = r
-        .meta
-        .pointer("/attributes/tracking_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
     let fields = json!({
         "id": format!("{inst}.{}|{node}", r.title),
         "instance_id": format!("{inst}.{}", r.title),
@@ -183,8 +215,14 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
         d.insert("checksum".into(), json!([h]));
         d.insert("checksum_type".into(), json!(["SHA256"]));
     }
-    if let Some(t) = tracking {
+    if let Some(t) = &r.tracking_id {
         d.insert("tracking_id".into(), json!([t]));
+    }
+    if r.project.eq_ignore_ascii_case("CMIP6") {
+        d.insert(
+            "directory_format_template_".into(),
+            json!([CMIP6_DIRECTORY_TEMPLATE]),
+        );
     }
     if let Some(t) = &r.time_start {
         d.insert("datetime_start".into(), json!(t));
@@ -284,10 +322,10 @@ pub async fn search(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respon
         Ok(e) => e,
         Err(m) => return error(StatusCode::BAD_REQUEST, m),
     };
-    let base = base_url(&headers);
+    let base = origin(&headers, &uri);
     let host = host_of(&base);
-    // No replicas here: asking only for replicas finds nothing.
-    if e.replica == Some(true) {
+    // No replicas here and nothing retracted: asking only for either finds nothing.
+    if e.replica == Some(true) || e.retracted == Some(true) {
         return Json(solr(&p, 0, e.offset, vec![], json!({}))).into_response();
     }
     let r = if e.file {
@@ -313,6 +351,26 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
     q.offset = e.offset;
     q.facets = e.facets.clone();
     let ids = e.dataset_ids.clone();
+    // `tracking_id` is not a facet: the files matching the rest are scanned
+    // (at most MAX_SCAN) for it, as intake-esgf's `from_tracking_ids` asks.
+    if let Some(tids) = q.filters.remove("tracking_id") {
+        let mut all = q.clone();
+        all.offset = 0;
+        all.limit = MAX_SCAN;
+        let found: Vec<Record> = all_records(node, all)
+            .await?
+            .into_iter()
+            .filter(|r| r.tracking_id.as_ref().is_some_and(|t| tids.contains(t)))
+            .collect();
+        let total = found.len() as u64;
+        let docs = found
+            .iter()
+            .skip(e.offset)
+            .take(e.limit)
+            .map(|r| file_doc(r, base, host))
+            .collect();
+        return Ok((total, e.offset, docs, json!({})));
+    }
     let (total, hits, counts) = with_catalog(node, move |c| {
         if ids.is_empty() {
             let mut p = c.query(&q)?;
@@ -479,7 +537,7 @@ pub async fn wget(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response
     if !has_limit {
         e.limit = 1000;
     }
-    let base = base_url(&headers);
+    let base = origin(&headers, &uri);
     let host = host_of(&base);
     let files: Vec<Record> = if e.dataset_ids.is_empty() {
         let mut q = e.query.clone();

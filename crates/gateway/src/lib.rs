@@ -21,6 +21,7 @@ mod locate;
 mod metrics;
 mod query;
 mod serve;
+mod stac;
 pub mod tls;
 mod websocket_face;
 mod wget;
@@ -97,6 +98,17 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/wget", get(esgf::wget))
         .route("/ndn", get(websocket_face::websocket))
         .route("/metrics", get(metrics::serve))
+        .route("/stac", get(stac::landing))
+        .route("/stac/", get(stac::landing))
+        .route("/stac/conformance", get(stac::conformance))
+        .route("/stac/collections", get(stac::collections))
+        .route("/stac/collections/{id}", get(stac::collection))
+        .route("/stac/collections/{id}/items", get(stac::items))
+        .route("/stac/collections/{id}/items/{item}", get(stac::item))
+        .route(
+            "/stac/search",
+            get(stac::search_get).post(stac::search_post),
+        )
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))
@@ -146,22 +158,47 @@ async fn guard(req: Request, next: Next) -> Response {
         }
     }
     let m = req.method();
-    if m != axum::http::Method::GET && m != axum::http::Method::HEAD {
+    // The one POST: a STAC search (it only reads), its body bounded.
+    let stac_post = m == axum::http::Method::POST && req.uri().path() == "/stac/search";
+    if m != axum::http::Method::GET && m != axum::http::Method::HEAD && !stac_post {
         let mut r = error(
             StatusCode::METHOD_NOT_ALLOWED,
-            "the gateway is read-only: only GET and HEAD",
+            "the gateway is read-only: only GET and HEAD (and POST on /stac/search)",
         );
         r.headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
         return secure(r, false);
     }
+    if stac_post {
+        let len = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if len.is_some_and(|n| n > stac::MAX_BODY as u64) {
+            return secure(
+                error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the body is larger than {} bytes", stac::MAX_BODY),
+                ),
+                false,
+            );
+        }
+    }
     let uri = req.uri();
     if let Some(q) = uri.query() {
-        if q.len() > MAX_QUERY {
+        // ESGF File searches name their datasets in the query string
+        // (intake-esgf sends every `dataset_id` in one request).
+        let max = if uri.path().starts_with("/esg-search/") {
+            esgf::MAX_QUERY
+        } else {
+            MAX_QUERY
+        };
+        if q.len() > max {
             return secure(
                 error(
                     StatusCode::URI_TOO_LONG,
-                    format!("query string is {} bytes, more than {MAX_QUERY}", q.len()),
+                    format!("query string is {} bytes, more than {max}", q.len()),
                 ),
                 false,
             );

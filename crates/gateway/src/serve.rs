@@ -145,6 +145,34 @@ impl Drop for ClientGuard {
 pub(crate) struct ConnCtx {
     pub(crate) shared: Arc<Shared>,
     pub(crate) _client: Arc<ClientGuard>,
+    /// The connection is TLS: request targets are made absolute `https://`
+    /// URIs (as HTTP/2's are), so handlers build `https://` links.
+    pub(crate) tls: bool,
+}
+
+/// An origin-form request target made absolute with `https` and the Host
+/// header's authority (left as it is when there is no usable Host).
+fn mark_https(parts: &mut axum::http::request::Parts) {
+    if parts.uri.scheme().is_some() {
+        return;
+    }
+    let Some(host) = parts
+        .headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<axum::http::uri::Authority>().ok())
+    else {
+        return;
+    };
+    let mut u = parts.uri.clone().into_parts();
+    u.scheme = Some(axum::http::uri::Scheme::HTTPS);
+    u.authority = Some(host);
+    if u.path_and_query.is_none() {
+        u.path_and_query = Some(axum::http::uri::PathAndQuery::from_static("/"));
+    }
+    if let Ok(uri) = axum::http::Uri::from_parts(u) {
+        parts.uri = uri;
+    }
 }
 
 /// A JSON error response (the same body as the router's errors).
@@ -228,6 +256,7 @@ pub(crate) async fn serve(l: Listener, router: Router, shared: Arc<Shared>) {
         let ctx = ConnCtx {
             shared: shared.clone(),
             _client: Arc::new(guard),
+            tls: l.tls.is_some(),
         };
         let builder = builder.clone();
         let router = router.clone();
@@ -310,6 +339,9 @@ async fn connection<I>(
                     }
                 };
                 let (mut parts, body) = req.into_parts();
+                if ctx.tls {
+                    mark_https(&mut parts);
+                }
                 parts.extensions.insert(ConnectInfo(Peer(addr)));
                 parts.extensions.insert(ctx);
                 let req = Request::from_parts(parts, Body::new(body));

@@ -29,9 +29,33 @@ pub(crate) fn base_url(h: &HeaderMap) -> String {
     format!("http://{host}")
 }
 
+/// `scheme://host[:port]` of the gateway as the client reached it: the request
+/// target's authority (HTTP/2 sends no Host header) or else the Host header,
+/// holding only host name, address and port characters (else loopback, as
+/// [`base_url`]); `https` when the request came over TLS (the TLS listener
+/// makes every request target an absolute `https://` URI).
+pub(crate) fn origin(headers: &HeaderMap, uri: &Uri) -> String {
+    let scheme = if uri.scheme_str() == Some("https") {
+        "https"
+    } else {
+        "http"
+    };
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 255
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b".-:[]_".contains(&c))
+    };
+    let host = match uri.authority().map(|a| a.as_str()) {
+        Some(a) if plain(a) => a.to_string(),
+        _ => host_of(&base_url(headers)),
+    };
+    format!("{scheme}://{host}")
+}
+
 /// The host name part of the base URL (ESGF's `data_node`, `index_node`).
 pub(crate) fn host_of(base: &str) -> String {
-    base.trim_start_matches("http://").to_string()
+    base.split_once("://").map_or(base, |(_, h)| h).to_string()
 }
 
 fn sq(s: &str) -> String {
@@ -162,7 +186,7 @@ pub async fn api_wget(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Resp
         Err(r) => return r,
     };
     script_response(script(
-        &base_url(&headers),
+        &origin(&headers, &uri),
         uri.query().unwrap_or(""),
         &files,
     ))

@@ -151,6 +151,10 @@ pub fn record_with(
         sha256: m.sha256.clone(),
         manifest_digest: m.manifest.clone(),
         node: node.map(str::to_string),
+        tracking_id: nc.and_then(|n| n.global_line("tracking_id", granary_catalog::MAX_VALUE)),
+        further_info_url: nc
+            .and_then(|n| n.global_line("further_info_url", granary_catalog::MAX_VALUE)),
+        license: nc.and_then(|n| n.global_line("license", granary_catalog::MAX_VALUE)),
     }
 }
 

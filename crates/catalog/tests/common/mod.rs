@@ -103,6 +103,9 @@ pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
             sha256: None,
             manifest_digest: None,
             node: None,
+            tracking_id: (rng.f64() < 0.5).then(|| format!("hdl:21.14100/{file}-{version}")),
+            further_info_url: None,
+            license: None,
         });
     }
     out
@@ -595,6 +598,9 @@ pub fn hostile_strings(spec: &str) {
             sha256: Some(e.to_string()),
             manifest_digest: Some(e.to_string()),
             node: Some(e.to_string()),
+            tracking_id: Some(e.to_string()),
+            further_info_url: Some(e.to_string()),
+            license: Some(e.to_string()),
         });
     }
     cat.upsert_many(&recs).unwrap();
@@ -1011,8 +1017,27 @@ pub fn records_round_trip(spec: &str) {
             r.node = Some("/node/a".into());
             r.meta = serde_json::json!({"attributes": {"title": "x \u{0} y"}, "n": [1, 2.5, null]});
             r.text = "some \"quoted\" text, é".into();
+            r.tracking_id = Some("hdl:21.14100/0b5e5b2e-9c1a-4c1e-8c1e-000000000001".into());
+            r.further_info_url = Some("https://furtherinfo.es-doc.org/CMIP6.X".into());
+            r.license = Some("CMIP6 model data … CC BY 4.0".into());
         }),
     ]);
+    // A row written before the tracking_id, further_info_url and license fields:
+    // they are read from the netCDF attributes in its `meta`.
+    let old = with("/rt/old", &|r| {
+        r.tracking_id = None;
+        r.meta = serde_json::json!({"attributes": {
+            "tracking_id": {"type": "text", "value": "hdl:21.14100/old"},
+            "license": {"type": "text", "value": " CC BY 4.0 "},
+            "further_info_url": {"type": "int", "value": [1]},
+        }});
+    });
+    cat.upsert(&old).unwrap();
+    let got = cat.get("/rt/old", None).unwrap().unwrap();
+    assert_eq!(got.tracking_id.as_deref(), Some("hdl:21.14100/old"));
+    assert_eq!(got.license.as_deref(), Some("CC BY 4.0"));
+    assert_eq!(got.further_info_url, None);
+    assert_eq!(cat.remove("/rt/old", None).unwrap(), 1);
     cat.upsert_many(&recs).unwrap();
     for r in &recs {
         let got = cat.get(&r.name, Some(r.version)).unwrap();

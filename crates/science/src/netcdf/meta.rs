@@ -226,6 +226,31 @@ impl NcMeta {
         items.join("\n")
     }
 
+    /// A global text attribute (`tracking_id`, `further_info_url`, `license`) as
+    /// one line: control characters (line breaks) become spaces, blanks around it
+    /// are trimmed, and it is cut to at most `max` bytes at a character boundary.
+    /// `None` when absent, not text, or blank.
+    pub fn global_line(&self, key: &str, max: usize) -> Option<String> {
+        let v = match self.global.get(key)? {
+            AttrValue::Text(s) => s.clone(),
+            AttrValue::Strings(v) => v.join(", "),
+            _ => return None,
+        };
+        let line: String = v
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let mut line = line.trim();
+        if line.len() > max {
+            let mut end = max;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line = line[..end].trim_end();
+        }
+        (!line.is_empty()).then(|| line.to_string())
+    }
+
     /// The variable called `name`.
     pub fn variable(&self, name: &str) -> Option<&Var> {
         self.variables.iter().find(|v| v.name == name)
@@ -238,5 +263,55 @@ pub(super) fn map_err(e: netcdf_reader::Error) -> NcError {
         netcdf_reader::Error::InvalidMagic => NcError::NotNetcdf,
         netcdf_reader::Error::Hdf5(hdf5_reader::error::Error::InvalidMagic) => NcError::NotNetcdf,
         other => NcError::Malformed(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_line_is_one_trimmed_bounded_line() {
+        let mut m = NcMeta {
+            format: Format::Netcdf4,
+            global: BTreeMap::new(),
+            dims: vec![],
+            variables: vec![],
+            time: None,
+            bbox: None,
+            warnings: vec![],
+        };
+        let text = |s: &str| AttrValue::Text(s.into());
+        m.global
+            .insert("tracking_id".into(), text(" hdl:21.14100/x \n"));
+        m.global
+            .insert("license".into(), text("CMIP6 data\r\nare é licensed"));
+        m.global.insert("blank".into(), text(" \t "));
+        m.global.insert("n".into(), AttrValue::Int(vec![1]));
+        m.global.insert(
+            "two".into(),
+            AttrValue::Strings(vec!["a".into(), "b".into()]),
+        );
+        assert_eq!(
+            m.global_line("tracking_id", 100).as_deref(),
+            Some("hdl:21.14100/x")
+        );
+        assert_eq!(
+            m.global_line("license", 100).as_deref(),
+            Some("CMIP6 data  are é licensed")
+        );
+        // Cut at a character boundary: `é` is two bytes.
+        assert_eq!(
+            m.global_line("license", 17).as_deref(),
+            Some("CMIP6 data  are")
+        );
+        assert_eq!(
+            m.global_line("license", 16).as_deref(),
+            Some("CMIP6 data  are")
+        );
+        assert_eq!(m.global_line("two", 100).as_deref(), Some("a, b"));
+        assert_eq!(m.global_line("blank", 100), None);
+        assert_eq!(m.global_line("n", 100), None);
+        assert_eq!(m.global_line("missing", 100), None);
     }
 }
