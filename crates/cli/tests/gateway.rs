@@ -137,6 +137,15 @@ fn json_api_and_page() {
     let (c, api) = get_json(&format!("{b}/api/openapi.json"));
     assert_eq!(c, 200);
     assert!(api["paths"]["/api/search"].is_object());
+    // Every error the HTTP layer answers is described, each a JSON body.
+    for code in ["400", "405", "413", "414", "431", "503"] {
+        let r = &api["paths"]["/api/search"]["get"]["responses"][code];
+        assert!(r.is_object(), "{code} missing from /api/search");
+    }
+    assert!(api["paths"]["/data/{name}"]["get"]["responses"]["403"].is_object());
+    for (k, r) in api["components"]["responses"].as_object().unwrap() {
+        assert!(r["content"]["application/json"].is_object(), "{k}");
+    }
 
     // Search: the same total as the CLI; facets ANDed, values ORed.
     let cli: Value =
