@@ -35,7 +35,8 @@ pub struct Record {
     pub time_start: Option<String>,
     /// ISO-8601.
     pub time_end: Option<String>,
-    /// west, south, east, north.
+    /// `[lat_min, lat_max, lon_min, lon_max]` in degrees (as the
+    /// page and `/api/file` read it; STAC items give west, south, east, north).
     pub bbox: Option<[f64; 4]>,
     /// Free-text blob: attribute values, variable names, long names.
     pub text: String,
