@@ -69,9 +69,15 @@ fn rows() -> Vec<Row> {
         row(&format!("{C5}tas_Amon_historical_HadGEM2-ES_r1i1p1_185912-200511.nc"), Fixed, &[SwappedModelExperiment], "tas_Amon_HadGEM2-ES_historical_r1i1p1"),
         // CMIP5 specifics.
         row("cmip5/output1/MOHC/HadGEM2-ES/historical/fx/ocean/fx/r0i0p0/v20110101/gridspec/gridspec_ocean_fx_HadGEM2-ES_historical_r0i0p0.nc", Fixed, &[Gridspec], "/fx/ocean/fx/r0i0p0/gridspec/gridspec_ocean_fx_"),
-        row("tas_Amon_HadGEM2-ES_historical_r1i1p1_185912-200511.nc", Rejected, &[], "several institutes (INPE, MOHC)"),
+        // A model run by several institutes: its documented default (vocab/cmip5/cmip5_drs.toml).
+        row("tas_Amon_HadGEM2-ES_historical_r1i1p1_185912-200511.nc", Fixed, &[InstituteDefault, InstituteFromModel], "/cmip5/output/MOHC/HadGEM2-ES/historical/mon/atmos/Amon/r1i1p1/tas/"),
+        Row { input: "tas_Amon_HadGEM2-ES_historical_r1i1p1_185912-200511.nc".into(), attrs: &[("institute_id", "INPE")], status: Fixed, fixes: &[InstituteFromModel], expect: "/cmip5/output/INPE/HadGEM2-ES/" },
         row("tas_Amon_CanESM2_historical_r1i1p1_185001-200512.nc", Fixed, &[InstituteFromModel], "/cmip5/output/CCCma/CanESM2/historical/mon/atmos/Amon/r1i1p1/tas/"),
-        row("tos_Omon_CanESM2_historical_r1i1p1_185001-200512.nc", Rejected, &[], "realm cannot be derived from MIP table 'Omon'"),
+        // Tables of several realms: the realm of the variable in the CMIP5 CMOR tables.
+        row("tos_Omon_CanESM2_historical_r1i1p1_185001-200512.nc", Fixed, &[RealmFromTable, InstituteFromModel], "/cmip5/output/CCCma/CanESM2/historical/mon/ocean/Omon/r1i1p1/tos/"),
+        row("tos_day_HadGEM2-ES_rcp85_r1i1p1_20051201-20101130.nc", Fixed, &[InstituteDefault, RealmFromTable, InstituteFromModel], "/cmip5/output/MOHC/HadGEM2-ES/rcp85/day/ocean/day/r1i1p1/tos/"),
+        row("mrsos_day_HadGEM2-ES_rcp85_r1i1p1_20051201-20101130.nc", Fixed, &[InstituteDefault, RealmFromTable, InstituteFromModel], "/day/land/day/r1i1p1/mrsos/"),
+        row("notavar_Omon_CanESM2_historical_r1i1p1_185001-200512.nc", Rejected, &[], "variable 'notavar' is not in CMIP5 MIP table 'Omon'"),
         row("cmip5/output1/CSIRO-QCCCE/CSIRO-Mk3.6.0/historical/mon/atmos/Amon/r1i1p1/v1/tas/tas_Amon_CSIRO-Mk3.6.0_historical_r1i1p1_185001-200512.nc", Fixed, &[ModelPunctuation], "/CSIRO-Mk3-6-0/historical/"),
         row("tas_Amon_CESM1(CAM5)_historical_r1i1p1_185001-200512.nc", Fixed, &[ModelPunctuation, InstituteFromModel], "/NSF-DOE-NCAR/CESM1-CAM5/"),
         row("cmip5/output1/MOHC/HadGEM2-ES/historical/mon/atmos/Amon/r1i1p1/tas/v20120101/tas_Amon_HadGEM2-ES_historical_r1i1p1_185912-200511.nc", Fixed, &[DirOrder], "/Amon/r1i1p1/tas/"),

@@ -208,14 +208,29 @@ pub(crate) fn parse(
             .get(&model_name)
             .cloned()
             .unwrap_or_default();
-        institute = common::one_of(
+        institute = match common::one_of(
             &insts,
             attrs,
             "institute_id",
             false,
             &format!("model '{model_name}'"),
             "institutes",
-        )?;
+        ) {
+            Ok(i) => i,
+            Err(e) => {
+                let Some((d, why)) = v.default_institute.get(&model_name) else {
+                    return Err(e);
+                };
+                p.fix(
+                    FixCode::InstituteDefault,
+                    format!(
+                        "model '{model_name}' is run by {}; filed under '{d}': {why}",
+                        insts.join(", ")
+                    ),
+                );
+                d.clone()
+            }
+        };
         derived.push(format!("institute '{institute}' from model '{model_name}'"));
         frequency = match attrs.and_then(|a| a.get("frequency")) {
             Some(fr) if v.frequencies.contains(fr) => fr.clone(),
@@ -227,9 +242,17 @@ pub(crate) fn parse(
                 r.split_whitespace().next().unwrap_or_default().to_string()
             }
             (None, Some(r), _) => r.clone(),
+            (None, None, _) if v.variable_realms.contains_key(&(table.to_string(), variable.to_string())) => {
+                let r = v.variable_realms[&(table.to_string(), variable.to_string())].clone();
+                p.fix(
+                    FixCode::RealmFromTable,
+                    format!("realm '{r}' of variable '{variable}' in CMIP5 MIP table '{table}'"),
+                );
+                r
+            }
             _ => {
                 return Err(format!(
-                    "realm cannot be derived from MIP table '{table}' without the directory path or a modeling_realm attribute"
+                    "realm cannot be derived: variable '{}' is not in CMIP5 MIP table '{table}' (tables of several realms give it per variable), and neither the directory path nor a modeling_realm attribute gives it", variable.escape_default()
                 ))
             }
         };

@@ -88,6 +88,12 @@ fix_codes! {
     ActivityCase,
     /// CMIP6 version not of the form vYYYYMMDD.
     VersionNotDate,
+    /// CMIP5 realm of a table holding variables of several realms (`day`, `Omon`, `3hr`),
+    /// taken per variable from the CMIP5 CMOR tables.
+    RealmFromTable,
+    /// CMIP5 model run by several institutes (`HadGEM2-ES`: INPE, MOHC) named without
+    /// directory or `institute_id`: filed under its documented default institute.
+    InstituteDefault,
     /// Attributes disagreed and `trust = attributes`: their values were used.
     AttributesTrusted,
 }

@@ -17,6 +17,7 @@ const CMIP6_SUB_EXPERIMENT: &str = include_str!("../../vocab/cmip6/CMIP6_sub_exp
 const CMIP6_FREQUENCY: &str = include_str!("../../vocab/cmip6/CMIP6_frequency.json");
 const CMIP5_DRS: &str = include_str!("../../vocab/cmip5/cmip5_drs.toml");
 const CMIP5_MODELS_CSV: &str = include_str!("../../vocab/cmip5/CMIP5_models.csv");
+const CMIP5_VARIABLE_REALMS: &str = include_str!("../../vocab/cmip5/cmip5_variable_realms.tsv");
 
 /// The CMIP6 vocabularies the translator needs.
 #[derive(Debug)]
@@ -47,6 +48,10 @@ pub(crate) struct Cmip5 {
     pub model_institutes: BTreeMap<String, Vec<String>>,
     /// punctuation-normalised model key -> directory spelling
     pub model_keys: HashMap<String, String>,
+    /// (MIP table, variable) -> realm, from the CMIP5 CMOR tables
+    pub variable_realms: HashMap<(String, String), String>,
+    /// model run by several institutes -> (default institute, reason)
+    pub default_institute: BTreeMap<String, (String, String)>,
 }
 
 impl Cmip5 {
@@ -98,6 +103,13 @@ struct Cmip5File {
     experiment_patterns: Vec<String>,
     tables: BTreeMap<String, Cmip5Table>,
     institutes: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    default_institute: BTreeMap<String, DefaultInstitute>,
+}
+#[derive(Deserialize)]
+struct DefaultInstitute {
+    institute: String,
+    reason: String,
 }
 #[derive(Deserialize)]
 struct Cmip5Table {
@@ -182,6 +194,15 @@ fn load_cmip5() -> Result<Cmip5, String> {
     for (t, v) in f.tables {
         tables.insert(t, (v.frequency, v.realm));
     }
+    let mut variable_realms = HashMap::new();
+    for line in CMIP5_VARIABLE_REALMS
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+    {
+        if let [t, var, r] = line.split('\t').collect::<Vec<_>>()[..] {
+            variable_realms.insert((t.to_string(), var.to_string()), r.to_string());
+        }
+    }
     let experiment_patterns = f
         .experiment_patterns
         .iter()
@@ -196,6 +217,12 @@ fn load_cmip5() -> Result<Cmip5, String> {
         tables,
         model_institutes,
         model_keys,
+        variable_realms,
+        default_institute: f
+            .default_institute
+            .into_iter()
+            .map(|(m, d)| (m, (d.institute, d.reason)))
+            .collect(),
     })
 }
 
