@@ -138,6 +138,7 @@ fn main() {
         limits: granary_face::FaceLimits::default(),
         started: Instant::now(),
         local: Default::default(),
+        shared: granary_gateway::Shared::open(&dir),
     });
     let (addr, _task) = rt
         .block_on(granary_gateway::start(

@@ -18,6 +18,7 @@ mod assets;
 mod data;
 mod esgf;
 mod query;
+mod shared;
 mod websocket_face;
 mod wget;
 
@@ -38,6 +39,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use query::MAX_QUERY;
+pub use shared::Shared;
 
 /// Default listening address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
@@ -62,6 +64,9 @@ pub struct Node {
     pub started: Instant,
     /// The address the gateway is bound to (set by [`start`]).
     pub local: std::sync::OnceLock<SocketAddr>,
+    /// Handles made once at start: the repository's store, the trust
+    /// anchors ([`Shared::open`]).
+    pub shared: Arc<Shared>,
 }
 
 /// The peer of a connection (for face URIs).

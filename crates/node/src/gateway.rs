@@ -78,6 +78,7 @@ pub async fn start(
         limits: running.limits.clone(),
         started: std::time::Instant::now(),
         local: Default::default(),
+        shared: granary_gateway::Shared::open(data_dir),
     });
     match granary_gateway::start(addr, s.max_conns, node).await {
         Ok((bound, task)) => {
