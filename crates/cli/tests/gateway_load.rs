@@ -311,8 +311,11 @@ fn memory_is_bounded_over_repeated_floods() {
         };
         urls.push((u, h));
     }
-    // Warm-up: caches (the content store, the catalog's) fill to their bounds.
-    for _ in 0..2 {
+    // Warm-up: the catalog's page cache and statement caches, the runtime's
+    // blocking threads and the allocator's arenas reach their working size
+    // (the /data path alone is flat from the first round; the catalog path
+    // still grows by about 1% a round over the first five).
+    for _ in 0..5 {
         let codes = flood(&urls, ROUND);
         assert!(codes.iter().all(|c| *c == 200 || *c == 206), "{codes:?}");
     }

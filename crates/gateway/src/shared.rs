@@ -34,6 +34,14 @@ pub struct Shared {
     /// Trust anchors and own certificates.
     pub(crate) anchors: Anchors,
     infos: Mutex<Infos>,
+    /// Catalog calls running at once (on blocking threads).
+    pub(crate) catalog_slots: tokio::sync::Semaphore,
+}
+
+/// Catalog calls run at once: twice the cores (at least 4).
+fn catalog_slots() -> tokio::sync::Semaphore {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    tokio::sync::Semaphore::new((cores * 2).max(4))
 }
 
 #[derive(Default)]
@@ -79,6 +87,7 @@ impl Shared {
             store,
             anchors: Anchors::new(data_dir.join("keychain")),
             infos: Default::default(),
+            catalog_slots: catalog_slots(),
         })
     }
 
@@ -88,6 +97,7 @@ impl Shared {
             store: None,
             anchors: Anchors::new(keychain.to_path_buf()),
             infos: Default::default(),
+            catalog_slots: catalog_slots(),
         })
     }
 
