@@ -224,8 +224,9 @@ pub async fn download(
             verified_by: l.info.verified_by.clone(),
             etag: Some(l.digest.clone()),
         };
+        let pool = node.shared.pool.clone();
         return respond(&name, version, &method, &headers, what, |start, end| {
-            stream_local(l.entry, l.info, start, end)
+            stream_local(pool, l.entry, l.info, start, end)
         });
     }
     let link = match GwLink::new(&node, "gateway-data").await {
@@ -412,6 +413,7 @@ fn respond(
 /// thread ahead of the client; a segment that does not match the manifest
 /// ends the body with an error (the connection closes short).
 fn stream_local(
+    pool: Arc<crate::local::Pool>,
     entry: Arc<granary_store::Entry>,
     info: Arc<granary_transfer::ObjectInfo>,
     start: u64,
@@ -423,7 +425,7 @@ fn stream_local(
             let _ = tx.blocking_send(Err(std::io::Error::other("the local copy is not open")));
             return;
         };
-        let r = granary_transfer::read_verified(&file.file, &info, start, end, |b| {
+        let r = crate::local::read(&pool, &file.file, &info, start, end, |b| {
             tx.blocking_send(Ok(b)).is_ok()
         });
         if let Err(e) = r {

@@ -17,6 +17,7 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
+mod local;
 mod query;
 mod shared;
 mod websocket_face;

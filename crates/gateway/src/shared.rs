@@ -36,6 +36,8 @@ pub struct Shared {
     infos: Mutex<Infos>,
     /// Catalog calls running at once (on blocking threads).
     pub(crate) catalog_slots: tokio::sync::Semaphore,
+    /// Read buffers of `/data`'s local route, reused.
+    pub(crate) pool: Arc<crate::local::Pool>,
 }
 
 /// Catalog calls run at once: twice the cores (at least 4).
@@ -88,6 +90,7 @@ impl Shared {
             anchors: Anchors::new(data_dir.join("keychain")),
             infos: Default::default(),
             catalog_slots: catalog_slots(),
+            pool: Default::default(),
         })
     }
 
@@ -98,6 +101,7 @@ impl Shared {
             anchors: Anchors::new(keychain.to_path_buf()),
             infos: Default::default(),
             catalog_slots: catalog_slots(),
+            pool: Default::default(),
         })
     }
 
