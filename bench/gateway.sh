@@ -116,6 +116,16 @@ for _ in $(seq 100); do [ -f "$tmp/nginx/nginx.pid" ] && break; sleep 0.05; done
 nworker=$(pgrep -P "$(cat "$tmp/nginx/nginx.pid")" | head -1)
 
 parts=${PARTS:-1 2 3}
+# Waits until the daemon is idle (below 5% of a core over a second; at most
+# 120 s): the repository indexes what was just published in the background.
+settle() {
+  local a b
+  for _ in $(seq 120); do
+    a=$(awk '{print $14+$15}' "/proc/$gpid/stat"); sleep 1; b=$(awk '{print $14+$15}' "/proc/$gpid/stat")
+    [ $((b - a)) -lt 5 ] && return
+  done
+}
+settle
 # Peak RSS (VmHWM) since the last reset, MiB; `reset_peak PID` starts a new peak.
 reset_peak() { echo 5 > "/proc/$1/clear_refs" 2>/dev/null || true; }
 peak() { awk '/VmHWM/{printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo '?'; }

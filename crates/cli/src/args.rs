@@ -44,19 +44,62 @@ impl CatalogArgs {
     }
 }
 
-/// Gateway flags of `granary daemon`.
+/// Gateway flags of `granary daemon`. Each has a config-file key of the
+/// same name with `_` for `-` (e.g. `http_header_timeout = 10`).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct HttpArgs {
     /// HTTP gateway (web page, JSON API, ESGF search, /data downloads,
     /// WebSocket face at /ndn): IP:PORT, a port (loopback), or `off`.
     /// Default 127.0.0.1:8080; it listens beyond loopback only when given a
-    /// non-loopback address. Config key `http`.
+    /// non-loopback address. Prints `gateway http://IP:PORT/`. Config key `http`.
     #[arg(long, value_name = "ADDR|off")]
     pub http: Option<String>,
-    /// Most concurrent HTTP connections; more wait to be accepted (default
-    /// 256). Config key `http_max_conns`.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=65536))]
+    /// HTTPS gateway (the same routes and limits; HTTP/2 by ALPN): IP:PORT,
+    /// a port (loopback), or `off` (default). Without --tls-cert/--tls-key a
+    /// self-signed certificate for localhost, the loopback addresses and the
+    /// listening IP is made in <data-dir>/gateway/tls/ on first start and
+    /// reused. Prints `gateway https://IP:PORT/ (certificate: PATH, for
+    /// REQUESTS_CA_BUNDLE)`. Config key `https`.
+    #[arg(long, value_name = "ADDR|off")]
+    pub https: Option<String>,
+    /// PEM certificate chain for --https (with --tls-key). Config key `tls_cert`.
+    #[arg(long, value_name = "PEM")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --https (with --tls-cert). Config key `tls_key`.
+    #[arg(long, value_name = "PEM")]
+    pub tls_key: Option<PathBuf>,
+    /// Most connections with a request in progress (response included); more
+    /// requests wait for a slot (up to 30 s, then 503). Idle connections and
+    /// WebSocket faces do not count (default 256). Config key `http_max_conns`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub http_max_conns: Option<u64>,
+    /// Most open connections from one IP address; beyond, each request gets
+    /// 503 and the connection is closed (default 512). Config key
+    /// `http_max_conns_per_client`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_conns_per_client: Option<u64>,
+    /// Most WebSocket faces at /ndn; beyond, 503 (default 256). Config key
+    /// `http_max_websockets`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub http_max_websockets: Option<u64>,
+    /// Seconds a client has to send a complete request head, from the
+    /// connection's start or (HTTP/1.1 keep-alive) the end of the previous
+    /// response; then the connection is closed (default 10). Config key
+    /// `http_header_timeout`.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub http_header_timeout: Option<f64>,
+    /// Seconds an HTTP/2 connection with no request in progress, or a
+    /// WebSocket face, may receive nothing before it is closed (default 60).
+    /// Config key `http_idle_timeout`.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub http_idle_timeout: Option<f64>,
+}
+
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().trim_end_matches('s').parse::<f64>() {
+        Ok(v) if (0.1..=86400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: expected seconds from 0.1 to 86400")),
+    }
 }
 
 impl HttpArgs {
@@ -64,7 +107,14 @@ impl HttpArgs {
     pub fn flags(&self) -> granary_node::gateway::Flags {
         granary_node::gateway::Flags {
             http: self.http.clone(),
+            https: self.https.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
             http_max_conns: self.http_max_conns,
+            http_max_conns_per_client: self.http_max_conns_per_client,
+            http_max_websockets: self.http_max_websockets,
+            http_header_timeout: self.http_header_timeout,
+            http_idle_timeout: self.http_idle_timeout,
         }
     }
 }

@@ -456,16 +456,15 @@ fn bad_input() {
         let (c, _) = get(&format!("{b}/data/test/new"), &["-X", m, "-d", "x"]);
         assert_eq!(c, 405, "{m}");
     }
-    // The connection cap: three idle connections hold every slot; a fourth
-    // request waits until one closes.
+    // The cap counts requests in progress, not connections: three idle
+    // connections hold no slot, so a fourth request is answered at once
+    // (gateway_hostile.rs floods it harder).
     let addr = s.d.http.clone().unwrap();
     let idle: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(300));
     let (c, _) = get(&format!("{b}/api/status"), &["--max-time", "2"]);
-    assert_eq!(c, 0, "a request beyond the cap was answered");
+    assert_eq!(c, 200, "idle connections held the cap");
     drop(idle);
-    let (c, _) = get(&format!("{b}/api/status"), &[]);
-    assert_eq!(c, 200);
     // A raw request with a non-UTF-8 target byte is refused, not a panic.
     let mut t = TcpStream::connect(&addr).unwrap();
     t.write_all(b"GET /data/\xff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")

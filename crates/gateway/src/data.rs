@@ -27,6 +27,9 @@ use crate::{error, Node, State};
 const CHUNK: u64 = 4 << 20;
 /// Chunks fetched ahead of the client.
 const AHEAD: usize = 2;
+/// Bodies up to this size from the local repository are read and checked
+/// in one go, with the lookup.
+const SMALL_BODY: u64 = 1 << 20;
 /// Longest wait for version discovery and the manifest.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -40,8 +43,11 @@ pub(crate) struct GwLink {
 impl GwLink {
     pub(crate) async fn new(node: &Node, what: &str) -> Result<GwLink, String> {
         let id = node.ids.next();
-        let (handle, app) =
+        let (mut handle, app) =
             granary_face::internal::pair(id, what, &node.limits, node.events.clone());
+        // Non-local: the forwarder refuses /localhost (and /localhop
+        // management) to what arrives over HTTP, as to any network face.
+        handle.info.scope = granary_face::Scope::NonLocal;
         node.events
             .send(FaceEvent::Created(handle))
             .await
@@ -213,11 +219,41 @@ pub async fn download(
     // kept beside it); anything else is fetched over NDN.
     let shared = node.shared.clone();
     let (t2, tr2) = (target.clone(), trust.clone());
-    let local = tokio::task::spawn_blocking(move || shared.open_local(&tr2, generation, &t2))
-        .await
-        .ok()
-        .flatten();
-    if let Some(l) = local {
+    let (h2, get) = (headers.clone(), method == Method::GET);
+    let local = tokio::task::spawn_blocking(move || {
+        let l = shared.open_local(&tr2, generation, &t2)?;
+        // A small body is read and checked here, at once: no second
+        // blocking task, no channel.
+        let size = l.info.map.file_size()?;
+        let etag = format!("\"{}\"", l.digest);
+        let small = match (
+            get && !not_modified(&h2, &etag),
+            range_for(&h2, &etag, size),
+        ) {
+            (true, Ranged::Full) => Some((0, size)),
+            (true, Ranged::Part(a, b)) => Some((a, b + 1)),
+            _ => None,
+        }
+        .filter(|(a, b)| b - a <= SMALL_BODY && b > a)
+        .and_then(|(a, b)| {
+            let file = l.entry.file.as_ref()?;
+            let mut out = Vec::new();
+            let r = crate::local::read(&shared.pool, &file.file, &l.info, a, b, |x| {
+                out.push(x);
+                true
+            });
+            let body = r.map(|()| match out.len() {
+                1 => out.pop().unwrap_or_default(),
+                _ => Bytes::from(out.concat()),
+            });
+            Some((a, b, body))
+        });
+        Some((l, small))
+    })
+    .await
+    .ok()
+    .flatten();
+    if let Some((l, small)) = local {
         let what = Found {
             versioned: l.info.versioned.clone(),
             size: l.info.map.file_size(),
@@ -225,9 +261,23 @@ pub async fn download(
             etag: Some(l.digest.clone()),
         };
         let pool = node.shared.pool.clone();
-        return respond(&name, version, &method, &headers, what, |start, end| {
-            stream_local(pool, l.entry, l.info, start, end)
-        });
+        return respond(
+            &name,
+            version,
+            &method,
+            &headers,
+            what,
+            |start, end| match small {
+                Some((a, b, Ok(body))) if (a, b) == (start, end) => Body::from(body),
+                Some((a, b, Err(e))) if (a, b) == (start, end) => {
+                    tracing::error!("gateway: download of {} aborted: {e}", l.info.versioned);
+                    Body::from_stream(futures_util::stream::once(async move {
+                        Err::<Bytes, _>(std::io::Error::other(e))
+                    }))
+                }
+                _ => stream_local(pool, l.entry, l.info, start, end),
+            },
+        );
     }
     let link = match GwLink::new(&node, "gateway-data").await {
         Ok(l) => l,
@@ -355,17 +405,8 @@ fn respond(
         }),
     );
 
-    if let Some(inm) = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-    {
-        if inm.trim() == "*"
-            || inm
-                .split(',')
-                .any(|t| t.trim().trim_start_matches("W/") == etag)
-        {
-            return (StatusCode::NOT_MODIFIED, h).into_response();
-        }
+    if not_modified(headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, h).into_response();
     }
 
     let Some(size) = what.size else {
@@ -375,14 +416,7 @@ fn respond(
         }
         return (StatusCode::OK, h, body(0, u64::MAX)).into_response();
     };
-    let if_range_ok = headers
-        .get(header::IF_RANGE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|v| v.trim() == etag);
-    let ranged = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
-        Some(r) if if_range_ok => parse_range(r, size),
-        _ => Ranged::Full,
-    };
+    let ranged = range_for(headers, &etag, size);
     let (status, start, end) = match ranged {
         Ranged::Full => (StatusCode::OK, 0, size),
         Ranged::Part(a, b) => {
@@ -407,6 +441,32 @@ fn respond(
         return (status, h).into_response();
     }
     (status, h, body(start, end)).into_response()
+}
+
+/// True when `If-None-Match` names `etag` (or `*`): 304.
+fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|inm| {
+            inm.trim() == "*"
+                || inm
+                    .split(',')
+                    .any(|t| t.trim().trim_start_matches("W/") == etag)
+        })
+}
+
+/// The `Range` header against `size`, honoured only when `If-Range` (if
+/// any) names `etag`.
+fn range_for(headers: &HeaderMap, etag: &str, size: u64) -> Ranged {
+    let if_range_ok = headers
+        .get(header::IF_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.trim() == etag);
+    match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(r) if if_range_ok => parse_range(r, size),
+        _ => Ranged::Full,
+    }
 }
 
 /// `start..end` of the local copy as a body, read and checked on a blocking

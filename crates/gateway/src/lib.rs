@@ -19,7 +19,9 @@ mod data;
 mod esgf;
 mod local;
 mod query;
+mod serve;
 mod shared;
+pub mod tls;
 mod websocket_face;
 mod wget;
 
@@ -36,16 +38,18 @@ use axum::routing::get;
 use axum::Router;
 use granary_catalog::Catalog;
 use granary_face::{EventSender, FaceIds, FaceLimits};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::net::TcpListener;
 
 pub use query::MAX_QUERY;
+pub use serve::{
+    Limits, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNS,
+    DEFAULT_MAX_CONNS_PER_CLIENT, DEFAULT_MAX_WEBSOCKETS,
+};
 pub use shared::Shared;
+pub use tls::Tls;
 
 /// Default listening address.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-/// Default cap on concurrent connections.
-pub const DEFAULT_MAX_CONNS: usize = 256;
 
 /// What the gateway needs from the daemon.
 pub struct Node {
@@ -70,17 +74,10 @@ pub struct Node {
     pub shared: Arc<Shared>,
 }
 
-/// The peer of a connection (for face URIs).
+/// The peer of a connection (for face URIs): a request extension, as
+/// `ConnectInfo<Peer>`.
 #[derive(Clone, Copy, Debug)]
 pub struct Peer(pub SocketAddr);
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, CappedListener>>
-    for Peer
-{
-    fn connect_info(s: axum::serve::IncomingStream<'_, CappedListener>) -> Self {
-        Peer(*s.remote_addr())
-    }
-}
 
 /// Shared state of the handlers.
 pub(crate) type State = Arc<Node>;
@@ -120,9 +117,31 @@ pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
-/// Checks every request before routing: read-only methods, query length, and a
-/// request target that decodes to UTF-8.
+/// Largest request body taken (`Content-Length`); beyond, 413.
+pub const MAX_BODY: u64 = 1 << 20;
+
+/// Checks every request before routing: body size, read-only methods, query
+/// length, a request target that decodes to UTF-8, and no name under
+/// `/localhost` or `/localhop`; then gives every error response a JSON body.
 async fn guard(req: Request, next: Next) -> Response {
+    if let Some(n) = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        if n > MAX_BODY {
+            let mut r = error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body of {n} bytes, more than {MAX_BODY}"),
+            );
+            r.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
+            );
+            return secure(r, false);
+        }
+    }
     let m = req.method();
     if m != axum::http::Method::GET && m != axum::http::Method::HEAD {
         let mut r = error(
@@ -131,26 +150,43 @@ async fn guard(req: Request, next: Next) -> Response {
         );
         r.headers_mut()
             .insert(header::ALLOW, header::HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return secure(r, false);
     }
     let uri = req.uri();
     if let Some(q) = uri.query() {
         if q.len() > MAX_QUERY {
-            return error(
-                StatusCode::URI_TOO_LONG,
-                format!("query string is {} bytes, more than {MAX_QUERY}", q.len()),
+            return secure(
+                error(
+                    StatusCode::URI_TOO_LONG,
+                    format!("query string is {} bytes, more than {MAX_QUERY}", q.len()),
+                ),
+                false,
             );
         }
     }
     if let Err(e) = query::decode(uri.path()) {
-        return error(StatusCode::BAD_REQUEST, format!("path: {e}"));
+        return secure(error(StatusCode::BAD_REQUEST, format!("path: {e}")), false);
+    }
+    if scoped_target(uri.path(), uri.query()) {
+        return secure(
+            error(
+                StatusCode::FORBIDDEN,
+                "names under /localhost and /localhop stay on the node: not served over HTTP",
+            ),
+            false,
+        );
     }
     let data = uri.path().starts_with("/data/");
-    let mut r = next.run(req).await;
+    let r = json_errors(next.run(req).await).await;
+    secure(r, data)
+}
+
+/// The security headers of every response. The page loads only its own
+/// script, style and API; published files under /data are served inert (an
+/// HTML or SVG file cannot run script in the gateway's origin); nothing is
+/// framed or sniffed.
+fn secure(mut r: Response, data: bool) -> Response {
     let h = r.headers_mut();
-    // The page loads only its own script, style and API; published files
-    // under /data are served inert (an HTML or SVG file cannot run script
-    // in the gateway's origin); nothing is framed or sniffed.
     let csp = if data { DATA_CSP } else { PAGE_CSP };
     for (k, v) in [
         (header::CONTENT_SECURITY_POLICY, csp),
@@ -163,6 +199,99 @@ async fn guard(req: Request, next: Next) -> Response {
     r
 }
 
+/// An error response (4xx, 5xx) whose body is not JSON (axum's own
+/// rejections are plain text) gets a JSON one, its text as the message.
+async fn json_errors(r: Response) -> Response {
+    let s = r.status();
+    if !(s.is_client_error() || s.is_server_error()) {
+        return r;
+    }
+    let json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if json {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 16 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let msg = if text.is_empty() {
+        s.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_ENCODING);
+    let body = serde_json::json!({ "error": msg }).to_string();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(body))
+}
+
+/// True for a name under `/localhost` or `/localhop` (its first component,
+/// of any type, compared without regard to ASCII case).
+pub(crate) fn scoped_name(n: &granary_packet::Name) -> bool {
+    n.get(0).is_some_and(|c| {
+        c.value.eq_ignore_ascii_case(b"localhost") || c.value.eq_ignore_ascii_case(b"localhop")
+    })
+}
+
+/// True when a request names something under `/localhost` or `/localhop`:
+/// the name in the path of `/data/…` and `/api/file/…` (after percent
+/// decoding and NDN URI parsing: `%6Cocalhost`, `8=localhost`, doubled
+/// slashes), or a query parameter whose value is an NDN name.
+fn scoped_target(path: &str, query: Option<&str>) -> bool {
+    let rest = ["/data/", "/api/file/"]
+        .iter()
+        .find_map(|p| path.strip_prefix(p));
+    if let Some(rest) = rest {
+        if scoped_uri(rest) {
+            return true;
+        }
+    }
+    if let Some(q) = query {
+        for kv in q.split('&') {
+            let v = kv.split_once('=').map_or("", |(_, v)| v);
+            let v = v.replace('+', " ");
+            let v = percent_encoding::percent_decode_str(&v).decode_utf8_lossy();
+            let v = v.trim();
+            let v = v.strip_prefix("ndn:").unwrap_or(v);
+            if v.starts_with('/') && scoped_uri(v) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// True when the NDN URI `s` (slashes and percent escapes as in a URL path)
+/// starts with a scoped component.
+fn scoped_uri(s: &str) -> bool {
+    let trimmed = s.trim_start_matches('/');
+    if let Ok(n) = granary_packet::Name::from_uri(&format!("/{trimmed}")) {
+        if scoped_name(&n) {
+            return true;
+        }
+    }
+    // Whatever the NDN parser makes of it: the first segment, decoded (twice,
+    // for a doubly encoded one), without a `TYPE=` prefix.
+    let first = trimmed.split('/').next().unwrap_or("");
+    let once = percent_encoding::percent_decode_str(first).decode_utf8_lossy();
+    let twice = percent_encoding::percent_decode_str(&once)
+        .decode_utf8_lossy()
+        .into_owned();
+    [once.into_owned(), twice].iter().any(|c| {
+        let c = c.rsplit_once('=').map_or(c.as_str(), |(_, v)| v);
+        c.eq_ignore_ascii_case("localhost") || c.eq_ignore_ascii_case("localhop")
+    })
+}
+
 /// Content-Security-Policy of the page and the API: the page's own `<meta>`
 /// policy, plus `frame-ancestors` (which only a header can carry).
 pub const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -170,120 +299,56 @@ pub const PAGE_CSP: &str = "default-src 'none'; script-src 'self'; style-src 'se
 /// Content-Security-Policy of published files (`/data/…`).
 pub const DATA_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'";
 
-/// A TCP listener that holds at most `cap` connections open: `accept` waits for
-/// a free slot, and a connection's slot is freed when it closes.
-pub struct CappedListener {
-    inner: TcpListener,
-    slots: Arc<Semaphore>,
-    /// Pauses after failed accepts (granary-face's, as every listener's).
-    backoff: granary_face::accept::Backoff,
+/// One gateway: its router and the state its listeners share (the caps count
+/// connections of all of them together).
+pub struct Gateway {
+    node: Arc<Node>,
+    shared: Arc<serve::Shared>,
 }
 
-/// A connection holding its slot.
-pub struct Capped {
-    io: TcpStream,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl CappedListener {
-    /// Wraps a bound listener.
-    pub fn new(inner: TcpListener, cap: usize) -> CappedListener {
-        CappedListener {
-            inner,
-            slots: Arc::new(Semaphore::new(cap.max(1))),
-            backoff: Default::default(),
+impl Gateway {
+    /// A gateway for `node` with these limits.
+    pub fn new(node: Arc<Node>, limits: Limits) -> Gateway {
+        Gateway {
+            node,
+            shared: serve::Shared::new(limits),
         }
     }
-}
 
-impl axum::serve::Listener for CappedListener {
-    type Io = Capped;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let permit = match self.slots.clone().acquire_owned().await {
-            Ok(p) => p,
-            // The semaphore is never closed; stay idle if it were.
-            Err(_) => std::future::pending().await,
+    /// Binds `addr` (HTTPS with `tls`) and serves the gateway on the current
+    /// runtime until the task is dropped or aborted. Returns the bound
+    /// address (port 0 picks one) and the task.
+    pub async fn listen(
+        &self,
+        addr: SocketAddr,
+        tls: Option<&Tls>,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        let l = TcpListener::bind(addr).await?;
+        let bound = l.local_addr()?;
+        let _ = self.node.local.set(bound);
+        let app = router(self.node.clone());
+        let l = serve::Listener {
+            tcp: l,
+            tls: tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone())),
         };
-        // Out of descriptors and the like: granary-face's accept backs off.
-        let (io, addr) =
-            granary_face::accept::accept_one(&self.inner, &mut self.backoff, "gateway").await;
-        let _ = io.set_nodelay(true);
-        (
-            Capped {
-                io,
-                _permit: permit,
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.inner.local_addr()
+        let task = tokio::spawn(serve::serve(l, app, self.shared.clone()));
+        Ok((bound, task))
     }
 }
 
-impl tokio::io::AsyncRead for Capped {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
-    }
-}
-
-impl tokio::io::AsyncWrite for Capped {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
-    }
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_flush(cx)
-    }
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-}
-
-/// Binds `addr` and serves the gateway on the current runtime until the task is
-/// dropped or aborted. Returns the bound address (port 0 picks one) and the task.
+/// Binds `addr` and serves the gateway (plain HTTP, default limits but
+/// `max_conns`) on the current runtime until the task is dropped or aborted.
+/// Returns the bound address (port 0 picks one) and the task.
 pub async fn start(
     addr: SocketAddr,
     max_conns: usize,
     node: Arc<Node>,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let l = TcpListener::bind(addr).await?;
-    let bound = l.local_addr()?;
-    let _ = node.local.set(bound);
-    let app = router(node).into_make_service_with_connect_info::<Peer>();
-    let task = tokio::spawn(async move {
-        let l = CappedListener::new(l, max_conns);
-        if let Err(e) = axum::serve(l, app).await {
-            tracing::warn!("gateway stopped: {e}");
-        }
-    });
-    Ok((bound, task))
+    let limits = Limits {
+        max_conns,
+        ..Limits::default()
+    };
+    Gateway::new(node, limits).listen(addr, None).await
 }
 
 /// Parses the `http` setting: `off` (None) or `IP:PORT` (a bare port means
@@ -300,4 +365,37 @@ pub fn parse_addr(s: &str) -> Result<Option<SocketAddr>, String> {
     s.parse::<SocketAddr>().map(Some).map_err(|_| {
         format!("http address {s:?}: expected IP:PORT (e.g. 127.0.0.1:8080), a port, or off")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scoped_targets_by_any_encoding() {
+        for (path, query) in [
+            ("/data/localhost/nfd/status/general", None),
+            ("/data/localhop/nfd/rib/list", None),
+            ("/data/%6Cocalhost/nfd", None),
+            ("/data/%256Cocalhost/nfd", None),
+            ("/data/8=localhost/nfd", None),
+            ("/data/8%3Dlocalhost/nfd", None),
+            ("/data//localhost/nfd", None),
+            ("/data/LocalHost/nfd", None),
+            ("/api/file/localhop/x", None),
+            ("/esg-search/wget", Some("dataset_id=%2Flocalhost%2Fnfd")),
+            ("/api/wget", Some("a=1&name=ndn:/localhop/x")),
+        ] {
+            assert!(scoped_target(path, query), "{path} {query:?}");
+        }
+        for (path, query) in [
+            ("/data/test/localhost/x", None),
+            ("/data/localhostx/y", None),
+            ("/api/search", Some("q=localhost")),
+            ("/", None),
+            ("/api/status", None),
+        ] {
+            assert!(!scoped_target(path, query), "{path} {query:?}");
+        }
+    }
 }

@@ -72,7 +72,7 @@ impl Drop for Lent {
 }
 
 /// The first segment of `segs` (offset in `buf`, length, hash) whose bytes
-/// do not match, the halves hashed on two threads when there are several.
+/// do not match, the halves hashed on two threads when the block is large.
 fn first_bad(segs: &[(usize, usize, [u8; 32])], buf: &[u8]) -> Option<usize> {
     let check = |r: std::ops::Range<usize>| {
         r.into_iter().find(|&k| {
@@ -81,7 +81,8 @@ fn first_bad(segs: &[(usize, usize, [u8; 32])], buf: &[u8]) -> Option<usize> {
         })
     };
     let mid = segs.len() / 2;
-    if mid == 0 {
+    // A thread costs more than hashing less than a MiB.
+    if mid == 0 || buf.len() < 1 << 20 {
         return check(0..segs.len());
     }
     std::thread::scope(|sc| {

@@ -63,6 +63,11 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         None => DaemonConfig::default(),
     };
     let http = crate::gateway::settings(&args.http, &http_file)?;
+    // HTTPS's certificate, before anything starts: a bad one is an error.
+    let tls = match http.https {
+        Some(a) => Some(crate::gateway::tls(&http, data_dir, a)?),
+        None => None,
+    };
     if args.config.is_none() || cfg.socket == DaemonConfig::default().socket {
         cfg.socket = socket;
     }
@@ -110,6 +115,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         }
     };
     let node = crate::identity::node_prefix(data_dir)?;
+    raise_open_files_limit();
     let gateway_dir = data_dir.to_path_buf();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -128,6 +134,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         }
         let _gateway = crate::gateway::start(
             &http,
+            tls,
             &running,
             &gateway_dir,
             indexer.as_ref().map(|ix| ix.catalog.clone()),
@@ -156,6 +163,28 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         running.stop().await;
         Ok::<_, anyhow::Error>(())
     })
+}
+
+/// Raises the soft limit on open files to the hard one, as NFD and nginx
+/// do: every connection, face and served file takes descriptors, and the
+/// usual soft default (1024) is reached by a few hundred clients. Logs the
+/// figure; a failure is logged and the daemon runs on with what it has.
+fn raise_open_files_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let cur = getrlimit(Resource::Nofile);
+    // No hard limit: Linux takes at most fs.nr_open (1,048,576 by default).
+    let hard = cur.maximum.unwrap_or(1 << 20);
+    let soft = cur.current.unwrap_or(hard);
+    if soft >= hard {
+        tracing::info!("open files limit {soft}");
+        return;
+    }
+    let mut want = cur;
+    want.current = Some(hard);
+    match setrlimit(Resource::Nofile, want) {
+        Ok(()) => tracing::info!("open files limit raised from {soft} to {hard} (the hard limit)"),
+        Err(e) => tracing::warn!("open files limit {soft}: cannot raise it to {hard}: {e}"),
+    }
 }
 
 /// Serves `<data-dir>/repo` through an in-process face; its route `/` does

@@ -1,0 +1,839 @@
+//! The HTTP gateway under hostile clients (issue 32), against a real daemon
+//! over real sockets: floods of connections that send nothing or half a
+//! header and of idle WebSocket faces beside a normal request, the header,
+//! idle and per-client limits, descriptor exhaustion under a low `ulimit -n`
+//! with recovery, `/localhost` and `/localhop` by every HTTP path and
+//! encoding and over the WebSocket face, a JSON body for every error status,
+//! and HTTPS (self-signed and given certificates, HTTP/2 by ALPN).
+
+mod common;
+
+use std::io::{BufRead, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// Raises this process's soft limit on open files to its hard limit (the
+/// floods hold a few thousand sockets).
+fn raise_nofile() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let mut r = getrlimit(Resource::Nofile);
+    if r.current < r.maximum {
+        r.current = r.maximum;
+        setrlimit(Resource::Nofile, r).expect("raise RLIMIT_NOFILE");
+    }
+}
+
+/// A TCP connection to `dst` from the loopback address `src` (all of
+/// 127/8 is this host), so floods come from other clients than the
+/// measured request.
+fn connect_from(src: Ipv4Addr, dst: SocketAddr) -> std::io::Result<TcpStream> {
+    use rustix::net::{bind, connect, socket, AddressFamily, SocketType};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None)?;
+    bind(&fd, &SocketAddrV4::new(src, 0))?;
+    connect(&fd, &dst)?;
+    Ok(TcpStream::from(fd))
+}
+
+fn flood_source(i: usize) -> Ipv4Addr {
+    Ipv4Addr::new(127, 0, 1 + (i / 200) as u8, 2 + (i % 200) as u8)
+}
+
+/// A parsed HTTP/1.1 response.
+#[derive(Debug)]
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, k: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Asserts a JSON error body with an `error` string.
+    fn assert_json_error(&self, what: &str) -> String {
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json"),
+            "{what}: {self:?}"
+        );
+        let v: Value = serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {self:?}"));
+        v["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: no error key: {v}"))
+            .to_string()
+    }
+}
+
+/// Reads one response (head, then `content-length` bytes or to the end).
+fn read_response(s: &mut TcpStream) -> std::io::Result<Resp> {
+    let mut buf = Vec::new();
+    let mut b = [0u8; 65536];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        let n = s.read(&mut b)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("closed after {:?}", String::from_utf8_lossy(&buf)),
+            ));
+        }
+        buf.extend_from_slice(&b[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = buf[head_end..].to_vec();
+    let len = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    match len {
+        Some(n) => {
+            while body.len() < n {
+                let k = s.read(&mut b)?;
+                if k == 0 {
+                    break;
+                }
+                body.extend_from_slice(&b[..k]);
+            }
+            body.truncate(n);
+        }
+        None if status != 101 => {
+            let _ = s.read_to_end(&mut body);
+        }
+        None => {}
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Sends `req` on a new connection and reads the answer (10 s at most).
+fn raw(addr: &str, req: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(req).unwrap();
+    read_response(&mut s).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}",
+            String::from_utf8_lossy(&req[..req.len().min(200)])
+        )
+    })
+}
+
+fn get(addr: &str, path: &str) -> Resp {
+    raw(
+        addr,
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+/// How long a normal `GET /api/status` takes; asserts it answers 200.
+fn timed_status(addr: &str) -> Duration {
+    let t = Instant::now();
+    let r = get(addr, "/api/status");
+    let took = t.elapsed();
+    assert_eq!(r.status, 200, "{r:?}");
+    took
+}
+
+const WS_UPGRADE: &str = "GET /ndn HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+
+/// A client's masked binary WebSocket frame.
+fn ws_frame(payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x82];
+    let n = payload.len();
+    if n < 126 {
+        f.push(0x80 | n as u8);
+    } else {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(n as u16).to_be_bytes());
+    }
+    let key = [0x12u8, 0x34, 0x56, 0x78];
+    f.extend_from_slice(&key);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ key[i % 4]));
+    f
+}
+
+/// The next frame's opcode from the server, or None on timeout or close.
+fn ws_read_frame(s: &mut TcpStream, wait: Duration) -> Option<(u8, Vec<u8>)> {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).ok()?;
+    let mut n = (h[1] & 0x7f) as usize;
+    if n == 126 {
+        let mut l = [0u8; 2];
+        s.read_exact(&mut l).ok()?;
+        n = u16::from_be_bytes(l) as usize;
+    } else if n == 127 {
+        let mut l = [0u8; 8];
+        s.read_exact(&mut l).ok()?;
+        n = u64::from_be_bytes(l) as usize;
+    }
+    let mut p = vec![0u8; n];
+    s.read_exact(&mut p).ok()?;
+    Some((h[0] & 0x0f, p))
+}
+
+fn interest(uri: &str) -> Vec<u8> {
+    let mut f = granary_packet::InterestFields::new(granary_packet::Name::from_uri(uri).unwrap());
+    f.can_be_prefix = true;
+    f.must_be_fresh = true;
+    f.nonce = Some(fastrand::u32(..));
+    f.lifetime = Some(2000);
+    f.encode().wire().to_vec()
+}
+
+fn http_addr(d: &Daemon) -> String {
+    d.http.clone().expect("no `gateway http://` line")
+}
+
+#[test]
+fn floods_of_silent_connections_and_idle_websockets_do_not_delay_a_request() {
+    raise_nofile();
+    // The per-client cap is lifted here so that every flooding connection
+    // is held: what keeps the request fast is that they do not count.
+    let d = Daemon::start(&[
+        "--http",
+        "127.0.0.1:0",
+        "--http-max-conns",
+        "16",
+        "--http-max-conns-per-client",
+        "100000",
+        "--http-header-timeout",
+        "60",
+    ]);
+    let addr = http_addr(&d);
+    let dst: SocketAddr = addr.parse().unwrap();
+    let before = timed_status(&addr);
+    eprintln!("GET /api/status alone: {before:?}");
+    // 500 connections that send nothing and 500 that send half a header.
+    let mut held = Vec::new();
+    for i in 0..1000 {
+        let mut s = connect_from(flood_source(i), dst).expect("flood connect");
+        if i % 2 == 1 {
+            s.write_all(b"GET /api/status HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                .unwrap();
+        }
+        held.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..3 {
+        let t = timed_status(&addr);
+        eprintln!("GET /api/status beside 1,000 silent connections: {t:?}");
+        assert!(
+            t < Duration::from_secs(1),
+            "GET /api/status took {t:?} beside 1,000 silent connections (before: {before:?})"
+        );
+    }
+    // They are all still open (held, not refused).
+    let mut open = 0;
+    for s in &mut held {
+        s.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => open += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(open, 1000, "silent connections closed early");
+    drop(held);
+    // 1,000 WebSocket faces that then stay idle: the first 256 (the default
+    // cap) are faces, the rest get 503 JSON; neither delays a request.
+    let mut faces = Vec::new();
+    let (mut ok, mut refused) = (0, 0);
+    for i in 0..1000 {
+        let mut s = connect_from(flood_source(i), dst).expect("ws connect");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(WS_UPGRADE.as_bytes()).unwrap();
+        let r = read_response(&mut s).unwrap();
+        match r.status {
+            101 => ok += 1,
+            503 => {
+                let e = r.assert_json_error("WebSocket over the cap");
+                assert!(e.contains("WebSocket"), "{e}");
+                refused += 1;
+            }
+            other => panic!("upgrade {i}: {other} {r:?}"),
+        }
+        faces.push(s);
+    }
+    assert_eq!((ok, refused), (256, 744));
+    for _ in 0..3 {
+        let t = timed_status(&addr);
+        eprintln!("GET /api/status beside 256 idle WebSocket faces: {t:?}");
+        assert!(
+            t < Duration::from_secs(1),
+            "GET /api/status took {t:?} beside 256 idle WebSocket faces and 744 refused"
+        );
+    }
+    let r = get(&addr, "/api/search?q=tas");
+    assert!(r.status == 200 || r.status == 503, "{r:?}");
+}
+
+#[test]
+fn timeouts_and_the_per_client_cap() {
+    let d = Daemon::start(&[
+        "--http",
+        "127.0.0.1:0",
+        "--http-header-timeout",
+        "1",
+        "--http-idle-timeout",
+        "1",
+        "--http-max-conns-per-client",
+        "4",
+    ]);
+    let addr = http_addr(&d);
+    let dst: SocketAddr = addr.parse().unwrap();
+    // Slowloris: a head never finished is closed by the header timeout.
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let t = Instant::now();
+    let mut rest = Vec::new();
+    let end = slow.read_to_end(&mut rest);
+    assert!(
+        end.is_ok() || end.as_ref().unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+        "slow connection not closed: {end:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    // So is a connection that sends nothing at all.
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(8)))
+        .unwrap();
+    let t = Instant::now();
+    let end = silent.read_to_end(&mut rest);
+    assert!(
+        end.is_ok() || end.as_ref().unwrap_err().kind() == std::io::ErrorKind::ConnectionReset,
+        "silent connection not closed: {end:?}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(6), "{:?}", t.elapsed());
+    // Trickling a byte at a time does not extend it.
+    let mut trickle = TcpStream::connect(&addr).unwrap();
+    let t = Instant::now();
+    let mut closed = false;
+    for b in b"GET / HTTP/1.1\r\nHost: x\r\nX-A: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".iter() {
+        if trickle.write_all(&[*b]).is_err() {
+            closed = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(closed, "a trickled head was read for {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(6));
+    // An idle WebSocket face is closed after the idle timeout.
+    let mut ws = TcpStream::connect(&addr).unwrap();
+    ws.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ws.write_all(WS_UPGRADE.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut ws).unwrap().status, 101);
+    let t = Instant::now();
+    let f = ws_read_frame(&mut ws, Duration::from_secs(6));
+    assert!(
+        matches!(f, Some((8, _)) | None) && t.elapsed() < Duration::from_secs(5),
+        "idle face not closed: {f:?} after {:?}",
+        t.elapsed()
+    );
+    // Per client: four connections from one address are served, the fifth
+    // is answered 503 JSON and closed; another address is not affected.
+    std::thread::sleep(Duration::from_millis(300));
+    let src = Ipv4Addr::new(127, 0, 9, 9);
+    let held: Vec<TcpStream> = (0..4).map(|_| connect_from(src, dst).unwrap()).collect();
+    let mut fifth = connect_from(src, dst).unwrap();
+    fifth
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    fifth
+        .write_all(b"GET /api/status HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let r = read_response(&mut fifth).unwrap();
+    assert_eq!(r.status, 503, "{r:?}");
+    assert!(r.assert_json_error("per-client cap").contains("per client"));
+    assert_eq!(timed_status(&addr).as_secs(), 0);
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = connect_from(src, dst).unwrap();
+    again
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    again
+        .write_all(b"GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut again).unwrap().status, 200);
+}
+
+/// Starts `granary daemon` under `prlimit --nofile=SOFT:HARD`, its standard
+/// error in a file; returns it with its stdout lines up to `ready`.
+fn daemon_under_limit(
+    dir: &Path,
+    soft: u64,
+    hard: u64,
+    extra: &[&str],
+) -> (Child, Vec<String>, PathBuf) {
+    let err = dir.join("stderr.txt");
+    let bin = env!("CARGO_BIN_EXE_granary");
+    let mut child = Command::new("prlimit")
+        .arg(format!("--nofile={soft}:{hard}"))
+        .arg("--")
+        .arg(bin)
+        .args([
+            "--data-dir",
+            dir.join("d").to_str().unwrap(),
+            "--socket",
+            dir.join("g.sock").to_str().unwrap(),
+            "daemon",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .env("GRANARY_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("prlimit (util-linux) must be installed");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut out = Vec::new();
+    loop {
+        let l = lines
+            .next()
+            .unwrap_or_else(|| panic!("daemon exited: {}", std::fs::read_to_string(&err).unwrap()))
+            .unwrap();
+        if l == "ready" {
+            break;
+        }
+        out.push(l);
+    }
+    (child, out, err)
+}
+
+fn stop(mut c: Child) {
+    let _ = Command::new("kill").arg(c.id().to_string()).status();
+    let _ = c.wait();
+}
+
+#[test]
+fn out_of_descriptors_answers_503_and_recovers() {
+    raise_nofile();
+    let dir = tempfile::tempdir().unwrap();
+    // The soft limit is raised to the hard one at start, and said.
+    let (c, _, err) = daemon_under_limit(dir.path(), 200, 3000, &[]);
+    stop(c);
+    let log = std::fs::read_to_string(&err).unwrap();
+    assert!(
+        log.contains("open files limit raised from 200 to 3000"),
+        "{log}"
+    );
+    // Both at 256: connections that are held exhaust the daemon.
+    let (c, out, err) = daemon_under_limit(dir.path(), 256, 256, &["--http-header-timeout", "120"]);
+    let addr = out
+        .iter()
+        .find_map(|l| l.strip_prefix("gateway http://"))
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let mut held = Vec::new();
+    let mut refused = None;
+    for i in 0..400 {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"GET /api/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let r = read_response(&mut s)
+            .unwrap_or_else(|e| panic!("connection {i} left hanging or cut: {e}"));
+        match r.status {
+            // Kept open (keep-alive): it holds a descriptor.
+            200 => held.push(s),
+            503 => {
+                refused = Some((i, r));
+                break;
+            }
+            other => panic!("connection {i}: {other} {r:?}"),
+        }
+    }
+    let (n, r) = refused.expect("400 connections never exhausted 256 descriptors");
+    let e = r.assert_json_error("out of descriptors");
+    assert!(e.contains("descriptors"), "{e}");
+    // More while exhausted: 503 each time, never a hang.
+    for _ in 0..5 {
+        let r = get(&addr, "/api/openapi.json");
+        assert_eq!(r.status, 503, "{r:?}");
+    }
+    // Released: served again, without a restart.
+    drop(held);
+    let t = Instant::now();
+    loop {
+        let r = get(&addr, "/api/status");
+        if r.status == 200 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "not recovered: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(c);
+    let log = std::fs::read_to_string(&err).unwrap();
+    assert!(log.contains("out of file descriptors"), "{log}");
+    eprintln!("exhausted after {n} held connections");
+}
+
+#[test]
+fn localhost_and_localhop_are_unreachable() {
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let addr = http_addr(&d);
+    // The unix socket has it (what must not leak).
+    for p in [
+        "/data/localhost/nfd/faces/channels",
+        "/data/localhost/nfd/faces/list",
+        "/data/localhost/nfd/fib/list",
+        "/data/localhost/nfd/rib/list",
+        "/data/localhost/nfd/status/general",
+        "/data/localhop/nfd/rib/list",
+        "/data/%6Cocalhost/nfd/status/general",
+        "/data/%6c%6f%63%61%6c%68%6f%73%74/nfd/status/general",
+        "/data/%256Cocalhost/nfd/status/general",
+        "/data/8=localhost/nfd/status/general",
+        "/data/8%3Dlocalhost/nfd/status/general",
+        "/data//localhost/nfd/status/general",
+        "/data///localhost/nfd/status/general",
+        "/data/LOCALHOST/nfd/status/general",
+        "/data/localhop/granary/hash",
+        "/data/ndn:/localhost/nfd/status/general",
+        "/data/localhost/nfd/status/general?version=1",
+        "/api/file/localhost/nfd/status/general",
+        "/api/file/%6Cocalhost/nfd/faces/list",
+        "/api/file//localhop/nfd/rib/list",
+        "/esg-search/wget?dataset_id=/localhost/nfd/status/general",
+        "/api/wget?name=/localhost/nfd/status/general",
+        "/api/file/x?name=%2Flocalhost%2Fnfd",
+        "/data/./localhost/nfd/status/general",
+        "/data/localhost/../localhost/nfd/status/general",
+    ] {
+        let r = get(&addr, p);
+        assert!(
+            matches!(r.status, 400 | 403 | 404),
+            "{p}: {} {}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        );
+        r.assert_json_error(p);
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains("nfdVersion") && !body.contains("tcp://"),
+            "{p}: {body}"
+        );
+    }
+    // Not a blanket refusal: a component named so deeper in a name is a name.
+    let r = get(&addr, "/data/test/localhost/x");
+    assert_eq!(r.status, 404, "{r:?}");
+    // The WebSocket face: no Data for /localhost or /localhop, while an
+    // ordinary name gets its answer (a Nack: nothing holds it).
+    let mut ws = TcpStream::connect(&addr).unwrap();
+    ws.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    ws.write_all(WS_UPGRADE.as_bytes()).unwrap();
+    assert_eq!(read_response(&mut ws).unwrap().status, 101);
+    for uri in [
+        "/localhost/nfd/status/general",
+        "/localhost/nfd/faces/list",
+        "/localhop/nfd/rib/list",
+        "/LOCALHOST/nfd/status/general",
+    ] {
+        ws.write_all(&ws_frame(&interest(uri))).unwrap();
+        let f = ws_read_frame(&mut ws, Duration::from_secs(3));
+        assert!(
+            f.is_none(),
+            "{uri}: answered over the WebSocket face: {f:?}"
+        );
+    }
+    ws.write_all(&ws_frame(&interest("/granary-test/nothing/here")))
+        .unwrap();
+    let f = ws_read_frame(&mut ws, Duration::from_secs(5));
+    assert!(
+        matches!(f, Some((2, _))),
+        "an ordinary Interest got no answer: {f:?}"
+    );
+}
+
+#[test]
+fn every_error_is_json() {
+    let d = Daemon::start(&["--http", "127.0.0.1:0", "--http-max-conns-per-client", "3"]);
+    let a = http_addr(&d);
+    let cases: Vec<(u16, Vec<u8>)> = vec![
+        (400, b"GET /x HTTP/1.1 junk\r\nHost: x\r\n\r\n".to_vec()),
+        (400, b"G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        (400, b"GET /data/a\x7fb HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()),
+        (400, b"GET / HTTP/1.1\r\nBad Header\r\n\r\n".to_vec()),
+        (400, b"GET /data/a/%FF HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec()),
+        // axum's own rejection (no upgrade headers), made JSON.
+        (400, b"GET /ndn HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec()),
+        (403, b"GET /data/localhost/nfd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec()),
+        (404, b"GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec()),
+        (405, b"POST /api/search HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nConnection: close\r\n\r\nx".to_vec()),
+        (413, b"GET /api/search HTTP/1.1\r\nHost: x\r\nContent-Length: 5000000\r\n\r\n".to_vec()),
+        (
+            414,
+            format!("GET /api/search?q={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "x".repeat(9000)).into_bytes(),
+        ),
+        (
+            414,
+            format!("GET /api/search?q={} HTTP/1.1\r\nHost: x\r\n\r\n", "x".repeat(100_000)).into_bytes(),
+        ),
+        (
+            414,
+            format!("GET /esg-search/search?q={} HTTP/1.1\r\nHost: x\r\n\r\n", "x".repeat(100_000)).into_bytes(),
+        ),
+        (
+            431,
+            format!("GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "y".repeat(200_000)).into_bytes(),
+        ),
+        (
+            431,
+            format!(
+                "GET / HTTP/1.1\r\nHost: x\r\n{}\r\n",
+                (0..120).map(|i| format!("X-H{i}: v\r\n")).collect::<String>()
+            )
+            .into_bytes(),
+        ),
+    ];
+    for (want, req) in cases {
+        let what = String::from_utf8_lossy(&req[..req.len().min(60)]).into_owned();
+        let r = raw(&a, &req);
+        assert_eq!(r.status, want, "{what}: {r:?}");
+        r.assert_json_error(&what);
+    }
+    // HEAD of an error: the JSON content type, no body.
+    let r = raw(
+        &a,
+        b"HEAD /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(
+        (r.status, r.header("content-type")),
+        (404, Some("application/json"))
+    );
+    // 503: over the per-client cap.
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&a).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let r = get(&a, "/api/status");
+    assert_eq!(r.status, 503, "{r:?}");
+    r.assert_json_error("503");
+    drop(held);
+}
+
+fn curl(args: &[&str]) -> (String, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let body = dir.path().join("b");
+    let o = Command::new("curl")
+        .args(["-s", "-g", "--max-time", "30", "-o", body.to_str().unwrap()])
+        .args(args)
+        .output()
+        .expect("curl");
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        std::fs::read(&body).unwrap_or_default(),
+    )
+}
+
+/// (https base URL, certificate path) from the daemon's line.
+fn https_line(out: &[String]) -> (String, String) {
+    let l = out
+        .iter()
+        .find(|l| l.starts_with("gateway https://"))
+        .unwrap_or_else(|| panic!("no https line: {out:?}"));
+    let rest = l.strip_prefix("gateway ").unwrap();
+    let (url, cert) = rest.split_once(" (certificate: ").unwrap();
+    let cert = cert.strip_suffix(", for REQUESTS_CA_BUNDLE)").unwrap();
+    (url.trim_end_matches('/').to_string(), cert.to_string())
+}
+
+#[test]
+fn https_self_signed_and_given_certificates_with_http2() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("d");
+    let (c, out, _) = daemon_under_limit(dir.path(), 4096, 4096, &["--https", "127.0.0.1:0"]);
+    let (_, cert_path) = https_line(&out);
+    let cert = data.join("gateway/tls/cert.pem");
+    let key = data.join("gateway/tls/key.pem");
+    assert_eq!(cert_path, cert.to_str().unwrap());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let src = dir.path().join("f.bin");
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &bytes).unwrap();
+    let o = granary()
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--socket",
+            dir.path().join("g.sock").to_str().unwrap(),
+            "put",
+            src.to_str().unwrap(),
+            "/test/tls.bin",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = std::fs::read(&cert).unwrap();
+    stop(c);
+    // A second start on the same directory reuses the certificate.
+    let (c, out, _) = daemon_under_limit(dir.path(), 4096, 4096, &["--https", "127.0.0.1:0"]);
+    let (base, cert_path) = https_line(&out);
+    assert_eq!(
+        cert_path,
+        data.join("gateway/tls/cert.pem").to_str().unwrap()
+    );
+    assert_eq!(
+        std::fs::read(&cert_path).unwrap(),
+        first,
+        "certificate not reused"
+    );
+    let (w, body) = curl(&[
+        "--cacert",
+        &cert_path,
+        "-w",
+        "%{http_code} %{http_version}",
+        &format!("{base}/api/status"),
+    ]);
+    assert_eq!(w, "200 2", "{}", String::from_utf8_lossy(&body));
+    let (w, _) = curl(&[
+        "--cacert",
+        &cert_path,
+        "--http1.1",
+        "-w",
+        "%{http_code} %{http_version}",
+        &format!("{base}/api/status"),
+    ]);
+    assert_eq!(w, "200 1.1");
+    let (w, body) = curl(&[
+        "--cacert",
+        &cert_path,
+        "--http2",
+        "-r",
+        "1000-200999",
+        "-w",
+        "%{http_code} %{http_version}",
+        &format!("{base}/data/test/tls.bin"),
+    ]);
+    assert_eq!(w, "206 2");
+    assert_eq!(body, &bytes[1000..201000]);
+    // Errors over HTTPS are JSON too.
+    let (w, body) = curl(&[
+        "--cacert",
+        &cert_path,
+        "-w",
+        "%{http_code}",
+        &format!("{base}/data/localhost/nfd/status/general"),
+    ]);
+    assert_eq!(w, "403");
+    assert!(serde_json::from_slice::<Value>(&body).unwrap()["error"].is_string());
+    // hyper's own answer (HTTP/1.1, over 65,534 bytes of target) and the
+    // guard's (HTTP/2, over 8 KB of query) are JSON over TLS too. (HTTP/2
+    // cannot carry a target over 65,534 bytes at all: the stream is reset.)
+    for (v, n) in [("--http1.1", 100_000), ("--http2", 20_000)] {
+        let long = format!("{base}/api/search?q={}", "x".repeat(n));
+        let (w, body) = curl(&["--cacert", &cert_path, v, "-w", "%{http_code}", &long]);
+        assert_eq!(w, "414", "{v}");
+        let e: Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{v}: not JSON ({e}): {}", String::from_utf8_lossy(&body)));
+        assert!(e["error"].is_string(), "{v}: {e}");
+    }
+    // Without the certificate, curl refuses it (it is not trusted by default).
+    let (w, _) = curl(&["-w", "%{http_code}", &format!("{base}/api/status")]);
+    assert_eq!(w, "000");
+    stop(c);
+    // Given files: the same pair passed as --tls-cert/--tls-key.
+    let given_dir = tempfile::tempdir().unwrap();
+    let gc = given_dir.path().join("c.pem");
+    let gk = given_dir.path().join("k.pem");
+    std::fs::copy(&cert_path, &gc).unwrap();
+    std::fs::copy(data.join("gateway/tls/key.pem"), &gk).unwrap();
+    let (c, out, _) = daemon_under_limit(
+        dir.path(),
+        4096,
+        4096,
+        &[
+            "--https",
+            "127.0.0.1:0",
+            "--tls-cert",
+            gc.to_str().unwrap(),
+            "--tls-key",
+            gk.to_str().unwrap(),
+        ],
+    );
+    let (base, shown) = https_line(&out);
+    assert_eq!(shown, gc.to_str().unwrap());
+    let (w, _) = curl(&[
+        "--cacert",
+        &shown,
+        "-w",
+        "%{http_code}",
+        &format!("{base}/api/status"),
+    ]);
+    assert_eq!(w, "200");
+    stop(c);
+    // A bad certificate path is a clear start-up error.
+    let o = granary()
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--socket",
+            dir.path().join("x.sock").to_str().unwrap(),
+            "daemon",
+            "--http",
+            "off",
+            "--https",
+            "127.0.0.1:0",
+            "--tls-cert",
+            "/nonexistent/cert.pem",
+            "--tls-key",
+            gk.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("/nonexistent/cert.pem"), "{e}");
+    // One without the other is refused.
+    let o = granary()
+        .args([
+            "--data-dir",
+            data.to_str().unwrap(),
+            "daemon",
+            "--http",
+            "off",
+            "--https",
+            "127.0.0.1:0",
+            "--tls-cert",
+            gc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--tls-key"));
+}
