@@ -77,7 +77,7 @@ if $G daemon --help 2>/dev/null | grep -q -- '--https'; then
   if [ -n "$cert" ] && [ -n "$key" ]; then
     https=127.0.0.1:$hport; tport=$(free_port)
     cp "$cert" "$tmp/nginx/cert.pem"; cp "$key" "$tmp/nginx/key.pem"
-    NGINX_TLS="  server { listen 127.0.0.1:$tport ssl; http2 on; ssl_certificate $tmp/nginx/cert.pem; ssl_certificate_key $tmp/nginx/key.pem; root $tmp/www; }"
+    NGINX_TLS="  server { listen 127.0.0.1:$tport ssl http2; ssl_certificate $tmp/nginx/cert.pem; ssl_certificate_key $tmp/nginx/key.pem; root $tmp/www; }"
   else
     echo "HTTPS: the daemon has --https but no certificate and key were found ($cert): HTTPS rows skipped"
   fi

@@ -192,7 +192,7 @@ fn main() {
     let (addr, _task) = rt
         .block_on(granary_gateway::start(
             "127.0.0.1:0".parse().unwrap(),
-            64,
+            clients + 16,
             node,
         ))
         .expect("start gateway");
