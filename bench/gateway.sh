@@ -184,7 +184,7 @@ fi
 if [[ " $parts " == *" 2 "* ]]; then
 echo
 echo "2. /api/search over HTTP"
-"$PWD/target/release/examples/search_bench" "$records" 200 100
+"$PWD/target/release/examples/search_bench" "$records" 200 100 20
 fi
 
 if [[ " $parts " == *" 3 "* ]]; then

@@ -6,7 +6,7 @@
 //! (skipped, with the reason, when the gateway has no such endpoint):
 //! requests/s and p50 / p99.
 //!
-//! Usage: cargo run --release -p granary-gateway --example search_bench -- [N] [RUNS] [CLIENTS]
+//! Usage: cargo run --release -p granary-gateway --example search_bench -- [N] [RUNS] [CLIENTS] [PER_CLIENT]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -153,6 +153,7 @@ fn main() {
     let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200);
     let clients: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
+    let per: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(20);
     let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
     let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
     let t = Instant::now();
@@ -252,7 +253,7 @@ fn main() {
 
     // Concurrent clients on the three search endpoints: one filter (a
     // facet value of 50) and the first page, as a client pages a search.
-    let per = runs.max(1);
+    let per = per.max(1);
     println!();
     println!(
         "{clients} concurrent clients, {per} requests each, one keep-alive connection per client"
