@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
-# The HTTP gateway (issue 17), three measurements in one run:
-#  1. /data streaming of one published file (fetch engine on an in-process face,
-#     every segment checked against the signed manifest) beside nginx serving the
-#     same bytes from disk (Debian nginx, started here on loopback with a
-#     temporary config; sendfile on). curl downloads to /dev/null; Gbit/s, and the
-#     peak RSS of the daemon and of nginx's worker.
+# The HTTP gateway (issues 17, 32), three measurements in one run:
+#  1. /data of files the node holds (read from the repository, every segment
+#     checked against the signed manifest) beside nginx serving the same bytes
+#     from disk (Debian nginx, started here on loopback with a temporary
+#     config; sendfile on): one MiB-sized file, and 1,000 files of 100 KB
+#     fetched by one curl over one keep-alive connection. HTTP/1.1, and HTTPS
+#     when the daemon has `--https` (nginx with `ssl` on the same self-signed
+#     certificate). Gbit/s, the ratio to nginx, and the peak RSS of the daemon
+#     and of nginx's worker during each measurement (VmHWM, reset before it).
 #  2. /api/search p50/p99 over HTTP at N catalog records (the real router and
-#     catalog; crates/gateway/examples/search_bench.rs).
+#     catalog; crates/gateway/examples/search_bench.rs), then 100 concurrent
+#     clients on /api/search, /esg-search/search and /stac/search: requests/s
+#     and p99.
 #  3. the WebSocket face against the Unix socket: NDNts fetch.mjs (same client,
 #     same object) over ws:// and over the Unix socket.
 #  Part 1 also times `granary get` of the same object over the Unix socket to
 #  /dev/null: the fetch engine's own ceiling on this machine.
-# Usage: [PARTS="1 2 3"] bash bench/gateway.sh [MiB] [RUNS] [RECORDS] [WS_MiB]
-#   defaults: 1024 MiB, 3 runs, 200000 records, 256 MiB for the WebSocket part
+# Usage: [PARTS="1 2 3"] bash bench/gateway.sh [MiB] [RUNS] [RECORDS] [WS_MiB] [SMALL]
+#   defaults: 1024 MiB, 3 runs, 1000000 records, 256 MiB for the WebSocket
+#   part, 1000 small files of 100 KB
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
 runs=${2:-3}
-records=${3:-200000}
+records=${3:-1000000}
 wsmib=${4:-256}
+small=${5:-1000}
 cargo build --release -q -p granary
 cargo build --release -q -p granary-gateway --example search_bench
 G=$PWD/target/release/granary
@@ -50,6 +57,34 @@ http=$(sed -n 's|^gateway http://\(.*\)/$|\1|p' "$tmp/dout")
 ws=$(sed -n 's|^listening ws://||p' "$tmp/dout")
 $G --data-dir "$tmp/d" --socket "$tmp/g.sock" put "$tmp/www/obj" /bench/obj >/dev/null 2>&1
 
+# Small files, published under /bench/small (nginx serves the same tree).
+mkdir -p "$tmp/www/small"
+for i in $(seq "$small"); do head -c 100000 /dev/urandom > "$tmp/www/small/f$i.bin"; done
+chmod -R a+rX "$tmp/www"
+$G --data-dir "$tmp/d" --socket "$tmp/g.sock" publish-dir "$tmp/www/small" --others-under /bench/small >/dev/null 2>&1 || true
+# HTTPS, when the daemon has it (`daemon --https IP:PORT`, a self-signed
+# certificate made in the data directory, its path printed).
+https=; NGINX_TLS=; tport=
+if $G daemon --help 2>/dev/null | grep -q -- '--https'; then
+  hport=$(free_port)
+  kill $gpid; wait $gpid 2>/dev/null || true
+  $G --data-dir "$tmp/d" --socket "$tmp/g.sock" daemon --http 127.0.0.1:0 --https 127.0.0.1:$hport --listen ws://127.0.0.1:0 > "$tmp/dout" 2>"$tmp/derr" & gpid=$!; pids+=($gpid)
+  for _ in $(seq 200); do grep -q ready "$tmp/dout" && break; sleep 0.05; done
+  http=$(sed -n 's|^gateway http://\(.*\)/$|\1|p' "$tmp/dout")
+  ws=$(sed -n 's|^listening ws://||p' "$tmp/dout")
+  cert=$(grep -o '/[^ ]*\.pem' "$tmp/dout" "$tmp/derr" | head -1 | cut -d: -f2-)
+  key=$(ls "$(dirname "$cert")"/*key*.pem 2>/dev/null | head -1)
+  if [ -n "$cert" ] && [ -n "$key" ]; then
+    https=127.0.0.1:$hport; tport=$(free_port)
+    cp "$cert" "$tmp/nginx/cert.pem"; cp "$key" "$tmp/nginx/key.pem"
+    NGINX_TLS="  server { listen 127.0.0.1:$tport ssl http2; ssl_certificate $tmp/nginx/cert.pem; ssl_certificate_key $tmp/nginx/key.pem; root $tmp/www; }"
+  else
+    echo "HTTPS: the daemon has --https but no certificate and key were found ($cert): HTTPS rows skipped"
+  fi
+else
+  echo "HTTPS: this build's daemon has no --https: HTTPS rows skipped"
+fi
+
 # nginx on loopback, serving the same bytes.
 nport=$(free_port)
 cat > "$tmp/nginx/nginx.conf" <<CONF
@@ -67,7 +102,9 @@ http {
   fastcgi_temp_path $tmp/nginx/fastcgi;
   uwsgi_temp_path $tmp/nginx/uwsgi;
   scgi_temp_path $tmp/nginx/scgi;
+  keepalive_requests 100000;
   server { listen 127.0.0.1:$nport; root $tmp/www; }
+$NGINX_TLS
 }
 CONF
 "$NGINX" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" -e "$tmp/nginx/error.log"
@@ -79,34 +116,75 @@ for _ in $(seq 100); do [ -f "$tmp/nginx/nginx.pid" ] && break; sleep 0.05; done
 nworker=$(pgrep -P "$(cat "$tmp/nginx/nginx.pid")" | head -1)
 
 parts=${PARTS:-1 2 3}
+# Waits until the daemon is idle (below 5% of a core over a second; at most
+# 120 s): the repository indexes what was just published in the background.
+settle() {
+  local a b
+  for _ in $(seq 120); do
+    a=$(awk '{print $14+$15}' "/proc/$gpid/stat"); sleep 1; b=$(awk '{print $14+$15}' "/proc/$gpid/stat")
+    [ $((b - a)) -lt 5 ] && return
+  done
+}
+settle
+# Peak RSS (VmHWM) since the last reset, MiB; `reset_peak PID` starts a new peak.
+reset_peak() { echo 5 > "/proc/$1/clear_refs" 2>/dev/null || true; }
+peak() { awk '/VmHWM/{printf "%.0f", $2/1024}' "/proc/$1/status" 2>/dev/null || echo '?'; }
+# curl config fetching every small file once, in order, to /dev/null (one
+# curl, so one keep-alive connection).
+small_cfg() {
+  local base=$1 path=$2 out=$3
+  : > "$out"
+  for i in $(seq "$small"); do printf 'url = "%s%s/f%s.bin"\noutput = "/dev/null"\n' "$base" "$path" "$i" >> "$out"; done
+}
 if [[ " $parts " == *" 1 "* ]]; then
 echo
-echo "1. $mib MiB file over HTTP/1.1 on loopback (curl -o /dev/null)"
-printf "%-5s %-44s %9s %9s\n" run server seconds "Gbit/s"
+echo "1. /data vs nginx on loopback (curl -o /dev/null); peak RSS of each server during the measurement"
 bytes=$((mib << 20))
-for r in $(seq "$runs"); do
-  for who in gateway nginx get; do
-    if [ $who = gateway ]; then url="http://$http/data/bench/obj"; label="granary gateway /data (manifest-verified)"; elif [ $who = nginx ]; then url="http://127.0.0.1:$nport/obj"; label="nginx (sendfile, from disk/page cache)"; else label="granary get -o /dev/null (Unix socket)"; fi
-    if [ $who = get ]; then
-      t0=$(date +%s.%N)
-      $G --data-dir "$tmp/d" --socket "$tmp/g.sock" get --no-dedup -q /bench/obj -o /dev/null
-      secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{ printf "%.3f", b-a }')
-    else
-      secs=$(curl -s -o /dev/null -w '%{time_total}' "$url")
-    fi
-    gbps=$(awk -v b=$bytes -v s="$secs" 'BEGIN{ printf "%.2f", b*8/s/1e9 }')
-    printf "%-5s %-44s %9s %9s\n" "$r" "$label" "$secs" "$gbps"
-    eval "s_$who=$secs"
-  done
-  awk -v g="$s_gateway" -v n="$s_nginx" -v e="$s_get" 'BEGIN{ printf "      throughput ratio gateway/nginx: %.2f, gateway/granary get: %.2f\n", n/g, e/g }'
+sbytes=$((small * 100000))
+schemes="http"; [ -n "$https" ] && schemes="http https"
+# Correctness of the small files: a sample compared byte for byte.
+for i in 1 $((small / 2)) "$small"; do
+  cmp -s <(curl -s "http://$http/data/bench/small/f$i.bin") "$tmp/www/small/f$i.bin" || { echo "gateway: wrong bytes for small file $i" >&2; exit 1; }
 done
-echo "daemon peak RSS (VmHWM): $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$gpid/status); nginx worker: $(awk '/VmHWM/{print $2/1024 " MiB"}' /proc/$nworker/status 2>/dev/null || echo '?')"
+printf "%-6s %-5s %-30s %-34s %9s %9s %9s\n" run proto what server seconds "Gbit/s" "peak MiB"
+for r in $(seq "$runs"); do
+  for proto in $schemes; do
+    if [ "$proto" = http ]; then gbase="http://$http"; nbase="http://127.0.0.1:$nport"; k=; else gbase="https://$https"; nbase="https://127.0.0.1:$tport"; k=--cacert; fi
+    copt=(); [ "$proto" = https ] && copt=(--cacert "$tmp/nginx/cert.pem" --http2)
+    for what in big small; do
+      for who in gateway nginx; do
+        if [ $who = gateway ]; then pid=$gpid; base=$gbase; dpath=/data/bench; else pid=$nworker; base=$nbase; dpath=; fi
+        reset_peak "$pid"
+        if [ $what = big ]; then
+          label="$mib MiB file"; n=$bytes
+          if [ $who = gateway ]; then url="$base/data/bench/obj"; else url="$base/obj"; fi
+          secs=$(curl -s "${copt[@]}" -o /dev/null -w '%{time_total}' "$url")
+        else
+          label="$small x 100 KB, keep-alive"; n=$sbytes
+          small_cfg "$base" "$dpath/small" "$tmp/small.cfg"
+          [ $who = nginx ] && small_cfg "$base" "/small" "$tmp/small.cfg"
+          t0=$(date +%s.%N)
+          curl -s "${copt[@]}" -K "$tmp/small.cfg"
+          secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{ printf "%.3f", b-a }')
+        fi
+        gbps=$(awk -v b=$n -v s="$secs" 'BEGIN{ printf "%.2f", b*8/s/1e9 }')
+        if [ $who = gateway ]; then server="granary /data (manifest-verified)"; else server="nginx (sendfile)"; fi
+        printf "%-6s %-5s %-30s %-34s %9s %9s %9s\n" "$r" "$proto" "$label" "$server" "$secs" "$gbps" "$(peak "$pid")"
+        eval "s_${who}=$secs"
+      done
+      awk -v g="$s_gateway" -v n="$s_nginx" 'BEGIN{ printf "       gateway/nginx throughput: %.2f\n", n/g }'
+    done
+  done
+  t0=$(date +%s.%N)
+  $G --data-dir "$tmp/d" --socket "$tmp/g.sock" get --no-dedup -q /bench/obj -o /dev/null
+  printf "%-6s %-5s %-30s %-34s %9s\n" "$r" ndn "$mib MiB file" "granary get -o /dev/null (Unix)" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{ printf "%.3f", b-a }')"
+done
 fi
 
 if [[ " $parts " == *" 2 "* ]]; then
 echo
 echo "2. /api/search over HTTP"
-"$PWD/target/release/examples/search_bench" "$records" 200
+"$PWD/target/release/examples/search_bench" "$records" 200 100 20
 fi
 
 if [[ " $parts " == *" 3 "* ]]; then

@@ -1,9 +1,12 @@
 //! `bench/gateway.sh` part 2: `/api/search` latency over HTTP. Builds N synthetic
 //! CMIP-like records in a temporary SQLite catalog, serves the real gateway router on
 //! loopback, and times GET requests (one keep-alive connection, like a page) per
-//! query kind: p50 / p99.
+//! query kind: p50 / p99. Then CLIENTS concurrent clients (one keep-alive
+//! connection each) on `/api/search`, `/esg-search/search` and `/stac/search`
+//! (skipped, with the reason, when the gateway has no such endpoint):
+//! requests/s and p50 / p99.
 //!
-//! Usage: cargo run --release -p granary-gateway --example search_bench -- [N] [RUNS]
+//! Usage: cargo run --release -p granary-gateway --example search_bench -- [N] [RUNS] [CLIENTS] [PER_CLIENT]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -78,13 +81,24 @@ type PathOf = Box<dyn Fn(usize) -> String>;
 
 /// One GET on a keep-alive connection; returns the body length.
 fn get(r: &mut BufReader<std::net::TcpStream>, path: &str) -> usize {
+    let (status, len) = get_status(r, path);
+    assert_eq!(status, 200, "{path}");
+    len
+}
+
+/// One GET on a keep-alive connection: (status, body length).
+fn get_status(r: &mut BufReader<std::net::TcpStream>, path: &str) -> (u16, usize) {
     r.get_mut()
         .write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
         .unwrap();
     let mut len = 0;
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
-    assert!(line.starts_with("HTTP/1.1 200"), "{path}: {line}");
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     loop {
         line.clear();
         r.read_line(&mut line).unwrap();
@@ -97,13 +111,49 @@ fn get(r: &mut BufReader<std::net::TcpStream>, path: &str) -> usize {
     }
     let mut body = vec![0; len];
     r.read_exact(&mut body).unwrap();
-    len
+    (status, len)
+}
+
+/// `clients` threads, each on its own keep-alive connection, `per` requests
+/// each: (requests/s, p50 ms, p99 ms).
+fn concurrent(
+    addr: std::net::SocketAddr,
+    clients: usize,
+    per: usize,
+    path: Arc<dyn Fn(usize) -> String + Send + Sync>,
+) -> (f64, f64, f64) {
+    let t = Instant::now();
+    let threads: Vec<_> = (0..clients)
+        .map(|c| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut conn = BufReader::new(std::net::TcpStream::connect(addr).unwrap());
+                let mut ms = Vec::with_capacity(per);
+                for i in 0..per {
+                    let t = Instant::now();
+                    get(&mut conn, &path(c * per + i));
+                    ms.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+                ms
+            })
+        })
+        .collect();
+    let mut ms: Vec<f64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let secs = t.elapsed().as_secs_f64();
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let p = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
+    (ms.len() as f64 / secs, p(0.5), p(0.99))
 }
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(200_000);
     let runs: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(200);
+    let clients: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
+    let per: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(20);
     let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
     let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
     let t = Instant::now();
@@ -138,11 +188,12 @@ fn main() {
         limits: granary_face::FaceLimits::default(),
         started: Instant::now(),
         local: Default::default(),
+        shared: granary_gateway::Shared::open(&dir),
     });
     let (addr, _task) = rt
         .block_on(granary_gateway::start(
             "127.0.0.1:0".parse().unwrap(),
-            64,
+            clients + 16,
             node,
         ))
         .expect("start gateway");
@@ -198,6 +249,49 @@ fn main() {
         ms.sort_by(|a, b| a.total_cmp(b));
         let p = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
         println!("{label:<36} {:>9.2} {:>9.2} {bytes:>12}", p(0.5), p(0.99));
+    }
+
+    // Concurrent clients on the three search endpoints: one filter (a
+    // facet value of 50) and the first page, as a client pages a search.
+    let per = per.max(1);
+    println!();
+    println!(
+        "{clients} concurrent clients, {per} requests each, one keep-alive connection per client"
+    );
+    println!(
+        "{:<24} {:>10} {:>9} {:>9}",
+        "endpoint", "requests/s", "p50 ms", "p99 ms"
+    );
+    type P = Arc<dyn Fn(usize) -> String + Send + Sync>;
+    let eps: [(&str, P); 3] = [
+        (
+            "/api/search",
+            Arc::new(|i| format!("/api/search?variable_id=variable_id{}&limit=10", i % 50)),
+        ),
+        (
+            "/esg-search/search",
+            Arc::new(|i| {
+                format!(
+                    "/esg-search/search?format=application%2Fsolr%2Bjson&type=File&variable_id=variable_id{}&limit=10",
+                    i % 50
+                )
+            }),
+        ),
+        (
+            "/stac/search",
+            Arc::new(|_| "/stac/search?limit=10".to_string()),
+        ),
+    ];
+    for (label, path) in eps {
+        let (status, _) = get_status(&mut conn, &path(0));
+        if status != 200 {
+            println!(
+                "{label:<24} skipped: the gateway answers {status} (endpoint not in this build)"
+            );
+            continue;
+        }
+        let (rps, p50, p99) = concurrent(addr, clients, per, path);
+        println!("{label:<24} {rps:>10.0} {p50:>9.2} {p99:>9.2}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,6 +80,16 @@ pub(crate) async fn with_catalog<T: Send + 'static>(
             "this node serves no catalog (the daemon runs with --no-catalog, or it could not be opened)",
         ));
     };
+    // A few catalog calls at a time (the catalog is CPU-bound): a flood
+    // waits here, cheaply, instead of holding a blocking thread, its stack
+    // and a result set each; memory stays flat under 500 concurrent
+    // searches (crates/cli/tests/gateway_load.rs).
+    let Ok(_slot) = node.shared.catalog_slots.acquire().await else {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the gateway is stopping",
+        ));
+    };
     match tokio::task::spawn_blocking(move || f(&cat)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(CatalogFail::Bad(e))) => Err(error(StatusCode::BAD_REQUEST, e)),

@@ -16,7 +16,7 @@ use granary_face::{EventSender, FaceEvent};
 use granary_packet::types::COMP_VERSION;
 use granary_packet::{Component, Name};
 use granary_transfer::link::Incoming;
-use granary_transfer::{AppLink, Config, Engine, Link, OpenOptions, RemoteFile, Trust};
+use granary_transfer::{AppLink, Config, Engine, Link, OpenOptions, RemoteFile};
 use tokio::sync::mpsc;
 
 use crate::api::{ndn_name, version_param};
@@ -27,6 +27,9 @@ use crate::{error, Node, State};
 const CHUNK: u64 = 4 << 20;
 /// Chunks fetched ahead of the client.
 const AHEAD: usize = 2;
+/// Bodies up to this size from the local repository are read and checked
+/// in one go, with the lookup.
+const SMALL_BODY: u64 = 1 << 20;
 /// Longest wait for version discovery and the manifest.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -207,23 +210,75 @@ pub async fn download(
         Some(v) => name.append(&Component::version(v)),
         None => name.clone(),
     };
-    let trust = {
-        let dir = node.data_dir.join("keychain");
-        match granary_security::KeyChain::open(&dir)
-            .map_err(|e| e.to_string())
-            .and_then(|kc| Trust::from_keychain(&kc).map_err(|e| e.to_string()))
-        {
-            // DigestSha256-only content is served as before, and the
-            // x-ndn-verified-by header says it is integrity only.
-            Ok(t) => Arc::new(t.with_integrity_only(true)),
-            Err(e) => {
-                return error(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("trust anchors in {}: {e}", dir.display()),
-                )
-            }
-        }
+    let (trust, generation) = match node.shared.anchors.get() {
+        Ok(t) => t,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
+    // One route to the bytes: a version the node's repository holds is read
+    // from its file (every segment checked against the signed manifest
+    // kept beside it); anything else is fetched over NDN.
+    let shared = node.shared.clone();
+    let (t2, tr2) = (target.clone(), trust.clone());
+    let (h2, get) = (headers.clone(), method == Method::GET);
+    let local = tokio::task::spawn_blocking(move || {
+        let l = shared.open_local(&tr2, generation, &t2)?;
+        // A small body is read and checked here, at once: no second
+        // blocking task, no channel.
+        let size = l.info.map.file_size()?;
+        let etag = format!("\"{}\"", l.digest);
+        let small = match (
+            get && !not_modified(&h2, &etag),
+            range_for(&h2, &etag, size),
+        ) {
+            (true, Ranged::Full) => Some((0, size)),
+            (true, Ranged::Part(a, b)) => Some((a, b + 1)),
+            _ => None,
+        }
+        .filter(|(a, b)| b - a <= SMALL_BODY && b > a)
+        .and_then(|(a, b)| {
+            let file = l.entry.file.as_ref()?;
+            let mut out = Vec::new();
+            let r = crate::local::read(&shared.pool, &file.file, &l.info, a, b, |x| {
+                out.push(x);
+                true
+            });
+            let body = r.map(|()| match out.len() {
+                1 => out.pop().unwrap_or_default(),
+                _ => Bytes::from(out.concat()),
+            });
+            Some((a, b, body))
+        });
+        Some((l, small))
+    })
+    .await
+    .ok()
+    .flatten();
+    if let Some((l, small)) = local {
+        let what = Found {
+            versioned: l.info.versioned.clone(),
+            size: l.info.map.file_size(),
+            verified_by: l.info.verified_by.clone(),
+            etag: Some(l.digest.clone()),
+        };
+        let pool = node.shared.pool.clone();
+        return respond(
+            &name,
+            version,
+            &method,
+            &headers,
+            what,
+            |start, end| match small {
+                Some((a, b, Ok(body))) if (a, b) == (start, end) => Body::from(body),
+                Some((a, b, Err(e))) if (a, b) == (start, end) => {
+                    tracing::error!("gateway: download of {} aborted: {e}", l.info.versioned);
+                    Body::from_stream(futures_util::stream::once(async move {
+                        Err::<Bytes, _>(std::io::Error::other(e))
+                    }))
+                }
+                _ => stream_local(pool, l.entry, l.info, start, end),
+            },
+        );
+    }
     let link = match GwLink::new(&node, "gateway-data").await {
         Ok(l) => l,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
@@ -250,13 +305,12 @@ pub async fn download(
         }
     };
     let st = f.stat();
-    let versioned = st.versioned.clone();
-    let file_version = versioned
+    let file_version = st
+        .versioned
         .last()
         .filter(|c| c.typ == COMP_VERSION)
         .and_then(|c| c.as_version());
-    // The ETag is the manifest digest the catalog recorded for this version; a
-    // version is immutable, so failing that, a digest of the versioned name.
+    // The ETag is the manifest digest the catalog recorded for this version.
     let mut etag = None;
     if let (Some(cat), Some(v)) = (node.catalog.clone(), file_version) {
         let n = name.to_string();
@@ -270,15 +324,62 @@ pub async fn download(
         .ok()
         .flatten();
     }
+    let what = Found {
+        versioned: st.versioned.clone(),
+        size: st.size,
+        verified_by: st.verified_by.clone(),
+        etag,
+    };
+    let seg = st.segment_size;
+    // The face is dropped with `f` if nothing is to be fetched; else the
+    // stream owns it.
+    respond(
+        &name,
+        version,
+        &method,
+        &headers,
+        what,
+        move |start, end| stream(f, start, end, seg),
+    )
+}
+
+/// What was found for a request, whichever route it came by.
+struct Found {
+    versioned: Name,
+    /// `None`: no manifest and no size (streamed until it ends).
+    size: Option<u64>,
+    verified_by: String,
+    /// The manifest digest, when known.
+    etag: Option<String>,
+}
+
+/// The response to a GET or HEAD of `what`: headers, conditional requests,
+/// a single byte range, and the body `body(start, end)` when one is sent.
+fn respond(
+    name: &Name,
+    version: Option<u64>,
+    method: &Method,
+    headers: &HeaderMap,
+    what: Found,
+    body: impl FnOnce(u64, u64) -> Body,
+) -> Response {
+    let versioned = &what.versioned;
+    let file_version = versioned
+        .last()
+        .filter(|c| c.typ == COMP_VERSION)
+        .and_then(|c| c.as_version());
+    // The ETag is the manifest digest; a version is immutable, so failing
+    // that, a digest of the versioned name.
     let etag = format!(
         "\"{}\"",
-        etag.unwrap_or_else(|| hex_of(&granary_packet::sha256(versioned.to_string().as_bytes())))
+        what.etag
+            .unwrap_or_else(|| hex_of(&granary_packet::sha256(versioned.to_string().as_bytes())))
     );
 
     let mut h = HeaderMap::new();
     h.insert(
         header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(&name)),
+        HeaderValue::from_static(content_type(name)),
     );
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if let Ok(v) = HeaderValue::from_str(&etag) {
@@ -292,7 +393,7 @@ pub async fn download(
     if let Ok(v) = HeaderValue::from_str(&versioned.to_string()) {
         h.insert("x-ndn-name", v);
     }
-    if let Ok(v) = HeaderValue::from_str(&st.verified_by) {
+    if let Ok(v) = HeaderValue::from_str(&what.verified_by) {
         h.insert("x-ndn-verified-by", v);
     }
     h.insert(
@@ -304,34 +405,18 @@ pub async fn download(
         }),
     );
 
-    if let Some(inm) = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-    {
-        if inm.trim() == "*"
-            || inm
-                .split(',')
-                .any(|t| t.trim().trim_start_matches("W/") == etag)
-        {
-            return (StatusCode::NOT_MODIFIED, h).into_response();
-        }
+    if not_modified(headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, h).into_response();
     }
 
-    let Some(size) = st.size else {
+    let Some(size) = what.size else {
         // No manifest and no size: the whole object, streamed until it ends.
         if method == Method::HEAD {
             return (StatusCode::OK, h).into_response();
         }
-        return (StatusCode::OK, h, stream(f, 0, u64::MAX, st.segment_size)).into_response();
+        return (StatusCode::OK, h, body(0, u64::MAX)).into_response();
     };
-    let if_range_ok = headers
-        .get(header::IF_RANGE)
-        .and_then(|v| v.to_str().ok())
-        .is_none_or(|v| v.trim() == etag);
-    let ranged = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
-        Some(r) if if_range_ok => parse_range(r, size),
-        _ => Ranged::Full,
-    };
+    let ranged = range_for(headers, &etag, size);
     let (status, start, end) = match ranged {
         Ranged::Full => (StatusCode::OK, 0, size),
         Ranged::Part(a, b) => {
@@ -355,45 +440,52 @@ pub async fn download(
     if method == Method::HEAD || start == end {
         return (status, h).into_response();
     }
-    // A version the node's own repository holds is read from its file,
-    // every segment checked against the manifest (no Data encoding, no
-    // forwarder); anything else comes through the fetch engine.
-    if let Some(file) = local_file(&node, f.info()) {
-        let info = f.info().clone();
-        drop(f);
-        return (status, h, stream_local(file, info, start, end)).into_response();
-    }
-    // Drop the face now if nothing is to be fetched; else the stream owns it.
-    (status, h, stream(f, start, end, st.segment_size)).into_response()
+    (status, h, body(start, end)).into_response()
 }
 
-/// The local repository's file of the version `info` names, when it holds
-/// it and the manifest gives every segment's hash (so it can be checked).
-fn local_file(node: &Node, info: &granary_transfer::ObjectInfo) -> Option<std::fs::File> {
-    if !granary_transfer::dedup_possible(info) {
-        return None;
+/// True when `If-None-Match` names `etag` (or `*`): 304.
+fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|inm| {
+            inm.trim() == "*"
+                || inm
+                    .split(',')
+                    .any(|t| t.trim().trim_start_matches("W/") == etag)
+        })
+}
+
+/// The `Range` header against `size`, honoured only when `If-Range` (if
+/// any) names `etag`.
+fn range_for(headers: &HeaderMap, etag: &str, size: u64) -> Ranged {
+    let if_range_ok = headers
+        .get(header::IF_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.trim() == etag);
+    match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(r) if if_range_ok => parse_range(r, size),
+        _ => Ranged::Full,
     }
-    let version = info.versioned.last()?.as_version()?;
-    let store = granary_store::Store::open(node.data_dir.join("repo")).ok()?;
-    let e = store.get(&info.versioned.prefix(-1), Some(version)).ok()?;
-    if Some(e.meta.size) != info.map.file_size() {
-        return None;
-    }
-    std::fs::File::open(&e.path).ok()
 }
 
 /// `start..end` of the local copy as a body, read and checked on a blocking
 /// thread ahead of the client; a segment that does not match the manifest
 /// ends the body with an error (the connection closes short).
 fn stream_local(
-    file: std::fs::File,
-    info: granary_transfer::ObjectInfo,
+    pool: Arc<crate::local::Pool>,
+    entry: Arc<granary_store::Entry>,
+    info: Arc<granary_transfer::ObjectInfo>,
     start: u64,
     end: u64,
 ) -> Body {
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(AHEAD);
     tokio::task::spawn_blocking(move || {
-        let r = granary_transfer::read_verified(&file, &info, start, end, |b| {
+        let Some(file) = entry.file.as_ref() else {
+            let _ = tx.blocking_send(Err(std::io::Error::other("the local copy is not open")));
+            return;
+        };
+        let r = crate::local::read(&pool, &file.file, &info, start, end, |b| {
             tx.blocking_send(Ok(b)).is_ok()
         });
         if let Err(e) = r {

@@ -17,10 +17,12 @@ mod api;
 mod assets;
 mod data;
 mod esgf;
+mod local;
 mod locate;
 mod metrics;
 mod query;
 mod serve;
+mod shared;
 mod stac;
 pub mod tls;
 mod websocket_face;
@@ -46,6 +48,7 @@ pub use serve::{
     Limits, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNS,
     DEFAULT_MAX_CONNS_PER_CLIENT, DEFAULT_MAX_WEBSOCKETS,
 };
+pub use shared::Shared;
 pub use tls::Tls;
 
 /// Default listening address.
@@ -69,6 +72,9 @@ pub struct Node {
     pub started: Instant,
     /// The address the gateway is bound to (set by [`start`]).
     pub local: std::sync::OnceLock<SocketAddr>,
+    /// Handles made once at start: the repository's store, the trust
+    /// anchors ([`Shared::open`]).
+    pub shared: Arc<Shared>,
 }
 
 /// The peer of a connection (for face URIs): a request extension, as

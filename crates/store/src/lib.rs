@@ -231,7 +231,9 @@ pub struct Store {
     /// removals by other processes are seen within that, or at once after
     /// [`Store::forget`]); a new version published by another process is
     /// seen within [`CACHE_TTL`].
-    cache: std::sync::Mutex<LookupCache>,
+    cache: Arc<std::sync::Mutex<LookupCache>>,
+    /// Most cached lookups ([`Store::set_cache_max`]).
+    cache_max: std::sync::atomic::AtomicUsize,
     /// The hash index, opened on first use; `None` inside while another
     /// process holds it.
     index: std::sync::Mutex<IndexState>,
@@ -267,6 +269,8 @@ const RECHECK: std::time::Duration = std::time::Duration::from_millis(2);
 /// How long a cached lookup is trusted.
 pub const CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(1);
 const CACHE_MAX: usize = 4096;
+/// Expired lookups are dropped every this many insertions.
+const SWEEP_EVERY: usize = 64;
 
 impl Store {
     /// Opens (creating) a store at `root`, detects the metadata backend and
@@ -298,7 +302,8 @@ impl Store {
             objects,
             tmp,
             backend,
-            cache: Default::default(),
+            cache: lookup::swept_cache(),
+            cache_max: CACHE_MAX.into(),
             index: Default::default(),
             catching: Default::default(),
             background: Default::default(),

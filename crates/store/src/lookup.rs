@@ -8,9 +8,50 @@ use std::sync::Arc;
 use granary_packet::Name;
 
 use crate::{
-    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, Result, Store, CACHE_MAX,
-    CACHE_TTL, RECHECK,
+    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, LookupCache, Result,
+    Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
 };
+
+/// How often the process's lookup caches are swept of expired lookups.
+const SWEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
+
+type Caches = std::sync::Mutex<Vec<std::sync::Weak<std::sync::Mutex<LookupCache>>>>;
+
+/// A new lookup cache, registered with the process's sweeper: a thread that
+/// drops every cache's expired lookups (and so closes their files) every
+/// [`SWEEP_PERIOD`], so an idle server holds no descriptors for versions
+/// it served a while ago. Caches of dropped stores are forgotten.
+pub(crate) fn swept_cache() -> Arc<std::sync::Mutex<LookupCache>> {
+    static CACHES: std::sync::OnceLock<Caches> = std::sync::OnceLock::new();
+    let c: Arc<std::sync::Mutex<LookupCache>> = Default::default();
+    let mut started = false;
+    let all = CACHES.get_or_init(|| {
+        started = true;
+        Default::default()
+    });
+    if let Ok(mut v) = all.lock() {
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(&c));
+    }
+    if started {
+        let _ = std::thread::Builder::new()
+            .name("store-sweep".into())
+            .spawn(move || loop {
+                std::thread::sleep(SWEEP_PERIOD);
+                let live: Vec<_> = match all.lock() {
+                    Ok(v) => v.iter().filter_map(|w| w.upgrade()).collect(),
+                    Err(_) => return,
+                };
+                let now = std::time::Instant::now();
+                for c in live {
+                    if let Ok(mut c) = c.lock() {
+                        c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+                    }
+                }
+            });
+    }
+    c
+}
 
 impl Store {
     /// Versions of `name`, ascending.
@@ -56,7 +97,14 @@ impl Store {
         }
         let e = Arc::new(self.get_uncached(name, version)?);
         if let Ok(mut c) = self.cache.lock() {
-            if c.len() >= CACHE_MAX {
+            // Expired lookups hold open files (data, .hashes, .offsets):
+            // dropped every SWEEP_EVERY insertions, so a server that looks
+            // up many distinct versions keeps only those of the last
+            // CACHE_TTL open, not the whole cap's.
+            if c.len() % SWEEP_EVERY == SWEEP_EVERY - 1 {
+                c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+            }
+            if c.len() >= self.cache_max.load(std::sync::atomic::Ordering::Relaxed) {
                 c.clear();
             }
             c.insert(
@@ -69,6 +117,25 @@ impl Store {
             );
         }
         Ok(e)
+    }
+
+    /// Caps the lookups cached (each holds up to three open files; 4096
+    /// by default): a reader that must stay within a descriptor budget
+    /// sets a lower cap.
+    pub fn set_cache_max(&self, n: usize) {
+        self.cache_max
+            .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Drops the cached lookups older than [`CACHE_TTL`] (a lookup would
+    /// not use them any more), closing their files: for a long-lived
+    /// reader to call now and then, so that descriptors are released
+    /// when lookups stop.
+    pub fn sweep(&self) {
+        let now = std::time::Instant::now();
+        if let Ok(mut c) = self.cache.lock() {
+            c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+        }
     }
 
     /// Drops every cached lookup: the next one reads the files again (for
