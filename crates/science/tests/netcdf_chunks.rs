@@ -19,7 +19,10 @@ fn index(path: &Path) -> ChunkIndex {
 /// Decodes one variable's chunks into the full array (bytes, C order).
 fn assemble(bytes: &[u8], ix: &ChunkIndex, name: &str) -> Vec<u8> {
     let v = ix.variable(name).expect("variable");
-    let za = v.zarray.as_ref().unwrap_or_else(|| panic!("{name}: {:?}", v.unavailable));
+    let za = v
+        .zarray
+        .as_ref()
+        .unwrap_or_else(|| panic!("{name}: {:?}", v.unavailable));
     let shape: Vec<u64> = serde_json::from_value(za["shape"].clone()).expect("shape");
     let chunks: Vec<u64> = serde_json::from_value(za["chunks"].clone()).expect("chunks");
     let dtype = za["dtype"].as_str().expect("dtype");
@@ -103,7 +106,12 @@ fn example_files_round_trip_through_the_chunk_index() {
                     .collect(),
                 other => panic!("unexpected type {other}"),
             };
-            assert!(got == want, "{}: {}: decoded chunks differ", f.display(), v.name);
+            assert!(
+                got == want,
+                "{}: {}: decoded chunks differ",
+                f.display(),
+                v.name
+            );
         }
     }
     assert!(compressed > 0, "no deflated variable in the example files");
@@ -235,7 +243,8 @@ fn an_unknown_filter_makes_the_variable_unavailable() {
     let ix = index(&p);
     let why = ix.variable("v").and_then(|v| v.unavailable.clone());
     assert!(
-        why.as_deref().is_some_and(|w| w.starts_with("not available: HDF5 filter 3")),
+        why.as_deref()
+            .is_some_and(|w| w.starts_with("not available: HDF5 filter 3")),
         "{why:?}"
     );
     assert!(ix.variable("w").is_some_and(|v| v.unavailable.is_none()));
