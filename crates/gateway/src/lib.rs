@@ -22,6 +22,7 @@ mod metrics;
 mod query;
 mod websocket_face;
 mod wget;
+mod zarr;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -100,6 +101,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/esg-search/wget", get(esgf::wget))
         .route("/ndn", get(websocket_face::websocket))
         .route("/metrics", get(metrics::serve))
+        .route("/api/zarr/{id}", get(zarr::refs))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))
