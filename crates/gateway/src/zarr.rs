@@ -194,6 +194,16 @@ pub(crate) fn build(files: &[(String, Value)]) -> Result<Value, String> {
                 ));
             }
             let za = &v["zarray"];
+            // Values are concatenated as stored: they must mean the same in every file.
+            for k in ["units", "calendar", "scale_factor", "add_offset"] {
+                if v["zattrs"].get(k) != zattrs.get(k) {
+                    return Err(format!(
+                        "{name}: attribute {k} differs across the dataset's files ({url}: {}; first file: {})",
+                        v["zattrs"].get(k).unwrap_or(&Value::Null),
+                        zattrs.get(k).unwrap_or(&Value::Null)
+                    ));
+                }
+            }
             let c: Vec<u64> = serde_json::from_value(za["chunks"].clone()).unwrap_or_default();
             let s: Vec<u64> = serde_json::from_value(za["shape"].clone()).unwrap_or_default();
             for k in ["dtype", "compressor", "filters", "fill_value"] {
@@ -314,6 +324,11 @@ mod tests {
         f["variables"][0]["unavailable"] = json!("not available: HDF5 filter 32015");
         let e = build(&[("u".to_string(), f)]).expect_err("unavailable");
         assert!(e.contains("32015"), "{e}");
+        let mut g = file(2, 2, 0);
+        g["variables"][0]["zattrs"]["units"] = json!("days since 1955-01-01");
+        let e = build(&[("u1".to_string(), file(2, 2, 0)), ("u2".to_string(), g)])
+            .expect_err("units differ");
+        assert!(e.contains("attribute units differs"), "{e}");
     }
 
     #[test]
