@@ -227,7 +227,7 @@ fn an_unknown_filter_makes_the_variable_unavailable() {
     let mut b = NcFileBuilder::new();
     let x = b.add_dimension("x", 16).expect("dim");
     let v = b.add_variable::<f32>("v", &[x]).expect("var");
-    b.set_variable_chunking(v, &[4]).expect("chunking");
+    b.set_variable_chunking(v, [4]).expect("chunking");
     b.set_variable_fletcher32(v, true).expect("fletcher32");
     let w = b.add_variable::<f32>("w", &[x]).expect("var");
     let vals: Vec<f32> = (0..16).map(|i| i as f32).collect();
