@@ -64,6 +64,14 @@ fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
         }
         assert!(n >= 2, "{rel}: {n} files");
     }
+    // The first dataset again as a later DRS version, chunked along time, deflated and
+    // shuffled (the sample files are contiguous): the codecs path end to end.
+    let compressed = DATASETS[0].replace("v20190710", "v20990101");
+    let mut c = python_script("zarr_virtual.py");
+    c.arg("compress")
+        .arg(tree.join(DATASETS[0]))
+        .arg(tree.join(&compressed));
+    run(c);
     let report = d.dir.path().join("report.json");
     d.ok(&[
         "publish-dir",
@@ -105,8 +113,16 @@ fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
 
     let mut c = python_script("zarr_virtual.py");
     c.arg(&base);
-    for rel in DATASETS {
+    for rel in DATASETS.iter().copied().chain([compressed.as_str()]) {
         c.arg(dataset_id(rel)).arg(tree.join(rel));
     }
-    run(c);
+    let out = c.output().expect("python");
+    // The per-dataset figures (files, shape, chunks, /data requests for one step).
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "zarr_virtual.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -62,7 +62,9 @@ pub async fn refs(St(node): St<State>, headers: HeaderMap, AxPath(id): AxPath<St
         for pre in prefixes {
             let q = Query {
                 name_prefix: Some(pre.clone()),
-                latest_only: true,
+                // An older DRS version's files are older versions of the same
+                // names: every version is searched, the DRS version filters.
+                latest_only: false,
                 limit: MAX_LIMIT,
                 offset: 0,
                 sort: granary_catalog::Sort::Name,
@@ -81,7 +83,9 @@ pub async fn refs(St(node): St<State>, headers: HeaderMap, AxPath(id): AxPath<St
                 .into_iter()
                 .filter(|r| !r.name[pre.len()..].contains('/'))
                 .collect();
-            files.sort_by(|a, b| a.name.cmp(&b.name));
+            // Per name, the newest NDN version carrying this DRS version.
+            files.sort_by(|a, b| a.name.cmp(&b.name).then(b.version.cmp(&a.version)));
+            files.dedup_by(|later, first| later.name == first.name);
             let mut out = Vec::new();
             for r in files {
                 let ix = c.chunk_refs(&r.name, r.version)?;

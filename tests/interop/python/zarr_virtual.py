@@ -3,7 +3,8 @@ filesystem (no kerchunk): every value equal to `xr.open_mfdataset` of the origin
 files, and selecting one time step reads only the chunks holding it (counted on the
 gateway's /metrics).
 
-usage: zarr_virtual.py BASE_URL DATASET_ID ORIGINAL_DIR [DATASET_ID ORIGINAL_DIR ...]
+usage: zarr_virtual.py compress SRC_DIR DST_DIR
+       zarr_virtual.py BASE_URL DATASET_ID ORIGINAL_DIR [DATASET_ID ORIGINAL_DIR ...]
 """
 
 import glob
@@ -82,7 +83,24 @@ def check(base, ds_id, original):
                       "chunks_total": len(total), "data_requests_one_step": after - before}))
 
 
+def compress(src, dst):
+    """Rewrites the dataset at SRC into DST chunked (12 time steps), deflated and
+    shuffled, as netCDF-4 files written by libnetcdf."""
+    import os
+
+    os.makedirs(dst, exist_ok=True)
+    for f in sorted(glob.glob(f"{src}/*.nc")):
+        with xr.open_dataset(f, decode_times=False) as d:
+            name = [v for v in d.data_vars if d[v].ndim == 4][0]
+            chunks = (12,) + d[name].shape[1:]
+            enc = {name: {"zlib": True, "complevel": 4, "shuffle": True, "chunksizes": chunks}}
+            d.to_netcdf(os.path.join(dst, os.path.basename(f)), encoding=enc, format="NETCDF4")
+
+
 def main():
+    if sys.argv[1] == "compress":
+        compress(sys.argv[2], sys.argv[3])
+        return
     base = sys.argv[1].rstrip("/")
     args = sys.argv[2:]
     assert args and len(args) % 2 == 0, "pairs of DATASET_ID ORIGINAL_DIR"
