@@ -75,3 +75,14 @@ impl Backend {
         both!(self, b => b.clear())
     }
 }
+
+impl Backend {
+    /// Stores the chunk index (JSON) of `(name, version)`.
+    pub fn put_chunk_refs(&mut self, name: &str, version: i64, refs: &str) -> Result<()> {
+        both!(self, b => b.put_chunk_refs(name, version, refs))
+    }
+    /// The chunk index of `(name, version)`, if stored.
+    pub fn chunk_refs(&mut self, name: &str, version: i64) -> Result<Option<String>> {
+        both!(self, b => b.chunk_refs(name, version))
+    }
+}

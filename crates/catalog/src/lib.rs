@@ -390,3 +390,18 @@ impl Catalog {
         Ok(self.len()? == 0)
     }
 }
+
+impl Catalog {
+    /// Stores the chunk index of a record's file (a JSON document; see
+    /// `granary_science::netcdf::ChunkIndex`), kept in its own `chunk_refs` table.
+    pub fn put_chunk_refs(&self, name: &str, version: u64, refs: &str) -> Result<()> {
+        let v = i64::try_from(version).map_err(|_| Error::Invalid("version too large".into()))?;
+        self.lock()?.backend.put_chunk_refs(name, v, refs)
+    }
+
+    /// The chunk index stored for `(name, version)`.
+    pub fn chunk_refs(&self, name: &str, version: u64) -> Result<Option<String>> {
+        let v = i64::try_from(version).map_err(|_| Error::Invalid("version too large".into()))?;
+        self.lock()?.backend.chunk_refs(name, v)
+    }
+}

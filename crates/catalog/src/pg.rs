@@ -431,3 +431,31 @@ impl Pg {
         })
     }
 }
+
+/// The chunk index of a record's file (virtual Zarr): its own table, created when first
+/// used, so databases made before it keep working and the records table is untouched.
+impl Pg {
+    const CHUNK_REFS: &'static str = "CREATE TABLE IF NOT EXISTS chunk_refs (name TEXT NOT NULL, version BIGINT NOT NULL, refs TEXT NOT NULL, PRIMARY KEY (name, version))";
+
+    pub fn put_chunk_refs(&mut self, name: &str, version: i64, refs: &str) -> Result<()> {
+        self.run(|c| {
+            c.batch_execute(Self::CHUNK_REFS)?;
+            c.execute(
+                "INSERT INTO chunk_refs (name, version, refs) VALUES ($1, $2, $3) ON CONFLICT (name, version) DO UPDATE SET refs = EXCLUDED.refs",
+                &[&name, &version, &refs],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn chunk_refs(&mut self, name: &str, version: i64) -> Result<Option<String>> {
+        self.run(|c| {
+            c.batch_execute(Self::CHUNK_REFS)?;
+            Ok(c.query_opt(
+                "SELECT refs FROM chunk_refs WHERE name = $1 AND version = $2",
+                &[&name, &version],
+            )?
+            .map(|r| r.get(0)))
+        })
+    }
+}

@@ -472,3 +472,30 @@ impl Sqlite {
         Ok(())
     }
 }
+
+/// The chunk index of a record's file (virtual Zarr): its own table, created when first
+/// used, so catalogs made before it keep working and the records table is untouched.
+impl Sqlite {
+    const CHUNK_REFS: &'static str = "CREATE TABLE IF NOT EXISTS chunk_refs (name TEXT NOT NULL, version INTEGER NOT NULL, refs TEXT NOT NULL, PRIMARY KEY (name, version))";
+
+    pub fn put_chunk_refs(&mut self, name: &str, version: i64, refs: &str) -> Result<()> {
+        self.conn.execute_batch(Self::CHUNK_REFS)?;
+        self.conn.execute(
+            "INSERT OR REPLACE INTO chunk_refs (name, version, refs) VALUES (?1, ?2, ?3)",
+            params![name, version, refs],
+        )?;
+        Ok(())
+    }
+
+    pub fn chunk_refs(&mut self, name: &str, version: i64) -> Result<Option<String>> {
+        self.conn.execute_batch(Self::CHUNK_REFS)?;
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT refs FROM chunk_refs WHERE name = ?1 AND version = ?2",
+                params![name, version],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+}

@@ -27,6 +27,7 @@ mod stac;
 pub mod tls;
 mod websocket_face;
 mod wget;
+mod zarr;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -115,6 +116,7 @@ pub fn router(node: Arc<Node>) -> Router {
             "/stac/search",
             get(stac::search_get).post(stac::search_post),
         )
+        .route("/api/zarr/{id}", get(zarr::refs))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))

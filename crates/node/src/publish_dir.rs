@@ -51,6 +51,17 @@ pub struct Staged {
     pub outcome: Outcome,
     pub nc: Option<granary_science::netcdf::NcMeta>,
     pub problems: Vec<String>,
+    /// The file's chunk index (JSON), for virtual Zarr; `None` when not netCDF.
+    pub chunk_refs: Option<String>,
+}
+
+/// The chunk index (JSON) of a netCDF file, kept in the catalog's `chunk_refs` table
+/// for the gateway's virtual Zarr; `None` when it cannot be read (the record is
+/// published all the same).
+pub fn chunk_refs_of(f: &Path) -> Option<String> {
+    let limits = granary_science::netcdf::Limits::default();
+    let ix = granary_science::netcdf::chunk_index(f, &limits).ok()?;
+    serde_json::to_string(&ix).ok()
 }
 
 /// What a worker made of one file.
@@ -181,12 +192,14 @@ pub fn prepare(
     match granary_repo::publish::stage_file(repo, &name, f, &how) {
         Ok(entry) => {
             let report = std::mem::take(&mut p.report);
+            let chunk_refs = nc.as_ref().and_then(|_| chunk_refs_of(f));
             p.staged = Some(Staged {
                 entry,
                 report,
                 outcome,
                 nc,
                 problems,
+                chunk_refs,
             });
         }
         Err(e) => {
@@ -297,10 +310,14 @@ pub fn run(
                     })?
             };
             let done = granary_repo::publish::commit(repo, staged, true);
+            let mut chunk_refs: Vec<(String, u64, String)> = Vec::new();
             for ((i, s), r) in batch.into_iter().zip(done) {
                 let mut entry = s.report;
                 match r {
                     Ok(e) => {
+                        if let Some(refs) = &s.chunk_refs {
+                            chunk_refs.push((e.meta.name.clone(), e.meta.version, refs.clone()));
+                        }
                         *counts.entry("published").or_default() += 1;
                         *bytes += e.meta.size;
                         entry["published"] = json!(format!("{}/v={}", e.meta.name, e.meta.version));
@@ -323,6 +340,13 @@ pub fn run(
             // catalog is unavailable.
             match ix.catalog.upsert_many(records) {
                 Ok(()) => {
+                    for (name, version, refs) in chunk_refs.drain(..) {
+                        // Best effort: a missing index makes the dataset's Zarr view
+                        // "not available", never the publication fail.
+                        if let Err(e) = ix.catalog.put_chunk_refs(&name, version, &refs) {
+                            eprintln!("catalog: chunk index of {name}: {e}");
+                        }
+                    }
                     let _ = std::fs::remove_file(&journal);
                 }
                 Err(e) if granary_search::queue::retryable(&e) => {

@@ -268,3 +268,17 @@ fn walk_hdf5_groups(storage: Arc<Guarded>, limits: &Limits) -> Result<usize, NcE
     }
     Ok(count)
 }
+
+/// The guarded storage (byte budget, deadline, file-length checks) over a source, for
+/// readers other than [`run_guarded`]'s metadata parse (the chunk index).
+pub(super) fn guarded_storage(
+    source: Arc<dyn ReadAt>,
+    limits: &Limits,
+) -> Arc<dyn Storage + Send + Sync> {
+    Arc::new(Guarded {
+        inner: source,
+        deadline: Instant::now() + limits.timeout,
+        remaining: AtomicU64::new(limits.max_bytes_read),
+        tripped: Arc::new(Tripped::default()),
+    })
+}

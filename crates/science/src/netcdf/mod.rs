@@ -9,6 +9,7 @@
 //! turned into an error.
 
 pub mod calendar;
+pub mod chunks;
 mod extract;
 mod guard;
 mod meta;
@@ -17,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use calendar::{Calendar, DateTime, TimeError, TimeUnits};
+pub use chunks::{chunk_index, chunk_index_from, ChunkIndex, ChunkRef, VarChunks};
 pub use guard::ReadAt;
 pub use meta::{sniff, AttrValue, BBox, Dim, Format, Limits, NcError, NcMeta, TimeCoverage, Var};
 
