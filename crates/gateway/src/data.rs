@@ -16,7 +16,7 @@ use granary_face::{EventSender, FaceEvent};
 use granary_packet::types::COMP_VERSION;
 use granary_packet::{Component, Name};
 use granary_transfer::link::Incoming;
-use granary_transfer::{AppLink, Config, Engine, Link, OpenOptions, RemoteFile};
+use granary_transfer::{AppLink, Config, Engine, Link, OpenOptions, RemoteFile, Trust};
 use tokio::sync::mpsc;
 
 use crate::api::{ndn_name, version_param};
@@ -279,30 +279,20 @@ pub async fn download(
             },
         );
     }
-    let link = match GwLink::new(&node, "gateway-data").await {
-        Ok(l) => l,
-        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
-    };
-    let opened = tokio::time::timeout(
-        OPEN_TIMEOUT,
-        RemoteFile::open(
-            link,
-            Engine::new(engine_config()),
-            &target,
-            trust,
-            &OpenOptions::default(),
-        ),
-    )
-    .await;
+    let mut opened = open_remote(&node, &target, trust).await;
+    // A signer the trust in force does not know may have just been added to
+    // the keychain: load it again and try once more.
+    if let Ok(Err(granary_transfer::Error::Verify(_))) = &opened {
+        if let Ok((t, g)) = node.shared.anchors.reload() {
+            if g != generation {
+                opened = open_remote(&node, &target, t).await;
+            }
+        }
+    }
     let f = match opened {
         Ok(Ok(f)) => f,
         Ok(Err(e)) => return error(fetch_status(&e), e.to_string()),
-        Err(_) => {
-            return error(
-                StatusCode::GATEWAY_TIMEOUT,
-                format!("{target}: no answer within {} s", OPEN_TIMEOUT.as_secs()),
-            )
-        }
+        Err(r) => return r,
     };
     let st = f.stat();
     let file_version = st
@@ -496,6 +486,36 @@ fn stream_local(
     let s =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) });
     Body::from_stream(s)
+}
+
+/// Opens `target` over NDN on a new in-process face, within [`OPEN_TIMEOUT`];
+/// the outer error is a ready response (no face, or the timeout).
+async fn open_remote(
+    node: &Node,
+    target: &Name,
+    trust: Arc<Trust>,
+) -> Result<Result<RemoteFile<GwLink>, granary_transfer::Error>, Response> {
+    let link = match GwLink::new(node, "gateway-data").await {
+        Ok(l) => l,
+        Err(e) => return Err(error(StatusCode::SERVICE_UNAVAILABLE, e)),
+    };
+    tokio::time::timeout(
+        OPEN_TIMEOUT,
+        RemoteFile::open(
+            link,
+            Engine::new(engine_config()),
+            target,
+            trust,
+            &OpenOptions::default(),
+        ),
+    )
+    .await
+    .map_err(|_| {
+        error(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("{target}: no answer within {} s", OPEN_TIMEOUT.as_secs()),
+        )
+    })
 }
 
 fn hex_of(b: &[u8]) -> String {

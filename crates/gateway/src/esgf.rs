@@ -296,11 +296,16 @@ fn flat(counts: &BTreeMap<String, Vec<(String, u64)>>) -> Value {
     Value::Object(m)
 }
 
-/// Name prefixes and version facet for a dataset id (`instance_id[|node]`).
-fn dataset_filter(id: &str) -> Option<(Vec<String>, String)> {
+/// Name prefixes and version facet for a dataset id (`instance_id[|node]`);
+/// `None` for an id of fewer than two parts and a version (also the virtual
+/// Zarr's dataset lookup).
+pub(crate) fn dataset_filter(id: &str) -> Option<(Vec<String>, String)> {
     let inst = id.split('|').next()?;
     let (master, version) = inst.rsplit_once('.')?;
-    let comps: Vec<&str> = master.split('.').collect();
+    let comps: Vec<&str> = master.split('.').filter(|c| !c.is_empty()).collect();
+    if comps.len() < 2 {
+        return None;
+    }
     let rest = comps[1..].join("/");
     let first = comps[0];
     let mut prefixes = vec![format!("/{first}/{rest}/")];

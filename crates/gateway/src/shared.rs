@@ -131,7 +131,20 @@ impl Shared {
                 digest,
             });
         }
-        let info = match local_info(store, &entry, &name, trust) {
+        // A signer the trust in force does not know may have just been
+        // added to the keychain: load it again and try once more.
+        let first = local_info(store, &entry, &name, trust);
+        let (first, key) = match first {
+            Err(_) => match self.anchors.reload() {
+                Ok((t, g)) if g != generation => (
+                    local_info(store, &entry, &name, &t),
+                    (entry.path.clone(), digest.clone(), g),
+                ),
+                _ => (first, key),
+            },
+            ok => (ok, key),
+        };
+        let info = match first {
             Ok(i) => Arc::new(i),
             Err(e) => {
                 tracing::warn!(
@@ -252,6 +265,8 @@ pub(crate) struct Anchors {
 
 struct AnchorState {
     checked: Option<Instant>,
+    /// When the keychain was last loaded.
+    loaded: Option<Instant>,
     stamp: Vec<(PathBuf, Option<SystemTime>)>,
     trust: Result<Arc<Trust>, String>,
     /// Bumped at each reload (cached manifests were verified with the
@@ -265,6 +280,7 @@ impl Anchors {
             dir,
             state: Mutex::new(AnchorState {
                 checked: None,
+                loaded: None,
                 stamp: Vec::new(),
                 trust: Err("not loaded".into()),
                 generation: 0,
@@ -290,6 +306,7 @@ impl Anchors {
             if stamp != st.stamp || st.trust.is_err() {
                 st.stamp = stamp;
                 st.generation += 1;
+                st.loaded = Some(now);
                 st.trust = load(&self.dir);
                 if let Err(e) = &st.trust {
                     tracing::warn!("gateway: {e}");
@@ -300,6 +317,36 @@ impl Anchors {
         st.trust.clone().map(|t| (t, g))
     }
 }
+
+impl Anchors {
+    /// Loads the keychain again now, whatever its folders' times say (at
+    /// most every [`RELOAD_MIN`]): called when a signature did not verify,
+    /// since its signer may have been added an instant ago, within the
+    /// recheck period or the file system's time resolution.
+    pub(crate) fn reload(&self) -> Result<(Arc<Trust>, u64), String> {
+        let mut st = self
+            .state
+            .lock()
+            .map_err(|_| "trust anchors: lock poisoned".to_string())?;
+        let now = Instant::now();
+        if st
+            .loaded
+            .is_none_or(|t| now.duration_since(t) >= RELOAD_MIN)
+        {
+            st.checked = Some(now);
+            st.loaded = Some(now);
+            st.stamp = stamp(&self.dir);
+            st.generation += 1;
+            st.trust = load(&self.dir);
+        }
+        let g = st.generation;
+        st.trust.clone().map(|t| (t, g))
+    }
+}
+
+/// Shortest time between two forced reloads of the keychain (a stream of
+/// requests for content nobody trusts must not turn into a stream of loads).
+const RELOAD_MIN: Duration = Duration::from_millis(100);
 
 fn load(dir: &Path) -> Result<Arc<Trust>, String> {
     granary_security::KeyChain::open(dir)

@@ -22,27 +22,6 @@ use crate::api::{download_path, with_catalog};
 use crate::wget::base_url;
 use crate::{error, State};
 
-/// Name prefixes and DRS version for a dataset id (`instance_id[|node]`); the same
-/// mapping as the ESGF search's dataset filter.
-fn prefixes_of(id: &str) -> Option<(Vec<String>, String)> {
-    let inst = id.split('|').next()?;
-    let (master, version) = inst.rsplit_once('.')?;
-    let comps: Vec<&str> = master.split('.').filter(|c| !c.is_empty()).collect();
-    if comps.len() < 2 {
-        return None;
-    }
-    let rest = comps[1..].join("/");
-    let first = comps[0];
-    let mut prefixes = vec![format!("/{first}/{rest}/")];
-    for alt in [first.to_lowercase(), first.to_uppercase()] {
-        let p = format!("/{alt}/{rest}/");
-        if !prefixes.contains(&p) {
-            prefixes.push(p);
-        }
-    }
-    Some((prefixes, version.to_string()))
-}
-
 fn unavailable(msg: impl std::fmt::Display) -> Response {
     error(
         StatusCode::UNPROCESSABLE_ENTITY,
@@ -52,7 +31,7 @@ fn unavailable(msg: impl std::fmt::Display) -> Response {
 
 pub async fn refs(St(node): St<State>, headers: HeaderMap, AxPath(id): AxPath<String>) -> Response {
     let id = id.trim_end_matches(".json").to_string();
-    let Some((prefixes, version)) = prefixes_of(&id) else {
+    let Some((prefixes, version)) = crate::esgf::dataset_filter(&id) else {
         return error(
             StatusCode::BAD_REQUEST,
             "a dataset id is CMIP6.<activity>.<institution>.<source>.<experiment>.<member>.<table>.<variable>.<grid>.v<YYYYMMDD>",
@@ -337,14 +316,15 @@ mod tests {
 
     #[test]
     fn dataset_ids_map_to_name_prefixes() {
-        let (p, v) =
-            prefixes_of("CMIP6.CMIP.MIROC.MIROC6.historical.r1i1p1f1.Amon.ta.gn.v20190311")
-                .expect("id");
+        let (p, v) = crate::esgf::dataset_filter(
+            "CMIP6.CMIP.MIROC.MIROC6.historical.r1i1p1f1.Amon.ta.gn.v20190311",
+        )
+        .expect("id");
         assert_eq!(
             p[0],
             "/CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/"
         );
         assert_eq!(v, "v20190311");
-        assert!(prefixes_of("nodots").is_none());
+        assert!(crate::esgf::dataset_filter("nodots").is_none());
     }
 }
