@@ -265,8 +265,9 @@ pub(crate) struct Anchors {
 
 struct AnchorState {
     checked: Option<Instant>,
-    /// When the keychain was last loaded.
-    loaded: Option<Instant>,
+    /// When the keychain was last loaded because a signature did not
+    /// verify ([`Anchors::reload`]).
+    forced: Option<Instant>,
     stamp: Vec<(PathBuf, Option<SystemTime>)>,
     trust: Result<Arc<Trust>, String>,
     /// Bumped at each reload (cached manifests were verified with the
@@ -280,7 +281,7 @@ impl Anchors {
             dir,
             state: Mutex::new(AnchorState {
                 checked: None,
-                loaded: None,
+                forced: None,
                 stamp: Vec::new(),
                 trust: Err("not loaded".into()),
                 generation: 0,
@@ -306,7 +307,6 @@ impl Anchors {
             if stamp != st.stamp || st.trust.is_err() {
                 st.stamp = stamp;
                 st.generation += 1;
-                st.loaded = Some(now);
                 st.trust = load(&self.dir);
                 if let Err(e) = &st.trust {
                     tracing::warn!("gateway: {e}");
@@ -320,7 +320,7 @@ impl Anchors {
 
 impl Anchors {
     /// Loads the keychain again now, whatever its folders' times say (at
-    /// most every [`RELOAD_MIN`]): called when a signature did not verify,
+    /// most every [`RELOAD_MIN`] for this reason): called when a signature did not verify,
     /// since its signer may have been added an instant ago, within the
     /// recheck period or the file system's time resolution.
     pub(crate) fn reload(&self) -> Result<(Arc<Trust>, u64), String> {
@@ -330,11 +330,11 @@ impl Anchors {
             .map_err(|_| "trust anchors: lock poisoned".to_string())?;
         let now = Instant::now();
         if st
-            .loaded
+            .forced
             .is_none_or(|t| now.duration_since(t) >= RELOAD_MIN)
         {
             st.checked = Some(now);
-            st.loaded = Some(now);
+            st.forced = Some(now);
             st.stamp = stamp(&self.dir);
             st.generation += 1;
             st.trust = load(&self.dir);
