@@ -293,18 +293,36 @@ impl Anchors {
 
     /// The trust in force and its generation.
     pub(crate) fn get(&self) -> Result<(Arc<Trust>, u64), String> {
+        self.current(false)
+    }
+
+    /// Loads the keychain again now, whatever its folders' times say (at
+    /// most every [`RELOAD_MIN`] for this reason): called when a signature
+    /// did not verify, since its signer may have been added an instant ago,
+    /// within the recheck period or the file system's time resolution.
+    pub(crate) fn reload(&self) -> Result<(Arc<Trust>, u64), String> {
+        self.current(true)
+    }
+
+    fn current(&self, force: bool) -> Result<(Arc<Trust>, u64), String> {
         let mut st = self
             .state
             .lock()
             .map_err(|_| "trust anchors: lock poisoned".to_string())?;
         let now = Instant::now();
-        if st
-            .checked
-            .is_none_or(|t| now.duration_since(t) >= ANCHORS_RECHECK)
-        {
+        let due = |t: Option<Instant>, every| t.is_none_or(|t| now.duration_since(t) >= every);
+        let look = if force {
+            due(st.forced, RELOAD_MIN)
+        } else {
+            due(st.checked, ANCHORS_RECHECK)
+        };
+        if look {
             st.checked = Some(now);
+            if force {
+                st.forced = Some(now);
+            }
             let stamp = stamp(&self.dir);
-            if stamp != st.stamp || st.trust.is_err() {
+            if force || stamp != st.stamp || st.trust.is_err() {
                 st.stamp = stamp;
                 st.generation += 1;
                 st.trust = load(&self.dir);
@@ -312,32 +330,6 @@ impl Anchors {
                     tracing::warn!("gateway: {e}");
                 }
             }
-        }
-        let g = st.generation;
-        st.trust.clone().map(|t| (t, g))
-    }
-}
-
-impl Anchors {
-    /// Loads the keychain again now, whatever its folders' times say (at
-    /// most every [`RELOAD_MIN`] for this reason): called when a signature did not verify,
-    /// since its signer may have been added an instant ago, within the
-    /// recheck period or the file system's time resolution.
-    pub(crate) fn reload(&self) -> Result<(Arc<Trust>, u64), String> {
-        let mut st = self
-            .state
-            .lock()
-            .map_err(|_| "trust anchors: lock poisoned".to_string())?;
-        let now = Instant::now();
-        if st
-            .forced
-            .is_none_or(|t| now.duration_since(t) >= RELOAD_MIN)
-        {
-            st.checked = Some(now);
-            st.forced = Some(now);
-            st.stamp = stamp(&self.dir);
-            st.generation += 1;
-            st.trust = load(&self.dir);
         }
         let g = st.generation;
         st.trust.clone().map(|t| (t, g))
