@@ -82,6 +82,7 @@ fn record(rng: &mut StdRng, i: usize) -> Record {
         tracking_id: None,
         further_info_url: None,
         license: None,
+        citation: None,
     }
 }
 

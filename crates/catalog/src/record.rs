@@ -52,6 +52,8 @@ pub struct Record {
     pub further_info_url: Option<String>,
     /// The file's `license` global attribute.
     pub license: Option<String>,
+    /// The file's `citation` global attribute, where it has one.
+    pub citation: Option<String>,
 }
 
 /// A name, facet key or value must be short and free of control characters (NUL included).
@@ -133,6 +135,7 @@ impl Record {
             ("tracking_id", &self.tracking_id),
             ("further_info_url", &self.further_info_url),
             ("license", &self.license),
+            ("citation", &self.citation),
         ] {
             if let Some(v) = v {
                 check_plain(what, v, MAX_VALUE)?;
@@ -223,6 +226,8 @@ struct StoredRef<'a> {
     further_info_url: &'a Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     license: &'a Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    citation: &'a Option<String>,
     /// The record's own facets name `project` (so the facets column's `project` is
     /// not the one added from the record's project).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -242,6 +247,7 @@ struct Stored {
     tracking_id: Option<String>,
     further_info_url: Option<String>,
     license: Option<String>,
+    citation: Option<String>,
     own_project_facet: bool,
     /// Present only in rows of the earlier format (the whole record as JSON).
     facets: Option<BTreeMap<String, String>>,
@@ -261,6 +267,7 @@ impl Prepared {
             tracking_id: &r.tracking_id,
             further_info_url: &r.further_info_url,
             license: &r.license,
+            citation: &r.citation,
             own_project_facet: r.facets.contains_key("project"),
         })?;
         if data.len() > MAX_META + MAX_TEXT + 64 * 1024 {
@@ -326,6 +333,7 @@ pub(crate) fn decode_record(c: Columns) -> Result<Record> {
     let tracking_id = s.tracking_id.or_else(|| attr("tracking_id"));
     let further_info_url = s.further_info_url.or_else(|| attr("further_info_url"));
     let license = s.license.or_else(|| attr("license"));
+    let citation = s.citation.or_else(|| attr("citation"));
     Ok(Record {
         name: c.name,
         version: unsigned("version", c.version)?,
@@ -344,6 +352,7 @@ pub(crate) fn decode_record(c: Columns) -> Result<Record> {
         tracking_id,
         further_info_url,
         license,
+        citation,
     })
 }
 

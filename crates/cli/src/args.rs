@@ -14,7 +14,9 @@ pub struct CatalogArgs {
     #[arg(long = "rules", value_name = "FILE")]
     pub rules: Vec<PathBuf>,
     /// Which side wins when a file's global attributes disagree with its
-    /// name (the mismatch is reported either way).
+    /// name (the mismatch is reported either way). With `attributes`, a CMIP6
+    /// file whose name does not translate at all is named from its attributes
+    /// when they are valid (fix `AttributesTrusted`).
     #[arg(long, value_enum, default_value_t = TrustArg::Name)]
     pub trust: TrustArg,
 }
@@ -25,7 +27,8 @@ pub enum TrustArg {
     /// The file name and directory path win.
     #[default]
     Name,
-    /// The netCDF global attributes win.
+    /// The netCDF global attributes win (and name files whose names do not
+    /// translate).
     Attributes,
 }
 

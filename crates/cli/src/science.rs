@@ -252,9 +252,18 @@ pub fn publish_dir(
     )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
+    let mismatched = entries
+        .iter()
+        .filter(|e| {
+            e["outcome"]["mismatches"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty())
+        })
+        .count();
     let report = json!({
         "dir": root,
         "dry_run": a.dry_run,
+        "mismatched": mismatched,
         "files": files.len(),
         "counts": counts,
         "fixes": fix_counts,
@@ -310,6 +319,17 @@ pub fn publish_dir(
                 }
             );
         }
+        // Disagreements between the name and the contents: published, and said.
+        for m in o["mismatches"].as_array().into_iter().flatten() {
+            say!(
+                "mismatch   {}: {} '{}' in the name, {} '{}' in the file",
+                e["path"].as_str().unwrap_or_default(),
+                m["facet"].as_str().unwrap_or_default(),
+                m["name_value"].as_str().unwrap_or_default(),
+                m["attribute"].as_str().unwrap_or_default(),
+                m["attribute_value"].as_str().unwrap_or_default(),
+            );
+        }
         if let Some(err) = e["error"].as_str() {
             say!(
                 "failed     {}: {err}",
@@ -317,7 +337,12 @@ pub fn publish_dir(
             );
         }
     }
-    let summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let mut summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    if mismatched > 0 {
+        summary.push(format!(
+            "{mismatched} with a name that disagrees with the contents (`mismatch` lines)"
+        ));
+    }
     tell!(
         "{} files in {:.1} s ({:.0} files/s): {}; report {}",
         files.len(),

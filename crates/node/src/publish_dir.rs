@@ -101,7 +101,8 @@ pub fn prepare(
         Err(why) => (None, vec![format!("netCDF metadata not read: {why}")]),
     };
     let attrs = nc.as_ref().map(|n| n.global_strings());
-    let outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
+    let mut outcome: Outcome = ix.translator.translate(&rel, attrs.as_ref());
+    granary_science::consistency::check(&mut outcome, nc.as_ref());
     let fixes = outcome
         .fixes
         .iter()
@@ -122,6 +123,9 @@ pub fn prepare(
         Status::Rejected => "rejected",
     };
     let mut report = json!({"path": rel, "outcome": outcome});
+    if let Some(n) = &nc {
+        report["metadata"] = record::metadata_summary(n);
+    }
     if !problems.is_empty() {
         report["problems"] = json!(problems);
     }

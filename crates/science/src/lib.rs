@@ -3,6 +3,7 @@
 //! No network, no database: it reads the files it is given (and `example` writes the
 //! example tree it is asked for).
 
+pub mod consistency;
 pub mod drs;
 pub mod example;
 pub mod netcdf;

@@ -231,3 +231,77 @@ fn reverse_refuses_inconsistent_names() {
     let other: Vec<String> = vec!["elsewhere".into(), "x.nc".into()];
     assert!(t.reverse(&other, "v1").is_err());
 }
+
+/// The attributes of a real CMIP6 sea-ice file (CanESM5, SImon, siconc).
+fn siconc_attrs() -> BTreeMap<String, String> {
+    attrs(&[
+        ("mip_era", "CMIP6"),
+        ("activity_id", "CMIP"),
+        ("institution_id", "CCCma"),
+        ("source_id", "CanESM5"),
+        ("experiment_id", "historical"),
+        ("sub_experiment_id", "none"),
+        ("variant_label", "r1i1p1f1"),
+        ("table_id", "SImon"),
+        ("variable_id", "siconc"),
+        ("grid_label", "gn"),
+        ("frequency", "mon"),
+        ("realm", "seaIce"),
+    ])
+}
+
+#[test]
+fn trusted_attributes_name_a_file_whose_name_does_not_translate() {
+    // A CMIP5-style variable and an institution-prefixed model in the name.
+    let file = "sic_SImon_CCCma-CanESM5_historical_r1i1p1f1_gn_185001-201412.nc";
+    let a = siconc_attrs();
+    let o = translator(Trust::Name).translate(file, Some(&a));
+    assert_eq!(o.status, Status::Rejected, "{o:?}");
+    let o = translator(Trust::Attributes).translate(file, Some(&a));
+    assert_eq!(o.status, Status::Fixed, "{:?}", o.reason);
+    assert_eq!(o.fix_codes(), vec![FixCode::AttributesTrusted]);
+    assert_eq!(
+        o.uri.as_deref(),
+        Some("/cmip6/CMIP/CCCma/CanESM5/historical/r1i1p1f1/SImon/siconc/gn/siconc_SImon_CanESM5_historical_r1i1p1f1_gn_185001-201412.nc")
+    );
+    assert_eq!(o.facets["realm"], "seaIce");
+    assert_eq!(o.time_range.as_deref(), Some("185001-201412"));
+    // With a DRS directory that holds a version: kept.
+    let o =
+        translator(Trust::Attributes).translate(&format!("some/where/v20190429/{file}"), Some(&a));
+    assert_eq!(o.drs_version.as_deref(), Some("v20190429"), "{o:?}");
+    // Attributes that are not valid either: rejected with both reasons.
+    let mut bad = a.clone();
+    bad.insert("source_id".into(), "NoSuchModel".into());
+    let o = translator(Trust::Attributes).translate(file, Some(&bad));
+    assert_eq!(o.status, Status::Rejected);
+    let why = o.reason.unwrap_or_default();
+    assert!(
+        why.contains("attributes do not make a valid name") && why.contains("NoSuchModel"),
+        "{why}"
+    );
+    // Not CMIP6 attributes: rejected as before.
+    let o = translator(Trust::Attributes).translate(file, Some(&attrs(&[("title", "x")])));
+    assert_eq!(o.status, Status::Rejected);
+}
+
+#[test]
+fn realm_comes_from_the_attribute_when_the_table_has_several() {
+    let p = "CMIP6/CMIP/CCCma/CanESM5/historical/r1i1p1f1/day/tas/gn/v20190429/tas_day_CanESM5_historical_r1i1p1f1_gn_18500101-18591231.nc";
+    let o = translator(Trust::Name).translate(p, None);
+    assert!(!o.facets.contains_key("realm"), "{:?}", o.facets);
+    let o = translator(Trust::Name).translate(p, Some(&attrs(&[("realm", "atmos")])));
+    assert_eq!(o.facets["realm"], "atmos");
+    assert!(o.mismatches.is_empty());
+    // Several realms: the first (primary) one; a realm not in the vocabulary: none.
+    let o = translator(Trust::Name).translate(p, Some(&attrs(&[("realm", "land landIce")])));
+    assert_eq!(o.facets["realm"], "land");
+    let o = translator(Trust::Name).translate(p, Some(&attrs(&[("realm", "atmosphere")])));
+    assert!(!o.facets.contains_key("realm"));
+    // A table that implies a realm wins; a disagreeing attribute is a reported mismatch
+    // that does not rename the file even when attributes are trusted.
+    let o = translator(Trust::Attributes).translate(P6, Some(&attrs(&[("realm", "ocean")])));
+    assert_eq!(o.facets["realm"], "atmos");
+    assert_eq!(o.mismatches.len(), 1, "{:?}", o.mismatches);
+    assert_eq!(o.status, Status::Translated, "{:?}", o.fixes);
+}

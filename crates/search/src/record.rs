@@ -68,8 +68,32 @@ pub fn record_for(tr: &Translator, e: &Entry, node: Option<&str>) -> Record {
     let attrs = nc.as_ref().map(NcMeta::global_strings);
     let name = Name::from_uri(&e.meta.name).unwrap_or_default();
     let drs_version = e.meta.tags.get(DRS_VERSION_TAG).map(String::as_str);
-    let outcome = translate_name(tr, &name, drs_version, attrs.as_ref());
+    let mut outcome = translate_name(tr, &name, drs_version, attrs.as_ref());
+    granary_science::consistency::check(&mut outcome, nc.as_ref());
     record_with(e, &outcome, nc.as_ref(), problems, node)
+}
+
+/// The global attributes a record carries on its own (identifiers, terms of use), on
+/// one line each and bounded as the catalog bounds them.
+const RECORD_ATTRIBUTES: [&str; 4] = ["tracking_id", "further_info_url", "license", "citation"];
+
+/// What `publish-dir` (a dry run too) reports of a file's contents: its time axis and
+/// the attributes its record will carry.
+pub fn metadata_summary(nc: &NcMeta) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("format".into(), json!(nc.format));
+    if let Some(t) = &nc.time {
+        m.insert("time".into(), json!(t));
+    }
+    for k in RECORD_ATTRIBUTES {
+        if let Some(v) = nc.global_line(k, granary_catalog::MAX_VALUE) {
+            m.insert(k.into(), json!(v));
+        }
+    }
+    if !nc.warnings.is_empty() {
+        m.insert("warnings".into(), json!(nc.warnings));
+    }
+    Value::Object(m)
 }
 
 /// The record of `e` from a translation and netCDF metadata already made
@@ -155,6 +179,7 @@ pub fn record_with(
         further_info_url: nc
             .and_then(|n| n.global_line("further_info_url", granary_catalog::MAX_VALUE)),
         license: nc.and_then(|n| n.global_line("license", granary_catalog::MAX_VALUE)),
+        citation: nc.and_then(|n| n.global_line("citation", granary_catalog::MAX_VALUE)),
     }
 }
 

@@ -106,6 +106,7 @@ pub fn random_records(n: usize, seed: u64) -> Vec<Record> {
             tracking_id: (rng.f64() < 0.5).then(|| format!("hdl:21.14100/{file}-{version}")),
             further_info_url: None,
             license: None,
+            citation: None,
         });
     }
     out
@@ -601,6 +602,7 @@ pub fn hostile_strings(spec: &str) {
             tracking_id: Some(e.to_string()),
             further_info_url: Some(e.to_string()),
             license: Some(e.to_string()),
+            citation: Some(e.to_string()),
         });
     }
     cat.upsert_many(&recs).unwrap();
@@ -1020,6 +1022,7 @@ pub fn records_round_trip(spec: &str) {
             r.tracking_id = Some("hdl:21.14100/0b5e5b2e-9c1a-4c1e-8c1e-000000000001".into());
             r.further_info_url = Some("https://furtherinfo.es-doc.org/CMIP6.X".into());
             r.license = Some("CMIP6 model data … CC BY 4.0".into());
+            r.citation = Some("Swart et al. (2019), doi:10.22033/ESGF/CMIP6.1303".into());
         }),
     ]);
     // A row written before the tracking_id, further_info_url and license fields:

@@ -266,8 +266,18 @@ pub(crate) fn parse(
     if !frequency.is_empty() {
         fac.insert("frequency".into(), frequency);
     }
+    // The realm: the table's when it has one; otherwise (`day`, `3hr`, `Efx`, … hold
+    // variables of several realms) the file's `realm` attribute, its first (primary)
+    // realm, when that is in the vocabulary.
+    let realm = realm.map(str::to_string).or_else(|| {
+        attrs
+            .and_then(|a| a.get("realm"))
+            .and_then(|r| r.split_whitespace().next())
+            .filter(|r| v.realms.contains(*r))
+            .map(str::to_string)
+    });
     if let Some(r) = realm {
-        fac.insert("realm".into(), r.into());
+        fac.insert("realm".into(), r);
     }
     p.file = file_name(
         variable,
@@ -342,6 +352,63 @@ pub(crate) fn from_facets(
     )
 }
 
+/// A file whose name (or path) does not translate, named again from its global
+/// attributes alone (`trust = attributes`): CMIP6 files carry every DRS facet as an
+/// attribute. The time range is the name's last field when it is one; the version the
+/// last `v<digits>` directory. `None` when the attributes are not CMIP6's.
+pub(crate) fn from_attributes(
+    dirs: &[&str],
+    file: &str,
+    a: &BTreeMap<String, String>,
+) -> Option<Result<Parsed, String>> {
+    if a.get("mip_era").map(String::as_str) != Some("CMIP6") {
+        return None;
+    }
+    let mut f = BTreeMap::new();
+    for k in [
+        "variable_id",
+        "table_id",
+        "source_id",
+        "experiment_id",
+        "grid_label",
+        "activity_id",
+        "institution_id",
+    ] {
+        let Some(v) = a.get(k) else {
+            return Some(Err(format!("the attributes lack {k}")));
+        };
+        // `activity_id = "RFMIP AerChemMIP"`: the first names the directory, as ESGF does.
+        let first = v.split_whitespace().next().unwrap_or_default();
+        f.insert(k.to_string(), first.to_string());
+    }
+    let member = match (a.get("member_id"), a.get("variant_label")) {
+        (Some(m), _) => m.clone(),
+        (None, Some(vl)) => match a.get("sub_experiment_id") {
+            Some(s) if s != "none" => format!("{s}-{vl}"),
+            _ => vl.clone(),
+        },
+        (None, None) => return Some(Err("the attributes lack variant_label".into())),
+    };
+    f.insert("member_id".into(), member);
+    // Not name parts, but read from the attributes by the parse that follows.
+    for k in ["realm", "frequency"] {
+        if let Some(v) = a.get(k) {
+            f.insert(k.to_string(), v.clone());
+        }
+    }
+    let fields = common::fields(file);
+    let time_range = fields
+        .last()
+        .filter(|t| t.bytes().next().is_some_and(|b| b.is_ascii_digit()))
+        .map(|t| t.to_string());
+    let version = dirs
+        .iter()
+        .rev()
+        .find(|d| common::VERSION.is_match(d))
+        .copied();
+    Some(from_facets(&f, time_range.as_deref(), version))
+}
+
 /// Attribute cross-check: each mismatch, with the value to use if attributes are trusted.
 pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mismatch, String)> {
     let mut out = Vec::new();
@@ -385,6 +452,13 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
                 "variant_label"
             };
             push("member_id", attribute, fac("member_id"), &av, av.clone());
+        }
+    }
+    if let Some(av) = a.get("realm") {
+        let nv = fac("realm");
+        if !nv.is_empty() && !av.split_whitespace().any(|w| w == nv) {
+            let first = av.split_whitespace().next().unwrap_or("").to_string();
+            push("realm", "realm", nv, av, first);
         }
     }
     if let Some(av) = a.get("frequency") {

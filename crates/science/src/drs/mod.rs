@@ -148,17 +148,20 @@ impl Translator {
                 }
             }
         }
-        let project = match common::detect_project(&dirs, file) {
-            Ok(p) => p,
-            Err(reason) => return Outcome::rejected(path, reason),
+        let parsed = common::detect_project(&dirs, file).and_then(|project| {
+            let parsed = match project {
+                common::Project::Cmip6 => cmip6::parse(&dirs, file, attrs),
+                common::Project::Cmip5 => cmip5::parse(&dirs, file, attrs),
+            };
+            parsed.map(|p| (project, p))
+        });
+        let (project, mut p) = match parsed {
+            Ok(x) => x,
+            Err(reason) => return self.from_attributes(path, &dirs, file, attrs, reason),
         };
-        let (parsed, root) = match project {
-            common::Project::Cmip6 => (cmip6::parse(&dirs, file, attrs), &self.cmip6_root),
-            common::Project::Cmip5 => (cmip5::parse(&dirs, file, attrs), &self.cmip5_root),
-        };
-        let mut p = match parsed {
-            Ok(p) => p,
-            Err(reason) => return Outcome::rejected(path, reason),
+        let root = match project {
+            common::Project::Cmip6 => &self.cmip6_root,
+            common::Project::Cmip5 => &self.cmip5_root,
         };
         let checked = match (project, attrs) {
             (_, None) => Vec::new(),
@@ -166,9 +169,13 @@ impl Translator {
             (common::Project::Cmip5, Some(a)) => cmip5::cross_check(&p, a),
         };
         let mismatches: Vec<Mismatch> = checked.iter().map(|(m, _)| m.clone()).collect();
-        if self.cfg.trust == Trust::Attributes && !mismatches.is_empty() {
+        // The realm is no part of the name: a realm attribute that disagrees with the
+        // MIP table is reported, and trusting attributes does not rename the file for it.
+        let renaming: Vec<&(Mismatch, String)> =
+            checked.iter().filter(|(m, _)| m.facet != "realm").collect();
+        if self.cfg.trust == Trust::Attributes && !renaming.is_empty() {
             let mut facets = p.facets.clone();
-            for (m, replacement) in &checked {
+            for (m, replacement) in renaming.iter().copied() {
                 facets.insert(m.facet.clone(), replacement.clone());
             }
             let (tr, v) = (p.time_range.as_deref(), p.version.as_deref());
@@ -179,9 +186,9 @@ impl Translator {
             match rebuilt {
                 Ok(mut q) => {
                     q.fixes = std::mem::take(&mut p.fixes);
-                    let list: Vec<String> = mismatches
+                    let list: Vec<String> = renaming
                         .iter()
-                        .map(|m| format!("{}={}", m.facet, m.attribute_value))
+                        .map(|(m, _)| format!("{}={}", m.facet, m.attribute_value))
                         .collect();
                     q.fix(FixCode::AttributesTrusted, list.join(", "));
                     p = q;
@@ -197,6 +204,41 @@ impl Translator {
             }
         }
         self.finish(path, p, root.clone(), mismatches)
+    }
+
+    /// A name that does not translate: rejected with `reason`, unless attributes are
+    /// trusted and they name a valid CMIP6 file (then translated from them, the fix
+    /// naming what the name got wrong).
+    fn from_attributes(
+        &self,
+        path: &str,
+        dirs: &[&str],
+        file: &str,
+        attrs: Option<&BTreeMap<String, String>>,
+        reason: String,
+    ) -> Outcome {
+        let rebuilt = match (self.cfg.trust, attrs) {
+            (Trust::Attributes, Some(a)) => cmip6::from_attributes(dirs, file, a),
+            _ => None,
+        };
+        match rebuilt {
+            None => Outcome::rejected(path, reason),
+            Some(Err(e)) => Outcome::rejected(
+                path,
+                format!("{reason}; trust = attributes, but the attributes do not make a valid name: {e}"),
+            ),
+            Some(Ok(mut p)) => {
+                let fixes = std::mem::take(&mut p.fixes);
+                p.fix(
+                    FixCode::AttributesTrusted,
+                    format!("the name does not translate ({reason}); named from the attributes"),
+                );
+                p.fixes.extend(fixes);
+                let checked = attrs.map(|a| cmip6::cross_check(&p, a)).unwrap_or_default();
+                let mismatches = checked.into_iter().map(|(m, _)| m).collect();
+                self.finish(path, p, self.cmip6_root.clone(), mismatches)
+            }
+        }
     }
 
     fn finish(

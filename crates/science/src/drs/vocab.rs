@@ -15,6 +15,7 @@ const CMIP6_TABLE: &str = include_str!("../../vocab/cmip6/CMIP6_table_id.json");
 const CMIP6_GRID: &str = include_str!("../../vocab/cmip6/CMIP6_grid_label.json");
 const CMIP6_SUB_EXPERIMENT: &str = include_str!("../../vocab/cmip6/CMIP6_sub_experiment_id.json");
 const CMIP6_FREQUENCY: &str = include_str!("../../vocab/cmip6/CMIP6_frequency.json");
+const CMIP6_REALM: &str = include_str!("../../vocab/cmip6/CMIP6_realm.json");
 const CMIP5_DRS: &str = include_str!("../../vocab/cmip5/cmip5_drs.toml");
 const CMIP5_MODELS_CSV: &str = include_str!("../../vocab/cmip5/CMIP5_models.csv");
 const CMIP5_VARIABLE_REALMS: &str = include_str!("../../vocab/cmip5/cmip5_variable_realms.tsv");
@@ -32,6 +33,7 @@ pub(crate) struct Cmip6 {
     pub grids: BTreeSet<String>,
     pub sub_experiments: BTreeSet<String>,
     pub frequencies: BTreeSet<String>,
+    pub realms: BTreeSet<String>,
 }
 
 /// The CMIP5 vocabularies the translator needs.
@@ -150,6 +152,7 @@ fn load_cmip6() -> Result<Cmip6, String> {
         grids: keys(CMIP6_GRID, "grid_label")?,
         sub_experiments: keys(CMIP6_SUB_EXPERIMENT, "sub_experiment_id")?,
         frequencies: keys(CMIP6_FREQUENCY, "frequency")?,
+        realms: keys(CMIP6_REALM, "realm")?,
     })
 }
 

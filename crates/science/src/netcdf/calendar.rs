@@ -37,7 +37,7 @@ pub enum TimeError {
 }
 
 /// A calendar date and time of day, to the second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DateTime {
     pub year: i64,
     pub month: u8,
