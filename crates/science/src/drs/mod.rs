@@ -157,7 +157,7 @@ impl Translator {
         });
         let (project, mut p) = match parsed {
             Ok(x) => x,
-            Err(reason) => return self.from_attributes(path, &dirs, file, attrs, reason),
+            Err(reason) => return self.named_from_attributes(path, &dirs, file, attrs, reason),
         };
         let root = match project {
             common::Project::Cmip6 => &self.cmip6_root,
@@ -209,7 +209,7 @@ impl Translator {
     /// A name that does not translate: rejected with `reason`, unless attributes are
     /// trusted and they name a valid CMIP6 file (then translated from them, the fix
     /// naming what the name got wrong).
-    fn from_attributes(
+    fn named_from_attributes(
         &self,
         path: &str,
         dirs: &[&str],
