@@ -184,6 +184,12 @@ pub struct PublishDirArgs {
     /// then published with one group commit).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub jobs: u64,
+    /// Do not read the byte ranges of each netCDF-4 chunk (kept with the
+    /// record for /api/zarr, the virtual Zarr of a dataset): publishes a little
+    /// faster; those files' datasets then have no virtual Zarr until they are
+    /// published again.
+    #[arg(long)]
+    pub no_chunk_index: bool,
     #[command(flatten)]
     pub catalog: CatalogArgs,
 }
@@ -247,6 +253,7 @@ pub fn publish_dir(
         others.as_ref(),
         publish,
         chunking,
+        !a.no_chunk_index,
         a.jobs,
         &|| bar.inc(1),
     )?;

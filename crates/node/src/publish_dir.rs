@@ -90,6 +90,7 @@ pub fn prepare(
     others: Option<&Name>,
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
     chunking: Option<granary_store::Chunking>,
+    chunk_index: bool,
 ) -> Prepared {
     let rel = f
         .strip_prefix(root)
@@ -196,7 +197,10 @@ pub fn prepare(
     match granary_repo::publish::stage_file(repo, &name, f, &how) {
         Ok(entry) => {
             let report = std::mem::take(&mut p.report);
-            let chunk_refs = nc.as_ref().and_then(|_| chunk_refs_of(f));
+            let chunk_refs = nc
+                .as_ref()
+                .filter(|_| chunk_index)
+                .and_then(|_| chunk_refs_of(f));
             p.staged = Some(Staged {
                 entry,
                 report,
@@ -226,7 +230,9 @@ pub struct Tally {
 /// Publishes `files` (under `root`): `jobs` workers [`prepare`] them, this
 /// thread publishes what they staged in batches of [`COMMIT_BATCH`] with one
 /// group commit each and catalogs each batch (queued while the catalog is
-/// unavailable). Without `publish` (a dry run) nothing is staged.
+/// unavailable). Without `publish` (a dry run) nothing is staged. With
+/// `chunk_index`, the byte ranges of every netCDF-4 chunk are read once and
+/// catalogued (virtual Zarr).
 /// `progress` is called once per file done.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
@@ -236,6 +242,7 @@ pub fn run(
     others: Option<&Name>,
     publish: Option<(&granary_repo::Repo, &granary_security::Signer)>,
     chunking: Option<granary_store::Chunking>,
+    chunk_index: bool,
     jobs: u64,
     progress: &dyn Fn(),
 ) -> anyhow::Result<Tally> {
@@ -260,7 +267,7 @@ pub fn run(
                 .spawn_scoped(sc, move || loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = files.get(i) else { break };
-                    let p = prepare(f, root, ix, others, publish, chunking);
+                    let p = prepare(f, root, ix, others, publish, chunking, chunk_index);
                     if tx.send((i, p)).is_err() {
                         break;
                     }
