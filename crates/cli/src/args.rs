@@ -9,8 +9,9 @@ use granary_science::drs::Trust;
 /// Catalog flags shared by the commands that fill a catalog.
 #[derive(clap::Args, Clone, Default)]
 pub struct CatalogArgs {
-    /// DRS rules file (TOML) for projects other than CMIP6/CMIP5, tried first
-    /// (repeatable). Files in <data-dir>/catalog/rules/ are always used.
+    /// DRS rules file (TOML) for projects other than CMIP6/CMIP5, tried first, or
+    /// overriding CMIP5 defaults (table cmip5.default_institute; repeatable). Files in
+    /// <data-dir>/catalog/rules/ are always used.
     #[arg(long = "rules", value_name = "FILE")]
     pub rules: Vec<PathBuf>,
     /// Which side wins when a file's global attributes disagree with its

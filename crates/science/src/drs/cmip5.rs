@@ -59,10 +59,14 @@ fn known_model(m: &str) -> bool {
     vocab::cmip5().is_ok_and(|v| v.canonical_model(m).is_some())
 }
 
+/// Rules files' `[cmip5.default_institute]`: model -> (institute, where it was set).
+pub(crate) type InstituteOverrides = BTreeMap<String, (String, String)>;
+
 pub(crate) fn parse(
     dirs: &[&str],
     file: &str,
     attrs: Option<&BTreeMap<String, String>>,
+    overrides: &InstituteOverrides,
 ) -> Result<Parsed, String> {
     let v = vocab::cmip5().map_err(|e| e.to_string())?;
     let mut p = Parsed::new("CMIP5");
@@ -218,8 +222,14 @@ pub(crate) fn parse(
         ) {
             Ok(i) => i,
             Err(e) => {
-                let Some((d, why)) = v.default_institute.get(&model_name) else {
-                    return Err(e);
+                let builtin = v.default_institute.get(&model_name);
+                let (d, why) = match (overrides.get(&model_name), builtin) {
+                    (Some((d, src)), Some((b, _))) if d != b => {
+                        (d, format!("set by {src} (the built-in default is '{b}')"))
+                    }
+                    (Some((d, src)), _) => (d, format!("set by {src}")),
+                    (None, Some((d, why))) => (d, why.clone()),
+                    (None, None) => return Err(e),
                 };
                 p.fix(
                     FixCode::InstituteDefault,
@@ -320,6 +330,7 @@ pub(crate) fn from_facets(
     f: &BTreeMap<String, String>,
     time_range: Option<&str>,
     version: Option<&str>,
+    overrides: &InstituteOverrides,
 ) -> Result<Parsed, String> {
     let g = |k: &str| f.get(k).map(String::as_str).unwrap_or("");
     let file = if g("variable") == "gridspec" {
@@ -338,7 +349,7 @@ pub(crate) fn from_facets(
         ] {
             attrs.insert(a.to_string(), g(k).to_string());
         }
-        return parse(&[], &file, Some(&attrs));
+        return parse(&[], &file, Some(&attrs), overrides);
     };
     let keys = [
         "product",
@@ -354,6 +365,7 @@ pub(crate) fn from_facets(
         &common::facet_dirs("cmip5", f, &keys, &[version, g("variable")]),
         &file,
         None,
+        overrides,
     )
 }
 

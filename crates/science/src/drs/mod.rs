@@ -102,6 +102,9 @@ pub struct Translator {
     cfg: Config,
     cmip6_root: Vec<String>,
     cmip5_root: Vec<String>,
+    /// `[cmip5.default_institute]` of the rules files: model -> (institute, source); the
+    /// first file naming a model wins.
+    cmip5_institutes: cmip5::InstituteOverrides,
 }
 
 impl Translator {
@@ -111,13 +114,22 @@ impl Translator {
         vocab::cmip5()?;
         let cmip6_root = root_components(&cfg.cmip6_root)?;
         let cmip5_root = root_components(&cfg.cmip5_root)?;
+        let mut cmip5_institutes = cmip5::InstituteOverrides::new();
         for r in &cfg.rules {
-            root_components(&r.root)?;
+            if r.has_syntax() {
+                root_components(&r.root)?;
+            }
+            for (model, inst) in r.cmip5_default_institute() {
+                cmip5_institutes
+                    .entry(model.clone())
+                    .or_insert_with(|| (inst.clone(), r.source().to_string()));
+            }
         }
         Ok(Translator {
             cfg,
             cmip6_root,
             cmip5_root,
+            cmip5_institutes,
         })
     }
 
@@ -151,7 +163,7 @@ impl Translator {
         let parsed = common::detect_project(&dirs, file).and_then(|project| {
             let parsed = match project {
                 common::Project::Cmip6 => cmip6::parse(&dirs, file, attrs),
-                common::Project::Cmip5 => cmip5::parse(&dirs, file, attrs),
+                common::Project::Cmip5 => cmip5::parse(&dirs, file, attrs, &self.cmip5_institutes),
             };
             parsed.map(|p| (project, p))
         });
@@ -181,7 +193,9 @@ impl Translator {
             let (tr, v) = (p.time_range.as_deref(), p.version.as_deref());
             let rebuilt = match project {
                 common::Project::Cmip6 => cmip6::from_facets(&facets, tr, v),
-                common::Project::Cmip5 => cmip5::from_facets(&facets, tr, v),
+                common::Project::Cmip5 => {
+                    cmip5::from_facets(&facets, tr, v, &self.cmip5_institutes)
+                }
             };
             match rebuilt {
                 Ok(mut q) => {
@@ -276,7 +290,7 @@ impl Translator {
     /// Name components (as in [`Outcome::name`]) and the DRS version -> DRS directory and
     /// file name.
     pub fn reverse(&self, components: &[String], drs_version: &str) -> Result<DrsPath, Error> {
-        for r in &self.cfg.rules {
+        for r in self.cfg.rules.iter().filter(|r| r.has_syntax()) {
             let root = root_components(&r.root)?;
             if components.starts_with(&root) {
                 return r.reverse(&components[root.len()..], drs_version);

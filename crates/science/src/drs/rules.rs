@@ -9,15 +9,16 @@ use serde::Deserialize;
 
 use super::common::token;
 use super::outcome::{DrsPath, Error, Mismatch, Parsed};
+use super::vocab;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RulesFile {
-    project: String,
-    root: String,
+    project: Option<String>,
+    root: Option<String>,
     dir_regex: Option<String>,
     file_regex: Option<String>,
-    name: Vec<String>,
+    name: Option<Vec<String>>,
     version_facet: Option<String>,
     time_range_facet: Option<String>,
     #[serde(default)]
@@ -29,6 +30,7 @@ struct RulesFile {
     #[serde(default)]
     attributes: BTreeMap<String, String>,
     reverse: Option<ReverseFile>,
+    cmip5: Option<Cmip5File>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -37,11 +39,26 @@ struct ReverseFile {
     dir: String,
 }
 
-/// A checked rules file.
+/// `[cmip5]`: overrides of the built-in CMIP5 syntax's documented choices.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Cmip5File {
+    /// model -> institute a bare file name of that model is filed under.
+    #[serde(default)]
+    default_institute: BTreeMap<String, String>,
+}
+
+/// A checked rules file: a syntax for another project, overrides of the built-in CMIP5
+/// syntax's defaults (`[cmip5]`), or both. A file with only `[cmip5]` has an empty
+/// `project` and `root` and names nothing itself.
 #[derive(Debug, Clone)]
 pub struct Rules {
     pub project: String,
     pub root: String,
+    /// Where the rules came from (the file's path), for the fixes that cite them.
+    source: String,
+    /// `[cmip5.default_institute]`: model -> institute (checked against the vocabulary).
+    cmip5_default_institute: BTreeMap<String, String>,
     dir_regex: Option<Regex>,
     file_regex: Option<Regex>,
     name: Vec<String>,
@@ -72,6 +89,33 @@ fn placeholders(t: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// `[cmip5.default_institute]`: each model must be a CMIP5 model (any punctuation; kept
+/// in its directory spelling) and the institute one of that model's institutes.
+fn check_default_institutes(
+    m: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let v = vocab::cmip5().map_err(|e| e.to_string())?;
+    let mut out = BTreeMap::new();
+    for (model, inst) in m {
+        let Some(canon) = v.canonical_model(model) else {
+            return Err(format!(
+                "[cmip5.default_institute]: model '{}' is not in the CMIP5 vocabulary",
+                model.escape_default()
+            ));
+        };
+        let insts = v.model_institutes.get(canon).cloned().unwrap_or_default();
+        if !insts.contains(inst) {
+            return Err(format!(
+                "[cmip5.default_institute]: '{}' is not an institute of model '{canon}' ({})",
+                inst.escape_default(),
+                insts.join(", ")
+            ));
+        }
+        out.insert(canon.to_string(), inst.clone());
+    }
+    Ok(out)
+}
+
 impl Rules {
     /// Read and check a rules file.
     pub fn load(path: &Path) -> Result<Rules, Error> {
@@ -79,15 +123,64 @@ impl Rules {
             path: path.display().to_string(),
             source,
         })?;
-        Rules::parse(&text).map_err(|msg| Error::Rules {
+        let mut r = Rules::parse(&text).map_err(|msg| Error::Rules {
             path: path.display().to_string(),
             msg,
-        })
+        })?;
+        r.source = format!("rules file {}", path.display());
+        Ok(r)
     }
 
     /// Check rules given as TOML text.
     pub fn parse(text: &str) -> Result<Rules, String> {
         let f: RulesFile = toml::from_str(text).map_err(|e| e.to_string())?;
+        let cmip5_default_institute = match &f.cmip5 {
+            Some(c) => check_default_institutes(&c.default_institute)?,
+            None => BTreeMap::new(),
+        };
+        let syntax = f.project.is_some()
+            || f.root.is_some()
+            || f.name.is_some()
+            || f.dir_regex.is_some()
+            || f.file_regex.is_some();
+        if !syntax {
+            if f.cmip5.is_none() {
+                return Err("defines neither a syntax (project, root, name, dir_regex/file_regex) nor [cmip5] overrides".into());
+            }
+            let others = [
+                ("version_facet", f.version_facet.is_some()),
+                ("time_range_facet", f.time_range_facet.is_some()),
+                ("defaults", !f.defaults.is_empty()),
+                ("rename", !f.rename.is_empty()),
+                ("allowed", !f.allowed.is_empty()),
+                ("attributes", !f.attributes.is_empty()),
+                ("reverse", f.reverse.is_some()),
+            ];
+            if let Some((k, _)) = others.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "'{k}' belongs to a syntax, but the file has no project, root, name or regex"
+                ));
+            }
+            return Ok(Rules {
+                project: String::new(),
+                root: String::new(),
+                source: "rules".into(),
+                cmip5_default_institute,
+                dir_regex: None,
+                file_regex: None,
+                name: Vec::new(),
+                version_facet: None,
+                time_range_facet: None,
+                defaults: BTreeMap::new(),
+                rename: BTreeMap::new(),
+                allowed: BTreeMap::new(),
+                attributes: BTreeMap::new(),
+                reverse_dir: None,
+            });
+        }
+        let project = f.project.ok_or("a syntax needs 'project'")?;
+        let root = f.root.ok_or("a syntax needs 'root'")?;
+        let name = f.name.unwrap_or_default();
         let compile = |what: &str, r: &Option<String>| -> Result<Option<Regex>, String> {
             r.as_deref()
                 .map(|s| Regex::new(s).map_err(|e| format!("{what}: {e}")))
@@ -98,13 +191,12 @@ impl Rules {
         if dir_regex.is_none() && file_regex.is_none() {
             return Err("needs dir_regex or file_regex (or both)".into());
         }
-        if !f.root.starts_with('/') || f.root[1..].split('/').any(str::is_empty) {
+        if !root.starts_with('/') || root[1..].split('/').any(str::is_empty) {
             return Err(format!(
-                "root '{}' is not '/' followed by non-empty components",
-                f.root
+                "root '{root}' is not '/' followed by non-empty components"
             ));
         }
-        if f.name.is_empty() {
+        if name.is_empty() {
             return Err("name lists no facets".into());
         }
         let renamed = |c: &str| f.rename.get(c).cloned().unwrap_or_else(|| c.to_string());
@@ -112,7 +204,7 @@ impl Rules {
         for r in [&dir_regex, &file_regex].into_iter().flatten() {
             known.extend(r.capture_names().flatten().map(renamed));
         }
-        for n in &f.name {
+        for n in &name {
             if !known.contains(n) {
                 return Err(format!(
                     "name facet '{n}' is neither captured by a regex nor given a default"
@@ -138,7 +230,7 @@ impl Rules {
         }
         if let Some(r) = &f.reverse {
             for ph in placeholders(&r.dir)? {
-                if ph != "version" && !f.name.contains(&ph) && !f.defaults.contains_key(&ph) {
+                if ph != "version" && !name.contains(&ph) && !f.defaults.contains_key(&ph) {
                     return Err(format!(
                         "reverse.dir uses '{{{ph}}}', which is neither in the name nor a default"
                     ));
@@ -146,11 +238,13 @@ impl Rules {
             }
         }
         Ok(Rules {
-            project: f.project,
-            root: f.root,
+            project,
+            root,
+            source: "rules".into(),
+            cmip5_default_institute,
             dir_regex,
             file_regex,
-            name: f.name,
+            name,
             version_facet: f.version_facet,
             time_range_facet: f.time_range_facet,
             defaults: f.defaults,
@@ -190,8 +284,25 @@ impl Rules {
         Some(Ok(()))
     }
 
+    /// Whether the file defines a syntax of its own (else it only overrides CMIP5 defaults).
+    pub fn has_syntax(&self) -> bool {
+        self.dir_regex.is_some() || self.file_regex.is_some()
+    }
+
+    /// `[cmip5.default_institute]`: model -> institute.
+    pub fn cmip5_default_institute(&self) -> &BTreeMap<String, String> {
+        &self.cmip5_default_institute
+    }
+
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
     /// None: these rules do not apply to the input.
     pub(crate) fn apply(&self, dirs: &[&str], file: &str) -> Option<Result<Parsed, String>> {
+        if !self.has_syntax() {
+            return None;
+        }
         let mut facets = BTreeMap::new();
         if let Some(re) = &self.dir_regex {
             if !dirs.is_empty() || self.file_regex.is_none() {
