@@ -254,6 +254,22 @@ pub fn status(socket: &Path) -> anyhow::Result<()> {
             "satisfied        {}  unsatisfied {}",
             g.n_satisfied_interests, g.n_unsatisfied_interests
         );
+        // Granary's forwarding counters (an NFD answers no such dataset).
+        if let Ok(b) = dataset(&mut c, "/localhost/nfd/status/forwarding").await {
+            let text = String::from_utf8_lossy(&b);
+            let get = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            println!(
+                "hinted           forwarded {}  stripped in region {}",
+                get("hinted_interests"),
+                get("hint_stripped")
+            );
+            println!("no-route nacks   {}", get("no_route_nacks"));
+        }
         Ok(())
     })
 }

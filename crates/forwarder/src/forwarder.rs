@@ -36,6 +36,12 @@ pub struct Stats {
     pub loops: u64,
     /// Interests dropped for scope or HopLimit.
     pub scope_drops: u64,
+    /// Interests forwarded by a ForwardingHint (the FIB entry of a hint
+    /// name, not of the Interest's name, chose the next hop).
+    pub hinted: u64,
+    /// Interests whose ForwardingHint was stripped on arrival because a
+    /// hint name is in this node's network region.
+    pub hint_stripped: u64,
     /// Packet counters of the faces already closed (in/out Interests, Data,
     /// Nacks), so that status/general's totals never go down when a face
     /// closes (NFD's are forwarder-wide; Prometheus counters must not drop).
@@ -129,6 +135,15 @@ impl Forwarder {
                 expires: None,
             },
         );
+    }
+
+    /// NFD's `NetworkRegionTable::isInProducerRegion`: true when a hint
+    /// name is a prefix of (or equal to) a region name.
+    pub(crate) fn in_producer_region(&self, hint: &[Name]) -> bool {
+        self.cfg
+            .network_region
+            .iter()
+            .any(|r| hint.iter().any(|h| h.is_prefix_of(r)))
     }
 
     /// Sharded, control shard: publishes its PIT size for the dispatcher.
@@ -304,6 +319,9 @@ impl Managed for Forwarder {
             cs_misses: f.cs.misses(),
             satisfied: f.stats.satisfied,
             unsatisfied: f.stats.unsatisfied,
+            hinted: f.stats.hinted,
+            hint_stripped: f.stats.hint_stripped,
+            no_route: f.stats.no_route,
         };
         let mut t = one(self);
         for s in &self.siblings {
@@ -314,6 +332,9 @@ impl Managed for Forwarder {
             t.cs_misses += u.cs_misses;
             t.satisfied += u.satisfied;
             t.unsatisfied += u.unsatisfied;
+            t.hinted += u.hinted;
+            t.hint_stripped += u.hint_stripped;
+            t.no_route += u.no_route;
         }
         t
     }

@@ -11,6 +11,8 @@
 #![forbid(unsafe_code)]
 
 mod config;
+#[cfg(test)]
+mod hint_tests;
 pub mod cs;
 pub mod daemon;
 pub mod fib;

@@ -119,6 +119,12 @@ pub(crate) struct Totals {
     pub satisfied: u64,
     /// PIT entries that expired.
     pub unsatisfied: u64,
+    /// Interests forwarded by a ForwardingHint.
+    pub hinted: u64,
+    /// Interests whose hint was stripped in the network region.
+    pub hint_stripped: u64,
+    /// Nacks NoRoute generated.
+    pub no_route: u64,
 }
 
 /// Management's own state: its configuration (trust anchors, listener
@@ -221,6 +227,7 @@ pub(crate) fn handle<M: Managed>(
             | ("strategy-choice", "list")
             | ("cs", "info")
             | ("status", "general")
+            | ("status", "forwarding")
     );
     if dataset {
         // faces/query carries its FaceQueryFilter as one more component:
@@ -814,6 +821,15 @@ fn dataset_payload<M: Managed>(fw: &M, module: &str, verb: &str) -> Bytes {
                 .collect();
             v.sort_by(|a, b| a.name.cmp(&b.name));
             encode_dataset(&v)
+        }
+        // Granary's own counters (not an NFD dataset): `name value` lines
+        // of UTF-8 text, read by `granary status`.
+        ("status", "forwarding") => {
+            let t = fw.totals();
+            Bytes::from(format!(
+                "hinted_interests {}\nhint_stripped {}\nno_route_nacks {}\n",
+                t.hinted, t.hint_stripped, t.no_route
+            ))
         }
         ("cs", "info") => {
             let t = fw.totals();
