@@ -19,6 +19,7 @@ pub mod fib;
 pub mod forwarder;
 pub mod mgmt;
 pub mod namehash;
+pub mod permanent;
 mod pipeline;
 pub mod pit;
 mod run;

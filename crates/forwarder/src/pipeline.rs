@@ -32,7 +32,9 @@ impl Forwarder {
                 if let Some(h) = self.faces.remove(&face) {
                     self.stats.closed_faces.add(&h.counters);
                 }
-                self.tables.remove_face(face);
+                if !self.keep_permanent(face) {
+                    self.tables.remove_face(face);
+                }
             }
             FaceEvent::Packet { face, packet, link } => self.on_packet(face, &packet, &link, now),
             FaceEvent::Send { face, packet } => {
