@@ -86,6 +86,26 @@ pub struct FetchArgs {
     /// ends when RTT samples rise above the path's minimum, as HyStart).
     #[arg(long)]
     pub no_hystart: bool,
+    /// ForwardingHint on every Interest (ndnpeek's --fwhint), e.g. the
+    /// node prefix of a site that holds the name (/site/a): routers that
+    /// have no route for the name forward by the hint's. Repeatable: the
+    /// names go into the hint in the order given, and a router uses the
+    /// first it has a route for.
+    #[arg(long = "fwhint", value_name = "NAME")]
+    pub fwhint: Vec<String>,
+}
+
+/// `--fwhint` names, checked.
+pub fn hint_names(uris: &[String]) -> anyhow::Result<Vec<Name>> {
+    uris.iter()
+        .map(|u| {
+            let n = Name::from_uri(u).map_err(|e| anyhow::anyhow!("--fwhint {u:?}: {e}"))?;
+            if n.is_empty() {
+                anyhow::bail!("--fwhint {u:?}: a hint names a prefix, not /");
+            }
+            Ok(n)
+        })
+        .collect()
 }
 
 impl FetchArgs {
@@ -128,6 +148,7 @@ impl FetchArgs {
             lifetime: Duration::from_millis(self.lifetime),
             retries: self.retries,
             hystart: !self.no_hystart,
+            forwarding_hint: hint_names(&self.fwhint)?,
             ..Config::default()
         })
     }

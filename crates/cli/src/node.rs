@@ -591,10 +591,13 @@ pub fn peek(
     must_be_fresh: bool,
     lifetime: u64,
     hex_out: bool,
+    fwhint: &[String],
 ) -> anyhow::Result<()> {
+    let hint = crate::fetch::hint_names(fwhint)?;
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;
         let mut f = InterestFields::new(name(uri)?);
+        f.forwarding_hint = hint;
         f.can_be_prefix = can_be_prefix;
         f.must_be_fresh = must_be_fresh;
         f.lifetime = Some(lifetime);
