@@ -303,8 +303,34 @@ pub struct GetFlags {
     pub hash_lifetime: u64,
 }
 
+/// A fetch that met a NoRoute Nack without a hint: the error says what
+/// would help (the name may live at a site this node has no route for).
+pub fn suggest_hint(r: anyhow::Result<()>, args: &FetchArgs) -> anyhow::Result<()> {
+    match r {
+        Err(e) if args.fwhint.is_empty() && format!("{e:#}").contains("NoRoute") => Err(e.context(
+            "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)",
+        )),
+        r => r,
+    }
+}
+
 /// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
 pub fn get(
+    socket: &Path,
+    data_dir: &Path,
+    names: &[String],
+    paths: Option<&[std::path::PathBuf]>,
+    output: Option<&Path>,
+    flags: GetFlags,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    suggest_hint(
+        get_inner(socket, data_dir, names, paths, output, flags, args),
+        args,
+    )
+}
+
+fn get_inner(
     socket: &Path,
     data_dir: &Path,
     names: &[String],
@@ -664,6 +690,21 @@ fn print_dedup(r: &DedupReport) {
 
 /// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.
 pub fn cat(
+    socket: &Path,
+    data_dir: &Path,
+    uri: &str,
+    offset: u64,
+    length: Option<u64>,
+    stats: bool,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    suggest_hint(
+        cat_inner(socket, data_dir, uri, offset, length, stats, args),
+        args,
+    )
+}
+
+fn cat_inner(
     socket: &Path,
     data_dir: &Path,
     uri: &str,

@@ -486,14 +486,17 @@ pub async fn connect_unix_as(
     limits: FaceLimits,
     events: EventSender,
 ) -> std::io::Result<FaceHandle> {
-    let sock = tokio::time::timeout(Duration::from_secs(5), tokio::net::UnixStream::connect(path))
-        .await
-        .map_err(|_| {
-            std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("connecting to {} timed out", path.display()),
-            )
-        })??;
+    let sock = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::UnixStream::connect(path),
+    )
+    .await
+    .map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("connecting to {} timed out", path.display()),
+        )
+    })??;
     let info = FaceInfo {
         id,
         remote_uri: format!("unix://{}", path.display()),

@@ -179,7 +179,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
     for r in &cfg.route {
         let prefix = granary_packet::Name::from_uri(&r.prefix)
             .map_err(|e| format!("route prefix {:?}: {e}", r.prefix))?;
-        let target = crate::permanent::Target::parse(&r.face).map_err(|e| format!("route {}: {e}", r.prefix))?;
+        let target = crate::permanent::Target::parse(&r.face)
+            .map_err(|e| format!("route {}: {e}", r.prefix))?;
         routes.push((prefix, target, r.cost));
     }
     let mut fcfg = ForwarderConfig {

@@ -162,7 +162,13 @@ impl Forwarder {
             _ => {
                 let id = self.ctx.ids.next();
                 let p = PermanentFace::new(target.clone());
-                crate::permanent::spawn_dialler(id, target, self.ctx.clone(), p.state.clone(), true);
+                crate::permanent::spawn_dialler(
+                    id,
+                    target,
+                    self.ctx.clone(),
+                    p.state.clone(),
+                    true,
+                );
                 self.permanent.insert(id, p);
                 Ok(id)
             }

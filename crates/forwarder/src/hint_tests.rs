@@ -80,7 +80,11 @@ async fn first_hint_with_next_hops_is_used_and_the_name_is_not_looked_up() {
     send(
         &mut fw,
         1,
-        NetPacket::Interest(interest("/cmip6/x", &["/site/a", "/site/b/n1", "/site/c"], 1)),
+        NetPacket::Interest(interest(
+            "/cmip6/x",
+            &["/site/a", "/site/b/n1", "/site/c"],
+            1,
+        )),
     );
     match got(&mut apps[2]).await {
         Some(NetPacket::Interest(i)) => {
@@ -118,8 +122,14 @@ async fn default_route_matches_every_hint() {
     // NFD: in the consumer region the default route `/` is the entry found.
     let (mut fw, mut apps) = setup(&[]);
     fw.add_route(Name::new(), 2, 0);
-    send(&mut fw, 1, NetPacket::Interest(interest("/x", &["/site/z"], 3)));
-    assert!(matches!(got(&mut apps[1]).await, Some(NetPacket::Interest(i)) if i.forwarding_hint == vec![n("/site/z")]));
+    send(
+        &mut fw,
+        1,
+        NetPacket::Interest(interest("/x", &["/site/z"], 3)),
+    );
+    assert!(
+        matches!(got(&mut apps[1]).await, Some(NetPacket::Interest(i)) if i.forwarding_hint == vec![n("/site/z")])
+    );
     assert_eq!(fw.stats.hinted, 1);
 }
 
@@ -156,13 +166,24 @@ async fn hint_in_the_region_is_stripped_and_the_name_is_used() {
 async fn cs_answers_by_name_before_the_hint() {
     let (mut fw, mut apps) = setup(&[]);
     fw.add_route(n("/site/a"), 2, 0);
-    send(&mut fw, 1, NetPacket::Interest(interest("/d/1", &["/site/a"], 5)));
-    assert!(matches!(got(&mut apps[1]).await, Some(NetPacket::Interest(_))));
+    send(
+        &mut fw,
+        1,
+        NetPacket::Interest(interest("/d/1", &["/site/a"], 5)),
+    );
+    assert!(matches!(
+        got(&mut apps[1]).await,
+        Some(NetPacket::Interest(_))
+    ));
     let d = data("/d/1");
     send(&mut fw, 2, NetPacket::Data(d.clone()));
     assert!(matches!(got(&mut apps[0]).await, Some(NetPacket::Data(_))));
     // Another hint, or none: answered from the CS, nothing goes upstream.
-    send(&mut fw, 3, NetPacket::Interest(interest("/d/1", &["/site/zz"], 6)));
+    send(
+        &mut fw,
+        3,
+        NetPacket::Interest(interest("/d/1", &["/site/zz"], 6)),
+    );
     assert!(matches!(got(&mut apps[2]).await, Some(NetPacket::Data(x)) if x.name() == d.name()));
     assert!(got(&mut apps[1]).await.is_none());
 }
@@ -174,9 +195,20 @@ async fn pit_ignores_hints() {
     let (mut fw, mut apps) = setup(&[]);
     fw.add_route(n("/site/a"), 2, 0);
     fw.add_route(n("/site/b"), 3, 0);
-    send(&mut fw, 1, NetPacket::Interest(interest("/d/2", &["/site/a"], 7)));
-    send(&mut fw, 4, NetPacket::Interest(interest("/d/2", &["/site/b"], 8)));
-    assert!(matches!(got(&mut apps[1]).await, Some(NetPacket::Interest(_))));
+    send(
+        &mut fw,
+        1,
+        NetPacket::Interest(interest("/d/2", &["/site/a"], 7)),
+    );
+    send(
+        &mut fw,
+        4,
+        NetPacket::Interest(interest("/d/2", &["/site/b"], 8)),
+    );
+    assert!(matches!(
+        got(&mut apps[1]).await,
+        Some(NetPacket::Interest(_))
+    ));
     assert_eq!(fw.pit.len(), 1);
     let d = data("/d/2");
     send(&mut fw, 2, NetPacket::Data(d));
@@ -188,10 +220,21 @@ async fn pit_ignores_hints() {
 async fn a_looping_hinted_interest_is_nacked_duplicate() {
     let (mut fw, mut apps) = setup(&[]);
     fw.add_route(n("/site/a"), 2, 0);
-    send(&mut fw, 1, NetPacket::Interest(interest("/d/3", &["/site/a"], 9)));
-    assert!(matches!(got(&mut apps[1]).await, Some(NetPacket::Interest(_))));
+    send(
+        &mut fw,
+        1,
+        NetPacket::Interest(interest("/d/3", &["/site/a"], 9)),
+    );
+    assert!(matches!(
+        got(&mut apps[1]).await,
+        Some(NetPacket::Interest(_))
+    ));
     // The same nonce comes back from the upstream: a loop.
-    send(&mut fw, 2, NetPacket::Interest(interest("/d/3", &["/site/a"], 9)));
+    send(
+        &mut fw,
+        2,
+        NetPacket::Interest(interest("/d/3", &["/site/a"], 9)),
+    );
     match got(&mut apps[1]).await {
         Some(NetPacket::Nack(_, r)) => assert_eq!(r, nack_reason::DUPLICATE),
         other => panic!("upstream got {other:?}"),

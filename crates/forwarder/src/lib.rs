@@ -11,12 +11,12 @@
 #![forbid(unsafe_code)]
 
 mod config;
-#[cfg(test)]
-mod hint_tests;
 pub mod cs;
 pub mod daemon;
 pub mod fib;
 pub mod forwarder;
+#[cfg(test)]
+mod hint_tests;
 pub mod mgmt;
 pub mod namehash;
 pub mod permanent;

@@ -227,7 +227,10 @@ mod tests {
         for n in 0..40 {
             let d = backoff(n, &mut rng);
             let base = REDIAL_FIRST.saturating_mul(1 << n.min(16)).min(REDIAL_MAX);
-            assert!(d >= base.mul_f64(0.75) && d < base.mul_f64(1.25), "{n}: {d:?}");
+            assert!(
+                d >= base.mul_f64(0.75) && d < base.mul_f64(1.25),
+                "{n}: {d:?}"
+            );
         }
         assert!(backoff(0, &mut rng) < Duration::from_millis(1250));
         assert!(backoff(30, &mut rng) >= Duration::from_millis(22_500));

@@ -143,15 +143,33 @@ mod tests {
         let n = |u: &str| granary_packet::Name::from_uri(u).unwrap();
         let d = tempfile::tempdir().unwrap();
         // No node.toml yet: set; again the same: fine; no keys: a change is fine.
-        assert_eq!(super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(), n("/site/a"));
-        assert_eq!(super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(), n("/site/a"));
-        assert_eq!(super::set_node_prefix(d.path(), &n("/site/b"), false).unwrap(), n("/site/b"));
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(),
+            n("/site/a")
+        );
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(),
+            n("/site/a")
+        );
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/b"), false).unwrap(),
+            n("/site/b")
+        );
         let kc = granary_security::KeyChain::open(d.path().join("keychain")).unwrap();
-        kc.generate(&n("/site/b"), granary_security::KeyType::Ed25519).unwrap();
-        let e = super::set_node_prefix(d.path(), &n("/site/c"), false).unwrap_err().to_string();
-        assert!(e.contains("refusing") && e.contains("/site/b") && e.contains("--force"), "{e}");
+        kc.generate(&n("/site/b"), granary_security::KeyType::Ed25519)
+            .unwrap();
+        let e = super::set_node_prefix(d.path(), &n("/site/c"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refusing") && e.contains("/site/b") && e.contains("--force"),
+            "{e}"
+        );
         assert_eq!(super::node_prefix(d.path()).unwrap(), n("/site/b"));
-        assert_eq!(super::set_node_prefix(d.path(), &n("/site/c"), true).unwrap(), n("/site/c"));
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/c"), true).unwrap(),
+            n("/site/c")
+        );
         assert_eq!(super::node_prefix(d.path()).unwrap(), n("/site/c"));
         assert!(super::set_node_prefix(d.path(), &n("/"), true).is_err());
     }
