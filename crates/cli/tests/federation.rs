@@ -159,6 +159,32 @@ fn hinted_interests_cross_a_router_with_no_route_for_the_name() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
+    // python-ndn's Interests with a ForwardingHint, through C and R to A
+    // (/cmip6/z is fetched by nothing else, so no cache on the way has it).
+    let src_z = work.path().join("z.bin");
+    std::fs::write(&src_z, b"zzz").unwrap();
+    a.ok(&["put", src_z.to_str().unwrap(), "/cmip6/z"]);
+    let python = |hint: &[&str]| -> serde_json::Value {
+        let mut cmd = python_script("consumer.py");
+        cmd.args([c.socket.to_str().unwrap(), "/cmip6/z", "--can-be-prefix"]);
+        for h in hint {
+            cmd.args(["--forwarding-hint", h]);
+        }
+        let o = run_within(cmd, Duration::from_secs(30));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let before = hinted(&r);
+    let v = python(&[]);
+    assert_eq!(v["status"], "nack", "{v}");
+    let v = python(&["/site/a"]);
+    assert_eq!(v["status"], "data", "{v}");
+    assert!(
+        v["data_name"].as_str().unwrap().starts_with("/cmip6/z"),
+        "{v}"
+    );
+    assert!(hinted(&r) > before);
+
     // A hint naming a prefix nobody has: a Nack, never a hang.
     let o = get(
         &c,
@@ -173,7 +199,15 @@ fn hinted_interests_cross_a_router_with_no_route_for_the_name() {
 
     // A looping hint: R and C route /site/loop to each other. The loop is
     // caught by nonce (Nack Duplicate) and the get ends.
-    r.ok(&["route", "add", "/site/loop", &tcp(&c)]);
+    r.ok(&["route", "add", "/site/loop", &tcp(&c), "--permanent"]);
+    let line = face_line(&r, &tcp(&c)).expect("R's face to C");
+    assert!(line.contains("persistency=permanent state=up"), "{line}");
+    // A permanent face whose first connection fails is refused, not kept.
+    let o = r.cli(&["face", "create", "tcp4://127.0.0.1:1", "--permanent"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot connect"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(face_line(&r, "tcp4://127.0.0.1:1").is_none());
     let o = get(
         &c,
         "/cmip6/y",

@@ -649,12 +649,14 @@ fn faces_create<M: Managed>(
     let permanent = match p.face_persistency {
         None | Some(face_persistency::PERSISTENT) => false,
         Some(face_persistency::PERMANENT) => true,
-        Some(other) => return Some(ControlResponse::new(
-            status::NOT_ACCEPTABLE,
-            format!(
+        Some(other) => {
+            return Some(ControlResponse::new(
+                status::NOT_ACCEPTABLE,
+                format!(
                 "Persistency {other} is not supported by faces/create (persistent or permanent)"
             ),
-        )),
+            ))
+        }
     };
     let persistency = if permanent {
         Persistency::Permanent
