@@ -246,7 +246,12 @@ fn hinted_interests_cross_a_router_with_no_route_for_the_name() {
         a_data.clone(),
         &["--listen", &listen, "--node-prefix", "/site/a"],
     );
+    let t = Instant::now();
     wait_face(&r, &a_uri, "up", Duration::from_secs(45));
+    eprintln!(
+        "R's permanent face up {:?} after A was ready again",
+        t.elapsed()
+    );
     let out2 = work.path().join("y2");
     let o = get(&c, "/cmip6/y", &out2, &["--fwhint", "/site/a"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
