@@ -85,6 +85,17 @@ fn get(c: &Daemon, name: &str, out: &Path, extra: &[&str]) -> Output {
 
 #[test]
 fn hinted_interests_cross_a_router_with_no_route_for_the_name() {
+    federation_through_router(&[]);
+}
+
+/// The same with a sharded router: hinted Interests are forwarded by the
+/// data shards, the permanent face's routes kept on every shard.
+#[test]
+fn hinted_interests_cross_a_sharded_router() {
+    federation_through_router(&["--shards", "2"]);
+}
+
+fn federation_through_router(r_extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     // A: a site publishing under its node prefix.
     let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", "/site/a"]);
@@ -112,7 +123,9 @@ fn hinted_interests_cross_a_router_with_no_route_for_the_name() {
         ),
     )
     .unwrap();
-    let r = Daemon::start(&["--config", conf.to_str().unwrap()]);
+    let mut r_args = vec!["--config", conf.to_str().unwrap()];
+    r_args.extend_from_slice(r_extra);
+    let r = Daemon::start(&r_args);
     let line = wait_face(&r, &a_uri, "up", Duration::from_secs(10));
     assert!(line.contains("persistency=permanent"), "{line}");
     assert!(r
