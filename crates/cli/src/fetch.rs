@@ -86,6 +86,26 @@ pub struct FetchArgs {
     /// ends when RTT samples rise above the path's minimum, as HyStart).
     #[arg(long)]
     pub no_hystart: bool,
+    /// ForwardingHint on every Interest (ndnpeek's --fwhint), e.g. the
+    /// node prefix of a site that holds the name (/site/a): routers that
+    /// have no route for the name forward by the hint's. Repeatable: the
+    /// names go into the hint in the order given, and a router uses the
+    /// first it has a route for.
+    #[arg(long = "fwhint", value_name = "NAME")]
+    pub fwhint: Vec<String>,
+}
+
+/// `--fwhint` names, checked.
+pub fn hint_names(uris: &[String]) -> anyhow::Result<Vec<Name>> {
+    uris.iter()
+        .map(|u| {
+            let n = Name::from_uri(u).map_err(|e| anyhow::anyhow!("--fwhint {u:?}: {e}"))?;
+            if n.is_empty() {
+                anyhow::bail!("--fwhint {u:?}: a hint names a prefix, not /");
+            }
+            Ok(n)
+        })
+        .collect()
 }
 
 impl FetchArgs {
@@ -128,6 +148,7 @@ impl FetchArgs {
             lifetime: Duration::from_millis(self.lifetime),
             retries: self.retries,
             hystart: !self.no_hystart,
+            forwarding_hint: hint_names(&self.fwhint)?,
             ..Config::default()
         })
     }
@@ -282,8 +303,34 @@ pub struct GetFlags {
     pub hash_lifetime: u64,
 }
 
+/// A fetch that met a NoRoute Nack without a hint: the error says what
+/// would help (the name may live at a site this node has no route for).
+pub fn suggest_hint(r: anyhow::Result<()>, args: &FetchArgs) -> anyhow::Result<()> {
+    match r {
+        Err(e) if args.fwhint.is_empty() && format!("{e:#}").contains("NoRoute") => Err(e.context(
+            "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)",
+        )),
+        r => r,
+    }
+}
+
 /// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`.
 pub fn get(
+    socket: &Path,
+    data_dir: &Path,
+    names: &[String],
+    paths: Option<&[std::path::PathBuf]>,
+    output: Option<&Path>,
+    flags: GetFlags,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    suggest_hint(
+        get_inner(socket, data_dir, names, paths, output, flags, args),
+        args,
+    )
+}
+
+fn get_inner(
     socket: &Path,
     data_dir: &Path,
     names: &[String],
@@ -643,6 +690,21 @@ fn print_dedup(r: &DedupReport) {
 
 /// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.
 pub fn cat(
+    socket: &Path,
+    data_dir: &Path,
+    uri: &str,
+    offset: u64,
+    length: Option<u64>,
+    stats: bool,
+    args: &FetchArgs,
+) -> anyhow::Result<()> {
+    suggest_hint(
+        cat_inner(socket, data_dir, uri, offset, length, stats, args),
+        args,
+    )
+}
+
+fn cat_inner(
     socket: &Path,
     data_dir: &Path,
     uri: &str,

@@ -150,6 +150,9 @@ enum Command {
         /// Print the content as hex.
         #[arg(long)]
         hex: bool,
+        /// ForwardingHint (as ndnpeek's --fwhint; repeatable, in order).
+        #[arg(long = "fwhint", value_name = "NAME")]
+        fwhint: Vec<String>,
     },
     /// Publish a file (or `-` for standard input) into the repository under
     /// NAME; a version component is added. Served as soon as this returns.
@@ -639,7 +642,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             fresh,
             lifetime,
             hex,
-        } => node::peek(&socket, &name, prefix, fresh, lifetime, hex),
+            fwhint,
+        } => node::peek(&socket, &name, prefix, fresh, lifetime, hex, &fwhint),
         Command::Dissect {
             file,
             hex,

@@ -73,6 +73,10 @@ pub struct MountArgs {
     /// FUSE worker threads.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     pub threads: u64,
+    /// ForwardingHint on every Interest (ndnpeek's --fwhint; repeatable, in
+    /// order), e.g. the node prefix of the site that holds the namespace.
+    #[arg(long = "fwhint", value_name = "NAME")]
+    pub fwhint: Vec<String>,
 }
 
 /// `256M`, `1G`, `4096`, `64k`.
@@ -333,6 +337,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         gid: a.gid.or(me.as_ref().map(|m| m.gid())).unwrap_or(0),
         threads: a.threads as usize,
         publish,
+        forwarding_hint: crate::fetch::hint_names(&a.fwhint)?,
     };
     let mode = match (a.publish, a.integrity_only) {
         (true, false) => "publish",

@@ -11,14 +11,17 @@ use granary_mgmt::{
     decode_dataset, ControlParameters, CsInfo, FaceStatus, FibEntry, GeneralStatus, RibEntry,
     StrategyChoice, TlvElement,
 };
-use granary_node::control::{create_face, dataset, nfd};
+use granary_node::control::{create_face_with, dataset, nfd};
 use granary_packet::{InterestFields, Name};
 
 #[derive(Args)]
 pub struct DaemonArgs {
     /// TOML config file (keys: socket, nfd_socket, listen, cs_capacity,
     /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu,
-    /// udp_reliability, shards).
+    /// udp_reliability, shards, node_prefix, network_region = ["/prefix",
+    /// …], and static routes as `[[route]]` tables with prefix, face
+    /// (tcp4://IP:PORT, udp4://IP:PORT or unix:///path) and cost, each on a
+    /// permanent face re-dialled with back-off; see docs/federation.md).
     /// Flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -82,6 +85,17 @@ pub struct DaemonArgs {
     /// The HTTP gateway.
     #[command(flatten)]
     http: crate::args::HttpArgs,
+    /// This node's name prefix (config key `node_prefix`), e.g. /site/a:
+    /// its catalog is served as PREFIX/catalog, its publisher key is made
+    /// under it, it is registered towards the repository and is in the
+    /// node's network region. Kept in <data-dir>/node.toml; made as
+    /// /granary/<host>-<hex> at first start when not given.
+    #[arg(long, value_name = "PREFIX")]
+    node_prefix: Option<String>,
+    /// With --node-prefix: change the prefix even though the keychain holds
+    /// keys under the old one (what they signed stays signed by them).
+    #[arg(long)]
+    force: bool,
 }
 
 /// `granary daemon`: the flags handed to `granary_node::daemon`.
@@ -102,6 +116,8 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         trust: args.catalog.trust(),
         rules: args.catalog.rules,
         http: args.http.flags(),
+        node_prefix: args.node_prefix,
+        force: args.force,
     };
     granary_node::daemon::run(opts, socket, data_dir)
 }
@@ -142,6 +158,10 @@ pub enum FaceCmd {
         /// lost fragments are retransmitted hop by hop.
         #[arg(long)]
         reliable: bool,
+        /// Permanent persistency (NFD's): the face is re-dialled with
+        /// back-off when the peer goes away, its routes kept meanwhile.
+        #[arg(long)]
+        permanent: bool,
     },
     /// Destroy a face.
     Destroy {
@@ -170,6 +190,10 @@ pub enum RouteCmd {
         /// reliability (see `face create --reliable`).
         #[arg(long)]
         reliable: bool,
+        /// When FACE is a URI: create it permanent (re-dialled with
+        /// back-off when the peer goes away; see `face create --permanent`).
+        #[arg(long)]
+        permanent: bool,
     },
     /// Remove a route.
     Remove {
@@ -254,6 +278,22 @@ pub fn status(socket: &Path) -> anyhow::Result<()> {
             "satisfied        {}  unsatisfied {}",
             g.n_satisfied_interests, g.n_unsatisfied_interests
         );
+        // Granary's forwarding counters (an NFD answers no such dataset).
+        if let Ok(b) = dataset(&mut c, "/localhost/nfd/status/forwarding").await {
+            let text = String::from_utf8_lossy(&b);
+            let get = |k: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            println!(
+                "hinted           forwarded {}  stripped in region {}",
+                get("hinted_interests"),
+                get("hint_stripped")
+            );
+            println!("no-route nacks   {}", get("no_route_nacks"));
+        }
         Ok(())
     })
 }
@@ -304,16 +344,47 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                     _ => name("/localhost/nfd/faces/list")?,
                 };
                 let faces = decode_dataset::<FaceStatus>(&c.dataset(&uri).await?)?;
+                // Permanent faces' state (Granary's status/forwarding; an
+                // NFD answers no such dataset: every listed face is up).
+                let down: Vec<(u64, String)> = match dataset(&mut c, "/localhost/nfd/status/forwarding").await {
+                    Ok(b) => String::from_utf8_lossy(&b)
+                        .lines()
+                        .filter_map(|l| {
+                            let mut w = l.splitn(7, ' ');
+                            (w.next()? == "permanent_face").then_some(())?;
+                            let id = w.next()?.parse().ok()?;
+                            (w.next()? == "down").then_some(())?;
+                            let failures = w.next()?;
+                            let _redials = w.next()?;
+                            let _uri = w.next()?;
+                            let err = w.next().unwrap_or("");
+                            Some((id, format!("{failures} failed attempts; last: {err}")))
+                        })
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
                 if let (FaceCmd::Show { id }, true) = (&cmd, faces.is_empty()) {
                     anyhow::bail!("no face {id}");
                 }
                 for f in faces {
+                    let persistency = match f.face_persistency {
+                        granary_mgmt::values::face_persistency::ON_DEMAND => "on-demand",
+                        granary_mgmt::values::face_persistency::PERSISTENT => "persistent",
+                        granary_mgmt::values::face_persistency::PERMANENT => "permanent",
+                        _ => "?",
+                    };
+                    let state = match down.iter().find(|(id, _)| *id == f.face_id) {
+                        Some((_, why)) => format!("down ({why})"),
+                        None => "up".to_string(),
+                    };
                     println!(
-                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}",
+                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
                         if f.face_scope == 1 { "local" } else { "non-local" },
+                        persistency,
+                        state,
                         f.n_in_interests,
                         f.n_in_data,
                         f.n_in_nacks,
@@ -335,8 +406,12 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                     );
                 }
             }
-            FaceCmd::Create { uri, reliable } => {
-                let id = create_face(&mut c, &uri, reliable).await?;
+            FaceCmd::Create {
+                uri,
+                reliable,
+                permanent,
+            } => {
+                let id = create_face_with(&mut c, &uri, reliable, permanent).await?;
                 println!("{id}");
             }
             FaceCmd::Destroy { id } => {
@@ -383,10 +458,11 @@ pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
                 cost,
                 origin,
                 reliable,
+                permanent,
             } => {
                 let face_id = match face.parse::<u64>() {
                     Ok(id) => id,
-                    Err(_) => create_face(&mut c, &face, reliable).await?,
+                    Err(_) => create_face_with(&mut c, &face, reliable, permanent).await?,
                 };
                 let mut p = ControlParameters::new();
                 p.name = Some(name(&prefix)?);
@@ -515,10 +591,13 @@ pub fn peek(
     must_be_fresh: bool,
     lifetime: u64,
     hex_out: bool,
+    fwhint: &[String],
 ) -> anyhow::Result<()> {
+    let hint = crate::fetch::hint_names(fwhint)?;
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;
         let mut f = InterestFields::new(name(uri)?);
+        f.forwarding_hint = hint;
         f.can_be_prefix = can_be_prefix;
         f.must_be_fresh = must_be_fresh;
         f.lifetime = Some(lifetime);

@@ -451,6 +451,18 @@ pub async fn connect_tcp(
     limits: FaceLimits,
     events: EventSender,
 ) -> std::io::Result<FaceHandle> {
+    connect_tcp_as(remote, id, crate::Persistency::Persistent, limits, events).await
+}
+
+/// [`connect_tcp`] with the face's persistency given (a permanent face is
+/// re-dialled by the forwarder with the same id when it closes).
+pub async fn connect_tcp_as(
+    remote: std::net::SocketAddr,
+    id: u64,
+    persistency: crate::Persistency,
+    limits: FaceLimits,
+    events: EventSender,
+) -> std::io::Result<FaceHandle> {
     let sock = tokio::time::timeout(
         Duration::from_secs(5),
         tokio::net::TcpStream::connect(remote),
@@ -462,7 +474,39 @@ pub async fn connect_tcp(
             format!("connecting to {remote} timed out"),
         )
     })??;
-    tcp_face(sock, id, crate::Persistency::Persistent, limits, events).await
+    tcp_face(sock, id, persistency, limits, events).await
+}
+
+/// Connects to a Unix socket (another forwarder's) and announces the face,
+/// non-local (the peer is a forwarder, not an application of this node).
+pub async fn connect_unix_as(
+    path: &std::path::Path,
+    id: u64,
+    persistency: crate::Persistency,
+    limits: FaceLimits,
+    events: EventSender,
+) -> std::io::Result<FaceHandle> {
+    let sock = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::UnixStream::connect(path),
+    )
+    .await
+    .map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("connecting to {} timed out", path.display()),
+        )
+    })??;
+    let info = FaceInfo {
+        id,
+        remote_uri: format!("unix://{}", path.display()),
+        local_uri: "unix://".into(),
+        scope: crate::Scope::NonLocal,
+        persistency,
+        mtu: None,
+    };
+    let (r, w) = sock.into_split();
+    Ok(spawn(info, r, w, limits, events).await)
 }
 
 #[cfg(test)]

@@ -31,6 +31,10 @@ pub struct ForwarderConfig {
     /// lock; N > 1 splits the PIT, CS and dead-nonce list over N shards by a
     /// hash of the name, so N cores forward at once (see `Forwarder::run`).
     pub shards: usize,
+    /// The network region (NFD's `tables.network_region`): an Interest
+    /// whose ForwardingHint names a prefix of one of these has reached its
+    /// producer's region, and its hint is stripped (it is forwarded by name).
+    pub network_region: Vec<granary_packet::Name>,
 }
 
 /// The most shards a forwarder takes (a shard is a PIT, a CS and a lock).
@@ -46,6 +50,7 @@ impl Default for ForwarderConfig {
             trust_anchors: Vec::new(),
             channels: Vec::new(),
             shards: 1,
+            network_region: Vec::new(),
         }
     }
 }

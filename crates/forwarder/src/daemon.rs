@@ -48,6 +48,26 @@ pub struct DaemonConfig {
     /// Directory of trust-anchor certificates (`*.cert`, binary) for
     /// commands from non-local faces; usually `<data-dir>/keychain/trust`.
     pub trust_dir: Option<PathBuf>,
+    /// NFD's `tables.network_region`: name prefixes of this node's region.
+    /// An Interest whose ForwardingHint names a prefix of one of them is
+    /// forwarded by its name, without the hint.
+    pub network_region: Vec<String>,
+    /// Static routes (`[[route]]`), each on a permanent face that is dialled
+    /// at start and re-dialled with back-off when the peer comes back.
+    pub route: Vec<StaticRoute>,
+}
+
+/// One `[[route]]` of the config file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRoute {
+    /// Name prefix.
+    pub prefix: String,
+    /// Next hop: `tcp4://IP:PORT`, `udp4://IP:PORT` or `unix:///path`.
+    pub face: String,
+    /// Route cost (default 0).
+    #[serde(default)]
+    pub cost: u64,
 }
 
 impl Default for DaemonConfig {
@@ -68,6 +88,8 @@ impl Default for DaemonConfig {
             udp_reliability: true,
             shards: 1,
             trust_dir: None,
+            network_region: Vec::new(),
+            route: Vec::new(),
         }
     }
 }
@@ -145,7 +167,24 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             }
         }
     }
+    let network_region = cfg
+        .network_region
+        .iter()
+        .map(|r| {
+            granary_packet::Name::from_uri(r).map_err(|e| format!("network_region {r:?}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Static routes are checked before anything is bound.
+    let mut routes = Vec::new();
+    for r in &cfg.route {
+        let prefix = granary_packet::Name::from_uri(&r.prefix)
+            .map_err(|e| format!("route prefix {:?}: {e}", r.prefix))?;
+        let target = crate::permanent::Target::parse(&r.face)
+            .map_err(|e| format!("route {}: {e}", r.prefix))?;
+        routes.push((prefix, target, r.cost));
+    }
     let mut fcfg = ForwarderConfig {
+        network_region,
         trust_anchors,
         cs: CsConfig {
             max_packets: cfg.cs_capacity,
@@ -231,7 +270,22 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         limits: limits.clone(),
         udp: udp_channel,
     };
-    let fw = Forwarder::new(fcfg, ctx);
+    let mut fw = Forwarder::new(fcfg, ctx);
+    for (prefix, target, cost) in routes {
+        let uri = target.uri();
+        let face = fw.add_permanent_face(target)?;
+        tracing::info!("static route {prefix} via permanent face {face} ({uri}) cost {cost}");
+        fw.tables.register(
+            prefix,
+            crate::fib::Route {
+                face,
+                origin: granary_mgmt::values::route_origin::STATIC,
+                cost,
+                flags: crate::fib::CHILD_INHERIT,
+                expires: None,
+            },
+        );
+    }
     let shutdown = Arc::new(Notify::new());
     let task = tokio::spawn(fw.run(events_rx, shutdown.clone()));
     Ok(Running {

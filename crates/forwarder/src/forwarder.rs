@@ -19,6 +19,7 @@ use crate::config::FaceMap;
 use crate::cs::{ContentStore, CsConfig};
 use crate::fib::Tables;
 use crate::mgmt::{ClosedFaces, Managed, MgmtState, Totals};
+use crate::permanent::{PermanentFace, Target};
 use crate::pit::{DeadNonceList, Pit};
 use crate::shard::{cs_share, Shard};
 use crate::strategy::StrategyChoice;
@@ -36,6 +37,12 @@ pub struct Stats {
     pub loops: u64,
     /// Interests dropped for scope or HopLimit.
     pub scope_drops: u64,
+    /// Interests forwarded by a ForwardingHint (the FIB entry of a hint
+    /// name, not of the Interest's name, chose the next hop).
+    pub hinted: u64,
+    /// Interests whose ForwardingHint was stripped on arrival because a
+    /// hint name is in this node's network region.
+    pub hint_stripped: u64,
     /// Packet counters of the faces already closed (in/out Interests, Data,
     /// Nacks), so that status/general's totals never go down when a face
     /// closes (NFD's are forwarder-wide; Prometheus counters must not drop).
@@ -77,6 +84,9 @@ pub struct Forwarder {
     pub(crate) armed: Instant,
     /// The time of the batch being processed (one clock read per batch).
     pub(crate) now: Instant,
+    /// Permanent faces (control shard): re-dialled when they close, their
+    /// routes kept meanwhile (see [`crate::permanent`]).
+    pub(crate) permanent: std::collections::HashMap<FaceId, PermanentFace>,
 }
 
 impl Forwarder {
@@ -105,16 +115,91 @@ impl Forwarder {
             pending: None,
             armed: Instant::now(),
             now: Instant::now(),
+            permanent: Default::default(),
         }
     }
 
     /// Adds a face (in-process faces are added this way before `run`).
     pub fn add_face(&mut self, h: FaceHandle) {
         tracing::info!(face = h.info.id, remote = %h.info.remote_uri, local = %h.info.local_uri, "face up");
+        if let Some(p) = self.permanent.get_mut(&h.info.id) {
+            if p.ever_up {
+                p.state.redials.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(face = h.info.id, remote = %h.info.remote_uri, "permanent face re-dialled: its routes work again");
+            }
+            p.up = true;
+            p.ever_up = true;
+        }
         if let Some(sink) = &self.sink {
             h.set_sink(sink.clone());
         }
         self.faces.insert(h.info.id, h);
+    }
+
+    /// A permanent face to `target` (a static route's face): TCP and Unix
+    /// faces are dialled at once and re-dialled with back-off whenever they
+    /// close; a UDP face is made through the UDP listener (it has no
+    /// connection to lose). Returns the face id to register routes on; the
+    /// same id again for a target already known.
+    pub fn add_permanent_face(&mut self, target: Target) -> Result<FaceId, String> {
+        if let Some((id, _)) = self.permanent.iter().find(|(_, p)| p.target == target) {
+            return Ok(*id);
+        }
+        match &target {
+            Target::Udp(a) => {
+                let Some(ch) = self.ctx.udp.clone() else {
+                    return Err(format!(
+                        "face {}: no UDP listener (add listen = [\"udp://IP:PORT\"])",
+                        target.uri()
+                    ));
+                };
+                let (h, _new) = ch.connect_with(*a, granary_face::Persistency::Permanent, None);
+                let id = h.info.id;
+                self.permanent.insert(id, PermanentFace::new(target));
+                self.add_face(h);
+                Ok(id)
+            }
+            _ => {
+                let id = self.ctx.ids.next();
+                let p = PermanentFace::new(target.clone());
+                crate::permanent::spawn_dialler(
+                    id,
+                    target,
+                    self.ctx.clone(),
+                    p.state.clone(),
+                    true,
+                );
+                self.permanent.insert(id, p);
+                Ok(id)
+            }
+        }
+    }
+
+    /// A face that just closed: a permanent one that was up keeps its
+    /// routes and is re-dialled (true); any other is forgotten (false).
+    pub(crate) fn keep_permanent(&mut self, face: FaceId) -> bool {
+        let Some(p) = self.permanent.get_mut(&face) else {
+            return false;
+        };
+        let redial = p.ever_up
+            && !matches!(p.target, Target::Udp(_))
+            && !p.state.cancel.load(Ordering::Acquire);
+        if !redial {
+            self.permanent.remove(&face);
+            return false;
+        }
+        if p.up {
+            p.up = false;
+            tracing::warn!(face, remote = %p.target.uri(), "permanent face down: routes kept, re-dialling with back-off");
+            crate::permanent::spawn_dialler(
+                face,
+                p.target.clone(),
+                self.ctx.clone(),
+                p.state.clone(),
+                false,
+            );
+        }
+        true
     }
 
     /// Registers a route directly (for in-process producers).
@@ -129,6 +214,15 @@ impl Forwarder {
                 expires: None,
             },
         );
+    }
+
+    /// NFD's `NetworkRegionTable::isInProducerRegion`: true when a hint
+    /// name is a prefix of (or equal to) a region name.
+    pub(crate) fn in_producer_region(&self, hint: &[Name]) -> bool {
+        self.cfg
+            .network_region
+            .iter()
+            .any(|r| hint.iter().any(|h| h.is_prefix_of(r)))
     }
 
     /// Sharded, control shard: publishes its PIT size for the dispatcher.
@@ -250,6 +344,14 @@ impl Managed for Forwarder {
     }
 
     fn remove_face(&mut self, id: FaceId) -> Option<FaceHandle> {
+        if let Some(p) = self.permanent.remove(&id) {
+            p.state.cancel.store(true, Ordering::Release);
+            if !self.faces.contains_key(&id) {
+                // Down: no handle to close, only its routes to drop.
+                self.tables.remove_face(id);
+                return None;
+            }
+        }
         let h = self.faces.remove(&id)?;
         self.tables.remove_face(id);
         self.stats.closed_faces.add(&h.counters);
@@ -304,6 +406,9 @@ impl Managed for Forwarder {
             cs_misses: f.cs.misses(),
             satisfied: f.stats.satisfied,
             unsatisfied: f.stats.unsatisfied,
+            hinted: f.stats.hinted,
+            hint_stripped: f.stats.hint_stripped,
+            no_route: f.stats.no_route,
         };
         let mut t = one(self);
         for s in &self.siblings {
@@ -314,12 +419,44 @@ impl Managed for Forwarder {
             t.cs_misses += u.cs_misses;
             t.satisfied += u.satisfied;
             t.unsatisfied += u.unsatisfied;
+            t.hinted += u.hinted;
+            t.hint_stripped += u.hint_stripped;
+            t.no_route += u.no_route;
         }
         t
     }
 
     fn face_context(&self) -> &FaceContext {
         &self.ctx
+    }
+
+    fn make_permanent(&mut self, id: FaceId, target: Target, up: bool) {
+        let mut p = PermanentFace::new(target);
+        p.up = up;
+        p.ever_up = up;
+        self.permanent.insert(id, p);
+    }
+
+    fn permanent_faces(&self) -> Vec<crate::mgmt::PermanentStatus> {
+        let mut v: Vec<_> = self
+            .permanent
+            .iter()
+            .map(|(id, p)| crate::mgmt::PermanentStatus {
+                id: *id,
+                uri: p.target.uri(),
+                up: p.up,
+                failures: p.state.failures.load(Ordering::Relaxed),
+                redials: p.state.redials.load(Ordering::Relaxed),
+                last_error: p
+                    .state
+                    .last_error
+                    .lock()
+                    .map(|e| e.clone())
+                    .unwrap_or_default(),
+            })
+            .collect();
+        v.sort_by_key(|p| p.id);
+        v
     }
 
     fn reply(&self, face: FaceId, d: &Data, pit_token: Option<Bytes>) {

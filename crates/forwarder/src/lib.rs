@@ -15,8 +15,11 @@ pub mod cs;
 pub mod daemon;
 pub mod fib;
 pub mod forwarder;
+#[cfg(test)]
+mod hint_tests;
 pub mod mgmt;
 pub mod namehash;
+pub mod permanent;
 mod pipeline;
 pub mod pit;
 mod run;

@@ -71,6 +71,10 @@ pub(crate) trait Managed {
     fn closed_faces(&self) -> ClosedFaces;
     /// What faces are created with (faces/create).
     fn face_context(&self) -> &FaceContext;
+    /// Marks face `id` permanent (faces/create with Persistency Permanent).
+    fn make_permanent(&mut self, id: FaceId, target: crate::permanent::Target, up: bool);
+    /// The permanent faces, up and down.
+    fn permanent_faces(&self) -> Vec<PermanentStatus>;
     /// Sends a reply to the face a command came from.
     fn reply(&self, face: FaceId, d: &Data, pit_token: Option<Bytes>);
     /// Called after every command: sharded, the data shards take the new
@@ -103,6 +107,23 @@ impl ClosedFaces {
     }
 }
 
+/// One permanent face, as faces/list and status/forwarding show it.
+#[derive(Debug, Clone)]
+pub struct PermanentStatus {
+    /// Face id (the same across re-dials).
+    pub id: FaceId,
+    /// Remote FaceUri.
+    pub uri: String,
+    /// Connected.
+    pub up: bool,
+    /// Failed connection attempts since it was last up.
+    pub failures: u64,
+    /// Times it came back after going down.
+    pub redials: u64,
+    /// The last connection error.
+    pub last_error: String,
+}
+
 /// Table sizes and counters for the cs/info and status/general datasets,
 /// summed over every shard.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +140,12 @@ pub(crate) struct Totals {
     pub satisfied: u64,
     /// PIT entries that expired.
     pub unsatisfied: u64,
+    /// Interests forwarded by a ForwardingHint.
+    pub hinted: u64,
+    /// Interests whose hint was stripped in the network region.
+    pub hint_stripped: u64,
+    /// Nacks NoRoute generated.
+    pub no_route: u64,
 }
 
 /// Management's own state: its configuration (trust anchors, listener
@@ -221,6 +248,7 @@ pub(crate) fn handle<M: Managed>(
             | ("strategy-choice", "list")
             | ("cs", "info")
             | ("status", "general")
+            | ("status", "forwarding")
     );
     if dataset {
         // faces/query carries its FaceQueryFilter as one more component:
@@ -616,6 +644,25 @@ fn faces_create<M: Managed>(
             ))
         }
     };
+    // NFD: Persistent by default; Permanent accepted (re-dialled when it
+    // closes); OnDemand is for faces a channel accepts, not for create.
+    let permanent = match p.face_persistency {
+        None | Some(face_persistency::PERSISTENT) => false,
+        Some(face_persistency::PERMANENT) => true,
+        Some(other) => {
+            return Some(ControlResponse::new(
+                status::NOT_ACCEPTABLE,
+                format!(
+                "Persistency {other} is not supported by faces/create (persistent or permanent)"
+            ),
+            ))
+        }
+    };
+    let persistency = if permanent {
+        Persistency::Permanent
+    } else {
+        Persistency::Persistent
+    };
     if let Some(existing) = fw
         .faces()
         .values()
@@ -637,9 +684,12 @@ fn faces_create<M: Managed>(
         };
         let bit = granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED;
         let reliable = (p.has_flag_bit(bit) || p.flag_bit(bit)).then(|| p.flag_bit(bit));
-        let (h, new) = ch.connect_with(addr, Persistency::Persistent, reliable);
+        let (h, new) = ch.connect_with(addr, persistency, reliable);
         let id = h.info.id;
         if new {
+            if permanent {
+                fw.make_permanent(id, crate::permanent::Target::Udp(addr), true);
+            }
             fw.add_face(h);
         }
         return Some(ControlResponse::with_params(
@@ -656,11 +706,17 @@ fn faces_create<M: Managed>(
     let requester = fw.faces().get(&face)?.info.id;
     let name = i.name.clone();
     let token = link.pit_token.clone();
+    let id = ctx.ids.next();
+    if permanent {
+        // Known before it connects: a failure below closes it (forgotten,
+        // as it never came up), a later close re-dials it.
+        fw.make_permanent(id, crate::permanent::Target::Tcp(addr), false);
+    }
     tokio::spawn(async move {
-        let id = ctx.ids.next();
-        let r = match granary_face::stream::connect_tcp(
+        let r = match granary_face::stream::connect_tcp_as(
             addr,
             id,
+            persistency,
             ctx.limits.clone(),
             ctx.events.clone(),
         )
@@ -672,17 +728,28 @@ fn faces_create<M: Managed>(
                 out.face_id = Some(id);
                 out.uri = Some(h.info.remote_uri.clone());
                 out.local_uri = Some(h.info.local_uri.clone());
-                out.face_persistency = Some(face_persistency::PERSISTENT);
+                out.face_persistency = Some(persistency_code(persistency));
                 out.flags = Some(face_flag_bits(&h.counters));
                 let (iv, th) = marking_settings(&h.counters);
                 out.base_congestion_marking_interval = Some(iv);
                 out.default_congestion_threshold = Some(th);
                 ControlResponse::with_params(status::OK, "OK", &out)
             }
-            Err(e) => ControlResponse::new(
-                status::GATEWAY_TIMEOUT,
-                format!("cannot connect to {addr}: {e}"),
-            ),
+            Err(e) => {
+                if permanent {
+                    let _ = ctx
+                        .events
+                        .send(granary_face::FaceEvent::Closed {
+                            face: id,
+                            reason: format!("cannot connect to {addr}: {e}"),
+                        })
+                        .await;
+                }
+                ControlResponse::new(
+                    status::GATEWAY_TIMEOUT,
+                    format!("cannot connect to {addr}: {e}"),
+                )
+            }
         };
         let d = response(&name, r);
         let packet = granary_face::OutPacket {
@@ -744,6 +811,33 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
             }
         })
         .collect();
+    // A permanent face being re-dialled is still a face (NFD lists a down
+    // permanent face too): no local URI, no counters, its routes kept.
+    for p in fw.permanent_faces() {
+        if !p.up && !fw.faces().contains_key(&p.id) {
+            v.push(FaceStatus {
+                face_id: p.id,
+                uri: p.uri,
+                local_uri: String::new(),
+                expiration_period: None,
+                face_scope: face_scope::NON_LOCAL,
+                face_persistency: face_persistency::PERMANENT,
+                link_type: link_type::POINT_TO_POINT,
+                base_congestion_marking_interval: None,
+                default_congestion_threshold: None,
+                mtu: None,
+                n_in_interests: 0,
+                n_in_data: 0,
+                n_in_nacks: 0,
+                n_out_interests: 0,
+                n_out_data: 0,
+                n_out_nacks: 0,
+                n_in_bytes: 0,
+                n_out_bytes: 0,
+                flags: 0,
+            });
+        }
+    }
     v.sort_by_key(|f| f.face_id);
     v
 }
@@ -814,6 +908,28 @@ fn dataset_payload<M: Managed>(fw: &M, module: &str, verb: &str) -> Bytes {
                 .collect();
             v.sort_by(|a, b| a.name.cmp(&b.name));
             encode_dataset(&v)
+        }
+        // Granary's own counters (not an NFD dataset): `name value` lines
+        // of UTF-8 text, read by `granary status`.
+        ("status", "forwarding") => {
+            let t = fw.totals();
+            let mut text = format!(
+                "hinted_interests {}\nhint_stripped {}\nno_route_nacks {}\n",
+                t.hinted, t.hint_stripped, t.no_route
+            );
+            // `permanent_face ID up|down FAILURES REDIALS URI [last error]`
+            for p in fw.permanent_faces() {
+                text.push_str(&format!(
+                    "permanent_face {} {} {} {} {} {}\n",
+                    p.id,
+                    if p.up { "up" } else { "down" },
+                    p.failures,
+                    p.redials,
+                    p.uri,
+                    p.last_error.replace('\n', " ")
+                ));
+            }
+            Bytes::from(text)
         }
         ("cs", "info") => {
             let t = fw.totals();

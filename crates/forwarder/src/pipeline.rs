@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use granary_face::{FaceEvent, FaceId, LinkFields, NetPacket, OutKind, OutPacket, Scope};
 use granary_packet::types::nack_reason;
-use granary_packet::{Data, Interest};
+use granary_packet::{Data, Interest, Name};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 
@@ -32,7 +32,9 @@ impl Forwarder {
                 if let Some(h) = self.faces.remove(&face) {
                     self.stats.closed_faces.add(&h.counters);
                 }
-                self.tables.remove_face(face);
+                if !self.keep_permanent(face) {
+                    self.tables.remove_face(face);
+                }
             }
             FaceEvent::Packet { face, packet, link } => self.on_packet(face, &packet, &link, now),
             FaceEvent::Send { face, packet } => {
@@ -116,6 +118,14 @@ impl Forwarder {
             self.send_nack(face, i, nack_reason::DUPLICATE, link.pit_token.clone());
             return;
         }
+        // NFD's order: after the dead-nonce list, before the PIT. A hint
+        // naming this node's region has done its job: the Interest goes on
+        // by name (and without the hint). The PIT ignores hints either way.
+        let stripped = !i.forwarding_hint.is_empty() && self.in_producer_region(&i.forwarding_hint);
+        if stripped {
+            self.stats.hint_stripped += 1;
+            tracing::debug!(name = %i.name, hint = ?hint_uris(i), "forwarding hint reached the producer region: stripped");
+        }
         let key = PitKey::of(i);
         // Loop: the same nonce already seen from another face, or sent upstream.
         if let Some(e) = self
@@ -181,6 +191,7 @@ impl Forwarder {
             id,
             &hashes,
             i,
+            stripped,
             nonce,
             link.next_hop_face_id.filter(|_| local),
             link.pit_token.clone(),
@@ -196,6 +207,7 @@ impl Forwarder {
         id: EntryId,
         hashes: &NameHashes,
         i: &Interest,
+        stripped: bool,
         nonce: u32,
         next_hop: Option<FaceId>,
         pit_token: Option<Bytes>,
@@ -219,8 +231,28 @@ impl Forwarder {
             }
         };
         let mut hops: SmallVec<[FaceId; 4]> = SmallVec::new();
+        // Set when a hint name's FIB entry chose the next hops.
+        let mut by_hint: Option<&Name> = None;
         match next_hop {
             Some(f) if self.faces.contains_key(&f) => hops.push(f),
+            _ if !stripped && !i.forwarding_hint.is_empty() => {
+                // NFD's `Strategy::lookupFib`: the first hint name whose
+                // longest-prefix match has next hops (here: next hops on
+                // faces that are up); the Interest's own name is not looked up.
+                for h in &i.forwarding_hint {
+                    if let Some((_, nh)) = self.tables.lookup(h) {
+                        hops.extend(
+                            nh.iter()
+                                .map(|h| h.face)
+                                .filter(|f| eligible(*f, &self.faces)),
+                        );
+                    }
+                    if !hops.is_empty() {
+                        by_hint = Some(h);
+                        break;
+                    }
+                }
+            }
             _ => {
                 if let Some((_, nh)) = self.tables.lookup_hashed(&i.name, hashes) {
                     hops.extend(
@@ -272,7 +304,15 @@ impl Forwarder {
             }
             Strategy::Vip => targets.push(vip_choice.unwrap_or(hops[0])),
         }
-        let wire = if i.nonce != Some(nonce) || i.hop_limit.is_some() {
+        if let Some(h) = by_hint {
+            self.stats.hinted += 1;
+            tracing::debug!(name = %i.name, hint = %h, faces = ?targets, "forwarded by forwarding hint");
+        }
+        let wire = if stripped {
+            i.without_forwarding_hint(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
+                .wire()
+                .clone()
+        } else if i.nonce != Some(nonce) || i.hop_limit.is_some() {
             i.with_nonce_and_hop_limit(nonce, i.hop_limit.map(|h| h.saturating_sub(1)))
                 .wire()
                 .clone()
@@ -411,4 +451,9 @@ impl Forwarder {
             }
         }
     }
+}
+
+/// A hint's names as URIs (for log lines).
+fn hint_uris(i: &Interest) -> Vec<String> {
+    i.forwarding_hint.iter().map(|n| n.to_string()).collect()
 }

@@ -100,11 +100,15 @@ fn sharded_event(ev: FaceEvent, control: &Shared, data: &[Arc<Shared>], sink: &d
             let mut fw = control.lock();
             fw.now = now;
             fw.on_event(FaceEvent::Closed { face, reason }, now);
+            // A permanent face keeps its routes while it is re-dialled.
+            let keep_routes = fw.permanent.contains_key(&face);
             drop(fw);
             for s in data {
                 let mut fw = s.lock();
                 fw.faces.remove(&face);
-                fw.tables.remove_face(face);
+                if !keep_routes {
+                    fw.tables.remove_face(face);
+                }
             }
         }
         FaceEvent::Packet { face, packet, link } => sink.deliver_one(face, packet, link),

@@ -91,12 +91,14 @@ impl Fetcher {
         trust: Arc<Trust>,
         timeout: Duration,
         cache_bytes: usize,
+        forwarding_hint: Vec<granary_packet::Name>,
     ) -> Fetcher {
         let lifetime = timeout.clamp(Duration::from_millis(100), Duration::from_secs(4));
         let cfg = Config {
             lifetime,
             // The mount's own timeout bounds every operation.
             retries: 15,
+            forwarding_hint,
             ..Config::default()
         };
         Fetcher {

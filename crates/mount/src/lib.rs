@@ -58,6 +58,8 @@ pub struct Options {
     pub threads: usize,
     /// Publish mode: the publisher and the directory for drafts.
     pub publish: Option<(Arc<dyn Publisher>, PathBuf)>,
+    /// ForwardingHint on every Interest (`--fwhint`).
+    pub forwarding_hint: Vec<Name>,
 }
 
 /// Mounts and serves until unmounted (SIGINT or SIGTERM unmount cleanly;
@@ -73,6 +75,7 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
         opts.trust.clone(),
         opts.timeout,
         opts.cache_bytes,
+        opts.forwarding_hint.clone(),
     ));
     // Check the node is there before mounting (a clear error, not EIO on
     // every access).

@@ -26,8 +26,22 @@ pub async fn dataset(c: &mut Client, uri: &str) -> anyhow::Result<Bytes> {
 /// Creates a face to `uri` (NFD's faces/create) and returns its id; the id
 /// of the existing face when there is one already.
 pub async fn create_face(c: &mut Client, uri: &str, reliable: bool) -> anyhow::Result<u64> {
+    create_face_with(c, uri, reliable, false).await
+}
+
+/// [`create_face`], asking for Persistency Permanent when `permanent` (the
+/// face is re-dialled with back-off when the peer goes away).
+pub async fn create_face_with(
+    c: &mut Client,
+    uri: &str,
+    reliable: bool,
+    permanent: bool,
+) -> anyhow::Result<u64> {
     let mut p = ControlParameters::new();
     p.uri = Some(uri.to_string());
+    if permanent {
+        p.face_persistency = Some(granary_mgmt::values::face_persistency::PERMANENT);
+    }
     if reliable {
         p.set_flag_bit(
             granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED,

@@ -43,6 +43,10 @@ pub struct Options {
     pub trust: Trust,
     /// The HTTP gateway's flags.
     pub http: crate::gateway::Flags,
+    /// The node prefix (`--node-prefix`; overrides the config's `node_prefix`).
+    pub node_prefix: Option<String>,
+    /// Change the node prefix even though keys exist under the old one.
+    pub force: bool,
 }
 
 /// `granary daemon`: starts the forwarder with `socket` as its Unix socket,
@@ -50,6 +54,7 @@ pub struct Options {
 /// on and `ready`, and runs until SIGTERM/SIGINT.
 pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
     let mut http_file = crate::gateway::Flags::default();
+    let mut file_prefix: Option<String> = None;
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -58,6 +63,14 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             http_file = crate::gateway::take_config_keys(&mut t)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            file_prefix = match t.remove("node_prefix") {
+                None => None,
+                Some(toml::Value::String(s)) => Some(s),
+                Some(v) => anyhow::bail!(
+                    "{}: node_prefix: expected a name such as \"/site/a\", found {v}",
+                    p.display()
+                ),
+            };
             DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => DaemonConfig::default(),
@@ -98,6 +111,20 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     }
     std::fs::create_dir_all(data_dir)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", data_dir.display()))?;
+    // The node prefix first: the catalog and the publisher key are named after it.
+    let node = match args.node_prefix.clone().or(file_prefix) {
+        Some(p) => {
+            let want = Name::from_uri(&p).map_err(|e| anyhow::anyhow!("node prefix {p:?}: {e}"))?;
+            crate::identity::set_node_prefix(data_dir, &want, args.force)?
+        }
+        None => crate::identity::node_prefix(data_dir)?,
+    };
+    // The node's own prefix is in its network region (a Granary default; NFD
+    // has none): an Interest hinted to this node goes on by name here.
+    let node_uri = node.to_string();
+    if !cfg.network_region.iter().any(|r| r == &node_uri) {
+        cfg.network_region.push(node_uri);
+    }
     let repo_dir = data_dir.join("repo");
     let no_repo = args.no_repo;
     // The catalog, opened before the runtime starts (its in-memory index is
@@ -114,7 +141,6 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             }
         }
     };
-    let node = crate::identity::node_prefix(data_dir)?;
     raise_open_files_limit();
     let gateway_dir = data_dir.to_path_buf();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -123,7 +149,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate).await?;
+            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
         }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
@@ -195,6 +221,7 @@ async fn attach_repo(
     dir: &Path,
     indexer: Option<std::sync::Arc<granary_search::Indexer>>,
     scrub_mb_per_s: u64,
+    node: &Name,
 ) -> anyhow::Result<()> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
@@ -211,6 +238,9 @@ async fn attach_repo(
     let route = granary_mgmt::values::route_flags::CHILD_INHERIT;
     let cmds = [
         ("rib", "register", static_route(Name::new(), 0, 100)),
+        // The node's own prefix: Interests under it (or hinted to it by a
+        // router whose region does not hold it) reach this repository.
+        ("rib", "register", static_route(node.clone(), route, 0)),
         // Hash requests from neighbours (one hop, /localhop), answered from
         // the hash index. A high cost: this node's own apps reach its
         // neighbours first (their routes cost less) and the repository only

@@ -48,6 +48,69 @@ pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
     Name::from_uri(&uri).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// The prefix in `<data-dir>/node.toml`, if one was made or set.
+fn stored_prefix(data_dir: &Path) -> anyhow::Result<Option<Name>> {
+    let file = data_dir.join("node.toml");
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(None);
+    };
+    let v: toml::Value =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+    match v.get("node_prefix").and_then(|p| p.as_str()) {
+        Some(p) => Name::from_uri(p)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display())),
+        None => Ok(None),
+    }
+}
+
+/// Sets the node prefix (`granary daemon --node-prefix`, config key
+/// `node_prefix`) in `<data-dir>/node.toml`. A change is refused while the
+/// keychain holds keys under the old prefix (what this node published is
+/// signed by them and its catalog is named after it) unless `force`; with
+/// `force` the old keys stay in the keychain, and the default one goes on
+/// signing until another is made the default.
+pub fn set_node_prefix(data_dir: &Path, want: &Name, force: bool) -> anyhow::Result<Name> {
+    if want.is_empty() {
+        anyhow::bail!("--node-prefix: the node prefix cannot be / (name the node, e.g. /site/a)");
+    }
+    if let Some(old) = stored_prefix(data_dir)? {
+        if &old == want {
+            return Ok(old);
+        }
+        let keys: Vec<String> = granary_security::KeyChain::open(data_dir.join("keychain"))
+            .and_then(|kc| kc.list())
+            .map(|l| {
+                l.into_iter()
+                    .filter(|k| old.is_prefix_of(&k.name))
+                    .map(|k| k.name.to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !keys.is_empty() && !force {
+            anyhow::bail!(
+                "refusing to change the node prefix from {old} to {want}: the keychain holds {} key(s) under {old} ({}), which signed what this node published, and its catalog is served as {old}/catalog; consumers trusting {old} would no longer find or trust it. Keep --node-prefix {old}, or pass --force to change it anyway (the old keys stay; run `granary key` to make a key under {want} the default)",
+                keys.len(),
+                keys.join(", ")
+            );
+        }
+        if !keys.is_empty() {
+            tracing::warn!(
+                "node prefix changed from {old} to {want} (--force); {} key(s) under {old} stay in the keychain",
+                keys.len()
+            );
+        } else {
+            tracing::info!("node prefix changed from {old} to {want}");
+        }
+    }
+    std::fs::create_dir_all(data_dir)?;
+    granary_store::write_atomic(
+        &data_dir.join("node.toml"),
+        format!("node_prefix = \"{want}\"\n").as_bytes(),
+    )?;
+    Ok(want.clone())
+}
+
 /// Identity of this node's publisher key, made at first need when the
 /// keychain has no default key: the node prefix (`<data-dir>/node.toml`,
 /// e.g. `/granary/<host>-1a2b`), so that every node signs as itself. An
@@ -73,5 +136,41 @@ mod tests {
         );
         std::fs::write(d.path().join("node.toml"), "node_prefix = 3\nbad").unwrap();
         assert!(super::node_prefix(d.path()).is_err());
+    }
+
+    #[test]
+    fn node_prefix_change_is_refused_while_keys_exist_under_the_old_one() {
+        let n = |u: &str| granary_packet::Name::from_uri(u).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        // No node.toml yet: set; again the same: fine; no keys: a change is fine.
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(),
+            n("/site/a")
+        );
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/a"), false).unwrap(),
+            n("/site/a")
+        );
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/b"), false).unwrap(),
+            n("/site/b")
+        );
+        let kc = granary_security::KeyChain::open(d.path().join("keychain")).unwrap();
+        kc.generate(&n("/site/b"), granary_security::KeyType::Ed25519)
+            .unwrap();
+        let e = super::set_node_prefix(d.path(), &n("/site/c"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("refusing") && e.contains("/site/b") && e.contains("--force"),
+            "{e}"
+        );
+        assert_eq!(super::node_prefix(d.path()).unwrap(), n("/site/b"));
+        assert_eq!(
+            super::set_node_prefix(d.path(), &n("/site/c"), true).unwrap(),
+            n("/site/c")
+        );
+        assert_eq!(super::node_prefix(d.path()).unwrap(), n("/site/c"));
+        assert!(super::set_node_prefix(d.path(), &n("/"), true).is_err());
     }
 }

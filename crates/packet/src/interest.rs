@@ -217,6 +217,17 @@ impl Interest {
     /// This is how a forwarder rewrites an Interest; re-encoding from fields
     /// would drop unknown elements.
     pub fn with_nonce_and_hop_limit(&self, nonce: u32, hop_limit: Option<u8>) -> Interest {
+        self.respliced(nonce, hop_limit, true)
+    }
+
+    /// The same Interest without its ForwardingHint (what a forwarder sends
+    /// on once the Interest has reached the producer's region), with Nonce
+    /// and HopLimit set; every other element is kept byte-for-byte.
+    pub fn without_forwarding_hint(&self, nonce: u32, hop_limit: Option<u8>) -> Interest {
+        self.respliced(nonce, hop_limit, false)
+    }
+
+    fn respliced(&self, nonce: u32, hop_limit: Option<u8>, keep_hint: bool) -> Interest {
         let mut outer = Reader::new(&self.wire);
         let Ok(el) = outer.read() else {
             return self.clone();
@@ -231,6 +242,7 @@ impl Interest {
             };
             let span = &self.wire[e.start..e.end];
             match e.typ {
+                FORWARDING_HINT if !keep_hint => {}
                 NAME | CAN_BE_PREFIX | MUST_BE_FRESH | FORWARDING_HINT => before.push(span),
                 NONCE | HOP_LIMIT => {}
                 INTEREST_LIFETIME => lifetime = Some(span),
@@ -270,6 +282,9 @@ impl Interest {
         let mut fields = self.fields.clone();
         fields.nonce = Some(nonce);
         fields.hop_limit = hop_limit;
+        if !keep_hint {
+            fields.forwarding_hint.clear();
+        }
         Interest {
             fields,
             wire: buf.freeze(),
@@ -453,6 +468,31 @@ mod tests {
         assert_eq!(d, i);
         assert!(d.params_digest_ok());
         assert_eq!(d.to_fields().encode().wire(), i.wire());
+    }
+
+    #[test]
+    fn forwarding_hint_is_dropped_and_the_rest_kept() {
+        let mut f = InterestFields::new(Name::from_uri("/a/b").unwrap());
+        f.forwarding_hint = vec![
+            Name::from_uri("/site/a").unwrap(),
+            Name::from_uri("/site/b").unwrap(),
+        ];
+        f.app_params = Some(Bytes::from_static(b"p"));
+        f.lifetime = Some(1500);
+        let i = f.encode();
+        let kept = i.with_nonce_and_hop_limit(7, Some(3));
+        assert_eq!(kept.forwarding_hint.len(), 2);
+        let s = i.without_forwarding_hint(7, Some(3));
+        assert!(s.forwarding_hint.is_empty());
+        let d = Interest::decode(s.wire().clone()).unwrap();
+        assert_eq!(d, s);
+        assert!(d.forwarding_hint.is_empty());
+        assert_eq!(d.nonce, Some(7));
+        assert_eq!(d.hop_limit, Some(3));
+        assert_eq!(d.lifetime, Some(1500));
+        assert_eq!(d.name, i.name);
+        assert!(d.params_digest_ok());
+        assert_eq!(d.params_region(), i.params_region());
     }
 
     #[test]

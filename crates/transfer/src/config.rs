@@ -81,6 +81,12 @@ pub struct Config {
     /// does), instead of only on loss or a congestion mark; `--no-hystart`
     /// turns it off. Not an ndncatchunks flag.
     pub hystart: bool,
+    /// ForwardingHint put on every Interest whose request has none
+    /// (`--fwhint`, repeatable; ndnpeek's name), in the order given: a
+    /// forwarder outside the producer's region forwards by the first name
+    /// it has a route for. Not put on `/localhost` and `/localhop`
+    /// Interests (this node's own store and its neighbours' hash indexes).
+    pub forwarding_hint: Vec<granary_packet::Name>,
 }
 
 impl Default for Config {
@@ -106,6 +112,7 @@ impl Default for Config {
             retries: 15,
             max_cwnd: 65_536.0,
             hystart: true,
+            forwarding_hint: Vec::new(),
         }
     }
 }

@@ -276,6 +276,13 @@ pub struct Engine {
     last_backoff: Instant,
 }
 
+/// `/localhost/…` or `/localhop/…`: this node or its neighbours only, so
+/// never sent with the configured forwarding hint.
+fn is_scoped(name: &Name) -> bool {
+    name.get(0)
+        .is_some_and(|c| c.value == b"localhost" || c.value == b"localhop")
+}
+
 impl Engine {
     /// A new engine.
     pub fn new(cfg: Config) -> Engine {
@@ -415,7 +422,14 @@ impl Engine {
                     name: e.req.name.clone(),
                     can_be_prefix: e.req.can_be_prefix,
                     must_be_fresh: e.req.must_be_fresh,
-                    forwarding_hint: e.req.forwarding_hint.clone(),
+                    forwarding_hint: if e.req.forwarding_hint.is_empty()
+                        && !self.cfg.forwarding_hint.is_empty()
+                        && !is_scoped(&e.req.name)
+                    {
+                        self.cfg.forwarding_hint.clone()
+                    } else {
+                        e.req.forwarding_hint.clone()
+                    },
                     app_params: e.req.app_params.clone(),
                     nonce: Some(nonce),
                     lifetime: Some(lifetime.as_millis() as u64),
@@ -833,6 +847,11 @@ pub(crate) mod tests {
                         LinkFields::default(),
                     )),
                     b"dup" => Some(reply(false)),
+                    // Answered only with a ForwardingHint (h), only without (localhost).
+                    b"h" if i.forwarding_hint == [Name::from_uri("/site/a").unwrap()] => {
+                        Some(reply(false))
+                    }
+                    b"localhost" if i.forwarding_hint.is_empty() => Some(reply(false)),
                     b"none" => Some((
                         NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
                         LinkFields::default(),
@@ -952,6 +971,29 @@ pub(crate) mod tests {
         // marks; the later, smaller windows each see about one mark.
         assert!(st.decreases_mark <= 40 - 19, "{st:?}");
         assert!(st.max_cwnd >= 100.0);
+    }
+
+    #[tokio::test]
+    async fn configured_forwarding_hint_goes_on_every_interest_but_scoped_ones() {
+        let mut link = responder();
+        let mut e = Engine::new(Config {
+            forwarding_hint: vec![Name::from_uri("/site/a").unwrap()],
+            ..Config::default()
+        });
+        let mut job = Alts::new(
+            vec![
+                vec![req("/h/1", Some(200), Some(0))],
+                vec![req("/localhost/x", Some(200), Some(0))],
+            ],
+            false,
+        );
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        // Without the hint /h/1 is not answered.
+        let mut e = Engine::new(Config::default());
+        let mut job = Alts::new(vec![vec![req("/h/1", Some(100), Some(0))]], true);
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.given_up, vec![0]);
     }
 
     #[tokio::test]

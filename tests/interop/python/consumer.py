@@ -2,7 +2,7 @@
 """A python-ndn consumer for Granary's forwarder tests (CONTRACT.md, section 4).
 
 Usage: consumer.py SOCKET NAME [--can-be-prefix] [--must-be-fresh] [--lifetime MS]
-                   [--count K] [--api appv2|app]
+                   [--count K] [--api appv2|app] [--forwarding-hint NAME ...]
 
 Connects to the forwarder over the Unix stream socket SOCKET (or, when SOCKET is
 udp://HOST:PORT, python-ndn's UdpFace to that address) and expresses K Interests
@@ -32,6 +32,9 @@ Each Interest gets at most lifetime + 2 s; past that it is reported as "timeout"
 python-ndn has not given up yet, and the whole run is killed (exit 3) if it somehow
 exceeds K * (lifetime + 2 s) + 5 s.
 
+--forwarding-hint NAME (repeatable) puts a ForwardingHint with these names, in order,
+on every Interest (python-ndn's InterestParam.forwarding_hint).
+
 --api picks the python-ndn application API: appv2 (default, ndn.appv2.NDNApp.express)
 or app (the older ndn.app.NDNApp.express_interest).
 
@@ -60,6 +63,8 @@ def parse_args(argv):
     ap.add_argument('socket', help='path of the forwarder Unix stream socket')
     ap.add_argument('name', help='Interest name (K > 1: prefix of the names)')
     ap.add_argument('--can-be-prefix', action='store_true')
+    ap.add_argument('--forwarding-hint', action='append', default=[], metavar='NAME',
+                    help='ForwardingHint name (repeatable, in order)')
     ap.add_argument('--must-be-fresh', action='store_true')
     ap.add_argument('--lifetime', type=int, default=4000, help='InterestLifetime ms (default 4000)')
     ap.add_argument('--count', type=int, default=1, help='number of Interests (default 1)')
@@ -96,7 +101,8 @@ class Consumer:
             async def express(name):
                 data_name, content, ctx = await app.express(
                     name, validator=pass_all, lifetime=self.args.lifetime,
-                    can_be_prefix=self.args.can_be_prefix, must_be_fresh=self.args.must_be_fresh)
+                    can_be_prefix=self.args.can_be_prefix, must_be_fresh=self.args.must_be_fresh,
+                    forwarding_hint=self.args.forwarding_hint)
                 return data_name, ctx['meta_info'], content, ctx['sig_ptrs']
         else:
             from ndn.app import NDNApp
@@ -111,7 +117,8 @@ class Consumer:
             async def express(name):
                 data_name, meta_info, content = await app.express_interest(
                     name, validator=keep_sig, lifetime=self.args.lifetime,
-                    can_be_prefix=self.args.can_be_prefix, must_be_fresh=self.args.must_be_fresh)
+                    can_be_prefix=self.args.can_be_prefix, must_be_fresh=self.args.must_be_fresh,
+                    forwarding_hint=self.args.forwarding_hint)
                 return data_name, meta_info, content, sigs.pop(Name.to_bytes(data_name), None)
         self.app = app
         return express
