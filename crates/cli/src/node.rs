@@ -309,7 +309,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                 }
                 for f in faces {
                     println!(
-                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}",
+                        "faceid={} remote={} local={} scope={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
@@ -331,7 +331,10 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                             " congestion-marking"
                         } else {
                             ""
-                        }
+                        },
+                        f.vip_capacity
+                            .map(|v| format!(" vip-capacity={v}/period"))
+                            .unwrap_or_default()
                     );
                 }
             }

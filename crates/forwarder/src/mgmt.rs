@@ -71,6 +71,10 @@ pub(crate) trait Managed {
     fn closed_faces(&self) -> ClosedFaces;
     /// What faces are created with (faces/create).
     fn face_context(&self) -> &FaceContext;
+    /// A face's VIP capacity in VIPs per period (None: VIP not in use).
+    fn vip_face_capacity(&self, _face: FaceId) -> Option<u64> {
+        None
+    }
     /// Sends a reply to the face a command came from.
     fn reply(&self, face: FaceId, d: &Data, pit_token: Option<Bytes>);
     /// Called after every command: sharded, the data shards take the new
@@ -741,6 +745,7 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 n_in_bytes: Counters::get(&c.in_bytes),
                 n_out_bytes: Counters::get(&c.out_bytes),
                 flags: face_flag_bits(c),
+                vip_capacity: fw.vip_face_capacity(h.info.id),
             }
         })
         .collect();
