@@ -179,6 +179,8 @@ pub fn vips_per_slot(rate_bps: u64, period: Duration, object_bytes: u64) -> u64 
 #[derive(Debug, Default)]
 struct Neighbour {
     counts: HashMap<Name, u64>,
+    /// Sum of the counts it announced (its backlog).
+    total: u64,
     heard: Option<Instant>,
 }
 
@@ -430,6 +432,7 @@ impl Vip {
             .take(self.cfg.beacon_entries)
             .map(|(k, v)| (object_of(&k), v))
             .collect();
+        n.total = n.counts.values().fold(0u64, |a, v| a.saturating_add(*v));
         for (k, v) in transfers.into_iter().take(self.cfg.beacon_entries) {
             let k = object_of(&k);
             // A neighbour cannot send more than a link carries.
@@ -464,26 +467,25 @@ impl Vip {
             return Some(*f);
         }
         let obj = object_of(name);
-        // The paper's rule: the largest average VIP flow of the object.
-        let mut by_flow: Option<(f64, FaceId)> = None;
+        // The paper's rule: the largest average VIP flow of the object;
+        // equal flows (none yet, or an even split) go by backpressure's
+        // weight, differential × capacity; then the neighbour with the
+        // smaller backlog (sum of its counts); then FIB order.
+        let mut best: Option<((f64, i128, i128), FaceId)> = None;
         for (f, _) in hops {
-            if self.neighbour_count(*f, &obj).is_none() {
+            let Some(d) = self.differential(*f, &obj) else {
                 continue;
-            }
-            let fl = self.flow(*f, &obj);
-            if fl > 0.0 && by_flow.is_none_or(|(bf, _)| fl > bf) {
-                by_flow = Some((fl, *f));
-            }
-        }
-        if let Some((_, f)) = by_flow {
-            return Some(f);
-        }
-        let mut best: Option<(i128, FaceId)> = None;
-        for (f, _) in hops {
-            if let Some(d) = self.differential(*f, &obj) {
-                if best.is_none_or(|(bd, _)| d > bd) {
-                    best = Some((d, *f));
-                }
+            };
+            let backlog = self.neighbours.get(f).map_or(0, |n| n.total) as i128;
+            let key = (
+                self.flow(*f, &obj),
+                d * self.face_capacity(*f).0.max(1) as i128,
+                -backlog,
+            );
+            if best.is_none_or(|(bk, _)| {
+                key.0 > bk.0 || (key.0 == bk.0 && (key.1, key.2) > (bk.1, bk.2))
+            }) {
+                best = Some((key, *f));
             }
         }
         best.map(|(_, f)| f)
@@ -543,24 +545,40 @@ impl Vip {
                 }
             }
         }
+        // Faces that chose the same object share its count (all links'
+        // transfers are computed from the same counts), in proportion to
+        // their capacities; the face with the larger differential (then
+        // capacity) first, rounding up.
         let mut transfers: HashMap<FaceId, Vec<(Name, u64)>> = HashMap::new();
-        let mut faces: Vec<_> = best.into_iter().collect();
-        faces.sort_by_key(|(f, _)| *f);
+        let mut by_object: HashMap<Name, Vec<(i128, FaceId, u64)>> = HashMap::new();
+        for (f, (d, k)) in best {
+            by_object
+                .entry(k)
+                .or_default()
+                .push((d, f, self.face_capacity(f).0));
+        }
+        let mut groups: Vec<(Name, Vec<(i128, FaceId, u64)>)> = by_object.into_iter().collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
         for fl in self.flows.values_mut() {
             *fl *= 0.8;
         }
         self.flows.retain(|_, fl| *fl >= 0.01);
-        for (f, (_, k)) in faces {
-            let cap = self.face_capacity(f).0;
+        for (k, mut group) in groups {
+            group.sort_by_key(|&(d, f, cap)| (std::cmp::Reverse(d), std::cmp::Reverse(cap), f));
+            let total_cap: u64 = group.iter().map(|g| g.2).sum::<u64>().max(1);
             let c = self.counts.get_mut(&k).expect("chosen from counts");
-            let mu = (*c).min(cap);
-            if mu == 0 {
-                continue;
+            let count = *c;
+            for (_, f, cap) in group {
+                let share = (count as u128 * cap as u128).div_ceil(total_cap as u128) as u64;
+                let mu = share.min(cap).min(*c);
+                if mu == 0 {
+                    continue;
+                }
+                *c -= mu;
+                *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
+                self.stats.vips_sent += mu;
+                transfers.entry(f).or_default().push((k.clone(), mu));
             }
-            *c -= mu;
-            *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
-            self.stats.vips_sent += mu;
-            transfers.entry(f).or_default().push((k, mu));
         }
 
         // 2. Caching: the objects with the highest scores (EWMA of inflow).
