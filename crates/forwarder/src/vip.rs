@@ -550,14 +550,16 @@ impl Vip {
         // their capacities; the face with the larger differential (then
         // capacity) first, rounding up.
         let mut transfers: HashMap<FaceId, Vec<(Name, u64)>> = HashMap::new();
-        let mut by_object: HashMap<Name, Vec<(i128, FaceId, u64)>> = HashMap::new();
+        // Per object: (differential, face, capacity) of the faces that chose it.
+        type Sharers = Vec<(i128, FaceId, u64)>;
+        let mut by_object: HashMap<Name, Sharers> = HashMap::new();
         for (f, (d, k)) in best {
             by_object
                 .entry(k)
                 .or_default()
                 .push((d, f, self.face_capacity(f).0));
         }
-        let mut groups: Vec<(Name, Vec<(i128, FaceId, u64)>)> = by_object.into_iter().collect();
+        let mut groups: Vec<(Name, Sharers)> = by_object.into_iter().collect();
         groups.sort_by(|a, b| a.0.cmp(&b.0));
         for fl in self.flows.values_mut() {
             *fl *= 0.8;

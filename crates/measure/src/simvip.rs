@@ -225,17 +225,18 @@ impl std::str::FromStr for Variant {
             return Ok(Variant::Vip);
         }
         let (c, w) = s.split_once('+').unwrap_or((s, "sp"));
-        let c =
-            match c {
-                "lru" => CachePolicy::Lru,
-                "lfu" => CachePolicy::Lfu,
-                "fifo" => CachePolicy::Fifo,
-                "unif" | "random" => CachePolicy::Unif,
-                "bias" => CachePolicy::Bias,
-                _ => return Err(format!(
+        let c = match c {
+            "lru" => CachePolicy::Lru,
+            "lfu" => CachePolicy::Lfu,
+            "fifo" => CachePolicy::Fifo,
+            "unif" | "random" => CachePolicy::Unif,
+            "bias" => CachePolicy::Bias,
+            _ => {
+                return Err(format!(
                     "unknown variant {s:?} (vip, or lru|lfu|fifo|unif|bias followed by +sp or +pb)"
-                )),
-            };
+                ))
+            }
+        };
         let w = match w {
             "sp" => Forwarding::Sp,
             "pb" => Forwarding::Pb,
