@@ -15,9 +15,9 @@ trap 'rm -rf "$tmp"' EXIT
 TIMEFORMAT='%U %S'
 echo "variant rate requests cpu_s M_requests_per_cpu_s"
 for v in vip lru+sp; do
-  for r in 20 100; do
+  for r in 14 50; do
     t=$( { time taskset -c 0 "$bin" sim vip --topology geant --variants "$v" --rate "$r" \
-           --duration 200 --warmup 20 > "$tmp/out.csv" 2>/dev/null; } 2>&1 )
+           --duration 100 --warmup 20 > "$tmp/out.csv" 2>/dev/null; } 2>&1 )
     n=$(awk -F, 'NR==2 {print $14}' "$tmp/out.csv")
     awk -v v="$v" -v r="$r" -v n="$n" -v t="$t" 'BEGIN {split(t, a, " "); c = a[1] + a[2];
       printf "%s %s %d %.2f %.2f\n", v, r, n, c, n / c / 1e6}'
