@@ -378,7 +378,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         None => "up".to_string(),
                     };
                     println!(
-                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}",
+                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
@@ -402,7 +402,10 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                             " congestion-marking"
                         } else {
                             ""
-                        }
+                        },
+                        f.vip_capacity
+                            .map(|v| format!(" vip-capacity={v}/period"))
+                            .unwrap_or_default()
                     );
                 }
             }

@@ -24,6 +24,68 @@ enum SimCmd {
     ///
     ///   granary sim cache --chunks 1000 --objects 10,20,40 --consumers 10,20,30 --cache 4000 --x consumers --out fig7b
     Cache(CacheArgs),
+    /// Network study of VIP (Yeh et al., ICN 2014): the forwarder's own VIP,
+    /// Content Store and strategy choice on every node of a topology
+    /// (abilene, geant, fattree, diamond, or a file), discrete events, one
+    /// object per request; VIP against LRU, LFU, FIFO, UNIF, BIAS with
+    /// shortest-path (+sp) or potential-based (+pb) forwarding. Writes the
+    /// mean delay and cache-hit ratio against the arrival rate.
+    ///
+    ///   granary sim vip --topology abilene --rate 10,20,40,60,80,100 --out DIR
+    Vip(VipArgs),
+}
+
+/// `granary sim vip` options (every list is swept).
+#[derive(clap::Args, Debug, Clone)]
+pub struct VipArgs {
+    /// Topology: abilene (11 nodes), geant (22), fattree (20), diamond (4),
+    /// or a file of `node N` / `link A B [capacity factor]` / `source N` /
+    /// `consumer N` lines.
+    #[arg(long, default_value = "abilene")]
+    pub topology: String,
+    /// Variants: vip, or lru|lfu|fifo|unif|bias with +sp (shortest path)
+    /// or +pb (potential-based).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "vip,lru+sp,lfu+sp,fifo+sp,unif+sp,bias+sp,lru+pb,lfu+pb"
+    )]
+    pub variants: Vec<granary_measure::simvip::Variant>,
+    /// Number of data objects.
+    #[arg(long, value_delimiter = ',', default_value = "5000")]
+    pub objects: Vec<usize>,
+    /// Zipf exponent of object popularity.
+    #[arg(long, value_delimiter = ',', default_value = "0.75")]
+    pub alpha: Vec<f64>,
+    /// Object size in MB.
+    #[arg(long, default_value_t = 5.0)]
+    pub object_mb: f64,
+    /// Link capacity in Mb/s (per link, scaled by the topology file).
+    #[arg(long, value_delimiter = ',', default_value = "500")]
+    pub link_mbps: Vec<f64>,
+    /// Cache size per node, in objects.
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    pub cache: Vec<usize>,
+    /// Requests per second per requesting node (the x axis).
+    #[arg(long, value_delimiter = ',', default_value = "10,20,30,40,50")]
+    pub rate: Vec<f64>,
+    /// Seconds of requests.
+    #[arg(long, default_value_t = 100.0)]
+    pub duration: f64,
+    /// Seconds before requests are counted.
+    #[arg(long, default_value_t = 20.0)]
+    pub warmup: f64,
+    /// VIP slot (exchange period), seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub slot: f64,
+    /// Seed (sources, requests, random replacement).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write DIR/vip.csv and TOPOLOGY-delay.{svg,png}, TOPOLOGY-hits.{svg,png}
+    /// (a -N suffix per parameter group). Without it the CSV goes to
+    /// standard output.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// `granary sim cache` options.
@@ -88,7 +150,26 @@ pub enum Axis {
 
 /// `granary sim …`.
 pub fn run(args: SimArgs) -> anyhow::Result<()> {
-    let SimCmd::Cache(a) = args.cmd;
+    let a = match args.cmd {
+        SimCmd::Cache(a) => a,
+        SimCmd::Vip(v) => {
+            return granary_measure::simvip::vip(granary_measure::simvip::VipParams {
+                topology: v.topology,
+                variants: v.variants,
+                objects: v.objects,
+                alpha: v.alpha,
+                object_mb: v.object_mb,
+                link_mbps: v.link_mbps,
+                cache: v.cache,
+                rate: v.rate,
+                duration: v.duration,
+                warmup: v.warmup,
+                slot: v.slot,
+                seed: v.seed,
+                out: v.out,
+            })
+        }
+    };
     m::cache(m::CacheParams {
         policy: a.policy,
         alpha: a.alpha,

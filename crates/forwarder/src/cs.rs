@@ -611,6 +611,12 @@ impl ContentStore {
             .map(|e| e.data.wire().clone())
     }
 
+    /// Whether a packet of exactly this name is stored (no hit or miss
+    /// counted, no policy state touched: a neighbour's view of the store).
+    pub fn holds(&self, name: &Name) -> bool {
+        self.index.id(name.value()).is_some()
+    }
+
     /// True when [`ContentStore::insert`] may keep a packet (admitting, with
     /// room for at least one).
     pub fn admits(&self) -> bool {

@@ -339,6 +339,10 @@ impl Managed for Forwarder {
         &self.faces
     }
 
+    fn vip_face_capacity(&self, face: FaceId) -> Option<u64> {
+        Forwarder::vip_face_capacity(self, face)
+    }
+
     fn add_face(&mut self, h: FaceHandle) {
         Forwarder::add_face(self, h);
     }

@@ -75,6 +75,10 @@ pub(crate) trait Managed {
     fn make_permanent(&mut self, id: FaceId, target: crate::permanent::Target, up: bool);
     /// The permanent faces, up and down.
     fn permanent_faces(&self) -> Vec<PermanentStatus>;
+    /// A face's VIP capacity in VIPs per period (None: VIP not in use).
+    fn vip_face_capacity(&self, _face: FaceId) -> Option<u64> {
+        None
+    }
     /// Sends a reply to the face a command came from.
     fn reply(&self, face: FaceId, d: &Data, pit_token: Option<Bytes>);
     /// Called after every command: sharded, the data shards take the new
@@ -808,6 +812,7 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 n_in_bytes: Counters::get(&c.in_bytes),
                 n_out_bytes: Counters::get(&c.out_bytes),
                 flags: face_flag_bits(c),
+                vip_capacity: fw.vip_face_capacity(h.info.id),
             }
         })
         .collect();
@@ -835,6 +840,7 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 n_in_bytes: 0,
                 n_out_bytes: 0,
                 flags: 0,
+                vip_capacity: None,
             });
         }
     }

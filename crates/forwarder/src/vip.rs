@@ -32,10 +32,30 @@
 //! 5. **adds arrivals**: each Interest from a local (consumer) face adds one
 //!    VIP ([`Vip::on_request`]).
 //!
-//! Real Interests follow the VIPs: the strategy sends an Interest for `k` to
-//! the eligible next hop with the largest differential `V_k(self) − V_k(b)`
-//! ([`Vip::choose`]); a local producer face wins outright, and faces never
-//! heard from rank last. The CS policy `vip` admits only Data of objects in
+//! Real Interests follow the VIPs, as in the paper's forwarding rule: the
+//! strategy sends an Interest for `k` to the eligible next hop with the
+//! largest *average VIP flow* of `k` (an EWMA, weight 0.2, of the VIPs of `k`
+//! moved to it per period), and only when no VIP of `k` has moved yet to the
+//! one with the largest differential `V_k(self) − V_k(b)` ([`Vip::choose`]);
+//! a local producer face wins outright, and faces never heard from rank last.
+//! Following the flow, not the differential, is what keeps Interests off a
+//! slow link: backpressure moves few VIPs over it, so the neighbour behind
+//! it keeps a *low* count and the differential towards it stays *high*.
+//!
+//! # Virtual link capacities
+//!
+//! A face carries at most `C_b` VIPs per period, the paper's `C_ba / z`: the
+//! Data rate of the link (bits/s, the direction Data flows, towards this
+//! node) times the slot length, over the size of one data object in bits:
+//!
+//! `C_b = max(1, ⌊rate · period / (8 · object_bytes)⌋)` ([`vips_per_slot`]).
+//!
+//! The rate is the face's configured rate ([`Vip::set_face_rate`]) or, when
+//! none is configured, the measured Data throughput into the face (bytes
+//! received per period, EWMA weight 0.2, [`Vip::observe_face_bytes`]) with
+//! 25% headroom so that a link below its capacity can show more; a face
+//! with neither has `link_capacity`. A VIP transfer received from a
+//! neighbour is capped at that face's capacity. The CS policy `vip` admits only Data of objects in
 //! the cache set and erases objects that leave it ([`Vip::take_evicted`]).
 //!
 //! # Bounded state
@@ -78,8 +98,12 @@ const TT_VALUE: u64 = 0xC9;
 pub struct VipConfig {
     /// Length of a slot: counts are exchanged and updated once per period.
     pub period: Duration,
-    /// VIPs a link carries per period (the paper's link capacity C_ab).
+    /// VIPs a link carries per period when its rate is neither configured
+    /// nor measured (the paper's C_ab / z).
     pub link_capacity: u64,
+    /// Size of one data object in bytes (the paper's z), to turn a link's
+    /// rate into VIPs per period.
+    pub object_bytes: u64,
     /// VIPs a cached object drains per period (the paper's r_n).
     pub cache_drain: u64,
     /// Most objects whose counts are kept.
@@ -93,6 +117,7 @@ impl Default for VipConfig {
         VipConfig {
             period: Duration::from_millis(100),
             link_capacity: 200,
+            object_bytes: 8192,
             cache_drain: 200,
             max_objects: 4096,
             beacon_entries: 64,
@@ -119,9 +144,43 @@ pub struct VipStats {
     pub arrivals: u64,
 }
 
+/// Where a face's VIP capacity comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CapacitySource {
+    /// The face's configured rate.
+    Configured,
+    /// The measured Data throughput into the face (EWMA).
+    Measured,
+    /// Neither: [`VipConfig::link_capacity`].
+    Default,
+}
+
+/// A link's Data rate, as configured or measured.
+#[derive(Debug, Default, Clone, Copy)]
+struct LinkRate {
+    configured_bps: Option<u64>,
+    /// EWMA of the bytes received per period.
+    measured_bytes: f64,
+    /// The face's byte counter at the last observation.
+    last_total: Option<u64>,
+}
+
+/// A link rate (bits/s) in VIPs per period: `max(1, ⌊rate · period / (8 ·
+/// object_bytes)⌋)`; 0 when the rate is 0.
+pub fn vips_per_slot(rate_bps: u64, period: Duration, object_bytes: u64) -> u64 {
+    if rate_bps == 0 {
+        return 0;
+    }
+    let bits = rate_bps as u128 * period.as_nanos() / 1_000_000_000;
+    let per_object = 8 * object_bytes.max(1) as u128;
+    ((bits / per_object) as u64).max(1)
+}
+
 #[derive(Debug, Default)]
 struct Neighbour {
     counts: HashMap<Name, u64>,
+    /// Sum of the counts it announced (its backlog).
+    total: u64,
     heard: Option<Instant>,
 }
 
@@ -137,6 +196,10 @@ pub struct Vip {
     neighbours: HashMap<FaceId, Neighbour>,
     cache_set: HashSet<Name>,
     evicted: Vec<Name>,
+    /// Per face: configured or measured Data rate.
+    rates: HashMap<FaceId, LinkRate>,
+    /// Average VIP flow (EWMA of VIPs moved per period) per face and object.
+    flows: HashMap<(FaceId, Name), f64>,
     seq: u64,
     stats: VipStats,
     /// Whether any prefix uses VIP (refreshed each period), so the packet
@@ -237,6 +300,8 @@ impl Vip {
             neighbours: HashMap::new(),
             cache_set: HashSet::new(),
             evicted: Vec::new(),
+            rates: HashMap::new(),
+            flows: HashMap::new(),
             seq: 0,
             stats: VipStats::default(),
             active: false,
@@ -272,6 +337,51 @@ impl Vip {
     /// Counters.
     pub fn stats(&self) -> VipStats {
         self.stats
+    }
+
+    /// Configures a face's Data rate in bits/s (None: measure it).
+    pub fn set_face_rate(&mut self, face: FaceId, rate_bps: Option<u64>) {
+        self.rates.entry(face).or_default().configured_bps = rate_bps;
+    }
+
+    /// Records a face's received-byte counter (cumulative) once per period:
+    /// the difference since the last call feeds the measured rate.
+    pub fn observe_face_bytes(&mut self, face: FaceId, total_in_bytes: u64) {
+        let r = self.rates.entry(face).or_default();
+        if let Some(last) = r.last_total {
+            let d = total_in_bytes.saturating_sub(last) as f64;
+            r.measured_bytes = 0.8 * r.measured_bytes + 0.2 * d;
+        }
+        r.last_total = Some(total_in_bytes);
+    }
+
+    /// The VIPs a face carries per period, and where the figure comes from.
+    pub fn face_capacity(&self, face: FaceId) -> (u64, CapacitySource) {
+        let r = self.rates.get(&face);
+        if let Some(bps) = r.and_then(|r| r.configured_bps) {
+            return (
+                vips_per_slot(bps, self.cfg.period, self.cfg.object_bytes),
+                CapacitySource::Configured,
+            );
+        }
+        match r {
+            Some(r) if r.measured_bytes >= 1.0 => {
+                let per_s = r.measured_bytes * 1.25 / self.cfg.period.as_secs_f64().max(1e-9);
+                (
+                    vips_per_slot((per_s * 8.0) as u64, self.cfg.period, self.cfg.object_bytes),
+                    CapacitySource::Measured,
+                )
+            }
+            _ => (self.cfg.link_capacity, CapacitySource::Default),
+        }
+    }
+
+    /// The average VIP flow of an object towards a face (VIPs per period).
+    pub fn flow(&self, face: FaceId, object: &Name) -> f64 {
+        self.flows
+            .get(&(face, object.clone()))
+            .copied()
+            .unwrap_or(0.0)
     }
 
     /// This node's count of an object.
@@ -314,6 +424,7 @@ impl Vip {
                 return Err(e);
             }
         };
+        let cap = self.face_capacity(face).0;
         let n = self.neighbours.entry(face).or_default();
         n.heard = Some(now);
         n.counts = counts
@@ -321,10 +432,11 @@ impl Vip {
             .take(self.cfg.beacon_entries)
             .map(|(k, v)| (object_of(&k), v))
             .collect();
+        n.total = n.counts.values().fold(0u64, |a, v| a.saturating_add(*v));
         for (k, v) in transfers.into_iter().take(self.cfg.beacon_entries) {
             let k = object_of(&k);
             // A neighbour cannot send more than a link carries.
-            let v = v.min(self.cfg.link_capacity);
+            let v = v.min(cap);
             if let Some(c) = self.counts.get_mut(&k) {
                 *c = c.saturating_add(v);
             } else if self.counts.len() < 2 * self.cfg.max_objects {
@@ -355,12 +467,25 @@ impl Vip {
             return Some(*f);
         }
         let obj = object_of(name);
-        let mut best: Option<(i128, FaceId)> = None;
+        // The paper's rule: the largest average VIP flow of the object;
+        // equal flows (none yet, or an even split) go by backpressure's
+        // weight, differential × capacity; then the neighbour with the
+        // smaller backlog (sum of its counts); then FIB order.
+        let mut best: Option<((f64, i128, i128), FaceId)> = None;
         for (f, _) in hops {
-            if let Some(d) = self.differential(*f, &obj) {
-                if best.is_none_or(|(bd, _)| d > bd) {
-                    best = Some((d, *f));
-                }
+            let Some(d) = self.differential(*f, &obj) else {
+                continue;
+            };
+            let backlog = self.neighbours.get(f).map_or(0, |n| n.total) as i128;
+            let key = (
+                self.flow(*f, &obj),
+                d * self.face_capacity(*f).0.max(1) as i128,
+                -backlog,
+            );
+            if best.is_none_or(|(bk, _)| {
+                key.0 > bk.0 || (key.0 == bk.0 && (key.1, key.2) > (bk.1, bk.2))
+            }) {
+                best = Some((key, *f));
             }
         }
         best.map(|(_, f)| f)
@@ -392,6 +517,7 @@ impl Vip {
         self.neighbours.retain(|f, n| {
             input.neighbours.contains(f) && n.heard.is_some_and(|t| now.duration_since(t) < stale)
         });
+        self.rates.retain(|f, _| input.neighbours.contains(f));
         // Sources hold no VIPs.
         self.counts.retain(|k, _| !(input.is_source)(k));
         self.inflow.retain(|k, _| !(input.is_source)(k));
@@ -419,18 +545,42 @@ impl Vip {
                 }
             }
         }
+        // Faces that chose the same object share its count (all links'
+        // transfers are computed from the same counts), in proportion to
+        // their capacities; the face with the larger differential (then
+        // capacity) first, rounding up.
         let mut transfers: HashMap<FaceId, Vec<(Name, u64)>> = HashMap::new();
-        let mut faces: Vec<_> = best.into_iter().collect();
-        faces.sort_by_key(|(f, _)| *f);
-        for (f, (_, k)) in faces {
+        // Per object: (differential, face, capacity) of the faces that chose it.
+        type Sharers = Vec<(i128, FaceId, u64)>;
+        let mut by_object: HashMap<Name, Sharers> = HashMap::new();
+        for (f, (d, k)) in best {
+            by_object
+                .entry(k)
+                .or_default()
+                .push((d, f, self.face_capacity(f).0));
+        }
+        let mut groups: Vec<(Name, Sharers)> = by_object.into_iter().collect();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        for fl in self.flows.values_mut() {
+            *fl *= 0.8;
+        }
+        self.flows.retain(|_, fl| *fl >= 0.01);
+        for (k, mut group) in groups {
+            group.sort_by_key(|&(d, f, cap)| (std::cmp::Reverse(d), std::cmp::Reverse(cap), f));
+            let total_cap: u64 = group.iter().map(|g| g.2).sum::<u64>().max(1);
             let c = self.counts.get_mut(&k).expect("chosen from counts");
-            let mu = (*c).min(self.cfg.link_capacity);
-            if mu == 0 {
-                continue;
+            let count = *c;
+            for (_, f, cap) in group {
+                let share = (count as u128 * cap as u128).div_ceil(total_cap as u128) as u64;
+                let mu = share.min(cap).min(*c);
+                if mu == 0 {
+                    continue;
+                }
+                *c -= mu;
+                *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
+                self.stats.vips_sent += mu;
+                transfers.entry(f).or_default().push((k.clone(), mu));
             }
-            *c -= mu;
-            self.stats.vips_sent += mu;
-            transfers.entry(f).or_default().push((k, mu));
         }
 
         // 2. Caching: the objects with the highest scores (EWMA of inflow).
@@ -694,6 +844,87 @@ mod tests {
             .unwrap();
         assert_eq!(v.choose(&n("/x"), &[(5, false), (3, false)]), Some(3));
         assert_eq!(v.choose(&n("/x"), &[]), None);
+    }
+
+    #[test]
+    fn capacity_is_the_link_rate_in_objects_per_slot() {
+        // 500 Mb/s, 1 s slots, 5 MB objects: 500e6 / (8 · 5e6) = 12.5 → 12.
+        assert_eq!(
+            vips_per_slot(500_000_000, Duration::from_secs(1), 5_000_000),
+            12
+        );
+        // 20 Mb/s, 100 ms slots, 2000-byte objects: 2e6 / 16000 = 125.
+        assert_eq!(
+            vips_per_slot(20_000_000, Duration::from_millis(100), 2000),
+            125
+        );
+        // A slow link still carries one VIP a slot; no rate carries none.
+        assert_eq!(vips_per_slot(1000, Duration::from_millis(100), 8192), 1);
+        assert_eq!(vips_per_slot(0, Duration::from_secs(1), 1), 0);
+        let mut v = Vip::new(VipConfig {
+            object_bytes: 2000,
+            ..cfg()
+        });
+        assert_eq!(v.face_capacity(1), (10, CapacitySource::Default));
+        v.set_face_rate(1, Some(4_000_000));
+        assert_eq!(v.face_capacity(1), (25, CapacitySource::Configured));
+        // Measured: 20,000 bytes a period (EWMA from the first difference
+        // on), with 25% headroom: 0.2 · 20000 · 1.25 / 2000 = 2.5 → 2.
+        v.observe_face_bytes(2, 1_000);
+        assert_eq!(v.face_capacity(2).1, CapacitySource::Default);
+        v.observe_face_bytes(2, 21_000);
+        assert_eq!(v.face_capacity(2), (2, CapacitySource::Measured));
+        for i in 2..60 {
+            v.observe_face_bytes(2, 1_000 + 20_000 * i);
+        }
+        // Converged: 20000 · 1.25 / 2000 = 12.5 → 12.
+        assert_eq!(v.face_capacity(2), (12, CapacitySource::Measured));
+        // A transfer announced above a face's capacity is capped at it.
+        v.on_beacon(2, &encode_beacon(&[], &[(n("/x"), 99)]), Instant::now())
+            .unwrap();
+        assert_eq!(v.count(&n("/x")), 12);
+    }
+
+    #[test]
+    fn unequal_capacities_keep_interests_off_the_slow_link() {
+        // A reaches the source over B (fast: 10 VIPs a period) and C (slow:
+        // 1). Both neighbours start at 0 and drain what they get (they pass
+        // it on to the source). Backpressure moves 10 a period to B and 1 to
+        // C; the Interests follow the VIP flow, so they go to B, although
+        // the differential towards C (never filled) is the larger.
+        let mut a = Vip::new(VipConfig {
+            link_capacity: 10,
+            ..cfg()
+        });
+        a.set_face_rate(1, Some(10 * 8 * 8192 * 10));
+        a.set_face_rate(2, Some(8 * 8192 * 10));
+        assert_eq!(a.face_capacity(1).0, 10);
+        assert_eq!(a.face_capacity(2).0, 1);
+        let up = |_: &Name| vec![1, 2];
+        let src = |_: &Name| false;
+        let t = Instant::now();
+        let (mut to_b, mut to_c) = (0, 0);
+        for _ in 0..20 {
+            for _ in 0..11 {
+                a.on_request(&n("/x"));
+            }
+            // B holds a little backlog (it is loaded more), C none.
+            a.on_beacon(1, &encode_beacon(&[(n("/x"), 3)], &[]), t)
+                .unwrap();
+            a.on_beacon(2, &encode_beacon(&[], &[]), t).unwrap();
+            for (f, p) in a.tick(t, &input(&[1, 2], &up, &src, 0)) {
+                let moved: u64 = decode_beacon(&p).unwrap().1.iter().map(|x| x.1).sum();
+                if f == 1 {
+                    to_b += moved;
+                } else {
+                    to_c += moved;
+                }
+            }
+        }
+        assert!(to_b > 5 * to_c, "{to_b} VIPs to B, {to_c} to C");
+        assert!(a.differential(2, &n("/x")) > a.differential(1, &n("/x")));
+        assert!(a.flow(1, &n("/x")) > a.flow(2, &n("/x")));
+        assert_eq!(a.choose(&n("/x/seg=0"), &[(2, false), (1, false)]), Some(1));
     }
 
     #[test]

@@ -46,6 +46,11 @@ impl Forwarder {
         self.vip.choose(name, &with_scope)
     }
 
+    /// A face's VIP capacity (VIPs per period) while VIP is in use.
+    pub(crate) fn vip_face_capacity(&self, face: FaceId) -> Option<u64> {
+        (self.vip.active() && !self.is_local_face(face)).then(|| self.vip.face_capacity(face).0)
+    }
+
     /// Whether the CS admits this Data (always, unless the policy is `vip`
     /// and its object is not in the VIP cache set).
     pub(crate) fn vip_admits(&self, name: &Name) -> bool {
@@ -79,6 +84,16 @@ impl Forwarder {
             .filter(|(_, h)| h.info.scope == Scope::NonLocal)
             .map(|(f, _)| *f)
             .collect();
+        // Measured link rates: the bytes each neighbour face received.
+        for f in &neighbours {
+            if let Some(h) = self.faces.get(f) {
+                let b = h
+                    .counters
+                    .in_bytes
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                self.vip.observe_face_bytes(*f, b);
+            }
+        }
         let hops: HashMap<Name, Vec<(FaceId, bool)>> = self
             .vip
             .objects()

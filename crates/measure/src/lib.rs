@@ -1,5 +1,6 @@
 //! Granary's measurement code, under the `granary` binary's `sim`, `perf`,
 //! `testbed` and `dedup` commands: the cache-policy simulator ([`sim`]), the
+//! network VIP simulator ([`simvip`]), the
 //! chunking savings analysis ([`dedup`]), the
 //! ndnperf-style signing throughput tool ([`perf`]), the experiments on the
 //! netns testbed and their reports ([`testbed`]), and the SVG/PNG line
@@ -10,4 +11,5 @@ pub mod dedup;
 pub mod perf;
 pub mod plot;
 pub mod sim;
+pub mod simvip;
 pub mod testbed;

@@ -81,9 +81,12 @@ pub struct FaceStatus {
     pub n_out_bytes: u64,
     /// Flags (see [`crate::values::face_flags`]).
     pub flags: u64,
+    /// VipCapacity: VIPs the face carries per VIP period (Granary
+    /// extension; None unless the forwarder uses VIP).
+    pub vip_capacity: Option<u64>,
 }
 
-const FACE_STATUS_ORDER: [u64; 19] = [
+const FACE_STATUS_ORDER: [u64; 20] = [
     FACE_ID,
     URI,
     LOCAL_URI,
@@ -103,6 +106,7 @@ const FACE_STATUS_ORDER: [u64; 19] = [
     N_IN_BYTES,
     N_OUT_BYTES,
     FLAGS,
+    VIP_CAPACITY,
 ];
 
 impl FaceStatus {
@@ -151,7 +155,7 @@ impl TlvElement for FaceStatus {
         let mut f = Fields::inside(r, el, true);
         let mut fs = FaceStatus::default();
         let (mut uri, mut local_uri) = (None, None);
-        let mut nnis: [Option<u64>; 19] = [None; 19];
+        let mut nnis: [Option<u64>; 20] = [None; 20];
         while let Some((i, e)) = f.next(&FACE_STATUS_ORDER)? {
             match e.typ {
                 URI => uri = Some(f.string(&e)?),
@@ -179,6 +183,7 @@ impl TlvElement for FaceStatus {
         fs.n_in_bytes = req(16)?;
         fs.n_out_bytes = req(17)?;
         fs.flags = req(18)?;
+        fs.vip_capacity = nnis[19];
         Ok(fs)
     }
 
@@ -194,6 +199,7 @@ impl TlvElement for FaceStatus {
                 .map(|&(t, v)| opt_nni_len(t, v))
                 .sum::<usize>()
             + nnis_len(&self.counters())
+            + opt_nni_len(VIP_CAPACITY, self.vip_capacity)
     }
 
     fn encode_value<B: BufMut>(&self, buf: &mut B) {
@@ -206,6 +212,7 @@ impl TlvElement for FaceStatus {
             put_opt_nni(buf, t, v);
         }
         put_nnis(buf, &self.counters());
+        put_opt_nni(buf, VIP_CAPACITY, self.vip_capacity);
     }
 }
 
@@ -651,7 +658,22 @@ mod tests {
             n_in_bytes: 0x1_0000_0000,
             n_out_bytes: 0xFFFF,
             flags: face_flags::CONGESTION_MARKING_ENABLED,
+            vip_capacity: None,
         }
+    }
+
+    #[test]
+    fn face_status_vip_capacity_round_trips() {
+        let f = FaceStatus {
+            vip_capacity: Some(12),
+            ..face()
+        };
+        let wire = f.encode();
+        let back = FaceStatus::decode(&wire).unwrap();
+        assert_eq!(back.vip_capacity, Some(12));
+        assert_eq!(back, f);
+        // Without it the element is NFD's, byte for byte.
+        assert_eq!(face().encode().len() + 3, wire.len());
     }
 
     #[test]

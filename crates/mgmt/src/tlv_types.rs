@@ -58,6 +58,9 @@ pub const URI_SCHEME: u64 = 131;
 pub const FACE_SCOPE: u64 = 132;
 /// LinkType.
 pub const LINK_TYPE: u64 = 134;
+/// VipCapacity: VIPs a face carries per VIP period (a Granary extension,
+/// non-critical; present only while the forwarder uses VIP).
+pub const VIP_CAPACITY: u64 = 204;
 /// FaceQueryFilter.
 pub const FACE_QUERY_FILTER: u64 = 150;
 /// FaceEventNotification.
