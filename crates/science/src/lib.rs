@@ -6,3 +6,4 @@
 pub mod drs;
 pub mod example;
 pub mod netcdf;
+pub mod preview;
