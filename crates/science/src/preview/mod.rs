@@ -170,7 +170,7 @@ fn coord<'a>(meta: &'a NcMeta, dim: &str, lat: bool) -> Option<&'a Var> {
         || unit_words.contains(&units.as_str())
         || (names.contains(&v.name.to_ascii_lowercase().as_str())
             && (units.is_empty() || units.starts_with("degree")))
-        || text(v, "axis").as_deref() == Some(axis) && units.starts_with("degree");
+        || (text(v, "axis").as_deref() == Some(axis) && units.starts_with("degree"));
     ok.then_some(v)
 }
 
