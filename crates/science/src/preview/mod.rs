@@ -446,3 +446,75 @@ fn time_by_date(file: &NcFile, meta: &NcMeta, dim: &str, iso: &str) -> Result<u6
         last.unwrap_or_default()
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netcdf::{AttrValue, Format};
+    use std::collections::BTreeMap;
+
+    fn var(name: &str, dims: &[(&str, u64)], units: Option<&str>) -> Var {
+        Var {
+            name: name.into(),
+            dims: dims.iter().map(|d| d.0.to_string()).collect(),
+            shape: dims.iter().map(|d| d.1).collect(),
+            dtype: "float".into(),
+            units: units.map(str::to_string),
+            standard_name: None,
+            long_name: None,
+            fill_value: None,
+            attributes: BTreeMap::new(),
+        }
+    }
+
+    fn meta(ny: u64, nx: u64) -> NcMeta {
+        let mut time = var("time", &[("time", 3)], Some("days since 1850-01-01"));
+        time.attributes
+            .insert("calendar".into(), AttrValue::Text("noleap".into()));
+        NcMeta {
+            format: Format::Netcdf4,
+            global: BTreeMap::new(),
+            dims: vec![],
+            variables: vec![
+                time,
+                var("lat", &[("lat", ny)], Some("degrees_north")),
+                var("lon", &[("lon", nx)], Some("degrees_east")),
+                var("tas", &[("time", 3), ("lat", ny), ("lon", nx)], Some("K")),
+                var("tos", &[("time", 3), ("j", 10), ("i", 20)], Some("degC")),
+            ],
+            time: None,
+            bbox: None,
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn lat_lon_fields_are_listed_and_other_grids_say_why() {
+        let l = listing(&meta(90, 180));
+        assert_eq!(l.variables.len(), 1);
+        assert_eq!(l.variables[0].name, "tas");
+        assert_eq!(l.variables[0].time_dim.as_deref(), Some("time"));
+        assert_eq!(l.variables[0].level_dim, None);
+        assert_eq!(l.not_plottable.len(), 1);
+        assert!(l.not_plottable[0]
+            .reason
+            .starts_with("not on a latitude/longitude grid"));
+    }
+
+    #[test]
+    fn a_field_over_the_cap_is_refused_on_its_declared_shape() {
+        // 100,000 × 100,000 floats: 40 GB claimed.
+        let l = listing(&meta(100_000, 100_000));
+        assert!(l.variables.is_empty());
+        let why = &l
+            .not_plottable
+            .iter()
+            .find(|n| n.name == "tas")
+            .expect("tas")
+            .reason;
+        assert!(why.contains("more than the 16777216 (16 Mi)"), "{why}");
+        // Exactly at the cap is allowed.
+        let l = listing(&meta(4096, 4096));
+        assert_eq!(l.variables.len(), 1);
+    }
+}
