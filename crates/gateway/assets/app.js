@@ -601,6 +601,9 @@ function renderFile(r) {
   add("Signed by", m.signer);
   parts.push(el("dl", { class: "summary" }, dl));
 
+  // Quick look: a picture of a 2-D field, with a variable picker.
+  parts.push(previewSection(r));
+
   // Where it is held (this node today; other nodes once federated).
   const locs = Array.isArray(r.locations) ? r.locations : [];
   if (locs.length) {
@@ -669,6 +672,57 @@ function renderFile(r) {
     el("div", { class: "cmd" }, el("pre", {}, el("code", { id: "file-cmd", text: `granary get ${sq(`${r.name}/v=${r.version}`)} -o ${sq(r.title || "file")}` })),
       el("button", { type: "button", class: "copy", onclick: () => copy($("file-cmd").textContent) }, "Copy")));
   $("file-body").replaceChildren(...parts);
+}
+
+/** The file's quick-look picture (`/api/preview`): a variable, time step and level picker. */
+function previewSection(r) {
+  const box = el("section", { id: "file-preview", class: "preview", "aria-label": "Quick look" },
+    el("h3", { text: "Quick look" }), el("p", { class: "muted", text: "Loading…" }));
+  const base = `/api/preview${r.name}`;
+  const v = `version=${encodeURIComponent(r.version)}`;
+  api(`${base}?${v}`).then((list) => {
+    const vars = list.variables || [];
+    if (!vars.length) {
+      const why = (list.not_plottable || []).map((n) => `${n.name}: ${n.reason}`).join("; ");
+      box.replaceChildren(el("h3", { text: "Quick look" }),
+        el("p", { class: "muted", text: `No variable to draw${why ? ` (${why})` : ""}.` }));
+      return;
+    }
+    const pick = el("select", { id: "preview-var", "aria-label": "Variable" },
+      vars.map((x) => el("option", { value: x.name, text: `${x.name}${x.long_name ? ` — ${x.long_name}` : ""}` })));
+    const num = (id, label) => el("input", { id, type: "number", min: "0", value: "0", "aria-label": label, class: "preview-num" });
+    const time = num("preview-time", "Time step");
+    const level = num("preview-level", "Level");
+    const img = el("img", { id: "preview-img", alt: "", loading: "lazy" });
+    const err = el("p", { class: "error", role: "alert", hidden: true });
+    const show = () => {
+      const x = vars.find((y) => y.name === pick.value) || vars[0];
+      const dim = (d) => (d ? x.shape[x.dims.indexOf(d)] : 0);
+      time.disabled = !x.time_dim; time.max = String(Math.max(0, dim(x.time_dim) - 1));
+      level.disabled = !x.level_dim; level.max = String(Math.max(0, dim(x.level_dim) - 1));
+      const q = new URLSearchParams({ version: String(r.version), variable: x.name });
+      if (x.time_dim) q.set("time", time.value || "0");
+      if (x.level_dim) q.set("level", level.value || "0");
+      img.alt = `Quick look of ${x.long_name || x.name}`;
+      err.hidden = true;
+      img.hidden = false;
+      img.src = `${base}?${q}`;
+    };
+    img.onerror = () => {
+      img.hidden = true;
+      err.hidden = false;
+      err.textContent = "No picture for this field (see /api/preview for the reason).";
+    };
+    pick.onchange = show; time.onchange = show; level.onchange = show;
+    box.replaceChildren(el("h3", { text: "Quick look" }),
+      el("div", { class: "preview-pick" },
+        el("label", {}, "Variable ", pick), el("label", {}, " time step ", time), el("label", {}, " level ", level)),
+      img, err);
+    show();
+  }).catch((e) => {
+    box.replaceChildren(el("h3", { text: "Quick look" }), el("p", { class: "muted", text: `No quick look: ${e.message}` }));
+  });
+  return box;
 }
 
 // ------------------------------------------------------------------ selection and download

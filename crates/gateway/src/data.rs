@@ -490,7 +490,7 @@ fn stream_local(
 
 /// Opens `target` over NDN on a new in-process face, within [`OPEN_TIMEOUT`];
 /// the outer error is a ready response (no face, or the timeout).
-async fn open_remote(
+pub(crate) async fn open_remote(
     node: &Node,
     target: &Name,
     trust: Arc<Trust>,

@@ -20,6 +20,7 @@ mod esgf;
 mod local;
 mod locate;
 mod metrics;
+mod preview;
 mod query;
 mod serve;
 mod shared;
@@ -117,6 +118,7 @@ pub fn router(node: Arc<Node>) -> Router {
             get(stac::search_get).post(stac::search_post),
         )
         .route("/api/zarr/{id}", get(zarr::refs))
+        .route("/api/preview/{*name}", get(preview::preview))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))

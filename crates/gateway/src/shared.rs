@@ -38,6 +38,8 @@ pub struct Shared {
     pub(crate) catalog_slots: tokio::sync::Semaphore,
     /// Read buffers of `/data`'s local route, reused.
     pub(crate) pool: Arc<crate::local::Pool>,
+    /// Quick-look pictures made lately (`/api/preview`).
+    pub(crate) previews: crate::preview::Cache,
 }
 
 /// Catalog calls run at once: twice the cores (at least 4).
@@ -89,6 +91,7 @@ impl Shared {
             store,
             anchors: Anchors::new(data_dir.join("keychain")),
             infos: Default::default(),
+            previews: Default::default(),
             catalog_slots: catalog_slots(),
             pool: Default::default(),
         })
@@ -100,6 +103,7 @@ impl Shared {
             store: None,
             anchors: Anchors::new(keychain.to_path_buf()),
             infos: Default::default(),
+            previews: Default::default(),
             catalog_slots: catalog_slots(),
             pool: Default::default(),
         })

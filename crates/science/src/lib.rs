@@ -7,3 +7,4 @@ pub mod consistency;
 pub mod drs;
 pub mod example;
 pub mod netcdf;
+pub mod preview;

@@ -254,6 +254,11 @@ class Flow:
         expect(page.locator("#file-body .summary")).to_contain_text("Time coverage")
         expect(page.locator("#file-body .versions li")).to_have_count(1)
         expect(page.locator("#file-body .attrs-table")).to_contain_text("source_id")
+        # The quick look: a picker holding tas, and its picture (740 px wide) loaded.
+        expect(page.locator("#preview-var")).to_contain_text("tas")
+        page.wait_for_function(
+            "() => { const i = document.querySelector('#preview-img'); return i && i.complete && i.naturalWidth === 740; }"
+        )
         # Where it is held: this node, with its gateway's URL of the file.
         locs = page.locator("#file-locations li")
         expect(locs).to_have_count(1)

@@ -128,6 +128,25 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 /// A worker that overruns is abandoned (detached): its reads fail from the deadline on,
 /// so it ends at its next read.
 pub(super) fn run_guarded(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<NcMeta, NcError> {
+    let limits2 = limits.clone();
+    run_with_file(
+        source,
+        limits,
+        limits.max_coord_values.saturating_mul(8),
+        move |file, file_len, subgroups| extract::extract(file, file_len, &limits2, subgroups),
+    )
+}
+
+/// Opens the source as a netCDF file behind the guards (budget, deadline, HDF5
+/// truncation and group-cycle checks, a worker thread under `catch_unwind`, the
+/// timeout) and runs `f` on it there: `f(file, file length, sub-group count)`.
+/// `max_read_bytes` bounds any one variable read the parser decodes.
+pub(crate) fn run_with_file<T: Send + 'static>(
+    source: Arc<dyn ReadAt>,
+    limits: &Limits,
+    max_read_bytes: u64,
+    f: impl FnOnce(&NcFile, u64, usize) -> Result<T, NcError> + Send + 'static,
+) -> Result<T, NcError> {
     let file_len = source.len();
     if file_len < 4 {
         return Err(NcError::NotNetcdf);
@@ -146,7 +165,7 @@ pub(super) fn run_guarded(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<Nc
         .stack_size(16 << 20)
         .spawn(move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                parse(Arc::new(storage), file_len, &limits2)
+                parse(Arc::new(storage), file_len, &limits2, max_read_bytes, f)
             }));
             let _ = tx.send(result);
         })
@@ -174,12 +193,17 @@ pub(super) fn run_guarded(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<Nc
     result
 }
 
-fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta, NcError> {
+fn parse<T>(
+    storage: Arc<Guarded>,
+    file_len: u64,
+    limits: &Limits,
+    max_read_bytes: u64,
+    f: impl FnOnce(&NcFile, u64, usize) -> Result<T, NcError>,
+) -> Result<T, NcError> {
     let options = NcOpenOptions {
         metadata_mode: NcMetadataMode::Strict,
-        // Coordinate reads only: never decode more than the coordinate limit at once.
-        max_read_bytes: usize::try_from(limits.max_coord_values.saturating_mul(8))
-            .unwrap_or(usize::MAX),
+        // Never decode more than this at once (the metadata read: the coordinate limit).
+        max_read_bytes: usize::try_from(max_read_bytes).unwrap_or(usize::MAX),
         chunk_cache_bytes: 8 << 20,
         ..NcOpenOptions::default()
     };
@@ -192,7 +216,7 @@ fn parse(storage: Arc<Guarded>, file_len: u64, limits: &Limits) -> Result<NcMeta
         subgroups = walk_hdf5_groups(storage.clone(), limits)?;
     }
     let file = NcFile::from_storage_with_options(storage, options).map_err(map_err)?;
-    extract::extract(&file, file_len, limits, subgroups)
+    f(&file, file_len, subgroups)
 }
 
 fn le(b: &[u8]) -> u64 {

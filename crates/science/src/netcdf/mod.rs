@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 pub use calendar::{Calendar, DateTime, TimeError, TimeUnits};
 pub use chunks::{chunk_index, chunk_index_from, ChunkIndex, ChunkRef, VarChunks};
+pub(crate) use guard::run_with_file;
 pub use guard::ReadAt;
 pub use meta::{sniff, AttrValue, BBox, Dim, Format, Limits, NcError, NcMeta, TimeCoverage, Var};
 
@@ -40,4 +41,14 @@ pub fn read_with(path: &Path, limits: &Limits) -> Result<NcMeta, NcError> {
 /// segments of a remote file: only the ranges the parser asks for are read.
 pub fn read_from(source: Arc<dyn ReadAt>, limits: &Limits) -> Result<NcMeta, NcError> {
     guard::run_guarded(source, limits)
+}
+
+/// The metadata of a file already opened behind the guards ([`run_with_file`]).
+pub(crate) fn extract_meta(
+    file: &netcdf_reader::NcFile,
+    file_len: u64,
+    limits: &Limits,
+    subgroups: usize,
+) -> Result<NcMeta, NcError> {
+    extract::extract(file, file_len, limits, subgroups)
 }
