@@ -140,7 +140,7 @@ pub struct DatasetPage {
 
 /// The dataset directory of a record name: the name without its file name, and without
 /// the next component too when it equals the `variable` facet.
-pub(crate) fn dataset_dir<'a>(name: &'a str, variable: Option<&str>) -> &'a str {
+pub fn dataset_dir<'a>(name: &'a str, variable: Option<&str>) -> &'a str {
     let dir = name.rfind('/').map_or("", |k| &name[..k]);
     if let Some(v) = variable {
         if let Some(k) = dir.rfind('/') {
