@@ -76,12 +76,7 @@ fn curl(url: &str) -> Value {
 /// instance id -> number of files, from a list of dataset JSON objects.
 fn counts(hits: &[Value], id: &str, n: &str) -> BTreeMap<String, u64> {
     hits.iter()
-        .map(|d| {
-            (
-                d[id].as_str().unwrap().to_string(),
-                d[n].as_u64().unwrap(),
-            )
-        })
+        .map(|d| (d[id].as_str().unwrap().to_string(), d[n].as_u64().unwrap()))
         .collect()
 }
 
@@ -101,7 +96,12 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
         .map(|e| e.unwrap().path())
         .collect();
     old.sort();
-    assert!(old.len() >= 3, "{} has {} files", old_dir.display(), old.len());
+    assert!(
+        old.len() >= 3,
+        "{} has {} files",
+        old_dir.display(),
+        old.len()
+    );
     let hole = old.len() / 2;
     for (k, f) in old.iter().enumerate() {
         if k != hole {
@@ -118,7 +118,9 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
     let mut want: BTreeMap<String, u64> = BTreeMap::new();
     for f in &files {
         let dir = f.parent().unwrap().strip_prefix(&tree).unwrap();
-        *want.entry(dir.to_str().unwrap().replace('/', ".")).or_default() += 1;
+        *want
+            .entry(dir.to_str().unwrap().replace('/', "."))
+            .or_default() += 1;
     }
     let latest_n = want.len() as u64 - 1;
 
@@ -136,12 +138,22 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
     }
 
     // The gateway's API.
-    let api = curl(&format!("{base}/api/search?type=dataset&limit=1000&files=true"));
+    let api = curl(&format!(
+        "{base}/api/search?type=dataset&limit=1000&files=true"
+    ));
     let api_hits = api["hits"].as_array().unwrap();
     assert_eq!(counts(api_hits, "instance_id", "number_of_files"), want);
     // Same records: sizes, coverage and contiguity agree with the CLI's.
     for (c, a) in hits.iter().zip(api_hits) {
-        for k in ["instance_id", "size", "time_start", "time_end", "contiguous", "gaps", "overlaps"] {
+        for k in [
+            "instance_id",
+            "size",
+            "time_start",
+            "time_end",
+            "contiguous",
+            "gaps",
+            "overlaps",
+        ] {
             assert_eq!(c[k], a[k], "{k} of {}", c["instance_id"]);
         }
         assert_eq!(a["datetime_start"], a["time_start"]);
@@ -155,7 +167,10 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
     let esgf = curl(&format!(
         "{base}/esg-search/search?type=Dataset&limit=1000&format=application%2Fsolr%2Bjson"
     ));
-    assert_eq!(esgf["response"]["numFound"].as_u64(), Some(want.len() as u64));
+    assert_eq!(
+        esgf["response"]["numFound"].as_u64(),
+        Some(want.len() as u64)
+    );
     let docs = esgf["response"]["docs"].as_array().unwrap();
     assert_eq!(counts(docs, "instance_id", "number_of_files"), want);
     for doc in docs {
@@ -180,7 +195,10 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
     // The dataset with the hole: one gap, between the files around it; the
     // original version, whole, has none, and is superseded.
     let gapped = format!("{}.{NEW_VERSION}", GAPPED.replace('/', "."));
-    let g = hits.iter().find(|h| h["instance_id"] == gapped.as_str()).unwrap();
+    let g = hits
+        .iter()
+        .find(|h| h["instance_id"] == gapped.as_str())
+        .unwrap();
     assert_eq!(g["contiguous"], false);
     let gaps = g["gaps"].as_array().unwrap();
     assert_eq!(gaps.len(), 1, "{g}");
@@ -188,26 +206,40 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
     assert!(gaps[0]["before"].as_str().unwrap().ends_with(&after_hole));
     assert_eq!(g["latest"], true);
     let whole = format!("{}.{OLD_VERSION}", GAPPED.replace('/', "."));
-    let w = hits.iter().find(|h| h["instance_id"] == whole.as_str()).unwrap();
+    let w = hits
+        .iter()
+        .find(|h| h["instance_id"] == whole.as_str())
+        .unwrap();
     assert_eq!(w["gaps"], serde_json::json!([]), "{w}");
     assert_eq!(w["latest"], false);
     let human = d.ok(&["search", "--datasets", "source_id=SAM0-UNICON"]);
     assert!(human.contains("2 datasets"), "{human}");
     assert!(human.contains("1 gap"), "{human}");
-    assert!(human.contains(&format!("gap      {}", gaps[0]["from"].as_str().unwrap())), "{human}");
+    assert!(
+        human.contains(&format!("gap      {}", gaps[0]["from"].as_str().unwrap())),
+        "{human}"
+    );
 
     // A removal and a rename: the records follow.
     let one = |id: &str| -> Value {
-        let p = curl(&format!("{base}/api/search?type=dataset&id={id}&files=true"));
+        let p = curl(&format!(
+            "{base}/api/search?type=dataset&id={id}&files=true"
+        ));
         p["hits"][0].clone()
     };
-    let first = one(&gapped)["files"][0]["name"].as_str().unwrap().to_string();
+    let first = one(&gapped)["files"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
     d.ok(&["rm", &first]);
     assert_eq!(
         one(&gapped)["number_of_files"].as_u64(),
         Some(old.len() as u64 - 2)
     );
-    let any = one(&gapped)["files"][0]["name"].as_str().unwrap().to_string();
+    let any = one(&gapped)["files"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (dir, file) = any.rsplit_once('/').unwrap();
     let moved_dir = dir.replace("/r1i1p1f1/", "/r9i1p1f1/");
     d.ok(&["mv", &any, &format!("{moved_dir}/{file}")]);
