@@ -4,8 +4,10 @@
 //! A dataset is keyed by its **directory** (the record name without the file name, and
 //! without a last component equal to the record's `variable` facet: CMIP5 puts the
 //! variable below the ensemble, and ESGF's CMIP5 dataset ids leave it out) and its
-//! **DRS version** (the `version` facet, `""` when the record has none). Only the latest
-//! repository version of each name is a member. The index keeps the membership up to
+//! **DRS version** (the `version` facet, `""` when the record has none). A member is the
+//! highest repository version of its name among those with its DRS version (the DRS
+//! version is not in the name: a name published again under a new DRS version leaves
+//! its older copy in the older dataset version). The index keeps the membership up to
 //! date at every change it applies (add, replace, rename, remove, full load), so a query
 //! never regroups files.
 
@@ -89,8 +91,9 @@ pub struct Dataset {
 }
 
 /// A dataset search: the files' query (its filters, text, time and prefix select the
-/// datasets holding at least one matching file; `sort` is ignored: datasets come in
-/// instance-id order), which dataset versions, and whether to list the files.
+/// datasets holding at least one matching member; `latest_only` and `sort` are
+/// ignored: datasets come in instance-id order), which dataset versions, and whether
+/// to list the files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatasetQuery {

@@ -135,7 +135,8 @@ pub(crate) struct Index {
     /// Positions whose dataset has a newer DRS version (computed when first asked
     /// for after a change).
     stale: std::cell::OnceCell<RoaringBitmap>,
-    /// The datasets of the latest versions, kept up to date by [`Index::set_latest`].
+    /// The datasets, kept up to date whenever the versions of a name change
+    /// ([`Index::relatest`], [`Index::unset`]).
     ds: datasets::Datasets,
 }
 
@@ -203,11 +204,6 @@ impl Index {
                 *n = if on { *n + 1 } else { n.saturating_sub(1) };
             }
         }
-        if on {
-            self.ds_add(i);
-        } else {
-            self.ds_remove(i);
-        }
     }
 
     /// Empties position `i`; returns the name it held.
@@ -216,6 +212,7 @@ impl Index {
             return None;
         }
         self.set_latest(i, false);
+        self.ds_remove(i);
         let slot = self.slots[i as usize].take()?;
         self.alive.remove(i);
         self.order.remove(&(slot.name.clone(), slot.version));
@@ -242,6 +239,7 @@ impl Index {
             }
             self.set_latest(last, true);
         }
+        self.ds_name(&all);
     }
 
     /// Fills the empty position `i` with `r`.

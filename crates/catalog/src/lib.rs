@@ -382,7 +382,13 @@ impl Catalog {
     pub fn datasets(&self, dq: &DatasetQuery) -> Result<DatasetPage> {
         dq.validate()?;
         let mut g = self.synced()?;
-        let s = Self::select(&mut g, &dq.query)?;
+        // Members of an older DRS version may be older repository versions of their
+        // names: every version is selected, the members among them count.
+        let q = Query {
+            latest_only: false,
+            ..dq.query.clone()
+        };
+        let s = Self::select(&mut g, &q)?;
         let (total, page, reps) = g.index.datasets_of(&s.m, dq);
         let facet_counts = g.index.dataset_counts(reps, &dq.query.facets);
         let hits = page

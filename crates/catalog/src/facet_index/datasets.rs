@@ -1,5 +1,8 @@
-//! The datasets of the index: which dataset each latest record belongs to, kept up to
-//! date position by position (see [`crate::dataset`] for what a dataset is).
+//! The datasets of the index: which dataset each record belongs to, kept up to date
+//! name by name (see [`crate::dataset`] for what a dataset is). A record is a member
+//! when it is the highest repository version of its name among those with its DRS
+//! version: a name published again under a new DRS version (the DRS version is not in
+//! the name) leaves its older copy in the older dataset version.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -55,8 +58,31 @@ impl Index {
         Some((Arc::from(dir), version.into()))
     }
 
-    /// Position `i` became the latest version of its name: it joins its dataset.
-    pub(super) fn ds_add(&mut self, i: u32) {
+    /// Sets the membership of the versions of one name (`all`: its positions in
+    /// ascending version order): the last of each DRS version is a member.
+    pub(super) fn ds_name(&mut self, all: &[u32]) {
+        if all.len() == 1 {
+            self.ds_add(all[0]);
+            return;
+        }
+        let drs = |ix: &Index, p: u32| -> Option<Box<str>> {
+            ix.facet_of(p, DATASET_VERSION_FACET).map(Into::into)
+        };
+        let mut top: BTreeMap<Option<Box<str>>, u32> = BTreeMap::new();
+        for &p in all {
+            top.insert(drs(self, p), p);
+        }
+        for &p in all {
+            if top.get(&drs(self, p)) == Some(&p) {
+                self.ds_add(p);
+            } else {
+                self.ds_remove(p);
+            }
+        }
+    }
+
+    /// Position `i` joins its dataset.
+    fn ds_add(&mut self, i: u32) {
         let Some(key) = self.ds_key(i) else { return };
         let size = self.slots[i as usize].as_ref().map_or(0, |s| s.size);
         let d = &mut self.ds;
@@ -95,7 +121,7 @@ impl Index {
         d.of_pos[i as usize] = id;
     }
 
-    /// Position `i` is no longer the latest version of its name (or is going).
+    /// Position `i` leaves its dataset (a newer copy in its DRS version, or it goes).
     pub(super) fn ds_remove(&mut self, i: u32) {
         let size = self
             .slots
@@ -123,12 +149,22 @@ impl Index {
         }
     }
 
-    /// Every latest position joins its dataset (after a bulk build).
+    /// Every name's members join their datasets (after a bulk build).
     pub(super) fn ds_build(&mut self) {
         self.ds = Datasets::default();
-        let latest: Vec<u32> = self.latest.iter().collect();
-        for i in latest {
-            self.ds_add(i);
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        let mut last: Option<&Arc<str>> = None;
+        for ((name, _), &i) in &self.order {
+            if last != Some(name) {
+                groups.push(Vec::new());
+                last = Some(name);
+            }
+            if let Some(g) = groups.last_mut() {
+                g.push(i);
+            }
+        }
+        for g in groups {
+            self.ds_name(&g);
         }
     }
 
