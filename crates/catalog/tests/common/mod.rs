@@ -1139,7 +1139,7 @@ pub fn datasets_follow_changes(spec: &str) {
     let cat = Catalog::open(spec).unwrap();
     let mut recs = random_records(300, 33);
     let d = "/cmip6/CMIP/I/S/historical/r1i1p1f1/Amon/tas/gn";
-    let mine = vec![
+    let mine = [
         monthly(&format!("{d}/a_1850-1900.nc"), "v20190101", 1850, 1900, 10),
         monthly(&format!("{d}/a_1900-1950.nc"), "v20190101", 1900, 1950, 20),
         monthly(&format!("{d}/a_1960-2000.nc"), "v20190101", 1960, 2000, 30),
