@@ -10,8 +10,8 @@
 #     and of nginx's worker during each measurement (VmHWM, reset before it).
 #  2. /api/search p50/p99 over HTTP at N catalog records (the real router and
 #     catalog; crates/gateway/examples/search_bench.rs), then 100 concurrent
-#     clients on /api/search, /esg-search/search and /stac/search: requests/s
-#     and p99.
+#     clients on /api/search, /esg-search/search (File, Dataset), /stac/search
+#     and /api/search?type=dataset: requests/s and p99.
 #  3. the WebSocket face against the Unix socket: NDNts fetch.mjs (same client,
 #     same object) over ws:// and over the Unix socket.
 #  Part 1 also times `granary get` of the same object over the Unix socket to

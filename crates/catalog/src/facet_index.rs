@@ -23,6 +23,8 @@ use crate::feed::IndexRow;
 use crate::query::{FacetSel, Query, Sort};
 use crate::record::decode_facets;
 
+mod datasets;
+
 const NONE: u32 = u32::MAX;
 
 struct Slot {
@@ -133,6 +135,9 @@ pub(crate) struct Index {
     /// Positions whose dataset has a newer DRS version (computed when first asked
     /// for after a change).
     stale: std::cell::OnceCell<RoaringBitmap>,
+    /// The datasets, kept up to date whenever the versions of a name change
+    /// ([`Index::relatest`], [`Index::unset`]).
+    ds: datasets::Datasets,
 }
 
 /// The facet holding a record's DRS (dataset) version, e.g. `v20190429`.
@@ -207,6 +212,7 @@ impl Index {
             return None;
         }
         self.set_latest(i, false);
+        self.ds_remove(i);
         let slot = self.slots[i as usize].take()?;
         self.alive.remove(i);
         self.order.remove(&(slot.name.clone(), slot.version));
@@ -233,6 +239,7 @@ impl Index {
             }
             self.set_latest(last, true);
         }
+        self.ds_name(&all);
     }
 
     /// Fills the empty position `i` with `r`.
@@ -488,32 +495,33 @@ impl Index {
         Selection { m, whole }
     }
 
-    /// Records of an older dataset version: the dataset of a record is its name without
-    /// the last component (the file name); its version is the [`DATASET_VERSION_FACET`]
+    /// Records of an older dataset version: the dataset of a record is its directory
+    /// ([`crate::dataset`]: the name without the file name, and without a CMIP5 variable); its version is the [`DATASET_VERSION_FACET`]
     /// (`vYYYYMMDD`, compared as a string). Records without one are never stale.
     fn dataset_stale(&self) -> RoaringBitmap {
         let Some(col) = self.col(DATASET_VERSION_FACET) else {
             return RoaringBitmap::new();
         };
-        fn dataset(s: &Slot) -> &str {
-            s.name.rfind('/').map_or("", |k| &s.name[..k])
+        fn dataset<'a>(ix: &Index, i: u32, s: &'a Slot) -> &'a str {
+            let var = ix.facet_of(i, crate::dataset::DATASET_VARIABLE_FACET);
+            crate::dataset::dataset_dir(&s.name, var)
         }
         let mut newest: HashMap<&str, &str> = HashMap::default();
         let with_version = || {
             self.alive.iter().filter_map(|i| {
                 let c = col.codes[i as usize];
                 let s = self.slots[i as usize].as_ref()?;
-                (c != NONE).then(|| (i, s, &*col.values[c as usize]))
+                (c != NONE).then(|| (i, dataset(self, i, s), &*col.values[c as usize]))
             })
         };
         for (_, s, v) in with_version() {
-            let e = newest.entry(dataset(s)).or_insert(v);
+            let e = newest.entry(s).or_insert(v);
             if v > *e {
                 *e = v;
             }
         }
         with_version()
-            .filter(|(_, s, v)| newest.get(dataset(s)).is_some_and(|n| v < n))
+            .filter(|(_, s, v)| newest.get(s).is_some_and(|n| v < n))
             .map(|(i, _, _)| i)
             .collect()
     }
@@ -863,6 +871,8 @@ impl Builder {
         idx.order = order.into_iter().collect();
         if !late.is_empty() {
             idx.compact(late);
+        } else {
+            idx.ds_build();
         }
         idx
     }

@@ -7,6 +7,7 @@
 //! several processes and nodes on one storage see each other's writes at once.
 
 mod backend;
+pub mod dataset;
 mod error;
 mod facet_index;
 mod feed;
@@ -20,6 +21,7 @@ pub mod text;
 use std::path::Path;
 use std::sync::Mutex;
 
+pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
@@ -373,6 +375,36 @@ impl Catalog {
         let default = Query::default();
         let s = Self::select(&mut g, q.unwrap_or(&default))?;
         Ok((g, s))
+    }
+
+    /// One page of datasets (see [`dataset`]): those holding at least one file matching
+    /// `dq.query`, in instance-id order, with their facet counts (datasets counted).
+    pub fn datasets(&self, dq: &DatasetQuery) -> Result<DatasetPage> {
+        dq.validate()?;
+        let mut g = self.synced()?;
+        // Members of an older DRS version may be older repository versions of their
+        // names: every version is selected, the members among them count.
+        let q = Query {
+            latest_only: false,
+            ..dq.query.clone()
+        };
+        let s = Self::select(&mut g, &q)?;
+        let (total, page, reps) = g.index.datasets_of(&s.m, dq);
+        let facet_counts = g.index.dataset_counts(reps, &dq.query.facets);
+        let hits = page
+            .into_iter()
+            .filter_map(|id| g.index.dataset(id, dq.files))
+            .collect();
+        Ok(DatasetPage {
+            total,
+            hits,
+            facet_counts,
+        })
+    }
+
+    /// Number of datasets (latest file versions grouped).
+    pub fn dataset_count(&self) -> Result<u64> {
+        Ok(self.synced()?.index.dataset_count() as u64)
     }
 
     /// Removes every record (before a rebuild).

@@ -8,7 +8,7 @@ use common::pgcluster::PgCluster;
 fn suite_on_postgres() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
     type Suite = (&'static str, fn(&str));
-    let suites: [Suite; 11] = [
+    let suites: [Suite; 12] = [
         ("facets", common::facet_counts_match_brute_force),
         ("latest", common::latest_only_and_versions),
         ("time", common::time_overlap_and_exclusions),
@@ -18,6 +18,7 @@ fn suite_on_postgres() {
         ("hostile", common::hostile_strings),
         ("words", common::word_cache_follows_changes),
         ("datasets", common::dataset_latest_and_name_children),
+        ("records", common::datasets_follow_changes),
         ("bulk", common::bulk_upsert_in_chunks),
         ("roundtrip", common::records_round_trip),
     ];

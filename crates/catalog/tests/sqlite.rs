@@ -30,6 +30,7 @@ on_sqlite!(
     hostile_strings,
     word_cache_follows_changes,
     dataset_latest_and_name_children,
+    datasets_follow_changes,
     bulk_upsert_in_chunks,
     records_round_trip
 );

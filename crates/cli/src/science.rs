@@ -50,6 +50,19 @@ pub struct SearchArgs {
     /// local catalog.
     #[arg(long, value_name = "PREFIX")]
     pub node: Option<String>,
+    /// Datasets instead of files: the files grouped by dataset (directory and DRS
+    /// version, the ESGF dataset id), each with its file count, size, time coverage
+    /// and whether its time axis is contiguous (gaps and overlaps listed). The
+    /// terms select datasets holding a matching file; --facets counts datasets.
+    #[arg(long)]
+    pub datasets: bool,
+    /// With --datasets: only the newest version of each dataset (`true`) or only
+    /// older ones (`false`); default every version.
+    #[arg(long, value_name = "true|false", requires = "datasets")]
+    pub latest: Option<bool>,
+    /// With --datasets: list each dataset's files.
+    #[arg(long, requires = "datasets")]
+    pub files: bool,
 }
 
 /// The query the search flags describe.
@@ -82,6 +95,27 @@ pub fn search(
     a: &SearchArgs,
 ) -> anyhow::Result<()> {
     let q = query_of(&a.terms, Some(a))?;
+    if a.datasets {
+        let dq = granary_catalog::DatasetQuery {
+            query: q,
+            latest: a.latest,
+            ids: Vec::new(),
+            files: a.files,
+        };
+        let page = granary_node::query::run_dataset_query(
+            data_dir,
+            socket,
+            catalog,
+            a.node.as_deref(),
+            &dq,
+        )?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&page)?);
+        } else {
+            print_datasets(&page, dq.query.offset);
+        }
+        return Ok(());
+    }
     let page = granary_node::query::run_query(data_dir, socket, catalog, a.node.as_deref(), &q)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&page)?);
@@ -123,6 +157,87 @@ fn print_page(page: &Page, offset: usize) {
             time,
             w = w
         );
+    }
+    for (facet, values) in &page.facet_counts {
+        let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();
+        println!("{facet}: {}", list.join(", "));
+    }
+}
+
+fn print_datasets(page: &granary_catalog::DatasetPage, offset: usize) {
+    let shown = page.hits.len();
+    println!(
+        "{} dataset{}{}",
+        page.total,
+        if page.total == 1 { "" } else { "s" },
+        if shown > 0 {
+            format!(", showing {}–{}", offset + 1, offset + shown)
+        } else {
+            String::new()
+        }
+    );
+    let day = |t: &Option<String>| {
+        t.as_deref()
+            .map_or("?", |t| &t[..t.len().min(10)])
+            .to_string()
+    };
+    for d in &page.hits {
+        let axis = if d.contiguous {
+            "contiguous".to_string()
+        } else {
+            let mut why = Vec::new();
+            if !d.gaps.is_empty() {
+                why.push(format!(
+                    "{} gap{}",
+                    d.gaps.len(),
+                    if d.gaps.len() == 1 { "" } else { "s" }
+                ));
+            }
+            if !d.overlaps.is_empty() {
+                why.push(format!(
+                    "{} overlap{}",
+                    d.overlaps.len(),
+                    if d.overlaps.len() == 1 { "" } else { "s" }
+                ));
+            }
+            if d.untimed_files > 0 {
+                why.push(format!("{} without time", d.untimed_files));
+            }
+            why.join(", ")
+        };
+        println!(
+            "{}  {} file{}  {}  {} – {}  {}{}",
+            d.instance_id,
+            d.number_of_files,
+            if d.number_of_files == 1 { "" } else { "s" },
+            human(d.size),
+            day(&d.time_start),
+            day(&d.time_end),
+            axis,
+            if d.latest { "" } else { "  (superseded)" }
+        );
+        for g in &d.gaps {
+            println!(
+                "  gap      {} → {}  ({} | {})",
+                g.from, g.to, g.after, g.before
+            );
+        }
+        for g in &d.overlaps {
+            println!(
+                "  overlap  {} → {}  ({} | {})",
+                g.from, g.to, g.after, g.before
+            );
+        }
+        for f in &d.files {
+            println!(
+                "  {}  v={}  {}  {} – {}",
+                f.name,
+                f.version,
+                human(f.size),
+                day(&f.time_start),
+                day(&f.time_end)
+            );
+        }
     }
     for (facet, values) in &page.facet_counts {
         let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();

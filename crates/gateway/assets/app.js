@@ -105,6 +105,7 @@ const state = {
   time: "", // "START/END" (either may be empty): time coverage overlapping it
   offset: 0,
   all: false, // every version, not only the latest
+  byDataset: false, // results grouped by dataset (the catalog's dataset records)
   file: null, // {name, version} of the open file panel
   selected: new Map(), // "name@version" -> hit
   page: null, // the last search answer
@@ -124,6 +125,7 @@ function readUrl() {
   state.time = p.get("time") || "";
   state.offset = Math.max(0, parseInt(p.get("offset") || "0", 10) || 0);
   state.all = p.get("all") === "1";
+  state.byDataset = p.get("by") === "dataset";
   state.file = p.get("file") ? { name: p.get("file"), version: p.get("v") || "" } : null;
 }
 
@@ -132,6 +134,7 @@ function urlParams() {
   const p = filterParams();
   if (state.offset) p.set("offset", state.offset);
   if (state.all) p.set("all", "1");
+  if (state.byDataset) p.set("by", "dataset");
   if (state.file) {
     p.set("file", state.file.name);
     if (state.file.version) p.set("v", state.file.version);
@@ -207,6 +210,15 @@ async function search({ push = false } = {}) {
   p.set("offset", state.offset);
   p.set("latest", state.all ? "false" : "true");
   p.set("facets", "all");
+  // By dataset: the dataset records, each with its files; counts count datasets.
+  const byDs = (o) => {
+    if (!state.byDataset) return o;
+    o.set("type", "dataset");
+    o.set("files", "true");
+    if (!state.all) o.set("dataset_latest", "true");
+    return o;
+  };
+  byDs(p);
   const seq = ++searchSeq;
   $("results").setAttribute("aria-busy", "true");
   try {
@@ -217,6 +229,7 @@ async function search({ push = false } = {}) {
       o.set("limit", 0);
       o.set("latest", state.all ? "false" : "true");
       o.set("facets", f);
+      byDs(o);
       return api(`/api/search?${o}`).then((r) => [f, r.facet_counts?.[f] || []]);
     });
     const [page, ...alt] = await Promise.all([api(`/api/search?${p}`), ...others]);
@@ -268,6 +281,7 @@ function render() {
   renderHits();
   renderSearchCommands();
   $("all-versions").checked = state.all;
+  $("by-dataset").checked = state.byDataset;
   const [from, to] = state.time ? state.time.split("/") : ["", ""];
   $("time-from").value = from || "";
   $("time-to").value = to || "";
@@ -371,8 +385,46 @@ function summaryFacets(h) {
   return list.filter((k) => f[k]).map((k) => f[k]);
 }
 
+/** One dataset and its files under it. */
+function datasetHit(d) {
+  const axis = d.contiguous ? "contiguous"
+    : [d.gaps.length ? `${d.gaps.length} gap${d.gaps.length === 1 ? "" : "s"}` : "",
+      d.overlaps.length ? `${d.overlaps.length} overlap${d.overlaps.length === 1 ? "" : "s"}` : "",
+      d.untimed_files ? `${d.untimed_files} without time` : ""].filter(Boolean).join(", ");
+  const breaks = [...d.gaps.map((g) => ["gap", g]), ...d.overlaps.map((g) => ["overlap", g])];
+  return el("li", { class: "hit dataset", "data-id": d.instance_id },
+    el("div", { class: "hit-main" },
+      el("p", { class: "hit-title" }, d.instance_id),
+      el("p", { class: "hit-meta" },
+        el("span", { text: `${d.number_of_files} file${d.number_of_files === 1 ? "" : "s"}` }),
+        el("span", { text: bytes(d.size) }),
+        d.time_start ? el("span", { text: `${day(d.time_start)} → ${day(d.time_end)}` }) : null,
+        el("span", { class: d.contiguous ? "" : "warn", text: axis }),
+        d.latest ? null : el("span", { class: "muted", text: "superseded" }),
+      ),
+      ...breaks.map(([k, g]) => el("p", { class: "hit-meta warn" }, `${k}: ${day(g.from)} → ${day(g.to)}`)),
+      el("ul", { class: "ds-files" }, ...(d.files || []).map((f) => el("li", {},
+        el("button", { type: "button", class: "link", onclick: () => openFile(f.name, f.version, { push: true }) }, f.name.split("/").pop()),
+        el("span", { class: "muted", text: ` ${bytes(f.size)}${f.time_start ? ` · ${day(f.time_start)} → ${day(f.time_end)}` : ""}` }),
+        " ", el("a", { href: f.download, download: "", "aria-label": `Download ${f.name.split("/").pop()}` }, "⬇"),
+      ))),
+    ),
+  );
+}
+
 function renderHits() {
   const page = state.page;
+  if (page.type === "dataset") {
+    const n = page.total;
+    $("total").textContent = n === 0 ? "No datasets match." : `${n} dataset${n === 1 ? "" : "s"}${n > page.hits.length ? ` · showing ${state.offset + 1}–${state.offset + page.hits.length}` : ""}`;
+    $("show-results").textContent = n === 0 ? "No datasets match" : `Show the ${n === 1 ? "dataset" : `${n} datasets`}`;
+    $("hits").replaceChildren(...page.hits.map(datasetHit));
+    $("page-info").textContent = `Page ${Math.floor(state.offset / PAGE) + 1} of ${Math.max(1, Math.ceil(n / PAGE))}`;
+    $("prev").disabled = state.offset === 0;
+    $("next").disabled = state.offset + page.hits.length >= n;
+    $("select-page").disabled = true;
+    return;
+  }
   const list = $("hits");
   const n = page.total;
   const first = n ? state.offset + 1 : 0;
@@ -962,6 +1014,7 @@ function wire() {
   $("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - PAGE); search({ push: true }); $("results").focus(); });
   $("next").addEventListener("click", () => { state.offset += PAGE; search({ push: true }); $("results").focus(); });
   $("all-versions").addEventListener("change", (ev) => { state.all = ev.target.checked; state.offset = 0; search({ push: true }); });
+  $("by-dataset").addEventListener("change", (ev) => { state.byDataset = ev.target.checked; state.offset = 0; search({ push: true }); });
   // Read the box once: redrawing after a selection sets it from what is
   // selected, so reading it inside the loop selected only the first hit.
   $("select-page").addEventListener("change", (ev) => selectAll(state.page?.hits || [], ev.target.checked));

@@ -2,7 +2,8 @@
 //! CMIP-like records in a temporary SQLite catalog, serves the real gateway router on
 //! loopback, and times GET requests (one keep-alive connection, like a page) per
 //! query kind: p50 / p99. Then CLIENTS concurrent clients (one keep-alive
-//! connection each) on `/api/search`, `/esg-search/search` and `/stac/search`
+//! connection each) on `/api/search`, `/esg-search/search` (File and Dataset),
+//! `/stac/search` and `/api/search?type=dataset`
 //! (skipped, with the reason, when the gateway has no such endpoint):
 //! requests/s and p50 / p99.
 //!
@@ -263,7 +264,7 @@ fn main() {
         "endpoint", "requests/s", "p50 ms", "p99 ms"
     );
     type P = Arc<dyn Fn(usize) -> String + Send + Sync>;
-    let eps: [(&str, P); 3] = [
+    let eps: [(&str, P); 5] = [
         (
             "/api/search",
             Arc::new(|i| format!("/api/search?variable_id=variable_id{}&limit=10", i % 50)),
@@ -280,6 +281,24 @@ fn main() {
         (
             "/stac/search",
             Arc::new(|_| "/stac/search?limit=10".to_string()),
+        ),
+        (
+            "/esg-search type=Dataset",
+            Arc::new(|i| {
+                format!(
+                    "/esg-search/search?format=application%2Fsolr%2Bjson&type=Dataset&variable_id=variable_id{}&limit=10",
+                    i % 50
+                )
+            }),
+        ),
+        (
+            "/api/search?type=dataset",
+            Arc::new(|i| {
+                format!(
+                    "/api/search?type=dataset&variable_id=variable_id{}&limit=10",
+                    i % 50
+                )
+            }),
         ),
     ];
     for (label, path) in eps {

@@ -7,11 +7,11 @@ use axum::extract::State as St;
 use axum::http::{header, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use granary_catalog::{Catalog, FacetSel, Page, Query, Record};
+use granary_catalog::{Catalog, Dataset, DatasetQuery, FacetSel, Page, Query, Record};
 use granary_packet::Name;
 use serde_json::{json, Value};
 
-use crate::query::{pairs, parse_num, search_query};
+use crate::query::{pairs, parse_bool, parse_num, search_query};
 use crate::{error, State};
 
 /// Largest autocomplete answer.
@@ -123,6 +123,60 @@ pub(crate) fn page_json(p: &Page) -> Value {
     })
 }
 
+/// The dataset query of `/api/search?type=dataset`: the file search's parameters
+/// select datasets holding a matching file; `dataset_latest=true|false` keeps the
+/// newest (or only older) version of each; `id=` (repeatable) names instance or master
+/// ids; `files=true` lists the files.
+pub(crate) fn dataset_query(p: Vec<(String, String)>) -> Result<DatasetQuery, String> {
+    let mut dq = DatasetQuery::default();
+    let mut rest = Vec::new();
+    for (k, v) in p {
+        match k.as_str() {
+            "type" => {}
+            "dataset_latest" => dq.latest = Some(parse_bool(&k, &v)?),
+            "files" => dq.files = parse_bool(&k, &v)?,
+            "id" => dq.ids.push(v),
+            _ => rest.push((k, v)),
+        }
+    }
+    dq.query = search_query(&rest)?;
+    dq.validate().map_err(|e| e.to_string())?;
+    Ok(dq)
+}
+
+/// A dataset as sent: the record, plus ESGF's document names for the same fields
+/// (`datetime_start`, `datetime_stop`) and where its files are searched.
+pub(crate) fn dataset_json(d: &Dataset) -> Value {
+    let mut v = json!(d);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("datetime_start".into(), json!(d.time_start));
+        o.insert("datetime_stop".into(), json!(d.time_end));
+        if let Some(Value::Array(fs)) = o.get_mut("files") {
+            for (f, r) in fs.iter_mut().zip(&d.files) {
+                f["download"] = json!(download_path(&r.name, r.version));
+            }
+        }
+    }
+    v
+}
+
+async fn dataset_search(node: &State, p: Vec<(String, String)>) -> Response {
+    let dq = match dataset_query(p) {
+        Ok(q) => q,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match with_catalog(node, move |c| Ok(c.datasets(&dq)?)).await {
+        Ok(page) => Json(json!({
+            "type": "dataset",
+            "total": page.total,
+            "hits": page.hits.iter().map(dataset_json).collect::<Vec<_>>(),
+            "facet_counts": page.facet_counts,
+        }))
+        .into_response(),
+        Err(r) => r,
+    }
+}
+
 /// Runs a search query from a query string.
 pub(crate) async fn run_search(node: &State, uri: &Uri) -> Result<(Query, Page), Response> {
     let p = pairs(uri.query()).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
@@ -138,6 +192,25 @@ pub(crate) async fn run_search(node: &State, uri: &Uri) -> Result<(Query, Page),
 }
 
 pub async fn search(St(node): St<State>, uri: Uri) -> Response {
+    let p = match pairs(uri.query()) {
+        Ok(p) => p,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    match p
+        .iter()
+        .find(|(k, _)| k == "type")
+        .map(|(_, v)| v.to_ascii_lowercase())
+    {
+        None => {}
+        Some(t) if t == "file" => {}
+        Some(t) if t == "dataset" => return dataset_search(&node, p).await,
+        Some(t) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("type={t:?}: expected file or dataset"),
+            )
+        }
+    }
     match run_search(&node, &uri).await {
         Ok((_, page)) => Json(page_json(&page)).into_response(),
         Err(r) => r,

@@ -2,10 +2,11 @@
 //! that esgf-pyclient (`pyesgf`) uses, answered from the catalog in the Solr
 //! JSON shape it parses.
 //!
-//! The catalog holds files. A dataset is the files sharing a parent name and a
-//! DRS `version` facet; its `instance_id` is the parent name's components joined
-//! by dots (the first written as the project, `CMIP6`, when they agree) and the
-//! version: `CMIP6.CMIP.CCCma.CanESM5.historical.r1i1p1f1.Amon.tas.gn.v20190429`.
+//! Dataset documents are the catalog's dataset records (`granary_catalog::dataset`:
+//! the files sharing a directory and a DRS `version` facet); the `instance_id` is
+//! the directory's components joined by dots (the first written as the project,
+//! `CMIP6`, when they agree) and the version:
+//! `CMIP6.CMIP.CCCma.CanESM5.historical.r1i1p1f1.Amon.tas.gn.v20190429`.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +14,7 @@ use axum::extract::State as St;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use granary_catalog::{FacetSel, Query, Record, MAX_LIMIT};
+use granary_catalog::{dataset, Dataset, DatasetQuery, FacetSel, Query, Record, MAX_LIMIT};
 use serde_json::{json, Map, Value};
 
 use crate::api::{download_path, with_catalog};
@@ -30,9 +31,8 @@ pub(crate) const MAX_SCAN: usize = 200_000;
 pub const MAX_QUERY: usize = 60 * 1024;
 
 /// Documents per page when the request sends no `limit`. ESGF's index answers 10;
-/// intake-esgf sends no limit and reads every page, and each page here groups the
-/// matching files into datasets again, so a larger page means fewer round trips
-/// (1000 datasets ≈ 1.5 MB of JSON). esgf-pyclient always sends its own limit.
+/// intake-esgf sends no limit and reads every page, so a larger page means fewer
+/// round trips (1000 datasets ≈ 1.5 MB of JSON). esgf-pyclient always sends its own limit.
 pub const DEFAULT_LIMIT: usize = 1000;
 
 /// CMIP6's directory template, as ESGF's File documents carry it (clients such
@@ -147,22 +147,19 @@ fn parse(p: &[(String, String)]) -> Result<Esgf, String> {
     Ok(e)
 }
 
-/// The dataset a file belongs to: (instance id, master id, version).
+/// The dataset a file belongs to: (instance id, master id, version), by the
+/// catalog's rule (`granary_catalog::dataset`), so File documents name the dataset
+/// records' ids.
 pub(crate) fn dataset_of(r: &Record) -> (String, String, String) {
-    let mut comps: Vec<&str> = r.name.split('/').filter(|c| !c.is_empty()).collect();
-    comps.pop();
-    if let Some(first) = comps.first_mut() {
-        if !r.project.is_empty() && first.eq_ignore_ascii_case(&r.project) {
-            *first = r.project.as_str();
-        }
-    }
-    let master = comps.join(".");
-    let version = r
-        .facets
-        .get("version")
-        .cloned()
-        .unwrap_or_else(|| format!("v{}", r.version));
-    (format!("{master}.{version}"), master, version)
+    let dir = dataset::dataset_dir(
+        &r.name,
+        r.facets
+            .get(dataset::DATASET_VARIABLE_FACET)
+            .map(String::as_str),
+    );
+    let master = dataset::master_id(dir, &r.project);
+    let version = r.facets.get("version").cloned().unwrap_or_default();
+    (dataset::instance_id(&master, &version), master, version)
 }
 
 fn facet_lists(r: &Record) -> Map<String, Value> {
@@ -199,7 +196,7 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
         "type": "File",
         "title": r.title,
         "size": r.size,
-        "version": version.trim_start_matches('v'),
+        "version": if version.is_empty() { r.version.to_string() } else { version.trim_start_matches('v').to_string() },
         "data_node": node,
         "index_node": node,
         "replica": false,
@@ -233,32 +230,45 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
     Value::Object(d)
 }
 
-struct Dataset {
-    first: Record,
-    files: u64,
-    size: u64,
-}
-
-fn dataset_doc(ds: &Dataset, latest: bool, node: &str) -> Value {
-    let (inst, master, version) = dataset_of(&ds.first);
-    let mut d = facet_lists(&ds.first);
+fn dataset_doc(ds: &Dataset, node: &str) -> Value {
+    let mut d = Map::new();
+    for (k, v) in &ds.facets {
+        d.insert(k.clone(), json!([v]));
+    }
+    if !ds.project.is_empty() {
+        d.insert("project".into(), json!([ds.project]));
+    }
+    if ds.project.eq_ignore_ascii_case("CMIP6") {
+        if let Some(a) = ds.facets.get("activity_id") {
+            d.entry("activity_drs").or_insert_with(|| json!([a]));
+        }
+        d.entry("mip_era").or_insert_with(|| json!([ds.project]));
+    }
     let fields = json!({
-        "id": format!("{inst}|{node}"),
-        "instance_id": inst,
-        "master_id": master,
-        "title": inst,
+        "id": format!("{}|{node}", ds.instance_id),
+        "instance_id": ds.instance_id,
+        "master_id": ds.master_id,
+        "title": ds.instance_id,
         "type": "Dataset",
-        "version": version.trim_start_matches('v'),
-        "number_of_files": ds.files,
+        "version": ds.version.trim_start_matches('v'),
+        "number_of_files": ds.number_of_files,
         "size": ds.size,
         "data_node": node,
         "index_node": node,
-        "latest": latest,
+        "latest": ds.latest,
         "replica": false,
         "url": [],
+        "ndn_name": ds.name,
+        "contiguous": ds.contiguous,
     });
     if let Value::Object(f) = fields {
         d.extend(f);
+    }
+    if let Some(t) = &ds.time_start {
+        d.insert("datetime_start".into(), json!(t));
+    }
+    if let Some(t) = &ds.time_end {
+        d.insert("datetime_stop".into(), json!(t));
     }
     Value::Object(d)
 }
@@ -423,106 +433,23 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
 }
 
 async fn datasets(node: &State, e: Esgf, host: &str) -> Result<Answer, Response> {
+    // The catalog's dataset records: a dataset matches when one of its files (latest
+    // repository versions) matches the constraints; ESGF's `latest` is the dataset
+    // version's.
     let mut q = e.query.clone();
-    q.latest_only = e.latest.unwrap_or(false);
-    q.facets = FacetSel::None;
-    q.limit = MAX_SCAN;
-    q.offset = 0;
-    q.sort = granary_catalog::Sort::Name;
-    let ids = e.dataset_ids.clone();
-    let files = all_records(node, q).await?;
-    // Group by dataset, in name order.
-    let mut order: Vec<String> = Vec::new();
-    let mut by: BTreeMap<String, Dataset> = BTreeMap::new();
-    for r in files {
-        let (inst, _, _) = dataset_of(&r);
-        if !ids.is_empty()
-            && !ids
-                .iter()
-                .any(|i| i.split('|').next() == Some(inst.as_str()))
-        {
-            continue;
-        }
-        match by.get_mut(&inst) {
-            Some(d) => {
-                d.files += 1;
-                d.size += r.size;
-            }
-            None => {
-                order.push(inst.clone());
-                by.insert(
-                    inst,
-                    Dataset {
-                        size: r.size,
-                        first: r,
-                        files: 1,
-                    },
-                );
-            }
-        }
-    }
-    // The newest DRS version of each master id is the latest.
-    let mut newest: BTreeMap<String, String> = BTreeMap::new();
-    for d in by.values() {
-        let (_, master, version) = dataset_of(&d.first);
-        let e = newest.entry(master).or_default();
-        if version > *e {
-            *e = version;
-        }
-    }
-    let is_latest = |d: &Dataset| {
-        let (_, master, version) = dataset_of(&d.first);
-        newest.get(&master) == Some(&version)
+    q.latest_only = true;
+    q.facets = e.facets.clone();
+    q.limit = e.limit;
+    q.offset = e.offset;
+    let dq = DatasetQuery {
+        query: q,
+        latest: e.latest,
+        ids: e.dataset_ids.clone(),
+        files: false,
     };
-    if e.latest == Some(true) {
-        order.retain(|i| by.get(i).is_some_and(is_latest));
-    } else if e.latest == Some(false) {
-        // ESGF's latest=false: the superseded versions only.
-        order.retain(|i| by.get(i).is_some_and(|d| !is_latest(d)));
-    }
-    // Facet counts count datasets.
-    let wanted = |k: &str| match &e.facets {
-        FacetSel::None => false,
-        FacetSel::All => true,
-        FacetSel::List(l) => l.iter().any(|x| x == k),
-    };
-    let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for i in &order {
-        let d = &by[i];
-        for (k, v) in d
-            .first
-            .facets
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .chain(
-                (!d.first.project.is_empty() && !d.first.facets.contains_key("project"))
-                    .then_some(("project", d.first.project.as_str())),
-            )
-        {
-            if wanted(k) {
-                *counts
-                    .entry(k.to_string())
-                    .or_default()
-                    .entry(v.to_string())
-                    .or_default() += 1;
-            }
-        }
-    }
-    let counts: BTreeMap<String, Vec<(String, u64)>> = counts
-        .into_iter()
-        .map(|(k, m)| (k, m.into_iter().collect()))
-        .collect();
-    let found = order.len() as u64;
-    let docs = order
-        .iter()
-        .skip(e.offset)
-        .take(e.limit)
-        .map(|i| {
-            let d = &by[i];
-            dataset_doc(d, is_latest(d), host)
-        })
-        .collect();
-    Ok((found, e.offset, docs, flat(&counts)))
+    let page = with_catalog(node, move |c| Ok(c.datasets(&dq)?)).await?;
+    let docs = page.hits.iter().map(|d| dataset_doc(d, host)).collect();
+    Ok((page.total, e.offset, docs, flat(&page.facet_counts)))
 }
 
 /// `GET /esg-search/wget?<ESGF constraints>`: a script for the matching files

@@ -1,6 +1,6 @@
 //! A STAC API (1.0) at `/stac`: one collection, `cmip6`, whose items are the
-//! CMIP6 datasets the catalog holds (grouped from their files at query time, as
-//! `/esg-search` does), each with one asset per file. Search by GET and POST with
+//! CMIP6 datasets the catalog holds (its dataset records, as `/esg-search`
+//! answers them), each with one asset per file. Search by GET and POST with
 //! CQL2-JSON filters, `ids`, `collections`, `bbox`, `datetime`, `limit`, and a
 //! `next` link carrying a token for the following page.
 //!
@@ -18,12 +18,13 @@ use axum::extract::{Path as AxPath, State as St};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use granary_catalog::{Query, Record};
+use granary_catalog::{DatasetQuery, Query, Record};
 use serde_json::{json, Map, Value};
 
-use crate::esgf::{dataset_of, MAX_SCAN};
+use crate::api::with_catalog;
+use crate::esgf::MAX_SCAN;
 use crate::query::pairs;
-use crate::wget::{all_records, origin};
+use crate::wget::origin;
 use crate::State;
 
 /// Largest POST body accepted on `/stac/search` (bytes).
@@ -594,42 +595,91 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
     if let Some((a, b)) = &s.datetime {
         q.time_overlap = Some((a.clone(), b.clone()));
     }
-    let files = all_records(node, q).await?;
-    let mut order: Vec<String> = Vec::new();
-    let mut by: BTreeMap<String, Vec<Record>> = BTreeMap::new();
-    for r in files {
-        let (inst, _, _) = dataset_of(&r);
-        if let Some(ids) = &s.ids {
-            if !ids.contains(&inst) {
-                continue;
-            }
-        }
-        by.entry(inst.clone())
-            .or_insert_with(|| {
-                order.push(inst.clone());
-                Vec::new()
-            })
-            .push(r);
+    // The catalog's dataset records, their newest versions; the page's files are
+    // then read for the assets. A filter the catalog cannot answer, or a bbox, is
+    // evaluated on the items, every match built (at most MAX_SCAN datasets).
+    let exact = s.filter.is_none() && s.bbox.is_none();
+    q.dataset_latest = false;
+    let (offset, limit) = if exact {
+        (s.offset, s.limit)
+    } else {
+        (0, MAX_LIMIT)
+    };
+    q.offset = offset;
+    q.limit = limit;
+    let mut dq = DatasetQuery {
+        query: q,
+        latest: Some(true),
+        ids: s.ids.clone().unwrap_or_default(),
+        files: true,
+    };
+    if s.ids.as_ref().is_some_and(Vec::is_empty) {
+        return Ok((0, vec![]));
     }
     let host = o.to_string();
     let mut matched = Vec::new();
-    for inst in &order {
-        let item = item_doc(inst, &by[inst], &host);
-        if let Some(b) = &s.bbox {
-            if !bbox_meets(&item["bbox"], b) {
+    let mut n = 0usize;
+    loop {
+        let dq2 = dq.clone();
+        let (total, items) = with_catalog(node, move |c| {
+            let page = c.datasets(&dq2)?;
+            let keys: Vec<(String, u64)> = page
+                .hits
+                .iter()
+                .flat_map(|d| d.files.iter().map(|f| (f.name.clone(), f.version)))
+                .collect();
+            let mut recs: BTreeMap<(String, u64), Record> = BTreeMap::new();
+            for r in c.get_many(&keys)? {
+                recs.insert((r.name.clone(), r.version), r);
+            }
+            let items: Vec<(String, Vec<Record>)> = page
+                .hits
+                .iter()
+                .map(|d| {
+                    let files = d
+                        .files
+                        .iter()
+                        .filter_map(|f| recs.remove(&(f.name.clone(), f.version)))
+                        .collect();
+                    (d.instance_id.clone(), files)
+                })
+                .collect();
+            Ok((page.total, items))
+        })
+        .await?;
+        let got = items.len();
+        for (inst, files) in items {
+            if files.is_empty() {
                 continue;
             }
-        }
-        if let Some(f) = &s.filter {
-            if !eval(f, &item).map_err(|e| fail(StatusCode::BAD_REQUEST, e))? {
-                continue;
+            let item = item_doc(&inst, &files, &host);
+            if let Some(b) = &s.bbox {
+                if !bbox_meets(&item["bbox"], b) {
+                    continue;
+                }
+            }
+            if let Some(f) = &s.filter {
+                if !eval(f, &item).map_err(|e| fail(StatusCode::BAD_REQUEST, e))? {
+                    continue;
+                }
+            }
+            if exact {
+                matched.push(item);
+            } else {
+                if n >= s.offset && matched.len() < s.limit {
+                    matched.push(item);
+                }
+                n += 1;
             }
         }
-        matched.push(item);
+        if exact {
+            return Ok((total as usize, matched));
+        }
+        dq.query.offset += got;
+        if got == 0 || dq.query.offset as u64 >= total || dq.query.offset >= MAX_SCAN {
+            return Ok((n, matched));
+        }
     }
-    let n = matched.len();
-    let page = matched.into_iter().skip(s.offset).take(s.limit).collect();
-    Ok((n, page))
 }
 
 /// RFC 3339 (UTC) from the catalog's ISO-8601 times (`1950-01-01T00:00:00`): a
@@ -1051,6 +1101,7 @@ fn eval(f: &Value, item: &Value) -> Result<bool, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::esgf::dataset_of;
 
     fn item() -> Value {
         let r = Record {

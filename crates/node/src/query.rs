@@ -55,6 +55,44 @@ pub fn run_query(
     serde_json::from_value(v).map_err(|e| anyhow::anyhow!("bad answer from {prefix}: {e}"))
 }
 
+/// Runs a dataset query like [`run_query`] (the catalog's `datasets` verb).
+pub fn run_dataset_query(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    node: Option<&str>,
+    q: &granary_catalog::DatasetQuery,
+) -> anyhow::Result<granary_catalog::DatasetPage> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let remote = match node {
+        Some(p) => Some(Name::from_uri(p).map_err(|e| anyhow::anyhow!("--node {p}: {e}"))?),
+        None => None,
+    };
+    let client = rt.block_on(Client::connect(socket));
+    let prefix = match (&remote, client.is_ok()) {
+        (Some(p), _) => p.clone(),
+        (None, true) => Name::from_uri(protocol::LOCAL_PREFIX)?,
+        (None, false) => {
+            let ix = Indexer::open(data_dir, &settings(data_dir, catalog, &[], Trust::Name))
+                .map_err(|e| anyhow::anyhow!(e))?;
+            return ix.catalog.datasets(q).map_err(|e| anyhow::anyhow!("{e}"));
+        }
+    };
+    let mut c = client?;
+    let v = rt
+        .block_on(granary_search::client::ask(
+            &mut c,
+            &prefix,
+            protocol::VERB_DATASETS,
+            &json!(q),
+            4000,
+        ))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    serde_json::from_value(v).map_err(|e| anyhow::anyhow!("bad answer from {prefix}: {e}"))
+}
+
 /// Every record matching `q` (all pages), latest versions unless asked.
 pub fn all_matches(
     data_dir: &Path,

@@ -28,6 +28,11 @@ pub const VERB_NAMES: &str = "names";
 /// record (with `meta`) and `"versions"`, or `{"error"}`.
 pub const VERB_RECORD: &str = "record";
 
+/// Dataset search: parameters are a `granary_catalog::DatasetQuery` as JSON
+/// (`{"query": Query, "latest"?, "ids"?, "files"?}`); the answer is a
+/// `granary_catalog::DatasetPage` (`{"total", "hits": [Dataset…], "facet_counts"}`).
+pub const VERB_DATASETS: &str = "datasets";
+
 /// Content bytes per segment of an answer (fits the 8800-byte packet limit
 /// with any reasonable name).
 pub const SEGMENT_SIZE: usize = 7000;

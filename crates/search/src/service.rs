@@ -213,6 +213,10 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
                 json!(page)
             }),
         _ if !req.is_object() => Err("the request must be a JSON object".to_string()),
+        VERB_DATASETS => serde_json::from_value::<granary_catalog::DatasetQuery>(req)
+            .map_err(|e| format!("bad dataset query: {e}"))
+            .and_then(|q| cat.datasets(&q).map_err(cat_err))
+            .map(|page| json!(page)),
         VERB_AUTOCOMPLETE => {
             let Some(facet) = req["facet"].as_str().map(str::to_string) else {
                 return json!({"error": "autocomplete needs \"facet\": a string"});
@@ -278,7 +282,7 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             }
         }
         other => Err(format!(
-            "unknown verb {other:?} (search, autocomplete, names, record)"
+            "unknown verb {other:?} (search, datasets, autocomplete, names, record)"
         )),
     };
     match r {

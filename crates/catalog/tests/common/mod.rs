@@ -1066,3 +1066,295 @@ pub fn records_round_trip(spec: &str) {
         }
     );
 }
+
+/// The oracle for datasets: the highest repository version of each name within each
+/// DRS version, grouped by directory (without a `variable` component) and `version`
+/// facet: instance id -> (files, size).
+pub fn brute_datasets(recs: &[Record]) -> BTreeMap<String, (u64, u64)> {
+    let mut latest: BTreeMap<(&str, Option<&String>), &Record> = BTreeMap::new();
+    for r in recs {
+        let e = latest
+            .entry((r.name.as_str(), r.facets.get("version")))
+            .or_insert(r);
+        if r.version > e.version {
+            *e = r;
+        }
+    }
+    let mut out: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for r in latest.values() {
+        let mut comps: Vec<String> = r.name.split('/').skip(1).map(str::to_string).collect();
+        comps.pop();
+        if comps.len() > 1 && r.facets.get("variable") == comps.last() {
+            comps.pop();
+        }
+        if !r.project.is_empty() && comps[0].eq_ignore_ascii_case(&r.project) {
+            comps[0] = r.project.clone();
+        }
+        let mut id = comps.join(".");
+        if let Some(v) = r.facets.get("version") {
+            id = format!("{id}.{v}");
+        }
+        let e = out.entry(id).or_default();
+        e.0 += 1;
+        e.1 += r.size;
+    }
+    out
+}
+
+fn all_datasets(cat: &Catalog) -> BTreeMap<String, (u64, u64)> {
+    let dq = granary_catalog::DatasetQuery {
+        query: Query {
+            limit: 10_000,
+            ..Query::default()
+        },
+        ..Default::default()
+    };
+    let p = cat.datasets(&dq).unwrap();
+    assert_eq!(p.total as usize, p.hits.len());
+    p.hits
+        .into_iter()
+        .map(|d| (d.instance_id, (d.number_of_files, d.size)))
+        .collect()
+}
+
+fn monthly(name: &str, drs: &str, from: u32, to: u32, size: u64) -> Record {
+    let mut facets = BTreeMap::new();
+    facets.insert("version".to_string(), drs.to_string());
+    facets.insert("frequency".to_string(), "mon".to_string());
+    facets.insert("variable_id".to_string(), "tas".to_string());
+    Record {
+        name: name.into(),
+        version: 1,
+        project: "CMIP6".into(),
+        facets,
+        title: name.rsplit('/').next().unwrap_or("").into(),
+        size,
+        time_start: Some(format!("{from}-01-01T00:00:00")),
+        time_end: Some(format!("{to}-01-01T00:00:00")),
+        ..Record::default()
+    }
+}
+
+/// Dataset records: grouping against brute force, coverage and contiguity (a gap, an
+/// overlap), and the records following new files, new repository and DRS versions,
+/// removals, renames, another handle's writes and a clear and reload.
+pub fn datasets_follow_changes(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    let mut recs = random_records(300, 33);
+    let d = "/cmip6/CMIP/I/S/historical/r1i1p1f1/Amon/tas/gn";
+    let mine = [
+        monthly(&format!("{d}/a_1850-1900.nc"), "v20190101", 1850, 1900, 10),
+        monthly(&format!("{d}/a_1900-1950.nc"), "v20190101", 1900, 1950, 20),
+        monthly(&format!("{d}/a_1960-2000.nc"), "v20190101", 1960, 2000, 30),
+        monthly(&format!("{d}/a_1990-2014.nc"), "v20190101", 1990, 2014, 40),
+    ];
+    let mut cmip5 = monthly(
+        "/cmip5/output1/MOHC/HadGEM2-ES/historical/mon/atmos/Amon/r1i1p1/tas/tas_1.nc",
+        "v20110101",
+        1860,
+        1900,
+        5,
+    );
+    cmip5.project = "CMIP5".into();
+    cmip5.facets.insert("variable".into(), "tas".into());
+    let mut cmip5b = cmip5.clone();
+    cmip5b.name = cmip5b.name.replace("/tas/tas_1", "/pr/pr_1");
+    cmip5b.facets.insert("variable".into(), "pr".into());
+    recs.extend(mine.iter().cloned());
+    recs.push(cmip5.clone());
+    recs.push(cmip5b.clone());
+    cat.upsert_many(&recs).unwrap();
+    assert_eq!(all_datasets(&cat), brute_datasets(&recs));
+    assert_eq!(
+        cat.dataset_count().unwrap() as usize,
+        brute_datasets(&recs).len()
+    );
+
+    let one = |cat: &Catalog, id: &str| -> Option<granary_catalog::Dataset> {
+        let dq = granary_catalog::DatasetQuery {
+            ids: vec![id.to_string()],
+            files: true,
+            ..Default::default()
+        };
+        let mut p = cat.datasets(&dq).unwrap();
+        assert!(p.hits.len() <= 1);
+        p.hits.pop()
+    };
+    let id = "CMIP6.CMIP.I.S.historical.r1i1p1f1.Amon.tas.gn.v20190101";
+    let ds = one(&cat, id).expect("the dataset");
+    assert_eq!(
+        ds.master_id,
+        "CMIP6.CMIP.I.S.historical.r1i1p1f1.Amon.tas.gn"
+    );
+    assert_eq!(ds.version, "v20190101");
+    assert_eq!((ds.number_of_files, ds.size), (4, 100));
+    assert_eq!(ds.time_start.as_deref(), Some("1850-01-01T00:00:00"));
+    assert_eq!(ds.time_end.as_deref(), Some("2014-01-01T00:00:00"));
+    assert!(!ds.contiguous);
+    assert_eq!(ds.gaps.len(), 1, "{ds:?}");
+    assert_eq!(ds.gaps[0].from, "1950-01-01T00:00:00");
+    assert_eq!(ds.gaps[0].to, "1960-01-01T00:00:00");
+    assert_eq!(ds.overlaps.len(), 1);
+    assert!(ds.overlaps[0].before.ends_with("a_1990-2014.nc"));
+    assert_eq!(ds.facets.get("frequency").map(String::as_str), Some("mon"));
+    assert_eq!(ds.files.len(), 4);
+    assert!(ds.latest);
+    // CMIP5: the variable is not part of the dataset.
+    let c5 = one(
+        &cat,
+        "cmip5.output1.MOHC.HadGEM2-ES.historical.mon.atmos.Amon.r1i1p1.v20110101",
+    )
+    .expect("the CMIP5 dataset");
+    assert_eq!(c5.number_of_files, 2);
+    assert!(!c5.facets.contains_key("variable"));
+    // Master id: every version.
+    assert!(one(&cat, "CMIP6.CMIP.I.S.historical.r1i1p1f1.Amon.tas.gn").is_some());
+
+    // The missing file arrives: the gap closes (another handle sees it).
+    let other = Catalog::open(spec).unwrap();
+    let fill = monthly(&format!("{d}/a_1950-1960.nc"), "v20190101", 1950, 1960, 7);
+    other.upsert(&fill).unwrap();
+    recs.push(fill);
+    let ds = one(&cat, id).unwrap();
+    assert_eq!((ds.number_of_files, ds.size), (5, 107));
+    assert!(ds.gaps.is_empty() && ds.overlaps.len() == 1);
+    // A corrected copy (new repository version) replaces the overlapping file.
+    let mut fix = monthly(&format!("{d}/a_1990-2014.nc"), "v20190101", 2000, 2014, 41);
+    fix.version = 2;
+    cat.upsert(&fix).unwrap();
+    recs.push(fix);
+    let ds = one(&cat, id).unwrap();
+    assert_eq!((ds.number_of_files, ds.size), (5, 108));
+    assert!(ds.contiguous, "{ds:?}");
+    // A new DRS version: two datasets, only the newer one latest.
+    let newer = monthly(&format!("{d}/a_1850-2014.nc"), "v20200101", 1850, 2014, 99);
+    cat.upsert(&newer).unwrap();
+    recs.push(newer);
+    let old = one(&cat, id).unwrap();
+    assert!(!old.latest);
+    let new = one(
+        &cat,
+        "CMIP6.CMIP.I.S.historical.r1i1p1f1.Amon.tas.gn.v20200101",
+    )
+    .unwrap();
+    assert!(new.latest && new.number_of_files == 1 && new.contiguous);
+    // A name published again under the new DRS version (a new repository version of
+    // the same name): the older dataset version keeps its copy.
+    let mut again = monthly(&format!("{d}/a_1900-1950.nc"), "v20200101", 1900, 1950, 21);
+    again.version = 5;
+    cat.upsert(&again).unwrap();
+    recs.push(again);
+    assert_eq!(one(&cat, id).unwrap().number_of_files, 5);
+    let new = one(
+        &cat,
+        "CMIP6.CMIP.I.S.historical.r1i1p1f1.Amon.tas.gn.v20200101",
+    )
+    .unwrap();
+    assert_eq!((new.number_of_files, new.size), (2, 120));
+    let latest_only = granary_catalog::DatasetQuery {
+        query: Query {
+            name_prefix: Some(format!("{d}/")),
+            ..Query::default()
+        },
+        latest: Some(true),
+        ..Default::default()
+    };
+    let p = cat.datasets(&latest_only).unwrap();
+    assert_eq!(p.total, 1);
+    assert_eq!(p.hits[0].version, "v20200101");
+    assert_eq!(all_datasets(&cat), brute_datasets(&recs));
+    // A removal.
+    let gone = format!("{d}/a_1850-1900.nc");
+    assert_eq!(cat.remove(&gone, None).unwrap(), 1);
+    recs.retain(|r| r.name != gone);
+    let ds = one(&cat, id).unwrap();
+    assert_eq!((ds.number_of_files, ds.size), (4, 98));
+    assert_eq!(ds.time_start.as_deref(), Some("1900-01-01T00:00:00"));
+    assert_eq!(all_datasets(&cat), brute_datasets(&recs));
+    // A rename of the dataset's directory moves the dataset.
+    let to = "/cmip6/CMIP/I/S/historical/r2i1p1f1/Amon/tas/gn";
+    cat.rename(d, to).unwrap();
+    for r in &mut recs {
+        if let Some(rest) = r.name.strip_prefix(&format!("{d}/")) {
+            r.name = format!("{to}/{rest}");
+        }
+    }
+    assert!(one(&cat, id).is_none());
+    let moved = one(
+        &cat,
+        "CMIP6.CMIP.I.S.historical.r2i1p1f1.Amon.tas.gn.v20190101",
+    )
+    .unwrap();
+    assert_eq!(moved.number_of_files, 4);
+    assert_eq!(all_datasets(&other), brute_datasets(&recs));
+    // Every file of a dataset removed: the dataset goes.
+    let names: Vec<String> = moved.files.iter().map(|f| f.name.clone()).collect();
+    for n in &names {
+        cat.remove(n, None).unwrap();
+    }
+    recs.retain(|r| !names.contains(&r.name));
+    assert!(one(
+        &cat,
+        "CMIP6.CMIP.I.S.historical.r2i1p1f1.Amon.tas.gn.v20190101"
+    )
+    .is_none());
+    assert_eq!(all_datasets(&cat), brute_datasets(&recs));
+    // Filters select datasets by their files; facet counts count datasets.
+    let dq = granary_catalog::DatasetQuery {
+        query: Query {
+            filters: [("source_id".to_string(), vec!["CanESM5".to_string()])].into(),
+            facets: FacetSel::List(vec!["source_id".into()]),
+            limit: 10_000,
+            ..Query::default()
+        },
+        ..Default::default()
+    };
+    let p = cat.datasets(&dq).unwrap();
+    let want = brute_datasets(&recs)
+        .keys()
+        .filter(|k| {
+            k.starts_with("cmip.CanESM5.")
+                || k.starts_with("CMIP6.CanESM5.")
+                || k.starts_with("CMIP5.CanESM5.")
+        })
+        .count() as u64;
+    assert_eq!(p.total, want);
+    assert_eq!(
+        p.facet_counts["source_id"],
+        vec![("CanESM5".to_string(), want)]
+    );
+    // Paging walks instance-id order.
+    let mut q = granary_catalog::DatasetQuery::default();
+    q.query.limit = 7;
+    let mut ids = Vec::new();
+    loop {
+        let p = cat.datasets(&q).unwrap();
+        if p.hits.is_empty() {
+            break;
+        }
+        ids.extend(p.hits.into_iter().map(|d| d.instance_id));
+        q.query.offset += 7;
+    }
+    let sorted: Vec<String> = ids
+        .iter()
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(ids.len(), sorted.len());
+    assert_eq!(ids.len(), brute_datasets(&recs).len());
+    // A clear and reload (the rebuild path) gives the same datasets.
+    cat.clear().unwrap();
+    assert_eq!(cat.dataset_count().unwrap(), 0);
+    cat.upsert_many(&recs).unwrap();
+    assert_eq!(all_datasets(&cat), brute_datasets(&recs));
+    drop(cat);
+    let again = Catalog::open(spec).unwrap();
+    assert_eq!(all_datasets(&again), brute_datasets(&recs));
+    // A bad id or limit is an error, not a panic.
+    let bad = granary_catalog::DatasetQuery {
+        ids: vec!["a\u{0}b".into()],
+        ..Default::default()
+    };
+    assert!(again.datasets(&bad).is_err());
+}
