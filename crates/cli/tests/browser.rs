@@ -202,7 +202,7 @@ fn web_page_flow_in_headless_chromium() {
     // Per viewport: one download from the panel, two from "download all".
     assert_eq!(report["downloads"], 6, "{report}");
     let shots = report["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 20, "{report}");
+    assert_eq!(shots.len(), 22, "{report}");
     for s in shots {
         let p = Path::new(s.as_str().unwrap());
         let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

@@ -27,7 +27,7 @@ const SUMMARY_FACETS = {
   CMIP5: ["model", "experiment", "ensemble", "cmor_table", "variable", "version"],
 };
 const SUMMARY_MAX = 7;
-const RESERVED = new Set(["q", "time", "offset", "all", "file", "v"]);
+const RESERVED = new Set(["q", "time", "offset", "all", "file", "v", "by"]);
 
 const $ = (id) => document.getElementById(id);
 
@@ -385,6 +385,20 @@ function summaryFacets(h) {
   return list.filter((k) => f[k]).map((k) => f[k]);
 }
 
+/** The dataset as one virtual Zarr store (`/api/zarr/<id>`): its URL and the xarray call. */
+function zarrSnippet(d) {
+  const url = `${location.origin}/api/zarr/${d.instance_id}`;
+  const py = `import xarray as xr
+ds = xr.open_dataset("reference://", engine="zarr", backend_kwargs={
+    "consolidated": False,
+    "storage_options": {"fo": ${JSON.stringify(url)}, "remote_protocol": "http"}})`;
+  return el("details", { class: "zarr" },
+    el("summary", { text: "Open in Python (virtual Zarr)" }),
+    el("p", {}, el("a", { href: url, class: "zarr-url" }, url)),
+    el("div", { class: "cmd" }, el("pre", {}, el("code", { class: "zarr-py", text: py })),
+      el("button", { type: "button", class: "copy", onclick: () => copy(py) }, "Copy")));
+}
+
 /** One dataset and its files under it. */
 function datasetHit(d) {
   const axis = d.contiguous ? "contiguous"
@@ -403,6 +417,7 @@ function datasetHit(d) {
         d.latest ? null : el("span", { class: "muted", text: "superseded" }),
       ),
       ...breaks.map(([k, g]) => el("p", { class: "hit-meta warn" }, `${k}: ${day(g.from)} → ${day(g.to)}`)),
+      zarrSnippet(d),
       el("ul", { class: "ds-files" }, ...(d.files || []).map((f) => el("li", {},
         el("button", { type: "button", class: "link", onclick: () => openFile(f.name, f.version, { push: true }) }, f.name.split("/").pop()),
         el("span", { class: "muted", text: ` ${bytes(f.size)}${f.time_start ? ` · ${day(f.time_start)} → ${day(f.time_end)}` : ""}` }),
@@ -651,7 +666,23 @@ function renderFile(r) {
   add("SHA-256", r.sha256 ? el("code", { class: "hash", text: r.sha256 }) : "");
   add("Manifest digest", r.manifest_digest ? el("code", { class: "hash", text: r.manifest_digest }) : "");
   add("Signed by", m.signer);
+  add("Tracking id", r.tracking_id ? el("code", { id: "file-tracking-id", text: r.tracking_id }) : "");
+  add("Further info", r.further_info_url ? el("a", { href: r.further_info_url, rel: "noopener" }, r.further_info_url) : "");
+  add("Citation", r.citation);
+  add("License", r.license);
   parts.push(el("dl", { class: "summary" }, dl));
+
+  // Where the name and the contents disagree (published anyway, never hidden).
+  const mism = m.translation?.mismatches || [];
+  if (mism.length) {
+    parts.push(el("div", { id: "file-mismatches", class: "mismatch warn", role: "note" },
+      el("strong", { text: "The name and the file disagree" }),
+      el("ul", {}, mism.map((x) => el("li", {
+        text: x.facet === "time_range"
+          ? `time range: the name says ${x.name_value}; the time axis (${x.attribute}) runs ${x.attribute_value}`
+          : `${x.facet}: '${x.name_value}' in the name, '${x.attribute_value}' in the ${x.attribute} attribute`,
+      })))));
+  }
 
   // Quick look: a picture of a 2-D field, with a variable picker.
   parts.push(previewSection(r));
@@ -716,7 +747,6 @@ function renderFile(r) {
   const tr = m.translation;
   if (tr && (tr.fixes?.length || tr.mismatches?.length)) {
     notes.push(...(tr.fixes || []).map((f) => `name fix: ${typeof f === "string" ? f : JSON.stringify(f)}`));
-    notes.push(...(tr.mismatches || []).map((f) => `mismatch: ${typeof f === "string" ? f : JSON.stringify(f)}`));
   }
   if (notes.length) parts.push(el("h3", { text: "Notes" }), el("ul", { class: "notes" }, notes.map((n) => el("li", { text: n }))));
 

@@ -23,7 +23,8 @@ clears again; filter by time coverage and remove the filter; type in the search 
 panel and check its metadata and where the file is held (this node, with a
 working URL); download the file and compare its bytes with the
 original; remove the facet filter, select two files and "download all", comparing
-both; show the node status. A screenshot of each step goes to --out. Any console
+both; show the node status; list the results by dataset with the virtual Zarr
+snippet. A screenshot of each step goes to --out. Any console
 error, page error, failed request or HTTP error response fails the run.
 
 Prints one JSON line {"ok": true, "screenshots": [...], "downloads": N} and exits 0,
@@ -254,6 +255,8 @@ class Flow:
         expect(page.locator("#file-body .summary")).to_contain_text("Time coverage")
         expect(page.locator("#file-body .versions li")).to_have_count(1)
         expect(page.locator("#file-body .attrs-table")).to_contain_text("source_id")
+        # Its identifier (the tracking_id attribute) is in the summary.
+        expect(page.locator("#file-tracking-id")).to_contain_text("hdl:21.14100/")
         # The quick look: a picker holding tas, and its picture (740 px wide) loaded.
         expect(page.locator("#preview-var")).to_contain_text("tas")
         page.wait_for_function(
@@ -334,6 +337,18 @@ class Flow:
         expect(page.locator("#faces tbody tr").first).to_be_visible()
         expect(page.locator("#status-summary")).to_contain_text("faces")
         self.shot(page, label, "09-status")
+
+        # 8. By dataset: the dataset records, each with its files and its virtual Zarr
+        #    snippet for xarray.
+        page.goto(f"{self.a.base}/?by=dataset")
+        ds = page.locator("#hits li.hit.dataset")
+        expect(ds.first).to_be_visible()
+        expect(page.locator("#by-dataset")).to_be_checked()
+        expect(ds.first.locator(".ds-files li").first).to_be_visible()
+        ds.first.locator(".zarr summary").click()
+        expect(ds.first.locator(".zarr-py")).to_contain_text('"reference://"')
+        expect(ds.first.locator(".zarr-url")).to_contain_text("/api/zarr/CMIP")
+        self.shot(page, label, "10-by-dataset")
 
         # No horizontal scrolling at this width.
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
