@@ -273,6 +273,19 @@ fn realm_mismatches_trusted_attributes_and_identifiers_from_dry_run_to_api() {
     let mm = &rec["meta"]["translation"]["mismatches"];
     assert_eq!(mm[0]["facet"], "time_range", "{rec}");
     assert_eq!(rec["citation"], hit["citation"]);
+    // The ESGF File document carries the identifiers too.
+    let o = Command::new("curl")
+        .args([
+            "-sf",
+            &format!("http://{http}/esg-search/search?type=File&table_id=Amon&format=application/solr%2Bjson"),
+        ])
+        .output()
+        .unwrap();
+    let page: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc = &page["response"]["docs"][0];
+    assert_eq!(doc["tracking_id"][0], hit["tracking_id"], "{doc}");
+    assert_eq!(doc["citation"][0], hit["citation"], "{doc}");
+    assert_eq!(doc["license"][0], hit["license"], "{doc}");
     // A record rebuilt from the stored files says the same.
     d.ok(&["catalog", "rebuild"]);
     let hit = &search(&d, &["table_id=Amon"])["hits"][0];

@@ -215,6 +215,13 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
     if let Some(t) = &r.tracking_id {
         d.insert("tracking_id".into(), json!([t]));
     }
+    // Terms of use and how to cite, where the file states them.
+    if let Some(l) = &r.license {
+        d.insert("license".into(), json!([l]));
+    }
+    if let Some(c) = &r.citation {
+        d.insert("citation".into(), json!([c]));
+    }
     if r.project.eq_ignore_ascii_case("CMIP6") {
         d.insert(
             "directory_format_template_".into(),
