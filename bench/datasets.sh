@@ -57,7 +57,7 @@ for i in 1 2 3; do
     rm -rf "$tmp/d"
     flag=(); [ "$mode" = without ] && flag=(--no-chunk-index)
     sync
-    t "$G" --data-dir "$tmp/d" --socket "$tmp/none.sock" publish-dir "$sample" -q \
+    t "$G" --data-dir "$tmp/d" --socket "$tmp/none.sock" publish-dir "$sample" \
       --report "$tmp/r.json" "${flag[@]}" >> "$tmp/$mode"
   done
 done
@@ -79,7 +79,7 @@ $G --data-dir "$tmp/n" --socket "$tmp/n/g.sock" daemon --http 127.0.0.1:0 > "$tm
 pids+=($!)
 for _ in $(seq 200); do grep -qs '^ready' "$tmp/n/out" && break; sleep 0.05; done
 http=$(sed -n 's#^gateway http://##p' "$tmp/n/out" | head -1 | tr -d /)
-$G --data-dir "$tmp/n" --socket "$tmp/n/g.sock" publish-dir "$tmp/tree" -q --report "$tmp/r2.json"
+$G --data-dir "$tmp/n" --socket "$tmp/n/g.sock" publish-dir "$tmp/tree" --report "$tmp/r2.json" > /dev/null 2>&1
 id=CMIP6.CMIP.CCCma.CanESM5.historical.r1i1p1f1.Amon.tas.gn.v20190429
 curl -sf "http://$http/esg-search/search?type=File&dataset_id=$id&format=application/solr%2Bjson&limit=1000" \
   | "$PY" -c "import json,sys; [print(d['url'][0].split('|')[0]) for d in json.load(sys.stdin)['response']['docs']]" \
