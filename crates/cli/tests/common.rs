@@ -351,3 +351,23 @@ pub fn copy_under_members(example: &Path, tree: &Path, copies: usize) {
         }
     }
 }
+
+/// The 326 real CMIP6 files of PyPI `esmvaltool-sample-data` (installed in
+/// tests/interop/.venv by scripts/setup-test-deps.sh), in their DRS tree.
+#[allow(dead_code)]
+pub fn sample_root() -> PathBuf {
+    let lib = interop_dir().join(".venv/lib");
+    for e in std::fs::read_dir(&lib).expect("tests/interop/.venv: run scripts/setup-test-deps.sh") {
+        let p = e
+            .expect("venv entry")
+            .path()
+            .join("site-packages/esmvaltool_sample_data/data/timeseries");
+        if p.is_dir() {
+            return p;
+        }
+    }
+    panic!(
+        "esmvaltool-sample-data is not in {}: run scripts/setup-test-deps.sh",
+        lib.display()
+    );
+}

@@ -19,23 +19,6 @@ const GAPPED: &str = "CMIP6/CMIP/SNU/SAM0-UNICON/historical/r1i1p1f1/Amon/ta/gn"
 const OLD_VERSION: &str = "v20190323";
 const NEW_VERSION: &str = "v20990101";
 
-fn sample_root() -> PathBuf {
-    let lib = interop_dir().join(".venv/lib");
-    for e in std::fs::read_dir(&lib).expect("tests/interop/.venv: run scripts/setup-test-deps.sh") {
-        let p = e
-            .unwrap()
-            .path()
-            .join("site-packages/esmvaltool_sample_data/data/timeseries");
-        if p.is_dir() {
-            return p;
-        }
-    }
-    panic!(
-        "esmvaltool-sample-data is not in {}: run scripts/setup-test-deps.sh",
-        lib.display()
-    );
-}
-
 fn nc_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();

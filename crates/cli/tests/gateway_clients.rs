@@ -25,23 +25,6 @@ const DATASETS: &[&str] = &[
     "CMIP6/CMIP/NCAR/CESM2-FV2/historical/r1i1p1f1/Amon/ta/gn/v20191120",
 ];
 
-fn sample_root() -> PathBuf {
-    let lib = interop_dir().join(".venv/lib");
-    for e in std::fs::read_dir(&lib).expect("tests/interop/.venv: run scripts/setup-test-deps.sh") {
-        let p = e
-            .unwrap()
-            .path()
-            .join("site-packages/esmvaltool_sample_data/data/timeseries");
-        if p.is_dir() {
-            return p;
-        }
-    }
-    panic!(
-        "esmvaltool-sample-data is not in {}: run scripts/setup-test-deps.sh",
-        lib.display()
-    );
-}
-
 struct Site {
     d: Daemon,
     /// `http://IP:PORT` (curl).

@@ -24,22 +24,6 @@ const SAMPLES: [&str; 3] = [
 
 const KINDS: [&str; 5] = ["classic", "offset64", "cdf5", "nc4", "nc4classic"];
 
-fn sample_root() -> PathBuf {
-    let out = Command::new(python())
-        .args([
-            "-c",
-            "import esmvaltool_sample_data, os; print(os.path.dirname(esmvaltool_sample_data.__file__))",
-        ])
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("data/timeseries")
-}
-
 /// (status, headers, body) of a GET.
 fn get(url: &str, extra: &[&str]) -> (u16, String, Vec<u8>) {
     let t = tempfile::NamedTempFile::new().expect("tmp");

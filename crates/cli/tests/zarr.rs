@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::*;
@@ -25,22 +24,6 @@ const OWN_UNITS: &str = "CMIP6/CMIP/CAMS/CAMS-CSM1-0/historical/r1i1p1f1/Amon/ta
 /// Contiguous variables whose last file is shorter (6 × 120 months, then 60): the
 /// per-file chunks differ, which this slice answers with a 422.
 const IRREGULAR: &str = "CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/v20190311";
-
-fn sample_root() -> PathBuf {
-    let out = Command::new(python())
-        .args([
-            "-c",
-            "import esmvaltool_sample_data, os; print(os.path.dirname(esmvaltool_sample_data.__file__))",
-        ])
-        .output()
-        .expect("python");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("data/timeseries")
-}
 
 fn dataset_id(rel: &str) -> String {
     rel.replace('/', ".")
