@@ -109,6 +109,19 @@ fn datasets_of_real_cmip6_files_agree_everywhere() {
 
     d.ok(&["publish-dir", tree.to_str().unwrap()]);
 
+    // Every sample file is an atmosphere file: the 56 daily ones (a MIP table of several
+    // realms, no realm in the DRS path) take it from their `realm` attribute.
+    let atmos: Value = serde_json::from_str(&d.ok(&[
+        "search",
+        "--json",
+        "--all-versions",
+        "--limit",
+        "0",
+        "realm=atmos",
+    ]))
+    .unwrap();
+    assert_eq!(atmos["total"].as_u64(), Some(files.len() as u64), "{atmos}");
+
     // The CLI, through the daemon's catalog service.
     let out = d.ok(&["search", "--datasets", "--json", "--limit", "1000"]);
     let cli: Value = serde_json::from_str(&out).unwrap();
