@@ -163,6 +163,28 @@ pub(crate) fn build(files: &[(String, Value)]) -> Result<Value, String> {
             .map_err(|_| format!("{name}: bad shape"))?;
         let mut zarray = zarray.clone();
         let parts: &[(String, Value)] = if along_time { files } else { &files[..1] };
+        // A small variable along time (`time`, `time_bnds`) whose values every file's
+        // index holds is served inline, concatenated: one read for the whole axis, and
+        // any chunking of it in the files.
+        let inline: Option<Vec<f64>> = if along_time {
+            parts.iter().try_fold(Vec::new(), |mut all, (_, ix)| {
+                let v = ix
+                    .get("variables")
+                    .and_then(Value::as_array)
+                    .and_then(|vs| vs.iter().find(|v| v["name"] == name))?;
+                let vals = v.get("values")?.as_array()?;
+                let shape: Vec<u64> = serde_json::from_value(v["zarray"]["shape"].clone()).ok()?;
+                if vals.len() as u64 != shape.iter().product::<u64>() {
+                    return None;
+                }
+                for x in vals {
+                    all.push(x.as_f64()?);
+                }
+                Some(all)
+            })
+        } else {
+            None
+        };
         let mut time_len = 0u64;
         for (n, (url, ix)) in parts.iter().enumerate() {
             let v = ix
@@ -189,6 +211,15 @@ pub(crate) fn build(files: &[(String, Value)]) -> Result<Value, String> {
             }
             let c: Vec<u64> = serde_json::from_value(za["chunks"].clone()).unwrap_or_default();
             let s: Vec<u64> = serde_json::from_value(za["shape"].clone()).unwrap_or_default();
+            if inline.is_some() {
+                if s.len() != shape.len() || s[1..] != shape[1..] {
+                    return Err(format!(
+                        "{name}: shape differs across the dataset's files ({url}: {s:?})"
+                    ));
+                }
+                time_len += s.first().copied().unwrap_or(0);
+                continue;
+            }
             for k in ["dtype", "compressor", "filters", "fill_value"] {
                 if za[k] != zarray[k] {
                     return Err(format!(
@@ -230,6 +261,22 @@ pub(crate) fn build(files: &[(String, Value)]) -> Result<Value, String> {
                 *s0 = time_len;
             }
             zarray["shape"] = json!(shape);
+        }
+        if let Some(values) = inline {
+            use base64::Engine as _;
+            let bytes: Vec<u8> = values.iter().flat_map(|x| x.to_le_bytes()).collect();
+            zarray["dtype"] = json!("<f8");
+            zarray["chunks"] = json!(shape);
+            zarray["compressor"] = Value::Null;
+            zarray["filters"] = Value::Null;
+            let key = vec!["0"; shape.len()].join(".");
+            refs.insert(
+                format!("{name}/{key}"),
+                json!(format!(
+                    "base64:{}",
+                    base64::engine::general_purpose::STANDARD.encode(bytes)
+                )),
+            );
         }
         refs.insert(format!("{name}/.zarray"), json!(zarray.to_string()));
         refs.insert(format!("{name}/.zattrs"), json!(zattrs.to_string()));
@@ -312,6 +359,61 @@ mod tests {
         let e = build(&[("u1".to_string(), file(2, 2, 0)), ("u2".to_string(), g)])
             .expect_err("units differ");
         assert!(e.contains("attribute units differs"), "{e}");
+    }
+
+    /// A file with a `time` coordinate of `t` steps stored in one chunk of 512 (netCDF4's
+    /// default for an unlimited axis), with or without its values in the index.
+    fn file_with_time(t: u64, first: f64, values: bool) -> Value {
+        let mut f = file(t, 1, 0);
+        let mut time = json!({"name": "time", "zarray": {"shape": [t], "chunks": [512], "dtype": "<f8",
+              "compressor": {"id": "zlib", "level": 4}, "filters": null, "fill_value": null},
+             "zattrs": {"_ARRAY_DIMENSIONS": ["time"], "units": "days since 1850-01-01"},
+             "chunks": [{"index": [0], "offset": 10, "length": 30}], "unavailable": null});
+        if values {
+            time["values"] = json!((0..t).map(|i| first + i as f64).collect::<Vec<f64>>());
+        }
+        f["variables"].as_array_mut().expect("array").push(time);
+        f
+    }
+
+    #[test]
+    fn time_values_in_the_index_are_served_inline_whatever_the_chunking() {
+        let files = vec![
+            ("u1".to_string(), file_with_time(12, 0.0, true)),
+            ("u2".to_string(), file_with_time(12, 12.0, true)),
+            ("u3".to_string(), file_with_time(5, 24.0, true)),
+        ];
+        let v = build(&files).expect("refs");
+        let refs = &v["refs"];
+        let za: Value =
+            serde_json::from_str(refs["time/.zarray"].as_str().expect("str")).expect("json");
+        assert_eq!(za["shape"], json!([29]));
+        assert_eq!(za["chunks"], json!([29]));
+        assert_eq!(za["dtype"], "<f8");
+        assert_eq!(za["compressor"], Value::Null);
+        let b64 = refs["time/0"]
+            .as_str()
+            .expect("inline")
+            .strip_prefix("base64:")
+            .expect("base64");
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .expect("decodes");
+        let got: Vec<f64> = bytes
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        assert_eq!(got, (0..29).map(f64::from).collect::<Vec<_>>());
+        assert!(refs.get("time/1").is_none());
+        // Without the values (an index made before they were kept): per-file chunks,
+        // and 12 steps in a 512-step chunk cannot be concatenated.
+        let files = vec![
+            ("u1".to_string(), file_with_time(12, 0.0, false)),
+            ("u2".to_string(), file_with_time(12, 12.0, true)),
+        ];
+        let e = build(&files).expect_err("not inline");
+        assert!(e.contains("not a multiple of the time chunk 512"), "{e}");
     }
 
     #[test]

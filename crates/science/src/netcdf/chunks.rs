@@ -48,7 +48,15 @@ pub struct VarChunks {
     pub chunks: Vec<ChunkRef>,
     /// `Some("not available: …")` when the variable cannot be served as Zarr.
     pub unavailable: Option<String>,
+    /// The stored values (as f64), for a small variable along the record (time)
+    /// dimension (`time`, `time_bnds`): a dataset's reference set serves these
+    /// concatenated inline, one read for the whole axis, whatever the files' chunking.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Vec<f64>>,
 }
+
+/// At most this many values are kept inline per variable.
+const MAX_INLINE_VALUES: u64 = 1 << 16;
 
 /// The chunk index of one file.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -202,16 +210,67 @@ fn build(
         global.insert(k.clone(), attr_json(a));
     }
     let dims = meta.dims.iter().map(|d| (d.name.clone(), d.len)).collect();
-    let variables = match meta.format {
-        Format::Netcdf4 | Format::Netcdf4Classic => hdf5_vars(source, meta, file_len, limits)?,
-        _ => classic_vars(source, meta, file_len)?,
+    let mut variables = match meta.format {
+        Format::Netcdf4 | Format::Netcdf4Classic => {
+            hdf5_vars(source.clone(), meta, file_len, limits)?
+        }
+        _ => classic_vars(source.clone(), meta, file_len)?,
     };
+    inline_values(source, meta, limits, &mut variables);
     Ok(ChunkIndex {
         file_len,
         global: Value::Object(global),
         dims,
         variables,
     })
+}
+
+/// Reads the values of the small variables along the unlimited (time) dimension:
+/// 1-D, or 2-D with at most 4 columns (bounds), numeric, at most
+/// [`MAX_INLINE_VALUES`] values. A read that fails, or a non-finite value, leaves
+/// the variable without inline values (its chunks are still referenced).
+fn inline_values(source: Arc<dyn ReadAt>, meta: &NcMeta, limits: &Limits, vars: &mut [VarChunks]) {
+    let Some(record) = meta
+        .dims
+        .iter()
+        .find(|d| d.unlimited)
+        .map(|d| d.name.clone())
+    else {
+        return;
+    };
+    let wanted: Vec<String> = meta
+        .variables
+        .iter()
+        .filter(|v| {
+            v.dims.first() == Some(&record)
+                && (v.dims.len() == 1 || (v.dims.len() == 2 && v.shape[1] <= 4))
+                && v.shape.iter().product::<u64>() <= MAX_INLINE_VALUES
+                && !matches!(v.dtype.as_str(), "char" | "string")
+        })
+        .map(|v| v.name.clone())
+        .filter(|n| vars.iter().any(|c| &c.name == n && c.unavailable.is_none()))
+        .collect();
+    if wanted.is_empty() {
+        return;
+    }
+    let names = wanted.clone();
+    let read = super::run_with_file(source, limits, MAX_INLINE_VALUES * 8, move |file, _, _| {
+        Ok(names
+            .iter()
+            .map(|n| {
+                file.read_variable_as_f64(n)
+                    .ok()
+                    .map(|a| a.iter().copied().collect::<Vec<f64>>())
+                    .filter(|v| v.iter().all(|x| x.is_finite()))
+            })
+            .collect::<Vec<_>>())
+    });
+    let Ok(values) = read else { return };
+    for (name, v) in wanted.iter().zip(values) {
+        if let Some(c) = vars.iter_mut().find(|c| &c.name == name) {
+            c.values = v;
+        }
+    }
 }
 
 fn unavailable(meta: &NcMeta, name: &str, why: String) -> VarChunks {
@@ -221,6 +280,7 @@ fn unavailable(meta: &NcMeta, name: &str, why: String) -> VarChunks {
         zattrs: zattrs(meta, name),
         chunks: Vec::new(),
         unavailable: Some(format!("not available: {why}")),
+        values: None,
     }
 }
 
@@ -464,6 +524,7 @@ fn hdf5_var(
         zattrs: zattrs(meta, name),
         chunks,
         unavailable: None,
+        values: None,
     })
 }
 
@@ -540,6 +601,7 @@ fn classic_vars(
                 length: size,
             }],
             unavailable: None,
+            values: None,
         });
     }
     Ok(out)
