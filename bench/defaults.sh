@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# What a user gets with no flags: default `granary put`, then default `granary get`
-# of the same 1 GiB file, (1) on the node that holds it and (2) on a second node whose
-# daemon reaches the first over TCP loopback; beside `cp` of the same file and beside
-# `get --no-dedup` (dedup on must cost ≤ 10% when there is nothing to dedupe).
+# What a user gets with no flags: default `granary put` on node A, then default
+# `granary get` of the same file by three consumers: (1) the publisher (A's data
+# directory: the verified local copy), (2) another application or user on node A (its
+# own data directory, through A's socket), (3) node B, whose daemon reaches A over TCP
+# loopback; beside `cp` of the same file and beside `get --no-dedup` for (2) and (3)
+# (dedup on must cost ≤ 10% when there is nothing to dedupe). Each case starts cold:
+# B without the object, A's and B's content stores erased.
 # Wall time and peak RSS from GNU time; every output is compared with the original.
 # Usage: bash bench/defaults.sh [MiB] [RUNS]   (PUT_ARGS="--chunking …" to compare a chunking)
 set -euo pipefail
@@ -21,6 +24,7 @@ head -c $((mib << 20)) /dev/urandom > "$tmp/file"
 want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
 A=("$G" --data-dir "$tmp/a" --socket "$tmp/a.sock")
 B=("$G" --data-dir "$tmp/b" --socket "$tmp/b.sock")
+C=("$G" --data-dir "$tmp/c" --socket "$tmp/a.sock")   # another application on node A
 "${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!); pid_a=$!
 "${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!); pid_b=$!
 for _ in $(seq 200); do grep -q ready "$tmp/aout" && grep -q ready "$tmp/bout" && break; sleep 0.05; done
@@ -30,6 +34,7 @@ read -r put_s put_rss < "$tmp/time"
 # B trusts A's publisher key and routes /bench to A.
 "${A[@]}" key export > "$tmp/a.cert" 2>/dev/null || "${A[@]}" key export /granary/publisher > "$tmp/a.cert"
 "${B[@]}" key trust "$tmp/a.cert" > /dev/null
+"${C[@]}" key trust "$tmp/a.cert" > /dev/null
 "${B[@]}" route add /bench "tcp4://127.0.0.1:$port" > /dev/null
 bytes=$((mib << 20))
 gbps() { awk -v b=$bytes -v s="$1" 'BEGIN{ printf "%.2f", b*8/s/1e9 }'; }
@@ -44,9 +49,11 @@ for r in $(seq "$runs"); do
   read -r cp_s cp_rss < "$tmp/time"
   rm -f "$out"
   printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "cp (same file, same disk)" "$cp_s" "$(gbps "$cp_s")" "$(mibrss "$cp_rss")" "1.00x"
-  for case in same two two-nodedup; do
+  for case in same app app-nodedup two two-nodedup; do
     case $case in
-      same) cmd=("${A[@]}" get /bench/obj -o "$out"); label="same node: granary get (defaults)";;
+      same) cmd=("${A[@]}" get /bench/obj -o "$out"); label="publisher, same data dir: get (defaults)";;
+      app) cmd=("${C[@]}" get /bench/obj -o "$out"); label="another app on node A: get (defaults)";;
+      app-nodedup) cmd=("${C[@]}" get --no-dedup --no-publish /bench/obj -o "$out"); label="another app on node A: get --no-dedup";;
       two) cmd=("${B[@]}" get /bench/obj -o "$out"); label="node B <- TCP <- node A: get (defaults)";;
       two-nodedup) cmd=("${B[@]}" get --no-dedup --no-publish /bench/obj -o "$out"); label="node B <- TCP <- node A: get --no-dedup";;
     esac
@@ -54,6 +61,7 @@ for r in $(seq "$runs"); do
     # publishes it there) nor in its content store.
     "${B[@]}" rm /bench/obj > /dev/null 2>&1 || true
     "${B[@]}" cs erase /bench > /dev/null
+    "${A[@]}" cs erase /bench > /dev/null
     a0=$(cpu "$pid_a"); b0=$(cpu "$pid_b")
     /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
     a1=$(cpu "$pid_a"); b1=$(cpu "$pid_b")
@@ -76,5 +84,6 @@ for r in $(seq "$runs"); do
         -v b="$(awk -v x="$b0" -v y="$b1" 'BEGIN{print y-x}')" -v w="$s" -v n="$(nproc)" \
         'BEGIN{ printf "     CPU s: get %.2f, node A %.2f, node B %.2f; sum %.2f = %.0f%% of %d cores over %.2f s\n", g, a, b, g+a+b, (g+a+b)/(n*w)*100, n, w }'
   done
+  awk -v d="$s_app" -v n="$s_app_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (another app on A): %+.0f%% time\n", (d/n-1)*100 }'
   awk -v d="$s_two" -v n="$s_two_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (node B): %+.0f%% time\n", (d/n-1)*100 }'
 done

@@ -488,11 +488,22 @@ fn get_inner(
         // Dedup fetch for every regular-file output whose manifest gives the
         // chunk hashes; the rest (standard output, FIFOs, devices, sockets,
         // --resume, --no-dedup, no manifest) by name, in order where needed.
+        // An object the node itself serves (its repository holds it, or an
+        // application on the node produces it) comes by name too: by hash it
+        // would come from the same place, one chunk at a time.
+        let routes = if no_dedup || resume || fetch.is_empty() {
+            None
+        } else {
+            granary_node::fetched::Routes::read(socket).await
+        };
         let mut deduped = Vec::new();
         let mut plain = Vec::new();
         for (info, out) in fetch {
+            let here = routes
+                .as_ref()
+                .is_some_and(|r| r.served_locally(&info.versioned));
             match out {
-                Output::File(p) if !no_dedup && !resume && dedup_possible(&info) => {
+                Output::File(p) if !no_dedup && !resume && !here && dedup_possible(&info) => {
                     deduped.push((info, p))
                 }
                 out => plain.push((info, out)),
@@ -508,7 +519,7 @@ fn get_inner(
             false
         } else {
             let names: Vec<Name> = deduped.iter().map(|(i, _)| i.versioned.clone()).collect();
-            granary_node::fetched::has_neighbours(socket, &names).await
+            routes.as_ref().is_some_and(|r| r.has_neighbours(&names))
         };
         let mut sources = Sources::new(
             Some(name(granary_repo::LOCAL_HASH_PREFIX)?),
@@ -563,11 +574,17 @@ fn get_inner(
             return Ok(keep);
         }
         // Regular files fetched by name are kept in the repository too (as
-        // dedup outputs are), unless --no-dedup or --resume.
+        // dedup outputs are), unless --no-dedup or --resume, or the node
+        // serves them already.
         let keepable: Vec<(ObjectInfo, std::path::PathBuf)> = objects
             .iter()
             .filter_map(|(i, o)| match o {
-                Output::File(p) if !no_dedup && !resume && dedup_possible(i) => {
+                Output::File(p)
+                    if !no_dedup
+                        && !resume
+                        && dedup_possible(i)
+                        && !routes.as_ref().is_some_and(|r| r.served_locally(&i.versioned)) =>
+                {
                     Some((i.clone(), p.clone()))
                 }
                 _ => None,

@@ -16,7 +16,7 @@
 //! does not grow memory.
 //!
 //! Depends only on `granary-packet`. Knows nothing of PIT, FIB or CS.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod accept;
 pub mod framing;
@@ -24,6 +24,7 @@ pub mod internal;
 pub mod link;
 pub mod reliability;
 pub mod stream;
+mod sys;
 pub mod udp;
 pub mod ws;
 

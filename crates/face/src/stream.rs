@@ -63,6 +63,75 @@ impl Codel {
     }
 }
 
+/// NFD's congestion marking on a send queue (GenericLinkService, NFD
+/// 24.07): while the queue holds more than the threshold, the first packet
+/// is marked at once (at most one first mark per base interval), then one
+/// every `interval / sqrt(n)` after the n-th mark of the incident; the
+/// incident ends when the queue is back at or under the threshold.
+#[derive(Debug, Default)]
+pub struct NfdMarker {
+    next_mark: Option<Instant>,
+    last_mark: Option<Instant>,
+    marked: u32,
+}
+
+impl NfdMarker {
+    /// Decides whether the packet sent `now` with `queued` bytes in the send
+    /// queue (the face's own plus the kernel's) is marked.
+    pub fn should_mark(
+        &mut self,
+        now: Instant,
+        queued: u64,
+        threshold: u64,
+        interval: Duration,
+    ) -> bool {
+        if queued <= threshold {
+            if self.next_mark.is_some() {
+                self.next_mark = None;
+                self.marked = 0;
+            }
+            return false;
+        }
+        let due = self.next_mark.is_some_and(|t| now >= t)
+            || self.last_mark.is_none_or(|t| now >= t + interval);
+        if !due {
+            return false;
+        }
+        if self.marked == 0 {
+            self.next_mark = Some(now);
+        }
+        self.marked += 1;
+        let step = interval.as_secs_f64() / f64::from(self.marked).sqrt();
+        self.next_mark = self.next_mark.map(|t| t + Duration::from_secs_f64(step));
+        self.last_mark = Some(now);
+        true
+    }
+}
+
+/// A stream socket's write half that can say how many bytes its kernel send
+/// queue holds (SIOCOUTQ: written, not yet read by the peer on a Unix
+/// socket; not yet acknowledged on TCP). NFD counts them in a stream face's
+/// send queue, so a consumer slower than the node sees marks although the
+/// face's own queue is empty.
+pub trait KernelQueue {
+    /// Bytes in the kernel's send queue (`None`: cannot tell).
+    fn kernel_queued(&self) -> Option<u64>;
+}
+
+impl KernelQueue for tokio::net::unix::OwnedWriteHalf {
+    fn kernel_queued(&self) -> Option<u64> {
+        use std::os::fd::AsFd;
+        crate::sys::outq(self.as_ref().as_fd())
+    }
+}
+
+impl KernelQueue for tokio::net::tcp::OwnedWriteHalf {
+    fn kernel_queued(&self) -> Option<u64> {
+        use std::os::fd::AsFd;
+        crate::sys::outq(self.as_ref().as_fd())
+    }
+}
+
 struct Shared {
     closed: AtomicBool,
     events: EventSender,
@@ -102,7 +171,7 @@ pub async fn spawn<R, W>(
 ) -> FaceHandle
 where
     R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    W: AsyncWrite + KernelQueue + Unpin + Send + 'static,
 {
     let (handle, rx, closer) = new_handle(info, &limits);
     handle.counters.marking.store(true, Ordering::Relaxed);
@@ -214,7 +283,7 @@ pub(crate) fn count_out(counters: &Counters, p: &OutPacket) {
     }
 }
 
-async fn tx_loop<W: AsyncWrite + Unpin>(
+async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
     mut writer: W,
     mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
     counters: Arc<Counters>,
@@ -223,8 +292,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
     closer: Arc<Notify>,
     mtu: Option<usize>,
 ) {
-    let mut codel = Codel::default();
-    let target = Duration::from_millis(limits.codel_target_ms);
+    let mut marker = NfdMarker::default();
     let interval = Duration::from_millis(limits.codel_interval_ms);
     let mut seq: u64 = 0;
     let mut frames: Vec<Bytes> = Vec::with_capacity(64);
@@ -242,7 +310,7 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
                 Err(_) => break,
             }
         }
-        let now = tokio::time::Instant::now();
+        let now = Instant::now();
         frames.clear();
         // What is still queued behind this batch, plus the batch itself.
         let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
@@ -259,26 +327,23 @@ async fn tx_loop<W: AsyncWrite + Unpin>(
             0 => crate::DEFAULT_MARKING_THRESHOLD,
             b => b,
         };
-        let mut backlog = queued;
-        for (mut p, enq) in batch.drain(..) {
-            // Congested: the queue holds more than the threshold, or a
-            // packet waited longer than the target (CoDel); marked once an
-            // interval after it began, then at interval/√n.
-            let sojourn = now.saturating_duration_since(enq);
-            let above = backlog > threshold || sojourn >= target;
-            backlog = backlog.saturating_sub(p.wire.len() as u64);
-            let sojourn = if above {
-                target.max(sojourn)
-            } else {
-                Duration::ZERO
-            };
-            if codel.should_mark(now, sojourn, target, interval)
-                && marking
+        // The send queue as NFD counts it: the face's own (this batch and
+        // what waits behind it) plus the kernel's, read once per batch.
+        let kernel = if marking {
+            writer.kernel_queued().unwrap_or(0)
+        } else {
+            0
+        };
+        let mut backlog = queued.max(batch_bytes);
+        for (mut p, _enq) in batch.drain(..) {
+            if marking
                 && p.congestion_mark.is_none()
+                && marker.should_mark(now, backlog + kernel, threshold, interval)
             {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
             }
+            backlog = backlog.saturating_sub(p.wire.len() as u64);
             count_out(&counters, &p);
             // Bare packets go out as the buffer they arrived in (no copy).
             encode_outgoing(&p, mtu, &mut seq, &mut frames);
@@ -556,5 +621,42 @@ mod tests {
             ),
             "queue drained"
         );
+    }
+}
+
+#[cfg(test)]
+mod marker_tests {
+    use super::NfdMarker;
+    use std::time::{Duration, Instant};
+
+    const T: u64 = 65_536;
+    const I: Duration = Duration::from_millis(100);
+
+    #[test]
+    fn marks_as_nfd_first_at_once_then_every_interval_over_root_n() {
+        let mut m = NfdMarker::default();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // At or under the threshold: never.
+        assert!(!m.should_mark(at(0), T, T, I));
+        // Above: the first packet at once, the next ones not before
+        // interval/√1 = 100 ms, then interval/√2 ≈ 70.7 ms later, …
+        assert!(m.should_mark(at(1), T + 1, T, I));
+        assert!(!m.should_mark(at(2), T + 1, T, I));
+        assert!(!m.should_mark(at(100), T + 1, T, I));
+        assert!(m.should_mark(at(101), T + 1, T, I));
+        assert!(!m.should_mark(at(171), T + 1, T, I));
+        assert!(m.should_mark(at(172), T + 1, T, I));
+        // The incident ends under the threshold; a new one within a base
+        // interval of the last mark waits for that interval.
+        assert!(!m.should_mark(at(180), 10, T, I));
+        assert!(!m.should_mark(at(200), T + 1, T, I));
+        assert!(m.should_mark(at(272), T + 1, T, I));
+        // Marks per second in a long incident grow as √n, not without bound.
+        let mut n = 0;
+        for ms in 300..1300 {
+            n += u32::from(m.should_mark(at(ms), T * 4, T, I));
+        }
+        assert!((10..40).contains(&n), "{n} marks in a second");
     }
 }

@@ -25,49 +25,81 @@ pub fn local_source(
     (Some(e.meta.size) == info.map.file_size()).then_some(e.path)
 }
 
-/// True when hash requests (`/localhop/granary/sha256/…`) have a next hop
-/// that is neither a local face (the node's own repository, apps) nor a
-/// next hop of the objects' own names (asking the producer's path by hash
-/// is asking the producer). Any failure to tell says "no neighbours": the
-/// objects then come by name, which is always correct.
-pub async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
-    use granary_mgmt::{decode_dataset, FaceStatus, FibEntry};
-    let Ok(mut c) = granary_app::Client::connect(socket).await else {
-        return false;
-    };
-    let (Ok(fib), Ok(faces)) = (
-        crate::control::dataset(&mut c, "/localhost/nfd/fib/list").await,
-        crate::control::dataset(&mut c, "/localhost/nfd/faces/list").await,
-    ) else {
-        return false;
-    };
-    let (Ok(fib), Ok(faces)) = (
-        decode_dataset::<FibEntry>(&fib),
-        decode_dataset::<FaceStatus>(&faces),
-    ) else {
-        return false;
-    };
-    let local: std::collections::HashSet<u64> = faces
-        .iter()
-        .filter(|f| f.face_scope == granary_mgmt::values::face_scope::LOCAL)
-        .map(|f| f.face_id)
-        .collect();
-    let hops = |n: &Name| -> Vec<u64> {
-        fib.iter()
+/// The node's FIB and which of its faces are local (the repository, apps),
+/// read once through the management socket: what `granary get` decides its
+/// sources by.
+pub struct Routes {
+    fib: Vec<granary_mgmt::FibEntry>,
+    local: std::collections::HashSet<u64>,
+}
+
+impl Routes {
+    /// Reads the FIB and the face list; `None` when the node cannot tell
+    /// (the caller then takes the choice that is always correct).
+    pub async fn read(socket: &Path) -> Option<Routes> {
+        use granary_mgmt::{decode_dataset, FaceStatus, FibEntry};
+        let mut c = granary_app::Client::connect(socket).await.ok()?;
+        let fib = crate::control::dataset(&mut c, "/localhost/nfd/fib/list")
+            .await
+            .ok()?;
+        let faces = crate::control::dataset(&mut c, "/localhost/nfd/faces/list")
+            .await
+            .ok()?;
+        let fib = decode_dataset::<FibEntry>(&fib).ok()?;
+        let faces = decode_dataset::<FaceStatus>(&faces).ok()?;
+        let local = faces
+            .iter()
+            .filter(|f| f.face_scope == granary_mgmt::values::face_scope::LOCAL)
+            .map(|f| f.face_id)
+            .collect();
+        Some(Routes { fib, local })
+    }
+
+    /// Next hops of the longest FIB entry that is a prefix of `n`.
+    fn hops(&self, n: &Name) -> Vec<u64> {
+        self.fib
+            .iter()
             .filter(|e| e.name.is_prefix_of(n))
             .max_by_key(|e| e.name.len())
             .map(|e| e.next_hops.iter().map(|h| h.face_id).collect())
             .unwrap_or_default()
-    };
-    let Ok(probe) = name(granary_repo::HASH_PREFIX)
-        .map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32])))
-    else {
-        return false;
-    };
-    let producer: std::collections::HashSet<u64> = names.iter().flat_map(&hops).collect();
-    hops(&probe)
-        .into_iter()
-        .any(|f| !local.contains(&f) && !producer.contains(&f))
+    }
+
+    /// True when hash requests (`/localhop/granary/sha256/…`) have a next
+    /// hop that is neither a local face (the node's own repository, apps)
+    /// nor a next hop of the objects' own names (asking the producer's path
+    /// by hash is asking the producer).
+    pub fn has_neighbours(&self, names: &[Name]) -> bool {
+        let Ok(probe) = name(granary_repo::HASH_PREFIX)
+            .map(|n| n.append(&granary_packet::Component::generic(&[0u8; 32])))
+        else {
+            return false;
+        };
+        let producer: std::collections::HashSet<u64> =
+            names.iter().flat_map(|n| self.hops(n)).collect();
+        self.hops(&probe)
+            .into_iter()
+            .any(|f| !self.local.contains(&f) && !producer.contains(&f))
+    }
+
+    /// True when `n` is served on this node: every next hop of its FIB
+    /// entry is a local face (the node's repository or an application on
+    /// it). Then asking the node's store by hash is asking the producer
+    /// itself, one chunk at a time: the by-name pipeline does the same
+    /// work in order, faster and in constant memory.
+    pub fn served_locally(&self, n: &Name) -> bool {
+        let hops = self.hops(n);
+        !hops.is_empty() && hops.iter().all(|f| self.local.contains(f))
+    }
+}
+
+/// True when hash requests have neighbours to go to ([`Routes::has_neighbours`]).
+/// Any failure to tell says "no neighbours": the objects then come by name,
+/// which is always correct.
+pub async fn has_neighbours(socket: &Path, names: &[Name]) -> bool {
+    Routes::read(socket)
+        .await
+        .is_some_and(|r| r.has_neighbours(names))
 }
 
 /// What [`keep_fetched`] did with a fetched file.

@@ -151,6 +151,7 @@ impl Store {
             file: None,
             offsets: None,
             hashes: None,
+            crcs: None,
         };
         let spans = self.segment_spans(&e)?;
         let hp = hashes_path(data);

@@ -112,6 +112,7 @@ impl Store {
         // (`<data>.<suffix>`): a staged version is an entry like any other.
         let tmp_hash = crate::extra_path(&tmp_data, "hashes");
         let tmp_off = crate::extra_path(&tmp_data, "offsets");
+        let tmp_crc = crate::extra_path(&tmp_data, crate::CRC_SUFFIX);
         // Staged: nothing is made durable here ([`Store::commit`] syncs).
         let sync = !opts.staged;
         let variable = !chunking.is_fixed();
@@ -141,6 +142,8 @@ impl Store {
             } else {
                 None
             };
+            let crcs =
+                std::io::BufWriter::new(fs::File::create(&tmp_crc).map_err(Error::io(&tmp_crc))?);
             // Three stages, each on its own thread: this one reads and cuts
             // each block into segments; a worker hashes each segment (and
             // the whole file if asked), writes the hash and offset files
@@ -194,7 +197,7 @@ impl Store {
                 }
                 Ok(data)
             })?;
-            let worker_paths = (tmp_hash.clone(), tmp_off.clone());
+            let worker_paths = (tmp_hash.clone(), tmp_off.clone(), tmp_crc.clone());
             // One ingest at a time holds a write transaction; others (their
             // marks) are indexed when it is done, never waited for here.
             let writer = match &index {
@@ -208,6 +211,7 @@ impl Store {
                     done_tx,
                     hashes,
                     offsets,
+                    crcs,
                     writer,
                     whole,
                     worker_paths,
@@ -270,6 +274,7 @@ impl Store {
                 crate::pipe::move_file(&tmp_data, &to)?;
                 let _ = fs::remove_file(&tmp_hash);
                 let _ = fs::remove_file(&tmp_off);
+                let _ = fs::remove_file(&tmp_crc);
                 return Ok(None);
             }
             if let Some(want) = opts.expect_hashes {
@@ -306,6 +311,7 @@ impl Store {
                     file: None,
                     offsets: None,
                     hashes: None,
+                    crcs: None,
                 }));
             }
             fs::create_dir_all(&dir).map_err(Error::io(&dir))?;
@@ -325,6 +331,11 @@ impl Store {
             }
             fs::rename(&tmp_hash, dir.join(format!("@{version}.hashes")))
                 .map_err(Error::io(&dir))?;
+            fs::rename(
+                &tmp_crc,
+                dir.join(format!("@{version}.{}", crate::CRC_SUFFIX)),
+            )
+            .map_err(Error::io(&dir))?;
             if variable {
                 fs::rename(&tmp_off, dir.join(format!("@{version}.offsets")))
                     .map_err(Error::io(&dir))?;
@@ -347,6 +358,7 @@ impl Store {
                 file: None,
                 offsets: None,
                 hashes: None,
+                crcs: None,
             };
             // The version is durable: commit its index entries (made while
             // ingesting), then drop the mark. Without the index here, the
@@ -368,6 +380,7 @@ impl Store {
             let _ = fs::remove_file(&tmp_data);
             let _ = fs::remove_file(&tmp_hash);
             let _ = fs::remove_file(&tmp_off);
+            let _ = fs::remove_file(&tmp_crc);
         }
         result
     }
@@ -453,9 +466,10 @@ fn segment_worker(
     done: std::sync::mpsc::SyncSender<Block>,
     mut hashes: std::io::BufWriter<fs::File>,
     mut offsets: Option<std::io::BufWriter<fs::File>>,
+    mut crcs: std::io::BufWriter<fs::File>,
     mut writer: Option<hash_index::Writer>,
     whole: bool,
-    (hash_path, off_path): (PathBuf, PathBuf),
+    (hash_path, off_path, crc_path): (PathBuf, PathBuf, PathBuf),
     sync: bool,
 ) -> Result<Worked> {
     // Index entries per batch (sorted before insertion: 1.5 MiB).
@@ -490,6 +504,8 @@ fn segment_worker(
                 let cut = cut as usize;
                 let h: [u8; 32] = Sha256::digest(&b.buf[pos..cut]).into();
                 hashes.write_all(&h).map_err(Error::io(&hash_path))?;
+                crcs.write_all(&crc32fast::hash(&b.buf[pos..cut]).to_le_bytes())
+                    .map_err(Error::io(&crc_path))?;
                 let off = b.start + (pos - b.begin) as u64;
                 if let Some(o) = offsets.as_mut() {
                     o.write_all(&off.to_le_bytes())
@@ -517,6 +533,8 @@ fn segment_worker(
         hashes
             .write_all(&Sha256::digest(b""))
             .map_err(Error::io(&hash_path))?;
+        crcs.write_all(&crc32fast::hash(b"").to_le_bytes())
+            .map_err(Error::io(&crc_path))?;
         if let Some(o) = offsets.as_mut() {
             o.write_all(&0u64.to_le_bytes())
                 .map_err(Error::io(&off_path))?;
@@ -528,6 +546,12 @@ fn segment_worker(
         .map_err(|e| Error::io(&hash_path)(e.into_error()))?;
     if sync {
         h.sync_all().map_err(Error::io(&hash_path))?;
+    }
+    let c = crcs
+        .into_inner()
+        .map_err(|e| Error::io(&crc_path)(e.into_error()))?;
+    if sync {
+        c.sync_all().map_err(Error::io(&crc_path))?;
     }
     if let Some(mut o) = offsets {
         // The end of the last segment closes the table.

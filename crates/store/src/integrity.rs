@@ -110,7 +110,24 @@ const BATCH: u64 = 8 << 20;
 impl Store {
     /// Checks `content`, about to be served as segment `seg` of `e`,
     /// against the hash taken at ingest. `Ok(None)`: it matches.
+    ///
+    /// A version with a `.crc32` file (taken at ingest, beside the hashes)
+    /// is checked by its CRC-32: an accidental change (rot, a torn or
+    /// misdirected write, a truncation) is caught as surely in practice, at
+    /// a fraction of a SHA-256's cost. Only a mismatch (or no CRC) re-hashes,
+    /// and the SHA-256 decides: a damaged `.crc32` file never withholds good
+    /// bytes. Deliberate changes are not what this check is for: whoever can
+    /// rewrite the data file can rewrite `.hashes` too; the consumer's check
+    /// against the signed manifest catches those.
     pub fn check_segment(&self, e: &Entry, seg: u64, content: &[u8]) -> Result<Option<BadSegment>> {
+        if let Some(f) = &e.crcs {
+            let mut c = [0u8; 4];
+            if f.read_exact_at(&mut c, seg * 4).is_ok()
+                && u32::from_le_bytes(c) == crc32fast::hash(content)
+            {
+                return Ok(None);
+            }
+        }
         let want = self.segment_hash(e, seg)?;
         let got: [u8; 32] = Sha256::digest(content).into();
         if got == want {
@@ -458,6 +475,49 @@ mod tests {
             assert_eq!(fs::read(&e.path).unwrap(), data);
             store.remove(&e.meta.name().unwrap(), None).unwrap();
         }
+    }
+
+    #[test]
+    fn serve_check_reads_the_crc_and_the_sha256_decides_a_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data = crate::chunking::noise(200_000, 11);
+        let e = put(&store, "/t/crc", &data, Some("fastcdc".parse().unwrap()));
+        let crc_file = crate::extra_path(&e.path, crate::CRC_SUFFIX);
+        let n = e.meta.segments();
+        // Written at ingest: one CRC-32 per segment, opened by lookups.
+        assert_eq!(fs::metadata(&crc_file).unwrap().len(), 4 * n);
+        assert!(e.crcs.is_some());
+        let seg = |k: u64| {
+            let mut b = Vec::new();
+            store.read_segment(&e, k, &mut b).unwrap();
+            b
+        };
+        for k in 0..n {
+            assert_eq!(store.check_segment(&e, k, &seg(k)).unwrap(), None);
+        }
+        // Bytes that differ from the ingest's are refused, with the SHA-256s
+        // in the report.
+        let mut bad = seg(1);
+        bad[10] ^= 1;
+        let r = store.check_segment(&e, 1, &bad).unwrap().unwrap();
+        assert_eq!(r.segment, 1);
+        assert_ne!(r.expected, r.found);
+        assert_eq!(r.expected.len(), 64);
+        // A damaged .crc32 never withholds good bytes: the SHA-256 decides.
+        let f = fs::OpenOptions::new().write(true).open(&crc_file).unwrap();
+        f.write_all_at(&[0xff; 8], 0).unwrap();
+        assert_eq!(store.check_segment(&e, 0, &seg(0)).unwrap(), None);
+        assert!(store.check_segment(&e, 0, &bad).unwrap().is_some());
+        // A version without one (published before it existed) is re-hashed.
+        fs::remove_file(&crc_file).unwrap();
+        store.forget();
+        let old = store
+            .get(&e.meta.name().unwrap(), Some(e.meta.version))
+            .unwrap();
+        assert!(old.crcs.is_none());
+        assert_eq!(store.check_segment(&old, 2, &seg(2)).unwrap(), None);
+        assert!(store.check_segment(&old, 1, &bad).unwrap().is_some());
     }
 
     #[test]

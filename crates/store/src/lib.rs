@@ -216,6 +216,9 @@ pub struct Entry {
     /// Its `.hashes` file, open, from a lookup (serve-time integrity checks
     /// read one hash per segment served).
     pub hashes: Option<std::sync::Arc<fs::File>>,
+    /// Its `.crc32` file, open, from a lookup (when the version has one:
+    /// the serve-time check reads a CRC-32 instead of re-hashing).
+    pub crcs: Option<std::sync::Arc<fs::File>>,
 }
 
 /// The store.
@@ -394,6 +397,10 @@ impl Store {
         meta::write(self.backend, &e.path, m)
     }
 }
+
+/// Suffix of a version's serve-time check file (`@<v>.crc32`): one CRC-32
+/// (little-endian) per segment, taken at ingest beside its SHA-256.
+pub const CRC_SUFFIX: &str = "crc32";
 
 pub(crate) fn hashes_path(data: &Path) -> PathBuf {
     let mut s = data.as_os_str().to_owned();

@@ -171,6 +171,9 @@ impl Store {
         let hashes = fs::File::open(hashes_path(&p))
             .ok()
             .map(std::sync::Arc::new);
+        let crcs = fs::File::open(extra_path(&p, crate::CRC_SUFFIX))
+            .ok()
+            .map(std::sync::Arc::new);
         // The damage record, read with the entry (one failed `open` when
         // there is none): serving withholds its segments without a read
         // per segment, and sees a new record when the entry is looked up
@@ -181,6 +184,7 @@ impl Store {
             file: Some(std::sync::Arc::new(OpenData::new(file, withheld))),
             offsets,
             hashes,
+            crcs,
             path: p,
         })
     }

@@ -138,6 +138,7 @@ impl Store {
                     file: None,
                     offsets: None,
                     hashes: None,
+                    crcs: None,
                 })
             })
             .collect()
