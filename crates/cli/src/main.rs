@@ -11,6 +11,7 @@ mod mount;
 mod node;
 mod out;
 mod perf;
+mod replicate;
 mod repo;
 mod science;
 mod scrub;
@@ -292,6 +293,16 @@ enum Command {
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
+    /// Have other nodes hold a copy of a version, keeping the publisher's
+    /// signature.
+    ///
+    /// Sends a signed command (this node's default key; the target checks
+    /// it against its trust anchors) to the node --to names; the target
+    /// fetches the version (verified; chunks it holds come from its own
+    /// store), keeps the publisher's signed manifest root byte for byte,
+    /// serves it under the same versioned name and registers the location.
+    /// Waits for the outcome unless --no-wait.
+    Replicate(replicate::ReplicateArgs),
     /// Search the science catalog: facets, free text, time coverage.
     ///
     /// Asks the local node's catalog (through the daemon when it runs, else
@@ -664,6 +675,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
+        Command::Replicate(a) => replicate::run(&socket, &data_dir, &a),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),

@@ -149,7 +149,9 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
+            let repo =
+                attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
+            attach_replicate(&running, repo, &node, &repo_dir).await?;
         }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
@@ -222,7 +224,7 @@ async fn attach_repo(
     indexer: Option<std::sync::Arc<granary_search::Indexer>>,
     scrub_mb_per_s: u64,
     node: &Name,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<std::sync::Arc<granary_repo::Repo>> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
         .parent()
@@ -308,7 +310,26 @@ async fn attach_repo(
             })?;
         tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
     }
-    tokio::spawn(granary_repo::serve(repo, app));
+    tokio::spawn(granary_repo::serve(repo.clone(), app));
+    Ok(repo)
+}
+
+/// Serves replicate commands (`<node prefix>/granary/replicate`) on an
+/// in-process face; replications fetch through the daemon's own socket and
+/// store into `repo`.
+async fn attach_replicate(
+    running: &daemon::Running,
+    repo: std::sync::Arc<granary_repo::Repo>,
+    node: &Name,
+    repo_dir: &Path,
+) -> anyhow::Result<()> {
+    let (Some(socket), Some(data_dir)) = (running.sockets.first(), repo_dir.parent()) else {
+        return Ok(());
+    };
+    let app = in_process_face(running, "replicate").await?;
+    let service = crate::replicate::Service::new(node, repo, data_dir, socket);
+    service.register(&app).await;
+    tokio::spawn(service.run(app));
     Ok(())
 }
 

@@ -15,4 +15,5 @@ pub mod gateway;
 pub mod identity;
 pub mod publish_dir;
 pub mod query;
+pub mod replicate;
 pub mod repo;
