@@ -273,13 +273,16 @@ impl Service {
         // thread of the daemon's runtime, driven by `block_on`.
         let rt = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
-            let r = rt.block_on(replicate_here(
-                &me.repo,
-                &me.data_dir,
-                &me.socket,
-                &req,
-                &id2,
-            ));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rt.block_on(replicate_here(
+                    &me.repo,
+                    &me.data_dir,
+                    &me.socket,
+                    &req,
+                    &id2,
+                ))
+            }))
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the replication task panicked")));
             let state = match r {
                 Ok(mut v) => {
                     tracing::info!("replicated {}", v["versioned"].as_str().unwrap_or("?"));
@@ -310,6 +313,16 @@ impl Service {
 /// takes this over.
 pub fn register_location(repo: &Repo, e: &granary_store::Entry) -> Option<Noted> {
     repo.notify_published(e)
+}
+
+/// [`register_location`] on a blocking thread: the catalog's PostgreSQL
+/// client is synchronous (it runs a runtime of its own, which must not be
+/// started from async code).
+async fn register_blocking(repo: &Arc<Repo>, e: granary_store::Entry) -> Option<Noted> {
+    let r = repo.clone();
+    tokio::task::spawn_blocking(move || register_location(&r, &e))
+        .await
+        .unwrap_or_else(|x| Some(Noted::Failed(format!("registration task failed: {x}"))))
 }
 
 /// Replicates `req` into `repo` (the daemon's), fetching through the
@@ -380,7 +393,7 @@ pub async fn replicate_here(
         let mine = repo.store.read_extra(&e, "manifest");
         if mine.as_deref() == Some(&root.wire()[..]) {
             report["already"] = json!(true);
-            if let Some(n) = register_location(repo, &e) {
+            if let Some(n) = register_blocking(repo, e).await {
                 report["catalog"] = json!(n.word());
             }
             report["seconds"] = json!(t.elapsed().as_secs_f64());
@@ -437,7 +450,7 @@ pub async fn replicate_here(
     })
     .await?
     .map_err(anyhow::Error::msg)?;
-    if let Some(n) = register_location(repo, &e) {
+    if let Some(n) = register_blocking(repo, e.clone()).await {
         report["catalog"] = json!(n.word());
         if let Some(w) = n.why() {
             report["catalog_note"] = json!(w);
