@@ -40,7 +40,10 @@ struct Cli {
     socket: Option<PathBuf>,
 
     /// The science catalog: a directory, or `postgres://…` for one shared by
-    /// several nodes. Default: <data-dir>/catalog (embedded SQLite).
+    /// several nodes. Default: <data-dir>/catalog (embedded SQLite). With a
+    /// standby: `postgres://h1,h2/db?target_session_attrs=read-write` (the
+    /// host that takes writes; after a failover the nodes reconnect, and
+    /// changes made meanwhile are queued on disk).
     #[arg(long, global = true, env = "GRANARY_CATALOG", value_name = "DIR|URL")]
     catalog: Option<String>,
 
