@@ -47,16 +47,21 @@ fn route(from: &Daemon, prefix: &str, to: &Daemon) {
 /// The stored manifest root file of the only version of the name whose
 /// last component is `last` in `d`'s repository (`…/@<version>.manifest`).
 fn manifest_file(d: &Daemon, last: &str) -> PathBuf {
+    let found = manifests(d, last);
+    assert_eq!(found.len(), 1, "{found:?}");
+    found[0].clone()
+}
+
+fn manifests(d: &Daemon, last: &str) -> Vec<PathBuf> {
     let repo = d.data.join("repo");
-    let found: Vec<PathBuf> = files_under(&repo)
+    files_under(&repo)
         .into_iter()
         .filter(|p| {
             let s = p.to_string_lossy();
             s.ends_with(".manifest") && p.parent().is_some_and(|d| d.ends_with(last))
         })
-        .collect();
-    assert_eq!(found.len(), 1, "{found:?}");
-    repo.join(&found[0])
+        .map(|p| repo.join(p))
+        .collect()
 }
 
 fn replicate(from: &Daemon, args: &[&str]) -> (Output, Option<Value>) {
@@ -119,19 +124,28 @@ fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gon
     let _ = a.child.wait();
     let out = work.path().join("x.out");
     let o = run_within(
-        c.command(&[
-            "get",
-            "/cmip6/x",
-            "-o",
-            out.to_str().unwrap(),
-            "--no-publish",
-        ]),
+        c.command(&["get", "/cmip6/x", "-o", out.to_str().unwrap()]),
         Duration::from_secs(60),
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert_eq!(std::fs::read(&out).unwrap(), bytes);
     assert!(err.contains("signed by /site/a/KEY/"), "{err}");
+    // The copy C's get keeps (in the background) keeps A's root too, not a
+    // root signed by C.
+    let t = std::time::Instant::now();
+    let kept = loop {
+        if let [m] = &manifests(&c, "x")[..] {
+            break m.clone();
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "C kept no copy");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        std::fs::read(kept).unwrap(),
+        ma,
+        "C's kept copy was re-signed"
+    );
 }
 
 #[test]
