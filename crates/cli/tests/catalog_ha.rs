@@ -1,5 +1,5 @@
 //! The shared catalog on PostgreSQL's own high availability: a primary and
-//! a streaming standby (`pg_basebackup -R`), two nodes whose `--catalog` is
+//! a streaming standby (`pg_basebackup -R -c fast`), two nodes whose `--catalog` is
 //! the multi-host URL `postgres://…@P1,P2/db?target_session_attrs=read-write`.
 //! The primary is stopped: the nodes go on (publishing, fetching over NDN,
 //! replicating), their catalog registrations are queued on disk; the standby
@@ -85,7 +85,7 @@ impl Standby {
         };
         let (b, d) = (bin_dir().display().to_string(), s.dir.path().display());
         s.run(&format!(
-            "{b}/pg_basebackup -h 127.0.0.1 -p {primary_port} -U postgres -D {d}/data -R -X stream >{d}/basebackup.log 2>&1"
+            "{b}/pg_basebackup -h 127.0.0.1 -p {primary_port} -U postgres -D {d}/data -R -X stream -c fast >{d}/basebackup.log 2>&1"
         ))
         .unwrap();
         s.run(&format!(
