@@ -108,6 +108,13 @@ fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gon
     let ma = std::fs::read(manifest_file(&a, "x")).unwrap();
     let mb = std::fs::read(manifest_file(&b, "x")).unwrap();
     assert_eq!(ma, mb, "B's manifest root differs from A's");
+    // Nothing of the fetch is left behind.
+    assert_eq!(
+        std::fs::read_dir(b.data.join("replicating"))
+            .unwrap()
+            .count(),
+        0
+    );
     // B made no key of its own to sign it.
     assert!(!b.ok(&["key", "list"]).contains("/site/b/KEY/"));
     // Asked again: held already, nothing fetched.

@@ -463,12 +463,16 @@ pub async fn replicate_here(
     Ok(report)
 }
 
-/// Removes a temporary file when dropped.
+/// Removes a temporary file, and what a fetch into it leaves beside it
+/// (`.part`, its state and hashes), when dropped.
 struct Cleanup(PathBuf);
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        let (part, state, hashes) = granary_transfer::part_paths(&self.0);
+        for p in [&self.0, &part, &state, &hashes] {
+            let _ = std::fs::remove_file(p);
+        }
     }
 }
 
