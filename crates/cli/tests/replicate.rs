@@ -217,6 +217,24 @@ fn unsigned_and_untrusted_replicate_commands_are_refused() {
         "{err}"
     );
     assert!(!b.data.join("repo/cmip6/y").exists());
+    // A node nobody has a route to: a clear error, at once.
+    let (o, _) = replicate(&a, &["/cmip6/y", "--to", "/site/nowhere"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/site/nowhere") && err.contains("no route"),
+        "{err}"
+    );
+    // Bad arguments.
+    for bad in [
+        &["/cmip6/y", "--to", "/"][..],
+        &["/cmip6/y", "--replicas", "2"],
+        &["/cmip6/y"],
+    ] {
+        let (o, _) = replicate(&a, bad);
+        assert!(!o.status.success(), "{bad:?}");
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    }
     // A's own command goes through.
     let (o, v) = replicate(&a, &["/cmip6/y", "--to", "/site/b"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
