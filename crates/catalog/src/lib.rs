@@ -15,6 +15,7 @@ mod pg;
 mod query;
 mod record;
 mod rename;
+pub mod replication;
 mod sqlite;
 pub mod text;
 

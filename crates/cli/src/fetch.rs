@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use granary_packet::Name;
 use granary_transfer::{
-    copy_verified, dedup_possible, discover, fetch_dedup, fetch_objects, Config, Dedup,
+    copy_verified, dedup_possible, discover_signed, fetch_dedup, fetch_objects, Config, Dedup,
     DedupReport, Engine, ObjectInfo, OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats,
     Trust, UnixLink,
 };
@@ -428,13 +428,19 @@ fn get_inner(
     let store = Some(data_dir.join("repo"))
         .filter(|p| p.is_dir())
         .and_then(|p| granary_store::Store::open(p).ok());
+    // The publishers' signed manifest roots as received: a kept copy keeps them.
+    let mut roots: std::collections::HashMap<String, granary_packet::Data> = Default::default();
     let done: Vec<(ObjectInfo, std::path::PathBuf)> = rt.block_on(async {
         let mut link = UnixLink::connect(socket).await?;
         let mut engine = Engine::new(cfg);
         let mut objects = Vec::new();
         for (n, out) in names.iter().zip(outputs) {
-            let info = discover(&mut engine, &mut link, n, trust.clone(), &opts).await?;
+            let (info, root) =
+                discover_signed(&mut engine, &mut link, n, trust.clone(), &opts).await?;
             note_integrity_only(&info);
+            if let Some(r) = root {
+                roots.insert(info.versioned.to_string(), r);
+            }
             objects.push((info, out));
         }
         // Already in the local repository: a verified copy of its file.
@@ -652,7 +658,8 @@ fn get_inner(
     })?;
     if !no_publish {
         for (info, p) in &done {
-            publish_fetched(data_dir, socket, info, p, quiet);
+            let root = roots.get(&info.versioned.to_string());
+            publish_fetched(data_dir, socket, info, p, quiet, root);
         }
     }
     Ok(())
@@ -661,9 +668,16 @@ fn get_inner(
 /// Keeps a fetched file in the local repository (see
 /// `granary_node::fetched::keep_fetched`) and says what came of it; a
 /// failure is reported, never fatal: the file itself is complete.
-fn publish_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path, quiet: bool) {
+fn publish_fetched(
+    data_dir: &Path,
+    socket: &Path,
+    info: &ObjectInfo,
+    p: &Path,
+    quiet: bool,
+    root: Option<&granary_packet::Data>,
+) {
     use granary_node::fetched::Kept;
-    match granary_node::fetched::keep_fetched(data_dir, socket, info, p) {
+    match granary_node::fetched::keep_fetched(data_dir, socket, info, p, root) {
         Kept::Skipped => {}
         Kept::NoVersion => say!(
             "{}: not kept in the local repository (no version component)",

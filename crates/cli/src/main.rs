@@ -11,6 +11,7 @@ mod mount;
 mod node;
 mod out;
 mod perf;
+mod replicate;
 mod repo;
 mod science;
 mod scrub;
@@ -39,7 +40,10 @@ struct Cli {
     socket: Option<PathBuf>,
 
     /// The science catalog: a directory, or `postgres://…` for one shared by
-    /// several nodes. Default: <data-dir>/catalog (embedded SQLite).
+    /// several nodes. Default: <data-dir>/catalog (embedded SQLite). With a
+    /// standby: `postgres://h1,h2/db?target_session_attrs=read-write` (the
+    /// host that takes writes; after a failover the nodes reconnect, and
+    /// changes made meanwhile are queued on disk).
     #[arg(long, global = true, env = "GRANARY_CATALOG", value_name = "DIR|URL")]
     catalog: Option<String>,
 
@@ -294,6 +298,16 @@ enum Command {
         #[command(flatten)]
         fetch: fetch::FetchArgs,
     },
+    /// Have other nodes hold a copy of a version, keeping the publisher's
+    /// signature.
+    ///
+    /// Sends a signed command (this node's default key; the target checks
+    /// it against its trust anchors) to the node --to names; the target
+    /// fetches the version (verified; chunks it holds come from its own
+    /// store), keeps the publisher's signed manifest root byte for byte,
+    /// serves it under the same versioned name and registers the location.
+    /// Waits for the outcome unless --no-wait.
+    Replicate(replicate::ReplicateArgs),
     /// Search the science catalog: facets, free text, time coverage.
     ///
     /// Asks the local node's catalog (through the daemon when it runs, else
@@ -666,6 +680,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
+        Command::Replicate(a) => replicate::run(&socket, &data_dir, &a),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),

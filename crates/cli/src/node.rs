@@ -21,7 +21,9 @@ pub struct DaemonArgs {
     /// udp_reliability, shards, node_prefix, network_region = ["/prefix",
     /// …], and static routes as `[[route]]` tables with prefix, face
     /// (tcp4://IP:PORT, udp4://IP:PORT or unix:///path) and cost, each on a
-    /// permanent face re-dialled with back-off; see docs/federation.md).
+    /// permanent face re-dialled with back-off, and replication policies as
+    /// `[[replication]]` tables with prefix and replicas (copies on up
+    /// nodes; needs a postgres:// catalog); see docs/federation.md).
     /// Flags override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,

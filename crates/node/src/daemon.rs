@@ -55,6 +55,7 @@ pub struct Options {
 pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
     let mut http_file = crate::gateway::Flags::default();
     let mut file_prefix: Option<String> = None;
+    let mut replication: Vec<crate::policy::Rule> = Vec::new();
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -62,6 +63,8 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             let mut t = toml::from_str::<toml::Table>(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             http_file = crate::gateway::take_config_keys(&mut t)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            replication = crate::policy::take_config(&mut t)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             file_prefix = match t.remove("node_prefix") {
                 None => None,
@@ -132,9 +135,23 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     let indexer = if args.no_catalog {
         None
     } else {
-        let s = crate::catalog::settings(data_dir, catalog_spec(), &args.rules, args.trust);
+        let spec = catalog_spec();
+        let s = crate::catalog::settings(data_dir, spec, &args.rules, args.trust);
+        let shared =
+            spec.is_some_and(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
         match granary_search::Indexer::open(data_dir, &s) {
-            Ok(ix) => Some(std::sync::Arc::new(ix)),
+            Ok(ix) => {
+                if shared {
+                    warn_if_unreachable(&ix, data_dir);
+                }
+                Some(std::sync::Arc::new(ix))
+            }
+            // A shared catalog asked for by URL that is wrong (malformed,
+            // login refused, no such database): the operator must know at
+            // once, not find a node that silently catalogues nothing.
+            Err(e) if shared => anyhow::bail!(
+                "{e}\n(the --catalog URL is wrong; e.g. postgres://USER@HOST1,HOST2/DB?target_session_attrs=read-write; a server that is only down does not stop the node)"
+            ),
             Err(e) => {
                 tracing::warn!("catalog not served: {e}");
                 None
@@ -149,7 +166,12 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
+            let repo =
+                attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
+            attach_replicate(&running, repo.clone(), &node, &repo_dir).await?;
+            if !replication.is_empty() {
+                start_policy(replication, repo, &node, &repo_dir, &running)?;
+            }
         }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
@@ -191,6 +213,66 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     })
 }
 
+/// The location catalog the replication policy reads (which node holds
+/// what, which nodes are up); `None` until the federation's location
+/// catalog is part of the node.
+fn location_catalog() -> Option<std::sync::Arc<dyn crate::policy::Locations>> {
+    None
+}
+
+/// Starts the `[[replication]]` policy task, or says why it cannot run:
+/// it needs the shared PostgreSQL catalog (the work queue) and the
+/// location catalog.
+fn start_policy(
+    rules: Vec<crate::policy::Rule>,
+    repo: std::sync::Arc<granary_repo::Repo>,
+    node: &Name,
+    repo_dir: &Path,
+    running: &daemon::Running,
+) -> anyhow::Result<()> {
+    let url =
+        catalog_spec().filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
+    let (Some(url), Some(locations), Some(socket), Some(data_dir)) = (
+        url,
+        location_catalog(),
+        running.sockets.first(),
+        repo_dir.parent(),
+    ) else {
+        tracing::warn!(
+            "[[replication]] not enforced: the policy needs a shared PostgreSQL catalog (--catalog postgres://…) and the federation's location catalog"
+        );
+        return Ok(());
+    };
+    crate::policy::start(
+        crate::policy::Task {
+            rules,
+            locations,
+            url: url.to_string(),
+            node: node.clone(),
+            repo,
+            data_dir: data_dir.to_path_buf(),
+            socket: socket.clone(),
+        },
+        tokio::runtime::Handle::current(),
+    )?;
+    Ok(())
+}
+
+/// Says at start, clearly, that the shared catalog cannot be reached now:
+/// the node runs on (fetches and publishing need no catalog), and catalog
+/// changes are queued durably and applied when a server answers.
+fn warn_if_unreachable(ix: &granary_search::Indexer, data_dir: &Path) {
+    if let Err(e) = ix.catalog.len() {
+        if e.is_unavailable() {
+            let msg = format!(
+                "catalog unreachable at start ({e}); the node runs on: catalog changes are queued in {} and applied when a server answers",
+                granary_search::queue::queue_dir(data_dir).display()
+            );
+            tracing::warn!("{msg}");
+        }
+    }
+}
+
 /// Raises the soft limit on open files to the hard one, as NFD and nginx
 /// do: every connection, face and served file takes descriptors, and the
 /// usual soft default (1024) is reached by a few hundred clients. Logs the
@@ -222,7 +304,7 @@ async fn attach_repo(
     indexer: Option<std::sync::Arc<granary_search::Indexer>>,
     scrub_mb_per_s: u64,
     node: &Name,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<std::sync::Arc<granary_repo::Repo>> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
         .parent()
@@ -308,7 +390,26 @@ async fn attach_repo(
             })?;
         tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
     }
-    tokio::spawn(granary_repo::serve(repo, app));
+    tokio::spawn(granary_repo::serve(repo.clone(), app));
+    Ok(repo)
+}
+
+/// Serves replicate commands (`<node prefix>/granary/replicate`) on an
+/// in-process face; replications fetch through the daemon's own socket and
+/// store into `repo`.
+async fn attach_replicate(
+    running: &daemon::Running,
+    repo: std::sync::Arc<granary_repo::Repo>,
+    node: &Name,
+    repo_dir: &Path,
+) -> anyhow::Result<()> {
+    let (Some(socket), Some(data_dir)) = (running.sockets.first(), repo_dir.parent()) else {
+        return Ok(());
+    };
+    let app = in_process_face(running, "replicate").await?;
+    let service = crate::replicate::Service::new(node, repo, data_dir, socket);
+    service.register(&app).await;
+    tokio::spawn(service.run(app));
     Ok(())
 }
 

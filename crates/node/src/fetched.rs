@@ -123,7 +123,17 @@ pub enum Kept {
 /// ingests it in the background (`granary get` does not wait) and publishes
 /// it only if its segment hashes are still exactly the manifest's: a file
 /// changed meanwhile is never published under the fetched name.
-pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path) -> Kept {
+///
+/// With `root` (the publisher's signed manifest root as the fetch received
+/// and verified it), the copy keeps it byte for byte: it is served with the
+/// publisher's signature, not re-signed with this node's key.
+pub fn keep_fetched(
+    data_dir: &Path,
+    socket: &Path,
+    info: &ObjectInfo,
+    p: &Path,
+    root: Option<&granary_packet::Data>,
+) -> Kept {
     // Only a regular file can be published (a FIFO's bytes are gone, a
     // device is no copy of them); dedup outputs are regular, but be sure.
     if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
@@ -162,7 +172,7 @@ pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path)
             anyhow::bail!("no known chunking reproduces the manifest's segments");
         };
         let path = std::fs::canonicalize(p)?;
-        let params = serde_json::json!({
+        let mut params = serde_json::json!({
             "path": path.to_str().ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?,
             "name": prefix.to_string(),
             "version": version,
@@ -173,6 +183,19 @@ pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path)
             "detach": true,
             "id": format!("keep-{}-{version}", std::process::id()),
         });
+        // The root goes in a file beside the daemon's data (a root can fill
+        // a whole packet: it does not fit in the command Interest); the
+        // daemon reads it and removes it.
+        if let Some(r) = root.filter(|_| !info.integrity_only()) {
+            let dir = data_dir.join("replicating");
+            std::fs::create_dir_all(&dir)?;
+            let f = dir.join(format!("keep-{}-{version}.root", std::process::id()));
+            std::fs::write(&f, r.wire())?;
+            let f = std::fs::canonicalize(&f)?;
+            params["root_file"] = serde_json::json!(f
+                .to_str()
+                .ok_or_else(|| anyhow::anyhow!("path is not UTF-8"))?);
+        }
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -210,6 +233,32 @@ pub fn keep_fetched(data_dir: &Path, socket: &Path, info: &ObjectInfo, p: &Path)
         Ok(m) => Kept::Keeping(m),
         Err(e) => Kept::Failed(e),
     }
+}
+
+/// How to store the verified file `p` of `info` so that its segments are
+/// the manifest's: the chunking that reproduces them, and the SHA-256 of
+/// every segment hash in order (what the store checks before publishing).
+pub fn replica_layout(
+    data_dir: &Path,
+    info: &ObjectInfo,
+    p: &Path,
+) -> anyhow::Result<(granary_store::Chunking, [u8; 32])> {
+    let granary_transfer::object::Check::Manifest(ck) = &info.check else {
+        anyhow::bail!("{}: no manifest", info.versioned);
+    };
+    let count = info.map.count();
+    let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
+    let mut all = Vec::with_capacity(count as usize * 32);
+    for s in 0..count {
+        let h = ck
+            .segment_hash(s)
+            .ok_or_else(|| anyhow::anyhow!("{}: segment {s} has no hash", info.versioned))?;
+        all.extend_from_slice(&h);
+    }
+    let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
+    let chunking = guess_chunking(data_dir, p, &lengths, declared)?
+        .ok_or_else(|| anyhow::anyhow!("no known chunking reproduces the manifest's segments"))?;
+    Ok((chunking, granary_packet::sha256(&all)))
 }
 
 /// Segments compared when guessing a file's chunking.

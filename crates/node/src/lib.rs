@@ -13,6 +13,8 @@ pub mod daemon;
 pub mod fetched;
 pub mod gateway;
 pub mod identity;
+pub mod policy;
 pub mod publish_dir;
 pub mod query;
+pub mod replicate;
 pub mod repo;

@@ -234,6 +234,11 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         .map(Name::from_uri)
         .transpose()
         .map_err(|e| e.to_string())?;
+    if let Some(f) = p["root_file"].as_str() {
+        let wire = std::fs::read(f).map_err(|e| format!("the daemon cannot read {f}: {e}"));
+        let _ = std::fs::remove_file(f);
+        return put_with_root(repo, p, &name, path, wire?);
+    }
     let kc = repo.keychain().ok_or("the daemon has no keychain")?;
     let (signer, _) = match repo.publisher() {
         Some(id) => publisher_signer_as(kc, key.as_ref(), policy, id)?,
@@ -286,6 +291,58 @@ fn put(repo: &Repo, p: &Value, counter: &AtomicU64) -> Result<Value, String> {
         Some(granary_packet::KeyLocator::Name(k)) => json!(k.to_string()),
         _ => Value::Null,
     };
+    Ok(v)
+}
+
+/// `put` of a fetched copy with `"root_file"`: the publisher's signed
+/// manifest root (a file holding the Data as the fetch received and
+/// verified it; removed once read) is kept as
+/// the version's manifest, byte for byte ([`crate::manifest::adopt`] checks
+/// it is this version's), instead of a manifest signed by this node.
+fn put_with_root(
+    repo: &Repo,
+    p: &Value,
+    name: &Name,
+    path: &str,
+    wire: Vec<u8>,
+) -> Result<Value, String> {
+    let root =
+        Data::decode(Bytes::from(wire)).map_err(|e| format!("root is not a Data packet: {e}"))?;
+    let version = p["version"].as_u64().ok_or("root needs a version")?;
+    let chunking: granary_store::Chunking = p["chunking"]
+        .as_str()
+        .ok_or("root needs a chunking")?
+        .parse()?;
+    let expect = p["expect_hashes"]
+        .as_str()
+        .and_then(|h| hex::decode(h).ok())
+        .and_then(|v| <[u8; 32]>::try_from(v).ok())
+        .ok_or("root needs expect_hashes (64 hex digits)")?;
+    let t = std::time::Instant::now();
+    let e = crate::publish::publish_replica(
+        repo,
+        name,
+        std::path::Path::new(path),
+        version,
+        chunking,
+        expect,
+        &root,
+    )?;
+    let noted = repo.notify_published(&e);
+    let mut v = json!({
+        "ok": true,
+        "versioned": name.append(&granary_packet::Component::version(version)).to_string(),
+        "version": version,
+        "size": e.meta.size,
+        "segments": e.meta.segments(),
+        "chunking": e.meta.chunking,
+        "seconds": t.elapsed().as_secs_f64(),
+        "key": e.meta.signer,
+        "publisher_signature": true,
+    });
+    if let Some(n) = noted {
+        v["catalog"] = json!(n.word());
+    }
     Ok(v)
 }
 

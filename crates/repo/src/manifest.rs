@@ -177,6 +177,66 @@ pub fn publish(
     Ok(root_data)
 }
 
+/// Stores `root_data`, a manifest root received from the version's
+/// publisher (its signature verified by the caller), as the manifest of the
+/// stored version `e`, byte for byte: no re-signing, so the copy serves the
+/// publisher's signature and consumers need trust only the publisher. It is
+/// kept only if it is this version's: its name must be the version's
+/// manifest root name, and its hashes, segment count and sizes what the
+/// stored segments' hashes give. Records its digest and signer in the
+/// metadata, with the policy `manifest` (segments are served covered by it)
+/// and the tag `replica` = `true`.
+pub fn adopt(
+    store: &granary_store::Store,
+    e: &granary_store::Entry,
+    root_data: &Data,
+) -> Result<(), String> {
+    let versioned = e
+        .meta
+        .name()
+        .map_err(|x| x.to_string())?
+        .append(&Component::version(e.meta.version));
+    let want = manifest_name(&versioned).append(&Component::segment(0));
+    if root_data.name() != &want {
+        return Err(format!(
+            "the manifest root is named {}, not {want}",
+            root_data.name()
+        ));
+    }
+    let received = Root::decode(&Bytes::copy_from_slice(root_data.content()))
+        .map_err(|x| format!("the manifest root does not decode: {x}"))?;
+    let (upper, computed) = compute_for(store, e)?;
+    if computed.hashes != received.hashes
+        || computed.segment_count != received.segment_count
+        || computed.file_size != received.file_size
+        || computed.segment_size != received.segment_size
+    {
+        return Err("the stored segments' hashes do not give the publisher's manifest root".into());
+    }
+    store
+        .write_extra(e, "levels", &upper)
+        .map_err(|x| x.to_string())?;
+    store
+        .write_extra(e, "manifest", root_data.wire())
+        .map_err(|x| x.to_string())?;
+    let mut m = e.meta.clone();
+    m.manifest = Some(
+        root_data
+            .implicit_digest()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+    );
+    m.signer = match &root_data.sig_info().key_locator {
+        Some(granary_packet::KeyLocator::Name(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    m.signing = Some("manifest".to_string());
+    m.tags.insert("replica".to_string(), "true".to_string());
+    store.set_meta(e, &m).map_err(|x| x.to_string())?;
+    Ok(())
+}
+
 /// After a rename: the root Data under the new name, signed again — one
 /// signature; no segment and no manifest block changes (their content does
 /// not depend on the name).

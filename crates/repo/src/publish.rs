@@ -181,6 +181,60 @@ pub fn publish_file(
     finish(repo, name, e, how, t, reflinked)
 }
 
+/// A replica of another node's version: the file at `path` (fetched and
+/// verified against the publisher's manifest) ingested with `chunking`
+/// under `name` and `version`, published only if its segments' hashes are
+/// exactly `expect_hashes` (the SHA-256 of the manifest's segment hashes),
+/// with `root` — the publisher's signed manifest root as received — kept
+/// byte for byte as its manifest ([`crate::manifest::adopt`]): never
+/// re-signed. The version appears whole, with that manifest, or not at all.
+/// The observer is not told: the caller registers the location.
+pub fn publish_replica(
+    repo: &Repo,
+    name: &Name,
+    path: &std::path::Path,
+    version: u64,
+    chunking: granary_store::Chunking,
+    expect_hashes: [u8; 32],
+    root: &granary_packet::Data,
+) -> Result<granary_store::Entry, String> {
+    if repo
+        .store
+        .versions(name)
+        .is_ok_and(|vs| vs.contains(&version))
+    {
+        return Err(format!(
+            "already exists: {name} version {version} (a version is never replaced)"
+        ));
+    }
+    let opts = PutOptions {
+        version: Some(version),
+        chunking: Some(chunking),
+        index: true,
+        expect_hashes: Some(expect_hashes),
+        staged: true,
+        ..Default::default()
+    };
+    let (e, _) = repo
+        .store
+        .put_file(name, path, &opts, |_| {})
+        .map_err(|e| e.to_string())?;
+    if let Err(x) = crate::manifest::adopt(&repo.store, &e, root) {
+        repo.store.discard(&e);
+        return Err(format!("manifest: {x}"));
+    }
+    repo.store
+        .commit(vec![e], true)
+        .pop()
+        .unwrap_or_else(|| Err(granary_store::Error::Corrupt("nothing committed".into())))
+        .map_err(|e| match e {
+            granary_store::Error::Exists(what) => {
+                format!("already exists: {what} (a version is never replaced)")
+            }
+            e => e.to_string(),
+        })
+}
+
 /// [`publish_file`] without publishing yet: the version is ingested,
 /// its manifest signed and its tags set, all left staged in the store's
 /// temp directory (nothing made durable, nothing visible) for [`commit`]

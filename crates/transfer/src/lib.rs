@@ -34,7 +34,8 @@ pub use items_job::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use local_copy::{copy_verified, read_verified, CopyReport};
 pub use object::{
-    discover, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust, INTEGRITY_ONLY,
+    discover, discover_signed, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust,
+    INTEGRITY_ONLY,
 };
 pub use segmap::SegmentMap;
 

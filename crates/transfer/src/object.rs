@@ -363,6 +363,20 @@ pub async fn discover<L: Link>(
     trust: Arc<Trust>,
     opts: &OpenOptions,
 ) -> Result<ObjectInfo, Error> {
+    Ok(discover_signed(engine, link, name, trust, opts).await?.0)
+}
+
+/// [`discover`], also returning the manifest root Data exactly as received
+/// (when the object has a manifest): its signature was verified with
+/// `trust`. A replica keeps these bytes, so that it serves the publisher's
+/// signature and not its own.
+pub async fn discover_signed<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    name: &Name,
+    trust: Arc<Trust>,
+    opts: &OpenOptions,
+) -> Result<(ObjectInfo, Option<Data>), Error> {
     let mut md: Option<Metadata> = None;
     let mut first: Option<Data> = None;
     let versioned = if is_versioned(name) || opts.no_discovery {
@@ -481,12 +495,15 @@ pub async fn discover<L: Link>(
                 } else {
                     format!("the manifest signed by {who}")
                 };
-                return Ok(ObjectInfo {
-                    versioned,
-                    map,
-                    check: Check::Manifest(Arc::new(job.checker)),
-                    verified_by,
-                });
+                return Ok((
+                    ObjectInfo {
+                        versioned,
+                        map,
+                        check: Check::Manifest(Arc::new(job.checker)),
+                        verified_by,
+                    },
+                    Some(root),
+                ));
             }
         }
     }
@@ -539,12 +556,15 @@ pub async fn discover<L: Link>(
             }
         }
     };
-    Ok(ObjectInfo {
-        versioned,
-        map,
-        check: Check::PerPacket(trust),
-        verified_by: "each segment's own signature".into(),
-    })
+    Ok((
+        ObjectInfo {
+            versioned,
+            map,
+            check: Check::PerPacket(trust),
+            verified_by: "each segment's own signature".into(),
+        },
+        None,
+    ))
 }
 
 /// Where verified bytes go.

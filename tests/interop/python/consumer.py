@@ -35,6 +35,10 @@ exceeds K * (lifetime + 2 s) + 5 s.
 --forwarding-hint NAME (repeatable) puts a ForwardingHint with these names, in order,
 on every Interest (python-ndn's InterestParam.forwarding_hint).
 
+--app-param TEXT puts TEXT (UTF-8) in the Interest's ApplicationParameters (appv2
+only), signed with DigestSha256 (python-ndn requires a signature there; a digest names
+no key, so it authenticates nothing).
+
 --api picks the python-ndn application API: appv2 (default, ndn.appv2.NDNApp.express)
 or app (the older ndn.app.NDNApp.express_interest).
 
@@ -50,7 +54,7 @@ import threading
 import time
 
 from ndn.encoding import Component, Name
-from ndn.security import sha256_digest_checker
+from ndn.security import DigestSha256Signer, sha256_digest_checker
 from ndn.transport.stream_face import UnixFace
 from ndn.transport.udp_face import UdpFace
 from ndn.types import InterestCanceled, InterestNack, InterestTimeout
@@ -68,6 +72,8 @@ def parse_args(argv):
     ap.add_argument('--must-be-fresh', action='store_true')
     ap.add_argument('--lifetime', type=int, default=4000, help='InterestLifetime ms (default 4000)')
     ap.add_argument('--count', type=int, default=1, help='number of Interests (default 1)')
+    ap.add_argument('--app-param', default=None, metavar='TEXT',
+                    help='ApplicationParameters (UTF-8 text; appv2 only), DigestSha256-signed')
     ap.add_argument('--api', choices=['appv2', 'app'], default='appv2',
                     help='python-ndn application API (default appv2)')
     args = ap.parse_args(argv)
@@ -102,7 +108,11 @@ class Consumer:
                 data_name, content, ctx = await app.express(
                     name, validator=pass_all, lifetime=self.args.lifetime,
                     can_be_prefix=self.args.can_be_prefix, must_be_fresh=self.args.must_be_fresh,
-                    forwarding_hint=self.args.forwarding_hint)
+                    forwarding_hint=self.args.forwarding_hint,
+                    app_param=(self.args.app_param.encode()
+                               if self.args.app_param is not None else None),
+                    signer=(DigestSha256Signer(for_interest=True)
+                            if self.args.app_param is not None else None))
                 return data_name, ctx['meta_info'], content, ctx['sig_ptrs']
         else:
             from ndn.app import NDNApp

@@ -1,0 +1,368 @@
+//! Replication policy: `[[replication]] prefix = "/cmip6", replicas = 2` in
+//! the daemon's config file. A background task on every node (a) plans:
+//! for each version held under a rule's prefix whose holders that are up
+//! number fewer than `replicas`, it offers copies to up nodes that do not
+//! hold it; (b) claims the copies offered to this node from the shared
+//! work queue on the catalog's PostgreSQL
+//! ([`granary_catalog::replication::WorkQueue`]: `FOR UPDATE SKIP LOCKED`
+//! under a lease) and makes each one with the replication that keeps the
+//! publisher's signature ([`crate::replicate::replicate_here`]). A holder
+//! that is down does not count, so its versions are copied elsewhere; when
+//! it comes back it counts again (a copy beyond `replicas` is not removed).
+//!
+//! What is held where and which nodes are up comes from the federation's
+//! location catalog, seen through the small [`Locations`] trait.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_packet::Name;
+
+/// One `[[replication]]` table.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Names under this prefix…
+    pub prefix: String,
+    /// …are to be held by this many up nodes (at least 1).
+    pub replicas: u32,
+}
+
+/// Takes the `[[replication]]` tables out of a config file's table,
+/// checked: a prefix that is not a name, `replicas` 0, or a prefix given
+/// twice is an error naming it.
+pub fn take_config(t: &mut toml::Table) -> Result<Vec<Rule>, String> {
+    let Some(v) = t.remove("replication") else {
+        return Ok(Vec::new());
+    };
+    let rules: Vec<Rule> = v.try_into().map_err(|e| {
+        format!("[[replication]]: {e} (each needs prefix = \"/…\" and replicas = N)")
+    })?;
+    let mut seen = BTreeSet::new();
+    for r in &rules {
+        let n = Name::from_uri(&r.prefix)
+            .map_err(|e| format!("[[replication]] prefix {:?}: {e}", r.prefix))?;
+        if r.replicas == 0 {
+            return Err(format!(
+                "[[replication]] prefix {:?}: replicas must be at least 1",
+                r.prefix
+            ));
+        }
+        if !seen.insert(n.to_string()) {
+            return Err(format!(
+                "[[replication]] prefix {:?} is given twice",
+                r.prefix
+            ));
+        }
+    }
+    Ok(rules)
+}
+
+/// A version and the nodes that hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The name (without version).
+    pub name: String,
+    /// The version.
+    pub version: u64,
+    /// Node prefixes that hold it (up or not).
+    pub holders: Vec<String>,
+}
+
+/// What the policy needs of the location catalog.
+pub trait Locations: Send + Sync {
+    /// The versions held under `prefix` (the newest version of each name
+    /// is enough), with their holders.
+    fn held_under(&self, prefix: &str) -> Result<Vec<Held>, String>;
+    /// The node prefixes that are up now (heard from within the
+    /// federation's node timeout).
+    fn up_nodes(&self) -> Result<Vec<String>, String>;
+}
+
+/// A copy to make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Offer {
+    /// The name.
+    pub name: String,
+    /// The version.
+    pub version: u64,
+    /// The node to hold the copy.
+    pub target: String,
+    /// An up node that holds it (the fetch's forwarding hint).
+    pub source: String,
+}
+
+/// The copies the rules want made now. Targets are the up nodes that do
+/// not hold the version, those given the fewest copies in this plan first
+/// (then by name), so that every node planning from the same catalog makes
+/// the same plan and the copies spread. A version with no up holder cannot
+/// be copied (nobody can serve it) and is skipped. The most specific rule
+/// (longest prefix) applies to a name.
+pub fn plan(rules: &[Rule], locs: &dyn Locations) -> Result<Vec<Offer>, String> {
+    let up: BTreeSet<String> = locs.up_nodes()?.into_iter().collect();
+    let mut rules: Vec<(Name, &Rule)> = rules
+        .iter()
+        .filter_map(|r| Some((Name::from_uri(&r.prefix).ok()?, r)))
+        .collect();
+    rules.sort_by_key(|(n, _)| std::cmp::Reverse(n.len()));
+    let mut given: BTreeMap<String, usize> = up.iter().map(|n| (n.clone(), 0)).collect();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (prefix, rule) in &rules {
+        for h in locs.held_under(&rule.prefix)? {
+            let Ok(n) = Name::from_uri(&h.name) else {
+                continue;
+            };
+            // A name under a more specific rule is that rule's.
+            let own = rules
+                .iter()
+                .find(|(p, _)| p.is_prefix_of(&n))
+                .is_some_and(|(p, _)| p == prefix);
+            if !own || !seen.insert((h.name.clone(), h.version)) {
+                continue;
+            }
+            let holders_up: Vec<&String> = h.holders.iter().filter(|x| up.contains(*x)).collect();
+            let Some(source) = holders_up.first().map(|s| s.to_string()) else {
+                continue;
+            };
+            let missing = (rule.replicas as usize).saturating_sub(holders_up.len());
+            for _ in 0..missing {
+                let target = given
+                    .iter()
+                    .filter(|(node, _)| !h.holders.contains(node))
+                    .filter(|(node, _)| {
+                        !out.iter().any(|o: &Offer| {
+                            &o.target == *node && o.name == h.name && o.version == h.version
+                        })
+                    })
+                    .min_by_key(|(node, k)| (**k, (*node).clone()))
+                    .map(|(node, _)| node.clone());
+                let Some(target) = target else { break };
+                *given.entry(target.clone()).or_default() += 1;
+                out.push(Offer {
+                    name: h.name.clone(),
+                    version: h.version,
+                    target,
+                    source: source.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// How often the policy task plans and claims.
+pub const PERIOD: Duration = Duration::from_secs(10);
+/// How long a claimed copy is this node's before another claimer may take
+/// it (a node that died mid-copy).
+pub const LEASE: Duration = Duration::from_secs(1800);
+/// Wait before a failed copy is tried again.
+pub const RETRY: Duration = Duration::from_secs(60);
+
+/// What the policy task needs of its node.
+pub struct Task {
+    /// The rules.
+    pub rules: Vec<Rule>,
+    /// The location catalog.
+    pub locations: Arc<dyn Locations>,
+    /// The catalog's PostgreSQL URL (the shared work queue).
+    pub url: String,
+    /// This node's prefix.
+    pub node: Name,
+    /// Its repository.
+    pub repo: Arc<granary_repo::Repo>,
+    /// Its data directory.
+    pub data_dir: PathBuf,
+    /// Its daemon's socket.
+    pub socket: PathBuf,
+}
+
+/// Runs the policy on a thread of its own, for as long as the daemon runs:
+/// plan and offer, then make the copies offered to this node. A catalog
+/// that cannot be reached is tried again at the next round.
+pub fn start(task: Task, rt: tokio::runtime::Handle) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("replication-policy".into())
+        .spawn(move || {
+            let me = task.node.to_string();
+            let mut queue = None;
+            let mut last_warning = String::new();
+            loop {
+                if let Err(e) = round(&task, &me, &mut queue, &rt) {
+                    if e != last_warning {
+                        tracing::warn!("replication policy: {e}; trying again");
+                        last_warning = e;
+                    }
+                    queue = None;
+                }
+                std::thread::sleep(PERIOD);
+            }
+        })
+        .map(|_| ())
+}
+
+fn round(
+    task: &Task,
+    me: &str,
+    queue: &mut Option<granary_catalog::replication::WorkQueue>,
+    rt: &tokio::runtime::Handle,
+) -> Result<(), String> {
+    if queue.is_none() {
+        *queue = Some(
+            granary_catalog::replication::WorkQueue::connect(&task.url)
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    let Some(q) = queue.as_mut() else {
+        return Ok(());
+    };
+    for o in plan(&task.rules, task.locations.as_ref())? {
+        q.offer(&o.name, o.version, &o.target, Some(&o.source), me)
+            .map_err(|e| e.to_string())?;
+    }
+    while let Some(w) = q.claim(me, LEASE).map_err(|e| e.to_string())? {
+        let req = crate::replicate::Request {
+            name: w.name.clone(),
+            version: Some(w.version),
+            fwhint: w.source.clone().into_iter().collect(),
+        };
+        let id = format!("policy-{}", w.id);
+        let r = rt.block_on(crate::replicate::replicate_here(
+            &task.repo,
+            &task.data_dir,
+            &task.socket,
+            &req,
+            &id,
+        ));
+        match r {
+            Ok(_) => {
+                tracing::info!("replication policy: holds {} v={} now", w.name, w.version);
+                q.done(w.id).map_err(|e| e.to_string())?;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "replication policy: copy of {} v={} failed: {e:#}",
+                    w.name,
+                    w.version
+                );
+                q.failed(w.id, &format!("{e:#}"), RETRY)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A location table in memory (what the location catalog answers).
+    struct Table {
+        held: Vec<Held>,
+        up: Vec<String>,
+    }
+
+    impl Locations for Table {
+        fn held_under(&self, prefix: &str) -> Result<Vec<Held>, String> {
+            let p = Name::from_uri(prefix).map_err(|e| e.to_string())?;
+            Ok(self
+                .held
+                .iter()
+                .filter(|h| p.is_prefix_of(&Name::from_uri(&h.name).unwrap()))
+                .cloned()
+                .collect())
+        }
+        fn up_nodes(&self) -> Result<Vec<String>, String> {
+            Ok(self.up.clone())
+        }
+    }
+
+    fn held(name: &str, holders: &[&str]) -> Held {
+        Held {
+            name: name.into(),
+            version: 1,
+            holders: holders.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn rule(prefix: &str, replicas: u32) -> Rule {
+        Rule {
+            prefix: prefix.into(),
+            replicas,
+        }
+    }
+
+    #[test]
+    fn a_down_holder_does_not_count_and_copies_spread_over_up_nodes() {
+        let mut t = Table {
+            held: vec![
+                held("/cmip6/x", &["/site/a", "/site/b"]),
+                held("/cmip6/y", &["/site/a"]),
+                held("/other/z", &["/site/a"]),
+            ],
+            up: vec!["/site/a".into(), "/site/b".into(), "/site/c".into()],
+        };
+        let rules = [rule("/cmip6", 2)];
+        let p = plan(&rules, &t).unwrap();
+        // x has two up holders; y one: one copy, to the node given fewest.
+        assert_eq!(
+            p,
+            [Offer {
+                name: "/cmip6/y".into(),
+                version: 1,
+                target: "/site/b".into(),
+                source: "/site/a".into()
+            }]
+        );
+        // A is down: x has one up holder (B), y none (skipped: nobody can
+        // serve it); x goes to C, fetched from B.
+        t.up = vec!["/site/b".into(), "/site/c".into()];
+        let p = plan(&rules, &t).unwrap();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            (p[0].target.as_str(), p[0].source.as_str()),
+            ("/site/c", "/site/b")
+        );
+        // A is back: the plan is empty again.
+        t.up.push("/site/a".into());
+        t.held[1].holders.push("/site/b".into());
+        assert!(plan(&rules, &t).unwrap().is_empty());
+        // More replicas than up nodes: as many as there are.
+        let p = plan(&[rule("/other", 5)], &t).unwrap();
+        let targets: BTreeSet<_> = p.iter().map(|o| o.target.as_str()).collect();
+        assert_eq!(targets, BTreeSet::from(["/site/b", "/site/c"]));
+        // The most specific rule wins: /cmip6/y wants 3 under /cmip6/y.
+        let p = plan(&[rule("/cmip6", 1), rule("/cmip6/y", 3)], &t).unwrap();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            (p[0].name.as_str(), p[0].target.as_str()),
+            ("/cmip6/y", "/site/c")
+        );
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_the_reason() {
+        let parse = |s: &str| take_config(&mut toml::from_str::<toml::Table>(s).unwrap());
+        assert_eq!(
+            parse("[[replication]]\nprefix = \"/cmip6\"\nreplicas = 2\n").unwrap(),
+            [rule("/cmip6", 2)]
+        );
+        assert!(parse("x = 1\n").unwrap().is_empty());
+        for (bad, says) in [
+            ("[[replication]]\nprefix = \"/a\"\nreplicas = 0\n", "at least 1"),
+            ("[[replication]]\nprefix = \"/a\"\n", "replicas"),
+            ("[[replication]]\nprefix = \"/a\"\nreplicas = 1\ncopies = 2\n", "copies"),
+            (
+                "[[replication]]\nprefix = \"/a\"\nreplicas = 1\n[[replication]]\nprefix = \"/a/\"\nreplicas = 2\n",
+                "twice",
+            ),
+            ("replication = 3\n", "replication"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
