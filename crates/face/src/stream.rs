@@ -125,10 +125,13 @@ impl KernelQueue for tokio::net::unix::OwnedWriteHalf {
     }
 }
 
+/// On TCP the unsent bytes only (SIOCOUTQNSD): NFD's SIOCOUTQ also counts
+/// the bytes in flight, so a long fat link (100 Mbit/s × 20 ms is 250 KB in
+/// flight) would read as congestion and be marked without pause.
 impl KernelQueue for tokio::net::tcp::OwnedWriteHalf {
     fn kernel_queued(&self) -> Option<u64> {
         use std::os::fd::AsFd;
-        crate::sys::outq(self.as_ref().as_fd())
+        crate::sys::outq_unsent(self.as_ref().as_fd())
     }
 }
 

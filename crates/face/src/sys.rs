@@ -10,14 +10,25 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// socket: written and not yet read by the peer; for TCP: not yet
 /// acknowledged). `None` when the kernel refuses (not a socket, closed).
 pub(crate) fn outq(fd: BorrowedFd<'_>) -> Option<u64> {
+    ioctl_int(fd, libc::TIOCOUTQ)
+}
+
+/// Bytes a TCP socket holds that it has not sent yet (SIOCOUTQNSD): the
+/// queue behind TCP's own window, without the bytes in flight.
+pub(crate) fn outq_unsent(fd: BorrowedFd<'_>) -> Option<u64> {
+    ioctl_int(fd, libc::SIOCOUTQNSD as libc::Ioctl)
+}
+
+fn ioctl_int(fd: BorrowedFd<'_>, request: libc::Ioctl) -> Option<u64> {
     let mut n: libc::c_int = 0;
     // SAFETY: `fd` is a borrowed, therefore open, descriptor for the whole
-    // call (the borrow outlives it); SIOCOUTQ (TIOCOUTQ on Linux) writes
-    // exactly one `int` through its argument, and `&mut n` points to a live,
+    // call (the borrow outlives it); both requests used here (TIOCOUTQ, the
+    // same as SIOCOUTQ, and SIOCOUTQNSD) write exactly one `int` through
+    // their argument, and `&mut n` points to a live,
     // aligned `c_int` owned by this frame. No other memory is touched; on a
     // descriptor that is not a socket the kernel returns an error and writes
     // nothing.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCOUTQ, &mut n as *mut libc::c_int) };
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut n as *mut libc::c_int) };
     (rc == 0 && n >= 0).then_some(n as u64)
 }
 
@@ -40,5 +51,19 @@ mod tests {
         assert_eq!(super::outq(a.as_fd()), Some(0), "read by the peer");
         let f = tempfile::tempfile().unwrap();
         assert_eq!(super::outq(f.as_fd()), None, "a file is not a socket");
+        assert_eq!(super::outq_unsent(f.as_fd()), None);
+    }
+
+    #[test]
+    fn tcp_unsent_bytes_exclude_what_is_in_flight() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut a = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_b, _) = l.accept().unwrap();
+        assert_eq!(super::outq_unsent(a.as_fd()), Some(0));
+        // Over loopback everything is sent at once (the peer's receive
+        // buffer takes it): nothing unsent, though nothing was read.
+        a.write_all(&[1u8; 1000]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(super::outq_unsent(a.as_fd()), Some(0));
     }
 }
