@@ -315,9 +315,9 @@ async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
         }
         let now = Instant::now();
         frames.clear();
-        // What is still queued behind this batch, plus the batch itself.
+        // The face's queue count (kept for `face show`) loses this batch.
         let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
-        let queued = counters.queued_bytes.fetch_sub(
+        counters.queued_bytes.fetch_sub(
             batch_bytes.min(counters.queued_bytes.load(Ordering::Relaxed)),
             Ordering::Relaxed,
         );
@@ -330,23 +330,26 @@ async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
             0 => crate::DEFAULT_MARKING_THRESHOLD,
             b => b,
         };
-        // The send queue as NFD counts it: the face's own (this batch and
-        // what waits behind it) plus the kernel's, read once per batch.
+        // The send queue as NFD counts it when a packet enters it: what is
+        // ahead of the packet, not yet read by the peer (the kernel's
+        // bytes, read once per batch, and the packets of this batch before
+        // it). Packets behind it in the face's queue are not ahead of it.
         let kernel = if marking {
             writer.kernel_queued().unwrap_or(0)
         } else {
             0
         };
-        let mut backlog = queued.max(batch_bytes);
+        let mut ahead = kernel;
         for (mut p, _enq) in batch.drain(..) {
+            let len = p.wire.len() as u64;
             if marking
                 && p.congestion_mark.is_none()
-                && marker.should_mark(now, backlog + kernel, threshold, interval)
+                && marker.should_mark(now, ahead + len, threshold, interval)
             {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
             }
-            backlog = backlog.saturating_sub(p.wire.len() as u64);
+            ahead += len;
             count_out(&counters, &p);
             // Bare packets go out as the buffer they arrived in (no copy).
             encode_outgoing(&p, mtu, &mut seq, &mut frames);
