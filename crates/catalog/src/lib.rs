@@ -69,7 +69,12 @@ const PREPARE_CHUNK: usize = 2048;
 /// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
 pub struct Catalog {
     inner: Mutex<Inner>,
+    /// The node timeout this handle judges liveness with by default (ms).
+    node_timeout_ms: std::sync::atomic::AtomicU64,
 }
+
+/// A node silent for longer than this is down (the default of `node_timeout`).
+pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Inner {
     /// Positions of the records whose text holds `word`.
@@ -151,6 +156,20 @@ impl Catalog {
     /// Opens (creating if needed) a catalog: a directory path (SQLite at
     /// `<dir>/catalog.sqlite`) or a `postgres://` / `postgresql://` URL.
     pub fn open(spec: &str) -> Result<Catalog> {
+        Self::open_with(spec, true)
+    }
+
+    /// Opens a catalog without loading its search index (it loads on the first call
+    /// that needs it): for location lookups only, which read the database directly.
+    /// A PostgreSQL server that cannot be reached is an error here
+    /// ([`Error::Unavailable`]), unlike [`Catalog::open`].
+    pub fn open_unindexed(spec: &str) -> Result<Catalog> {
+        let c = Self::open_with(spec, false)?;
+        c.lock()?.backend.head()?;
+        Ok(c)
+    }
+
+    fn open_with(spec: &str, load: bool) -> Result<Catalog> {
         let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
             Backend::Pg(Box::new(pg::Pg::connect(spec)?))
         } else {
@@ -166,12 +185,15 @@ impl Catalog {
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).
-        match inner.sync() {
-            Err(e) if e.is_unavailable() => {}
-            r => r?,
+        if load {
+            match inner.sync() {
+                Err(e) if e.is_unavailable() => {}
+                r => r?,
+            }
         }
         Ok(Catalog {
             inner: Mutex::new(inner),
+            node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
         })
     }
 
@@ -463,6 +485,23 @@ impl Catalog {
             node: node.to_string(),
             manifest_digest: manifest_digest.map(str::to_string),
         }])
+    }
+
+    /// The node timeout this handle uses by default ([`DEFAULT_NODE_TIMEOUT`] unless
+    /// set: the daemon's `node_timeout`).
+    pub fn node_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.node_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Sets the default node timeout (1 ms to 30 days).
+    pub fn set_node_timeout(&self, t: std::time::Duration) -> Result<()> {
+        let ms = location::timeout_ms(t)?;
+        self.node_timeout_ms
+            .store(ms as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Registers many locations in one transaction (all or nothing).

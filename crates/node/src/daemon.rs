@@ -55,6 +55,7 @@ pub struct Options {
 pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
     let mut http_file = crate::gateway::Flags::default();
     let mut file_prefix: Option<String> = None;
+    let mut node_timeout = granary_catalog::DEFAULT_NODE_TIMEOUT;
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -71,6 +72,10 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                     p.display()
                 ),
             };
+            if let Some(v) = t.remove("node_timeout") {
+                node_timeout = crate::locate::parse_node_timeout(&v)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            }
             DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => DaemonConfig::default(),
@@ -134,7 +139,24 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     } else {
         let s = crate::catalog::settings(data_dir, catalog_spec(), &args.rules, args.trust);
         match granary_search::Indexer::open(data_dir, &s) {
-            Ok(ix) => Some(std::sync::Arc::new(ix)),
+            Ok(ix) => {
+                ix.catalog
+                    .set_node_timeout(node_timeout)
+                    .map_err(|e| anyhow::anyhow!("node_timeout: {e}"))?;
+                Some(std::sync::Arc::new(ix))
+            }
+            // A shared catalog named explicitly that is wrong (a bad URL, a
+            // refused login, no such database) stops the start: the node would
+            // otherwise run outside the federation without saying so. One
+            // that is down is not an error (registrations queue until it is
+            // back; the catalog keeper says so).
+            Err(e)
+                if s.catalog
+                    .as_deref()
+                    .is_some_and(crate::locate::is_shared_spec) =>
+            {
+                anyhow::bail!("{e}")
+            }
             Err(e) => {
                 tracing::warn!("catalog not served: {e}");
                 None
@@ -294,6 +316,7 @@ async fn attach_repo(
     }
     if let Some(ix) = indexer {
         catalog_keeper(ix.clone(), dir)?;
+        crate::locate::heartbeat(ix.clone(), node.to_string())?;
         repo = repo.with_observer(ix);
     }
     let repo = std::sync::Arc::new(repo);
