@@ -626,7 +626,7 @@ impl Catalog {
 
     /// The nodes that can serve `name` now: the locations of `version` (or, when
     /// `None`, of the highest version that an up node holds) on nodes whose last
-    /// heartbeat is younger than `node_timeout`, most recently registered first.
+    /// heartbeat is younger than `node_timeout`, longest registered first.
     pub fn locate(
         &self,
         name: &str,
@@ -642,7 +642,9 @@ impl Catalog {
             },
         };
         let mut up: Vec<Location> = all.into_iter().filter(|l| l.up && l.version == v).collect();
-        up.sort_by(|a, b| b.seen_ms.cmp(&a.seen_ms).then(a.node.cmp(&b.node)));
+        // The longest-registered first (the publisher before its replicas; a
+        // node that re-registers at its restart goes to the back).
+        up.sort_by(|a, b| a.seen_ms.cmp(&b.seen_ms).then(a.node.cmp(&b.node)));
         Ok(up)
     }
 

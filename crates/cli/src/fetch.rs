@@ -334,6 +334,14 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// The location lookups of a whole `get` (discovery, dedup and by-name runs):
+/// lookups made, hint switches (the first location, then each failover), and
+/// verified segments fetched again (0 after a clean failover).
+fn located(engine: &Engine) -> serde_json::Value {
+    let t = &engine.total;
+    serde_json::json!({"lookups": t.lookups, "hint_switches": t.hint_switches, "refetched": t.refetched})
+}
+
 /// Switches of `granary get`.
 pub struct GetFlags {
     /// --resume.
@@ -602,7 +610,7 @@ fn get_inner(
         let n_dedup = dedup_reports.iter().filter(|r| r["by_name"].is_null()).count();
         if objects.is_empty() {
             if json {
-                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty(), "located": located(&engine)});
                 println!("{v}");
             }
             if dedup_failed > 0 {
@@ -668,7 +676,7 @@ fn get_inner(
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty(), "located": located(&engine)});
             if output.is_some() {
                 println!("{v}");
             } else {
