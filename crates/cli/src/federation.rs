@@ -90,16 +90,15 @@ fn open(data_dir: &Path, catalog: Option<&str>) -> anyhow::Result<Catalog> {
             .to_string_lossy()
             .into_owned(),
     };
-    Catalog::open_unindexed(&spec).map_err(|e| {
-        anyhow::anyhow!(
-            "catalog {}: {e}",
-            granary_node::locate::redact(&spec)
-        )
-    })
+    Catalog::open_unindexed(&spec)
+        .map_err(|e| anyhow::anyhow!("catalog {}: {e}", granary_node::locate::redact(&spec)))
 }
 
+/// `[[replication]]` rules (prefix, replicas) and `node_timeout` of a config file.
+type Rules = (Vec<(String, u64)>, Option<Duration>);
+
 /// `[[replication]] prefix, replicas` of a daemon config file.
-fn replication_rules(config: &Path) -> anyhow::Result<(Vec<(String, u64)>, Option<Duration>)> {
+fn replication_rules(config: &Path) -> anyhow::Result<Rules> {
     let text = std::fs::read_to_string(config)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", config.display()))?;
     let t: toml::Table =
@@ -114,7 +113,10 @@ fn replication_rules(config: &Path) -> anyhow::Result<(Vec<(String, u64)>, Optio
     let mut rules = Vec::new();
     if let Some(v) = t.get("replication") {
         let arr = v.as_array().ok_or_else(|| {
-            anyhow::anyhow!("{}: replication: expected [[replication]] tables", config.display())
+            anyhow::anyhow!(
+                "{}: replication: expected [[replication]] tables",
+                config.display()
+            )
         })?;
         for r in arr {
             let prefix = r.get("prefix").and_then(|p| p.as_str());
@@ -200,7 +202,10 @@ pub fn run(
             let nodes = cat.nodes(t).map_err(|e| anyhow::anyhow!("{e}"))?;
             let mut under = Vec::new();
             for (prefix, want) in &rules {
-                for r in cat.replicas(prefix, t).map_err(|e| anyhow::anyhow!("{e}"))? {
+                for r in cat
+                    .replicas(prefix, t)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                {
                     if r.up < *want {
                         under.push(serde_json::json!({
                             "name": r.name, "version": r.version, "up": r.up,
@@ -329,7 +334,8 @@ pub fn run(
             rt.block_on(async {
                 let mut link = UnixLink::connect(socket).await?;
                 for (prefix, locs) in &todo {
-                    let hint = Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
+                    let hint =
+                        Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
                     let mut engine = Engine::new(Config {
                         forwarding_hint: vec![hint],
                         lifetime: Duration::from_millis(lifetime.max(1)),
@@ -341,7 +347,9 @@ pub fn run(
                             .map(|n| n.append(&granary_packet::Component::version(l.version)));
                         let outcome = match versioned {
                             Err(e) => Err(format!("bad name: {e}")),
-                            Ok(v) => probe(&mut engine, &mut link, &v, l.version, trust.clone()).await,
+                            Ok(v) => {
+                                probe(&mut engine, &mut link, &v, l.version, trust.clone()).await
+                            }
                         };
                         results.push(serde_json::json!({
                             "node": prefix, "name": l.name, "version": l.version,

@@ -142,7 +142,7 @@ impl FetchArgs {
         }
         let timeout = match self.node_timeout {
             None => None,
-            Some(s) if s.is_finite() && s >= 0.001 && s <= 30.0 * 86400.0 => {
+            Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
                 Some(Duration::from_secs_f64(s))
             }
             Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),

@@ -123,7 +123,14 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     std::fs::write(&f, &small).unwrap();
     a.ok(&["put", f.to_str().unwrap(), "/cmip6/x"]);
     trust(&a, &c);
-    let o = c.cli(&["--catalog", &url, "federation", "locate", "/cmip6/x", "--json"]);
+    let o = c.cli(&[
+        "--catalog",
+        &url,
+        "federation",
+        "locate",
+        "/cmip6/x",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["locations"][0]["node"], "/site/a", "{v}");
@@ -165,10 +172,17 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     let wv = 1_700_000_000_000_000u64;
     {
         let cat = granary_catalog::Catalog::open_unindexed(&url).unwrap();
-        cat.register_location("/cmip6/w", wv, "/site/b", None).unwrap();
+        cat.register_location("/cmip6/w", wv, "/site/b", None)
+            .unwrap();
     }
     std::thread::sleep(Duration::from_millis(20));
-    a.ok(&["put", f.to_str().unwrap(), "/cmip6/w", "--version", &wv.to_string()]);
+    a.ok(&[
+        "put",
+        f.to_str().unwrap(),
+        "/cmip6/w",
+        "--version",
+        &wv.to_string(),
+    ]);
     let out = work.path().join("w1");
     let (o, v) = get(&c, "/cmip6/w", &out, &["--catalog", &url]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -189,17 +203,30 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     assert!(v["checked"].as_array().unwrap().len() >= 4, "{v}");
 
     // A hint naming a node nobody routes: Nack, not a hang.
-    let (o, _) = get(&c, "/cmip6/nothing", &work.path().join("u"), &["--fwhint", "/site/nowhere"]);
+    let (o, _) = get(
+        &c,
+        "/cmip6/nothing",
+        &work.path().join("u"),
+        &["--fwhint", "/site/nowhere"],
+    );
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("NoRoute"));
 
     // A wrong catalog URL: a clear error at start, nothing fetched.
     let bad_url = url.replace("/federation", "/no_such_db");
     let t = Instant::now();
-    let (o, _) = get(&c, "/cmip6/x", &work.path().join("e"), &["--catalog", &bad_url]);
+    let (o, _) = get(
+        &c,
+        "/cmip6/x",
+        &work.path().join("e"),
+        &["--catalog", &bad_url],
+    );
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("location catalog") && err.contains("no_such_db"), "{err}");
+    assert!(
+        err.contains("location catalog") && err.contains("no_such_db"),
+        "{err}"
+    );
     assert!(!work.path().join("e").exists());
     assert!(t.elapsed() < Duration::from_secs(20));
     // And a daemon given it does not start.
@@ -231,7 +258,10 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     std::fs::write(&f, &big).unwrap();
     a.ok(&["put", f.to_str().unwrap(), "/cmip6/big"]);
     let cat = granary_catalog::Catalog::open_unindexed(&url).unwrap();
-    let v = cat.locations("/cmip6/big", Duration::from_secs(60)).unwrap()[0].version;
+    let v = cat
+        .locations("/cmip6/big", Duration::from_secs(60))
+        .unwrap()[0]
+        .version;
     b.ok(&["route", "add", "/site/a", &tcp(&a)]);
     trust(&a, &b);
     let o = run_within(
@@ -261,7 +291,11 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(holders, ["/site/a", "/site/b"], "A first, B's kept copy second");
+    assert_eq!(
+        holders,
+        ["/site/a", "/site/b"],
+        "A first, B's kept copy second"
+    );
     let out = work.path().join("big1");
     let h_before = hinted(&r);
     let child = c
@@ -302,7 +336,10 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     let loc = &v["located"];
     assert_eq!(loc["lookups"], 1, "{v}");
     assert_eq!(loc["hint_switches"], 2, "A, then B: {v}");
-    assert_eq!(loc["refetched"], 0, "no verified segment fetched twice: {v}");
+    assert_eq!(
+        loc["refetched"], 0,
+        "no verified segment fetched twice: {v}"
+    );
     let st = &v["stats"];
     eprintln!(
         "failover: {} segments, {} retransmissions, {} timeouts, {} Nacks",
@@ -311,7 +348,15 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
 
     // A is silent: after node_timeout it is down, and `federation status` says so.
     std::thread::sleep(Duration::from_secs(4));
-    let o = c.cli(&["--catalog", &url, "federation", "status", "--json", "--node-timeout", "3"]);
+    let o = c.cli(&[
+        "--catalog",
+        &url,
+        "federation",
+        "status",
+        "--json",
+        "--node-timeout",
+        "3",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let up: Vec<(String, bool)> = s["nodes"]
@@ -322,7 +367,10 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         .collect();
     assert_eq!(
         up,
-        [("/site/a".to_string(), false), ("/site/b".to_string(), true)]
+        [
+            ("/site/a".to_string(), false),
+            ("/site/b".to_string(), true)
+        ]
     );
     let l = cat
         .locate("/cmip6/x", None, Duration::from_secs(3))

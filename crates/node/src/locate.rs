@@ -28,7 +28,7 @@ pub fn parse_node_timeout(v: &toml::Value) -> Result<Duration, String> {
             ))
         }
     };
-    if !s.is_finite() || s < 0.001 || s > 30.0 * 86400.0 {
+    if !s.is_finite() || !(0.001..=30.0 * 86400.0).contains(&s) {
         return Err(format!(
             "node_timeout: {s} s is out of range (0.001 s to 30 days)"
         ));
