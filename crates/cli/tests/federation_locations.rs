@@ -95,6 +95,8 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
             &url,
             "--config",
             conf.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
         ])
     };
     let a = site("/site/a");
@@ -134,6 +136,18 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["locations"][0]["node"], "/site/a", "{v}");
+    // The gateway's record of the file names its holders.
+    let o = Command::new("curl")
+        .args([
+            "-sf",
+            &format!("http://{}/api/file/cmip6/x", b.http.as_deref().unwrap()),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["held_by"][0]["node"], "/site/a", "{v}");
+    assert_eq!(v["held_by"][0]["up"], true, "{v}");
 
     // Without the lookup: NoRoute, as before.
     let (o, _) = get(&c, "/cmip6/x", &work.path().join("n"), &["--no-locate"]);
@@ -189,7 +203,11 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     assert_eq!(std::fs::read(&out).unwrap(), w);
     assert_eq!(v["located"]["hint_switches"], 2, "B first, then A: {v}");
     let o = c.cli(&["--catalog", &url, "federation", "check", "--json"]);
-    assert!(!o.status.success(), "a bad location is an error");
+    assert!(
+        !o.status.success(),
+        "a bad location is an error: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["bad"], 1, "{v}");
     let bad: Vec<&serde_json::Value> = v["checked"]
