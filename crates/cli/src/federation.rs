@@ -178,6 +178,10 @@ async fn probe(
     })
 }
 
+/// Between two probes of one name: well past the repository's metadata
+/// freshness (1 ms), so the second is never answered by a cache.
+const FRESH_GAP: Duration = Duration::from_millis(20);
+
 /// Runs `granary federation …`.
 pub fn run(
     data_dir: &Path,
@@ -333,6 +337,11 @@ pub fn run(
                 .build()?;
             rt.block_on(async {
                 let mut link = UnixLink::connect(socket).await?;
+                // When each name was last probed: the metadata answer is fresh
+                // for 1 ms in every cache on the way, so the same name asked of
+                // the next node within that time could be answered by a cache.
+                let mut probed: std::collections::HashMap<String, std::time::Instant> =
+                    Default::default();
                 for (prefix, locs) in &todo {
                     let hint =
                         Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
@@ -345,12 +354,17 @@ pub fn run(
                     for l in locs {
                         let versioned = Name::from_uri(&l.name)
                             .map(|n| n.append(&granary_packet::Component::version(l.version)));
+                        if let Some(t) = probed.get(&l.name) {
+                            let wait = FRESH_GAP.saturating_sub(t.elapsed());
+                            tokio::time::sleep(wait).await;
+                        }
                         let outcome = match versioned {
                             Err(e) => Err(format!("bad name: {e}")),
                             Ok(v) => {
                                 probe(&mut engine, &mut link, &v, l.version, trust.clone()).await
                             }
                         };
+                        probed.insert(l.name.clone(), std::time::Instant::now());
                         results.push(serde_json::json!({
                             "node": prefix, "name": l.name, "version": l.version,
                             "ok": outcome.is_ok(),
