@@ -4,6 +4,7 @@
 
 use crate::error::Result;
 use crate::feed::{Changes, Chunks, Sink};
+use crate::location::{Loc, Location, NodeStatus, Replicas};
 use crate::record::Record;
 
 pub(crate) enum Backend {
@@ -84,5 +85,44 @@ impl Backend {
     /// The chunk index of `(name, version)`, if stored.
     pub fn chunk_refs(&mut self, name: &str, version: i64) -> Result<Option<String>> {
         both!(self, b => b.chunk_refs(name, version))
+    }
+}
+
+/// The location catalog (see `location.rs`).
+impl Backend {
+    pub fn register_locations(&mut self, locs: &[Loc]) -> Result<()> {
+        both!(self, b => b.register_locations(locs))
+    }
+    /// Removes `node`'s locations of `name` (one version or all), then the records
+    /// left with no location; returns the locations removed.
+    pub fn remove_located(
+        &mut self,
+        node: &str,
+        name: &str,
+        version: Option<i64>,
+    ) -> Result<usize> {
+        both!(self, b => b.remove_located(node, name, version))
+    }
+    /// Removes every location of `node`, then every record left with no location.
+    pub fn clear_node(&mut self, node: &str) -> Result<usize> {
+        both!(self, b => b.clear_node(node))
+    }
+    pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
+        both!(self, b => b.locations_of(name, timeout_ms))
+    }
+    pub fn node_locations(&mut self, node: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+        both!(self, b => b.node_locations(node))
+    }
+    pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
+        both!(self, b => b.sample_locations(node, n))
+    }
+    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
+        both!(self, b => b.heartbeat(node, restarted))
+    }
+    pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
+        both!(self, b => b.nodes(timeout_ms))
+    }
+    pub fn replicas(&mut self, prefix: &str, timeout_ms: i64) -> Result<Vec<Replicas>> {
+        both!(self, b => b.replicas(prefix, timeout_ms))
     }
 }

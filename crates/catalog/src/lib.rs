@@ -11,6 +11,7 @@ pub mod dataset;
 mod error;
 mod facet_index;
 mod feed;
+pub mod location;
 mod pg;
 mod query;
 mod record;
@@ -25,6 +26,7 @@ use std::sync::Mutex;
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
+pub use location::{Location, NewLocation, NodeStatus, Replicas};
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
@@ -68,7 +70,12 @@ const PREPARE_CHUNK: usize = 2048;
 /// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
 pub struct Catalog {
     inner: Mutex<Inner>,
+    /// The node timeout this handle judges liveness with by default (ms).
+    node_timeout_ms: std::sync::atomic::AtomicU64,
 }
+
+/// A node silent for longer than this is down (the default of `node_timeout`).
+pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Inner {
     /// Positions of the records whose text holds `word`.
@@ -150,6 +157,20 @@ impl Catalog {
     /// Opens (creating if needed) a catalog: a directory path (SQLite at
     /// `<dir>/catalog.sqlite`) or a `postgres://` / `postgresql://` URL.
     pub fn open(spec: &str) -> Result<Catalog> {
+        Self::open_with(spec, true)
+    }
+
+    /// Opens a catalog without loading its search index (it loads on the first call
+    /// that needs it): for location lookups only, which read the database directly.
+    /// A PostgreSQL server that cannot be reached is an error here
+    /// ([`Error::Unavailable`]), unlike [`Catalog::open`].
+    pub fn open_unindexed(spec: &str) -> Result<Catalog> {
+        let c = Self::open_with(spec, false)?;
+        c.lock()?.backend.head()?;
+        Ok(c)
+    }
+
+    fn open_with(spec: &str, load: bool) -> Result<Catalog> {
         let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
             Backend::Pg(Box::new(pg::Pg::connect(spec)?))
         } else {
@@ -165,12 +186,15 @@ impl Catalog {
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).
-        match inner.sync() {
-            Err(e) if e.is_unavailable() => {}
-            r => r?,
+        if load {
+            match inner.sync() {
+                Err(e) if e.is_unavailable() => {}
+                r => r?,
+            }
         }
         Ok(Catalog {
             inner: Mutex::new(inner),
+            node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
         })
     }
 
@@ -436,5 +460,236 @@ impl Catalog {
     pub fn chunk_refs(&self, name: &str, version: u64) -> Result<Option<String>> {
         let v = i64::try_from(version).map_err(|_| Error::Invalid("version too large".into()))?;
         self.lock()?.backend.chunk_refs(name, v)
+    }
+}
+
+/// The location catalog (federation; see [`location`]): which nodes hold which
+/// versions, and which nodes are up. Records written with a `node` register that
+/// node's location in the same transaction; these calls do the rest.
+impl Catalog {
+    /// Registers that `node` holds `version` of `name` (signed manifest root
+    /// `manifest_digest`), stamped with the database server's time. Idempotent: a
+    /// second registration refreshes `seen` and the digest. Touches only the location
+    /// row (not the records' change sequence), so nodes registering at once do not
+    /// wait on one another. The record itself is written by [`Catalog::upsert`] (a
+    /// record with `node` set registers its location too).
+    pub fn register_location(
+        &self,
+        name: &str,
+        version: u64,
+        node: &str,
+        manifest_digest: Option<&str>,
+    ) -> Result<()> {
+        self.register_locations(&[NewLocation {
+            name: name.to_string(),
+            version,
+            node: node.to_string(),
+            manifest_digest: manifest_digest.map(str::to_string),
+        }])
+    }
+
+    /// The node timeout this handle uses by default ([`DEFAULT_NODE_TIMEOUT`] unless
+    /// set: the daemon's `node_timeout`).
+    pub fn node_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.node_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
+    /// Sets the default node timeout (1 ms to 30 days).
+    pub fn set_node_timeout(&self, t: std::time::Duration) -> Result<()> {
+        let ms = location::timeout_ms(t)?;
+        self.node_timeout_ms
+            .store(ms as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Registers many locations in one transaction (all or nothing).
+    pub fn register_locations(&self, locs: &[NewLocation]) -> Result<()> {
+        if locs.is_empty() {
+            return Ok(());
+        }
+        let ls = locs
+            .iter()
+            .map(NewLocation::check)
+            .collect::<Result<Vec<_>>>()?;
+        self.lock()?.backend.register_locations(&ls)
+    }
+
+    /// `node` no longer holds `name` (`version`, or every version): its locations go,
+    /// and a record goes with its last location. Other nodes' locations are kept.
+    /// Returns how many locations went.
+    pub fn remove_for(&self, node: &str, name: &str, version: Option<u64>) -> Result<usize> {
+        location::check_node(node)?;
+        check_name("name", name)?;
+        let v = version.map(|v| check_int("version", v)).transpose()?;
+        self.lock()?.backend.remove_located(node, name, v)
+    }
+
+    /// `node` renamed `old` (and the names under it) to `new`. Versions only `node`
+    /// holds (or that no node has registered) are renamed in place, in one
+    /// transaction, as [`Catalog::rename`] does; when another node holds any of
+    /// them, the records are copied to the new names with `node`'s location, and
+    /// `node`'s old locations removed (the other nodes keep the old names). Fails
+    /// with [`Error::Conflict`] (changing nothing) if a target exists. Returns the
+    /// versions renamed.
+    pub fn rename_for(&self, node: &str, old: &str, new: &str) -> Result<usize> {
+        location::check_node(node)?;
+        check_name("old name", old)?;
+        check_name("new name", new)?;
+        let mut g = self.lock()?;
+        loop {
+            g.sync()?;
+            let ids = g.index.ids_under(old);
+            let seen = (g.index.epoch, g.index.seq);
+            let mut recs = Vec::with_capacity(ids.len());
+            for c in ids.chunks(1000) {
+                recs.extend(g.backend.fetch(c)?);
+            }
+            let mut held: std::collections::HashMap<String, Vec<Location>> = Default::default();
+            for r in &recs {
+                if !held.contains_key(&r.name) {
+                    let ls = g.backend.locations_of(&r.name, 1)?;
+                    held.insert(r.name.clone(), ls);
+                }
+            }
+            let shared = held.values().flatten().any(|l| l.node != node);
+            if !shared {
+                if let Some(n) = g.backend.rename(old, new, seen, &ids)? {
+                    return Ok(n);
+                }
+                continue;
+            }
+            // Only the versions this node holds (or, registered by no node, were
+            // recorded as its own) move.
+            let ours = |r: &Record| {
+                let ls: Vec<&Location> = held[&r.name]
+                    .iter()
+                    .filter(|l| l.version == r.version)
+                    .collect();
+                if ls.is_empty() {
+                    r.node.as_deref() == Some(node)
+                } else {
+                    ls.iter().any(|l| l.node == node)
+                }
+            };
+            recs.retain(|r| ours(r));
+            // Copies under the new names, then this node's old locations go.
+            let mut moved = Vec::with_capacity(recs.len());
+            for r in &recs {
+                let to = rename::moved_name(old, new, &r.name)?;
+                if g.index.find(&to, Some(r.version)).is_some() {
+                    return Err(Error::Conflict(format!(
+                        "{to} version {} exists already",
+                        r.version
+                    )));
+                }
+                let mut c = r.clone();
+                c.name = to;
+                c.node = Some(node.to_string());
+                moved.push(c);
+            }
+            let ps = moved
+                .iter()
+                .map(Prepared::new)
+                .collect::<Result<Vec<_>>>()?;
+            let mut one = Some(ps);
+            g.backend.upsert_chunks(&mut || Ok(one.take()))?;
+            for r in &recs {
+                let v = check_int("version", r.version)?;
+                g.backend.remove_located(node, &r.name, Some(v))?;
+            }
+            return Ok(recs.len());
+        }
+    }
+
+    /// Removes every location of `node` and every record left with no location
+    /// (before `node` catalogs its files again: `granary catalog rebuild`). Other
+    /// nodes' locations, and the records they hold, are kept. Returns how many
+    /// locations went.
+    pub fn clear_node(&self, node: &str) -> Result<usize> {
+        location::check_node(node)?;
+        self.lock()?.backend.clear_node(node)
+    }
+
+    /// Every location of `name` (every version, highest first), with the holders'
+    /// liveness judged against `node_timeout` on the database server's clock.
+    pub fn locations(
+        &self,
+        name: &str,
+        node_timeout: std::time::Duration,
+    ) -> Result<Vec<Location>> {
+        check_name("name", name)?;
+        let t = location::timeout_ms(node_timeout)?;
+        self.lock()?.backend.locations_of(name, t)
+    }
+
+    /// The nodes that can serve `name` now: the locations of `version` (or, when
+    /// `None`, of the highest version that an up node holds) on nodes whose last
+    /// heartbeat is younger than `node_timeout`, longest registered first.
+    pub fn locate(
+        &self,
+        name: &str,
+        version: Option<u64>,
+        node_timeout: std::time::Duration,
+    ) -> Result<Vec<Location>> {
+        let all = self.locations(name, node_timeout)?;
+        let v = match version {
+            Some(v) => v,
+            None => match all.iter().filter(|l| l.up).map(|l| l.version).max() {
+                Some(v) => v,
+                None => return Ok(Vec::new()),
+            },
+        };
+        let mut up: Vec<Location> = all.into_iter().filter(|l| l.up && l.version == v).collect();
+        // The longest-registered first (the publisher before its replicas; a
+        // node that re-registers at its restart goes to the back).
+        up.sort_by(|a, b| a.seen_ms.cmp(&b.seen_ms).then(a.node.cmp(&b.node)));
+        Ok(up)
+    }
+
+    /// `node`'s locations: (name, version, manifest digest), sorted.
+    pub fn node_locations(&self, node: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+        location::check_node(node)?;
+        self.lock()?.backend.node_locations(node)
+    }
+
+    /// Up to `n` of `node`'s locations, chosen at random (`federation check`).
+    pub fn sample_locations(&self, node: &str, n: u64) -> Result<Vec<Location>> {
+        location::check_node(node)?;
+        let n = check_int("sample size", n)?;
+        self.lock()?.backend.sample_locations(node, n)
+    }
+
+    /// Records that `node` is alive (its heartbeat row, stamped with the server's
+    /// time; one row per node). `restarted`: its daemon has just started.
+    pub fn heartbeat(&self, node: &str, restarted: bool) -> Result<()> {
+        location::check_node(node)?;
+        self.lock()?.backend.heartbeat(node, restarted)
+    }
+
+    /// Every node that ever sent a heartbeat, up when its last one is younger than
+    /// `node_timeout` (server clock).
+    pub fn nodes(&self, node_timeout: std::time::Duration) -> Result<Vec<NodeStatus>> {
+        let t = location::timeout_ms(node_timeout)?;
+        self.lock()?.backend.nodes(t)
+    }
+
+    /// For every name equal to or under `prefix` (`/`: every name) that has locations:
+    /// its highest registered version, and how many nodes hold it (up, all).
+    pub fn replicas(
+        &self,
+        prefix: &str,
+        node_timeout: std::time::Duration,
+    ) -> Result<Vec<Replicas>> {
+        check_name("prefix", prefix)?;
+        let t = location::timeout_ms(node_timeout)?;
+        let p = if prefix.len() > 1 {
+            prefix.trim_end_matches('/')
+        } else {
+            prefix
+        };
+        self.lock()?.backend.replicas(p, t)
     }
 }

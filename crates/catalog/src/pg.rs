@@ -15,6 +15,7 @@ use postgres::{Client, NoTls};
 
 use crate::error::{Error, Result};
 use crate::feed::{Changes, IndexRow, Sink};
+use crate::location::{Loc, Location, NodeStatus, Replicas};
 use crate::record::{decode_record, Columns, Prepared, Record};
 use crate::rename::{moved_name, renamed_range, temp_name};
 use postgres::fallible_iterator::FallibleIterator;
@@ -31,7 +32,18 @@ CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
 CREATE INDEX IF NOT EXISTS records_tsv ON records USING gin (tsv);
 CREATE TABLE IF NOT EXISTS removed (id BIGINT NOT NULL, seq BIGINT NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
+CREATE TABLE IF NOT EXISTS locations (name TEXT COLLATE \"C\" NOT NULL, version BIGINT NOT NULL,
+  node TEXT COLLATE \"C\" NOT NULL, manifest_digest TEXT, seen TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY (name, version, node));
+CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
+CREATE TABLE IF NOT EXISTS nodes (prefix TEXT COLLATE \"C\" PRIMARY KEY, last_seen TIMESTAMPTZ NOT NULL,
+  started TIMESTAMPTZ NOT NULL);
 ";
+
+/// SQL for a timestamp (or interval) `col` as milliseconds (since the Unix epoch).
+fn ms(col: &str) -> String {
+    format!("(extract(epoch FROM {col}) * 1000)::int8")
+}
 
 /// Rows per multi-row INSERT in `upsert_many`.
 const BATCH: usize = 2000;
@@ -310,6 +322,19 @@ impl Pg {
                 let d: Vec<&str> = ps.iter().map(|p| p.cols.data.as_str()).collect();
                 tx.execute(&st, &[&seq, &n, &v, &pr, &s, &ts, &te, &f, &b, &d])?;
             }
+            let locs: Vec<Loc> = keep
+                .iter()
+                .filter_map(|&i| {
+                    let p = &rs[i];
+                    p.loc.as_ref().map(|(node, digest)| Loc {
+                        name: p.cols.name.clone(),
+                        version: p.cols.version,
+                        node: node.clone(),
+                        digest: digest.clone(),
+                    })
+                })
+                .collect();
+            insert_locations(&mut tx, &locs)?;
             tx.commit()?;
             Ok(())
         })
@@ -333,6 +358,10 @@ impl Pg {
             tx.execute(
                 "INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2",
                 &[&ids, &seq],
+            )?;
+            tx.execute(
+                "DELETE FROM locations WHERE name = $1 AND ($2::int8 IS NULL OR version = $2)",
+                &[&name, &version],
             )?;
             tx.commit()?;
             Ok(ids.len())
@@ -375,6 +404,16 @@ impl Pg {
                 tx.execute(
                     "UPDATE records SET name = $2, seq = $3 WHERE id = $1",
                     &[id, &to, &seq],
+                )?;
+                // Its locations move with it (the caller renames this way only names
+                // no other node holds).
+                tx.execute(
+                    "DELETE FROM locations WHERE name = $1 AND version = $2",
+                    &[&to, v],
+                )?;
+                tx.execute(
+                    "UPDATE locations SET name = $3 WHERE name = $1 AND version = $2",
+                    &[name, v, &to],
                 )?;
             }
             tx.commit()?;
@@ -424,7 +463,7 @@ impl Pg {
             let mut tx = c.transaction()?;
             tx.batch_execute(
                 "UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;
-                 DELETE FROM records; DELETE FROM removed;",
+                 DELETE FROM records; DELETE FROM removed; DELETE FROM locations;",
             )?;
             tx.commit()?;
             Ok(())
@@ -457,5 +496,261 @@ impl Pg {
             )?
             .map(|r| r.get(0)))
         })
+    }
+}
+
+/// Writes locations (server time as `seen`), in batches; the caller's transaction.
+fn insert_locations(tx: &mut postgres::Transaction, locs: &[Loc]) -> Result<()> {
+    if locs.is_empty() {
+        return Ok(());
+    }
+    // One statement may not touch a row twice: the last of a (name, version, node) wins.
+    let mut last = std::collections::HashMap::new();
+    for (i, l) in locs.iter().enumerate() {
+        last.insert((l.name.as_str(), l.version, l.node.as_str()), i);
+    }
+    let mut keep: Vec<usize> = last.into_values().collect();
+    // Rows in key order: two writers touching the same rows lock them in one order.
+    keep.sort_unstable_by(|&a, &b| {
+        (&locs[a].name, locs[a].version, &locs[a].node).cmp(&(
+            &locs[b].name,
+            locs[b].version,
+            &locs[b].node,
+        ))
+    });
+    let st = tx.prepare(
+        "INSERT INTO locations (name, version, node, manifest_digest, seen)
+         SELECT n, v, o, d, now() FROM unnest($1::text[], $2::int8[], $3::text[], $4::text[]) AS u(n, v, o, d)
+         ON CONFLICT (name, version, node) DO UPDATE SET manifest_digest = EXCLUDED.manifest_digest,
+           seen = EXCLUDED.seen",
+    )?;
+    for chunk in keep.chunks(BATCH) {
+        let n: Vec<&str> = chunk.iter().map(|&i| locs[i].name.as_str()).collect();
+        let v: Vec<i64> = chunk.iter().map(|&i| locs[i].version).collect();
+        let o: Vec<&str> = chunk.iter().map(|&i| locs[i].node.as_str()).collect();
+        let d: Vec<Option<&str>> = chunk.iter().map(|&i| locs[i].digest.as_deref()).collect();
+        tx.execute(&st, &[&n, &v, &o, &d])?;
+    }
+    Ok(())
+}
+
+/// Deletes the records `ids` (a record whose last location went), with tombstones.
+fn drop_records(tx: &mut postgres::Transaction, ids: &[i64]) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let seq = bump(tx)?;
+    tx.execute("DELETE FROM records WHERE id = ANY($1)", &[&ids])?;
+    tx.execute(
+        "INSERT INTO removed (id, seq) SELECT unnest($1::int8[]), $2",
+        &[&ids, &seq],
+    )?;
+    Ok(())
+}
+
+/// The location catalog (see `location.rs`). Registrations touch only location rows
+/// (no `catalog_meta` bump): nodes registering at once do not wait on one another.
+/// A removal locks the records it may drop (`FOR UPDATE`) before it deletes its
+/// locations, so two nodes removing the last two locations of a version at once are
+/// serialised on that record and the second one drops it.
+impl Pg {
+    pub fn register_locations(&mut self, locs: &[Loc]) -> Result<()> {
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            insert_locations(&mut tx, locs)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    pub fn remove_located(
+        &mut self,
+        node: &str,
+        name: &str,
+        version: Option<i64>,
+    ) -> Result<usize> {
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            tx.execute(
+                "SELECT id FROM records WHERE name = $1 AND ($2::int8 IS NULL OR version = $2) ORDER BY version FOR UPDATE",
+                &[&name, &version],
+            )?;
+            let n = tx.execute(
+                "DELETE FROM locations WHERE node = $1 AND name = $2 AND ($3::int8 IS NULL OR version = $3)",
+                &[&node, &name, &version],
+            )?;
+            let ids: Vec<i64> = tx
+                .query(
+                    "SELECT id FROM records r WHERE name = $1 AND ($2::int8 IS NULL OR version = $2)
+                     AND NOT EXISTS (SELECT 1 FROM locations l WHERE l.name = r.name AND l.version = r.version)",
+                    &[&name, &version],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            drop_records(&mut tx, &ids)?;
+            tx.commit()?;
+            Ok(n as usize)
+        })
+    }
+
+    pub fn clear_node(&mut self, node: &str) -> Result<usize> {
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            let gone: Vec<(String, i64)> = tx
+                .query(
+                    "DELETE FROM locations WHERE node = $1 RETURNING name, version",
+                    &[&node],
+                )?
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            // Records left with no location: those this node held alone, and records
+            // no node has registered (written before locations existed).
+            let ids: Vec<i64> = tx
+                .query(
+                    "SELECT id FROM records r WHERE NOT EXISTS
+                     (SELECT 1 FROM locations l WHERE l.name = r.name AND l.version = r.version)
+                     ORDER BY id FOR UPDATE",
+                    &[],
+                )?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            drop_records(&mut tx, &ids)?;
+            tx.commit()?;
+            Ok(gone.len())
+        })
+    }
+
+    pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
+        let sql = format!(
+            "SELECT l.name, l.version, l.node, l.manifest_digest, {}, {},
+               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false)
+             FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
+             WHERE l.name = $1 ORDER BY l.version DESC, l.node",
+            ms("l.seen"),
+            ms("n.last_seen")
+        );
+        let rows = self.run(|c| Ok(c.query(sql.as_str(), &[&name, &(timeout_ms as f64)])?))?;
+        rows.iter()
+            .map(|r| {
+                Ok(Location {
+                    name: r.get(0),
+                    version: unsigned(r.get(1))?,
+                    node: r.get(2),
+                    manifest_digest: r.get(3),
+                    seen_ms: r.get(4),
+                    last_seen_ms: r.get(5),
+                    up: r.get(6),
+                })
+            })
+            .collect()
+    }
+
+    pub fn node_locations(&mut self, node: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+        let rows = self.run(|c| {
+            Ok(c.query(
+                "SELECT name, version, manifest_digest FROM locations WHERE node = $1 ORDER BY name, version",
+                &[&node],
+            )?)
+        })?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), unsigned(r.get(1))?, r.get(2))))
+            .collect()
+    }
+
+    pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
+        let sql = format!(
+            "SELECT name, version, node, manifest_digest, {} FROM locations WHERE node = $1
+             ORDER BY random() LIMIT $2",
+            ms("seen")
+        );
+        let rows = self.run(|c| Ok(c.query(sql.as_str(), &[&node, &n])?))?;
+        rows.iter()
+            .map(|r| {
+                Ok(Location {
+                    name: r.get(0),
+                    version: unsigned(r.get(1))?,
+                    node: r.get(2),
+                    manifest_digest: r.get(3),
+                    seen_ms: r.get(4),
+                    last_seen_ms: None,
+                    up: false,
+                })
+            })
+            .collect()
+    }
+
+    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
+        self.run(|c| {
+            c.execute(
+                "INSERT INTO nodes (prefix, last_seen, started) VALUES ($1, now(), now())
+                 ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen,
+                 started = CASE WHEN $2 THEN EXCLUDED.started ELSE nodes.started END",
+                &[&node, &restarted],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
+        let sql = format!(
+            "SELECT n.prefix, {}, {}, {},
+               (SELECT count(*) FROM locations l WHERE l.node = n.prefix)
+             FROM nodes n ORDER BY n.prefix",
+            ms("n.last_seen"),
+            ms("(now() - n.last_seen)"),
+            ms("n.started")
+        );
+        let rows = self.run(|c| Ok(c.query(sql.as_str(), &[])?))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let age: i64 = r.get(2);
+                let n: i64 = r.get(4);
+                NodeStatus {
+                    prefix: r.get(0),
+                    last_seen_ms: r.get(1),
+                    age_ms: age,
+                    started_ms: r.get(3),
+                    up: age < timeout_ms,
+                    locations: n.max(0) as u64,
+                }
+            })
+            .collect())
+    }
+
+    pub fn replicas(&mut self, prefix: &str, timeout_ms: i64) -> Result<Vec<Replicas>> {
+        let (lo, hi) = if prefix == "/" {
+            ("/".to_string(), "0".to_string())
+        } else {
+            renamed_range(prefix)
+        };
+        let rows = self.run(|c| {
+            Ok(c.query(
+                "WITH m AS (SELECT name, max(version) AS v FROM locations
+                            WHERE name = $1 OR (name >= $2 AND name < $3) GROUP BY name)
+                 SELECT m.name, m.v,
+                   count(*) FILTER (WHERE n.last_seen > now() - $4::float8 * interval '1 millisecond'),
+                   count(*)
+                 FROM m JOIN locations l ON l.name = m.name AND l.version = m.v
+                 LEFT JOIN nodes n ON n.prefix = l.node
+                 GROUP BY m.name, m.v ORDER BY m.name",
+                &[&prefix, &lo, &hi, &(timeout_ms as f64)],
+            )?)
+        })?;
+        rows.iter()
+            .map(|r| {
+                let up: i64 = r.get(2);
+                let total: i64 = r.get(3);
+                Ok(Replicas {
+                    name: r.get(0),
+                    version: unsigned(r.get(1))?,
+                    up: up.max(0) as u64,
+                    total: total.max(0) as u64,
+                })
+            })
+            .collect()
     }
 }

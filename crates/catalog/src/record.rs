@@ -198,6 +198,9 @@ pub(crate) fn decode_facets(s: &str) -> impl Iterator<Item = (&str, &str)> {
 pub(crate) struct Prepared {
     pub cols: Columns,
     pub body: String,
+    /// The node that holds it (the record's `node`) and the manifest digest: written
+    /// as a location in the same transaction as the record.
+    pub loc: Option<(String, Option<String>)>,
 }
 
 /// What the `data` column holds: the part of a record its other columns do not (name,
@@ -285,6 +288,7 @@ impl Prepared {
                 data,
             },
             body: r.body(),
+            loc: r.node.clone().map(|n| (n, r.manifest_digest.clone())),
         })
     }
 }

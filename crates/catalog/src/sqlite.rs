@@ -7,6 +7,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::feed::{Changes, Chunks, IndexRow, Sink};
+use crate::location::{Loc, Location, NodeStatus, Replicas};
 use crate::record::{decode_record, Columns, Prepared, Record};
 use crate::rename::moved_name;
 
@@ -22,7 +23,14 @@ CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
 CREATE TABLE IF NOT EXISTS removed (id INTEGER NOT NULL, seq INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS removed_seq ON removed (seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', contentless_delete=1, detail=none, tokenize='ascii');
+CREATE TABLE IF NOT EXISTS locations (name TEXT NOT NULL, version INTEGER NOT NULL, node TEXT NOT NULL,
+  manifest_digest TEXT, seen INTEGER NOT NULL, PRIMARY KEY (name, version, node)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
+CREATE TABLE IF NOT EXISTS nodes (prefix TEXT PRIMARY KEY, last_seen INTEGER NOT NULL, started INTEGER NOT NULL);
 ";
+
+/// The database's clock in milliseconds since the Unix epoch (SQL expression).
+const NOW_MS: &str = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
 
 /// The on-disk format (`PRAGMA user_version`). 0: catalogs made before it was set: `data`
 /// holds the whole record, `(name, version)` is a UNIQUE index. 1: `data` holds only
@@ -300,12 +308,25 @@ impl Sqlite {
                     ids.push(id);
                 }
                 // The text is all that is needed of a record from here on.
+                {
+                    let mut loc = tx.prepare_cached(&format!(
+                        "INSERT INTO locations (name, version, node, manifest_digest, seen)
+                         VALUES (?1, ?2, ?3, ?4, {NOW_MS}) ON CONFLICT (name, version, node)
+                         DO UPDATE SET manifest_digest = excluded.manifest_digest, seen = excluded.seen"
+                    ))?;
+                    for p in &chunk {
+                        if let Some((node, digest)) = &p.loc {
+                            loc.execute(params![p.cols.name, p.cols.version, node, digest])?;
+                        }
+                    }
+                }
                 rs.extend(chunk.into_iter().map(|p| Prepared {
                     cols: Columns {
                         data: String::new(),
                         ..p.cols
                     },
                     body: p.body,
+                    loc: None,
                 }));
             }
         }
@@ -353,6 +374,10 @@ impl Sqlite {
             tx.execute("DELETE FROM records_fts WHERE rowid = ?1", [id])?;
             tx.execute("INSERT INTO removed (id, seq) VALUES (?1, ?2)", [id, &seq])?;
         }
+        tx.execute(
+            "DELETE FROM locations WHERE name = ?1 AND (?2 IS NULL OR version = ?2)",
+            params![name, version],
+        )?;
         tx.commit()?;
         Ok(ids.len())
     }
@@ -415,6 +440,14 @@ impl Sqlite {
                 params![id, to, key, seq],
             )?;
         }
+        // Their locations move with them (the caller renames this way only names no
+        // other node holds).
+        for ((_, name, v), (_, to, _)) in rows.iter().zip(&moves) {
+            tx.execute(
+                "UPDATE OR REPLACE locations SET name = ?3 WHERE name = ?1 AND version = ?2",
+                params![name, v, to],
+            )?;
+        }
         tx.commit()?;
         Ok(Some(rows.len()))
     }
@@ -464,7 +497,7 @@ impl Sqlite {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         tx.execute_batch(
-            "DELETE FROM records; DELETE FROM removed;
+            "DELETE FROM records; DELETE FROM removed; DELETE FROM locations;
              INSERT INTO records_fts (records_fts) VALUES ('delete-all');
              UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;",
         )?;
@@ -497,5 +530,254 @@ impl Sqlite {
                 |r| r.get(0),
             )
             .optional()?)
+    }
+}
+
+/// The location catalog (see `location.rs`): rows of their own, written without the
+/// records' change sequence unless a record goes with its last location.
+impl Sqlite {
+    pub fn register_locations(&mut self, locs: &[Loc]) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        {
+            let mut st = tx.prepare_cached(&format!(
+                "INSERT INTO locations (name, version, node, manifest_digest, seen)
+                 VALUES (?1, ?2, ?3, ?4, {NOW_MS}) ON CONFLICT (name, version, node)
+                 DO UPDATE SET manifest_digest = excluded.manifest_digest, seen = excluded.seen"
+            ))?;
+            for l in locs {
+                st.execute(params![l.name, l.version, l.node, l.digest])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes `node`'s locations of `name` (one version or all), then the records of
+    /// `name` left with no location. Returns the locations removed.
+    pub fn remove_located(
+        &mut self,
+        node: &str,
+        name: &str,
+        version: Option<i64>,
+    ) -> Result<usize> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx.execute(
+            "DELETE FROM locations WHERE node = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3)",
+            params![node, name, version],
+        )?;
+        let ids: Vec<i64> = {
+            let mut st = tx.prepare(
+                "SELECT id FROM records r WHERE name_key = ?3 AND name = ?1 AND (?2 IS NULL OR version = ?2)
+                 AND NOT EXISTS (SELECT 1 FROM locations l WHERE l.name = r.name AND l.version = r.version)",
+            )?;
+            let v = st
+                .query_map(params![name, version, name_key(name)], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            v
+        };
+        Self::drop_records(&tx, &ids)?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    fn drop_records(tx: &rusqlite::Transaction, ids: &[i64]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let seq = bump(tx)?;
+        for id in ids {
+            tx.execute("DELETE FROM records WHERE id = ?1", [id])?;
+            tx.execute("DELETE FROM records_fts WHERE rowid = ?1", [id])?;
+            tx.execute("INSERT INTO removed (id, seq) VALUES (?1, ?2)", [id, &seq])?;
+        }
+        Ok(())
+    }
+
+    /// Removes every location of `node`, then every record left with no location.
+    /// Returns the locations removed.
+    pub fn clear_node(&mut self, node: &str) -> Result<usize> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx.execute("DELETE FROM locations WHERE node = ?1", [node])?;
+        let ids: Vec<i64> = {
+            let mut st = tx.prepare(
+                "SELECT id FROM records r WHERE NOT EXISTS
+                 (SELECT 1 FROM locations l WHERE l.name = r.name AND l.version = r.version)",
+            )?;
+            let v = st
+                .query_map([], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            v
+        };
+        Self::drop_records(&tx, &ids)?;
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Every location of `name` (all versions), with the holders' liveness.
+    pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT l.name, l.version, l.node, l.manifest_digest, l.seen, n.last_seen,
+               coalesce(n.last_seen > {NOW_MS} - ?2, 0)
+             FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
+             WHERE l.name = ?1 ORDER BY l.version DESC, l.node"
+        ))?;
+        let v = st
+            .query_map(params![name, timeout_ms], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, bool>(6)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        v.into_iter()
+            .map(|(name, v, node, d, seen, last, up)| {
+                Ok(Location {
+                    name,
+                    version: version(v)?,
+                    node,
+                    manifest_digest: d,
+                    seen_ms: seen,
+                    last_seen_ms: last,
+                    up,
+                })
+            })
+            .collect()
+    }
+
+    /// `node`'s locations: (name, version, manifest digest), sorted.
+    pub fn node_locations(&mut self, node: &str) -> Result<Vec<(String, u64, Option<String>)>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT name, version, manifest_digest FROM locations WHERE node = ?1 ORDER BY name, version",
+        )?;
+        let v = st
+            .query_map([node], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<Vec<(String, i64, Option<String>)>>>()?;
+        v.into_iter()
+            .map(|(n, v, d)| Ok((n, version(v)?, d)))
+            .collect()
+    }
+
+    /// Up to `n` of `node`'s locations, chosen at random.
+    pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT name, version, node, manifest_digest, seen FROM locations WHERE node = ?1
+             ORDER BY random() LIMIT ?2",
+        )?;
+        let v = st
+            .query_map(params![node, n], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        v.into_iter()
+            .map(|(name, v, node, d, seen)| {
+                Ok(Location {
+                    name,
+                    version: version(v)?,
+                    node,
+                    manifest_digest: d,
+                    seen_ms: seen,
+                    last_seen_ms: None,
+                    up: false,
+                })
+            })
+            .collect()
+    }
+
+    /// Records that `node` is alive now (its `started` is kept unless `restarted`).
+    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
+        self.conn.execute(
+            &format!(
+                "INSERT INTO nodes (prefix, last_seen, started) VALUES (?1, {NOW_MS}, {NOW_MS})
+                 ON CONFLICT (prefix) DO UPDATE SET last_seen = excluded.last_seen,
+                 started = CASE WHEN ?2 THEN excluded.started ELSE started END"
+            ),
+            params![node, restarted],
+        )?;
+        Ok(())
+    }
+
+    /// Every node that ever sent a heartbeat, with its liveness and location count.
+    pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT n.prefix, n.last_seen, {NOW_MS} - n.last_seen, n.started,
+               (SELECT count(*) FROM locations l WHERE l.node = n.prefix)
+             FROM nodes n ORDER BY n.prefix"
+        ))?;
+        let v = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(v.into_iter()
+            .map(|(prefix, last, age, started, n)| NodeStatus {
+                prefix,
+                last_seen_ms: last,
+                age_ms: age,
+                started_ms: started,
+                up: age < timeout_ms,
+                locations: n.max(0) as u64,
+            })
+            .collect())
+    }
+
+    /// For each name equal to or under `prefix` (every name for `/`): its highest
+    /// registered version and how many nodes (up, all) hold that version.
+    pub fn replicas(&mut self, prefix: &str, timeout_ms: i64) -> Result<Vec<Replicas>> {
+        let (lo, hi) = if prefix == "/" {
+            ("/".to_string(), "0".to_string())
+        } else {
+            crate::rename::renamed_range(prefix)
+        };
+        let mut st = self.conn.prepare_cached(&format!(
+            "WITH m AS (SELECT name, max(version) AS v FROM locations
+                        WHERE name = ?1 OR (name >= ?2 AND name < ?3) GROUP BY name)
+             SELECT m.name, m.v, coalesce(sum(n.last_seen > {NOW_MS} - ?4), 0), count(*)
+             FROM m JOIN locations l ON l.name = m.name AND l.version = m.v
+             LEFT JOIN nodes n ON n.prefix = l.node
+             GROUP BY m.name, m.v ORDER BY m.name"
+        ))?;
+        let v = st
+            .query_map(params![prefix, lo, hi, timeout_ms], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                ))
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        v.into_iter()
+            .map(|(name, v, up, total)| {
+                Ok(Replicas {
+                    name,
+                    version: version(v)?,
+                    up: up.max(0) as u64,
+                    total: total.max(0) as u64,
+                })
+            })
+            .collect()
     }
 }

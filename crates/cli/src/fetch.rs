@@ -93,6 +93,23 @@ pub struct FetchArgs {
     /// first it has a route for.
     #[arg(long = "fwhint", value_name = "NAME")]
     pub fwhint: Vec<String>,
+    /// Without --fwhint, when the name gets a NoRoute Nack or no answer,
+    /// the fetch looks up which nodes hold it and goes on with their node
+    /// prefixes as forwarding hints, failing over from one to the next
+    /// without fetching a verified segment again. --no-locate turns this
+    /// off.
+    #[arg(long, conflicts_with = "fwhint")]
+    pub no_locate: bool,
+    /// The catalog to ask for locations over NDN (its prefix, e.g.
+    /// /site/a/catalog). Default: the shared catalog directly when
+    /// --catalog is a postgres:// URL, else this node's catalog
+    /// (/localhost/granary/catalog).
+    #[arg(long, value_name = "PREFIX")]
+    pub locate_at: Option<String>,
+    /// A node whose last heartbeat is older than this (seconds) is not
+    /// offered by the lookup. Default: the catalog's node_timeout (60 s).
+    #[arg(long, value_name = "SECONDS")]
+    pub node_timeout: Option<f64>,
 }
 
 /// `--fwhint` names, checked.
@@ -109,6 +126,36 @@ pub fn hint_names(uris: &[String]) -> anyhow::Result<Vec<Name>> {
 }
 
 impl FetchArgs {
+    /// The engine's configuration with the location lookup (unless --fwhint or
+    /// --no-locate). Call it before starting a runtime: a shared catalog named
+    /// by --catalog is opened (and must answer) here.
+    pub fn config_located(&self, socket: &Path) -> anyhow::Result<Config> {
+        let mut cfg = self.config()?;
+        cfg.locator = self.locator(socket)?;
+        Ok(cfg)
+    }
+
+    /// The location lookup these flags ask for (`None` with --fwhint or --no-locate).
+    pub fn locator(&self, socket: &Path) -> anyhow::Result<Option<granary_transfer::LocatorRef>> {
+        if self.no_locate || !self.fwhint.is_empty() {
+            return Ok(None);
+        }
+        let timeout = match self.node_timeout {
+            None => None,
+            Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
+                Some(Duration::from_secs_f64(s))
+            }
+            Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
+        };
+        granary_node::locate::locator(
+            socket,
+            granary_node::catalog::catalog_spec(),
+            self.locate_at.as_deref(),
+            timeout,
+        )
+        .map(Some)
+    }
+
     fn config(&self) -> anyhow::Result<Config> {
         let pipeline_type: PipelineType = self.pipeline_type.parse().map_err(anyhow::Error::msg)?;
         for (n, v) in [
@@ -287,6 +334,14 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// The location lookups of a whole `get` (discovery, dedup and by-name runs):
+/// lookups made, hint switches (the first location, then each failover), and
+/// verified segments fetched again (0 after a clean failover).
+fn located(engine: &Engine) -> serde_json::Value {
+    let t = &engine.total;
+    serde_json::json!({"lookups": t.lookups, "hint_switches": t.hint_switches, "refetched": t.refetched})
+}
+
 /// Switches of `granary get`.
 pub struct GetFlags {
     /// --resume.
@@ -308,7 +363,11 @@ pub struct GetFlags {
 pub fn suggest_hint(r: anyhow::Result<()>, args: &FetchArgs) -> anyhow::Result<()> {
     match r {
         Err(e) if args.fwhint.is_empty() && format!("{e:#}").contains("NoRoute") => Err(e.context(
-            "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)",
+            if args.no_locate {
+                "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)"
+            } else {
+                "no route for the name from here, and no node the location lookup offered could serve it (see `granary federation locate NAME`); if a site holds it, name it with --fwhint <its node prefix>"
+            },
         )),
         r => r,
     }
@@ -350,7 +409,7 @@ fn get_inner(
     if hash_lifetime == 0 {
         anyhow::bail!("--hash-lifetime must be > 0");
     }
-    let cfg = args.config()?;
+    let cfg = args.config_located(socket)?;
     let names: Vec<Name> = names
         .iter()
         .map(|s| name(s))
@@ -568,7 +627,7 @@ fn get_inner(
         let n_dedup = dedup_reports.iter().filter(|r| r["by_name"].is_null()).count();
         if objects.is_empty() {
             if json {
-                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
+                let v = serde_json::json!({"objects": [], "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty(), "located": located(&engine)});
                 println!("{v}");
             }
             if dedup_failed > 0 {
@@ -640,7 +699,7 @@ fn get_inner(
             print_stats(&stats);
         }
         if json {
-            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty()});
+            let v = serde_json::json!({"objects": reports, "stats": stats, "dedup": dedup_reports, "local": copied, "integrity_only": !tag().is_empty(), "located": located(&engine)});
             if output.is_some() {
                 println!("{v}");
             } else {
@@ -744,7 +803,7 @@ fn cat_inner(
     stats: bool,
     args: &FetchArgs,
 ) -> anyhow::Result<()> {
-    let cfg = args.config()?;
+    let cfg = args.config_located(socket)?;
     let n = name(uri)?;
     let trust = trust(data_dir, args.integrity_only)?;
     let opts = args.open_options();

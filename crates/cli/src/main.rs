@@ -4,6 +4,7 @@ mod alloc;
 mod args;
 mod dedup;
 mod dissect;
+mod federation;
 mod fetch;
 mod key;
 mod linkem;
@@ -335,6 +336,10 @@ enum Command {
     /// translate names.
     #[command(subcommand)]
     Catalog(science::CatalogCmd),
+    /// The federation's location catalog: nodes up and down, where names
+    /// are, and whether nodes serve what they claim (docs/federation.md).
+    #[command(subcommand)]
+    Federation(federation::FederationCmd),
     /// Print a byte range of a remote file: only the segments covering it are
     /// fetched (and verified).
     Cat {
@@ -627,6 +632,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::ExampleData { dir } => science::example_data(&dir),
         Command::Catalog(c) => science::catalog_cmd(&data_dir, catalog::catalog_spec(), c),
+        Command::Federation(c) => federation::run(&data_dir, &socket, catalog::catalog_spec(), c),
         Command::Cat {
             name,
             offset,

@@ -77,6 +77,11 @@ pub struct MountArgs {
     /// order), e.g. the node prefix of the site that holds the namespace.
     #[arg(long = "fwhint", value_name = "NAME")]
     pub fwhint: Vec<String>,
+    /// Do not look up the locations of names without a route (see `get
+    /// --no-locate`; the lookup asks this node's catalog, or the shared one
+    /// when --catalog is a postgres:// URL).
+    #[arg(long, conflicts_with = "fwhint")]
+    pub no_locate: bool,
 }
 
 /// `256M`, `1G`, `4096`, `64k`.
@@ -338,6 +343,16 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         threads: a.threads as usize,
         publish,
         forwarding_hint: crate::fetch::hint_names(&a.fwhint)?,
+        locator: if a.no_locate || !a.fwhint.is_empty() {
+            None
+        } else {
+            Some(granary_node::locate::locator(
+                socket,
+                granary_node::catalog::catalog_spec(),
+                None,
+                None,
+            )?)
+        },
     };
     let mode = match (a.publish, a.integrity_only) {
         (true, false) => "publish",

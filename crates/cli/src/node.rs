@@ -18,7 +18,9 @@ use granary_packet::{InterestFields, Name};
 pub struct DaemonArgs {
     /// TOML config file (keys: socket, nfd_socket, listen, cs_capacity,
     /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu,
-    /// udp_reliability, shards, node_prefix, network_region = ["/prefix",
+    /// udp_reliability, shards, node_prefix, node_timeout (seconds of
+    /// silence before other nodes take this one for down; default 60),
+    /// network_region = ["/prefix",
     /// …], and static routes as `[[route]]` tables with prefix, face
     /// (tcp4://IP:PORT, udp4://IP:PORT or unix:///path) and cost, each on a
     /// permanent face re-dialled with back-off, and replication policies as

@@ -327,11 +327,20 @@ pub async fn file(St(node): St<State>, uri: Uri, headers: axum::http::HeaderMap)
     let r = with_catalog(&node, move |c| {
         let rec = c.get(&n2, version)?;
         let versions = c.versions(&n2)?;
-        Ok(rec.map(|r| (r, versions)))
+        // The federation's nodes holding this version (location catalog).
+        let held = match &rec {
+            Some(r) => c
+                .locations(&n2, c.node_timeout())?
+                .into_iter()
+                .filter(|l| l.version == r.version)
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(rec.map(|r| (r, versions, held)))
     })
     .await;
     match r {
-        Ok(Some((rec, versions))) => {
+        Ok(Some((rec, versions, held))) => {
             let mut v = json!(rec);
             if let Some(o) = v.as_object_mut() {
                 o.remove("text");
@@ -340,6 +349,7 @@ pub async fn file(St(node): St<State>, uri: Uri, headers: axum::http::HeaderMap)
                 let at = crate::locate::locations(&node, &rec, &download, &uri, &headers);
                 o.insert("download".into(), json!(download));
                 o.insert("locations".into(), at);
+                o.insert("held_by".into(), json!(held));
             }
             Json(v).into_response()
         }

@@ -89,6 +89,28 @@ impl Link for GwLink {
     }
 }
 
+/// Locations from the node's catalog (the shared one when the node is on
+/// PostgreSQL): a name without a route is fetched with hinted Interests,
+/// failing over between its holders (docs/federation.md).
+struct CatalogLocator(Arc<granary_catalog::Catalog>);
+
+impl granary_transfer::Locator for CatalogLocator {
+    fn locate(&self, object: &Name) -> granary_transfer::LocateFuture {
+        let (cat, name) = (self.0.clone(), object.to_string());
+        Box::pin(async move {
+            let t = cat.node_timeout();
+            let locs = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            Ok(locs
+                .iter()
+                .filter_map(|l| Name::from_uri(&l.node).ok())
+                .collect())
+        })
+    }
+}
+
 fn engine_config() -> Config {
     Config {
         lifetime: Duration::from_secs(4),
@@ -503,7 +525,13 @@ pub(crate) async fn open_remote(
         OPEN_TIMEOUT,
         RemoteFile::open(
             link,
-            Engine::new(engine_config()),
+            Engine::new(Config {
+                locator: node
+                    .catalog
+                    .clone()
+                    .map(|c| granary_transfer::LocatorRef(Arc::new(CatalogLocator(c)) as Arc<_>)),
+                ..engine_config()
+            }),
             target,
             trust,
             &OpenOptions::default(),

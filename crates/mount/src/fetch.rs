@@ -92,6 +92,7 @@ impl Fetcher {
         timeout: Duration,
         cache_bytes: usize,
         forwarding_hint: Vec<granary_packet::Name>,
+        locator: Option<granary_transfer::LocatorRef>,
     ) -> Fetcher {
         let lifetime = timeout.clamp(Duration::from_millis(100), Duration::from_secs(4));
         let cfg = Config {
@@ -99,6 +100,7 @@ impl Fetcher {
             // The mount's own timeout bounds every operation.
             retries: 15,
             forwarding_hint,
+            locator,
             ..Config::default()
         };
         Fetcher {

@@ -60,6 +60,9 @@ pub struct Options {
     pub publish: Option<(Arc<dyn Publisher>, PathBuf)>,
     /// ForwardingHint on every Interest (`--fwhint`).
     pub forwarding_hint: Vec<Name>,
+    /// Without a hint: where names without a route are looked up (the
+    /// engine then fails over between their locations).
+    pub locator: Option<granary_transfer::LocatorRef>,
 }
 
 /// Mounts and serves until unmounted (SIGINT or SIGTERM unmount cleanly;
@@ -76,6 +79,7 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
         opts.timeout,
         opts.cache_bytes,
         opts.forwarding_hint.clone(),
+        opts.locator.clone(),
     ));
     // Check the node is there before mounting (a clear error, not EIO on
     // every access).

@@ -56,6 +56,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     let mut http_file = crate::gateway::Flags::default();
     let mut file_prefix: Option<String> = None;
     let mut replication: Vec<crate::policy::Rule> = Vec::new();
+    let mut node_timeout = granary_catalog::DEFAULT_NODE_TIMEOUT;
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -74,6 +75,10 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                     p.display()
                 ),
             };
+            if let Some(v) = t.remove("node_timeout") {
+                node_timeout = crate::locate::parse_node_timeout(&v)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            }
             DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
         None => DaemonConfig::default(),
@@ -144,11 +149,16 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 if shared {
                     warn_if_unreachable(&ix, data_dir);
                 }
+                ix.catalog
+                    .set_node_timeout(node_timeout)
+                    .map_err(|e| anyhow::anyhow!("node_timeout: {e}"))?;
                 Some(std::sync::Arc::new(ix))
             }
             // A shared catalog asked for by URL that is wrong (malformed,
             // login refused, no such database): the operator must know at
-            // once, not find a node that silently catalogues nothing.
+            // once, not find a node that silently catalogues nothing. One
+            // that is only down is not an error (registrations queue until
+            // it is back).
             Err(e) if shared => anyhow::bail!(
                 "{e}\n(the --catalog URL is wrong; e.g. postgres://USER@HOST1,HOST2/DB?target_session_attrs=read-write; a server that is only down does not stop the node)"
             ),
@@ -170,7 +180,8 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
             attach_replicate(&running, repo.clone(), &node, &repo_dir).await?;
             if !replication.is_empty() {
-                start_policy(replication, repo, &node, &repo_dir, &running)?;
+                let locations = location_catalog(indexer.as_ref(), node_timeout);
+                start_policy(replication, repo, &node, &repo_dir, &running, locations)?;
             }
         }
         if let Some(ix) = &indexer {
@@ -214,10 +225,59 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
 }
 
 /// The location catalog the replication policy reads (which node holds
-/// what, which nodes are up); `None` until the federation's location
-/// catalog is part of the node.
-fn location_catalog() -> Option<std::sync::Arc<dyn crate::policy::Locations>> {
-    None
+/// what, which nodes are up): the node's catalog, when it has one.
+fn location_catalog(
+    indexer: Option<&std::sync::Arc<granary_search::Indexer>>,
+    node_timeout: std::time::Duration,
+) -> Option<std::sync::Arc<dyn crate::policy::Locations>> {
+    let catalog = indexer?.catalog.clone();
+    Some(std::sync::Arc::new(CatalogLocations {
+        catalog,
+        node_timeout,
+    }))
+}
+
+/// [`crate::policy::Locations`] over the location catalog's tables.
+struct CatalogLocations {
+    catalog: std::sync::Arc<granary_catalog::Catalog>,
+    node_timeout: std::time::Duration,
+}
+
+impl crate::policy::Locations for CatalogLocations {
+    fn held_under(&self, prefix: &str) -> Result<Vec<crate::policy::Held>, String> {
+        let rows = self
+            .catalog
+            .replicas(prefix, self.node_timeout)
+            .map_err(|e| e.to_string())?;
+        rows.into_iter()
+            .map(|r| {
+                let holders = self
+                    .catalog
+                    .locations(&r.name, self.node_timeout)
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|l| l.version == r.version)
+                    .map(|l| l.node)
+                    .collect();
+                Ok(crate::policy::Held {
+                    name: r.name,
+                    version: r.version,
+                    holders,
+                })
+            })
+            .collect()
+    }
+
+    fn up_nodes(&self) -> Result<Vec<String>, String> {
+        Ok(self
+            .catalog
+            .nodes(self.node_timeout)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|n| n.up)
+            .map(|n| n.prefix)
+            .collect())
+    }
 }
 
 /// Starts the `[[replication]]` policy task, or says why it cannot run:
@@ -229,12 +289,13 @@ fn start_policy(
     node: &Name,
     repo_dir: &Path,
     running: &daemon::Running,
+    locations: Option<std::sync::Arc<dyn crate::policy::Locations>>,
 ) -> anyhow::Result<()> {
     let url =
         catalog_spec().filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
     let (Some(url), Some(locations), Some(socket), Some(data_dir)) = (
         url,
-        location_catalog(),
+        locations,
         running.sockets.first(),
         repo_dir.parent(),
     ) else {
@@ -376,6 +437,7 @@ async fn attach_repo(
     }
     if let Some(ix) = indexer {
         catalog_keeper(ix.clone(), dir)?;
+        crate::locate::heartbeat(ix.clone(), node.to_string())?;
         repo = repo.with_observer(ix);
     }
     let repo = std::sync::Arc::new(repo);

@@ -51,10 +51,13 @@ pub fn mv(
     granary_repo::rename::rename(&s, &kc, &old_name, &new_name).map_err(|x| anyhow::anyhow!(x))?;
     eprintln!("renamed in {:.2} ms", t.elapsed().as_secs_f64() * 1e3);
     if let Some(ix) = catalog_of(data_dir, catalog) {
-        if let Err(e) = ix
-            .catalog
-            .rename(&old_name.to_string(), &new_name.to_string())
-        {
+        // This node's locations only: other nodes keep the old name.
+        let (o, n) = (old_name.to_string(), new_name.to_string());
+        let r = match ix.node() {
+            Some(node) => ix.catalog.rename_for(node, &o, &n),
+            None => ix.catalog.rename(&o, &n),
+        };
+        if let Err(e) = r {
             eprintln!("catalog not updated ({e}); `granary catalog check --repair` repairs it");
         }
     }
@@ -108,6 +111,7 @@ pub fn rm(
         let op = granary_search::queue::Op::Remove {
             name: nm.to_string(),
             version,
+            node: ix.node().map(str::to_string),
         };
         match ix.apply_or_queue(op, None) {
             granary_repo::Noted::Done => {}

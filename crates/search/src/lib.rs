@@ -62,9 +62,12 @@ pub struct Check {
     pub files: u64,
     /// Records in the catalog (before any repair), every node's.
     pub catalogued: u64,
-    /// Stored versions the catalog lacked: `(name, version)`.
+    /// This node's locations in the catalog (before any repair).
+    pub located: u64,
+    /// Stored versions the catalog lacked (the record, or this node's
+    /// location of it): `(name, version)`.
     pub missing: Vec<(String, u64)>,
-    /// This node's records whose version is not stored.
+    /// This node's records and locations whose version is not stored.
     pub extra: Vec<(String, u64)>,
     /// Queued changes applied first.
     pub queue_applied: usize,
@@ -172,9 +175,28 @@ impl Indexer {
             .map_err(|e| e.to_string())?
             .into_iter()
             .collect();
+        // With a node prefix, the locations are reconciled too: a version this
+        // node stores but has no location for is registered; a location of it
+        // with no file goes (other nodes' rows are not touched).
+        let mine: Option<std::collections::BTreeSet<(String, u64)>> = match &self.node {
+            Some(n) => Some(
+                self.catalog
+                    .node_locations(n)
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .map(|(n, v, _)| (n, v))
+                    .collect(),
+            ),
+            None => None,
+        };
         c.files = files.len() as u64;
         c.catalogued = cat.len() as u64;
-        c.missing = files.difference(&cat).cloned().collect();
+        c.located = mine.as_ref().map_or(0, |m| m.len() as u64);
+        c.missing = files
+            .iter()
+            .filter(|k| !cat.contains(*k) || mine.as_ref().is_some_and(|m| !m.contains(*k)))
+            .cloned()
+            .collect();
         // A record without a file here is this node's to remove only if it is
         // this node's record: a shared (PostgreSQL) catalog holds other nodes'
         // too. A record naming no node counts as ours in a catalog of our own.
@@ -193,8 +215,12 @@ impl Indexer {
                 .filter(|r| ours(&r.node))
                 .map(|r| (r.name, r.version))
                 .collect();
-            c.extra.sort();
         }
+        if let Some(m) = &mine {
+            c.extra.extend(m.difference(&files).cloned());
+        }
+        c.extra.sort();
+        c.extra.dedup();
         if repair && (!c.missing.is_empty() || !c.extra.is_empty()) {
             let mut batch = Vec::with_capacity(512);
             for (n, v) in &c.missing {
@@ -216,9 +242,11 @@ impl Indexer {
                 .upsert_many(&batch)
                 .map_err(|e| e.to_string())?;
             for (n, v) in &c.extra {
-                self.catalog
-                    .remove(n, Some(*v))
-                    .map_err(|e| e.to_string())?;
+                match &self.node {
+                    Some(node) => self.catalog.remove_for(node, n, Some(*v)),
+                    None => self.catalog.remove(n, Some(*v)),
+                }
+                .map_err(|e| e.to_string())?;
             }
             c.repaired = true;
         }
@@ -241,7 +269,13 @@ impl Indexer {
     ) -> Result<u64, String> {
         let all = store.list(&Name::new()).map_err(|e| e.to_string())?;
         let total = all.len() as u64;
-        self.catalog.clear().map_err(|e| e.to_string())?;
+        // This node's locations only (and the records no other node holds); a
+        // node without a prefix owns the whole catalog.
+        match &self.node {
+            Some(n) => self.catalog.clear_node(n).map(|_| ()),
+            None => self.catalog.clear(),
+        }
+        .map_err(|e| e.to_string())?;
         let mut batch = Vec::with_capacity(512);
         let mut done = 0;
         for m in all {
@@ -297,6 +331,7 @@ impl granary_repo::Observer for Indexer {
         let op = queue::Op::Remove {
             name: name.to_string(),
             version,
+            node: self.node.clone(),
         };
         let n = self.apply_or_queue(op, None);
         match &n {

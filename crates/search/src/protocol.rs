@@ -28,6 +28,14 @@ pub const VERB_NAMES: &str = "names";
 /// record (with `meta`) and `"versions"`, or `{"error"}`.
 pub const VERB_RECORD: &str = "record";
 
+/// Locations (federation): `{"name", "version"?, "node_timeout_ms"?}`; the answer
+/// is `{"name", "version", "locations": [Location…]}`: the nodes holding that
+/// version (default: the highest version an up node holds) whose heartbeat is
+/// younger than the node timeout (the request's, else the serving node's
+/// `node_timeout`), longest registered first. `version` is null and
+/// `locations` empty when no up node holds it.
+pub const VERB_LOCATE: &str = "locate";
+
 /// Dataset search: parameters are a `granary_catalog::DatasetQuery` as JSON
 /// (`{"query": Query, "latest"?, "ids"?, "files"?}`); the answer is a
 /// `granary_catalog::DatasetPage` (`{"total", "hits": [Dataset…], "facet_counts"}`).

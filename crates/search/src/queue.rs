@@ -58,6 +58,11 @@ pub enum Op {
         name: String,
         /// Version.
         version: Option<u64>,
+        /// The node that removed it: only its location goes (and the record
+        /// with the last location); `None` (changes queued before locations
+        /// existed, or a node without a prefix) removes the record for all.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
     },
 }
 
@@ -129,13 +134,25 @@ impl Op {
                         // record (or the check) describes it.
                         Some(_) => {}
                         None => {
-                            cat.remove(&r.name, Some(r.version))?;
+                            match &r.node {
+                                Some(n) => cat.remove_for(n, &r.name, Some(r.version))?,
+                                None => cat.remove(&r.name, Some(r.version))?,
+                            };
                         }
                     }
                 }
                 cat.upsert_many(&keep)
             }
-            Op::Remove { name, version } => cat.remove(name, *version).map(|_| ()),
+            Op::Remove {
+                name,
+                version,
+                node: Some(node),
+            } => cat.remove_for(node, name, *version).map(|_| ()),
+            Op::Remove {
+                name,
+                version,
+                node: None,
+            } => cat.remove(name, *version).map(|_| ()),
         }
     }
 }
@@ -443,6 +460,7 @@ mod tests {
         q.push(&Op::Remove {
             name: "/a".into(),
             version: Some(1),
+            node: None,
         })
         .unwrap();
         up(vec![rec("/a", 1)]); // published again after the removal
@@ -451,6 +469,7 @@ mod tests {
         q.push(&Op::Remove {
             name: "/b".into(),
             version: None,
+            node: None,
         })
         .unwrap();
         std::fs::write(q.dir().join("99999999999999999999-x.json"), b"{not json").unwrap();

@@ -281,8 +281,37 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
                 Err(e) => Err(cat_err(e)),
             }
         }
+        VERB_LOCATE => {
+            let Some(name) = req["name"].as_str() else {
+                return json!({"error": "locate needs \"name\": a string"});
+            };
+            let version = match req.get("version").filter(|v| !v.is_null()) {
+                None => None,
+                Some(v) => match v.as_u64() {
+                    Some(n) => Some(n),
+                    None => {
+                        return json!({"error": format!("\"version\" must be a whole number, not {v}")})
+                    }
+                },
+            };
+            let timeout = match req.get("node_timeout_ms").filter(|v| !v.is_null()) {
+                None => cat.node_timeout(),
+                Some(v) => match v.as_u64() {
+                    Some(n) => Duration::from_millis(n),
+                    None => {
+                        return json!({"error": format!("\"node_timeout_ms\" must be a whole number, not {v}")})
+                    }
+                },
+            };
+            cat.locate(name, version, timeout)
+                .map(|locs| {
+                    let v = locs.first().map(|l| l.version).or(version);
+                    json!({"name": name, "version": v, "locations": locs})
+                })
+                .map_err(cat_err)
+        }
         other => Err(format!(
-            "unknown verb {other:?} (search, datasets, autocomplete, names, record)"
+            "unknown verb {other:?} (search, datasets, autocomplete, names, record, locate)"
         )),
     };
     match r {

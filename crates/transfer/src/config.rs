@@ -87,6 +87,25 @@ pub struct Config {
     /// it has a route for. Not put on `/localhost` and `/localhop`
     /// Interests (this node's own store and its neighbours' hash indexes).
     pub forwarding_hint: Vec<granary_packet::Name>,
+    /// Without `forwarding_hint`: asked which nodes hold an object when its
+    /// Interests by name get a NoRoute Nack or go unanswered; the engine then
+    /// sends them hinted to the first node, and fails over to the next one on
+    /// a Nack or timeouts, keeping every verified segment ([`crate::locate`]).
+    pub locator: Option<LocatorRef>,
+    /// Timeouts in a row of one Interest (by name or under a hint) after which
+    /// the engine looks for, or switches to, another location when it has a
+    /// locator (default 2).
+    pub failover_timeouts: u32,
+}
+
+/// A shared [`crate::Locator`] (a newtype so that `Config` stays `Debug`).
+#[derive(Clone)]
+pub struct LocatorRef(pub std::sync::Arc<dyn crate::Locator>);
+
+impl std::fmt::Debug for LocatorRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Locator")
+    }
 }
 
 impl Default for Config {
@@ -113,6 +132,8 @@ impl Default for Config {
             max_cwnd: 65_536.0,
             hystart: true,
             forwarding_hint: Vec::new(),
+            locator: None,
+            failover_timeouts: 2,
         }
     }
 }

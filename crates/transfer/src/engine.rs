@@ -206,6 +206,14 @@ pub struct Stats {
     pub ignored: u64,
     /// Times slow start ended on rising delay (HyStart).
     pub slow_start_exits: u64,
+    /// Location lookups made after a fetch by name failed ([`crate::locate`]).
+    pub lookups: u64,
+    /// Switches of the forwarding hint to a location (the first one after a
+    /// lookup, then one per failover).
+    pub hint_switches: u64,
+    /// Data accepted for a name already accepted in this engine (with a
+    /// locator: a verified segment fetched twice; 0 after a clean failover).
+    pub refetched: u64,
 }
 
 impl Stats {
@@ -240,6 +248,9 @@ impl Stats {
         self.decreases_nack += o.decreases_nack;
         self.ignored += o.ignored;
         self.slow_start_exits += o.slow_start_exits;
+        self.lookups += o.lookups;
+        self.hint_switches += o.hint_switches;
+        self.refetched += o.refetched;
         self.max_cwnd = self.max_cwnd.max(o.max_cwnd);
     }
 }
@@ -260,6 +271,8 @@ struct Entry {
     /// Incremented per transmission; stale timers are ignored.
     gen: u64,
     slot: Slot,
+    /// Generation of its object's located hint at the last transmission.
+    hint_gen: u64,
 }
 
 /// The engine: window, RTT estimator and statistics persist across runs
@@ -274,6 +287,12 @@ pub struct Engine {
     pub total: Stats,
     progress: Option<Box<dyn FnMut(u64) + Send>>,
     last_backoff: Instant,
+    /// Located hints per object (with a locator).
+    hints: HashMap<Name, crate::locate::Hints>,
+    /// Why lookups failed.
+    lookup_errors: Vec<String>,
+    /// Hashes of the names accepted (with a locator), for `Stats::refetched`.
+    accepted: std::collections::HashSet<u64>,
 }
 
 /// `/localhost/…` or `/localhop/…`: this node or its neighbours only, so
@@ -301,6 +320,9 @@ impl Engine {
             total: Stats::default(),
             progress: None,
             last_backoff: now,
+            hints: HashMap::new(),
+            lookup_errors: Vec::new(),
+            accepted: Default::default(),
         }
     }
 
@@ -408,6 +430,7 @@ impl Engine {
                             retx: 0,
                             gen: 0,
                             slot: Slot::Queued,
+                            hint_gen: 0,
                         },
                     );
                     t
@@ -418,18 +441,27 @@ impl Engine {
                     continue;
                 };
                 let lifetime = e.req.lifetime.unwrap_or(default_lifetime);
+                let forwarding_hint = if !e.req.forwarding_hint.is_empty() || is_scoped(&e.req.name)
+                {
+                    e.req.forwarding_hint.clone()
+                } else if !self.cfg.forwarding_hint.is_empty() {
+                    self.cfg.forwarding_hint.clone()
+                } else if self.hints.is_empty() {
+                    Vec::new()
+                } else {
+                    match self.hints.get(&crate::locate::object_of(&e.req.name)) {
+                        Some(h) => {
+                            e.hint_gen = h.gen;
+                            h.current.clone()
+                        }
+                        None => Vec::new(),
+                    }
+                };
                 let f = InterestFields {
                     name: e.req.name.clone(),
                     can_be_prefix: e.req.can_be_prefix,
                     must_be_fresh: e.req.must_be_fresh,
-                    forwarding_hint: if e.req.forwarding_hint.is_empty()
-                        && !self.cfg.forwarding_hint.is_empty()
-                        && !is_scoped(&e.req.name)
-                    {
-                        self.cfg.forwarding_hint.clone()
-                    } else {
-                        e.req.forwarding_hint.clone()
-                    },
+                    forwarding_hint,
                     app_params: e.req.app_params.clone(),
                     nonce: Some(nonce),
                     lifetime: Some(lifetime.as_millis() as u64),
@@ -567,6 +599,12 @@ impl Engine {
                                 Verdict::Done(b) => {
                                     st.segments += 1;
                                     st.bytes += b;
+                                    if self.cfg.locator.is_some() {
+                                        let h = name_hash(&e.req.name);
+                                        if !self.accepted.insert(h) {
+                                            st.refetched += 1;
+                                        }
+                                    }
                                     if let Some(p) = self.progress.as_mut() {
                                         p(b);
                                     }
@@ -657,7 +695,9 @@ impl Engine {
                             }
                             _ => {
                                 st.nacks_other += 1;
-                                fail_or_replace(jobs, &mut e, Failure::Nack(reason));
+                                if !self.failover(&mut e, &mut st).await {
+                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
+                                }
                             }
                         }
                         self.requeue(
@@ -702,7 +742,23 @@ impl Engine {
                 if self.may_decrease(e.sent) && self.window.decrease(now) {
                     st.decreases_loss += 1;
                 }
-                if e.retx >= e.req.retries.unwrap_or(self.cfg.retries) {
+                let exhausted = e.retx >= e.req.retries.unwrap_or(self.cfg.retries);
+                // Timeouts in a row under one hint (or by name): another location,
+                // if there is one, before the retries run out.
+                if (exhausted || e.retx + 1 >= self.cfg.failover_timeouts)
+                    && self.failover(&mut e, &mut st).await
+                {
+                    st.retransmissions += 1;
+                    self.requeue(
+                        e,
+                        t,
+                        &mut entries,
+                        &mut by_name,
+                        &mut queue,
+                        &mut prefix_lookups,
+                        jobs,
+                    );
+                } else if exhausted {
                     unlink(&mut by_name, &e.req.name, t);
                     if e.req.can_be_prefix {
                         prefix_lookups -= 1;
@@ -742,6 +798,75 @@ impl Engine {
         self.total.rtt_max_ms = st.rtt_max_ms;
         self.total.rto_ms = st.rto_ms;
         Ok(st)
+    }
+
+    /// A request failed (a Nack that is not Congestion or Duplicate, or
+    /// timeouts) by name or under a located hint: with a locator, it is sent
+    /// again under the next location of its object (after a lookup the first
+    /// time), with fresh retries. False when there is no other location (or
+    /// no locator, or the request's hint is not the engine's to change).
+    async fn failover(&mut self, e: &mut Entry, st: &mut Stats) -> bool {
+        let Some(loc) = self.cfg.locator.clone() else {
+            return false;
+        };
+        if !e.req.forwarding_hint.is_empty()
+            || !self.cfg.forwarding_hint.is_empty()
+            || is_scoped(&e.req.name)
+        {
+            return false;
+        }
+        let key = crate::locate::object_of(&e.req.name);
+        if key.is_empty() {
+            return false;
+        }
+        let h = self.hints.entry(key.clone()).or_default();
+        if e.hint_gen < h.gen {
+            // Sent under a hint already given up: again, under the current one.
+            e.retx = 0;
+            return true;
+        }
+        if !h.looked_up {
+            h.looked_up = true;
+            st.lookups += 1;
+            let found = loc.0.locate(&key).await;
+            let h = self.hints.entry(key.clone()).or_default();
+            match found {
+                Ok(v) => {
+                    for n in v {
+                        if !n.is_empty() && !h.next.contains(&n) && !h.current.contains(&n) {
+                            h.next.push_back(n);
+                        }
+                    }
+                }
+                Err(why) => {
+                    self.lookup_errors.push(format!("{key}: {why}"));
+                }
+            }
+        }
+        let h = self.hints.entry(key).or_default();
+        match h.next.pop_front() {
+            Some(n) => {
+                h.current = vec![n];
+                h.gen += 1;
+                st.hint_switches += 1;
+                e.retx = 0;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The located hint of `object` now (empty: by name, or no lookup made).
+    pub fn located_hint(&self, object: &Name) -> Vec<Name> {
+        self.hints
+            .get(&crate::locate::object_of(object))
+            .map(|h| h.current.clone())
+            .unwrap_or_default()
+    }
+
+    /// Why lookups failed (the locator's reasons), oldest first.
+    pub fn lookup_errors(&self) -> &[String] {
+        &self.lookup_errors
     }
 
     /// Conservative window adaptation: only a loss of an Interest sent
@@ -799,6 +924,13 @@ fn fail_or_replace(jobs: &mut [&mut dyn Job], e: &mut Entry, why: Failure) {
     }
 }
 
+fn name_hash(n: &Name) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    n.hash(&mut h);
+    h.finish()
+}
+
 fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
     if let Some(v) = by_name.get_mut(name) {
         v.retain(|x| *x != t);
@@ -852,6 +984,16 @@ pub(crate) mod tests {
                         Some(reply(false))
                     }
                     b"localhost" if i.forwarding_hint.is_empty() => Some(reply(false)),
+                    // Located objects: by name and at /site/liar a NoRoute, at
+                    // /site/dead no answer, at /site/b the Data.
+                    b"loc" => match i.forwarding_hint.first().map(|h| h.to_string()) {
+                        Some(h) if h == "/site/b" => Some(reply(false)),
+                        Some(h) if h == "/site/dead" => None,
+                        _ => Some((
+                            NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
+                            LinkFields::default(),
+                        )),
+                    },
                     b"none" => Some((
                         NetPacket::Nack(i.clone(), nack_reason::NO_ROUTE),
                         LinkFields::default(),
@@ -994,6 +1136,87 @@ pub(crate) mod tests {
         let mut job = Alts::new(vec![vec![req("/h/1", Some(100), Some(0))]], true);
         e.run(&mut link, &mut [&mut job]).await.unwrap();
         assert_eq!(job.given_up, vec![0]);
+    }
+
+    /// Gives fixed locations and counts the lookups.
+    struct Fixed(
+        Vec<&'static str>,
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+    );
+
+    impl crate::Locator for Fixed {
+        fn locate(&self, object: &Name) -> crate::LocateFuture {
+            assert_eq!(object.to_string(), "/loc/f", "the object, without segment");
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let v = self.0.iter().map(|u| Name::from_uri(u).unwrap()).collect();
+            Box::pin(async move { Ok(v) })
+        }
+    }
+
+    fn located(locs: Vec<&'static str>) -> (Config, std::sync::Arc<std::sync::atomic::AtomicU64>) {
+        let n = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let cfg = Config {
+            locator: Some(crate::LocatorRef(std::sync::Arc::new(Fixed(
+                locs,
+                n.clone(),
+            )))),
+            min_rto: Duration::from_millis(50),
+            ..Config::default()
+        };
+        (cfg, n)
+    }
+
+    fn segments(n: u64) -> Vec<Vec<Request>> {
+        let base = Name::from_uri("/loc/f").unwrap();
+        (0..n)
+            .map(|k| {
+                let mut r = Request::new(base.append(&Component::segment(k)));
+                r.lifetime = Some(Duration::from_millis(150));
+                vec![r]
+            })
+            .collect()
+    }
+
+    /// By name: NoRoute; the lookup gives a node that lies (NoRoute), one that does
+    /// not answer (timeouts) and one that holds it: every request ends at the last,
+    /// after one lookup, and nothing accepted is asked again.
+    #[tokio::test]
+    async fn located_hints_fail_over_without_refetching() {
+        let mut link = responder();
+        let (cfg, lookups) = located(vec!["/site/liar", "/site/dead", "/site/b"]);
+        let mut e = Engine::new(cfg);
+        let mut job = Alts::new(segments(40), false);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!(job.state(), JobState::Done);
+        assert_eq!(job.got.len(), 40);
+        assert_eq!(lookups.load(std::sync::atomic::Ordering::Relaxed), 1);
+        assert_eq!((st.lookups, st.hint_switches, st.refetched), (1, 3, 0));
+        assert_eq!(st.segments, 40);
+        assert_eq!(
+            e.located_hint(
+                &Name::from_uri("/loc/f")
+                    .unwrap()
+                    .append(&Component::segment(3))
+            ),
+            [Name::from_uri("/site/b").unwrap()]
+        );
+        // No location holds it: the job fails with the by-name reason, no hang.
+        let (cfg, _) = located(vec!["/site/liar", "/site/dead"]);
+        let mut e = Engine::new(cfg);
+        let mut job = Alts::new(segments(3), false);
+        let t = Instant::now();
+        e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert!(
+            matches!(job.state(), JobState::Failed(_)),
+            "{:?}",
+            job.state()
+        );
+        assert!(t.elapsed() < Duration::from_secs(30));
+        // Without a locator nothing is looked up.
+        let mut e = Engine::new(Config::default());
+        let mut job = Alts::new(segments(1), true);
+        let st = e.run(&mut link, &mut [&mut job]).await.unwrap();
+        assert_eq!((st.lookups, st.hint_switches), (0, 0));
     }
 
     #[tokio::test]

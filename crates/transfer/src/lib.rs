@@ -20,11 +20,12 @@ pub mod file;
 pub mod items_job;
 pub mod link;
 pub mod local_copy;
+pub mod locate;
 pub mod object;
 pub mod rtt;
 pub mod segmap;
 
-pub use config::{Config, PipelineType};
+pub use config::{Config, LocatorRef, PipelineType};
 pub use dedup::{dedup_possible, fetch_dedup, Dedup, DedupReport, FromSource, Sources};
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{
@@ -33,6 +34,7 @@ pub use file::{
 pub use items_job::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use local_copy::{copy_verified, read_verified, CopyReport};
+pub use locate::{LocateFuture, Located, Locator};
 pub use object::{
     discover, discover_signed, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust,
     INTEGRITY_ONLY,

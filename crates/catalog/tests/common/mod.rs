@@ -1,6 +1,7 @@
 //! The query suite run on both back ends, and its brute-force oracle.
 #![allow(dead_code)]
 
+pub mod locations;
 pub mod pgcluster;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};

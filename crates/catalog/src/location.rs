@@ -1,0 +1,128 @@
+//! The location catalog (federation): which nodes hold which version of a name, and
+//! which nodes are alive.
+//!
+//! Two tables beside the records, in both back ends:
+//! - `locations (name, version, node, manifest_digest, seen)`, one row per node holding
+//!   a version, `seen` being the database server's clock when the node registered it;
+//! - `nodes (prefix, last_seen, started)`, one row per node, its heartbeat.
+//!
+//! Location writes do not touch the records' change sequence (`catalog_meta`): a
+//! node registering copies it holds writes only its own rows, so 20 nodes registering
+//! at once do not queue on one row. A record goes when its last location goes. Times
+//! are the server's (`now()`), in milliseconds since the Unix epoch; a node is *up*
+//! when its last heartbeat is younger than the caller's `node_timeout`, measured on
+//! the server's clock too (nodes' clocks may disagree).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, Result};
+use crate::record::{check_int, check_name, check_plain, MAX_KEY};
+
+/// A location to register: `node` holds `version` of `name`, whose signed manifest root
+/// has `manifest_digest`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewLocation {
+    /// NDN URI of the file, without version.
+    pub name: String,
+    /// Repository version.
+    pub version: u64,
+    /// The holding node's prefix.
+    pub node: String,
+    /// Digest of the version's signed manifest root (as `Record::manifest_digest`).
+    pub manifest_digest: Option<String>,
+}
+
+/// A registered location.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Location {
+    /// NDN URI of the file, without version.
+    pub name: String,
+    /// Repository version.
+    pub version: u64,
+    /// The holding node's prefix.
+    pub node: String,
+    /// Digest of the version's signed manifest root, when registered with one.
+    pub manifest_digest: Option<String>,
+    /// Server time of the registration (ms since the Unix epoch).
+    pub seen_ms: i64,
+    /// The node's last heartbeat (server time, ms), if it ever sent one.
+    pub last_seen_ms: Option<i64>,
+    /// True when the node's last heartbeat is younger than the timeout asked with.
+    pub up: bool,
+}
+
+/// A node of the federation, as its heartbeats show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// The node's prefix.
+    pub prefix: String,
+    /// Its last heartbeat (server time, ms since the Unix epoch).
+    pub last_seen_ms: i64,
+    /// How long ago that was, on the server's clock (ms).
+    pub age_ms: i64,
+    /// When the node (its current daemon) first sent a heartbeat (server time, ms).
+    pub started_ms: i64,
+    /// True when `age_ms` is below the timeout asked with.
+    pub up: bool,
+    /// Number of versions it holds (its location rows).
+    pub locations: u64,
+}
+
+/// How many up nodes hold a name's latest version (for replication targets).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Replicas {
+    /// NDN URI of the file.
+    pub name: String,
+    /// Its highest registered version.
+    pub version: u64,
+    /// Nodes holding that version whose heartbeat is recent.
+    pub up: u64,
+    /// Nodes holding that version, up or not.
+    pub total: u64,
+}
+
+/// A location as the back ends write it (checked).
+pub(crate) struct Loc {
+    pub name: String,
+    pub version: i64,
+    pub node: String,
+    pub digest: Option<String>,
+}
+
+impl NewLocation {
+    pub(crate) fn check(&self) -> Result<Loc> {
+        check_name("location name", &self.name)?;
+        check_node(&self.node)?;
+        if let Some(d) = &self.manifest_digest {
+            check_plain("manifest_digest", d, MAX_KEY)?;
+        }
+        Ok(Loc {
+            name: self.name.clone(),
+            version: check_int("version", self.version)?,
+            node: self.node.clone(),
+            digest: self.manifest_digest.clone(),
+        })
+    }
+}
+
+/// A node prefix: a non-empty NDN URI (starts with `/`), short, no control characters.
+pub(crate) fn check_node(node: &str) -> Result<()> {
+    check_name("node prefix", node)?;
+    check_plain("node prefix", node, MAX_KEY)?;
+    if !node.starts_with('/') {
+        return invalid(format!("node prefix {node:?} does not start with /"));
+    }
+    Ok(())
+}
+
+/// The node timeout in milliseconds, checked (1 ms to 30 days).
+pub(crate) fn timeout_ms(t: std::time::Duration) -> Result<i64> {
+    let ms = t.as_millis();
+    if ms == 0 || ms > 30 * 86_400_000 {
+        return invalid(format!(
+            "node timeout {} ms is out of range (1 ms to 30 days)",
+            ms
+        ));
+    }
+    Ok(ms as i64)
+}

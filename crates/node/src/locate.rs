@@ -1,0 +1,215 @@
+//! The federation's location catalog as the node uses it: the daemon's heartbeat,
+//! the `node_timeout` setting, and the locator the fetch engine asks when a name has
+//! no route (the shared catalog directly, or a catalog over NDN with `locate`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_app::Client;
+use granary_catalog::{Catalog, Location};
+use granary_packet::Name;
+use granary_transfer::{LocateFuture, Locator, LocatorRef};
+use serde_json::json;
+
+/// True for a catalog location other nodes can share (a PostgreSQL URL).
+pub fn is_shared_spec(spec: &str) -> bool {
+    spec.starts_with("postgres://") || spec.starts_with("postgresql://")
+}
+
+/// `node_timeout` from a config file: seconds (whole or decimal), more than 0.
+pub fn parse_node_timeout(v: &toml::Value) -> Result<Duration, String> {
+    let s = match v {
+        toml::Value::Integer(i) => *i as f64,
+        toml::Value::Float(f) => *f,
+        v => {
+            return Err(format!(
+                "node_timeout: expected seconds (a number), found {v}"
+            ))
+        }
+    };
+    if !s.is_finite() || !(0.001..=30.0 * 86400.0).contains(&s) {
+        return Err(format!(
+            "node_timeout: {s} s is out of range (0.001 s to 30 days)"
+        ));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+/// How often the daemon sends its heartbeat: a quarter of the node timeout
+/// (so that three in a row may fail before it is taken for down), within
+/// 0.1 s to 15 s.
+pub fn heartbeat_period(node_timeout: Duration) -> Duration {
+    (node_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(15))
+}
+
+/// Starts the daemon's heartbeat: its row in `nodes` (server time), at once
+/// (marking a restart) and then every [`heartbeat_period`], on a thread of
+/// its own (the catalog is synchronous). A failure (catalog down) is logged
+/// when it starts and when it ends.
+pub fn heartbeat(ix: Arc<granary_search::Indexer>, node: String) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("heartbeat".into())
+        .spawn(move || {
+            let mut restarted = true;
+            let mut failing = false;
+            loop {
+                let period = heartbeat_period(ix.catalog.node_timeout());
+                match ix.catalog.heartbeat(&node, restarted) {
+                    Ok(()) => {
+                        if failing {
+                            tracing::info!("location catalog: heartbeat of {node} sent again");
+                        }
+                        failing = false;
+                        restarted = false;
+                    }
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!(
+                                "location catalog: heartbeat of {node} not recorded: {e}; other nodes take this node for down after {:?}",
+                                ix.catalog.node_timeout()
+                            );
+                        }
+                        failing = true;
+                    }
+                }
+                std::thread::sleep(period);
+            }
+        })?;
+    Ok(())
+}
+
+/// Where the locator looks names up.
+enum Source {
+    /// The shared catalog itself (`--catalog postgres://…`).
+    Direct(Arc<Catalog>, Duration),
+    /// A catalog over NDN (`locate`), through the daemon at `socket`.
+    Ndn {
+        socket: PathBuf,
+        catalog: Name,
+        timeout: Option<Duration>,
+    },
+}
+
+/// The fetch engine's [`Locator`] for this node.
+pub struct CatalogLocator {
+    source: Source,
+}
+
+/// What a lookup found, as the nodes to hint, in order.
+fn prefixes(locs: &[Location]) -> Vec<Name> {
+    locs.iter()
+        .filter_map(|l| Name::from_uri(&l.node).ok())
+        .collect()
+}
+
+/// Asks the catalog at `catalog` (over NDN, through the daemon at `socket`)
+/// where `name` (`version`, or the latest an up node holds) is.
+pub async fn locate_ndn(
+    socket: &Path,
+    catalog: &Name,
+    name: &str,
+    version: Option<u64>,
+    timeout: Option<Duration>,
+) -> Result<Vec<Location>, String> {
+    let mut c = Client::connect(socket)
+        .await
+        .map_err(|e| format!("cannot reach the node at {}: {e}", socket.display()))?;
+    let mut req = json!({ "name": name });
+    if let Some(v) = version {
+        req["version"] = json!(v);
+    }
+    if let Some(t) = timeout {
+        req["node_timeout_ms"] = json!(t.as_millis() as u64);
+    }
+    let v = granary_search::client::ask(
+        &mut c,
+        catalog,
+        granary_search::protocol::VERB_LOCATE,
+        &req,
+        4000,
+    )
+    .await
+    .map_err(|e| format!("locate at {catalog}: {e}"))?;
+    serde_json::from_value(v["locations"].clone())
+        .map_err(|e| format!("locate at {catalog}: bad answer: {e}"))
+}
+
+impl Locator for CatalogLocator {
+    fn locate(&self, object: &Name) -> LocateFuture {
+        let name = object.to_string();
+        match &self.source {
+            Source::Direct(cat, t) => {
+                let (cat, t) = (cat.clone(), *t);
+                Box::pin(async move {
+                    let r = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let locs = r.map_err(|e| format!("location catalog: {e}"))?;
+                    Ok(prefixes(&locs))
+                })
+            }
+            Source::Ndn {
+                socket,
+                catalog,
+                timeout,
+            } => {
+                let (socket, catalog, timeout) = (socket.clone(), catalog.clone(), *timeout);
+                Box::pin(async move {
+                    let locs = locate_ndn(&socket, &catalog, &name, None, timeout).await?;
+                    Ok(prefixes(&locs))
+                })
+            }
+        }
+    }
+}
+
+/// The locator of a consumer: the shared catalog `catalog` directly when it is a
+/// PostgreSQL URL (checked now: a wrong or unreachable URL is an error here, before
+/// anything is fetched), else the catalog over NDN at `locate_at` (default: this
+/// node's, `/localhost/granary/catalog`). Call it outside a tokio runtime.
+pub fn locator(
+    socket: &Path,
+    catalog: Option<&str>,
+    locate_at: Option<&str>,
+    node_timeout: Option<Duration>,
+) -> anyhow::Result<LocatorRef> {
+    let source = match (catalog.filter(|c| is_shared_spec(c)), locate_at) {
+        (Some(url), None) => {
+            let cat = Catalog::open_unindexed(url)
+                .map_err(|e| anyhow::anyhow!("location catalog {}: {e}", redact(url)))?;
+            let t = node_timeout.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+            cat.set_node_timeout(t)
+                .map_err(|e| anyhow::anyhow!("--node-timeout: {e}"))?;
+            Source::Direct(Arc::new(cat), t)
+        }
+        (_, at) => {
+            let uri = at.unwrap_or(granary_search::protocol::LOCAL_PREFIX);
+            let catalog =
+                Name::from_uri(uri).map_err(|e| anyhow::anyhow!("--locate-at {uri:?}: {e}"))?;
+            if catalog.is_empty() {
+                anyhow::bail!("--locate-at: a catalog prefix, not /");
+            }
+            Source::Ndn {
+                socket: socket.to_path_buf(),
+                catalog,
+                timeout: node_timeout,
+            }
+        }
+    };
+    Ok(LocatorRef(Arc::new(CatalogLocator { source })))
+}
+
+/// A catalog URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let cred = &url[s + 3..at];
+            match cred.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &cred[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
