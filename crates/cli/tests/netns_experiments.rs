@@ -196,6 +196,30 @@ fn vip_experiment() {
 }
 
 #[test]
+fn vip_abilene_experiment() {
+    if skip() {
+        return;
+    }
+    // The 11-node Abilene backbone (the topology `sim vip` simulates).
+    let (_d, rows) = run("vip-abilene", "vip", &["delay", "hit-ratio", "link-load"]);
+    assert_eq!(rows.len(), 1 + 3, "{rows:?}");
+    let (v, req, ans, hit) = (
+        col(&rows, "variant"),
+        col(&rows, "requests"),
+        col(&rows, "answered"),
+        col(&rows, "hit_ratio"),
+    );
+    let names: Vec<&str> = rows[1..].iter().map(|r| r[v].as_str()).collect();
+    assert_eq!(names, ["best-route+lru", "best-route+lfu", "vip"]);
+    for r in &rows[1..] {
+        // Light load over up to 5 hops: (nearly) every request is answered.
+        assert!(num(r, req) > 100.0, "{r:?}");
+        assert!(num(r, ans) >= 0.9 * num(r, req), "{r:?}");
+        assert!((0.0..=1.0).contains(&num(r, hit)), "{r:?}");
+    }
+}
+
+#[test]
 fn ctrl_c_removes_every_namespace_and_process() {
     if skip() {
         return;

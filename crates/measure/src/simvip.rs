@@ -1012,6 +1012,39 @@ mod tests {
     }
 
     #[test]
+    fn the_abilene_experiment_is_the_simulated_topology() {
+        // experiments/vip-abilene.toml runs the nodes and links `sim vip
+        // --topology abilene` simulates, each link at 5 Mbit/s times its
+        // capacity factor.
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/vip-abilene.toml");
+        let t = Topology::load("abilene").unwrap();
+        for tiny in [false, true] {
+            let e = crate::testbed::load(&file, tiny).unwrap();
+            let names: Vec<&String> = e.node.iter().map(|n| &n.name).collect();
+            assert_eq!(names, t.nodes.iter().collect::<Vec<_>>());
+            let norm = |a: &str, b: &str, rate: String| {
+                let (a, b) = if a < b { (a, b) } else { (b, a) };
+                (a.to_string(), b.to_string(), rate)
+            };
+            let mut got: Vec<_> = e
+                .link
+                .iter()
+                .map(|l| norm(&l.a, &l.b, l.rate.clone().unwrap_or_default()))
+                .collect();
+            let mut want: Vec<_> = t
+                .links
+                .iter()
+                .map(|&(a, b, f)| norm(&t.nodes[a], &t.nodes[b], format!("{}mbit", 5.0 * f)))
+                .collect();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want);
+            assert_eq!(e.kind, "vip");
+            assert_eq!(e.consumer.len(), 4);
+        }
+    }
+
+    #[test]
     fn every_variant_runs_and_caching_helps() {
         let t = Topology::load("abilene").unwrap();
         for v in [
