@@ -441,6 +441,11 @@ impl<K: VipKey> Vip<K> {
         self.rates.entry(face).or_default().configured_bps = rate_bps;
     }
 
+    /// A face's configured Data rate in bits/s.
+    pub fn face_rate(&self, face: FaceId) -> Option<u64> {
+        self.rates.get(&face).and_then(|r| r.configured_bps)
+    }
+
     /// Records a face's received-byte counter (cumulative) once per period:
     /// the difference since the last call feeds the measured rate.
     pub fn observe_face_bytes(&mut self, face: FaceId, total_in_bytes: u64) {

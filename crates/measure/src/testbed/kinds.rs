@@ -1220,6 +1220,8 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             });
             let mut net = net_res?;
             net.route_to(&prefix, &origins)?;
+            // VIP's per-face capacities: each face's link rate.
+            net.set_face_rates(e)?;
             for n in net.order.clone() {
                 net.cli(&n, &["strategy", "set", &prefix, &strategy])?;
             }
@@ -1409,7 +1411,8 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
              requests sent after a {warmup} s warm-up. Hit ratio: 1 − (Data produced by the origins / answered \
              requests). Link load: bytes sent on all UDP faces (every link, both directions, VIP beacons \
              included) per answered request. Routes: every downhill shortest path to either origin, cost = hops; \
-             best-route takes the cheapest, `vip` the largest VIP backpressure differential. Caches: \
+             best-route takes the cheapest, `vip` the largest average VIP flow. VIP capacities: each face's \
+             Data rate is its link's, configured with `face update --rate`. Caches: \
              `--cs-capacity` objects on every non-origin node."
         ),
     })
