@@ -176,10 +176,20 @@ fn carepo_experiment() {
 
 #[test]
 fn vip_experiment() {
+    vip_light("vip");
+}
+
+#[test]
+fn vip_heavy_experiment() {
+    // Heavy at full scale; its --tiny run is as light as vip's.
+    vip_light("vip-heavy");
+}
+
+fn vip_light(name: &str) {
     if skip() {
         return;
     }
-    let (_d, rows) = run("vip", "vip", &["delay", "hit-ratio", "link-load"]);
+    let (_d, rows) = run(name, "vip", &["delay", "hit-ratio", "link-load"]);
     assert_eq!(rows.len(), 1 + 3, "{rows:?}");
     let (v, req, ans) = (
         col(&rows, "variant"),
