@@ -1175,6 +1175,11 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     if e.baseline.is_empty() {
         anyhow::bail!("vip needs [[baseline]]s with strategy and policy");
     }
+    let rate_scale = match param_int(e, "vip_object_bytes", 0) {
+        0 => 1.0,
+        b if b > 0 => granary_forwarder::vip::VipConfig::default().object_bytes as f64 / b as f64,
+        b => anyhow::bail!("params.vip_object_bytes must be positive, got {b}"),
+    };
     let mut t = Table::new(&[
         "cache",
         "variant",
@@ -1220,8 +1225,10 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             });
             let mut net = net_res?;
             net.route_to(&prefix, &origins)?;
-            // VIP's per-face capacities: each face's link rate.
-            net.set_face_rates(e)?;
+            // VIP's per-face capacities: each face's link rate, scaled when
+            // `vip_object_bytes` says how large an object really is (the
+            // forwarder converts rates with its own object size).
+            net.set_face_rates(e, rate_scale)?;
             for n in net.order.clone() {
                 net.cli(&n, &["strategy", "set", &prefix, &strategy])?;
             }
