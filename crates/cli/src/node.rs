@@ -153,6 +153,11 @@ pub enum FaceCmd {
         /// congested (default 65536).
         #[arg(long)]
         marking_threshold: Option<u64>,
+        /// The face's Data rate (tc units: 100mbit, 500kbit, or bits/s; 0:
+        /// measure it), from which VIP derives the face's capacity
+        /// (FaceRate, a Granary extension of faces/update).
+        #[arg(long, value_parser = parse_face_rate)]
+        rate: Option<u64>,
     },
     /// Create a face to a remote node: tcp4://IP:PORT or udp4://IP:PORT.
     Create {
@@ -166,12 +171,23 @@ pub enum FaceCmd {
         /// back-off when the peer goes away, its routes kept meanwhile.
         #[arg(long)]
         permanent: bool,
+        /// The face's Data rate for VIP's capacity, as in `face update`.
+        #[arg(long, value_parser = parse_face_rate)]
+        rate: Option<u64>,
     },
     /// Destroy a face.
     Destroy {
         /// Face id.
         id: u64,
     },
+}
+
+/// `--rate` of `face create`/`face update`: tc units or bits/s; 0 = measure.
+fn parse_face_rate(s: &str) -> Result<u64, String> {
+    if s.trim() == "0" {
+        return Ok(0);
+    }
+    granary_testbed::relay::parse_rate(s)
 }
 
 #[derive(Subcommand)]
@@ -311,9 +327,11 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                 congestion_marking,
                 marking_interval_ms,
                 marking_threshold,
+                rate,
             } => {
                 let mut p = ControlParameters::new();
                 p.face_id = Some(id);
+                p.face_rate = rate;
                 if let Some(m) = &congestion_marking {
                     p.set_flag_bit(
                         granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED,
@@ -417,8 +435,15 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                 uri,
                 reliable,
                 permanent,
+                rate,
             } => {
                 let id = create_face_with(&mut c, &uri, reliable, permanent).await?;
+                if let Some(r) = rate {
+                    let mut p = ControlParameters::new();
+                    p.face_id = Some(id);
+                    p.face_rate = Some(r);
+                    c.command(&nfd(), "faces", "update", &p).await?;
+                }
                 println!("{id}");
             }
             FaceCmd::Destroy { id } => {

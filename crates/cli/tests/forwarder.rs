@@ -700,6 +700,75 @@ fn vip_strategy_and_cs_policy_are_set_by_command() {
     assert!(!d.cli(&["cs", "config", "--policy", "mru"]).status.success());
 }
 
+#[test]
+fn face_rate_sets_the_vip_capacity() {
+    // A's face to B carries VIPs in proportion to the rate configured on it
+    // (default VIP: 100 ms periods, 8192-byte objects).
+    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let b_tcp = format!("tcp4://{}", b.tcp.as_ref().unwrap());
+    a.ok(&["route", "add", "/b", &b_tcp]);
+    a.ok(&["strategy", "set", "/b", "vip"]);
+    let id = a
+        .ok(&["face", "list"])
+        .lines()
+        .find(|l| l.contains(&b_tcp))
+        .and_then(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("faceid=")?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap();
+    let capacity = |want: &str| {
+        // VIP notices the strategy at its next period.
+        let end = std::time::Instant::now() + Duration::from_secs(3);
+        loop {
+            let show = a.ok(&["face", "show", &id.to_string()]);
+            if show.contains(want) || std::time::Instant::now() > end {
+                return show;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Neither configured nor measured (no Data yet): the default, 200.
+    let show = capacity("vip-capacity=200/period");
+    assert!(show.contains("vip-capacity=200/period"), "{show}");
+    // 40 Mbit/s: 40e6 · 0.1 / (8 · 8192) = 61 objects a period.
+    a.ok(&["face", "update", &id.to_string(), "--rate", "40mbit"]);
+    let show = capacity("vip-capacity=61/period");
+    assert!(show.contains("vip-capacity=61/period"), "{show}");
+    // 0: measured again (nothing received: the default).
+    a.ok(&["face", "update", &id.to_string(), "--rate", "0"]);
+    let show = capacity("vip-capacity=200/period");
+    assert!(show.contains("vip-capacity=200/period"), "{show}");
+    let bad = a.cli(&["face", "update", &id.to_string(), "--rate", "fast"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a rate"));
+    // A sharded forwarder has no VIP: FaceRate is refused with the reason.
+    let s = Daemon::start(&["--shards", "2", "--listen", "tcp://127.0.0.1:0"]);
+    s.ok(&["route", "add", "/b", &b_tcp]);
+    let sid = s
+        .ok(&["face", "list"])
+        .lines()
+        .find(|l| l.contains(&b_tcp))
+        .and_then(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("faceid=")?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap();
+    let o = s.cli(&["face", "update", &sid.to_string(), "--rate", "1mbit"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--shards 1"),
+        "{o:?}"
+    );
+}
+
 /// A sharded forwarder (`--shards 3`) beside the single-lock default: exact
 /// Interests spread over the data shards by name hash, and every count,
 /// erase and route change reaches all of them.

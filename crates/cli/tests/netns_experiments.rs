@@ -176,10 +176,20 @@ fn carepo_experiment() {
 
 #[test]
 fn vip_experiment() {
+    vip_light("vip");
+}
+
+#[test]
+fn vip_heavy_experiment() {
+    // Heavy at full scale; its --tiny run is as light as vip's.
+    vip_light("vip-heavy");
+}
+
+fn vip_light(name: &str) {
     if skip() {
         return;
     }
-    let (_d, rows) = run("vip", "vip", &["delay", "hit-ratio", "link-load"]);
+    let (_d, rows) = run(name, "vip", &["delay", "hit-ratio", "link-load"]);
     assert_eq!(rows.len(), 1 + 3, "{rows:?}");
     let (v, req, ans) = (
         col(&rows, "variant"),
@@ -192,6 +202,30 @@ fn vip_experiment() {
         // Light load: (nearly) every request is answered, by every variant.
         assert!(num(r, req) > 50.0, "{r:?}");
         assert!(num(r, ans) >= 0.95 * num(r, req), "{r:?}");
+    }
+}
+
+#[test]
+fn vip_abilene_experiment() {
+    if skip() {
+        return;
+    }
+    // The 11-node Abilene backbone (the topology `sim vip` simulates).
+    let (_d, rows) = run("vip-abilene", "vip", &["delay", "hit-ratio", "link-load"]);
+    assert_eq!(rows.len(), 1 + 3, "{rows:?}");
+    let (v, req, ans, hit) = (
+        col(&rows, "variant"),
+        col(&rows, "requests"),
+        col(&rows, "answered"),
+        col(&rows, "hit_ratio"),
+    );
+    let names: Vec<&str> = rows[1..].iter().map(|r| r[v].as_str()).collect();
+    assert_eq!(names, ["best-route+lru", "best-route+lfu", "vip"]);
+    for r in &rows[1..] {
+        // Light load over up to 5 hops: (nearly) every request is answered.
+        assert!(num(r, req) > 100.0, "{r:?}");
+        assert!(num(r, ans) >= 0.9 * num(r, req), "{r:?}");
+        assert!((0.0..=1.0).contains(&num(r, hit)), "{r:?}");
     }
 }
 

@@ -343,6 +343,19 @@ impl Managed for Forwarder {
         Forwarder::vip_face_capacity(self, face)
     }
 
+    fn set_face_rate(&mut self, face: FaceId, rate_bps: Option<u64>) -> bool {
+        // Sharded, VIP is unavailable (as its strategy and CS policy).
+        if Managed::sharded(self) {
+            return false;
+        }
+        self.vip.set_face_rate(face, rate_bps);
+        true
+    }
+
+    fn face_rate(&self, face: FaceId) -> Option<u64> {
+        self.vip.face_rate(face)
+    }
+
     fn add_face(&mut self, h: FaceHandle) {
         Forwarder::add_face(self, h);
     }

@@ -79,6 +79,15 @@ pub(crate) trait Managed {
     fn vip_face_capacity(&self, _face: FaceId) -> Option<u64> {
         None
     }
+    /// Configures a face's Data rate in bits/s, VIP's capacity source
+    /// (None: measure it); false when this forwarder cannot (sharded).
+    fn set_face_rate(&mut self, _face: FaceId, _rate_bps: Option<u64>) -> bool {
+        false
+    }
+    /// A face's configured Data rate in bits/s.
+    fn face_rate(&self, _face: FaceId) -> Option<u64> {
+        None
+    }
     /// Sends a reply to the face a command came from.
     fn reply(&self, face: FaceId, d: &Data, pit_token: Option<Bytes>);
     /// Called after every command: sharded, the data shards take the new
@@ -473,6 +482,9 @@ fn command<M: Managed>(
                 ));
             }
             apply_marking(&h.counters, p);
+            if let Some(r) = apply_face_rate(fw, id, p) {
+                return Some(r);
+            }
             Some(ControlResponse::with_params(
                 status::OK,
                 "OK",
@@ -601,11 +613,30 @@ fn face_params<M: Managed>(fw: &M, id: FaceId) -> ControlParameters {
         out.face_persistency = Some(persistency_code(h.info.persistency));
         out.flags = Some(face_flag_bits(&h.counters));
         out.mtu = h.info.mtu.map(|m| m as u64);
+        out.face_rate = fw.face_rate(id);
         let (iv, th) = marking_settings(&h.counters);
         out.base_congestion_marking_interval = Some(iv);
         out.default_congestion_threshold = Some(th);
     }
     out
+}
+
+/// FaceRate of faces/create (UDP) and faces/update: the face's Data rate
+/// for VIP's capacity (0: measure it). Some(response) when refused.
+fn apply_face_rate<M: Managed>(
+    fw: &mut M,
+    id: FaceId,
+    p: &ControlParameters,
+) -> Option<ControlResponse> {
+    let rate = p.face_rate?;
+    if fw.set_face_rate(id, (rate > 0).then_some(rate)) {
+        None
+    } else {
+        Some(ControlResponse::new(
+            status::NOT_ACCEPTABLE,
+            format!("FaceRate: {VIP_NEEDS_ONE_SHARD}"),
+        ))
+    }
 }
 
 fn faces_create<M: Managed>(
@@ -695,6 +726,9 @@ fn faces_create<M: Managed>(
                 fw.make_permanent(id, crate::permanent::Target::Udp(addr), true);
             }
             fw.add_face(h);
+        }
+        if let Some(r) = apply_face_rate(fw, id, p) {
+            return Some(r);
         }
         return Some(ControlResponse::with_params(
             status::OK,

@@ -68,7 +68,8 @@
 //! Everything here is pure bookkeeping: no I/O, no clock (callers pass
 //! `now`), no panics on bad beacons (they are counted and ignored).
 
-use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -92,6 +93,32 @@ const TT_COUNT: u64 = 0xC8;
 const TT_TRANSFER: u64 = 0xCA;
 /// TLV type of a count or an amount (NonNegativeInteger).
 const TT_VALUE: u64 = 0xC9;
+
+/// Maps of the per-object state: a fixed hasher (fast, and the same order
+/// in every run; nothing here depends on the iteration order).
+type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+type Set<K> = std::collections::HashSet<K, foldhash::fast::FixedState>;
+
+/// What VIP keys its per-object state by: a [`Name`] in the forwarder (a
+/// request's name counts towards its data object, [`object_of`]), a plain
+/// object number in a simulator (`u32`: every request is for a whole
+/// object). The state and the algorithm are the same for both.
+pub trait VipKey: Clone + Eq + Hash + Ord + std::fmt::Debug {
+    /// The data object a request or beacon entry for `self` counts towards.
+    fn object(&self) -> Self;
+}
+
+impl VipKey for Name {
+    fn object(&self) -> Name {
+        object_of(self)
+    }
+}
+
+impl VipKey for u32 {
+    fn object(&self) -> u32 {
+        *self
+    }
+}
 
 /// VIP parameters.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,30 +203,99 @@ pub fn vips_per_slot(rate_bps: u64, period: Duration, object_bytes: u64) -> u64 
     ((bits / per_object) as u64).max(1)
 }
 
-#[derive(Debug, Default)]
-struct Neighbour {
-    counts: HashMap<Name, u64>,
-    /// Sum of the counts it announced (its backlog).
+/// The counts a node announces in one period's beacons (one copy shared by
+/// the beacons to all its neighbours).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counts<K: VipKey> {
+    map: Map<K, u64>,
+    /// Sum of the counts (the sender's backlog).
     total: u64,
+}
+
+impl<K: VipKey> Counts<K> {
+    /// Counts from (object, count) pairs; a later pair for the same object
+    /// replaces an earlier one.
+    pub fn new(pairs: impl IntoIterator<Item = (K, u64)>) -> Counts<K> {
+        let map: Map<K, u64> = pairs.into_iter().collect();
+        Counts::from_map(map)
+    }
+
+    fn from_map(map: Map<K, u64>) -> Counts<K> {
+        let total = map.values().fold(0u64, |a, v| a.saturating_add(*v));
+        Counts { map, total }
+    }
+
+    /// The count of an object (0: not announced).
+    pub fn get(&self, k: &K) -> u64 {
+        self.map.get(k).copied().unwrap_or(0)
+    }
+
+    /// Number of objects announced.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no object is announced.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The counts, largest first (ties by object).
+    pub fn sorted(&self) -> Vec<(K, u64)> {
+        let mut v: Vec<(K, u64)> = self.map.iter().map(|(k, c)| (k.clone(), *c)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
+    }
+}
+
+/// One beacon as VIP state: the sender's counts and the VIPs it moves to
+/// the receiver this period. [`Beacon::encode`] gives the wire form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beacon<K: VipKey> {
+    pub counts: Arc<Counts<K>>,
+    pub transfers: Vec<(K, u64)>,
+}
+
+impl Beacon<Name> {
+    /// The beacon's ApplicationParameters ([`encode_beacon`]): the counts
+    /// largest first, then the transfers.
+    pub fn encode(&self) -> Bytes {
+        encode_beacon(&self.counts.sorted(), &self.transfers)
+    }
+}
+
+#[derive(Debug)]
+struct Neighbour<K: VipKey> {
+    counts: Arc<Counts<K>>,
     heard: Option<Instant>,
 }
 
-/// One node's VIP state.
+impl<K: VipKey> Default for Neighbour<K> {
+    fn default() -> Self {
+        Neighbour {
+            counts: Arc::new(Counts::new([])),
+            heard: None,
+        }
+    }
+}
+
+/// One node's VIP state, per object key `K` ([`VipKey`]; the forwarder's is
+/// [`Name`]).
 #[derive(Debug)]
-pub struct Vip {
+pub struct Vip<K: VipKey = Name> {
     cfg: VipConfig,
-    counts: HashMap<Name, u64>,
+    counts: Map<K, u64>,
     /// VIPs that arrived this period (requests and transfers), per object.
-    inflow: HashMap<Name, u64>,
+    inflow: Map<K, u64>,
     /// Cache score: EWMA of the per-period inflow.
-    scores: HashMap<Name, f64>,
-    neighbours: HashMap<FaceId, Neighbour>,
-    cache_set: HashSet<Name>,
-    evicted: Vec<Name>,
+    scores: Map<K, f64>,
+    neighbours: Map<FaceId, Neighbour<K>>,
+    cache_set: Set<K>,
+    evicted: Vec<K>,
     /// Per face: configured or measured Data rate.
-    rates: HashMap<FaceId, LinkRate>,
+    rates: Map<FaceId, LinkRate>,
     /// Average VIP flow (EWMA of VIPs moved per period) per face and object.
-    flows: HashMap<(FaceId, Name), f64>,
+    flows: Map<(FaceId, K), f64>,
     seq: u64,
     stats: VipStats,
     /// Whether any prefix uses VIP (refreshed each period), so the packet
@@ -247,10 +343,10 @@ pub fn encode_beacon(counts: &[(Name, u64)], transfers: &[(Name, u64)]) -> Bytes
 }
 
 /// A decoded beacon: counts, transfers.
-pub type Beacon = (Vec<(Name, u64)>, Vec<(Name, u64)>);
+pub type WireBeacon = (Vec<(Name, u64)>, Vec<(Name, u64)>);
 
 /// Decodes a beacon's ApplicationParameters; unknown elements are an error.
-pub fn decode_beacon(params: &Bytes) -> Result<Beacon, String> {
+pub fn decode_beacon(params: &Bytes) -> Result<WireBeacon, String> {
     let mut counts = Vec::new();
     let mut transfers = Vec::new();
     let mut r = Reader::new(params);
@@ -278,30 +374,31 @@ pub fn decode_beacon(params: &Bytes) -> Result<Beacon, String> {
 }
 
 /// What a period's [`Vip::tick`] needs to know of the forwarder.
-pub struct TickInput<'a> {
+pub struct TickInput<'a, K = Name> {
     /// Non-local faces (neighbours) that get a beacon.
     pub neighbours: &'a [FaceId],
-    /// The non-local FIB next hops of an object (where its VIPs may go).
-    pub upstreams: &'a dyn Fn(&Name) -> Vec<FaceId>,
+    /// The non-local FIB next hops of an object (where its VIPs may go),
+    /// appended to the (empty) vector.
+    pub upstreams: &'a dyn Fn(&K, &mut Vec<FaceId>),
     /// Whether this node produces an object (a local app face serves it).
-    pub is_source: &'a dyn Fn(&Name) -> bool,
+    pub is_source: &'a dyn Fn(&K) -> bool,
     /// How many objects the cache holds (0: no VIP caching).
     pub cache_slots: usize,
 }
 
-impl Vip {
+impl<K: VipKey> Vip<K> {
     /// Empty state.
-    pub fn new(cfg: VipConfig) -> Vip {
+    pub fn new(cfg: VipConfig) -> Vip<K> {
         Vip {
             cfg,
-            counts: HashMap::new(),
-            inflow: HashMap::new(),
-            scores: HashMap::new(),
-            neighbours: HashMap::new(),
-            cache_set: HashSet::new(),
+            counts: Map::default(),
+            inflow: Map::default(),
+            scores: Map::default(),
+            neighbours: Map::default(),
+            cache_set: Set::default(),
             evicted: Vec::new(),
-            rates: HashMap::new(),
-            flows: HashMap::new(),
+            rates: Map::default(),
+            flows: Map::default(),
             seq: 0,
             stats: VipStats::default(),
             active: false,
@@ -320,7 +417,7 @@ impl Vip {
     }
 
     /// The objects with a count.
-    pub fn objects(&self) -> impl Iterator<Item = &Name> {
+    pub fn objects(&self) -> impl Iterator<Item = &K> {
         self.counts.keys()
     }
 
@@ -342,6 +439,11 @@ impl Vip {
     /// Configures a face's Data rate in bits/s (None: measure it).
     pub fn set_face_rate(&mut self, face: FaceId, rate_bps: Option<u64>) {
         self.rates.entry(face).or_default().configured_bps = rate_bps;
+    }
+
+    /// A face's configured Data rate in bits/s.
+    pub fn face_rate(&self, face: FaceId) -> Option<u64> {
+        self.rates.get(&face).and_then(|r| r.configured_bps)
     }
 
     /// Records a face's received-byte counter (cumulative) once per period:
@@ -377,7 +479,7 @@ impl Vip {
     }
 
     /// The average VIP flow of an object towards a face (VIPs per period).
-    pub fn flow(&self, face: FaceId, object: &Name) -> f64 {
+    pub fn flow(&self, face: FaceId, object: &K) -> f64 {
         self.flows
             .get(&(face, object.clone()))
             .copied()
@@ -385,15 +487,15 @@ impl Vip {
     }
 
     /// This node's count of an object.
-    pub fn count(&self, object: &Name) -> u64 {
+    pub fn count(&self, object: &K) -> u64 {
         self.counts.get(object).copied().unwrap_or(0)
     }
 
     /// The count a neighbour last announced (None: never heard from it).
-    pub fn neighbour_count(&self, face: FaceId, object: &Name) -> Option<u64> {
+    pub fn neighbour_count(&self, face: FaceId, object: &K) -> Option<u64> {
         let n = self.neighbours.get(&face)?;
         n.heard?;
-        Some(n.counts.get(object).copied().unwrap_or(0))
+        Some(n.counts.get(object))
     }
 
     /// Number of objects with a count.
@@ -402,8 +504,8 @@ impl Vip {
     }
 
     /// A request for `name` arrived from a local consumer: one VIP.
-    pub fn on_request(&mut self, name: &Name) {
-        let obj = object_of(name);
+    pub fn on_request(&mut self, name: &K) {
+        let obj = name.object();
         if let Some(c) = self.counts.get_mut(&obj) {
             *c = c.saturating_add(1);
         } else if self.counts.len() < 2 * self.cfg.max_objects {
@@ -415,26 +517,24 @@ impl Vip {
         self.stats.arrivals += 1;
     }
 
-    /// Applies a beacon (its ApplicationParameters) received on `face`.
-    pub fn on_beacon(&mut self, face: FaceId, params: &Bytes, now: Instant) -> Result<(), String> {
-        let (counts, transfers) = match decode_beacon(params) {
-            Ok(b) => b,
-            Err(e) => {
-                self.stats.bad_beacons += 1;
-                return Err(e);
-            }
-        };
+    /// Applies a beacon received on `face`. Only the first
+    /// `beacon_entries` counts (largest first) and transfers are taken.
+    pub fn apply_beacon(&mut self, face: FaceId, beacon: Beacon<K>, now: Instant) {
+        let Beacon {
+            mut counts,
+            transfers,
+        } = beacon;
+        if counts.len() > self.cfg.beacon_entries {
+            counts = Arc::new(Counts::new(
+                counts.sorted().into_iter().take(self.cfg.beacon_entries),
+            ));
+        }
         let cap = self.face_capacity(face).0;
         let n = self.neighbours.entry(face).or_default();
         n.heard = Some(now);
-        n.counts = counts
-            .into_iter()
-            .take(self.cfg.beacon_entries)
-            .map(|(k, v)| (object_of(&k), v))
-            .collect();
-        n.total = n.counts.values().fold(0u64, |a, v| a.saturating_add(*v));
+        n.counts = counts;
         for (k, v) in transfers.into_iter().take(self.cfg.beacon_entries) {
-            let k = object_of(&k);
+            let k = k.object();
             // A neighbour cannot send more than a link carries.
             let v = v.min(cap);
             if let Some(c) = self.counts.get_mut(&k) {
@@ -448,12 +548,11 @@ impl Vip {
             self.stats.vips_received += v;
         }
         self.stats.beacons_in += 1;
-        Ok(())
     }
 
     /// Backpressure differential of `object` towards `face` (None: the
     /// neighbour was never heard from).
-    pub fn differential(&self, face: FaceId, object: &Name) -> Option<i128> {
+    pub fn differential(&self, face: FaceId, object: &K) -> Option<i128> {
         let theirs = self.neighbour_count(face, object)?;
         Some(self.count(object) as i128 - theirs as i128)
     }
@@ -462,11 +561,11 @@ impl Vip {
     /// (`(face, is_local)`, in FIB cost order): a local face (the producer)
     /// first, else the largest differential, ties and faces never heard
     /// from in FIB order. None only when `hops` is empty.
-    pub fn choose(&self, name: &Name, hops: &[(FaceId, bool)]) -> Option<FaceId> {
+    pub fn choose(&self, name: &K, hops: &[(FaceId, bool)]) -> Option<FaceId> {
         if let Some((f, _)) = hops.iter().find(|(_, local)| *local) {
             return Some(*f);
         }
-        let obj = object_of(name);
+        let obj = name.object();
         // The paper's rule: the largest average VIP flow of the object;
         // equal flows (none yet, or an even split) go by backpressure's
         // weight, differential × capacity; then the neighbour with the
@@ -476,7 +575,7 @@ impl Vip {
             let Some(d) = self.differential(*f, &obj) else {
                 continue;
             };
-            let backlog = self.neighbours.get(f).map_or(0, |n| n.total) as i128;
+            let backlog = self.neighbours.get(f).map_or(0, |n| n.counts.total) as i128;
             let key = (
                 self.flow(*f, &obj),
                 d * self.face_capacity(*f).0.max(1) as i128,
@@ -494,24 +593,25 @@ impl Vip {
 
     /// Whether the CS should admit Data of `name` (its object is in the
     /// cache set).
-    pub fn should_cache(&self, name: &Name) -> bool {
-        self.cache_set.contains(&object_of(name))
+    pub fn should_cache(&self, name: &K) -> bool {
+        self.cache_set.contains(&name.object())
     }
 
     /// The current cache set.
-    pub fn cache_set(&self) -> impl Iterator<Item = &Name> {
+    pub fn cache_set(&self) -> impl Iterator<Item = &K> {
         self.cache_set.iter()
     }
 
     /// Objects that left the cache set since the last call (to erase from
     /// the CS).
-    pub fn take_evicted(&mut self) -> Vec<Name> {
+    pub fn take_evicted(&mut self) -> Vec<K> {
         std::mem::take(&mut self.evicted)
     }
 
     /// One period: chooses VIP transfers, the cache set, drains, and
-    /// returns the beacon (ApplicationParameters) for each neighbour.
-    pub fn tick(&mut self, now: Instant, input: &TickInput<'_>) -> Vec<(FaceId, Bytes)> {
+    /// returns the beacon for each neighbour ([`Beacon::encode`] gives its
+    /// ApplicationParameters).
+    pub fn tick(&mut self, now: Instant, input: &TickInput<'_, K>) -> Vec<(FaceId, Beacon<K>)> {
         // Forget neighbours silent for 10 periods, and faces that are gone.
         let stale = self.cfg.period * 10;
         self.neighbours.retain(|f, n| {
@@ -525,14 +625,17 @@ impl Vip {
 
         // 1. VIP forwarding: per upstream face, the object with the largest
         // positive differential.
-        let mut best: HashMap<FaceId, (i128, Name)> = HashMap::new();
+        let mut best: Map<FaceId, (i128, K)> = Map::default();
+        let mut ups: Vec<FaceId> = Vec::new();
         for (k, &v) in &self.counts {
             if v == 0 {
                 continue;
             }
-            for f in (input.upstreams)(k) {
+            ups.clear();
+            (input.upstreams)(k, &mut ups);
+            for &f in &ups {
                 let theirs = match self.neighbours.get(&f) {
-                    Some(n) if n.heard.is_some() => n.counts.get(k).copied().unwrap_or(0),
+                    Some(n) if n.heard.is_some() => n.counts.get(k),
                     _ => continue,
                 };
                 let d = v as i128 - theirs as i128;
@@ -549,17 +652,17 @@ impl Vip {
         // transfers are computed from the same counts), in proportion to
         // their capacities; the face with the larger differential (then
         // capacity) first, rounding up.
-        let mut transfers: HashMap<FaceId, Vec<(Name, u64)>> = HashMap::new();
+        let mut transfers: Map<FaceId, Vec<(K, u64)>> = Map::default();
         // Per object: (differential, face, capacity) of the faces that chose it.
         type Sharers = Vec<(i128, FaceId, u64)>;
-        let mut by_object: HashMap<Name, Sharers> = HashMap::new();
+        let mut by_object: Map<K, Sharers> = Map::default();
         for (f, (d, k)) in best {
             by_object
                 .entry(k)
                 .or_default()
                 .push((d, f, self.face_capacity(f).0));
         }
-        let mut groups: Vec<(Name, Sharers)> = by_object.into_iter().collect();
+        let mut groups: Vec<(K, Sharers)> = by_object.into_iter().collect();
         groups.sort_by(|a, b| a.0.cmp(&b.0));
         for fl in self.flows.values_mut() {
             *fl *= 0.8;
@@ -593,14 +696,20 @@ impl Vip {
         }
         self.scores.retain(|_, sc| *sc >= 0.01);
         if self.scores.len() > self.cfg.max_objects {
-            let mut all: Vec<(Name, f64)> = self.scores.drain().collect();
+            let mut all: Vec<(K, f64)> = self.scores.drain().collect();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             all.truncate(self.cfg.max_objects);
             self.scores = all.into_iter().collect();
         }
-        let mut ranked: Vec<(&Name, f64)> = self.scores.iter().map(|(k, v)| (k, *v)).collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let kept: HashSet<Name> = ranked
+        // The top `cache_slots` by (score, then object): a total order, so
+        // selecting them is the same as sorting them all.
+        let mut ranked: Vec<(&K, f64)> = self.scores.iter().map(|(k, v)| (k, *v)).collect();
+        let by_score =
+            |a: &(&K, f64), b: &(&K, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0));
+        if input.cache_slots > 0 && input.cache_slots < ranked.len() {
+            ranked.select_nth_unstable_by(input.cache_slots - 1, by_score);
+        }
+        let kept: Set<K> = ranked
             .iter()
             .take(input.cache_slots)
             .map(|(k, _)| (*k).clone())
@@ -621,7 +730,7 @@ impl Vip {
 
         // Bounded state: keep the largest counts.
         if self.counts.len() > self.cfg.max_objects {
-            let mut all: Vec<(Name, u64)> = self.counts.drain().collect();
+            let mut all: Vec<(K, u64)> = self.counts.drain().collect();
             all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             all.truncate(self.cfg.max_objects);
             self.counts = all.into_iter().collect();
@@ -630,14 +739,19 @@ impl Vip {
         self.counts.retain(|_, v| *v > 0);
 
         // 3. Beacons: the largest counts, plus this period's transfers.
-        let mut top: Vec<(Name, u64)> = self
-            .counts
-            .iter()
-            .filter(|(_, v)| **v > 0)
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        top.truncate(self.cfg.beacon_entries);
+        // One copy of the counts for all neighbours.
+        let top = if self.counts.len() <= self.cfg.beacon_entries {
+            Counts::from_map(self.counts.clone())
+        } else {
+            let mut all: Vec<(K, u64)> = self.counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            let n = self.cfg.beacon_entries;
+            if n > 0 {
+                all.select_nth_unstable_by(n - 1, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            }
+            all.truncate(n);
+            Counts::new(all)
+        };
+        let top = Arc::new(top);
         self.seq += 1;
         input
             .neighbours
@@ -645,7 +759,13 @@ impl Vip {
             .map(|f| {
                 let t = transfers.remove(f).unwrap_or_default();
                 self.stats.beacons_out += 1;
-                (*f, encode_beacon(&top, &t))
+                (
+                    *f,
+                    Beacon {
+                        counts: top.clone(),
+                        transfers: t,
+                    },
+                )
             })
             .collect()
     }
@@ -653,6 +773,34 @@ impl Vip {
     /// The beacon Interest name of this period.
     pub fn beacon_name(&self) -> Name {
         Name::from_uri(&format!("{BEACON_PREFIX}/{}", self.seq)).unwrap_or_default()
+    }
+}
+
+impl Vip<Name> {
+    /// Applies a beacon (its ApplicationParameters) received on `face`.
+    pub fn on_beacon(&mut self, face: FaceId, params: &Bytes, now: Instant) -> Result<(), String> {
+        let (counts, transfers) = match decode_beacon(params) {
+            Ok(b) => b,
+            Err(e) => {
+                self.stats.bad_beacons += 1;
+                return Err(e);
+            }
+        };
+        let counts = Counts::new(
+            counts
+                .into_iter()
+                .take(self.cfg.beacon_entries)
+                .map(|(k, v)| (object_of(&k), v)),
+        );
+        self.apply_beacon(
+            face,
+            Beacon {
+                counts: Arc::new(counts),
+                transfers,
+            },
+            now,
+        );
+        Ok(())
     }
 }
 
@@ -676,7 +824,7 @@ mod tests {
 
     fn input<'a>(
         neighbours: &'a [FaceId],
-        up: &'a dyn Fn(&Name) -> Vec<FaceId>,
+        up: &'a dyn Fn(&Name, &mut Vec<FaceId>),
         src: &'a dyn Fn(&Name) -> bool,
         slots: usize,
     ) -> TickInput<'a> {
@@ -710,7 +858,7 @@ mod tests {
         v.on_request(&n("/own/x"));
         assert_eq!(v.count(&n("/a")), 12);
         assert_eq!(v.stats().arrivals, 16);
-        let none = |_: &Name| Vec::new();
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
         let src = |k: &Name| k.to_string().starts_with("/own");
         // One cache slot: /a (highest) is cached and drains 5; /b keeps 3;
         // the source's own object is zero.
@@ -741,7 +889,7 @@ mod tests {
             cache_drain: 100,
             ..cfg()
         });
-        let none = |_: &Name| Vec::new();
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
         let src = |_: &Name| false;
         let t = Instant::now();
         for p in 0..20 {
@@ -795,14 +943,14 @@ mod tests {
         assert_eq!(a.differential(1, &n("/x")), Some(5));
         assert_eq!(a.differential(2, &n("/x")), Some(28));
         assert_eq!(a.differential(3, &n("/x")), None);
-        let up = |_: &Name| vec![1, 2];
+        let up = |_: &Name, o: &mut Vec<FaceId>| o.extend([1, 2]);
         let src = |_: &Name| false;
         let beacons = a.tick(now, &input(&[1, 2], &up, &src, 0));
         // Face 1: /y (8 − 0) beats /x (30 − 25); face 2: /x (28). Both
         // chosen from the counts before the move; each moves ≤ capacity 10.
-        let by_face: HashMap<FaceId, Beacon> = beacons
+        let by_face: std::collections::HashMap<FaceId, WireBeacon> = beacons
             .into_iter()
-            .map(|(f, p)| (f, decode_beacon(&p).unwrap()))
+            .map(|(f, p)| (f, decode_beacon(&p.encode()).unwrap()))
             .collect();
         assert_eq!(by_face[&1].1, vec![(n("/y"), 8)]);
         assert_eq!(by_face[&2].1, vec![(n("/x"), 10)]);
@@ -900,7 +1048,7 @@ mod tests {
         a.set_face_rate(2, Some(8 * 8192 * 10));
         assert_eq!(a.face_capacity(1).0, 10);
         assert_eq!(a.face_capacity(2).0, 1);
-        let up = |_: &Name| vec![1, 2];
+        let up = |_: &Name, o: &mut Vec<FaceId>| o.extend([1, 2]);
         let src = |_: &Name| false;
         let t = Instant::now();
         let (mut to_b, mut to_c) = (0, 0);
@@ -913,7 +1061,12 @@ mod tests {
                 .unwrap();
             a.on_beacon(2, &encode_beacon(&[], &[]), t).unwrap();
             for (f, p) in a.tick(t, &input(&[1, 2], &up, &src, 0)) {
-                let moved: u64 = decode_beacon(&p).unwrap().1.iter().map(|x| x.1).sum();
+                let moved: u64 = decode_beacon(&p.encode())
+                    .unwrap()
+                    .1
+                    .iter()
+                    .map(|x| x.1)
+                    .sum();
                 if f == 1 {
                     to_b += moved;
                 } else {
@@ -937,7 +1090,7 @@ mod tests {
         }
         // Between periods at most 2 × max_objects are tracked…
         assert_eq!(v.tracked(), 16);
-        let none = |_: &Name| Vec::new();
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
         let src = |_: &Name| false;
         let b = v.tick(Instant::now(), &input(&[4], &none, &src, 0));
         // …and after a period max_objects, the largest; beacons carry at
@@ -945,7 +1098,7 @@ mod tests {
         assert_eq!(v.tracked(), 8);
         assert_eq!(v.count(&n("/o/15")), 16);
         assert_eq!(v.count(&n("/o/0")), 0);
-        assert_eq!(decode_beacon(&b[0].1).unwrap().0.len(), 4);
+        assert_eq!(decode_beacon(&b[0].1.encode()).unwrap().0.len(), 4);
         // Silent neighbours are forgotten after 10 periods.
         let t0 = Instant::now();
         v.on_beacon(4, &encode_beacon(&[(n("/o/15"), 1)], &[]), t0)

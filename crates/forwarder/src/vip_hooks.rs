@@ -99,13 +99,14 @@ impl Forwarder {
             .objects()
             .map(|k| (k.clone(), self.vip_hops(k)))
             .collect();
-        let upstreams = |k: &Name| -> Vec<FaceId> {
-            hops.get(k)
-                .into_iter()
-                .flatten()
-                .filter(|(_, local)| !local)
-                .map(|(f, _)| *f)
-                .collect()
+        let upstreams = |k: &Name, out: &mut Vec<FaceId>| {
+            out.extend(
+                hops.get(k)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, local)| !local)
+                    .map(|(f, _)| *f),
+            )
         };
         let is_source = |k: &Name| {
             hops.get(k)
@@ -132,7 +133,7 @@ impl Forwarder {
         }
         for (face, params) in beacons {
             let mut f = InterestFields::new(name.clone());
-            f.app_params = Some(params);
+            f.app_params = Some(params.encode());
             f.nonce = Some((seq as u32) ^ (face as u32).rotate_left(16));
             f.lifetime = Some(self.vip.config().period.as_millis() as u64);
             f.hop_limit = Some(1);

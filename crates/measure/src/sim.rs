@@ -262,7 +262,7 @@ fn drive(
         let _ = v.on_beacon(1, &encode_beacon(&[], &[]), now);
         v
     });
-    let upstream = |_: &Name| vec![1];
+    let upstream = |_: &Name, out: &mut Vec<u64>| out.push(1);
     let not_source = |_: &Name| false;
     for k in 0..total {
         if k == warmup {

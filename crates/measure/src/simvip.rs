@@ -5,9 +5,13 @@
 //! (`granary_forwarder::cs::ContentStore`, policies LRU, LFU, FIFO, Random)
 //! and, for the `vip` variant, its own VIP state
 //! (`granary_forwarder::vip::Vip`: counts, per-face capacities from the link
-//! rates, backpressure, cache set, beacons encoded and decoded as on the
-//! wire, the strategy's choice `Vip::choose` and the CS admission
-//! `Vip::should_cache`). Nothing of VIP is re-implemented here.
+//! rates, backpressure, cache set, beacons, the strategy's choice
+//! `Vip::choose` and the CS admission `Vip::should_cache`). Nothing of VIP
+//! is re-implemented here. The simulator keys VIP state by object number
+//! (`Vip<u32>`; the forwarder's is `Vip<Name>`, the same code) and hands
+//! beacons over as state (`Vip::apply_beacon`; the forwarder encodes them,
+//! `Beacon::encode`): the numbers are those of the wire form, which a test
+//! pins (`results_are_those_of_the_name_keyed_simulator`).
 //!
 //! # Model (discrete events, one object per request)
 //!
@@ -56,6 +60,9 @@ use anyhow::{bail, Context};
 use bytes::Bytes;
 use granary_forwarder::cs::{ContentStore, CsConfig, Policy};
 use granary_forwarder::vip::{TickInput, Vip, VipConfig};
+
+/// Hash maps keyed by small integers: a fixed, fast hasher.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
 use granary_packet::{Component, Data, DataBuilder, Interest, InterestFields, Name};
 
 use crate::plot::{Plot, Series};
@@ -299,8 +306,8 @@ impl Outcome {
 struct BiasCache {
     cap: usize,
     slots: Vec<u32>,
-    pos: HashMap<u32, usize>,
-    seen: HashMap<u32, u64>,
+    pos: FastMap<u32, usize>,
+    seen: FastMap<u32, u64>,
     rng: fastrand::Rng,
 }
 
@@ -367,8 +374,8 @@ struct Net {
     /// Per node: (neighbour, directed link id of neighbour → node, the
     /// direction Data flows to this node).
     adj: Vec<Vec<(usize, usize)>>,
-    /// Directed link (a → b) id.
-    link_id: HashMap<(usize, usize), usize>,
+    /// Directed link (a → b) id at `a · n + b` (usize::MAX: none).
+    link_id: Vec<usize>,
     /// Capacity of each directed link, bits/s.
     cap: Vec<f64>,
     /// down[src][node]: FIB next hops (neighbours closer to src), shortest
@@ -380,18 +387,18 @@ impl Net {
     fn new(t: &Topology, link_mbps: f64) -> anyhow::Result<Net> {
         let n = t.nodes.len();
         let mut adj = vec![Vec::new(); n];
-        let mut link_id = HashMap::new();
+        let mut link_id = vec![usize::MAX; n * n];
         let mut cap = Vec::new();
         for &(a, b, f) in &t.links {
             for (x, y) in [(a, b), (b, a)] {
-                if link_id.contains_key(&(x, y)) {
+                if link_id[x * n + y] != usize::MAX {
                     bail!("{}: link {} {} twice", t.name, t.nodes[a], t.nodes[b]);
                 }
-                link_id.insert((x, y), cap.len());
+                link_id[x * n + y] = cap.len();
                 cap.push(link_mbps * f * 1e6);
             }
-            adj[a].push((b, link_id[&(b, a)]));
-            adj[b].push((a, link_id[&(a, b)]));
+            adj[a].push((b, link_id[b * n + a]));
+            adj[b].push((a, link_id[a * n + b]));
         }
         // Hop distances (BFS from each node).
         let mut dist = vec![vec![u32::MAX; n]; n];
@@ -435,6 +442,13 @@ impl Net {
     }
 }
 
+impl Net {
+    /// The directed link a → b (a and b are neighbours).
+    fn link(&self, a: usize, b: usize) -> usize {
+        self.link_id[a * self.n + b]
+    }
+}
+
 fn face(node: usize) -> u64 {
     node as u64 + 1
 }
@@ -452,11 +466,6 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     let base = Name::from_uri("/sim/vip").expect("static name");
     let names: Vec<Name> = (0..s.objects)
         .map(|k| base.append(&Component::generic(format!("o{k}").as_bytes())))
-        .collect();
-    let index: HashMap<Name, u32> = names
-        .iter()
-        .enumerate()
-        .map(|(i, k)| (k.clone(), i as u32))
         .collect();
     let interests: Vec<Interest> = names
         .iter()
@@ -484,8 +493,8 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
             Variant::Base(CachePolicy::Bias, _) => Cache::Bias(BiasCache {
                 cap: s.cache,
                 slots: Vec::new(),
-                pos: HashMap::new(),
-                seen: HashMap::new(),
+                pos: FastMap::default(),
+                seen: FastMap::default(),
                 rng: fastrand::Rng::with_seed(s.seed ^ (i as u64 + 1)),
             }),
             v => {
@@ -510,12 +519,15 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         })
         .collect();
     let period = Duration::from_secs_f64(s.slot);
-    let mut vips: Vec<Vip> = (0..n)
+    // VIP state keyed by object number (the object's name is
+    // /sim/vip/o<number>: number order is the names' canonical order, so
+    // ties break as they would on names).
+    let mut vips: Vec<Vip<u32>> = (0..n)
         .map(|i| {
             // A cache serves at most what the node's links carry.
             let out_bits: f64 = net.adj[i]
                 .iter()
-                .map(|&(v, _)| net.cap[net.link_id[&(i, v)]])
+                .map(|&(v, _)| net.cap[net.link(i, v)])
                 .sum();
             let drain = (out_bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
             let mut v = Vip::new(VipConfig {
@@ -540,7 +552,10 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
 
     let tx = |l: usize| 8.0 * s.object_bytes as f64 / net.cap[l];
     let mut free = vec![0.0f64; net.cap.len()];
-    let mut pit: HashMap<(usize, u32), Vec<Waiter>> = HashMap::new();
+    let mut pit: FastMap<(usize, u32), Vec<Waiter>> = FastMap::default();
+    let mut sent = vec![0u64; n * n];
+    let mut hop_buf: Vec<(u64, bool)> = Vec::new();
+    let mut mail = Vec::new();
     let mut heap: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut start: Vec<f64> = Vec::new();
@@ -558,20 +573,12 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         // VIP exchange at the slot boundary.
         if is_vip && slot <= slots {
             let now = at(slot_t);
-            let mut mail = Vec::new();
+            mail.clear();
             for (a, v) in vips.iter_mut().enumerate() {
-                let hops = |k: &Name| -> Vec<u64> {
-                    index
-                        .get(k)
-                        .map(|&o| {
-                            net.down[src[o as usize]][a]
-                                .iter()
-                                .map(|&m| face(m))
-                                .collect()
-                        })
-                        .unwrap_or_default()
+                let hops = |k: &u32, out: &mut Vec<u64>| {
+                    out.extend(net.down[src[*k as usize]][a].iter().map(|&m| face(m)))
                 };
-                let is_source = |k: &Name| index.get(k).is_some_and(|&o| src[o as usize] == a);
+                let is_source = |k: &u32| src[*k as usize] == a;
                 let beacons = v.tick(
                     now,
                     &TickInput {
@@ -583,14 +590,14 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                 );
                 for obj in v.take_evicted() {
                     if let Cache::Cs(cs) = &mut caches[a] {
-                        cs.erase_prefix(&obj, usize::MAX);
+                        cs.erase_prefix(&names[obj as usize], usize::MAX);
                     }
                 }
                 mail.extend(beacons.into_iter().map(|(f, p)| (a, f, p)));
             }
-            for (a, f, p) in mail {
+            for (a, f, p) in mail.drain(..) {
                 let b = f as usize - 1;
-                let _ = vips[b].on_beacon(face(a), &p, now);
+                vips[b].apply_beacon(face(a), p, now);
             }
         }
         // This slot's requests.
@@ -627,7 +634,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     let counted = start[id as usize] >= s.warmup;
                     out.simulated += 1;
                     if is_vip {
-                        vips[c].on_request(&names[k as usize]);
+                        vips[c].on_request(&k);
                     }
                     // The Interest's walk.
                     let mut node = c;
@@ -656,10 +663,10 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                         let hops = &net.down[src[k as usize]][node];
                         let next = match s.variant {
                             Variant::Vip => {
-                                let h: Vec<(u64, bool)> =
-                                    hops.iter().map(|&m| (face(m), false)).collect();
+                                hop_buf.clear();
+                                hop_buf.extend(hops.iter().map(|&m| (face(m), false)));
                                 vips[node]
-                                    .choose(&names[k as usize], &h)
+                                    .choose(&k, &hop_buf)
                                     .map(|f| f as usize - 1)
                                     .unwrap_or(hops[0])
                             }
@@ -677,7 +684,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                             Variant::Base(_, Forwarding::Sp) => hops[0],
                         };
                         if counted {
-                            *out.interests.entry((node, next)).or_default() += 1;
+                            sent[node * n + next] += 1;
                         }
                         waiter = Waiter::Down(node);
                         prev = Some(node);
@@ -691,7 +698,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     // The node offers the Data to its cache.
                     match &mut caches[node] {
                         Cache::Cs(cs) => {
-                            if !is_vip || vips[node].should_cache(&names[k as usize]) {
+                            if !is_vip || vips[node].should_cache(&k) {
                                 cs.insert(&data[k as usize], now);
                             }
                         }
@@ -707,7 +714,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                 }
                             }
                             Waiter::Down(d) => {
-                                let l = net.link_id[&(node, d)];
+                                let l = net.link(node, d);
                                 let done = free[l].max(now_s) + tx(l);
                                 free[l] = done;
                                 heap.push(Reverse((ns(done), seq, Event::Data(d, k))));
@@ -719,6 +726,11 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
             }
         }
         slot += 1;
+    }
+    for (i, &c) in sent.iter().enumerate() {
+        if c > 0 {
+            out.interests.insert((i / n, i % n), c);
+        }
     }
     out.wall_s = started.elapsed().as_secs_f64();
     if !delays.is_empty() {
@@ -957,6 +969,79 @@ mod tests {
             vip.mean_delay,
             lru.mean_delay
         );
+    }
+
+    #[test]
+    fn results_are_those_of_the_name_keyed_simulator() {
+        // Figures of `granary sim vip --topology geant --objects 500 --rate
+        // 14,40 --duration 20 --warmup 5` (seed 1) from the simulator before
+        // VIP state was keyed by object number and beacons stopped going
+        // through their wire form (commit cafb7f8): the same model must
+        // give the same numbers, to the CSV's six decimals.
+        let t = Topology::load("geant").unwrap();
+        for (v, rate, requests, delay, hit) in [
+            ("vip", 14.0, 4548, 0.692213, 0.198549),
+            ("vip", 40.0, 13049, 3.549875, 0.153882),
+            ("lfu+pb", 14.0, 4548, 0.840561, 0.322999),
+        ] {
+            let s = Setting {
+                variant: v.parse().unwrap(),
+                objects: 500,
+                alpha: 0.75,
+                object_bytes: 5_000_000,
+                link_mbps: 500.0,
+                cache: 5,
+                rate,
+                duration: 20.0,
+                warmup: 5.0,
+                slot: 1.0,
+                seed: 1,
+            };
+            let o = simulate(&t, &s).unwrap();
+            let got = (
+                o.requests,
+                format!("{:.6}", o.mean_delay),
+                format!("{:.6}", o.hit_ratio()),
+            );
+            assert_eq!(
+                got,
+                (requests, format!("{delay:.6}"), format!("{hit:.6}")),
+                "{v} at {rate}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_abilene_experiment_is_the_simulated_topology() {
+        // experiments/vip-abilene.toml runs the nodes and links `sim vip
+        // --topology abilene` simulates, each link at 5 Mbit/s times its
+        // capacity factor.
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/vip-abilene.toml");
+        let t = Topology::load("abilene").unwrap();
+        for tiny in [false, true] {
+            let e = crate::testbed::load(&file, tiny).unwrap();
+            let names: Vec<&String> = e.node.iter().map(|n| &n.name).collect();
+            assert_eq!(names, t.nodes.iter().collect::<Vec<_>>());
+            let norm = |a: &str, b: &str, rate: String| {
+                let (a, b) = if a < b { (a, b) } else { (b, a) };
+                (a.to_string(), b.to_string(), rate)
+            };
+            let mut got: Vec<_> = e
+                .link
+                .iter()
+                .map(|l| norm(&l.a, &l.b, l.rate.clone().unwrap_or_default()))
+                .collect();
+            let mut want: Vec<_> = t
+                .links
+                .iter()
+                .map(|&(a, b, f)| norm(&t.nodes[a], &t.nodes[b], format!("{}mbit", 5.0 * f)))
+                .collect();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want);
+            assert_eq!(e.kind, "vip");
+            assert_eq!(e.consumer.len(), 4);
+        }
     }
 
     #[test]

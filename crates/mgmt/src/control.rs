@@ -53,10 +53,13 @@ pub struct ControlParameters {
     pub expiration_period: Option<u64>,
     /// FacePersistency (see [`crate::values::face_persistency`]).
     pub face_persistency: Option<u64>,
+    /// FaceRate: the face's Data rate in bits/s, VIP's capacity source
+    /// (Granary extension, TLV 206, non-critical; after FacePersistency).
+    pub face_rate: Option<u64>,
 }
 
 /// ControlParameters element types in encoding order.
-const CP_ORDER: [u64; 16] = [
+const CP_ORDER: [u64; 17] = [
     NAME,
     FACE_ID,
     URI,
@@ -73,6 +76,7 @@ const CP_ORDER: [u64; 16] = [
     STRATEGY,
     EXPIRATION_PERIOD,
     FACE_PERSISTENCY,
+    FACE_RATE,
 ];
 
 impl ControlParameters {
@@ -155,6 +159,7 @@ impl TlvElement for ControlParameters {
                         FLAGS => cp.flags = n,
                         MASK => cp.mask = n,
                         EXPIRATION_PERIOD => cp.expiration_period = n,
+                        FACE_RATE => cp.face_rate = n,
                         _ => cp.face_persistency = n,
                     }
                 }
@@ -182,6 +187,7 @@ impl TlvElement for ControlParameters {
                 .map_or(0, |n| tlv::tlv_len(STRATEGY, strategy_value_len(n)))
             + opt_nni_len(EXPIRATION_PERIOD, self.expiration_period)
             + opt_nni_len(FACE_PERSISTENCY, self.face_persistency)
+            + opt_nni_len(FACE_RATE, self.face_rate)
     }
 
     fn encode_value<B: BufMut>(&self, buf: &mut B) {
@@ -204,6 +210,7 @@ impl TlvElement for ControlParameters {
         }
         put_opt_nni(buf, EXPIRATION_PERIOD, self.expiration_period);
         put_opt_nni(buf, FACE_PERSISTENCY, self.face_persistency);
+        put_opt_nni(buf, FACE_RATE, self.face_rate);
     }
 }
 
@@ -359,7 +366,28 @@ mod tests {
             strategy: Some(Name::from_uri("/s").unwrap()),
             expiration_period: Some(3_600_000),
             face_persistency: Some(face_persistency::PERMANENT),
+            face_rate: None,
         }
+    }
+
+    #[test]
+    fn face_rate_round_trips_after_face_persistency() {
+        let cp = ControlParameters {
+            face_id: Some(3),
+            face_persistency: Some(face_persistency::PERSISTENT),
+            face_rate: Some(5_000_000),
+            ..Default::default()
+        };
+        let w = cp.encode();
+        // FaceId, FacePersistency, then FaceRate (TLV 206 = 0xCE, 4 bytes).
+        assert_eq!(w, b("680c 690103 850100 ce04004c4b40"));
+        assert_eq!(ControlParameters::decode(&w).unwrap(), cp);
+        // Any order is read (as NFD reads); twice is refused.
+        assert_eq!(
+            ControlParameters::decode(&b("680c 690103 ce04004c4b40 850100")).unwrap(),
+            cp
+        );
+        assert!(ControlParameters::decode(&b("680c 690103 ce04004c4b40 ce0101")).is_err());
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub const LINK_TYPE: u64 = 134;
 /// VipCapacity: VIPs a face carries per VIP period (a Granary extension,
 /// non-critical; present only while the forwarder uses VIP).
 pub const VIP_CAPACITY: u64 = 204;
+/// FaceRate in ControlParameters: a face's Data rate in bits/s, from which
+/// VIP derives the face's capacity (a Granary extension, non-critical; 0 in
+/// faces/update: measure the rate instead).
+pub const FACE_RATE: u64 = 206;
 /// FaceQueryFilter.
 pub const FACE_QUERY_FILTER: u64 = 150;
 /// FaceEventNotification.

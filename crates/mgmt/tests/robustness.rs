@@ -70,6 +70,7 @@ fn seeds() -> Vec<Bytes> {
         strategy: Some(Name::from_uri("/localhost/nfd/strategy/best-route/v=5").unwrap()),
         expiration_period: Some(1000),
         face_persistency: Some(face_persistency::PERSISTENT),
+        face_rate: Some(5_000_000),
     };
     let face = FaceStatus {
         face_id: 1,

@@ -1175,6 +1175,11 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     if e.baseline.is_empty() {
         anyhow::bail!("vip needs [[baseline]]s with strategy and policy");
     }
+    let rate_scale = match param_int(e, "vip_object_bytes", 0) {
+        0 => 1.0,
+        b if b > 0 => granary_forwarder::vip::VipConfig::default().object_bytes as f64 / b as f64,
+        b => anyhow::bail!("params.vip_object_bytes must be positive, got {b}"),
+    };
     let mut t = Table::new(&[
         "cache",
         "variant",
@@ -1220,6 +1225,10 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             });
             let mut net = net_res?;
             net.route_to(&prefix, &origins)?;
+            // VIP's per-face capacities: each face's link rate, scaled when
+            // `vip_object_bytes` says how large an object really is (the
+            // forwarder converts rates with its own object size).
+            net.set_face_rates(e, rate_scale)?;
             for n in net.order.clone() {
                 net.cli(&n, &["strategy", "set", &prefix, &strategy])?;
             }
@@ -1409,7 +1418,8 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
              requests sent after a {warmup} s warm-up. Hit ratio: 1 − (Data produced by the origins / answered \
              requests). Link load: bytes sent on all UDP faces (every link, both directions, VIP beacons \
              included) per answered request. Routes: every downhill shortest path to either origin, cost = hops; \
-             best-route takes the cheapest, `vip` the largest VIP backpressure differential. Caches: \
+             best-route takes the cheapest, `vip` the largest average VIP flow. VIP capacities: each face's \
+             Data rate is its link's, configured with `face update --rate`. Caches: \
              `--cs-capacity` objects on every non-origin node."
         ),
     })

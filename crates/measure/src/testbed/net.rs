@@ -185,6 +185,51 @@ impl Net {
         Ok(uri)
     }
 
+    /// Configures every face made so far with its link's Data rate (the
+    /// direction Data comes in: from the face's far end), which VIP turns
+    /// into the face's capacity (`face update --rate`). LAN faces keep the
+    /// measured rate.
+    /// `scale` multiplies every rate (1: the links' own).
+    pub fn set_face_rates(&self, e: &Experiment, scale: f64) -> anyhow::Result<()> {
+        let mut by_node: HashMap<&str, Vec<(&str, u64)>> = HashMap::new();
+        for ((from, to), uri) in &self.faces {
+            let Some(l) = e
+                .link
+                .iter()
+                .find(|l| (l.a == *from && l.b == *to) || (l.a == *to && l.b == *from))
+            else {
+                continue;
+            };
+            let rate = if l.a == *to {
+                l.rate.as_ref()
+            } else {
+                l.rate_back.as_ref().or(l.rate.as_ref())
+            };
+            let Some(rate) = rate else { continue };
+            let bps = granary_testbed::relay::parse_rate(rate)
+                .map_err(|m| anyhow::anyhow!("link {}-{}: {m}", l.a, l.b))?;
+            by_node
+                .entry(from)
+                .or_default()
+                .push((uri, (bps as f64 * scale) as u64));
+        }
+        for (node, faces) in by_node {
+            let list = self.cli(node, &["face", "list"])?;
+            for (uri, bps) in faces {
+                let id = list
+                    .lines()
+                    .find(|l| {
+                        l.split_whitespace()
+                            .any(|w| w.strip_prefix("remote=") == Some(uri))
+                    })
+                    .and_then(|l| l.split_whitespace().next()?.strip_prefix("faceid="))
+                    .ok_or_else(|| anyhow::anyhow!("{node}: no face to {uri}"))?;
+                self.cli(node, &["face", "update", id, "--rate", &bps.to_string()])?;
+            }
+        }
+        Ok(())
+    }
+
     /// Hop counts from every node to the nearest of `origins`.
     pub fn distances(&self, origins: &[String]) -> HashMap<String, usize> {
         let mut d = HashMap::new();
