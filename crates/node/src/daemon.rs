@@ -293,12 +293,9 @@ fn start_policy(
 ) -> anyhow::Result<()> {
     let url =
         catalog_spec().filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
-    let (Some(url), Some(locations), Some(socket), Some(data_dir)) = (
-        url,
-        locations,
-        running.sockets.first(),
-        repo_dir.parent(),
-    ) else {
+    let (Some(url), Some(locations), Some(socket), Some(data_dir)) =
+        (url, locations, running.sockets.first(), repo_dir.parent())
+    else {
         tracing::warn!(
             "[[replication]] not enforced: the policy needs a shared PostgreSQL catalog (--catalog postgres://…) and the federation's location catalog"
         );
