@@ -553,20 +553,25 @@ fn get_inner(
         // Dedup fetch for every regular-file output whose manifest gives the
         // chunk hashes; the rest (standard output, FIFOs, devices, sockets,
         // --resume, --no-dedup, no manifest) by name, in order where needed.
-        // An object the node itself serves (its repository holds it, or an
-        // application on the node produces it) comes by name too: by hash it
-        // would come from the same place, one chunk at a time.
+        // An object the node's repository holds comes by name too: by hash
+        // it would come from the same store, one chunk at a time.
         let routes = if no_dedup || resume || fetch.is_empty() {
             None
         } else {
             granary_node::fetched::Routes::read(socket).await
         };
+        let mut held_here = std::collections::HashSet::new();
+        if routes.is_some() {
+            for (info, _) in &fetch {
+                if granary_node::fetched::node_holds(socket, &info.versioned).await {
+                    held_here.insert(info.versioned.clone());
+                }
+            }
+        }
         let mut deduped = Vec::new();
         let mut plain = Vec::new();
         for (info, out) in fetch {
-            let here = routes
-                .as_ref()
-                .is_some_and(|r| r.served_locally(&info.versioned));
+            let here = held_here.contains(&info.versioned);
             match out {
                 Output::File(p) if !no_dedup && !resume && !here && dedup_possible(&info) => {
                     deduped.push((info, p))
@@ -648,7 +653,7 @@ fn get_inner(
                     if !no_dedup
                         && !resume
                         && dedup_possible(i)
-                        && !routes.as_ref().is_some_and(|r| r.served_locally(&i.versioned)) =>
+                        && !held_here.contains(&i.versioned) =>
                 {
                     Some((i.clone(), p.clone()))
                 }

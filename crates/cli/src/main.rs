@@ -275,8 +275,8 @@ enum Command {
         /// Fetch every segment by name, in order. By default, for a file
         /// whose signed manifest gives every chunk's SHA-256: a version the
         /// local repository holds is copied from it (verified, no Interest);
-        /// one the node serves itself (its route for the name goes to the
-        /// node's repository or an application on it) comes by name;
+        /// one the node's repository holds (another application's data
+        /// directory on the node) comes from it by name;
         /// otherwise the chunks the local repository has (one batch query) come
         /// from it, neighbours are asked by hash request
         /// (/localhop/granary/sha256/<hash>, short lifetime) when the node has

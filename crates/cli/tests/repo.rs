@@ -930,3 +930,47 @@ fn a_stored_version_is_refused_before_reading() {
     assert!(!status.success());
     assert!(err.contains("already exists"), "{err}");
 }
+
+/// Another application on the node fetches a version the node's repository
+/// holds by name (the whole file in the by-name pipeline), not one hash
+/// request per chunk from the same store; and does not keep it again.
+#[test]
+fn another_application_gets_what_the_node_holds_by_name() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("f");
+    let data = noise(400_000, 9);
+    std::fs::write(&src, &data).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/held/f"]);
+    let outer = tempfile::tempdir().unwrap();
+    let other = other_app(&d.data, outer.path());
+    let dst = outer.path().join("out");
+    let o = granary()
+        .args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "--socket",
+            d.socket.to_str().unwrap(),
+        ])
+        .args(["get", "/held/f", "-o", dst.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    let v: serde_json::Value = serde_json::from_slice(
+        o.stdout
+            .split(|b| *b == b'\n')
+            .find(|l| l.starts_with(b"{"))
+            .unwrap(),
+    )
+    .unwrap();
+    // No dedup report (no chunk asked by hash), one object by name.
+    assert!(
+        v["dedup"].as_array().is_none_or(|a| a.is_empty()),
+        "fetched by hash: {v}"
+    );
+    assert_eq!(v["objects"].as_array().map(|a| a.len()), Some(1), "{v}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("being kept"), "kept again: {err}");
+    // A node that does not hold it (only a route to the holder) still uses
+    // the dedup path and keeps the copy: covered by tests/dedup.rs.
+}

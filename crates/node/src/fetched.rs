@@ -81,15 +81,39 @@ impl Routes {
             .into_iter()
             .any(|f| !self.local.contains(&f) && !producer.contains(&f))
     }
+}
 
-    /// True when `n` is served on this node: every next hop of its FIB
-    /// entry is a local face (the node's repository or an application on
-    /// it). Then asking the node's store by hash is asking the producer
-    /// itself, one chunk at a time: the by-name pipeline does the same
-    /// work in order, faster and in constant memory.
-    pub fn served_locally(&self, n: &Name) -> bool {
-        let hops = self.hops(n);
-        !hops.is_empty() && hops.iter().all(|f| self.local.contains(f))
+/// True when the node's repository holds the version `versioned` names (a
+/// `holds` local command through `socket`): it is served from here, so an
+/// application on the node fetches it by name, not chunk by chunk from the
+/// same store, and does not keep it again. Any failure says "no".
+pub async fn node_holds(socket: &Path, versioned: &Name) -> bool {
+    let (Some(version), prefix) = (
+        versioned.last().and_then(|c| c.as_version()),
+        versioned.prefix(-1),
+    ) else {
+        return false;
+    };
+    let (Ok(mut c), Ok(cmd)) = (
+        granary_app::Client::connect(socket).await,
+        name(granary_repo::local_commands::PREFIX),
+    ) else {
+        return false;
+    };
+    let mut f = granary_packet::InterestFields::new(
+        cmd.append(&granary_packet::Component::generic(b"holds")),
+    );
+    let params = serde_json::json!({ "name": prefix.to_string(), "version": version });
+    f.app_params = Some(bytes::Bytes::from(params.to_string()));
+    f.lifetime = Some(2_000);
+    match c.express(f).await {
+        Ok(granary_app::Reply::Data(d)) => {
+            serde_json::from_slice::<serde_json::Value>(d.content())
+                .ok()
+                .and_then(|v| v["holds"].as_bool())
+                == Some(true)
+        }
+        _ => false,
     }
 }
 

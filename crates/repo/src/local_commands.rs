@@ -12,6 +12,9 @@
 //!   get` asked to keep) is dropped when it lands, and one that landed since
 //!   the removal is removed again.
 //! - `…/forget`: drop cached lookups and read the settings again.
+//! - `…/holds` with `{"name", "version"}`: whether the repository holds that
+//!   version (`{"holds": bool}`): an application on the node then fetches it
+//!   by name from here rather than chunk by chunk from the same store.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -86,6 +89,21 @@ impl Local {
                         .and_then(|m| m.get(&id).map(|a| a.load(Ordering::Relaxed)))
                 });
                 Some(NetPacket::Data(reply(&i.name, &json!({ "bytes": bytes }))))
+            }
+            Some("holds") => {
+                let params: Value = i
+                    .app_params
+                    .as_ref()
+                    .and_then(|p| serde_json::from_slice(p).ok())
+                    .unwrap_or(Value::Null);
+                let holds = match (
+                    params["name"].as_str().map(Name::from_uri),
+                    params["version"].as_u64(),
+                ) {
+                    (Some(Ok(name)), Some(v)) => self.repo.store.get_shared(&name, Some(v)).is_ok(),
+                    _ => false,
+                };
+                Some(NetPacket::Data(reply(&i.name, &json!({ "holds": holds }))))
             }
             Some("forget") => {
                 // Another process renamed or removed a version, or changed
