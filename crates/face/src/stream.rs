@@ -1,5 +1,5 @@
 //! Stream faces (Unix stream sockets, TCP): TLV framing, many packets per
-//! read and per write, CoDel-style congestion marking on the send queue.
+//! read and per write, NFD's congestion marking on the send queue.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,53 +15,6 @@ use crate::{
     new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceInfo, FaceLimits, NetPacket,
     OutKind, OutPacket,
 };
-
-/// CoDel-style marking state for one send queue.
-#[derive(Debug, Default)]
-pub struct Codel {
-    first_above: Option<tokio::time::Instant>,
-    marking: bool,
-    count: u32,
-    next_mark: Option<tokio::time::Instant>,
-}
-
-impl Codel {
-    /// Decides whether the packet dequeued now after `sojourn` is marked.
-    pub fn should_mark(
-        &mut self,
-        now: tokio::time::Instant,
-        sojourn: Duration,
-        target: Duration,
-        interval: Duration,
-    ) -> bool {
-        if sojourn < target {
-            self.first_above = None;
-            self.marking = false;
-            return false;
-        }
-        let Some(fa) = self.first_above else {
-            self.first_above = Some(now + interval);
-            return false;
-        };
-        if now < fa {
-            return false;
-        }
-        if !self.marking {
-            self.marking = true;
-            self.count = 1;
-            self.next_mark = Some(now);
-        }
-        match self.next_mark {
-            Some(t) if now >= t => {
-                self.count += 1;
-                let gap = interval.as_secs_f64() / (self.count as f64).sqrt();
-                self.next_mark = Some(now + Duration::from_secs_f64(gap));
-                true
-            }
-            _ => false,
-        }
-    }
-}
 
 /// NFD's congestion marking on a send queue (GenericLinkService, NFD
 /// 24.07): while the queue holds more than the threshold, the first packet
@@ -578,56 +531,6 @@ pub async fn connect_unix_as(
     };
     let (r, w) = sock.into_split();
     Ok(spawn(info, r, w, limits, events).await)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codel_marks_only_after_an_interval_above_target() {
-        let mut c = Codel::default();
-        let t0 = tokio::time::Instant::now();
-        let (tgt, iv) = (Duration::from_millis(5), Duration::from_millis(100));
-        assert!(!c.should_mark(t0, Duration::from_millis(1), tgt, iv));
-        assert!(!c.should_mark(t0, Duration::from_millis(20), tgt, iv));
-        assert!(!c.should_mark(
-            t0 + Duration::from_millis(50),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(c.should_mark(
-            t0 + Duration::from_millis(101),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(
-            !c.should_mark(
-                t0 + Duration::from_millis(102),
-                Duration::from_millis(20),
-                tgt,
-                iv
-            ),
-            "spaced"
-        );
-        assert!(c.should_mark(
-            t0 + Duration::from_millis(200),
-            Duration::from_millis(20),
-            tgt,
-            iv
-        ));
-        assert!(
-            !c.should_mark(
-                t0 + Duration::from_millis(201),
-                Duration::from_millis(1),
-                tgt,
-                iv
-            ),
-            "queue drained"
-        );
-    }
 }
 
 #[cfg(test)]
