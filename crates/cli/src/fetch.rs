@@ -555,19 +555,12 @@ fn get_inner(
         // --resume, --no-dedup, no manifest) by name, in order where needed.
         // An object the node's repository holds comes by name too: by hash
         // it would come from the same store, one chunk at a time.
-        let routes = if no_dedup || resume || fetch.is_empty() {
-            None
+        let held_here = if no_dedup || resume {
+            Default::default()
         } else {
-            granary_node::fetched::Routes::read(socket).await
+            let names: Vec<Name> = fetch.iter().map(|(i, _)| i.versioned.clone()).collect();
+            granary_node::fetched::node_holds(socket, &names).await
         };
-        let mut held_here = std::collections::HashSet::new();
-        if routes.is_some() {
-            for (info, _) in &fetch {
-                if granary_node::fetched::node_holds(socket, &info.versioned).await {
-                    held_here.insert(info.versioned.clone());
-                }
-            }
-        }
         let mut deduped = Vec::new();
         let mut plain = Vec::new();
         for (info, out) in fetch {
@@ -589,7 +582,7 @@ fn get_inner(
             false
         } else {
             let names: Vec<Name> = deduped.iter().map(|(i, _)| i.versioned.clone()).collect();
-            routes.as_ref().is_some_and(|r| r.has_neighbours(&names))
+            granary_node::fetched::has_neighbours(socket, &names).await
         };
         let mut sources = Sources::new(
             Some(name(granary_repo::LOCAL_HASH_PREFIX)?),

@@ -83,38 +83,36 @@ impl Routes {
     }
 }
 
-/// True when the node's repository holds the version `versioned` names (a
-/// `holds` local command through `socket`): it is served from here, so an
-/// application on the node fetches it by name, not chunk by chunk from the
-/// same store, and does not keep it again. Any failure says "no".
-pub async fn node_holds(socket: &Path, versioned: &Name) -> bool {
-    let (Some(version), prefix) = (
-        versioned.last().and_then(|c| c.as_version()),
-        versioned.prefix(-1),
-    ) else {
-        return false;
-    };
+/// The versions among `versioned` that the node's repository holds (`holds`
+/// local commands through `socket`, one connection): those are served from
+/// here, so an application on the node fetches them by name, not chunk by
+/// chunk from the same store, and does not keep them again. A version the
+/// node cannot answer for counts as not held.
+pub async fn node_holds(socket: &Path, versioned: &[Name]) -> std::collections::HashSet<Name> {
+    let mut held = std::collections::HashSet::new();
     let (Ok(mut c), Ok(cmd)) = (
         granary_app::Client::connect(socket).await,
         name(granary_repo::local_commands::PREFIX),
     ) else {
-        return false;
+        return held;
     };
-    let mut f = granary_packet::InterestFields::new(
-        cmd.append(&granary_packet::Component::generic(b"holds")),
-    );
-    let params = serde_json::json!({ "name": prefix.to_string(), "version": version });
-    f.app_params = Some(bytes::Bytes::from(params.to_string()));
-    f.lifetime = Some(2_000);
-    match c.express(f).await {
-        Ok(granary_app::Reply::Data(d)) => {
-            serde_json::from_slice::<serde_json::Value>(d.content())
-                .ok()
-                .and_then(|v| v["holds"].as_bool())
-                == Some(true)
+    let verb = cmd.append(&granary_packet::Component::generic(b"holds"));
+    for n in versioned {
+        let Some(version) = n.last().and_then(|c| c.as_version()) else {
+            continue;
+        };
+        let mut f = granary_packet::InterestFields::new(verb.clone());
+        let params = serde_json::json!({ "name": n.prefix(-1).to_string(), "version": version });
+        f.app_params = Some(bytes::Bytes::from(params.to_string()));
+        f.lifetime = Some(2_000);
+        if let Ok(granary_app::Reply::Data(d)) = c.express(f).await {
+            let v = serde_json::from_slice::<serde_json::Value>(d.content()).ok();
+            if v.and_then(|v| v["holds"].as_bool()) == Some(true) {
+                held.insert(n.clone());
+            }
         }
-        _ => false,
     }
+    held
 }
 
 /// True when hash requests have neighbours to go to ([`Routes::has_neighbours`]).
