@@ -974,3 +974,56 @@ fn another_application_gets_what_the_node_holds_by_name() {
     // A node that does not hold it (only a route to the holder) still uses
     // the dedup path and keeps the copy: covered by tests/dedup.rs.
 }
+
+/// The repository's `holds` local command takes bad parameters without harm:
+/// anything but a name and a numeric version of a stored file answers
+/// `{"holds": false}`, and the node serves on.
+#[test]
+fn holds_answers_false_to_bad_parameters() {
+    let d = Daemon::start(&[]);
+    let src = d.dir.path().join("f");
+    std::fs::write(&src, noise(10_000, 4)).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/held/g", "--version", "7"]);
+    let v = 7;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ask = |params: Option<&[u8]>| -> Option<bool> {
+        rt.block_on(async {
+            let mut c = granary_app::Client::connect(&d.socket).await.unwrap();
+            let mut f = granary_packet::InterestFields::new(
+                granary_packet::Name::from_uri("/localhost/granary/repo/holds").unwrap(),
+            );
+            f.app_params = params.map(|p| bytes::Bytes::copy_from_slice(p));
+            f.lifetime = Some(2_000);
+            match c.express(f).await.unwrap() {
+                granary_app::Reply::Data(d) => {
+                    serde_json::from_slice::<serde_json::Value>(d.content()).unwrap()["holds"]
+                        .as_bool()
+                }
+                other => panic!("{other:?}"),
+            }
+        })
+    };
+    let good = format!(r#"{{"name":"/held/g","version":{v}}}"#);
+    assert_eq!(ask(Some(good.as_bytes())), Some(true));
+    for bad in [
+        None,
+        Some(&b"not json"[..]),
+        Some(br#"{"name":5,"version":1}"#),
+        Some(br#"{"name":"/held/g","version":"x"}"#),
+        Some(br#"{"name":"/held/g"}"#),
+        Some(br#"{"name":"%%%","version":1}"#),
+        Some(br#"{"name":"/held/g","version":1}"#),
+        Some(&[0xff, 0xfe, 0x00][..]),
+    ] {
+        assert_eq!(
+            ask(bad),
+            Some(false),
+            "{:?}",
+            bad.map(String::from_utf8_lossy)
+        );
+    }
+    assert_eq!(ask(Some(good.as_bytes())), Some(true), "still serving");
+}
