@@ -995,7 +995,7 @@ fn holds_answers_false_to_bad_parameters() {
             let mut f = granary_packet::InterestFields::new(
                 granary_packet::Name::from_uri("/localhost/granary/repo/holds").unwrap(),
             );
-            f.app_params = params.map(|p| bytes::Bytes::copy_from_slice(p));
+            f.app_params = params.map(bytes::Bytes::copy_from_slice);
             f.lifetime = Some(2_000);
             match c.express(f).await.unwrap() {
                 granary_app::Reply::Data(d) => {
