@@ -371,3 +371,25 @@ pub fn sample_root() -> PathBuf {
         lib.display()
     );
 }
+
+/// Runs `c`, killing it if it has not finished within `limit` (a hang fails
+/// the test instead of stalling the suite).
+pub fn run_within(mut c: Command, limit: std::time::Duration) -> std::process::Output {
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg(id.to_string()).status();
+            panic!("command did not finish within {limit:?}: a hang");
+        }
+    }
+}

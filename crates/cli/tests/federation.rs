@@ -7,33 +7,13 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use common::*;
 
 /// Runs `c`, killing it if it has not finished within `limit` (a hang is a
 /// failure, not a stuck test run).
-fn run_within(mut c: Command, limit: Duration) -> Output {
-    let child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(o) => o.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("command did not finish within {limit:?}: a hang");
-        }
-    }
-}
-
 /// R's `hinted forwarded N` counter (`granary status`).
 fn hinted(d: &Daemon) -> u64 {
     let s = d.ok(&["status"]);

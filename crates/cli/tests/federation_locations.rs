@@ -17,26 +17,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn run_within(mut c: Command, limit: Duration) -> Output {
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(o) => o.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("command did not finish within {limit:?}: a hang");
-        }
-    }
-}
-
 /// R's `hinted forwarded N` counter.
 fn hinted(d: &Daemon) -> u64 {
     let s = d.ok(&["status"]);

@@ -14,27 +14,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-/// Runs `c`, killing it if it has not finished within `limit`.
-fn run_within(mut c: Command, limit: Duration) -> Output {
-    let child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(o) => o.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("command did not finish within {limit:?}: a hang");
-        }
-    }
-}
-
 fn site(prefix: &str) -> Daemon {
     Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", prefix])
 }
