@@ -297,7 +297,7 @@ async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
             let len = p.wire.len() as u64;
             if marking
                 && p.congestion_mark.is_none()
-                && marker.should_mark(now, ahead + len, threshold, interval)
+                && marker.should_mark(now, ahead, threshold, interval)
             {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
