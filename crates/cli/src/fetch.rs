@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use granary_packet::Name;
 use granary_transfer::{
-    copy_verified, dedup_possible, discover_signed, fetch_dedup, fetch_objects, Config, Dedup,
-    DedupReport, Engine, ObjectInfo, OpenOptions, Output, PipelineType, RemoteFile, Sources, Stats,
-    Trust, UnixLink,
+    copy_verified, copy_verified_from, dedup_possible, discover_signed, fetch_dedup, fetch_objects,
+    Config, Dedup, DedupReport, Engine, ObjectInfo, OpenOptions, Output, PipelineType, RemoteFile,
+    Sources, Stats, Trust, UnixLink,
 };
 
 /// Engine flags (ndncatchunks' names and defaults).
@@ -507,32 +507,51 @@ fn get_inner(
         let mut fetch = Vec::new();
         let mut local_failed = 0;
         for (info, out) in objects {
-            let src = granary_node::fetched::local_source(store.as_ref(), &info);
-            let Some(src) = src.filter(|_| !no_dedup) else {
+            // This data directory's repository, else the node's: its file
+            // passed over the node's socket (short-circuit local read).
+            let src = match granary_node::fetched::local_source(store.as_ref(), &info) {
+                _ if no_dedup => None,
+                Some(p) => Some((None, p)),
+                None => tokio::task::block_in_place(|| {
+                    granary_node::fetched::node_source(socket, &info)
+                })
+                .map(|(f, at)| (Some(f), at)),
+            };
+            let Some((file, src)) = src else {
                 fetch.push((info, out));
                 continue;
             };
+            let from_node = file.is_some();
             let bar = progress_bar(info.map.file_size()).filter(|_| !quiet);
             let b2 = bar.clone();
             let r = tokio::task::block_in_place(|| {
-                copy_verified(&src, &info, &out, move |n| {
+                let progress = move |n| {
                     if let Some(b) = &b2 {
                         b.inc(n)
                     }
-                })
+                };
+                match file {
+                    Some(f) => copy_verified_from(f, &src, &info, &out, progress),
+                    None => copy_verified(&src, &info, &out, progress),
+                }
             });
             if let Some(b) = bar {
                 b.finish_and_clear();
             }
             match r {
                 Ok(r) => {
+                    let whose = if from_node {
+                        "the node's repository, its file passed over"
+                    } else {
+                        "the local repository,"
+                    };
                     if !quiet {
                         say!(
-                            "{}: {} bytes, {} segments, copied from the local repository ({}), every segment verified against {}",
+                            "{}: {} bytes, {} segments, copied from {whose} {}, every segment verified against {}",
                             r.versioned, r.size, r.segments, r.source.display(), r.verified_by
                         );
                     }
-                    copied.push(serde_json::json!({"local_copy": r}));
+                    copied.push(serde_json::json!({"local_copy": r, "from_node": from_node}));
                 }
                 // Its reader went away: nothing more can be written there.
                 Err(e) if matches!(&out, Output::Special(s) | Output::Stdout(s) if s.reader_gone()) => {

@@ -442,8 +442,10 @@ pub enum RepoCmd {
     /// published (`.hashes`) and their signed manifests; record damaged
     /// versions (`granary stat` shows them; the daemon stops serving their
     /// bad segments and RDR discovery prefers an older good version), and
-    /// with --repair-from restore bad segments from another node. Exits
-    /// non-zero while damage remains.
+    /// with --repair-from restore bad segments from another node. A clean
+    /// version published before serve-time CRC-32s existed gets its
+    /// `.crc32` file, so the node serves it with one CRC-32 per segment
+    /// instead of a second SHA-256. Exits non-zero while damage remains.
     Scrub(scrub::ScrubArgs),
 }
 

@@ -944,35 +944,94 @@ fn another_application_gets_what_the_node_holds_by_name() {
     let outer = tempfile::tempdir().unwrap();
     let other = other_app(&d.data, outer.path());
     let dst = outer.path().join("out");
-    let o = granary()
-        .args([
-            "--data-dir",
-            other.path().to_str().unwrap(),
-            "--socket",
-            d.socket.to_str().unwrap(),
-        ])
-        .args(["get", "/held/f", "-o", dst.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(std::fs::read(&dst).unwrap(), data);
-    let v: serde_json::Value = serde_json::from_slice(
-        o.stdout
+    let get = |extra: &[&str]| {
+        let _ = std::fs::remove_file(&dst);
+        let o = granary()
+            .args([
+                "--data-dir",
+                other.path().to_str().unwrap(),
+                "--socket",
+                d.socket.to_str().unwrap(),
+            ])
+            .args(["get", "/held/f", "-o", dst.to_str().unwrap(), "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = o
+            .stdout
             .split(|b| *b == b'\n')
             .find(|l| l.starts_with(b"{"))
-            .unwrap(),
-    )
-    .unwrap();
-    // No dedup report (no chunk asked by hash), one object by name.
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .unwrap_or_default();
+        (o, v)
+    };
+    // By default: the node's file, passed over its file socket, every
+    // segment checked against the signed manifest (decision 0100).
+    let (o, v) = get(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    assert_eq!(v["local"].as_array().map(|a| a.len()), Some(1), "{v}");
+    assert_eq!(v["local"][0]["from_node"], true, "{v}");
+    assert!(
+        v["local"][0]["local_copy"]["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with(".files")),
+        "{v}"
+    );
+    assert!(
+        v["local"][0]["local_copy"]["verified_by"]
+            .as_str()
+            .is_some(),
+        "{v}"
+    );
+    assert!(!err.contains("being kept"), "kept again: {err}");
+    // Without the local copy (--no-dedup): by name over NDN, no chunk asked
+    // by hash, not kept again either.
+    let (o, v) = get(&["--no-dedup"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
     assert!(
         v["dedup"].as_array().is_none_or(|a| a.is_empty()),
         "fetched by hash: {v}"
     );
     assert_eq!(v["objects"].as_array().map(|a| a.len()), Some(1), "{v}");
-    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(v["local"].as_array().is_none_or(|a| a.is_empty()), "{v}");
     assert!(!err.contains("being kept"), "kept again: {err}");
+    // A node file damaged on disk: the passed copy stops at the bad segment
+    // before writing it, the fetch goes on by name, and the node withholds
+    // that segment; wrong bytes never reach the output.
+    let stored = walk(&d.data.join("repo"))
+        .into_iter()
+        .find(|p| std::fs::read(p).is_ok_and(|b| b == data))
+        .expect("the node's data file");
+    let mut bad = data.clone();
+    bad[200_000] ^= 0xff;
+    std::fs::write(&stored, &bad).unwrap();
+    let (o, _) = get(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("cannot be used"), "{err}");
+    if o.status.success() {
+        assert_eq!(std::fs::read(&dst).unwrap(), data, "{err}");
+    } else {
+        assert!(std::fs::read(&dst).map_or(true, |b| b != bad), "{err}");
+    }
     // A node that does not hold it (only a route to the holder) still uses
     // the dedup path and keeps the copy: covered by tests/dedup.rs.
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// The repository's `holds` local command takes bad parameters without harm:

@@ -186,10 +186,13 @@ async fn rx_loop<R: AsyncRead + Unpin>(
         };
         Counters::add(&counters.in_bytes, n as u64);
         // Decode everything this read brought, then hand it over at once.
+        // The frames of one read arrived together: one clock read for all
+        // (it was 2% of the forwarder's CPU when read per frame).
+        let now = Instant::now();
         let mut failed = None;
         loop {
             match next_frame(&mut buf, limits.max_packet) {
-                Ok(Some(frame)) => match decode_incoming(frame, &mut reasm, Instant::now()) {
+                Ok(Some(frame)) => match decode_incoming(frame, &mut reasm, now) {
                     Ok(Some((packet, link))) => {
                         count_in(&counters, &packet);
                         batch.push((packet, link));

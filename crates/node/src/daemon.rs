@@ -219,6 +219,9 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             _ = term.recv() => {},
         }
         tracing::info!("shutting down");
+        if let Some(s) = running.sockets.first() {
+            let _ = std::fs::remove_file(crate::local_files::files_socket(s));
+        }
         running.stop().await;
         Ok::<_, anyhow::Error>(())
     })
@@ -448,6 +451,17 @@ async fn attach_repo(
                 granary_repo::scrub::background(&store, rate, std::time::Duration::from_secs(3600))
             })?;
         tracing::info!("background scrub at up to {scrub_mb_per_s} MB/s");
+    }
+    // Applications on the node read held versions from the file itself
+    // (short-circuit local reads, decision 0100), checked against the
+    // manifest they fetch over NDN.
+    if let Some(socket) = running.sockets.first() {
+        match crate::local_files::serve(granary_store::Store::open(dir)?, socket) {
+            Ok(at) => tracing::info!("local file socket {}", at.display()),
+            Err(e) => tracing::warn!(
+                "no local file socket ({e}): applications on this node fetch held versions over NDN"
+            ),
+        }
     }
     tokio::spawn(granary_repo::serve(repo.clone(), app));
     Ok(repo)

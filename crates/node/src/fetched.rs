@@ -25,6 +25,24 @@ pub fn local_source(
     (Some(e.meta.size) == info.map.file_size()).then_some(e.path)
 }
 
+/// The data file of the version `info` names, from the node at `socket`
+/// (its repository holds it) over the node's file socket
+/// ([`crate::local_files`]), with what to call it in reports. Only for
+/// objects whose manifest gives every segment's hash: the copy checks each
+/// one. `None` when the node does not hold it or cannot pass it.
+pub fn node_source(
+    socket: &Path,
+    info: &ObjectInfo,
+) -> Option<(std::fs::File, std::path::PathBuf)> {
+    if !info.has_manifest() || !dedup_possible(info) {
+        return None;
+    }
+    let version = info.versioned.last()?.as_version()?;
+    let (file, size) =
+        crate::local_files::request(socket, &info.versioned.prefix(-1), version).ok()?;
+    (Some(size) == info.map.file_size()).then(|| (file, crate::local_files::files_socket(socket)))
+}
+
 /// The node's FIB and which of its faces are local (the repository, apps),
 /// read once through the management socket: what `granary get` decides its
 /// sources by.

@@ -13,6 +13,7 @@ pub mod daemon;
 pub mod fetched;
 pub mod gateway;
 pub mod identity;
+pub mod local_files;
 pub mod locate;
 pub mod policy;
 pub mod publish_dir;

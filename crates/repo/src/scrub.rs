@@ -28,6 +28,10 @@ pub struct VersionReport {
     /// Segments restored from another node (`--repair-from`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub repaired: Vec<u64>,
+    /// The version had no serve-time check file (stores from before
+    /// decision 0095) and this scrub wrote it, the version being clean.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub crc_written: bool,
 }
 
 impl VersionReport {
@@ -71,13 +75,12 @@ pub fn scrub_version(
         bytes,
         bad,
         mut problems,
+        crc_written,
     } = match store.verify(e, threads, progress) {
         Ok(v) => v,
         Err(x) => Verified {
-            segments: 0,
-            bytes: 0,
-            bad: Vec::new(),
             problems: vec![format!("cannot be checked: {x}")],
+            ..Verified::default()
         },
     };
     problems.extend(crate::manifest::check_stored(store, e));
@@ -90,6 +93,7 @@ pub fn scrub_version(
         bad,
         problems,
         repaired: Vec::new(),
+        crc_written,
     };
     record(store, e, &report)?;
     Ok(report)

@@ -67,6 +67,11 @@ pub struct Verified {
     pub bad: Vec<BadSegment>,
     /// Other problems (see [`Damage::problems`]).
     pub problems: Vec<String>,
+    /// The version had no serve-time check file (`@<v>.crc32`, decision
+    /// 0095: stores published before it) and, being clean, got one from
+    /// this pass: its segments are served with one CRC-32 from now on
+    /// instead of a second SHA-256.
+    pub crc_written: bool,
 }
 
 impl Verified {
@@ -328,6 +333,18 @@ impl Store {
         }
         let next = AtomicUsize::new(0);
         let threads = threads.clamp(1, 64);
+        // A version without its `.crc32` (published before decision 0095)
+        // gets the CRC-32s of the bytes this pass reads, written only if
+        // every segment matches its SHA-256: a backfill never vouches for
+        // bytes the hashes do not.
+        let backfill = e.crcs.is_none() && !self.is_staged(e);
+        let crcs: Vec<std::sync::atomic::AtomicU32> = if backfill {
+            (0..spans.len())
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let results: Vec<Vec<BadSegment>> = std::thread::scope(|sc| {
             let workers: Vec<_> = (0..threads)
                 .map(|_| {
@@ -346,9 +363,12 @@ impl Store {
                                 let found = match &read {
                                     Ok(()) => {
                                         let from = (off - start) as usize;
-                                        let got: [u8; 32] =
-                                            Sha256::digest(&buf[from..from + len as usize]).into();
+                                        let seg = &buf[from..from + len as usize];
+                                        let got: [u8; 32] = Sha256::digest(seg).into();
                                         if got[..] == *want {
+                                            if let Some(c) = crcs.get(s) {
+                                                c.store(crc32fast::hash(seg), Ordering::Relaxed);
+                                            }
                                             continue;
                                         }
                                         hex(&got)
@@ -378,6 +398,18 @@ impl Store {
         out.bad.sort_by_key(|b| b.segment);
         out.segments = spans.len() as u64;
         out.bytes = spans.last().map_or(0, |(o, l)| o + *l as u64);
+        if backfill && out.is_clean() {
+            let bytes: Vec<u8> = crcs
+                .iter()
+                .flat_map(|c| c.load(Ordering::Relaxed).to_le_bytes())
+                .collect();
+            // A store that cannot take the file (read-only) is still
+            // verified; it keeps serving with the SHA-256 check.
+            if self.write_extra(e, crate::CRC_SUFFIX, &bytes).is_ok() {
+                out.crc_written = true;
+                self.forget();
+            }
+        }
         Ok(out)
     }
 
@@ -518,6 +550,57 @@ mod tests {
         assert!(old.crcs.is_none());
         assert_eq!(store.check_segment(&old, 2, &seg(2)).unwrap(), None);
         assert!(store.check_segment(&old, 1, &bad).unwrap().is_some());
+    }
+
+    #[test]
+    fn verify_backfills_the_crc_file_of_a_clean_version_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let data = crate::chunking::noise(300_000, 5);
+        for (name, chunking) in [
+            ("/t/fixed", None),
+            ("/t/cdc", Some("fastcdc:1024:4096:8192".parse().unwrap())),
+            ("/t/empty", None),
+        ] {
+            let bytes = if name == "/t/empty" {
+                &data[..0]
+            } else {
+                &data[..]
+            };
+            let e = put(&store, name, bytes, chunking);
+            let crc_file = crate::extra_path(&e.path, crate::CRC_SUFFIX);
+            let at_ingest = fs::read(&crc_file).unwrap();
+            // As a store from before decision 0095: no .crc32.
+            fs::remove_file(&crc_file).unwrap();
+            store.forget();
+            let old = store
+                .get(&e.meta.name().unwrap(), Some(e.meta.version))
+                .unwrap();
+            assert!(old.crcs.is_none());
+            let v = store.verify(&old, 2, &|_| {}).unwrap();
+            assert!(v.is_clean() && v.crc_written, "{name}: {v:?}");
+            // The very file ingest would have written, and lookups use it.
+            assert_eq!(fs::read(&crc_file).unwrap(), at_ingest, "{name}");
+            let now = store
+                .get(&e.meta.name().unwrap(), Some(e.meta.version))
+                .unwrap();
+            assert!(now.crcs.is_some());
+            // A version that has one is left alone.
+            assert!(!store.verify(&now, 1, &|_| {}).unwrap().crc_written);
+        }
+        // A damaged version gets none: the CRC would vouch for bad bytes.
+        let e = put(&store, "/t/bad", &data, None);
+        let crc_file = crate::extra_path(&e.path, crate::CRC_SUFFIX);
+        fs::remove_file(&crc_file).unwrap();
+        store.forget();
+        let old = store
+            .get(&e.meta.name().unwrap(), Some(e.meta.version))
+            .unwrap();
+        tamper(&old, 5_000);
+        let v = store.verify(&old, 2, &|_| {}).unwrap();
+        assert_eq!(v.bad.len(), 1);
+        assert!(!v.crc_written);
+        assert!(!crc_file.exists());
     }
 
     #[test]

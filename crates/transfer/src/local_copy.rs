@@ -55,6 +55,20 @@ pub fn copy_verified(
     src: &Path,
     info: &ObjectInfo,
     out: &Output,
+    progress: impl FnMut(u64),
+) -> Result<CopyReport, Error> {
+    let from = std::fs::File::open(src).map_err(|e| io(src, e))?;
+    copy_verified_from(from, src, info, out, progress)
+}
+
+/// [`copy_verified`] from a file already open (e.g. one the node passed
+/// over its socket to an application that cannot open the node's
+/// repository itself); `src` names it in reports and errors.
+pub fn copy_verified_from(
+    from: std::fs::File,
+    src: &Path,
+    info: &ObjectInfo,
+    out: &Output,
     mut progress: impl FnMut(u64),
 ) -> Result<CopyReport, Error> {
     let Check::Manifest(ck) = &info.check else {
@@ -67,7 +81,6 @@ pub fn copy_verified(
         .map
         .file_size()
         .ok_or_else(|| Error::Fetch(format!("{}: size unknown", info.versioned)))?;
-    let from = std::fs::File::open(src).map_err(|e| io(src, e))?;
     let have = from.metadata().map_err(|e| io(src, e))?.len();
     if have != size {
         return Err(Error::Verify(format!(
