@@ -686,7 +686,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
-        Command::Replicate(a) => replicate::run(&socket, &data_dir, &a),
+        Command::Replicate(a) => replicate::run(&socket, &data_dir, catalog::catalog_spec(), &a),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),
