@@ -482,6 +482,34 @@ fn three_sites_share_a_location_catalog_replicate_and_survive_a_site() {
     );
     eprintln!("c: after A went down, /cmip6/kept/p is on {now:?} (copied to {third})");
     assert_eq!(manifest(&b, "p"), manifest(&c, "p"));
+    // `--replicas` does not choose a down node: B publishes d while A is
+    // down; of two copies asked, C makes one, and A is not tried.
+    let f = work.path().join("d.bin");
+    std::fs::write(&f, noise(60_000, 5)).unwrap();
+    b.ok(&["put", f.to_str().unwrap(), "/cmip6/d"]);
+    trust(&b, &c);
+    let o = run_within(
+        command(
+            &b,
+            &[
+                "--catalog",
+                &url,
+                "replicate",
+                "/cmip6/d",
+                "--replicas",
+                "2",
+                "--node-timeout",
+                &NODE_TIMEOUT.to_string(),
+            ],
+        ),
+        Duration::from_secs(120),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("chose /site/c for /cmip6/d"), "{err}");
+    assert!(err.contains("1 copy made, 1 short"), "{err}");
+    assert!(!err.contains("/site/a"), "{err}");
+    assert_eq!(holders(&cat, "/cmip6/d"), ["/site/b", "/site/c"]);
     // While A is down its location of x is lost from the catalog; A
     // restarted reconciles its files (the truth) and is offered again.
     assert_eq!(cat.remove_for("/site/a", "/cmip6/x", None).unwrap(), 1);
