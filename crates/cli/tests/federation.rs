@@ -12,18 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// Runs `c`, killing it if it has not finished within `limit` (a hang is a
-/// failure, not a stuck test run).
-/// R's `hinted forwarded N` counter (`granary status`).
-fn hinted(d: &Daemon) -> u64 {
-    let s = d.ok(&["status"]);
-    s.lines()
-        .find_map(|l| l.strip_prefix("hinted"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
-}
-
 /// The `face list` line of the face to `uri`.
 fn face_line(d: &Daemon, uri: &str) -> Option<String> {
     d.ok(&["face", "list"])
@@ -78,7 +66,7 @@ fn hinted_interests_cross_a_sharded_router() {
 fn federation_through_router(r_extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     // A: a site publishing under its node prefix.
-    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", "/site/a"]);
+    let a = site("/site/a", &[]);
     let a_addr = a.tcp.clone().unwrap();
     let a_uri = format!("tcp4://{a_addr}");
     let src = work.path().join("x.bin");

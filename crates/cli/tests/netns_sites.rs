@@ -22,16 +22,13 @@
 mod common;
 mod netns;
 
-#[path = "../../catalog/tests/common/pgcluster.rs"]
-mod pgcluster;
-
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{files_under, noise, run_within};
+use common::{files_under, noise, pgcluster, run_within};
 use granary_testbed::LinkSpec;
 use netns::Node;
 use serde_json::Value;

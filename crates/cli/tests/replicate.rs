@@ -14,10 +14,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-fn site(prefix: &str) -> Daemon {
-    Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", prefix])
-}
-
 /// `from` routes `prefix` to `to`'s TCP listener.
 fn route(from: &Daemon, prefix: &str, to: &Daemon) {
     from.ok(&["route", "add", prefix, &tcp(to)]);
@@ -62,8 +58,8 @@ fn write(p: &Path, bytes: &[u8]) -> String {
 #[test]
 fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gone() {
     let work = tempfile::tempdir().unwrap();
-    let mut a = site("/site/a");
-    let b = site("/site/b");
+    let mut a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     let bytes = granary_store::chunking::noise(300_000, 11);
@@ -137,8 +133,8 @@ fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gon
 #[test]
 fn unsigned_and_untrusted_replicate_commands_are_refused() {
     let work = tempfile::tempdir().unwrap();
-    let a = site("/site/a");
-    let b = site("/site/b");
+    let a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     a.ok(&[
@@ -181,7 +177,7 @@ fn unsigned_and_untrusted_replicate_commands_are_refused() {
 
     // Now B trusts A; a command signed by a third node's key is still refused.
     trust(&a, &b);
-    let d = site("/site/d");
+    let d = site("/site/d", &[]);
     route(&d, "/site/b", &b);
     d.ok(&[
         "put",
@@ -223,8 +219,8 @@ fn unsigned_and_untrusted_replicate_commands_are_refused() {
 #[test]
 fn chunks_the_target_holds_are_not_fetched_again() {
     let work = tempfile::tempdir().unwrap();
-    let a = site("/site/a");
-    let b = site("/site/b");
+    let a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     const SEG: usize = 8192;
