@@ -268,3 +268,82 @@ fn chunks_the_target_holds_are_not_fetched_again() {
     let mb = std::fs::read(manifest_file(&b, "x")).unwrap();
     assert_eq!(ma, mb);
 }
+
+#[test]
+fn replicas_n_chooses_up_nodes_without_the_version_fewest_holdings_first() {
+    let work = tempfile::tempdir().unwrap();
+    let fed = SharedCatalog::start("replicas", "");
+    let a = fed.site("/site/a", &[]);
+    let b = fed.site("/site/b", &[]);
+    let c = fed.site("/site/c", &[]);
+    for (t, p) in [(&b, "/site/b"), (&c, "/site/c")] {
+        route(&a, p, t);
+        route(t, "/site/a", &a);
+    }
+    // B holds a version of its own; C none.
+    b.ok(&[
+        "put",
+        &write(&work.path().join("y.bin"), b"b's own file"),
+        "/b/y",
+    ]);
+    let bytes = granary_store::chunking::noise(40_000, 9);
+    a.ok(&[
+        "put",
+        &write(&work.path().join("x.bin"), &bytes),
+        "/cmip6/x",
+    ]);
+    trust(&a, &b);
+    trust(&a, &c);
+    let replicas = |n: &str| {
+        let o = run_within(
+            a.command(&[
+                "--catalog",
+                &fed.url,
+                "replicate",
+                "/cmip6/x",
+                "--replicas",
+                n,
+                "--json",
+            ]),
+            Duration::from_secs(120),
+        );
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+            o,
+        )
+    };
+    // C holds the fewest versions: chosen first.
+    let (ok, err, o) = replicas("1");
+    assert!(ok, "{err}");
+    assert!(err.contains("chose /site/c for /cmip6/x"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(
+        std::fs::read(manifest_file(&a, "x")).unwrap(),
+        std::fs::read(manifest_file(&c, "x")).unwrap()
+    );
+    // Then B, the only up node without it.
+    let (ok, err, _) = replicas("1");
+    assert!(ok, "{err}");
+    assert!(err.contains("chose /site/b for /cmip6/x"), "{err}");
+    // Every up node holds it: nothing done, non-zero exit.
+    let (ok, err, _) = replicas("2");
+    assert!(!ok);
+    assert!(err.contains("nothing done"), "{err}");
+    // Bad counts are refused before anything is asked.
+    for bad in ["0", "many"] {
+        let (ok, err, _) = replicas(bad);
+        assert!(!ok, "--replicas {bad}");
+        assert!(err.contains("--replicas"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let cat = granary_catalog::Catalog::open_unindexed(&fed.url).unwrap();
+    let held: Vec<String> = cat
+        .locate("/cmip6/x", None, Duration::from_secs(60))
+        .unwrap()
+        .into_iter()
+        .map(|l| l.node)
+        .collect();
+    assert_eq!(held, ["/site/a", "/site/c", "/site/b"]);
+}
