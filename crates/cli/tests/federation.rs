@@ -279,6 +279,52 @@ fn federation_through_router(r_extra: &[&str]) {
     drop(b);
 }
 
+/// The next hops of `prefix`'s FIB entry (`route list`'s `fib` line).
+fn fib_nexthops(d: &Daemon, prefix: &str) -> Vec<String> {
+    let list = d.ok(&["route", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("fib {prefix} ")))
+        .unwrap_or_else(|| panic!("no FIB entry {prefix}: {list}"));
+    line.split("nexthops=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(|h| h.split('(').next().unwrap().to_string())
+        .collect()
+}
+
+/// A site with a default route to its gateway still keeps its own prefix
+/// (and the replicate and catalog services under it) to itself: the node
+/// prefix's route captures, so `/`'s next hop is not inherited under it.
+#[test]
+fn a_default_route_is_not_inherited_under_the_node_prefix() {
+    let gw = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let a = site("/site/a", &[]);
+    let before = fib_nexthops(&a, "/site/a/granary/replicate");
+    a.ok(&["route", "add", "/", &tcp(&gw)]);
+    let list = a.ok(&["route", "list"]);
+    let gw_face = list
+        .lines()
+        .find(|l| l.starts_with("route / ") && l.contains("cost=0"))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("face=")))
+        .unwrap_or_else(|| panic!("no default route: {list}"))
+        .to_string();
+    assert!(fib_nexthops(&a, "/").contains(&gw_face), "{list}");
+    for p in ["/site/a", "/site/a/granary/replicate", "/site/a/catalog"] {
+        let hops = fib_nexthops(&a, p);
+        assert!(
+            !hops.contains(&gw_face),
+            "{p} inherits the default route: {list}"
+        );
+    }
+    assert_eq!(
+        fib_nexthops(&a, "/site/a/granary/replicate"),
+        before,
+        "{list}"
+    );
+}
+
 #[test]
 fn bad_static_routes_and_regions_are_refused_at_start() {
     let work = tempfile::tempdir().unwrap();

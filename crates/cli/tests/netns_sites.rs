@@ -247,10 +247,8 @@ fn three_sites_share_a_location_catalog_replicate_and_survive_a_site() {
     }
     std::fs::write(&rconf, r_toml).unwrap();
     let r = Node::start(&mut tb, hr, &["--config", rconf.to_str().unwrap()]);
-    // Each site routes the other sites' prefixes to R (not `/`: a default
-    // route at cost 0 would outrank the site's own repository, which
-    // serves `/` at cost 100, and send its own names away); Q sends
-    // everything to R.
+    // Each site routes the other sites' prefixes to R (not `/`: see
+    // docs/decisions/0097); Q sends everything to R.
     let q = Node::start(&mut tb, hq, &[]);
     for (n, l, h, me) in [
         (&a, la, ha, "/site/a"),
