@@ -338,6 +338,25 @@ fn replicas_n_chooses_up_nodes_without_the_version_fewest_holdings_first() {
         assert!(err.contains("--replicas"), "{err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    // A catalog that is not there: a clear error naming it.
+    let bad = fed.url.replace("/replicas", "/no_such_db");
+    let o = run_within(
+        a.command(&[
+            "--catalog",
+            &bad,
+            "replicate",
+            "/cmip6/x",
+            "--replicas",
+            "1",
+        ]),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("location catalog") && err.contains("no_such_db"),
+        "{err}"
+    );
     let cat = granary_catalog::Catalog::open_unindexed(&fed.url).unwrap();
     let held: Vec<String> = cat
         .locate("/cmip6/x", None, Duration::from_secs(60))
