@@ -303,7 +303,8 @@ enum Command {
     /// signature.
     ///
     /// Sends a signed command (this node's default key; the target checks
-    /// it against its trust anchors) to the node --to names; the target
+    /// it against its trust anchors) to each node --to names (or, with
+    /// --replicas N, N up nodes the location catalog has without it); the target
     /// fetches the version (verified; chunks it holds come from its own
     /// store), keeps the publisher's signed manifest root byte for byte,
     /// serves it under the same versioned name and registers the location.
@@ -688,7 +689,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
-        Command::Replicate(a) => replicate::run(&socket, &data_dir, &a),
+        Command::Replicate(a) => replicate::run(&socket, &data_dir, catalog::catalog_spec(), &a),
         Command::Selfcheck => selfcheck::run(),
         Command::Linkem(a) => linkem::run(a),
         Command::Sim(a) => sim::run(a),

@@ -23,11 +23,18 @@ pub struct ReplicateArgs {
         required_unless_present = "replicas"
     )]
     pub to: Vec<String>,
-    /// Copies wanted on other nodes, chosen among the up nodes of the
-    /// location catalog (needs the federation's location catalog; without
-    /// one, name the nodes with --to).
-    #[arg(long, value_name = "N", conflicts_with = "to")]
+    /// Make N more copies, on up nodes of the federation's location catalog
+    /// (--catalog postgres://…) that do not hold the version yet (this node
+    /// and the current holders are left out; the nodes holding the fewest
+    /// versions are chosen first). When fewer such nodes are up, the copies
+    /// that can be made are made and the command fails naming the shortfall.
+    #[arg(long, value_name = "N", conflicts_with = "to", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub replicas: Option<u32>,
+    /// With --replicas: a node whose last heartbeat is older than this
+    /// (seconds) is down and not chosen (default 60, the daemons' default
+    /// node_timeout).
+    #[arg(long, value_name = "SECONDS", requires = "replicas")]
+    pub node_timeout: Option<f64>,
     /// Node prefix(es) the target fetches from, put in its Interests'
     /// ForwardingHint (default: this node's prefix).
     #[arg(long = "from", value_name = "NODE_PREFIX")]
@@ -41,15 +48,142 @@ pub struct ReplicateArgs {
     pub json: bool,
 }
 
+/// The targets `--replicas N` picks, the version they are to copy, and
+/// how many of the N asked no up node is left for.
+#[derive(Debug, PartialEq, Eq)]
+struct Choice {
+    version: u64,
+    targets: Vec<String>,
+    shortfall: u32,
+    /// The up holders of the version (the targets' forwarding hints when
+    /// this node holds none).
+    sources: Vec<String>,
+}
+
+/// Picks up to `n` targets for `name` from the location catalog: up nodes
+/// other than `me` that hold no copy of the version (up or down: a down
+/// holder still has it on disk and counts again when it is back), those
+/// holding the fewest versions first, then by prefix. The version is
+/// `version`, else the newest `me` holds, else the newest an up node holds.
+fn choose(
+    cat: &granary_catalog::Catalog,
+    name: &str,
+    version: Option<u64>,
+    me: &str,
+    n: u32,
+    node_timeout: std::time::Duration,
+) -> anyhow::Result<Choice> {
+    let all = cat
+        .locations(name, node_timeout)
+        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?;
+    let version = match version {
+        Some(v) => v,
+        None => all
+            .iter()
+            .filter(|l| l.node == me)
+            .map(|l| l.version)
+            .max()
+            .or_else(|| all.iter().filter(|l| l.up).map(|l| l.version).max())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "the location catalog has no location of {name} on an up node (give --version, or publish it first)"
+                )
+            })?,
+    };
+    let holders: std::collections::BTreeSet<&str> = all
+        .iter()
+        .filter(|l| l.version == version)
+        .map(|l| l.node.as_str())
+        .collect();
+    let mut free: Vec<granary_catalog::NodeStatus> = cat
+        .nodes(node_timeout)
+        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?
+        .into_iter()
+        .filter(|s| s.up && s.prefix != me && !holders.contains(s.prefix.as_str()))
+        .collect();
+    free.sort_by(|a, b| a.locations.cmp(&b.locations).then(a.prefix.cmp(&b.prefix)));
+    let targets: Vec<String> = free
+        .into_iter()
+        .take(n as usize)
+        .map(|s| s.prefix)
+        .collect();
+    let shortfall = n - targets.len() as u32;
+    let sources = cat
+        .locate(name, Some(version), node_timeout)
+        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?
+        .into_iter()
+        .map(|l| l.node)
+        .collect();
+    Ok(Choice {
+        version,
+        targets,
+        shortfall,
+        sources,
+    })
+}
+
 /// Runs `granary replicate`.
-pub fn run(socket: &Path, data_dir: &Path, a: &ReplicateArgs) -> anyhow::Result<()> {
+pub fn run(
+    socket: &Path,
+    data_dir: &Path,
+    catalog: Option<&str>,
+    a: &ReplicateArgs,
+) -> anyhow::Result<()> {
     Name::from_uri(&a.name).map_err(|e| anyhow::anyhow!("{}: {e}", a.name))?;
-    if a.replicas.is_some() {
-        anyhow::bail!(
-            "--replicas needs the federation's location catalog (which nodes are up), which this node does not have; name the target nodes with --to NODE_PREFIX"
+    let mut version = a.version;
+    let mut shortfall = 0;
+    let mut sources = Vec::new();
+    let targets = if let Some(n) = a.replicas {
+        let spec = catalog
+            .filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--replicas chooses among the up nodes of the federation's location catalog: give it with --catalog postgres://…, or name the target nodes with --to NODE_PREFIX"
+                )
+            })?;
+        let t = match a.node_timeout {
+            None => granary_catalog::DEFAULT_NODE_TIMEOUT,
+            Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
+                std::time::Duration::from_secs_f64(s)
+            }
+            Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
+        };
+        let cat = granary_catalog::Catalog::open_unindexed(spec).map_err(|e| {
+            anyhow::anyhow!(
+                "location catalog {}: {e}",
+                granary_node::locate::redact(spec)
+            )
+        })?;
+        let me = granary_node::identity::node_prefix(data_dir)?.to_string();
+        let c = choose(&cat, &a.name, a.version, &me, n, t)?;
+        version = Some(c.version);
+        shortfall = c.shortfall;
+        if !c.sources.contains(&me) {
+            sources = c.sources.clone();
+        }
+        if c.targets.is_empty() {
+            anyhow::bail!(
+                "--replicas {n}: no up node of the location catalog is without {} v={} (this node {me} and the holders are left out); nothing done",
+                a.name,
+                c.version
+            );
+        }
+        eprintln!(
+            "--replicas {n}: chose {} for {} v={}{}",
+            c.targets.join(", "),
+            a.name,
+            c.version,
+            if shortfall > 0 {
+                format!(" ({shortfall} short: no other up node is without it)")
+            } else {
+                String::new()
+            }
         );
-    }
-    let targets =
+        c.targets
+            .iter()
+            .map(|t| Name::from_uri(t).map_err(|e| anyhow::anyhow!("catalog node {t:?}: {e}")))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    } else {
         a.to.iter()
             .map(|t| {
                 let n = Name::from_uri(t).map_err(|e| anyhow::anyhow!("--to {t:?}: {e}"))?;
@@ -58,8 +192,11 @@ pub fn run(socket: &Path, data_dir: &Path, a: &ReplicateArgs) -> anyhow::Result<
                 }
                 Ok(n)
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-    let fwhint = if a.from.is_empty() {
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let fwhint = if a.from.is_empty() && !sources.is_empty() {
+        sources
+    } else if a.from.is_empty() {
         vec![granary_node::identity::node_prefix(data_dir)?.to_string()]
     } else {
         for f in &a.from {
@@ -72,7 +209,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: &ReplicateArgs) -> anyhow::Result<
     };
     let req = Request {
         name: a.name.clone(),
-        version: a.version,
+        version,
         fwhint,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -129,6 +266,14 @@ pub fn run(socket: &Path, data_dir: &Path, a: &ReplicateArgs) -> anyhow::Result<
     }
     if failed > 0 {
         anyhow::bail!("{failed} of {} replication(s) failed", targets.len());
+    }
+    if shortfall > 0 {
+        anyhow::bail!(
+            "--replicas {}: {} cop{} made, {shortfall} short: the location catalog has no other up node without the version",
+            a.replicas.unwrap_or(0),
+            targets.len(),
+            if targets.len() == 1 { "y" } else { "ies" }
+        );
     }
     Ok(())
 }

@@ -6,9 +6,6 @@
 
 mod common;
 
-#[path = "../../catalog/tests/common/pgcluster.rs"]
-mod pgcluster;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -9,9 +9,6 @@
 
 mod common;
 
-#[path = "../../catalog/tests/common/pgcluster.rs"]
-mod pgcluster;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -111,28 +108,6 @@ impl Drop for Standby {
     }
 }
 
-/// Runs `c`, killing it if it has not finished within `limit` (a hang is a
-/// failure, not a stuck test run).
-fn within(mut c: Command, limit: Duration) -> std::process::Output {
-    let child = c
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let id = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(o) => o.unwrap(),
-        Err(_) => {
-            let _ = Command::new("kill").arg(id.to_string()).status();
-            panic!("command did not finish within {limit:?}: a hang");
-        }
-    }
-}
-
 fn put(d: &Daemon, url: &str, file: &Path, name: &str) -> Value {
     let o = d.cli(&[
         "--catalog",
@@ -173,20 +148,8 @@ fn the_nodes_survive_a_primary_failover_and_their_queued_registrations_arrive() 
     let promoted = format!("postgres://postgres@127.0.0.1:{}/granary_ha", standby.port);
     let work = tempfile::tempdir().unwrap();
     let cat = ["--catalog", url.as_str()];
-    let a = Daemon::start(
-        &[
-            &["--listen", "tcp://127.0.0.1:0", "--node-prefix", "/site/a"][..],
-            &cat,
-        ]
-        .concat(),
-    );
-    let b = Daemon::start(
-        &[
-            &["--listen", "tcp://127.0.0.1:0", "--node-prefix", "/site/b"][..],
-            &cat,
-        ]
-        .concat(),
-    );
+    let a = site("/site/a", &cat);
+    let b = site("/site/b", &cat);
     a.ok(&["route", "add", "/site/b", &tcp(&b)]);
     b.ok(&["route", "add", "/site/a", &tcp(&a)]);
     let f = work.path().join("f.bin");
@@ -221,7 +184,7 @@ fn the_nodes_survive_a_primary_failover_and_their_queued_registrations_arrive() 
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(std::fs::read(&out).unwrap(), bytes);
     // Replicating goes on; B's location registration is queued.
-    let o = within(
+    let o = run_within(
         a.command(&["replicate", "--json", "/ha/during0", "--to", "/site/b"]),
         Duration::from_secs(120),
     );

@@ -292,6 +292,81 @@ impl Drop for Producer {
     }
 }
 
+/// A throw-away PostgreSQL cluster (the catalog crate's test helper).
+#[path = "../../catalog/tests/common/pgcluster.rs"]
+pub mod pgcluster;
+
+/// A site node on loopback: a TCP listener, `--node-prefix prefix`, and
+/// `extra` daemon flags.
+pub fn site(prefix: &str, extra: &[&str]) -> Daemon {
+    Daemon::start(
+        &[
+            &["--listen", "tcp://127.0.0.1:0", "--node-prefix", prefix][..],
+            extra,
+        ]
+        .concat(),
+    )
+}
+
+/// A federation's shared catalog: a throw-away PostgreSQL cluster with one
+/// database, and a site config file every site started with
+/// [`SharedCatalog::site`] reads (e.g. a short `node_timeout`).
+pub struct SharedCatalog {
+    /// The cluster (stopped and removed on drop).
+    pub pg: pgcluster::PgCluster,
+    /// `postgres://…` of the database.
+    pub url: String,
+    /// The site config file.
+    pub config: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SharedCatalog {
+    /// Starts a cluster with database `db`; `config` is the sites' config
+    /// file's text.
+    pub fn start(db: &str, config: &str) -> SharedCatalog {
+        let pg = pgcluster::PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
+        let url = pg.create_db(db);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("site.toml");
+        std::fs::write(&path, config).unwrap();
+        SharedCatalog {
+            pg,
+            url,
+            config: path,
+            _dir: dir,
+        }
+    }
+
+    /// A [`site`] on this catalog (`--catalog URL --config FILE`), with
+    /// `extra` daemon flags.
+    pub fn site(&self, prefix: &str, extra: &[&str]) -> Daemon {
+        site(
+            prefix,
+            &[
+                &[
+                    "--catalog",
+                    self.url.as_str(),
+                    "--config",
+                    self.config.to_str().unwrap(),
+                ][..],
+                extra,
+            ]
+            .concat(),
+        )
+    }
+}
+
+/// A router's `hinted forwarded N` counter (`granary status`).
+pub fn hinted(d: &Daemon) -> u64 {
+    let s = d.ok(&["status"]);
+    s.lines()
+        .find_map(|l| l.strip_prefix("hinted"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
+}
+
 /// `tcp4://IP:PORT` of `d`'s TCP listener (started with `--listen tcp://…`).
 pub fn tcp(d: &Daemon) -> String {
     format!("tcp4://{}", d.tcp.as_ref().unwrap())

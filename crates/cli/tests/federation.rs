@@ -12,18 +12,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// Runs `c`, killing it if it has not finished within `limit` (a hang is a
-/// failure, not a stuck test run).
-/// R's `hinted forwarded N` counter (`granary status`).
-fn hinted(d: &Daemon) -> u64 {
-    let s = d.ok(&["status"]);
-    s.lines()
-        .find_map(|l| l.strip_prefix("hinted"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
-}
-
 /// The `face list` line of the face to `uri`.
 fn face_line(d: &Daemon, uri: &str) -> Option<String> {
     d.ok(&["face", "list"])
@@ -78,7 +66,7 @@ fn hinted_interests_cross_a_sharded_router() {
 fn federation_through_router(r_extra: &[&str]) {
     let work = tempfile::tempdir().unwrap();
     // A: a site publishing under its node prefix.
-    let a = Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", "/site/a"]);
+    let a = site("/site/a", &[]);
     let a_addr = a.tcp.clone().unwrap();
     let a_uri = format!("tcp4://{a_addr}");
     let src = work.path().join("x.bin");
@@ -289,6 +277,52 @@ fn federation_through_router(r_extra: &[&str]) {
     let toml = std::fs::read_to_string(a_data.join("node.toml")).unwrap();
     assert!(toml.contains("\"/site/b\""), "{toml}");
     drop(b);
+}
+
+/// The next hops of `prefix`'s FIB entry (`route list`'s `fib` line).
+fn fib_nexthops(d: &Daemon, prefix: &str) -> Vec<String> {
+    let list = d.ok(&["route", "list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&format!("fib {prefix} ")))
+        .unwrap_or_else(|| panic!("no FIB entry {prefix}: {list}"));
+    line.split("nexthops=")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .map(|h| h.split('(').next().unwrap().to_string())
+        .collect()
+}
+
+/// A site with a default route to its gateway still keeps its own prefix
+/// (and the replicate and catalog services under it) to itself: the node
+/// prefix's route captures, so `/`'s next hop is not inherited under it.
+#[test]
+fn a_default_route_is_not_inherited_under_the_node_prefix() {
+    let gw = Daemon::start(&["--listen", "tcp://127.0.0.1:0"]);
+    let a = site("/site/a", &[]);
+    let before = fib_nexthops(&a, "/site/a/granary/replicate");
+    a.ok(&["route", "add", "/", &tcp(&gw)]);
+    let list = a.ok(&["route", "list"]);
+    let gw_face = list
+        .lines()
+        .find(|l| l.starts_with("route / ") && l.contains("cost=0"))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("face=")))
+        .unwrap_or_else(|| panic!("no default route: {list}"))
+        .to_string();
+    assert!(fib_nexthops(&a, "/").contains(&gw_face), "{list}");
+    for p in ["/site/a", "/site/a/granary/replicate", "/site/a/catalog"] {
+        let hops = fib_nexthops(&a, p);
+        assert!(
+            !hops.contains(&gw_face),
+            "{p} inherits the default route: {list}"
+        );
+    }
+    assert_eq!(
+        fib_nexthops(&a, "/site/a/granary/replicate"),
+        before,
+        "{list}"
+    );
 }
 
 #[test]

@@ -8,24 +8,11 @@
 
 mod common;
 
-#[path = "../../catalog/tests/common/pgcluster.rs"]
-mod pgcluster;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// R's `hinted forwarded N` counter.
-fn hinted(d: &Daemon) -> u64 {
-    let s = d.ok(&["status"]);
-    s.lines()
-        .find_map(|l| l.strip_prefix("hinted"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
-}
 
 /// `get NAME -o OUT --json --no-dedup --no-publish` by C: (output, JSON).
 fn get(c: &Daemon, name: &str, out: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
@@ -45,42 +32,14 @@ fn get(c: &Daemon, name: &str, out: &Path, extra: &[&str]) -> (Output, serde_jso
     (o, v)
 }
 
-fn noise(n: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
 #[test]
 fn consumers_find_names_through_the_location_catalog_and_fail_over() {
-    let pg = pgcluster::PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
-    let url = pg.create_db("federation");
-    let work = tempfile::tempdir().unwrap();
-    let conf = work.path().join("site.toml");
     // A short node timeout: a killed node is down within seconds.
-    std::fs::write(&conf, "node_timeout = 3\n").unwrap();
-    let site = |prefix: &str| {
-        Daemon::start(&[
-            "--listen",
-            "tcp://127.0.0.1:0",
-            "--node-prefix",
-            prefix,
-            "--catalog",
-            &url,
-            "--config",
-            conf.to_str().unwrap(),
-            "--http",
-            "127.0.0.1:0",
-        ])
-    };
-    let a = site("/site/a");
-    let b = site("/site/b");
+    let fed = SharedCatalog::start("federation", "node_timeout = 3\n");
+    let url = fed.url.clone();
+    let work = tempfile::tempdir().unwrap();
+    let a = fed.site("/site/a", &["--http", "127.0.0.1:0"]);
+    let b = fed.site("/site/b", &["--http", "127.0.0.1:0"]);
     // R: static routes to both sites, nothing for /cmip6.
     let rconf = work.path().join("r.toml");
     std::fs::write(

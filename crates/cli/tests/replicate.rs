@@ -14,10 +14,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
-fn site(prefix: &str) -> Daemon {
-    Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--node-prefix", prefix])
-}
-
 /// `from` routes `prefix` to `to`'s TCP listener.
 fn route(from: &Daemon, prefix: &str, to: &Daemon) {
     from.ok(&["route", "add", prefix, &tcp(to)]);
@@ -62,8 +58,8 @@ fn write(p: &Path, bytes: &[u8]) -> String {
 #[test]
 fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gone() {
     let work = tempfile::tempdir().unwrap();
-    let mut a = site("/site/a");
-    let b = site("/site/b");
+    let mut a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     let bytes = granary_store::chunking::noise(300_000, 11);
@@ -137,8 +133,8 @@ fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gon
 #[test]
 fn unsigned_and_untrusted_replicate_commands_are_refused() {
     let work = tempfile::tempdir().unwrap();
-    let a = site("/site/a");
-    let b = site("/site/b");
+    let a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     a.ok(&[
@@ -181,7 +177,7 @@ fn unsigned_and_untrusted_replicate_commands_are_refused() {
 
     // Now B trusts A; a command signed by a third node's key is still refused.
     trust(&a, &b);
-    let d = site("/site/d");
+    let d = site("/site/d", &[]);
     route(&d, "/site/b", &b);
     d.ok(&[
         "put",
@@ -223,8 +219,8 @@ fn unsigned_and_untrusted_replicate_commands_are_refused() {
 #[test]
 fn chunks_the_target_holds_are_not_fetched_again() {
     let work = tempfile::tempdir().unwrap();
-    let a = site("/site/a");
-    let b = site("/site/b");
+    let a = site("/site/a", &[]);
+    let b = site("/site/b", &[]);
     route(&a, "/site/b", &b);
     route(&b, "/site/a", &a);
     const SEG: usize = 8192;
@@ -271,4 +267,102 @@ fn chunks_the_target_holds_are_not_fetched_again() {
     let ma = std::fs::read(manifest_file(&a, "x")).unwrap();
     let mb = std::fs::read(manifest_file(&b, "x")).unwrap();
     assert_eq!(ma, mb);
+}
+
+#[test]
+fn replicas_n_chooses_up_nodes_without_the_version_fewest_holdings_first() {
+    let work = tempfile::tempdir().unwrap();
+    let fed = SharedCatalog::start("replicas", "");
+    let a = fed.site("/site/a", &[]);
+    let b = fed.site("/site/b", &[]);
+    let c = fed.site("/site/c", &[]);
+    for (t, p) in [(&b, "/site/b"), (&c, "/site/c")] {
+        route(&a, p, t);
+        route(t, "/site/a", &a);
+    }
+    // B holds a version of its own; C none.
+    b.ok(&[
+        "put",
+        &write(&work.path().join("y.bin"), b"b's own file"),
+        "/b/y",
+    ]);
+    let bytes = granary_store::chunking::noise(40_000, 9);
+    a.ok(&[
+        "put",
+        &write(&work.path().join("x.bin"), &bytes),
+        "/cmip6/x",
+    ]);
+    trust(&a, &b);
+    trust(&a, &c);
+    let replicas = |n: &str| {
+        let o = run_within(
+            a.command(&[
+                "--catalog",
+                &fed.url,
+                "replicate",
+                "/cmip6/x",
+                "--replicas",
+                n,
+                "--json",
+            ]),
+            Duration::from_secs(120),
+        );
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).to_string(),
+            o,
+        )
+    };
+    // C holds the fewest versions: chosen first.
+    let (ok, err, o) = replicas("1");
+    assert!(ok, "{err}");
+    assert!(err.contains("chose /site/c for /cmip6/x"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["state"], "done", "{v}");
+    assert_eq!(
+        std::fs::read(manifest_file(&a, "x")).unwrap(),
+        std::fs::read(manifest_file(&c, "x")).unwrap()
+    );
+    // Then B, the only up node without it.
+    let (ok, err, _) = replicas("1");
+    assert!(ok, "{err}");
+    assert!(err.contains("chose /site/b for /cmip6/x"), "{err}");
+    // Every up node holds it: nothing done, non-zero exit.
+    let (ok, err, _) = replicas("2");
+    assert!(!ok);
+    assert!(err.contains("nothing done"), "{err}");
+    // Bad counts are refused before anything is asked.
+    for bad in ["0", "many"] {
+        let (ok, err, _) = replicas(bad);
+        assert!(!ok, "--replicas {bad}");
+        assert!(err.contains("--replicas"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A catalog that is not there: a clear error naming it.
+    let bad = fed.url.replace("/replicas", "/no_such_db");
+    let o = run_within(
+        a.command(&[
+            "--catalog",
+            &bad,
+            "replicate",
+            "/cmip6/x",
+            "--replicas",
+            "1",
+        ]),
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("location catalog") && err.contains("no_such_db"),
+        "{err}"
+    );
+    let cat = granary_catalog::Catalog::open_unindexed(&fed.url).unwrap();
+    let held: Vec<String> = cat
+        .locate("/cmip6/x", None, Duration::from_secs(60))
+        .unwrap()
+        .into_iter()
+        .map(|l| l.node)
+        .collect();
+    assert_eq!(held, ["/site/a", "/site/c", "/site/b"]);
 }

@@ -383,7 +383,18 @@ async fn attach_repo(
         ("rib", "register", static_route(Name::new(), 0, 100)),
         // The node's own prefix: Interests under it (or hinted to it by a
         // router whose region does not hold it) reach this repository.
-        ("rib", "register", static_route(node.clone(), route, 0)),
+        // Capture: a shorter route (a default route `/` to a gateway) is not
+        // inherited under it, else the forwarder could send names under
+        // this node's prefix (its replicate and catalog services) away.
+        (
+            "rib",
+            "register",
+            static_route(
+                node.clone(),
+                route | granary_mgmt::values::route_flags::CAPTURE,
+                0,
+            ),
+        ),
         // Hash requests from neighbours (one hop, /localhop), answered from
         // the hash index. A high cost: this node's own apps reach its
         // neighbours first (their routes cost less) and the repository only

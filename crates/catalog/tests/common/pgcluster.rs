@@ -71,6 +71,13 @@ impl PgCluster {
         self.port
     }
 
+    /// The directory of the server's Unix socket (`.s.PGSQL.<port>`):
+    /// reachable from every network namespace of the machine, since they
+    /// share the file system.
+    pub fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// Stops the server (fast shutdown: clients are disconnected), keeping its data.
     pub fn stop(&mut self) -> Result<(), String> {
         let bin = bin_dir().ok_or("PostgreSQL binaries not found")?;

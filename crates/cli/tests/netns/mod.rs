@@ -52,6 +52,8 @@ pub struct Node {
     pub dir: tempfile::TempDir,
     pub data: PathBuf,
     pub socket: PathBuf,
+    /// The daemon's pid (`ip netns exec` execs it, so it is the child's).
+    pub pid: u32,
 }
 
 pub fn granary() -> Command {
@@ -62,10 +64,53 @@ impl Node {
     /// Starts a daemon in `host` with a UDP listener on 0.0.0.0:6363 plus
     /// `extra` daemon flags; waits for `ready`.
     pub fn start(tb: &mut granary_testbed::Testbed, host: HostId, extra: &[&str]) -> Node {
-        use std::io::BufRead;
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_path_buf();
         let socket = data.join("g.sock");
+        let pid = Self::spawn(tb, host, &data, &socket, extra);
+        Node {
+            dir,
+            data,
+            socket,
+            pid,
+        }
+    }
+
+    /// Kills the daemon (SIGKILL: no goodbye to anyone) and waits until
+    /// its process is gone.
+    pub fn kill(&self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &self.pid.to_string()])
+            .status();
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // The testbed reaps it (it adopted the child); until then it is a
+        // zombie, whose state is Z.
+        while std::fs::read_to_string(format!("/proc/{}/stat", self.pid))
+            .is_ok_and(|s| !s.contains(") Z "))
+        {
+            assert!(
+                std::time::Instant::now() < end,
+                "pid {} still runs",
+                self.pid
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the daemon again in `host` on the same data directory and
+    /// socket (after [`Node::kill`]).
+    pub fn restart(&mut self, tb: &mut granary_testbed::Testbed, host: HostId, extra: &[&str]) {
+        self.pid = Self::spawn(tb, host, &self.data, &self.socket, extra);
+    }
+
+    fn spawn(
+        tb: &mut granary_testbed::Testbed,
+        host: HostId,
+        data: &std::path::Path,
+        socket: &std::path::Path,
+        extra: &[&str],
+    ) -> u32 {
+        use std::io::BufRead;
         let mut c = tb.command(host, bin());
         c.args([
             "--data-dir",
@@ -89,8 +134,9 @@ impl Node {
             }
         }
         std::thread::spawn(move || for _ in lines.by_ref() {});
+        let pid = child.id();
         tb.adopt(child);
-        Node { dir, data, socket }
+        pid
     }
 
     pub fn cli(&self, args: &[&str]) -> Output {
