@@ -7,13 +7,14 @@
 # (dedup on must cost ≤ 10% when there is nothing to dedupe). Each case starts cold:
 # B without the object, A's and B's content stores erased.
 # Wall time and peak RSS from GNU time; every output is compared with the original.
-# Usage: bash bench/defaults.sh [MiB] [RUNS]   (PUT_ARGS="--chunking …" to compare a chunking)
+# Usage: bash bench/defaults.sh [MiB] [RUNS]   (PUT_ARGS="--chunking …" to compare a chunking;
+# NO_BUILD=1 skips the build, GRANARY=/path/to/granary measures another build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
 runs=${2:-2}
-cargo build --release -q -p granary
-G=$PWD/target/release/granary
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p granary
+G=${GRANARY:-$PWD/target/release/granary}
 [ -x /usr/bin/time ] || { echo "GNU time missing: apt-get install time" >&2; exit 1; }
 tmp=$(mktemp -d -p "${BENCH_TMP:-/tmp}")
 pids=()
