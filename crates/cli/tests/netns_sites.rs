@@ -247,20 +247,14 @@ fn three_sites_share_a_location_catalog_replicate_and_survive_a_site() {
     }
     std::fs::write(&rconf, r_toml).unwrap();
     let r = Node::start(&mut tb, hr, &["--config", rconf.to_str().unwrap()]);
-    // Each site routes the other sites' prefixes to R (not `/`: see
-    // docs/decisions/0097); Q sends everything to R.
+    // Each site has a default route to R, as a site behind one gateway
+    // would (a hint naming the site itself follows the site's captured
+    // node-prefix route to its repository, not `/` back to R); Q sends
+    // everything to R.
     let q = Node::start(&mut tb, hq, &[]);
-    for (n, l, h, me) in [
-        (&a, la, ha, "/site/a"),
-        (&b, lb, hb, "/site/b"),
-        (&c, lc, hc, "/site/c"),
-    ] {
+    for (n, l, h) in [(&a, la, ha), (&b, lb, hb), (&c, lc, hc)] {
         let to_r = format!("udp4://{}", tb.udp_path(l, h, 6363).unwrap());
-        for p in ["/site/a", "/site/b", "/site/c"] {
-            if p != me {
-                n.ok(&["route", "add", p, &to_r]);
-            }
-        }
+        n.ok(&["route", "add", "/", &to_r]);
     }
     let to_r = tb.udp_path(lq, hq, 6363).unwrap();
     q.ok(&["route", "add", "/", &format!("udp4://{to_r}")]);

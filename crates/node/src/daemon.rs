@@ -127,12 +127,10 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         }
         None => crate::identity::node_prefix(data_dir)?,
     };
-    // The node's own prefix is in its network region (a Granary default; NFD
-    // has none): an Interest hinted to this node goes on by name here.
-    let node_uri = node.to_string();
-    if !cfg.network_region.iter().any(|r| r == &node_uri) {
-        cfg.network_region.push(node_uri);
-    }
+    // The node's own prefix is NOT put in its network region (NFD's region
+    // is empty unless configured): an Interest hinted to this node follows
+    // the hint to the node prefix's captured route, i.e. to its repository,
+    // whatever default route the site has (decision 0090, amended).
     let repo_dir = data_dir.join("repo");
     let no_repo = args.no_repo;
     // The catalog, opened before the runtime starts (its in-memory index is
