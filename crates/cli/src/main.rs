@@ -276,7 +276,9 @@ enum Command {
         /// whose signed manifest gives every chunk's SHA-256: a version the
         /// local repository holds is copied from it (verified, no Interest);
         /// one the node's repository holds (another application's data
-        /// directory on the node) comes from it by name;
+        /// directory on the node) is copied the same way from the node's file,
+        /// which the node passes over `<socket>.files` (verified against the
+        /// manifest; by name when the node cannot pass it);
         /// otherwise the chunks the local repository has (one batch query) come
         /// from it, neighbours are asked by hash request
         /// (/localhop/granary/sha256/<hash>, short lifetime) when the node has
