@@ -357,14 +357,43 @@ impl SharedCatalog {
     }
 }
 
+/// A node the tests drive through its CLI: a loopback [`Daemon`], or a
+/// node in a network namespace (tests/netns, which implements this where
+/// it is used).
+pub trait Cli {
+    /// Runs `granary ARGS` against the node; its stdout, or a panic.
+    fn run_ok(&self, args: &[&str]) -> String;
+    /// A scratch directory of the node's.
+    fn scratch(&self) -> &Path;
+}
+
+impl Cli for Daemon {
+    fn run_ok(&self, args: &[&str]) -> String {
+        self.ok(args)
+    }
+    fn scratch(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
 /// A router's `hinted forwarded N` counter (`granary status`).
-pub fn hinted(d: &Daemon) -> u64 {
-    let s = d.ok(&["status"]);
+pub fn hinted(d: &impl Cli) -> u64 {
+    let s = d.run_ok(&["status"]);
     s.lines()
         .find_map(|l| l.strip_prefix("hinted"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no hinted counter in {s}"))
+}
+
+/// `granary federation status --json`'s nodes: (prefix, up), in its order.
+pub fn nodes_up(status: &Value) -> Vec<(String, bool)> {
+    status["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no nodes in {status}"))
+        .iter()
+        .map(|n| (n["prefix"].as_str().unwrap().to_string(), n["up"] == true))
+        .collect()
 }
 
 /// `tcp4://IP:PORT` of `d`'s TCP listener (started with `--listen tcp://…`).
@@ -373,15 +402,15 @@ pub fn tcp(d: &Daemon) -> String {
 }
 
 /// `to` trusts `from`'s publisher key (made by its first `put`).
-pub fn trust(from: &Daemon, to: &Daemon) {
-    let list = from.ok(&["key", "list"]);
+pub fn trust(from: &impl Cli, to: &impl Cli) {
+    let list = from.run_ok(&["key", "list"]);
     let key = list
         .split_whitespace()
         .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
         .expect("a key");
-    let cert = from.dir.path().join("pub.cert");
-    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
-    to.ok(&["key", "trust", cert.to_str().unwrap()]);
+    let cert = from.scratch().join("pub.cert");
+    std::fs::write(&cert, from.run_ok(&["key", "export", key])).unwrap();
+    to.run_ok(&["key", "trust", cert.to_str().unwrap()]);
 }
 
 /// Every file under `dir`, as paths relative to it, sorted.

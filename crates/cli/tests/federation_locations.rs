@@ -316,14 +316,8 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let up: Vec<(String, bool)> = s["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| (n["prefix"].as_str().unwrap().to_string(), n["up"] == true))
-        .collect();
     assert_eq!(
-        up,
+        common::nodes_up(&s),
         [
             ("/site/a".to_string(), false),
             ("/site/b".to_string(), true)

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{files_under, noise, pgcluster, run_within};
+use common::{files_under, hinted, noise, pgcluster, run_within, trust};
 use granary_testbed::LinkSpec;
 use netns::Node;
 use serde_json::Value;
@@ -49,26 +49,13 @@ fn command(n: &Node, args: &[&str]) -> Command {
     c
 }
 
-/// `to` trusts the key `from` publishes with.
-fn trust(from: &Node, to: &Node) {
-    let list = from.ok(&["key", "list"]);
-    let key = list
-        .split_whitespace()
-        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
-        .expect("a key");
-    let cert = from.dir.path().join("pub.cert");
-    std::fs::write(&cert, from.ok(&["key", "export", key])).unwrap();
-    to.ok(&["key", "trust", cert.to_str().unwrap()]);
-}
-
-/// The router's `hinted forwarded N` counter.
-fn hinted(r: &Node) -> u64 {
-    let s = r.ok(&["status"]);
-    s.lines()
-        .find_map(|l| l.strip_prefix("hinted"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
+impl common::Cli for Node {
+    fn run_ok(&self, args: &[&str]) -> String {
+        self.ok(args)
+    }
+    fn scratch(&self) -> &std::path::Path {
+        self.dir.path()
+    }
 }
 
 /// Interests the router sent on its face to `remote` (`face list`'s
@@ -524,14 +511,8 @@ fn three_sites_share_a_location_catalog_replicate_and_survive_a_site() {
     );
     ok(&o);
     let s = json(&o);
-    let up: Vec<(String, bool)> = s["nodes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|n| (n["prefix"].as_str().unwrap().to_string(), n["up"] == true))
-        .collect();
     assert_eq!(
-        up,
+        common::nodes_up(&s),
         [
             ("/site/a".to_string(), true),
             ("/site/b".to_string(), true),

@@ -1002,8 +1002,10 @@ fn another_application_gets_what_the_node_holds_by_name() {
     // A node file damaged on disk: the passed copy stops at the bad segment
     // before writing it, the fetch goes on by name, and the node withholds
     // that segment; wrong bytes never reach the output.
-    let stored = walk(&d.data.join("repo"))
+    let repo = d.data.join("repo");
+    let stored = files_under(&repo)
         .into_iter()
+        .map(|p| repo.join(p))
         .find(|p| std::fs::read(p).is_ok_and(|b| b == data))
         .expect("the node's data file");
     let mut bad = data.clone();
@@ -1019,19 +1021,6 @@ fn another_application_gets_what_the_node_holds_by_name() {
     }
     // A node that does not hold it (only a route to the holder) still uses
     // the dedup path and keeps the copy: covered by tests/dedup.rs.
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// The repository's `holds` local command takes bad parameters without harm:
