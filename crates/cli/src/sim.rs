@@ -44,7 +44,9 @@ pub struct VipArgs {
     #[arg(long, default_value = "abilene")]
     pub topology: String,
     /// Variants: vip, or lru|lfu|fifo|unif|bias with +sp (shortest path)
-    /// or +pb (potential-based).
+    /// or +pb (potential-based). For ablations the cache may be vip with
+    /// a baseline's forwarding (vip+sp) and the forwarding vip with a
+    /// baseline's cache (lfu+vip).
     #[arg(
         long,
         value_delimiter = ',',
@@ -78,6 +80,17 @@ pub struct VipArgs {
     /// VIP slot (exchange period), seconds.
     #[arg(long, default_value_t = 1.0)]
     pub slot: f64,
+    /// VIPs a cached object drains per slot (the paper's r_n): node (what
+    /// all the node's links carry together, in objects per slot), link
+    /// (what its fastest link carries) or a number.
+    #[arg(long, default_value = "node")]
+    pub vip_drain: granary_measure::simvip::Drain,
+    /// Which Data a VIP cache admits: set (objects of the VIP cache set;
+    /// those leaving it are erased, as the forwarder's `vip` CS policy) or
+    /// replace (Yeh et al.'s stable caching: cache while there is room, else
+    /// replace the lowest-scored cached object if the new one scores higher).
+    #[arg(long, default_value = "set")]
+    pub vip_admit: granary_measure::simvip::Admission,
     /// Seed (sources, requests, random replacement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -165,6 +178,8 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 duration: v.duration,
                 warmup: v.warmup,
                 slot: v.slot,
+                vip_drain: v.vip_drain,
+                vip_admit: v.vip_admit,
                 seed: v.seed,
                 out: v.out,
             })

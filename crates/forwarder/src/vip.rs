@@ -486,6 +486,12 @@ impl<K: VipKey> Vip<K> {
             .unwrap_or(0.0)
     }
 
+    /// An object's cache score: the EWMA of its VIP inflow per period (0:
+    /// none seen), as of the last period.
+    pub fn score(&self, object: &K) -> f64 {
+        self.scores.get(object).copied().unwrap_or(0.0)
+    }
+
     /// This node's count of an object.
     pub fn count(&self, object: &K) -> u64 {
         self.counts.get(object).copied().unwrap_or(0)

@@ -185,6 +185,9 @@ pub enum CachePolicy {
     Unif,
     /// Biased random replacement (simulator-only).
     Bias,
+    /// VIP's placement (the node's VIP cache set, [`Admission`]), with the
+    /// VIP virtual plane running.
+    Vip,
 }
 
 /// Forwarding of a baseline.
@@ -194,13 +197,110 @@ pub enum Forwarding {
     Sp,
     /// Potential-based: a neighbour's cached copy first.
     Pb,
+    /// VIP's forwarding (`Vip::choose`), with the VIP virtual plane running.
+    Vip,
+}
+
+/// How many VIPs a cached object drains per slot (the paper's r_n).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// What all of the node's links carry together (objects per slot).
+    Node,
+    /// What the node's fastest link carries (objects per slot).
+    Link,
+    /// A fixed number of VIPs per slot.
+    Fixed(u64),
+}
+
+impl std::fmt::Display for Drain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Drain::Node => f.write_str("node"),
+            Drain::Link => f.write_str("link"),
+            Drain::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Drain {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "node" => Ok(Drain::Node),
+            "link" => Ok(Drain::Link),
+            n => n
+                .parse::<u64>()
+                .map(Drain::Fixed)
+                .map_err(|_| format!("bad VIP drain {s:?} (node, link or a number of VIPs)")),
+        }
+    }
+}
+
+/// Which Data a VIP cache admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Only objects in the node's VIP cache set; objects that leave the set
+    /// are erased (the forwarder's `vip` CS policy).
+    Set,
+    /// Yeh et al.'s stable caching rule as their NFD implementation
+    /// (neu-yehlab/VIP-NFD, cs-policy-VIP) applies it: an arriving object is
+    /// cached while there is room, else it replaces the cached object with
+    /// the lowest cache score if its own score is higher; nothing is erased
+    /// when the cache set changes.
+    Replace,
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Admission::Set => "set",
+            Admission::Replace => "replace",
+        })
+    }
+}
+
+impl std::str::FromStr for Admission {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "set" => Ok(Admission::Set),
+            "replace" => Ok(Admission::Replace),
+            _ => Err(format!("bad VIP admission {s:?} (set or replace)")),
+        }
+    }
 }
 
 /// What is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
+    /// VIP's caching and forwarding.
     Vip,
+    /// A cache policy with a forwarding (either may be VIP's, for
+    /// ablations: `vip+sp`, `lfu+vip`).
     Base(CachePolicy, Forwarding),
+}
+
+impl Variant {
+    /// The cache policy.
+    pub fn cache(self) -> CachePolicy {
+        match self {
+            Variant::Vip => CachePolicy::Vip,
+            Variant::Base(c, _) => c,
+        }
+    }
+
+    /// The forwarding.
+    pub fn forwarding(self) -> Forwarding {
+        match self {
+            Variant::Vip => Forwarding::Vip,
+            Variant::Base(_, w) => w,
+        }
+    }
+
+    /// Whether the VIP virtual plane runs.
+    pub fn vip_plane(self) -> bool {
+        self.cache() == CachePolicy::Vip || self.forwarding() == Forwarding::Vip
+    }
 }
 
 impl std::fmt::Display for Variant {
@@ -214,10 +314,12 @@ impl std::fmt::Display for Variant {
                     CachePolicy::Fifo => "fifo",
                     CachePolicy::Unif => "unif",
                     CachePolicy::Bias => "bias",
+                    CachePolicy::Vip => "vip",
                 };
                 let w = match w {
                     Forwarding::Sp => "sp",
                     Forwarding::Pb => "pb",
+                    Forwarding::Vip => "vip",
                 };
                 write!(f, "{c}+{w}")
             }
@@ -238,17 +340,22 @@ impl std::str::FromStr for Variant {
             "fifo" => CachePolicy::Fifo,
             "unif" | "random" => CachePolicy::Unif,
             "bias" => CachePolicy::Bias,
+            "vip" => CachePolicy::Vip,
             _ => {
                 return Err(format!(
-                    "unknown variant {s:?} (vip, or lru|lfu|fifo|unif|bias followed by +sp or +pb)"
+                    "unknown variant {s:?} (vip, or lru|lfu|fifo|unif|bias|vip followed by +sp, +pb or +vip)"
                 ))
             }
         };
         let w = match w {
             "sp" => Forwarding::Sp,
             "pb" => Forwarding::Pb,
-            _ => return Err(format!("unknown forwarding in {s:?} (sp or pb)")),
+            "vip" => Forwarding::Vip,
+            _ => return Err(format!("unknown forwarding in {s:?} (sp, pb or vip)")),
         };
+        if (c, w) == (CachePolicy::Vip, Forwarding::Vip) {
+            return Ok(Variant::Vip);
+        }
         Ok(Variant::Base(c, w))
     }
 }
@@ -273,6 +380,10 @@ pub struct Setting {
     pub warmup: f64,
     /// VIP slot, seconds.
     pub slot: f64,
+    /// VIPs a cached object drains per slot.
+    pub vip_drain: Drain,
+    /// Which Data a VIP cache admits.
+    pub vip_admit: Admission,
     pub seed: u64,
 }
 
@@ -342,9 +453,46 @@ impl BiasCache {
     }
 }
 
+/// A VIP cache under [`Admission::Replace`]: objects ranked by the node's
+/// VIP cache scores at the time Data arrives.
+struct ScoreCache {
+    cap: usize,
+    slots: Vec<u32>,
+}
+
+impl ScoreCache {
+    fn holds(&self, k: u32) -> bool {
+        self.slots.contains(&k)
+    }
+    fn insert(&mut self, k: u32, vip: &Vip<u32>) {
+        if self.cap == 0 || self.holds(k) {
+            return;
+        }
+        if self.slots.len() < self.cap {
+            self.slots.push(k);
+            return;
+        }
+        // The lowest score (then the larger object number) goes, if the
+        // arriving object scores higher.
+        let Some((i, low)) = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i, vip.score(&c)))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(self.slots[b.0].cmp(&self.slots[a.0])))
+        else {
+            return;
+        };
+        if vip.score(&k) > low {
+            self.slots[i] = k;
+        }
+    }
+}
+
 enum Cache {
     Cs(ContentStore),
     Bias(BiasCache),
+    Score(ScoreCache),
 }
 
 /// Who waits for an object at a node.
@@ -487,22 +635,27 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         .collect();
     let t0 = Instant::now();
     let at = |secs: f64| t0 + Duration::from_secs_f64(secs.max(0.0));
-    let is_vip = s.variant == Variant::Vip;
+    let is_vip = s.variant.vip_plane();
+    let vip_cache = s.variant.cache() == CachePolicy::Vip;
     let mut caches: Vec<Cache> = (0..n)
-        .map(|i| match s.variant {
-            Variant::Base(CachePolicy::Bias, _) => Cache::Bias(BiasCache {
+        .map(|i| match s.variant.cache() {
+            CachePolicy::Vip if s.vip_admit == Admission::Replace => Cache::Score(ScoreCache {
+                cap: s.cache,
+                slots: Vec::new(),
+            }),
+            CachePolicy::Bias => Cache::Bias(BiasCache {
                 cap: s.cache,
                 slots: Vec::new(),
                 pos: FastMap::default(),
                 seen: FastMap::default(),
                 rng: fastrand::Rng::with_seed(s.seed ^ (i as u64 + 1)),
             }),
-            v => {
-                let policy = match v {
-                    Variant::Vip => Policy::Vip,
-                    Variant::Base(CachePolicy::Lfu, _) => Policy::Lfu,
-                    Variant::Base(CachePolicy::Fifo, _) => Policy::Fifo,
-                    Variant::Base(CachePolicy::Unif, _) => Policy::Random,
+            c => {
+                let policy = match c {
+                    CachePolicy::Vip => Policy::Vip,
+                    CachePolicy::Lfu => Policy::Lfu,
+                    CachePolicy::Fifo => Policy::Fifo,
+                    CachePolicy::Unif => Policy::Random,
                     _ => Policy::Lru,
                 };
                 Cache::Cs(ContentStore::new(
@@ -524,12 +677,15 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     // ties break as they would on names).
     let mut vips: Vec<Vip<u32>> = (0..n)
         .map(|i| {
-            // A cache serves at most what the node's links carry.
-            let out_bits: f64 = net.adj[i]
-                .iter()
-                .map(|&(v, _)| net.cap[net.link(i, v)])
-                .sum();
-            let drain = (out_bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
+            // By default a cache serves at most what the node's links carry
+            // together.
+            let out = net.adj[i].iter().map(|&(v, _)| net.cap[net.link(i, v)]);
+            let per_slot = |bits: f64| (bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
+            let drain = match s.vip_drain {
+                Drain::Node => per_slot(out.sum()),
+                Drain::Link => per_slot(out.fold(0.0, f64::max)),
+                Drain::Fixed(d) => d,
+            };
             let mut v = Vip::new(VipConfig {
                 period,
                 link_capacity: 1,
@@ -589,7 +745,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     },
                 );
                 for obj in v.take_evicted() {
-                    if let Cache::Cs(cs) = &mut caches[a] {
+                    if let (true, Cache::Cs(cs)) = (vip_cache, &mut caches[a]) {
                         cs.erase_prefix(&names[obj as usize], usize::MAX);
                     }
                 }
@@ -644,6 +800,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                         let hit = match &mut caches[node] {
                             Cache::Cs(cs) => cs.find_wire(&interests[k as usize], now).is_some(),
                             Cache::Bias(b) => b.find(k),
+                            Cache::Score(c) => c.holds(k),
                         };
                         let at_source = src[k as usize] == node;
                         if hit || at_source {
@@ -661,8 +818,8 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                         }
                         pit.insert((node, k), vec![waiter]);
                         let hops = &net.down[src[k as usize]][node];
-                        let next = match s.variant {
-                            Variant::Vip => {
+                        let next = match s.variant.forwarding() {
+                            Forwarding::Vip => {
                                 hop_buf.clear();
                                 hop_buf.extend(hops.iter().map(|&m| (face(m), false)));
                                 vips[node]
@@ -670,7 +827,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                     .map(|f| f as usize - 1)
                                     .unwrap_or(hops[0])
                             }
-                            Variant::Base(_, Forwarding::Pb) => net.adj[node]
+                            Forwarding::Pb => net.adj[node]
                                 .iter()
                                 .map(|&(m, _)| m)
                                 .find(|&m| {
@@ -678,10 +835,11 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                         && match &caches[m] {
                                             Cache::Cs(cs) => cs.holds(&names[k as usize]),
                                             Cache::Bias(b) => b.holds(k),
+                                            Cache::Score(c) => c.holds(k),
                                         }
                                 })
                                 .unwrap_or(hops[0]),
-                            Variant::Base(_, Forwarding::Sp) => hops[0],
+                            Forwarding::Sp => hops[0],
                         };
                         if counted {
                             sent[node * n + next] += 1;
@@ -698,11 +856,12 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     // The node offers the Data to its cache.
                     match &mut caches[node] {
                         Cache::Cs(cs) => {
-                            if !is_vip || vips[node].should_cache(&k) {
+                            if !vip_cache || vips[node].should_cache(&k) {
                                 cs.insert(&data[k as usize], now);
                             }
                         }
                         Cache::Bias(b) => b.insert(k),
+                        Cache::Score(c) => c.insert(k, &vips[node]),
                     }
                     for w in waiters {
                         match w {
@@ -755,11 +914,13 @@ pub struct VipParams {
     pub duration: f64,
     pub warmup: f64,
     pub slot: f64,
+    pub vip_drain: Drain,
+    pub vip_admit: Admission,
     pub seed: u64,
     pub out: Option<PathBuf>,
 }
 
-const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s";
+const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s,slot_s,vip_drain,vip_admit";
 
 fn check(a: &VipParams) -> anyhow::Result<()> {
     let pos = |v: f64| v.is_finite() && v > 0.0;
@@ -818,6 +979,8 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 duration: a.duration,
                                 warmup: a.warmup,
                                 slot: a.slot,
+                                vip_drain: a.vip_drain,
+                                vip_admit: a.vip_admit,
                                 seed: a.seed,
                             };
                             let o = simulate(&topo, &s)?;
@@ -826,7 +989,7 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                             let speed = o.simulated as f64 / o.wall_s.max(1e-9);
                             let _ = writeln!(
                                 csv,
-                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0}",
+                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0},{},{},{}",
                                 topo.name,
                                 a.object_mb,
                                 o.requests,
@@ -835,7 +998,10 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 o.hit_ratio(),
                                 per_node_s,
                                 o.simulated,
-                                speed
+                                speed,
+                                a.slot,
+                                a.vip_drain,
+                                a.vip_admit
                             );
                             eprintln!(
                                 "{} {variant} {key} rate {rate}: delay {:.3} s, hit ratio {:.3} ({:.2} M requests/s)",
@@ -910,6 +1076,8 @@ mod tests {
             duration: 120.0,
             warmup: 20.0,
             slot: 1.0,
+            vip_drain: Drain::Node,
+            vip_admit: Admission::Set,
             seed: 7,
         }
     }
@@ -995,6 +1163,8 @@ mod tests {
                 duration: 20.0,
                 warmup: 5.0,
                 slot: 1.0,
+                vip_drain: Drain::Node,
+                vip_admit: Admission::Set,
                 seed: 1,
             };
             let o = simulate(&t, &s).unwrap();
@@ -1045,12 +1215,80 @@ mod tests {
     }
 
     #[test]
+    fn ablation_options_parse_and_replace_keeps_the_higher_scores() {
+        assert_eq!("vip+vip".parse(), Ok(Variant::Vip));
+        let v: Variant = "vip+sp".parse().unwrap();
+        assert_eq!((v.cache(), v.forwarding()), (CachePolicy::Vip, Forwarding::Sp));
+        assert!(v.vip_plane());
+        assert_eq!(v.to_string(), "vip+sp");
+        let v: Variant = "lfu+vip".parse().unwrap();
+        assert_eq!((v.cache(), v.forwarding()), (CachePolicy::Lfu, Forwarding::Vip));
+        assert_eq!(v.to_string(), "lfu+vip");
+        assert!(!"lfu+sp".parse::<Variant>().unwrap().vip_plane());
+        assert!("lfu+xy".parse::<Variant>().is_err());
+        assert_eq!("node".parse(), Ok(Drain::Node));
+        assert_eq!("link".parse(), Ok(Drain::Link));
+        assert_eq!("3".parse(), Ok(Drain::Fixed(3)));
+        assert!("-1".parse::<Drain>().is_err());
+        assert_eq!("replace".parse(), Ok(Admission::Replace));
+        assert!("sometimes".parse::<Admission>().is_err());
+
+        // Scores: object 1 gets 5 VIPs a period, 2 gets 3, 3 gets 1.
+        let mut vip: Vip<u32> = Vip::new(VipConfig::default());
+        for (k, n) in [(1u32, 5), (2, 3), (3, 1)] {
+            for _ in 0..n {
+                vip.on_request(&k);
+            }
+        }
+        let none = |_: &u32, _: &mut Vec<u64>| {};
+        let no = |_: &u32| false;
+        vip.tick(
+            Instant::now(),
+            &TickInput {
+                neighbours: &[],
+                upstreams: &none,
+                is_source: &no,
+                cache_slots: 0,
+            },
+        );
+        assert!(vip.score(&1) > vip.score(&2) && vip.score(&2) > vip.score(&3));
+        assert_eq!(vip.score(&9), 0.0);
+        let mut c = ScoreCache {
+            cap: 2,
+            slots: Vec::new(),
+        };
+        // Room: anything is cached, whatever its score.
+        c.insert(3, &vip);
+        c.insert(9, &vip);
+        assert!(c.holds(3) && c.holds(9));
+        // Full: 2 replaces the lowest (9, score 0); 3 then goes for 1; an
+        // object scoring below every cached one is not admitted.
+        c.insert(2, &vip);
+        assert!(c.holds(2) && c.holds(3) && !c.holds(9));
+        c.insert(1, &vip);
+        assert!(c.holds(1) && c.holds(2) && !c.holds(3));
+        c.insert(3, &vip);
+        assert!(!c.holds(3));
+        assert_eq!(c.slots.len(), 2);
+    }
+
+    #[test]
     fn every_variant_runs_and_caching_helps() {
         let t = Topology::load("abilene").unwrap();
-        for v in [
-            "vip", "lru+sp", "lfu+sp", "fifo+sp", "unif+sp", "bias+sp", "lru+pb",
+        for (v, admit) in [
+            ("vip", Admission::Set),
+            ("vip", Admission::Replace),
+            ("vip+sp", Admission::Set),
+            ("lfu+vip", Admission::Set),
+            ("lru+sp", Admission::Set),
+            ("lfu+sp", Admission::Set),
+            ("fifo+sp", Admission::Set),
+            ("unif+sp", Admission::Set),
+            ("bias+sp", Admission::Set),
+            ("lru+pb", Admission::Set),
         ] {
             let mut s = setting(v.parse().unwrap(), 2.0);
+            s.vip_admit = admit;
             s.duration = 20.0;
             s.warmup = 5.0;
             let o = simulate(&t, &s).unwrap();
