@@ -91,6 +91,11 @@ pub struct VipArgs {
     /// replace the lowest-scored cached object if the new one scores higher).
     #[arg(long, default_value = "set")]
     pub vip_admit: granary_measure::simvip::Admission,
+    /// How many objects' VIPs a link carries per slot: one (the object
+    /// with the largest backpressure differential, the paper's rule) or
+    /// fill (objects by differential until the link's capacity is used).
+    #[arg(long, default_value = "one", value_parser = ["one", "fill"])]
+    pub vip_links: String,
     /// Seed (sources, requests, random replacement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -180,6 +185,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 slot: v.slot,
                 vip_drain: v.vip_drain,
                 vip_admit: v.vip_admit,
+                vip_fill_links: v.vip_links == "fill",
                 seed: v.seed,
                 out: v.out,
             })

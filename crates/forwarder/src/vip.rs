@@ -137,6 +137,10 @@ pub struct VipConfig {
     pub max_objects: usize,
     /// Most counts per beacon (the largest are sent).
     pub beacon_entries: usize,
+    /// A link carries VIPs of several objects in one period, largest
+    /// differential first, until its capacity is used (false: of the one
+    /// object with the largest differential, the paper's rule).
+    pub fill_links: bool,
 }
 
 impl Default for VipConfig {
@@ -148,6 +152,7 @@ impl Default for VipConfig {
             cache_drain: 200,
             max_objects: 4096,
             beacon_entries: 64,
+            fill_links: false,
         }
     }
 }
@@ -632,6 +637,8 @@ impl<K: VipKey> Vip<K> {
         // 1. VIP forwarding: per upstream face, the object with the largest
         // positive differential.
         let mut best: Map<FaceId, (i128, K)> = Map::default();
+        // With `fill_links`: every positive differential, per face.
+        let mut all: Map<FaceId, Vec<(i128, K)>> = Map::default();
         let mut ups: Vec<FaceId> = Vec::new();
         for (k, &v) in &self.counts {
             if v == 0 {
@@ -645,7 +652,9 @@ impl<K: VipKey> Vip<K> {
                     _ => continue,
                 };
                 let d = v as i128 - theirs as i128;
-                if d > 0
+                if d > 0 && self.cfg.fill_links {
+                    all.entry(f).or_default().push((d, k.clone()));
+                } else if d > 0
                     && best
                         .get(&f)
                         .is_none_or(|(bd, bk)| d > *bd || (d == *bd && k < bk))
@@ -674,6 +683,32 @@ impl<K: VipKey> Vip<K> {
             *fl *= 0.8;
         }
         self.flows.retain(|_, fl| *fl >= 0.01);
+        // With `fill_links` (an ablation of the paper's one object per link):
+        // each face in turn takes its objects by differential until its
+        // capacity is used.
+        let mut faces: Vec<(FaceId, Vec<(i128, K)>)> = all.into_iter().collect();
+        faces.sort_by_key(|f| f.0);
+        for (f, mut cands) in faces {
+            cands.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            let mut room = self.face_capacity(f).0;
+            for (_, k) in cands {
+                if room == 0 {
+                    break;
+                }
+                let Some(c) = self.counts.get_mut(&k) else {
+                    continue;
+                };
+                let mu = room.min(*c);
+                if mu == 0 {
+                    continue;
+                }
+                *c -= mu;
+                room -= mu;
+                *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
+                self.stats.vips_sent += mu;
+                transfers.entry(f).or_default().push((k, mu));
+            }
+        }
         for (k, mut group) in groups {
             group.sort_by_key(|&(d, f, cap)| (std::cmp::Reverse(d), std::cmp::Reverse(cap), f));
             let total_cap: u64 = group.iter().map(|g| g.2).sum::<u64>().max(1);
@@ -884,6 +919,38 @@ mod tests {
         assert_eq!(v.take_evicted(), vec![n("/a")]);
         assert_eq!(v.count(&n("/b")), 23 - 5);
         assert_eq!(v.count(&n("/a")), 7);
+    }
+
+    #[test]
+    fn a_filled_link_carries_several_objects_up_to_its_capacity() {
+        // One upstream face (capacity 10, heard from with zero counts);
+        // counts /a 4, /b 3, /c 5. The paper's rule moves only the largest
+        // differential's object (/c, 5 VIPs); `fill_links` goes on by
+        // differential until the link's 10 are used: /c 5, /a 4, /b 1.
+        for (fill, want) in [
+            (false, vec![(n("/c"), 5)]),
+            (true, vec![(n("/c"), 5), (n("/a"), 4), (n("/b"), 1)]),
+        ] {
+            let mut v = Vip::new(VipConfig {
+                fill_links: fill,
+                ..cfg()
+            });
+            let now = Instant::now();
+            v.on_beacon(1, &encode_beacon(&[], &[]), now).unwrap();
+            for (k, c) in [("/a", 4), ("/b", 3), ("/c", 5)] {
+                for _ in 0..c {
+                    v.on_request(&n(k));
+                }
+            }
+            let up = |_: &Name, out: &mut Vec<FaceId>| out.push(1);
+            let src = |_: &Name| false;
+            let out = v.tick(now, &input(&[1], &up, &src, 0));
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].1.transfers, want, "fill_links {fill}");
+            let moved: u64 = want.iter().map(|t| t.1).sum();
+            assert_eq!(v.stats().vips_sent, moved);
+            assert_eq!(v.count(&n("/b")), if fill { 2 } else { 3 });
+        }
     }
 
     #[test]

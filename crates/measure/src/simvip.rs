@@ -384,6 +384,9 @@ pub struct Setting {
     pub vip_drain: Drain,
     /// Which Data a VIP cache admits.
     pub vip_admit: Admission,
+    /// A link carries VIPs of several objects per slot (false: one, the
+    /// paper's rule).
+    pub vip_fill_links: bool,
     pub seed: u64,
 }
 
@@ -398,6 +401,14 @@ pub struct Outcome {
     pub hits: u64,
     /// Interests sent on each directed link (a, b), counted requests only.
     pub interests: HashMap<(usize, usize), u64>,
+    /// The busiest link's load: Data carried for counted requests over
+    /// what it carries in the counted time (≥ 1: saturated), and the link
+    /// (Data from, to).
+    pub max_link_load: f64,
+    pub busiest_link: (usize, usize),
+    /// VIP: the VIPs left in all nodes' counts at the end over the VIPs
+    /// that arrived (0 without the VIP plane).
+    pub vip_unserved: f64,
     /// All requests simulated.
     pub simulated: u64,
     pub wall_s: f64,
@@ -693,6 +704,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                 cache_drain: drain,
                 max_objects: s.objects,
                 beacon_entries: s.objects,
+                fill_links: s.vip_fill_links,
             });
             for &(m, l) in &net.adj[i] {
                 v.set_face_rate(face(m), Some(net.cap[l] as u64));
@@ -886,10 +898,26 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         }
         slot += 1;
     }
+    let counted_s = (s.duration - s.warmup).max(1e-9);
     for (i, &c) in sent.iter().enumerate() {
         if c > 0 {
-            out.interests.insert((i / n, i % n), c);
+            let (a, b) = (i / n, i % n);
+            out.interests.insert((a, b), c);
+            // An Interest a → b brings one object's Data b → a.
+            let load = c as f64 * tx(net.link(b, a)) / counted_s;
+            if load > out.max_link_load {
+                out.max_link_load = load;
+                out.busiest_link = (b, a);
+            }
         }
+    }
+    if is_vip {
+        let left: u64 = vips
+            .iter()
+            .map(|v| v.objects().map(|k| v.count(k)).sum::<u64>())
+            .sum();
+        let arrived: u64 = vips.iter().map(|v| v.stats().arrivals).sum();
+        out.vip_unserved = left as f64 / arrived.max(1) as f64;
     }
     out.wall_s = started.elapsed().as_secs_f64();
     if !delays.is_empty() {
@@ -916,11 +944,12 @@ pub struct VipParams {
     pub slot: f64,
     pub vip_drain: Drain,
     pub vip_admit: Admission,
+    pub vip_fill_links: bool,
     pub seed: u64,
     pub out: Option<PathBuf>,
 }
 
-const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s,slot_s,vip_drain,vip_admit";
+const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s,slot_s,vip_drain,vip_admit,vip_links,max_link_load,busiest_link,vip_unserved";
 
 fn check(a: &VipParams) -> anyhow::Result<()> {
     let pos = |v: f64| v.is_finite() && v > 0.0;
@@ -981,6 +1010,7 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 slot: a.slot,
                                 vip_drain: a.vip_drain,
                                 vip_admit: a.vip_admit,
+                                vip_fill_links: a.vip_fill_links,
                                 seed: a.seed,
                             };
                             let o = simulate(&topo, &s)?;
@@ -989,7 +1019,7 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                             let speed = o.simulated as f64 / o.wall_s.max(1e-9);
                             let _ = writeln!(
                                 csv,
-                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0},{},{},{}",
+                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0},{},{},{},{},{:.3},{}>{},{:.3}",
                                 topo.name,
                                 a.object_mb,
                                 o.requests,
@@ -1001,7 +1031,12 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 speed,
                                 a.slot,
                                 a.vip_drain,
-                                a.vip_admit
+                                a.vip_admit,
+                                if a.vip_fill_links { "fill" } else { "one" },
+                                o.max_link_load,
+                                topo.nodes[o.busiest_link.0],
+                                topo.nodes[o.busiest_link.1],
+                                o.vip_unserved
                             );
                             eprintln!(
                                 "{} {variant} {key} rate {rate}: delay {:.3} s, hit ratio {:.3} ({:.2} M requests/s)",
@@ -1078,6 +1113,7 @@ mod tests {
             slot: 1.0,
             vip_drain: Drain::Node,
             vip_admit: Admission::Set,
+            vip_fill_links: false,
             seed: 7,
         }
     }
@@ -1165,6 +1201,7 @@ mod tests {
                 slot: 1.0,
                 vip_drain: Drain::Node,
                 vip_admit: Admission::Set,
+                vip_fill_links: false,
                 seed: 1,
             };
             let o = simulate(&t, &s).unwrap();
