@@ -85,11 +85,12 @@ pub struct VipArgs {
     /// (what its fastest link carries) or a number.
     #[arg(long, default_value = "node")]
     pub vip_drain: granary_measure::simvip::Drain,
-    /// Which Data a VIP cache admits: set (objects of the VIP cache set;
-    /// those leaving it are erased, as the forwarder's `vip` CS policy) or
-    /// replace (Yeh et al.'s stable caching: cache while there is room, else
-    /// replace the lowest-scored cached object if the new one scores higher).
-    #[arg(long, default_value = "set")]
+    /// Which Data a VIP cache admits: replace (Yeh et al.'s stable
+    /// caching, the forwarder's rule: cache while there is room, else
+    /// replace the lowest-scored cached object if the new one scores
+    /// higher) or set (only objects of the VIP cache set; those leaving it
+    /// are erased: the rule before decision 0099).
+    #[arg(long, default_value = "replace")]
     pub vip_admit: granary_measure::simvip::Admission,
     /// How many objects' VIPs a link carries per slot: one (the object
     /// with the largest backpressure differential, the paper's rule) or

@@ -56,7 +56,9 @@
 //! 25% headroom so that a link below its capacity can show more; a face
 //! with neither has `link_capacity`. A VIP transfer received from a
 //! neighbour is capped at that face's capacity. The CS policy `vip` admits only Data of objects in
-//! the cache set and erases objects that leave it ([`Vip::take_evicted`]).
+//! VIP admission rule ([`Admission`], [`Vip::admit`]): by default Yeh et
+//! al.'s stable caching (cache while there is room, else replace the
+//! lowest-scored cached object if the new one scores higher).
 //!
 //! # Bounded state
 //!
@@ -141,6 +143,24 @@ pub struct VipConfig {
     /// differential first, until its capacity is used (false: of the one
     /// object with the largest differential, the paper's rule).
     pub fill_links: bool,
+    /// Which Data the `vip` CS policy admits ([`Vip::admit`]).
+    pub admission: Admission,
+}
+
+/// Which Data the CS admits under the `vip` policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Yeh et al.'s stable caching rule (their NFD implementation,
+    /// cs-policy-VIP): an arriving object is cached while the cache has
+    /// room, else it replaces the cached object with the lowest cache score
+    /// if its own score is higher. Cached objects stay when the cache set
+    /// changes.
+    Replace,
+    /// Only objects of the VIP cache set (the top cache scores); objects
+    /// leaving the set are erased ([`Vip::take_evicted`]). Leaves slots
+    /// empty while a set object's Data does not pass (an ablation; the
+    /// rule before decision 0099).
+    Set,
 }
 
 impl Default for VipConfig {
@@ -153,6 +173,7 @@ impl Default for VipConfig {
             max_objects: 4096,
             beacon_entries: 64,
             fill_links: false,
+            admission: Admission::Replace,
         }
     }
 }
@@ -296,6 +317,8 @@ pub struct Vip<K: VipKey = Name> {
     scores: Map<K, f64>,
     neighbours: Map<FaceId, Neighbour<K>>,
     cache_set: Set<K>,
+    /// Objects the CS was told to hold ([`Admission::Replace`]).
+    held: Set<K>,
     evicted: Vec<K>,
     /// Per face: configured or measured Data rate.
     rates: Map<FaceId, LinkRate>,
@@ -401,6 +424,7 @@ impl<K: VipKey> Vip<K> {
             scores: Map::default(),
             neighbours: Map::default(),
             cache_set: Set::default(),
+            held: Set::default(),
             evicted: Vec::new(),
             rates: Map::default(),
             flows: Map::default(),
@@ -608,6 +632,55 @@ impl<K: VipKey> Vip<K> {
         self.cache_set.contains(&name.object())
     }
 
+    /// Whether the CS (room for `slots` objects) should admit Data of
+    /// `name`, and which object it must erase first. [`Admission::Set`]:
+    /// [`Vip::should_cache`], nothing to erase here (objects leaving the set
+    /// come from [`Vip::take_evicted`]). [`Admission::Replace`]: an object
+    /// already held is admitted (its other segments); a new one while fewer
+    /// than `slots` are held; else it replaces the held object with the
+    /// lowest score (ties: the greater key) if its own score is higher.
+    /// Under both rules a node does not cache what it produces (`own`: the
+    /// Data comes from a local producer), as it holds no VIPs for it.
+    pub fn admit(&mut self, name: &K, slots: usize, own: bool) -> (bool, Option<K>) {
+        let obj = name.object();
+        if own {
+            return (false, None);
+        }
+        if self.cfg.admission == Admission::Set {
+            return (self.cache_set.contains(&obj), None);
+        }
+        if self.held.contains(&obj) {
+            return (true, None);
+        }
+        if slots == 0 {
+            return (false, None);
+        }
+        if self.held.len() < slots {
+            self.held.insert(obj);
+            return (true, None);
+        }
+        let low = self
+            .held
+            .iter()
+            .map(|k| (self.score(k), k))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
+            .map(|(sc, k)| (sc, k.clone()));
+        match low {
+            Some((sc, victim)) if self.score(&obj) > sc => {
+                self.held.remove(&victim);
+                self.held.insert(obj);
+                (true, Some(victim))
+            }
+            _ => (false, None),
+        }
+    }
+
+    /// Keeps only the held objects the CS still has (it evicts by its own
+    /// packet limit too), so that gone objects do not take slots.
+    pub fn retain_held(&mut self, mut in_cs: impl FnMut(&K) -> bool) {
+        self.held.retain(|k| in_cs(k));
+    }
+
     /// The current cache set.
     pub fn cache_set(&self) -> impl Iterator<Item = &K> {
         self.cache_set.iter()
@@ -755,9 +828,11 @@ impl<K: VipKey> Vip<K> {
             .take(input.cache_slots)
             .map(|(k, _)| (*k).clone())
             .collect();
-        for k in &self.cache_set {
-            if !kept.contains(k) {
-                self.evicted.push(k.clone());
+        if self.cfg.admission == Admission::Set {
+            for k in &self.cache_set {
+                if !kept.contains(k) {
+                    self.evicted.push(k.clone());
+                }
             }
         }
         self.cache_set = kept;
@@ -889,7 +964,10 @@ mod tests {
 
     #[test]
     fn counts_add_requests_and_drain_by_cache_and_source() {
-        let mut v = Vip::new(cfg());
+        let mut v = Vip::new(VipConfig {
+            admission: Admission::Set,
+            ..cfg()
+        });
         for _ in 0..12 {
             v.on_request(&n("/a/seg=1"));
         }
@@ -919,6 +997,50 @@ mod tests {
         assert_eq!(v.take_evicted(), vec![n("/a")]);
         assert_eq!(v.count(&n("/b")), 23 - 5);
         assert_eq!(v.count(&n("/a")), 7);
+    }
+
+    #[test]
+    fn replace_admission_keeps_the_higher_scores_and_fills_free_slots() {
+        // Scores: /1 gets 5 VIPs a period, /2 3, /3 1; /9 none.
+        let mut v = Vip::new(cfg());
+        for (k, c) in [("/1", 5), ("/2", 3), ("/3", 1)] {
+            for _ in 0..c {
+                v.on_request(&n(k));
+            }
+        }
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
+        let src = |_: &Name| false;
+        // The cache set (1 slot) is /1 alone; replace admits beyond it.
+        v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(v.score(&n("/1")) > v.score(&n("/2")) && v.score(&n("/2")) > v.score(&n("/3")));
+        // Room for 2: anything is admitted, whatever its score (here /9, 0).
+        assert_eq!(v.admit(&n("/3/seg=0"), 2, false), (true, None));
+        assert_eq!(v.admit(&n("/9"), 2, false), (true, None));
+        // Another segment of a held object is admitted.
+        assert_eq!(v.admit(&n("/9/seg=1"), 2, false), (true, None));
+        // Full: /2 replaces the lowest (/9), /1 then replaces /3; /3 no
+        // longer beats anything held.
+        assert_eq!(v.admit(&n("/2"), 2, false), (true, Some(n("/9"))));
+        assert_eq!(v.admit(&n("/1/seg=4"), 2, false), (true, Some(n("/3"))));
+        assert_eq!(v.admit(&n("/3"), 2, false), (false, None));
+        // The cache set changing evicts nothing under replace.
+        v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(v.take_evicted().is_empty());
+        // An object the CS dropped by itself frees its slot.
+        v.retain_held(|k| *k != n("/2"));
+        assert_eq!(v.admit(&n("/3"), 2, false), (true, None));
+        // The set rule admits only the cache set.
+        let mut s = Vip::new(VipConfig {
+            admission: Admission::Set,
+            ..cfg()
+        });
+        s.on_request(&n("/1"));
+        s.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert_eq!(s.admit(&n("/1"), 5, false), (true, None));
+        assert_eq!(s.admit(&n("/2"), 5, false), (false, None));
+        // Never what the node produces.
+        assert_eq!(s.admit(&n("/1"), 5, true), (false, None));
+        assert_eq!(v.admit(&n("/9"), 2, true), (false, None));
     }
 
     #[test]

@@ -59,7 +59,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use granary_forwarder::cs::{ContentStore, CsConfig, Policy};
-use granary_forwarder::vip::{TickInput, Vip, VipConfig};
+use granary_forwarder::vip::{Admission as VipAdmission, TickInput, Vip, VipConfig};
 
 /// Hash maps keyed by small integers: a fixed, fast hasher.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
@@ -236,17 +236,18 @@ impl std::str::FromStr for Drain {
     }
 }
 
-/// Which Data a VIP cache admits.
+/// Which Data a VIP cache admits (the forwarder's
+/// `granary_forwarder::vip::Admission`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     /// Only objects in the node's VIP cache set; objects that leave the set
-    /// are erased (the forwarder's `vip` CS policy).
+    /// are erased (the forwarder's rule before decision 0099).
     Set,
     /// Yeh et al.'s stable caching rule as their NFD implementation
     /// (neu-yehlab/VIP-NFD, cs-policy-VIP) applies it: an arriving object is
     /// cached while there is room, else it replaces the cached object with
     /// the lowest cache score if its own score is higher; nothing is erased
-    /// when the cache set changes.
+    /// when the cache set changes (the forwarder's default).
     Replace,
 }
 
@@ -464,46 +465,9 @@ impl BiasCache {
     }
 }
 
-/// A VIP cache under [`Admission::Replace`]: objects ranked by the node's
-/// VIP cache scores at the time Data arrives.
-struct ScoreCache {
-    cap: usize,
-    slots: Vec<u32>,
-}
-
-impl ScoreCache {
-    fn holds(&self, k: u32) -> bool {
-        self.slots.contains(&k)
-    }
-    fn insert(&mut self, k: u32, vip: &Vip<u32>) {
-        if self.cap == 0 || self.holds(k) {
-            return;
-        }
-        if self.slots.len() < self.cap {
-            self.slots.push(k);
-            return;
-        }
-        // The lowest score (then the larger object number) goes, if the
-        // arriving object scores higher.
-        let Some((i, low)) = self
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(i, &c)| (i, vip.score(&c)))
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(self.slots[b.0].cmp(&self.slots[a.0])))
-        else {
-            return;
-        };
-        if vip.score(&k) > low {
-            self.slots[i] = k;
-        }
-    }
-}
-
 enum Cache {
     Cs(ContentStore),
     Bias(BiasCache),
-    Score(ScoreCache),
 }
 
 /// Who waits for an object at a node.
@@ -650,10 +614,6 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     let vip_cache = s.variant.cache() == CachePolicy::Vip;
     let mut caches: Vec<Cache> = (0..n)
         .map(|i| match s.variant.cache() {
-            CachePolicy::Vip if s.vip_admit == Admission::Replace => Cache::Score(ScoreCache {
-                cap: s.cache,
-                slots: Vec::new(),
-            }),
             CachePolicy::Bias => Cache::Bias(BiasCache {
                 cap: s.cache,
                 slots: Vec::new(),
@@ -705,6 +665,10 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                 max_objects: s.objects,
                 beacon_entries: s.objects,
                 fill_links: s.vip_fill_links,
+                admission: match s.vip_admit {
+                    Admission::Replace => VipAdmission::Replace,
+                    Admission::Set => VipAdmission::Set,
+                },
             });
             for &(m, l) in &net.adj[i] {
                 v.set_face_rate(face(m), Some(net.cap[l] as u64));
@@ -812,7 +776,6 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                         let hit = match &mut caches[node] {
                             Cache::Cs(cs) => cs.find_wire(&interests[k as usize], now).is_some(),
                             Cache::Bias(b) => b.find(k),
-                            Cache::Score(c) => c.holds(k),
                         };
                         let at_source = src[k as usize] == node;
                         if hit || at_source {
@@ -847,7 +810,6 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                         && match &caches[m] {
                                             Cache::Cs(cs) => cs.holds(&names[k as usize]),
                                             Cache::Bias(b) => b.holds(k),
-                                            Cache::Score(c) => c.holds(k),
                                         }
                                 })
                                 .unwrap_or(hops[0]),
@@ -868,12 +830,19 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     // The node offers the Data to its cache.
                     match &mut caches[node] {
                         Cache::Cs(cs) => {
-                            if !vip_cache || vips[node].should_cache(&k) {
+                            let admit = !vip_cache || {
+                                let own = src[k as usize] == node;
+                                let (admit, victim) = vips[node].admit(&k, s.cache, own);
+                                if let Some(v) = victim {
+                                    cs.erase_prefix(&names[v as usize], usize::MAX);
+                                }
+                                admit
+                            };
+                            if admit {
                                 cs.insert(&data[k as usize], now);
                             }
                         }
                         Cache::Bias(b) => b.insert(k),
-                        Cache::Score(c) => c.insert(k, &vips[node]),
                     }
                     for w in waiters {
                         match w {
@@ -1252,7 +1221,7 @@ mod tests {
     }
 
     #[test]
-    fn ablation_options_parse_and_replace_keeps_the_higher_scores() {
+    fn ablation_options_parse() {
         assert_eq!("vip+vip".parse(), Ok(Variant::Vip));
         let v: Variant = "vip+sp".parse().unwrap();
         assert_eq!((v.cache(), v.forwarding()), (CachePolicy::Vip, Forwarding::Sp));
@@ -1270,43 +1239,6 @@ mod tests {
         assert_eq!("replace".parse(), Ok(Admission::Replace));
         assert!("sometimes".parse::<Admission>().is_err());
 
-        // Scores: object 1 gets 5 VIPs a period, 2 gets 3, 3 gets 1.
-        let mut vip: Vip<u32> = Vip::new(VipConfig::default());
-        for (k, n) in [(1u32, 5), (2, 3), (3, 1)] {
-            for _ in 0..n {
-                vip.on_request(&k);
-            }
-        }
-        let none = |_: &u32, _: &mut Vec<u64>| {};
-        let no = |_: &u32| false;
-        vip.tick(
-            Instant::now(),
-            &TickInput {
-                neighbours: &[],
-                upstreams: &none,
-                is_source: &no,
-                cache_slots: 0,
-            },
-        );
-        assert!(vip.score(&1) > vip.score(&2) && vip.score(&2) > vip.score(&3));
-        assert_eq!(vip.score(&9), 0.0);
-        let mut c = ScoreCache {
-            cap: 2,
-            slots: Vec::new(),
-        };
-        // Room: anything is cached, whatever its score.
-        c.insert(3, &vip);
-        c.insert(9, &vip);
-        assert!(c.holds(3) && c.holds(9));
-        // Full: 2 replaces the lowest (9, score 0); 3 then goes for 1; an
-        // object scoring below every cached one is not admitted.
-        c.insert(2, &vip);
-        assert!(c.holds(2) && c.holds(3) && !c.holds(9));
-        c.insert(1, &vip);
-        assert!(c.holds(1) && c.holds(2) && !c.holds(3));
-        c.insert(3, &vip);
-        assert!(!c.holds(3));
-        assert_eq!(c.slots.len(), 2);
     }
 
     #[test]
