@@ -354,7 +354,11 @@ mod vip_config_tests {
         let (p, b) = vip_params(&d).unwrap();
         assert_eq!(vips_per_slot(40_000_000, p, b), 61);
         // Out of range: a clear error.
-        for bad in ["vip_slot_ms = 0", "vip_slot_ms = 60001", "vip_object_bytes = 0"] {
+        for bad in [
+            "vip_slot_ms = 0",
+            "vip_slot_ms = 60001",
+            "vip_object_bytes = 0",
+        ] {
             let cfg: DaemonConfig = toml::from_str(bad).unwrap();
             assert!(vip_params(&cfg).is_err(), "{bad}");
         }

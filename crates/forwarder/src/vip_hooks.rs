@@ -59,9 +59,7 @@ impl Forwarder {
         if self.cs.config().policy != Policy::Vip {
             return true;
         }
-        let (admit, victim) = self
-            .vip
-            .admit(name, self.cs.config().max_packets, local);
+        let (admit, victim) = self.vip.admit(name, self.cs.config().max_packets, local);
         if let Some(v) = victim {
             self.cs.erase_prefix(&v, usize::MAX);
         }

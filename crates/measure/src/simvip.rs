@@ -651,7 +651,8 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
             // By default a cache serves at most what the node's links carry
             // together.
             let out = net.adj[i].iter().map(|&(v, _)| net.cap[net.link(i, v)]);
-            let per_slot = |bits: f64| (bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
+            let per_slot =
+                |bits: f64| (bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
             let drain = match s.vip_drain {
                 Drain::Node => per_slot(out.sum()),
                 Drain::Link => per_slot(out.fold(0.0, f64::max)),
@@ -1224,11 +1225,17 @@ mod tests {
     fn ablation_options_parse() {
         assert_eq!("vip+vip".parse(), Ok(Variant::Vip));
         let v: Variant = "vip+sp".parse().unwrap();
-        assert_eq!((v.cache(), v.forwarding()), (CachePolicy::Vip, Forwarding::Sp));
+        assert_eq!(
+            (v.cache(), v.forwarding()),
+            (CachePolicy::Vip, Forwarding::Sp)
+        );
         assert!(v.vip_plane());
         assert_eq!(v.to_string(), "vip+sp");
         let v: Variant = "lfu+vip".parse().unwrap();
-        assert_eq!((v.cache(), v.forwarding()), (CachePolicy::Lfu, Forwarding::Vip));
+        assert_eq!(
+            (v.cache(), v.forwarding()),
+            (CachePolicy::Lfu, Forwarding::Vip)
+        );
         assert_eq!(v.to_string(), "lfu+vip");
         assert!(!"lfu+sp".parse::<Variant>().unwrap().vip_plane());
         assert!("lfu+xy".parse::<Variant>().is_err());
@@ -1238,7 +1245,6 @@ mod tests {
         assert!("-1".parse::<Drain>().is_err());
         assert_eq!("replace".parse(), Ok(Admission::Replace));
         assert!("sometimes".parse::<Admission>().is_err());
-
     }
 
     #[test]
