@@ -216,7 +216,16 @@ struct LinkRate {
     measured_bytes: f64,
     /// The face's byte counter at the last observation.
     last_total: Option<u64>,
+    /// Periods the face has been absent from the neighbours since its rate
+    /// was configured, before it was ever seen (a TCP face being created).
+    unseen: u32,
+    /// The face has been a neighbour.
+    seen: bool,
 }
+
+/// Periods a configured rate waits for its face to come up (a TCP face
+/// created with a FaceRate connects after the command is answered).
+const RATE_WAITS_PERIODS: u32 = 600;
 
 /// A link rate (bits/s) in VIPs per period: `max(1, ⌊rate · period / (8 ·
 /// object_bytes)⌋)`; 0 when the rate is 0.
@@ -701,7 +710,16 @@ impl<K: VipKey> Vip<K> {
         self.neighbours.retain(|f, n| {
             input.neighbours.contains(f) && n.heard.is_some_and(|t| now.duration_since(t) < stale)
         });
-        self.rates.retain(|f, _| input.neighbours.contains(f));
+        // A face that is gone loses its rate; a configured one not seen yet
+        // (still connecting) keeps it for a while.
+        self.rates.retain(|f, r| {
+            if input.neighbours.contains(f) {
+                r.seen = true;
+                return true;
+            }
+            r.unseen += 1;
+            !r.seen && r.configured_bps.is_some() && r.unseen <= RATE_WAITS_PERIODS
+        });
         // Sources hold no VIPs.
         self.counts.retain(|k, _| !(input.is_source)(k));
         self.inflow.retain(|k, _| !(input.is_source)(k));
@@ -1041,6 +1059,31 @@ mod tests {
         // Never what the node produces.
         assert_eq!(s.admit(&n("/1"), 5, true), (false, None));
         assert_eq!(v.admit(&n("/9"), 2, true), (false, None));
+    }
+
+    #[test]
+    fn a_configured_rate_waits_for_its_face_to_come_up() {
+        // Face 7's rate is configured before the face exists (faces/create
+        // over TCP answers before it connects): it survives the periods
+        // until the face shows up, and goes with the face.
+        let mut v: Vip = Vip::new(cfg());
+        v.set_face_rate(7, Some(40_000_000));
+        v.set_face_rate(8, Some(40_000_000));
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
+        let src = |_: &Name| false;
+        for _ in 0..5 {
+            v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        }
+        assert_eq!(v.face_rate(7), Some(40_000_000));
+        v.tick(Instant::now(), &input(&[7], &none, &src, 0));
+        assert_eq!(v.face_capacity(7), (61, CapacitySource::Configured));
+        v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        assert_eq!(v.face_rate(7), None, "gone with its face");
+        // One that never comes up is forgotten after the wait.
+        for _ in 0..RATE_WAITS_PERIODS {
+            v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        }
+        assert_eq!(v.face_rate(8), None);
     }
 
     #[test]
