@@ -6,7 +6,7 @@
 //! and, for the `vip` variant, its own VIP state
 //! (`granary_forwarder::vip::Vip`: counts, per-face capacities from the link
 //! rates, backpressure, cache set, beacons, the strategy's choice
-//! `Vip::choose` and the CS admission `Vip::should_cache`). Nothing of VIP
+//! `Vip::choose` and the CS admission `Vip::admit`). Nothing of VIP
 //! is re-implemented here. The simulator keys VIP state by object number
 //! (`Vip<u32>`; the forwarder's is `Vip<Name>`, the same code) and hands
 //! beacons over as state (`Vip::apply_beacon`; the forwarder encodes them,
@@ -33,8 +33,10 @@
 //!   `8 · size / capacity` after the link is free. Propagation delay is not
 //!   modelled (the paper's delays are queueing and transmission).
 //! - Every node the Data passes (and the one that answered) offers it to its
-//!   CS: LRU/LFU/FIFO/UNIF insert it (leave copy everywhere), VIP only if the
-//!   object is in the node's VIP cache set, and erases what leaves the set.
+//!   CS: LRU/LFU/FIFO/UNIF insert it (leave copy everywhere), VIP as
+//!   `Vip::admit` decides (by default the paper's stable caching: room, else
+//!   replace the lowest-scored cached object; `--vip-admit set`: only the
+//!   VIP cache set, erasing what leaves it).
 //!
 //! Forwarding: `sp` takes the first FIB next hop on a shortest path (as
 //! best-route); `pb` (potential-based) first looks in the neighbours' caches
