@@ -18,7 +18,9 @@ use granary_packet::{InterestFields, Name};
 pub struct DaemonArgs {
     /// TOML config file (keys: socket, nfd_socket, listen, cs_capacity,
     /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu,
-    /// udp_reliability, shards, node_prefix, node_timeout (seconds of
+    /// udp_reliability, shards, vip_slot_ms (VIP slot, 10–60000 ms; default
+    /// 100), vip_object_bytes (VIP object size z, default 8192: a face's VIP
+    /// capacity is ⌊rate · slot / (8 · z)⌋), node_prefix, node_timeout (seconds of
     /// silence before other nodes take this one for down; default 60),
     /// network_region = ["/prefix",
     /// …], and static routes as `[[route]]` tables with prefix, face

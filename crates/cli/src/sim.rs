@@ -44,7 +44,9 @@ pub struct VipArgs {
     #[arg(long, default_value = "abilene")]
     pub topology: String,
     /// Variants: vip, or lru|lfu|fifo|unif|bias with +sp (shortest path)
-    /// or +pb (potential-based).
+    /// or +pb (potential-based). For ablations the cache may be vip with
+    /// a baseline's forwarding (vip+sp) and the forwarding vip with a
+    /// baseline's cache (lfu+vip).
     #[arg(
         long,
         value_delimiter = ',',
@@ -78,6 +80,23 @@ pub struct VipArgs {
     /// VIP slot (exchange period), seconds.
     #[arg(long, default_value_t = 1.0)]
     pub slot: f64,
+    /// VIPs a cached object drains per slot (the paper's r_n): node (what
+    /// all the node's links carry together, in objects per slot), link
+    /// (what its fastest link carries) or a number.
+    #[arg(long, default_value = "node")]
+    pub vip_drain: granary_measure::simvip::Drain,
+    /// Which Data a VIP cache admits: replace (Yeh et al.'s stable
+    /// caching, the forwarder's rule: cache while there is room, else
+    /// replace the lowest-scored cached object if the new one scores
+    /// higher) or set (only objects of the VIP cache set; those leaving it
+    /// are erased: the rule before decision 0099).
+    #[arg(long, default_value = "replace")]
+    pub vip_admit: granary_measure::simvip::Admission,
+    /// How many objects' VIPs a link carries per slot: one (the object
+    /// with the largest backpressure differential, the paper's rule) or
+    /// fill (objects by differential until the link's capacity is used).
+    #[arg(long, default_value = "one", value_parser = ["one", "fill"])]
+    pub vip_links: String,
     /// Seed (sources, requests, random replacement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -165,6 +184,9 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 duration: v.duration,
                 warmup: v.warmup,
                 slot: v.slot,
+                vip_drain: v.vip_drain,
+                vip_admit: v.vip_admit,
+                vip_fill_links: v.vip_links == "fill",
                 seed: v.seed,
                 out: v.out,
             })

@@ -35,6 +35,23 @@ pub struct ForwarderConfig {
     /// whose ForwardingHint names a prefix of one of these has reached its
     /// producer's region, and its hint is stripped (it is forwarded by name).
     pub network_region: Vec<granary_packet::Name>,
+    /// VIP slot: counts are exchanged and updated once per period.
+    pub vip_period: Duration,
+    /// Size of one VIP data object in bytes (the paper's z): a face's VIP
+    /// capacity is `max(1, ⌊rate · vip_period / (8 · vip_object_bytes)⌋)`.
+    pub vip_object_bytes: u64,
+}
+
+impl ForwarderConfig {
+    /// The VIP parameters of this configuration (slot and object size;
+    /// the rest as [`crate::vip::VipConfig::default`]).
+    pub fn vip_config(&self) -> crate::vip::VipConfig {
+        crate::vip::VipConfig {
+            period: self.vip_period,
+            object_bytes: self.vip_object_bytes.max(1),
+            ..Default::default()
+        }
+    }
 }
 
 /// The most shards a forwarder takes (a shard is a PIT, a CS and a lock).
@@ -51,6 +68,8 @@ impl Default for ForwarderConfig {
             channels: Vec::new(),
             shards: 1,
             network_region: Vec::new(),
+            vip_period: crate::vip::VipConfig::default().period,
+            vip_object_bytes: crate::vip::VipConfig::default().object_bytes,
         }
     }
 }

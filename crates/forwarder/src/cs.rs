@@ -728,6 +728,16 @@ impl ContentStore {
             })
     }
 
+    /// Whether some entry's name starts with `prefix`.
+    pub fn holds_prefix(&self, prefix: &Name) -> bool {
+        let value: &[u8] = prefix.value();
+        self.index
+            .order
+            .range::<[u8], _>((Bound::Included(value), Bound::Unbounded))
+            .next()
+            .is_some_and(|(k, _)| k.0.starts_with(value))
+    }
+
     /// Removes up to `limit` entries whose names start with `prefix`, in
     /// canonical order, and returns how many were removed.
     pub fn erase_prefix(&mut self, prefix: &Name, limit: usize) -> usize {

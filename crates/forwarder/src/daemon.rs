@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use granary_face::udp::{UdpChannel, DEFAULT_MTU};
 use granary_face::{FaceIds, FaceLimits};
@@ -55,6 +56,25 @@ pub struct DaemonConfig {
     /// Static routes (`[[route]]`), each on a permanent face that is dialled
     /// at start and re-dialled with back-off when the peer comes back.
     pub route: Vec<StaticRoute>,
+    /// VIP slot in milliseconds (10 to 60000; default 100).
+    pub vip_slot_ms: u64,
+    /// Size of one VIP data object in bytes (default 8192): a face's VIP
+    /// capacity is its rate times the slot over 8 × this.
+    pub vip_object_bytes: u64,
+}
+
+/// The VIP slot and object size of a daemon configuration, checked.
+pub fn vip_params(cfg: &DaemonConfig) -> Result<(Duration, u64), String> {
+    if !(10..=60_000).contains(&cfg.vip_slot_ms) {
+        return Err(format!(
+            "vip_slot_ms: {} is not between 10 and 60000",
+            cfg.vip_slot_ms
+        ));
+    }
+    if cfg.vip_object_bytes == 0 {
+        return Err("vip_object_bytes must be at least 1".into());
+    }
+    Ok((Duration::from_millis(cfg.vip_slot_ms), cfg.vip_object_bytes))
 }
 
 /// One `[[route]]` of the config file.
@@ -90,6 +110,8 @@ impl Default for DaemonConfig {
             trust_dir: None,
             network_region: Vec::new(),
             route: Vec::new(),
+            vip_slot_ms: crate::vip::VipConfig::default().period.as_millis() as u64,
+            vip_object_bytes: crate::vip::VipConfig::default().object_bytes,
         }
     }
 }
@@ -136,6 +158,7 @@ fn parse_addr(uri: &str, scheme: &str) -> Result<SocketAddr, String> {
 /// Binds every listener and starts the forwarder.
 pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
     let policy: Policy = cfg.cs_policy.parse().map_err(|e| format!("{e}"))?;
+    let (vip_period, vip_object_bytes) = vip_params(&cfg)?;
     if !(1..=crate::forwarder::MAX_SHARDS).contains(&cfg.shards) {
         return Err(format!(
             "shards: {} is not between 1 and {}",
@@ -195,6 +218,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         },
         pit_max: cfg.pit_max,
         shards: cfg.shards,
+        vip_period,
+        vip_object_bytes,
         ..Default::default()
     };
     let (events_tx, events_rx) = mpsc::channel(8192);
@@ -299,4 +324,43 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
         ids,
         limits,
     })
+}
+
+#[cfg(test)]
+mod vip_config_tests {
+    use super::*;
+    use crate::vip::{vips_per_slot, Vip};
+
+    #[test]
+    fn vip_slot_and_object_size_set_the_face_capacity() {
+        // The paper's setting: 1 s slots, 5 MB objects, a 500 Mb/s link:
+        // ⌊500e6 · 1 / (8 · 5e6)⌋ = 12 objects per slot.
+        let cfg: DaemonConfig =
+            toml::from_str("vip_slot_ms = 1000\nvip_object_bytes = 5000000").unwrap();
+        let (period, bytes) = vip_params(&cfg).unwrap();
+        assert_eq!((period, bytes), (Duration::from_secs(1), 5_000_000));
+        let fcfg = ForwarderConfig {
+            vip_period: period,
+            vip_object_bytes: bytes,
+            ..Default::default()
+        };
+        let mut v: Vip = Vip::new(fcfg.vip_config());
+        v.set_face_rate(7, Some(500_000_000));
+        assert_eq!(v.face_capacity(7).0, 12);
+        assert_eq!(vips_per_slot(500_000_000, period, bytes), 12);
+        // The defaults: 100 ms, 8192 bytes: 40 Mb/s is 61 per slot.
+        let d = DaemonConfig::default();
+        assert_eq!((d.vip_slot_ms, d.vip_object_bytes), (100, 8192));
+        let (p, b) = vip_params(&d).unwrap();
+        assert_eq!(vips_per_slot(40_000_000, p, b), 61);
+        // Out of range: a clear error.
+        for bad in [
+            "vip_slot_ms = 0",
+            "vip_slot_ms = 60001",
+            "vip_object_bytes = 0",
+        ] {
+            let cfg: DaemonConfig = toml::from_str(bad).unwrap();
+            assert!(vip_params(&cfg).is_err(), "{bad}");
+        }
+    }
 }

@@ -106,7 +106,7 @@ impl Forwarder {
             ctx,
             stats: Stats::default(),
             mgmt: MgmtState::new(cfg.trust_anchors.clone(), cfg.channels.clone()),
-            vip: crate::vip::Vip::new(crate::vip::VipConfig::default()),
+            vip: crate::vip::Vip::new(cfg.vip_config()),
             rng: fastrand::Rng::with_seed(seed),
             sink: None,
             cfg,

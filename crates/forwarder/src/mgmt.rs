@@ -621,7 +621,7 @@ fn face_params<M: Managed>(fw: &M, id: FaceId) -> ControlParameters {
     out
 }
 
-/// FaceRate of faces/create (UDP) and faces/update: the face's Data rate
+/// FaceRate of faces/create (UDP and TCP) and faces/update: the face's Data rate
 /// for VIP's capacity (0: measure it). Some(response) when refused.
 fn apply_face_rate<M: Managed>(
     fw: &mut M,
@@ -745,6 +745,11 @@ fn faces_create<M: Managed>(
     let name = i.name.clone();
     let token = link.pit_token.clone();
     let id = ctx.ids.next();
+    // The rate is VIP's, keyed by the face id: set before the face comes
+    // up (VIP keeps it until then), refused at once when sharded.
+    if let Some(r) = apply_face_rate(fw, id, p) {
+        return Some(r);
+    }
     if permanent {
         // Known before it connects: a failure below closes it (forgotten,
         // as it never came up), a later close re-dials it.
@@ -768,6 +773,7 @@ fn faces_create<M: Managed>(
                 out.local_uri = Some(h.info.local_uri.clone());
                 out.face_persistency = Some(persistency_code(persistency));
                 out.flags = Some(face_flag_bits(&h.counters));
+                out.face_rate = settings.face_rate.filter(|r| *r > 0);
                 let (iv, th) = marking_settings(&h.counters);
                 out.base_congestion_marking_interval = Some(iv);
                 out.default_congestion_threshold = Some(th);

@@ -363,7 +363,10 @@ impl Forwarder {
         // rebuild for the price of one SHA-256.
         let no_cache = link.cache_policy == Some(granary_face::CACHE_POLICY_NO_CACHE)
             && self.scope(face) == Scope::Local;
-        if !no_cache && self.cs.admits() && self.vip_admits(d.name()) {
+        if !no_cache
+            && self.cs.admits()
+            && self.vip_admits(d.name(), self.scope(face) == Scope::Local)
+        {
             self.cs.insert(d, now.into_std());
         }
         let mut sent_to: SmallVec<[FaceId; 4]> = SmallVec::new();

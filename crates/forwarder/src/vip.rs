@@ -56,7 +56,9 @@
 //! 25% headroom so that a link below its capacity can show more; a face
 //! with neither has `link_capacity`. A VIP transfer received from a
 //! neighbour is capped at that face's capacity. The CS policy `vip` admits only Data of objects in
-//! the cache set and erases objects that leave it ([`Vip::take_evicted`]).
+//! VIP admission rule ([`Admission`], [`Vip::admit`]): by default Yeh et
+//! al.'s stable caching (cache while there is room, else replace the
+//! lowest-scored cached object if the new one scores higher).
 //!
 //! # Bounded state
 //!
@@ -137,6 +139,28 @@ pub struct VipConfig {
     pub max_objects: usize,
     /// Most counts per beacon (the largest are sent).
     pub beacon_entries: usize,
+    /// A link carries VIPs of several objects in one period, largest
+    /// differential first, until its capacity is used (false: of the one
+    /// object with the largest differential, the paper's rule).
+    pub fill_links: bool,
+    /// Which Data the `vip` CS policy admits ([`Vip::admit`]).
+    pub admission: Admission,
+}
+
+/// Which Data the CS admits under the `vip` policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Yeh et al.'s stable caching rule (their NFD implementation,
+    /// cs-policy-VIP): an arriving object is cached while the cache has
+    /// room, else it replaces the cached object with the lowest cache score
+    /// if its own score is higher. Cached objects stay when the cache set
+    /// changes.
+    Replace,
+    /// Only objects of the VIP cache set (the top cache scores); objects
+    /// leaving the set are erased ([`Vip::take_evicted`]). Leaves slots
+    /// empty while a set object's Data does not pass (an ablation; the
+    /// rule before decision 0099).
+    Set,
 }
 
 impl Default for VipConfig {
@@ -148,6 +172,8 @@ impl Default for VipConfig {
             cache_drain: 200,
             max_objects: 4096,
             beacon_entries: 64,
+            fill_links: false,
+            admission: Admission::Replace,
         }
     }
 }
@@ -190,7 +216,16 @@ struct LinkRate {
     measured_bytes: f64,
     /// The face's byte counter at the last observation.
     last_total: Option<u64>,
+    /// Periods the face has been absent from the neighbours since its rate
+    /// was configured, before it was ever seen (a TCP face being created).
+    unseen: u32,
+    /// The face has been a neighbour.
+    seen: bool,
 }
+
+/// Periods a configured rate waits for its face to come up (a TCP face
+/// created with a FaceRate connects after the command is answered).
+const RATE_WAITS_PERIODS: u32 = 600;
 
 /// A link rate (bits/s) in VIPs per period: `max(1, ⌊rate · period / (8 ·
 /// object_bytes)⌋)`; 0 when the rate is 0.
@@ -291,6 +326,8 @@ pub struct Vip<K: VipKey = Name> {
     scores: Map<K, f64>,
     neighbours: Map<FaceId, Neighbour<K>>,
     cache_set: Set<K>,
+    /// Objects the CS was told to hold ([`Admission::Replace`]).
+    held: Set<K>,
     evicted: Vec<K>,
     /// Per face: configured or measured Data rate.
     rates: Map<FaceId, LinkRate>,
@@ -396,6 +433,7 @@ impl<K: VipKey> Vip<K> {
             scores: Map::default(),
             neighbours: Map::default(),
             cache_set: Set::default(),
+            held: Set::default(),
             evicted: Vec::new(),
             rates: Map::default(),
             flows: Map::default(),
@@ -484,6 +522,12 @@ impl<K: VipKey> Vip<K> {
             .get(&(face, object.clone()))
             .copied()
             .unwrap_or(0.0)
+    }
+
+    /// An object's cache score: the EWMA of its VIP inflow per period (0:
+    /// none seen), as of the last period.
+    pub fn score(&self, object: &K) -> f64 {
+        self.scores.get(object).copied().unwrap_or(0.0)
     }
 
     /// This node's count of an object.
@@ -597,6 +641,55 @@ impl<K: VipKey> Vip<K> {
         self.cache_set.contains(&name.object())
     }
 
+    /// Whether the CS (room for `slots` objects) should admit Data of
+    /// `name`, and which object it must erase first. [`Admission::Set`]:
+    /// [`Vip::should_cache`], nothing to erase here (objects leaving the set
+    /// come from [`Vip::take_evicted`]). [`Admission::Replace`]: an object
+    /// already held is admitted (its other segments); a new one while fewer
+    /// than `slots` are held; else it replaces the held object with the
+    /// lowest score (ties: the greater key) if its own score is higher.
+    /// Under both rules a node does not cache what it produces (`own`: the
+    /// Data comes from a local producer), as it holds no VIPs for it.
+    pub fn admit(&mut self, name: &K, slots: usize, own: bool) -> (bool, Option<K>) {
+        let obj = name.object();
+        if own {
+            return (false, None);
+        }
+        if self.cfg.admission == Admission::Set {
+            return (self.cache_set.contains(&obj), None);
+        }
+        if self.held.contains(&obj) {
+            return (true, None);
+        }
+        if slots == 0 {
+            return (false, None);
+        }
+        if self.held.len() < slots {
+            self.held.insert(obj);
+            return (true, None);
+        }
+        let low = self
+            .held
+            .iter()
+            .map(|k| (self.score(k), k))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
+            .map(|(sc, k)| (sc, k.clone()));
+        match low {
+            Some((sc, victim)) if self.score(&obj) > sc => {
+                self.held.remove(&victim);
+                self.held.insert(obj);
+                (true, Some(victim))
+            }
+            _ => (false, None),
+        }
+    }
+
+    /// Keeps only the held objects the CS still has (it evicts by its own
+    /// packet limit too), so that gone objects do not take slots.
+    pub fn retain_held(&mut self, mut in_cs: impl FnMut(&K) -> bool) {
+        self.held.retain(|k| in_cs(k));
+    }
+
     /// The current cache set.
     pub fn cache_set(&self) -> impl Iterator<Item = &K> {
         self.cache_set.iter()
@@ -617,7 +710,16 @@ impl<K: VipKey> Vip<K> {
         self.neighbours.retain(|f, n| {
             input.neighbours.contains(f) && n.heard.is_some_and(|t| now.duration_since(t) < stale)
         });
-        self.rates.retain(|f, _| input.neighbours.contains(f));
+        // A face that is gone loses its rate; a configured one not seen yet
+        // (still connecting) keeps it for a while.
+        self.rates.retain(|f, r| {
+            if input.neighbours.contains(f) {
+                r.seen = true;
+                return true;
+            }
+            r.unseen += 1;
+            !r.seen && r.configured_bps.is_some() && r.unseen <= RATE_WAITS_PERIODS
+        });
         // Sources hold no VIPs.
         self.counts.retain(|k, _| !(input.is_source)(k));
         self.inflow.retain(|k, _| !(input.is_source)(k));
@@ -626,6 +728,8 @@ impl<K: VipKey> Vip<K> {
         // 1. VIP forwarding: per upstream face, the object with the largest
         // positive differential.
         let mut best: Map<FaceId, (i128, K)> = Map::default();
+        // With `fill_links`: every positive differential, per face.
+        let mut all: Map<FaceId, Vec<(i128, K)>> = Map::default();
         let mut ups: Vec<FaceId> = Vec::new();
         for (k, &v) in &self.counts {
             if v == 0 {
@@ -639,7 +743,9 @@ impl<K: VipKey> Vip<K> {
                     _ => continue,
                 };
                 let d = v as i128 - theirs as i128;
-                if d > 0
+                if d > 0 && self.cfg.fill_links {
+                    all.entry(f).or_default().push((d, k.clone()));
+                } else if d > 0
                     && best
                         .get(&f)
                         .is_none_or(|(bd, bk)| d > *bd || (d == *bd && k < bk))
@@ -668,6 +774,32 @@ impl<K: VipKey> Vip<K> {
             *fl *= 0.8;
         }
         self.flows.retain(|_, fl| *fl >= 0.01);
+        // With `fill_links` (an ablation of the paper's one object per link):
+        // each face in turn takes its objects by differential until its
+        // capacity is used.
+        let mut faces: Vec<(FaceId, Vec<(i128, K)>)> = all.into_iter().collect();
+        faces.sort_by_key(|f| f.0);
+        for (f, mut cands) in faces {
+            cands.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+            let mut room = self.face_capacity(f).0;
+            for (_, k) in cands {
+                if room == 0 {
+                    break;
+                }
+                let Some(c) = self.counts.get_mut(&k) else {
+                    continue;
+                };
+                let mu = room.min(*c);
+                if mu == 0 {
+                    continue;
+                }
+                *c -= mu;
+                room -= mu;
+                *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
+                self.stats.vips_sent += mu;
+                transfers.entry(f).or_default().push((k, mu));
+            }
+        }
         for (k, mut group) in groups {
             group.sort_by_key(|&(d, f, cap)| (std::cmp::Reverse(d), std::cmp::Reverse(cap), f));
             let total_cap: u64 = group.iter().map(|g| g.2).sum::<u64>().max(1);
@@ -714,9 +846,11 @@ impl<K: VipKey> Vip<K> {
             .take(input.cache_slots)
             .map(|(k, _)| (*k).clone())
             .collect();
-        for k in &self.cache_set {
-            if !kept.contains(k) {
-                self.evicted.push(k.clone());
+        if self.cfg.admission == Admission::Set {
+            for k in &self.cache_set {
+                if !kept.contains(k) {
+                    self.evicted.push(k.clone());
+                }
             }
         }
         self.cache_set = kept;
@@ -848,7 +982,10 @@ mod tests {
 
     #[test]
     fn counts_add_requests_and_drain_by_cache_and_source() {
-        let mut v = Vip::new(cfg());
+        let mut v = Vip::new(VipConfig {
+            admission: Admission::Set,
+            ..cfg()
+        });
         for _ in 0..12 {
             v.on_request(&n("/a/seg=1"));
         }
@@ -878,6 +1015,107 @@ mod tests {
         assert_eq!(v.take_evicted(), vec![n("/a")]);
         assert_eq!(v.count(&n("/b")), 23 - 5);
         assert_eq!(v.count(&n("/a")), 7);
+    }
+
+    #[test]
+    fn replace_admission_keeps_the_higher_scores_and_fills_free_slots() {
+        // Scores: /1 gets 5 VIPs a period, /2 3, /3 1; /9 none.
+        let mut v = Vip::new(cfg());
+        for (k, c) in [("/1", 5), ("/2", 3), ("/3", 1)] {
+            for _ in 0..c {
+                v.on_request(&n(k));
+            }
+        }
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
+        let src = |_: &Name| false;
+        // The cache set (1 slot) is /1 alone; replace admits beyond it.
+        v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(v.score(&n("/1")) > v.score(&n("/2")) && v.score(&n("/2")) > v.score(&n("/3")));
+        // Room for 2: anything is admitted, whatever its score (here /9, 0).
+        assert_eq!(v.admit(&n("/3/seg=0"), 2, false), (true, None));
+        assert_eq!(v.admit(&n("/9"), 2, false), (true, None));
+        // Another segment of a held object is admitted.
+        assert_eq!(v.admit(&n("/9/seg=1"), 2, false), (true, None));
+        // Full: /2 replaces the lowest (/9), /1 then replaces /3; /3 no
+        // longer beats anything held.
+        assert_eq!(v.admit(&n("/2"), 2, false), (true, Some(n("/9"))));
+        assert_eq!(v.admit(&n("/1/seg=4"), 2, false), (true, Some(n("/3"))));
+        assert_eq!(v.admit(&n("/3"), 2, false), (false, None));
+        // The cache set changing evicts nothing under replace.
+        v.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert!(v.take_evicted().is_empty());
+        // An object the CS dropped by itself frees its slot.
+        v.retain_held(|k| *k != n("/2"));
+        assert_eq!(v.admit(&n("/3"), 2, false), (true, None));
+        // The set rule admits only the cache set.
+        let mut s = Vip::new(VipConfig {
+            admission: Admission::Set,
+            ..cfg()
+        });
+        s.on_request(&n("/1"));
+        s.tick(Instant::now(), &input(&[], &none, &src, 1));
+        assert_eq!(s.admit(&n("/1"), 5, false), (true, None));
+        assert_eq!(s.admit(&n("/2"), 5, false), (false, None));
+        // Never what the node produces.
+        assert_eq!(s.admit(&n("/1"), 5, true), (false, None));
+        assert_eq!(v.admit(&n("/9"), 2, true), (false, None));
+    }
+
+    #[test]
+    fn a_configured_rate_waits_for_its_face_to_come_up() {
+        // Face 7's rate is configured before the face exists (faces/create
+        // over TCP answers before it connects): it survives the periods
+        // until the face shows up, and goes with the face.
+        let mut v: Vip = Vip::new(cfg());
+        v.set_face_rate(7, Some(40_000_000));
+        v.set_face_rate(8, Some(40_000_000));
+        let none = |_: &Name, _: &mut Vec<FaceId>| {};
+        let src = |_: &Name| false;
+        for _ in 0..5 {
+            v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        }
+        assert_eq!(v.face_rate(7), Some(40_000_000));
+        v.tick(Instant::now(), &input(&[7], &none, &src, 0));
+        assert_eq!(v.face_capacity(7), (61, CapacitySource::Configured));
+        v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        assert_eq!(v.face_rate(7), None, "gone with its face");
+        // One that never comes up is forgotten after the wait.
+        for _ in 0..RATE_WAITS_PERIODS {
+            v.tick(Instant::now(), &input(&[], &none, &src, 0));
+        }
+        assert_eq!(v.face_rate(8), None);
+    }
+
+    #[test]
+    fn a_filled_link_carries_several_objects_up_to_its_capacity() {
+        // One upstream face (capacity 10, heard from with zero counts);
+        // counts /a 4, /b 3, /c 5. The paper's rule moves only the largest
+        // differential's object (/c, 5 VIPs); `fill_links` goes on by
+        // differential until the link's 10 are used: /c 5, /a 4, /b 1.
+        for (fill, want) in [
+            (false, vec![(n("/c"), 5)]),
+            (true, vec![(n("/c"), 5), (n("/a"), 4), (n("/b"), 1)]),
+        ] {
+            let mut v = Vip::new(VipConfig {
+                fill_links: fill,
+                ..cfg()
+            });
+            let now = Instant::now();
+            v.on_beacon(1, &encode_beacon(&[], &[]), now).unwrap();
+            for (k, c) in [("/a", 4), ("/b", 3), ("/c", 5)] {
+                for _ in 0..c {
+                    v.on_request(&n(k));
+                }
+            }
+            let up = |_: &Name, out: &mut Vec<FaceId>| out.push(1);
+            let src = |_: &Name| false;
+            let out = v.tick(now, &input(&[1], &up, &src, 0));
+            assert_eq!(out.len(), 1);
+            assert_eq!(out[0].1.transfers, want, "fill_links {fill}");
+            let moved: u64 = want.iter().map(|t| t.1).sum();
+            assert_eq!(v.stats().vips_sent, moved);
+            assert_eq!(v.count(&n("/b")), if fill { 2 } else { 3 });
+        }
     }
 
     #[test]

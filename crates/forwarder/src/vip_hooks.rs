@@ -51,10 +51,19 @@ impl Forwarder {
         (self.vip.active() && !self.is_local_face(face)).then(|| self.vip.face_capacity(face).0)
     }
 
-    /// Whether the CS admits this Data (always, unless the policy is `vip`
-    /// and its object is not in the VIP cache set).
-    pub(crate) fn vip_admits(&self, name: &Name) -> bool {
-        self.cs.config().policy != Policy::Vip || self.vip.should_cache(name)
+    /// Whether the CS admits this Data: always, unless the policy is `vip`;
+    /// then VIP's admission rule decides ([`crate::vip::Vip::admit`]), and
+    /// the object it displaces is erased first. `local`: the Data comes
+    /// from a local producer (this node's own object, never cached by VIP).
+    pub(crate) fn vip_admits(&mut self, name: &Name, local: bool) -> bool {
+        if self.cs.config().policy != Policy::Vip {
+            return true;
+        }
+        let (admit, victim) = self.vip.admit(name, self.cs.config().max_packets, local);
+        if let Some(v) = victim {
+            self.cs.erase_prefix(&v, usize::MAX);
+        }
+        admit
     }
 
     /// A beacon from a neighbour (never forwarded, never answered).
@@ -131,6 +140,8 @@ impl Forwarder {
         for obj in self.vip.take_evicted() {
             self.cs.erase_prefix(&obj, usize::MAX);
         }
+        let cs = &self.cs;
+        self.vip.retain_held(|k| cs.holds_prefix(k));
         for (face, params) in beacons {
             let mut f = InterestFields::new(name.clone());
             f.app_params = Some(params.encode());

@@ -285,12 +285,17 @@ fn drive(
                 for o in v.take_evicted() {
                     cs.erase_prefix(&o, usize::MAX);
                 }
+                v.retain_held(|k| cs.holds_prefix(k));
             }
         }
         if cs.find(catalog.interest(i), now).is_none()
-            && vip
-                .as_ref()
-                .is_none_or(|v| v.should_cache(&catalog.names[i]))
+            && vip.as_mut().is_none_or(|v| {
+                let (admit, victim) = v.admit(&catalog.names[i], cache, false);
+                if let Some(o) = victim {
+                    cs.erase_prefix(&o, usize::MAX);
+                }
+                admit
+            })
         {
             let d = catalog.data(i);
             cs.insert(&d, now);

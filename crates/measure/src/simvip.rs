@@ -6,7 +6,7 @@
 //! and, for the `vip` variant, its own VIP state
 //! (`granary_forwarder::vip::Vip`: counts, per-face capacities from the link
 //! rates, backpressure, cache set, beacons, the strategy's choice
-//! `Vip::choose` and the CS admission `Vip::should_cache`). Nothing of VIP
+//! `Vip::choose` and the CS admission `Vip::admit`). Nothing of VIP
 //! is re-implemented here. The simulator keys VIP state by object number
 //! (`Vip<u32>`; the forwarder's is `Vip<Name>`, the same code) and hands
 //! beacons over as state (`Vip::apply_beacon`; the forwarder encodes them,
@@ -33,8 +33,10 @@
 //!   `8 · size / capacity` after the link is free. Propagation delay is not
 //!   modelled (the paper's delays are queueing and transmission).
 //! - Every node the Data passes (and the one that answered) offers it to its
-//!   CS: LRU/LFU/FIFO/UNIF insert it (leave copy everywhere), VIP only if the
-//!   object is in the node's VIP cache set, and erases what leaves the set.
+//!   CS: LRU/LFU/FIFO/UNIF insert it (leave copy everywhere), VIP as
+//!   `Vip::admit` decides (by default the paper's stable caching: room, else
+//!   replace the lowest-scored cached object; `--vip-admit set`: only the
+//!   VIP cache set, erasing what leaves it).
 //!
 //! Forwarding: `sp` takes the first FIB next hop on a shortest path (as
 //! best-route); `pb` (potential-based) first looks in the neighbours' caches
@@ -59,7 +61,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use bytes::Bytes;
 use granary_forwarder::cs::{ContentStore, CsConfig, Policy};
-use granary_forwarder::vip::{TickInput, Vip, VipConfig};
+use granary_forwarder::vip::{Admission as VipAdmission, TickInput, Vip, VipConfig};
 
 /// Hash maps keyed by small integers: a fixed, fast hasher.
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
@@ -185,6 +187,9 @@ pub enum CachePolicy {
     Unif,
     /// Biased random replacement (simulator-only).
     Bias,
+    /// VIP's placement (the node's VIP cache set, [`Admission`]), with the
+    /// VIP virtual plane running.
+    Vip,
 }
 
 /// Forwarding of a baseline.
@@ -194,13 +199,111 @@ pub enum Forwarding {
     Sp,
     /// Potential-based: a neighbour's cached copy first.
     Pb,
+    /// VIP's forwarding (`Vip::choose`), with the VIP virtual plane running.
+    Vip,
+}
+
+/// How many VIPs a cached object drains per slot (the paper's r_n).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drain {
+    /// What all of the node's links carry together (objects per slot).
+    Node,
+    /// What the node's fastest link carries (objects per slot).
+    Link,
+    /// A fixed number of VIPs per slot.
+    Fixed(u64),
+}
+
+impl std::fmt::Display for Drain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Drain::Node => f.write_str("node"),
+            Drain::Link => f.write_str("link"),
+            Drain::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Drain {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "node" => Ok(Drain::Node),
+            "link" => Ok(Drain::Link),
+            n => n
+                .parse::<u64>()
+                .map(Drain::Fixed)
+                .map_err(|_| format!("bad VIP drain {s:?} (node, link or a number of VIPs)")),
+        }
+    }
+}
+
+/// Which Data a VIP cache admits (the forwarder's
+/// `granary_forwarder::vip::Admission`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Only objects in the node's VIP cache set; objects that leave the set
+    /// are erased (the forwarder's rule before decision 0099).
+    Set,
+    /// Yeh et al.'s stable caching rule as their NFD implementation
+    /// (neu-yehlab/VIP-NFD, cs-policy-VIP) applies it: an arriving object is
+    /// cached while there is room, else it replaces the cached object with
+    /// the lowest cache score if its own score is higher; nothing is erased
+    /// when the cache set changes (the forwarder's default).
+    Replace,
+}
+
+impl std::fmt::Display for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Admission::Set => "set",
+            Admission::Replace => "replace",
+        })
+    }
+}
+
+impl std::str::FromStr for Admission {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "set" => Ok(Admission::Set),
+            "replace" => Ok(Admission::Replace),
+            _ => Err(format!("bad VIP admission {s:?} (set or replace)")),
+        }
+    }
 }
 
 /// What is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variant {
+    /// VIP's caching and forwarding.
     Vip,
+    /// A cache policy with a forwarding (either may be VIP's, for
+    /// ablations: `vip+sp`, `lfu+vip`).
     Base(CachePolicy, Forwarding),
+}
+
+impl Variant {
+    /// The cache policy.
+    pub fn cache(self) -> CachePolicy {
+        match self {
+            Variant::Vip => CachePolicy::Vip,
+            Variant::Base(c, _) => c,
+        }
+    }
+
+    /// The forwarding.
+    pub fn forwarding(self) -> Forwarding {
+        match self {
+            Variant::Vip => Forwarding::Vip,
+            Variant::Base(_, w) => w,
+        }
+    }
+
+    /// Whether the VIP virtual plane runs.
+    pub fn vip_plane(self) -> bool {
+        self.cache() == CachePolicy::Vip || self.forwarding() == Forwarding::Vip
+    }
 }
 
 impl std::fmt::Display for Variant {
@@ -214,10 +317,12 @@ impl std::fmt::Display for Variant {
                     CachePolicy::Fifo => "fifo",
                     CachePolicy::Unif => "unif",
                     CachePolicy::Bias => "bias",
+                    CachePolicy::Vip => "vip",
                 };
                 let w = match w {
                     Forwarding::Sp => "sp",
                     Forwarding::Pb => "pb",
+                    Forwarding::Vip => "vip",
                 };
                 write!(f, "{c}+{w}")
             }
@@ -238,17 +343,22 @@ impl std::str::FromStr for Variant {
             "fifo" => CachePolicy::Fifo,
             "unif" | "random" => CachePolicy::Unif,
             "bias" => CachePolicy::Bias,
+            "vip" => CachePolicy::Vip,
             _ => {
                 return Err(format!(
-                    "unknown variant {s:?} (vip, or lru|lfu|fifo|unif|bias followed by +sp or +pb)"
+                    "unknown variant {s:?} (vip, or lru|lfu|fifo|unif|bias|vip followed by +sp, +pb or +vip)"
                 ))
             }
         };
         let w = match w {
             "sp" => Forwarding::Sp,
             "pb" => Forwarding::Pb,
-            _ => return Err(format!("unknown forwarding in {s:?} (sp or pb)")),
+            "vip" => Forwarding::Vip,
+            _ => return Err(format!("unknown forwarding in {s:?} (sp, pb or vip)")),
         };
+        if (c, w) == (CachePolicy::Vip, Forwarding::Vip) {
+            return Ok(Variant::Vip);
+        }
         Ok(Variant::Base(c, w))
     }
 }
@@ -273,6 +383,13 @@ pub struct Setting {
     pub warmup: f64,
     /// VIP slot, seconds.
     pub slot: f64,
+    /// VIPs a cached object drains per slot.
+    pub vip_drain: Drain,
+    /// Which Data a VIP cache admits.
+    pub vip_admit: Admission,
+    /// A link carries VIPs of several objects per slot (false: one, the
+    /// paper's rule).
+    pub vip_fill_links: bool,
     pub seed: u64,
 }
 
@@ -287,6 +404,14 @@ pub struct Outcome {
     pub hits: u64,
     /// Interests sent on each directed link (a, b), counted requests only.
     pub interests: HashMap<(usize, usize), u64>,
+    /// The busiest link's load: Data carried for counted requests over
+    /// what it carries in the counted time (≥ 1: saturated), and the link
+    /// (Data from, to).
+    pub max_link_load: f64,
+    pub busiest_link: (usize, usize),
+    /// VIP: the VIPs left in all nodes' counts at the end over the VIPs
+    /// that arrived (0 without the VIP plane).
+    pub vip_unserved: f64,
     /// All requests simulated.
     pub simulated: u64,
     pub wall_s: f64,
@@ -487,22 +612,23 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         .collect();
     let t0 = Instant::now();
     let at = |secs: f64| t0 + Duration::from_secs_f64(secs.max(0.0));
-    let is_vip = s.variant == Variant::Vip;
+    let is_vip = s.variant.vip_plane();
+    let vip_cache = s.variant.cache() == CachePolicy::Vip;
     let mut caches: Vec<Cache> = (0..n)
-        .map(|i| match s.variant {
-            Variant::Base(CachePolicy::Bias, _) => Cache::Bias(BiasCache {
+        .map(|i| match s.variant.cache() {
+            CachePolicy::Bias => Cache::Bias(BiasCache {
                 cap: s.cache,
                 slots: Vec::new(),
                 pos: FastMap::default(),
                 seen: FastMap::default(),
                 rng: fastrand::Rng::with_seed(s.seed ^ (i as u64 + 1)),
             }),
-            v => {
-                let policy = match v {
-                    Variant::Vip => Policy::Vip,
-                    Variant::Base(CachePolicy::Lfu, _) => Policy::Lfu,
-                    Variant::Base(CachePolicy::Fifo, _) => Policy::Fifo,
-                    Variant::Base(CachePolicy::Unif, _) => Policy::Random,
+            c => {
+                let policy = match c {
+                    CachePolicy::Vip => Policy::Vip,
+                    CachePolicy::Lfu => Policy::Lfu,
+                    CachePolicy::Fifo => Policy::Fifo,
+                    CachePolicy::Unif => Policy::Random,
                     _ => Policy::Lru,
                 };
                 Cache::Cs(ContentStore::new(
@@ -524,12 +650,16 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     // ties break as they would on names).
     let mut vips: Vec<Vip<u32>> = (0..n)
         .map(|i| {
-            // A cache serves at most what the node's links carry.
-            let out_bits: f64 = net.adj[i]
-                .iter()
-                .map(|&(v, _)| net.cap[net.link(i, v)])
-                .sum();
-            let drain = (out_bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
+            // By default a cache serves at most what the node's links carry
+            // together.
+            let out = net.adj[i].iter().map(|&(v, _)| net.cap[net.link(i, v)]);
+            let per_slot =
+                |bits: f64| (bits * s.slot / (8.0 * s.object_bytes as f64)).max(1.0) as u64;
+            let drain = match s.vip_drain {
+                Drain::Node => per_slot(out.sum()),
+                Drain::Link => per_slot(out.fold(0.0, f64::max)),
+                Drain::Fixed(d) => d,
+            };
             let mut v = Vip::new(VipConfig {
                 period,
                 link_capacity: 1,
@@ -537,6 +667,11 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                 cache_drain: drain,
                 max_objects: s.objects,
                 beacon_entries: s.objects,
+                fill_links: s.vip_fill_links,
+                admission: match s.vip_admit {
+                    Admission::Replace => VipAdmission::Replace,
+                    Admission::Set => VipAdmission::Set,
+                },
             });
             for &(m, l) in &net.adj[i] {
                 v.set_face_rate(face(m), Some(net.cap[l] as u64));
@@ -589,7 +724,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     },
                 );
                 for obj in v.take_evicted() {
-                    if let Cache::Cs(cs) = &mut caches[a] {
+                    if let (true, Cache::Cs(cs)) = (vip_cache, &mut caches[a]) {
                         cs.erase_prefix(&names[obj as usize], usize::MAX);
                     }
                 }
@@ -661,8 +796,8 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                         }
                         pit.insert((node, k), vec![waiter]);
                         let hops = &net.down[src[k as usize]][node];
-                        let next = match s.variant {
-                            Variant::Vip => {
+                        let next = match s.variant.forwarding() {
+                            Forwarding::Vip => {
                                 hop_buf.clear();
                                 hop_buf.extend(hops.iter().map(|&m| (face(m), false)));
                                 vips[node]
@@ -670,7 +805,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                     .map(|f| f as usize - 1)
                                     .unwrap_or(hops[0])
                             }
-                            Variant::Base(_, Forwarding::Pb) => net.adj[node]
+                            Forwarding::Pb => net.adj[node]
                                 .iter()
                                 .map(|&(m, _)| m)
                                 .find(|&m| {
@@ -681,7 +816,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                         }
                                 })
                                 .unwrap_or(hops[0]),
-                            Variant::Base(_, Forwarding::Sp) => hops[0],
+                            Forwarding::Sp => hops[0],
                         };
                         if counted {
                             sent[node * n + next] += 1;
@@ -698,7 +833,15 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     // The node offers the Data to its cache.
                     match &mut caches[node] {
                         Cache::Cs(cs) => {
-                            if !is_vip || vips[node].should_cache(&k) {
+                            let admit = !vip_cache || {
+                                let own = src[k as usize] == node;
+                                let (admit, victim) = vips[node].admit(&k, s.cache, own);
+                                if let Some(v) = victim {
+                                    cs.erase_prefix(&names[v as usize], usize::MAX);
+                                }
+                                admit
+                            };
+                            if admit {
                                 cs.insert(&data[k as usize], now);
                             }
                         }
@@ -727,10 +870,26 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         }
         slot += 1;
     }
+    let counted_s = (s.duration - s.warmup).max(1e-9);
     for (i, &c) in sent.iter().enumerate() {
         if c > 0 {
-            out.interests.insert((i / n, i % n), c);
+            let (a, b) = (i / n, i % n);
+            out.interests.insert((a, b), c);
+            // An Interest a → b brings one object's Data b → a.
+            let load = c as f64 * tx(net.link(b, a)) / counted_s;
+            if load > out.max_link_load {
+                out.max_link_load = load;
+                out.busiest_link = (b, a);
+            }
         }
+    }
+    if is_vip {
+        let left: u64 = vips
+            .iter()
+            .map(|v| v.objects().map(|k| v.count(k)).sum::<u64>())
+            .sum();
+        let arrived: u64 = vips.iter().map(|v| v.stats().arrivals).sum();
+        out.vip_unserved = left as f64 / arrived.max(1) as f64;
     }
     out.wall_s = started.elapsed().as_secs_f64();
     if !delays.is_empty() {
@@ -755,11 +914,14 @@ pub struct VipParams {
     pub duration: f64,
     pub warmup: f64,
     pub slot: f64,
+    pub vip_drain: Drain,
+    pub vip_admit: Admission,
+    pub vip_fill_links: bool,
     pub seed: u64,
     pub out: Option<PathBuf>,
 }
 
-const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s";
+const CSV_HEADER: &str = "topology,variant,objects,alpha,object_mb,link_mbps,cache,rate,requests,mean_delay_s,p90_delay_s,hit_ratio,hits_per_node_s,simulated,req_per_s,slot_s,vip_drain,vip_admit,vip_links,max_link_load,busiest_link,vip_unserved";
 
 fn check(a: &VipParams) -> anyhow::Result<()> {
     let pos = |v: f64| v.is_finite() && v > 0.0;
@@ -818,6 +980,9 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 duration: a.duration,
                                 warmup: a.warmup,
                                 slot: a.slot,
+                                vip_drain: a.vip_drain,
+                                vip_admit: a.vip_admit,
+                                vip_fill_links: a.vip_fill_links,
                                 seed: a.seed,
                             };
                             let o = simulate(&topo, &s)?;
@@ -826,7 +991,7 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                             let speed = o.simulated as f64 / o.wall_s.max(1e-9);
                             let _ = writeln!(
                                 csv,
-                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0}",
+                                "{},{variant},{objects},{alpha},{},{link_mbps},{cache},{rate},{},{:.6},{:.6},{:.6},{:.4},{},{:.0},{},{},{},{},{:.3},{}>{},{:.3}",
                                 topo.name,
                                 a.object_mb,
                                 o.requests,
@@ -835,7 +1000,15 @@ pub fn vip(a: VipParams) -> anyhow::Result<()> {
                                 o.hit_ratio(),
                                 per_node_s,
                                 o.simulated,
-                                speed
+                                speed,
+                                a.slot,
+                                a.vip_drain,
+                                a.vip_admit,
+                                if a.vip_fill_links { "fill" } else { "one" },
+                                o.max_link_load,
+                                topo.nodes[o.busiest_link.0],
+                                topo.nodes[o.busiest_link.1],
+                                o.vip_unserved
                             );
                             eprintln!(
                                 "{} {variant} {key} rate {rate}: delay {:.3} s, hit ratio {:.3} ({:.2} M requests/s)",
@@ -910,6 +1083,9 @@ mod tests {
             duration: 120.0,
             warmup: 20.0,
             slot: 1.0,
+            vip_drain: Drain::Node,
+            vip_admit: Admission::Set,
+            vip_fill_links: false,
             seed: 7,
         }
     }
@@ -995,6 +1171,9 @@ mod tests {
                 duration: 20.0,
                 warmup: 5.0,
                 slot: 1.0,
+                vip_drain: Drain::Node,
+                vip_admit: Admission::Set,
+                vip_fill_links: false,
                 seed: 1,
             };
             let o = simulate(&t, &s).unwrap();
@@ -1045,12 +1224,48 @@ mod tests {
     }
 
     #[test]
+    fn ablation_options_parse() {
+        assert_eq!("vip+vip".parse(), Ok(Variant::Vip));
+        let v: Variant = "vip+sp".parse().unwrap();
+        assert_eq!(
+            (v.cache(), v.forwarding()),
+            (CachePolicy::Vip, Forwarding::Sp)
+        );
+        assert!(v.vip_plane());
+        assert_eq!(v.to_string(), "vip+sp");
+        let v: Variant = "lfu+vip".parse().unwrap();
+        assert_eq!(
+            (v.cache(), v.forwarding()),
+            (CachePolicy::Lfu, Forwarding::Vip)
+        );
+        assert_eq!(v.to_string(), "lfu+vip");
+        assert!(!"lfu+sp".parse::<Variant>().unwrap().vip_plane());
+        assert!("lfu+xy".parse::<Variant>().is_err());
+        assert_eq!("node".parse(), Ok(Drain::Node));
+        assert_eq!("link".parse(), Ok(Drain::Link));
+        assert_eq!("3".parse(), Ok(Drain::Fixed(3)));
+        assert!("-1".parse::<Drain>().is_err());
+        assert_eq!("replace".parse(), Ok(Admission::Replace));
+        assert!("sometimes".parse::<Admission>().is_err());
+    }
+
+    #[test]
     fn every_variant_runs_and_caching_helps() {
         let t = Topology::load("abilene").unwrap();
-        for v in [
-            "vip", "lru+sp", "lfu+sp", "fifo+sp", "unif+sp", "bias+sp", "lru+pb",
+        for (v, admit) in [
+            ("vip", Admission::Set),
+            ("vip", Admission::Replace),
+            ("vip+sp", Admission::Set),
+            ("lfu+vip", Admission::Set),
+            ("lru+sp", Admission::Set),
+            ("lfu+sp", Admission::Set),
+            ("fifo+sp", Admission::Set),
+            ("unif+sp", Admission::Set),
+            ("bias+sp", Admission::Set),
+            ("lru+pb", Admission::Set),
         ] {
             let mut s = setting(v.parse().unwrap(), 2.0);
+            s.vip_admit = admit;
             s.duration = 20.0;
             s.warmup = 5.0;
             let o = simulate(&t, &s).unwrap();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The simulated figures of report.md (`granary sim vip`, release build).
-#   bash docs/experiments/vip/sim.sh
+#   bash docs/experiments/vip/sim.sh          (BIN=target/debug/granary: same figures)
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
-bin=target/release/granary
+bin=${BIN:-target/release/granary}
 out=docs/experiments/vip/sim
 mkdir -p "$out"
 echo "# commit $(git rev-parse --short HEAD), load average $(cut -d' ' -f1-3 /proc/loadavg)"
