@@ -37,7 +37,13 @@ CREATE TABLE IF NOT EXISTS locations (name TEXT COLLATE \"C\" NOT NULL, version 
   PRIMARY KEY (name, version, node));
 CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
 CREATE TABLE IF NOT EXISTS nodes (prefix TEXT COLLATE \"C\" PRIMARY KEY, last_seen TIMESTAMPTZ NOT NULL,
-  started TIMESTAMPTZ NOT NULL);
+  started TIMESTAMPTZ NOT NULL, load BIGINT);
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                 AND table_name = 'nodes' AND column_name = 'load') THEN
+    ALTER TABLE nodes ADD COLUMN load BIGINT;
+  END IF;
+END $$;
 ";
 
 /// SQL for a timestamp (or interval) `col` as milliseconds (since the Unix epoch).
@@ -626,7 +632,7 @@ impl Pg {
     pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
         let sql = format!(
             "SELECT l.name, l.version, l.node, l.manifest_digest, {}, {},
-               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false)
+               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false), n.load
              FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
              WHERE l.name = $1 ORDER BY l.version DESC, l.node",
             ms("l.seen"),
@@ -643,6 +649,7 @@ impl Pg {
                     seen_ms: r.get(4),
                     last_seen_ms: r.get(5),
                     up: r.get(6),
+                    load: r.get::<_, Option<i64>>(7).map(|n| n.max(0) as u64),
                 })
             })
             .collect()
@@ -677,6 +684,7 @@ impl Pg {
                     seen_ms: r.get(4),
                     last_seen_ms: None,
                     up: false,
+                    load: None,
                 })
             })
             .collect()
@@ -685,8 +693,9 @@ impl Pg {
     pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
         self.run(|c| {
             c.execute(
-                "INSERT INTO nodes (prefix, last_seen, started) VALUES ($1, now(), now())
-                 ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen,
+                "INSERT INTO nodes (prefix, last_seen, started, load)
+                 VALUES ($1, now(), now(), (SELECT count(*) FROM locations WHERE node = $1))
+                 ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen, load = EXCLUDED.load,
                  started = CASE WHEN $2 THEN EXCLUDED.started ELSE nodes.started END",
                 &[&node, &restarted],
             )?;

@@ -94,6 +94,8 @@ enum Source {
 /// The fetch engine's [`Locator`] for this node.
 pub struct CatalogLocator {
     source: Source,
+    /// The node's management socket: its FIB gives the distances.
+    socket: PathBuf,
 }
 
 /// What a lookup found, as the nodes to hint, in order.
@@ -101,6 +103,21 @@ fn prefixes(locs: &[Location]) -> Vec<Name> {
     locs.iter()
         .filter_map(|l| Name::from_uri(&l.node).ok())
         .collect()
+}
+
+/// Orders `locs` nearest first by this node's FIB (the cost of its route to each
+/// node prefix), least loaded at equal cost ([`granary_catalog::order_nearest`]).
+/// When the FIB cannot be read, the catalog's order (least loaded first) stays.
+pub async fn nearest_first(socket: &Path, locs: &mut [Location]) {
+    if locs.len() < 2 {
+        return;
+    }
+    let Some(routes) = crate::fetched::Routes::read(socket).await else {
+        return;
+    };
+    granary_catalog::order_nearest(locs, |node| {
+        Name::from_uri(node).ok().and_then(|n| routes.cost(&n))
+    });
 }
 
 /// Asks the catalog at `catalog` (over NDN, through the daemon at `socket`)
@@ -138,6 +155,7 @@ pub async fn locate_ndn(
 impl Locator for CatalogLocator {
     fn locate(&self, object: &Name) -> LocateFuture {
         let name = object.to_string();
+        let here = self.socket.clone();
         match &self.source {
             Source::Direct(cat, t) => {
                 let (cat, t) = (cat.clone(), *t);
@@ -145,7 +163,8 @@ impl Locator for CatalogLocator {
                     let r = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
                         .await
                         .map_err(|e| e.to_string())?;
-                    let locs = r.map_err(|e| format!("location catalog: {e}"))?;
+                    let mut locs = r.map_err(|e| format!("location catalog: {e}"))?;
+                    nearest_first(&here, &mut locs).await;
                     Ok(prefixes(&locs))
                 })
             }
@@ -156,7 +175,8 @@ impl Locator for CatalogLocator {
             } => {
                 let (socket, catalog, timeout) = (socket.clone(), catalog.clone(), *timeout);
                 Box::pin(async move {
-                    let locs = locate_ndn(&socket, &catalog, &name, None, timeout).await?;
+                    let mut locs = locate_ndn(&socket, &catalog, &name, None, timeout).await?;
+                    nearest_first(&here, &mut locs).await;
                     Ok(prefixes(&locs))
                 })
             }
@@ -197,7 +217,10 @@ pub fn locator(
             }
         }
     };
-    Ok(LocatorRef(Arc::new(CatalogLocator { source })))
+    Ok(LocatorRef(Arc::new(CatalogLocator {
+        source,
+        socket: socket.to_path_buf(),
+    })))
 }
 
 /// A catalog URL without its password, for messages.
