@@ -166,6 +166,25 @@ fn main() {
             })
         })
         .collect();
+    // Progress on stderr: the rate per million, to see where it falls off.
+    let mut next = 1_000_000u64;
+    let mut last = (0u64, 0.0f64, cpu0);
+    while !threads.iter().all(|t| t.is_finished()) {
+        std::thread::sleep(Duration::from_millis(200));
+        let d = done.load(Ordering::Relaxed);
+        if d >= next {
+            let t = t0.elapsed().as_secs_f64();
+            let c = pg_cpu(pm, tick);
+            eprintln!(
+                "  {d} locations at {t:.1} s: {:.0}/s over the last {}, PostgreSQL CPU {:.1} µs each",
+                (d - last.0) as f64 / (t - last.1),
+                d - last.0,
+                (c - last.2) / (d - last.0) as f64 * 1e6
+            );
+            last = (d, t, c);
+            next = d + 1_000_000;
+        }
+    }
     let reached: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
     let load = t0.elapsed().as_secs_f64();
     let cpu_load = pg_cpu(pm, tick) - cpu0;

@@ -56,7 +56,7 @@ pub struct Location {
 }
 
 /// Orders locations for a consumer: nearest first (`distance` of the node prefix, e.g.
-/// the consumer's FIB cost for it; `None`, unknown or no route, goes last), then least
+/// the consumer's route cost to it; `None`, unknown or no route, goes last), then least
 /// loaded (a node that reported no load after those that did), then the longest
 /// registered (the publisher before its replicas), then by prefix. The catalog, which
 /// knows no consumer's distances, orders with `|_| None` (load first); a consumer
