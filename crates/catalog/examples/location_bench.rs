@@ -95,12 +95,21 @@ fn clock_tick() -> f64 {
 }
 
 fn digest(i: u64) -> String {
-    format!("{:016x}{:016x}{:016x}{:016x}", i, i ^ 0x5555, i * 31, i * 17)
+    format!(
+        "{:016x}{:016x}{:016x}{:016x}",
+        i,
+        i ^ 0x5555,
+        i * 31,
+        i * 17
+    )
 }
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(10_000_000);
+    let n: u64 = args
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
     let k: u64 = args
         .next()
         .and_then(|s| s.parse().ok())
@@ -200,7 +209,10 @@ fn main() {
         .query_one("SELECT count(*) FROM locations", &[])
         .unwrap()
         .get(0);
-    assert_eq!(rows as u64, loaded, "rows in the table = locations registered");
+    assert_eq!(
+        rows as u64, loaded,
+        "rows in the table = locations registered"
+    );
 
     // Lookups of names both holders have registered.
     let mut rng = fastrand::Rng::with_seed(7);

@@ -294,8 +294,14 @@ mod tests {
         assert_eq!(d("/site/b"), Some(20));
         // A prefix with only the default route: the default's cost.
         assert_eq!(d("/site/c"), Some(0));
-        assert_eq!(rib_distance(&rib[1..], &Name::from_uri("/other").unwrap()), None);
+        assert_eq!(
+            rib_distance(&rib[1..], &Name::from_uri("/other").unwrap()),
+            None
+        );
         // Component-wise: /site/ab is not under /site/a.
-        assert_eq!(rib_distance(&rib[1..2], &Name::from_uri("/site/ab").unwrap()), None);
+        assert_eq!(
+            rib_distance(&rib[1..2], &Name::from_uri("/site/ab").unwrap()),
+            None
+        );
     }
 }

@@ -238,7 +238,8 @@ pub fn least_loaded_first(spec: &str) {
     let cat = Catalog::open(spec).unwrap();
     // a publishes four files; b, later, keeps a copy of one; c of the same one, later.
     for n in ["f", "g", "h", "i"] {
-        cat.upsert(&rec(&format!("/p/{n}.nc"), 1, "/site/a")).unwrap();
+        cat.upsert(&rec(&format!("/p/{n}.nc"), 1, "/site/a"))
+            .unwrap();
     }
     std::thread::sleep(Duration::from_millis(5));
     cat.register_location("/p/f.nc", 1, "/site/b", None)
