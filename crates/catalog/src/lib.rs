@@ -26,7 +26,7 @@ use std::sync::Mutex;
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
-pub use location::{Location, NewLocation, NodeStatus, Replicas};
+pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas};
 pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
@@ -627,7 +627,9 @@ impl Catalog {
 
     /// The nodes that can serve `name` now: the locations of `version` (or, when
     /// `None`, of the highest version that an up node holds) on nodes whose last
-    /// heartbeat is younger than `node_timeout`, longest registered first.
+    /// heartbeat is younger than `node_timeout`, least loaded first (the load their
+    /// heartbeats report), then longest registered ([`order_nearest`] without
+    /// distances: a consumer orders them again, nearest first, with its own).
     pub fn locate(
         &self,
         name: &str,
@@ -643,9 +645,7 @@ impl Catalog {
             },
         };
         let mut up: Vec<Location> = all.into_iter().filter(|l| l.up && l.version == v).collect();
-        // The longest-registered first (the publisher before its replicas; a
-        // node that re-registers at its restart goes to the back).
-        up.sort_by(|a, b| a.seen_ms.cmp(&b.seen_ms).then(a.node.cmp(&b.node)));
+        location::order_nearest(&mut up, |_| None);
         Ok(up)
     }
 

@@ -49,6 +49,27 @@ pub struct Location {
     pub last_seen_ms: Option<i64>,
     /// True when the node's last heartbeat is younger than the timeout asked with.
     pub up: bool,
+    /// The node's load as its last heartbeat reported it: the number of versions it
+    /// holds (its location rows). `None` from a node that never reported one.
+    #[serde(default)]
+    pub load: Option<u64>,
+}
+
+/// Orders locations for a consumer: nearest first (`distance` of the node prefix, e.g.
+/// the consumer's route cost to it; `None`, unknown or no route, goes last), then least
+/// loaded (a node that reported no load after those that did), then the longest
+/// registered (the publisher before its replicas), then by prefix. The catalog, which
+/// knows no consumer's distances, orders with `|_| None` (load first); a consumer
+/// orders its answer again with its own distances.
+pub fn order_nearest(locs: &mut [Location], distance: impl Fn(&str) -> Option<u64>) {
+    locs.sort_by_cached_key(|l| {
+        (
+            distance(&l.node).unwrap_or(u64::MAX),
+            l.load.unwrap_or(u64::MAX),
+            l.seen_ms,
+            l.node.clone(),
+        )
+    });
 }
 
 /// A node of the federation, as its heartbeats show it.
@@ -125,4 +146,54 @@ pub(crate) fn timeout_ms(t: std::time::Duration) -> Result<i64> {
         ));
     }
     Ok(ms as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loc(node: &str, load: Option<u64>, seen_ms: i64) -> Location {
+        Location {
+            name: "/p/f".into(),
+            version: 1,
+            node: node.into(),
+            manifest_digest: None,
+            seen_ms,
+            last_seen_ms: Some(seen_ms),
+            up: true,
+            load,
+        }
+    }
+
+    fn nodes(l: &[Location]) -> Vec<&str> {
+        l.iter().map(|l| l.node.as_str()).collect()
+    }
+
+    #[test]
+    fn nearest_then_least_loaded_then_oldest() {
+        let all = vec![
+            loc("/a", Some(5), 1), // the publisher: first registered, most loaded
+            loc("/b", Some(2), 3),
+            loc("/c", Some(2), 2),
+            loc("/d", None, 0), // reported no load
+            loc("/e", Some(0), 4),
+        ];
+        // No distances (the catalog's order): least loaded, then oldest, unknown last.
+        let mut l = all.clone();
+        order_nearest(&mut l, |_| None);
+        assert_eq!(nodes(&l), ["/e", "/c", "/b", "/a", "/d"]);
+        // Distances first; no route (None) after every known distance.
+        let mut l = all.clone();
+        order_nearest(&mut l, |n| match n {
+            "/a" | "/d" => Some(1),
+            "/b" => Some(7),
+            "/c" => Some(7),
+            _ => None,
+        });
+        assert_eq!(nodes(&l), ["/a", "/d", "/c", "/b", "/e"]);
+        // Equal in everything but the prefix: by prefix, so the order is stable.
+        let mut l = vec![loc("/y", Some(1), 5), loc("/x", Some(1), 5)];
+        order_nearest(&mut l, |_| Some(3));
+        assert_eq!(nodes(&l), ["/x", "/y"]);
+    }
 }

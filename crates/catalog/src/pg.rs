@@ -1,6 +1,12 @@
 //! Shared storage: PostgreSQL (the `postgres` sync client), free text in a `tsvector`
-//! GIN index. Writers serialise on the `catalog_meta` row (the sequence bump is their
-//! first statement), so sequence order is commit order and no reader skips a change.
+//! GIN index. A write stamps its rows (`records.seq`, `removed.seq`) with its own
+//! transaction id (`pg_current_xact_id()`, 64 bits, never reused), so writers of many
+//! nodes do not queue on a shared row. A reader's head is the oldest transaction still
+//! running when it looks (`pg_snapshot_xmin`): every transaction below it has ended,
+//! and every one that commits later has an id at or above it, so reading the rows
+//! stamped at or above the previous head, in one snapshot, skips no change (a row seen
+//! twice is applied twice, which is harmless). `catalog_meta` keeps only the epoch
+//! (`clear` bumps it).
 //!
 //! The connection is re-made by itself: a call that finds it broken (the server was
 //! restarted) reconnects and runs again, a bounded number of times (every write is
@@ -37,7 +43,13 @@ CREATE TABLE IF NOT EXISTS locations (name TEXT COLLATE \"C\" NOT NULL, version 
   PRIMARY KEY (name, version, node));
 CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
 CREATE TABLE IF NOT EXISTS nodes (prefix TEXT COLLATE \"C\" PRIMARY KEY, last_seen TIMESTAMPTZ NOT NULL,
-  started TIMESTAMPTZ NOT NULL);
+  started TIMESTAMPTZ NOT NULL, load BIGINT);
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                 AND table_name = 'nodes' AND column_name = 'load') THEN
+    ALTER TABLE nodes ADD COLUMN load BIGINT;
+  END IF;
+END $$;
 ";
 
 /// SQL for a timestamp (or interval) `col` as milliseconds (since the Unix epoch).
@@ -56,7 +68,13 @@ pub(crate) struct Pg {
     backoff: Duration,
     /// Why the last connection attempt (or the last connection) failed.
     last_error: String,
+    /// The heads this handle gave out: (token, oldest running transaction id) of
+    /// the snapshots they stand for, newest last (see [`Pg::head`]).
+    heads: std::collections::VecDeque<(i64, i64)>,
 }
+
+/// How many recent heads a handle remembers (an older `since` loads everything).
+const HEADS: usize = 64;
 
 /// First wait after a failed connection attempt; doubled after each failure.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -144,6 +162,7 @@ impl Pg {
             retry_at: None,
             backoff: MIN_BACKOFF,
             last_error: String::new(),
+            heads: Default::default(),
         };
         match open_client(&pg.config) {
             Ok(c) => pg.client = Some(c),
@@ -216,13 +235,27 @@ impl Pg {
     }
 }
 
+/// The writing transaction's stamp: its own id (no shared row is touched).
 fn bump(tx: &mut postgres::Transaction) -> Result<i64> {
     Ok(tx
-        .query_one(
-            "UPDATE catalog_meta SET seq = seq + 1 WHERE k = 1 RETURNING seq",
-            &[],
-        )?
+        .query_one("SELECT pg_current_xact_id()::text::int8", &[])?
         .get(0))
+}
+
+/// The epoch, the snapshot (`xmin:xmax:running ids`) and its xmin: the oldest
+/// transaction still running (every change stamped below it is committed or gone).
+const HEAD: &str = "SELECT epoch, pg_current_snapshot()::text,
+       pg_snapshot_xmin(pg_current_snapshot())::text::int8 FROM catalog_meta WHERE k = 1";
+
+/// A snapshot's token: equal snapshots (no transaction began or ended in between)
+/// give equal tokens; never 0 (the index's "nothing seen yet"). 64-bit FNV-1a.
+fn token(snapshot: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in snapshot.as_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    ((h >> 1) as i64).max(1)
 }
 
 fn unsigned(v: i64) -> Result<u64> {
@@ -230,18 +263,43 @@ fn unsigned(v: i64) -> Result<u64> {
 }
 
 impl Pg {
+    /// (epoch, token of the current snapshot): the token changes whenever a
+    /// transaction began or ended since, so an unchanged head means no change.
     pub fn head(&mut self) -> Result<(i64, i64)> {
-        self.run(|c| {
-            let r = c.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
-            Ok((r.get(0), r.get(1)))
-        })
+        let (epoch, snap, xmin): (i64, String, i64) = self.run(|c| {
+            let r = c.query_one(HEAD, &[])?;
+            Ok((r.get(0), r.get(1), r.get(2)))
+        })?;
+        Ok((epoch, self.remember(&snap, xmin)))
     }
 
+    fn remember(&mut self, snap: &str, xmin: i64) -> i64 {
+        let t = token(snap);
+        if self.heads.back().map(|h| h.0) != Some(t) {
+            self.heads.push_back((t, xmin));
+            if self.heads.len() > HEADS {
+                self.heads.pop_front();
+            }
+        }
+        t
+    }
+
+    /// Changes after the head `since` (a token from this handle; 0: everything). A
+    /// token this handle no longer knows reads as a new epoch (`None`: load all).
     pub fn changes(&mut self, since: i64, epoch: Option<i64>, sink: Sink) -> Result<Changes> {
+        let from = if since == 0 {
+            0
+        } else {
+            match self.heads.iter().rev().find(|h| h.0 == since) {
+                Some(h) => h.1,
+                None => return Ok(None),
+            }
+        };
+        let mut seen_snap = (String::new(), 0i64);
         // Rows already given to the sink are not given again: a connection lost
         // after the first one fails the call (the caller's next sync starts over).
         let mut pushed = false;
-        self.run(|c| {
+        let r = self.run(|c| {
             if pushed {
                 return Err(Error::Unavailable(
                     "PostgreSQL: connection lost while reading the catalog".into(),
@@ -252,15 +310,16 @@ impl Pg {
                 .isolation_level(postgres::IsolationLevel::RepeatableRead)
                 .read_only(true)
                 .start()?;
-            let r = tx.query_one("SELECT epoch, seq FROM catalog_meta WHERE k = 1", &[])?;
-            let head: (i64, i64) = (r.get(0), r.get(1));
+            let r = tx.query_one(HEAD, &[])?;
+            let head: (i64, i64) = (r.get(0), token(r.get(1)));
+            seen_snap = (r.get(1), r.get(2));
             if epoch.is_some_and(|e| e != head.0) {
                 return Ok(None);
             }
             {
                 let mut rows = tx.query_raw(
-                    "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq > $1 ORDER BY id",
-                    [&since as &(dyn postgres::types::ToSql + Sync)],
+                    "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq >= $1 ORDER BY id",
+                    [&from as &(dyn postgres::types::ToSql + Sync)],
                 )?;
                 while let Some(r) = rows.next()? {
                     pushed = true;
@@ -278,14 +337,18 @@ impl Pg {
             let removed = if since == 0 {
                 Vec::new() // a full load reads only what exists
             } else {
-                tx.query("SELECT id FROM removed WHERE seq > $1", &[&since])?
+                tx.query("SELECT id FROM removed WHERE seq >= $1", &[&from])?
                     .iter()
                     .map(|r| r.get(0))
                     .collect()
             };
             tx.commit()?;
             Ok(Some((head, removed)))
-        })
+        });
+        if let Ok(Some(_)) = &r {
+            self.remember(&seen_snap.0, seen_snap.1);
+        }
+        r
     }
 
     pub fn upsert_many(&mut self, rs: &[Prepared]) -> Result<()> {
@@ -462,7 +525,7 @@ impl Pg {
         self.run(|c| {
             let mut tx = c.transaction()?;
             tx.batch_execute(
-                "UPDATE catalog_meta SET epoch = epoch + 1, seq = seq + 1 WHERE k = 1;
+                "UPDATE catalog_meta SET epoch = epoch + 1 WHERE k = 1;
                  DELETE FROM records; DELETE FROM removed; DELETE FROM locations;",
             )?;
             tx.commit()?;
@@ -626,7 +689,7 @@ impl Pg {
     pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
         let sql = format!(
             "SELECT l.name, l.version, l.node, l.manifest_digest, {}, {},
-               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false)
+               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false), n.load
              FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
              WHERE l.name = $1 ORDER BY l.version DESC, l.node",
             ms("l.seen"),
@@ -643,6 +706,7 @@ impl Pg {
                     seen_ms: r.get(4),
                     last_seen_ms: r.get(5),
                     up: r.get(6),
+                    load: r.get::<_, Option<i64>>(7).map(|n| n.max(0) as u64),
                 })
             })
             .collect()
@@ -677,6 +741,7 @@ impl Pg {
                     seen_ms: r.get(4),
                     last_seen_ms: None,
                     up: false,
+                    load: None,
                 })
             })
             .collect()
@@ -685,8 +750,9 @@ impl Pg {
     pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
         self.run(|c| {
             c.execute(
-                "INSERT INTO nodes (prefix, last_seen, started) VALUES ($1, now(), now())
-                 ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen,
+                "INSERT INTO nodes (prefix, last_seen, started, load)
+                 VALUES ($1, now(), now(), (SELECT count(*) FROM locations WHERE node = $1))
+                 ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen, load = EXCLUDED.load,
                  started = CASE WHEN $2 THEN EXCLUDED.started ELSE nodes.started END",
                 &[&node, &restarted],
             )?;

@@ -26,7 +26,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', con
 CREATE TABLE IF NOT EXISTS locations (name TEXT NOT NULL, version INTEGER NOT NULL, node TEXT NOT NULL,
   manifest_digest TEXT, seen INTEGER NOT NULL, PRIMARY KEY (name, version, node)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
-CREATE TABLE IF NOT EXISTS nodes (prefix TEXT PRIMARY KEY, last_seen INTEGER NOT NULL, started INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (prefix TEXT PRIMARY KEY, last_seen INTEGER NOT NULL, started INTEGER NOT NULL, load INTEGER);
 ";
 
 /// The database's clock in milliseconds since the Unix epoch (SQL expression).
@@ -128,6 +128,24 @@ fn bump(tx: &rusqlite::Transaction) -> Result<i64> {
     )?)
 }
 
+/// A location from a row `(name, version, node, manifest_digest, seen, last_seen, up,
+/// load)`: the inner error is a version out of range (the row itself read fine).
+fn location_row(r: &rusqlite::Row) -> rusqlite::Result<Result<Location>> {
+    let v: i64 = r.get(1)?;
+    let load: Option<i64> = r.get(7)?;
+    let l = Location {
+        name: r.get(0)?,
+        version: 0,
+        node: r.get(2)?,
+        manifest_digest: r.get(3)?,
+        seen_ms: r.get(4)?,
+        last_seen_ms: r.get(5)?,
+        up: r.get(6)?,
+        load: load.map(|n| n.max(0) as u64),
+    };
+    Ok(version(v).map(|version| Location { version, ..l }))
+}
+
 fn version(v: i64) -> Result<u64> {
     u64::try_from(v).map_err(|_| Error::Corrupt(format!("negative version or size {v}")))
 }
@@ -161,6 +179,15 @@ impl Sqlite {
             migrate_from_0(&tx)?;
         }
         tx.execute_batch(SCHEMA)?;
+        // `nodes.load` came after the table did.
+        let has_load: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('nodes') WHERE name = 'load'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has_load {
+            tx.execute_batch("ALTER TABLE nodes ADD COLUMN load INTEGER")?;
+        }
         if format < FORMAT {
             // Format 0 rows keep their `data`: `decode_record` reads both.
             tx.execute_batch(&format!(
@@ -619,40 +646,18 @@ impl Sqlite {
         Ok(n)
     }
 
-    /// Every location of `name` (all versions), with the holders' liveness.
+    /// Every location of `name` (all versions), with the holders' liveness and load.
     pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT l.name, l.version, l.node, l.manifest_digest, l.seen, n.last_seen,
-               coalesce(n.last_seen > {NOW_MS} - ?2, 0)
+               coalesce(n.last_seen > {NOW_MS} - ?2, 0), n.load
              FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
              WHERE l.name = ?1 ORDER BY l.version DESC, l.node"
         ))?;
         let v = st
-            .query_map(params![name, timeout_ms], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, i64>(4)?,
-                    r.get::<_, Option<i64>>(5)?,
-                    r.get::<_, bool>(6)?,
-                ))
-            })?
+            .query_map(params![name, timeout_ms], location_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        v.into_iter()
-            .map(|(name, v, node, d, seen, last, up)| {
-                Ok(Location {
-                    name,
-                    version: version(v)?,
-                    node,
-                    manifest_digest: d,
-                    seen_ms: seen,
-                    last_seen_ms: last,
-                    up,
-                })
-            })
-            .collect()
+        v.into_iter().collect()
     }
 
     /// `node`'s locations: (name, version, manifest digest), sorted.
@@ -668,44 +673,25 @@ impl Sqlite {
             .collect()
     }
 
-    /// Up to `n` of `node`'s locations, chosen at random.
+    /// Up to `n` of `node`'s locations, chosen at random (liveness and load not read).
     pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT name, version, node, manifest_digest, seen FROM locations WHERE node = ?1
-             ORDER BY random() LIMIT ?2",
+            "SELECT name, version, node, manifest_digest, seen, NULL, 0, NULL FROM locations
+             WHERE node = ?1 ORDER BY random() LIMIT ?2",
         )?;
         let v = st
-            .query_map(params![node, n], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, Option<String>>(3)?,
-                    r.get::<_, i64>(4)?,
-                ))
-            })?
+            .query_map(params![node, n], location_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        v.into_iter()
-            .map(|(name, v, node, d, seen)| {
-                Ok(Location {
-                    name,
-                    version: version(v)?,
-                    node,
-                    manifest_digest: d,
-                    seen_ms: seen,
-                    last_seen_ms: None,
-                    up: false,
-                })
-            })
-            .collect()
+        v.into_iter().collect()
     }
 
     /// Records that `node` is alive now (its `started` is kept unless `restarted`).
     pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
         self.conn.execute(
             &format!(
-                "INSERT INTO nodes (prefix, last_seen, started) VALUES (?1, {NOW_MS}, {NOW_MS})
-                 ON CONFLICT (prefix) DO UPDATE SET last_seen = excluded.last_seen,
+                "INSERT INTO nodes (prefix, last_seen, started, load)
+                 VALUES (?1, {NOW_MS}, {NOW_MS}, (SELECT count(*) FROM locations WHERE node = ?1))
+                 ON CONFLICT (prefix) DO UPDATE SET last_seen = excluded.last_seen, load = excluded.load,
                  started = CASE WHEN ?2 THEN excluded.started ELSE started END"
             ),
             params![node, restarted],

@@ -11,6 +11,7 @@ fn locations_on_sqlite() {
         l::per_node_changes,
         l::node_timeout,
         l::concurrent_last_locations,
+        l::least_loaded_first,
     ] {
         let d = tempfile::tempdir().unwrap();
         f(&d.path().join("cat").display().to_string());
@@ -21,10 +22,11 @@ fn locations_on_sqlite() {
 fn locations_on_postgres() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
     type Suite = (&'static str, fn(&str));
-    let suites: [Suite; 3] = [
+    let suites: [Suite; 4] = [
         ("per_node", l::per_node_changes),
         ("timeout", l::node_timeout),
         ("concurrent", l::concurrent_last_locations),
+        ("load", l::least_loaded_first),
     ];
     for (name, f) in suites {
         f(&pg.create_db(&format!("l_{name}")));

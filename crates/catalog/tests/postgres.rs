@@ -133,3 +133,50 @@ fn reconnects_after_a_restart() {
         drop(late);
     });
 }
+
+/// Record writes take no shared row: while node A's write is in flight (its
+/// transaction open, holding even the `catalog_meta` row), node B's upsert goes
+/// through; and A's record, committed after B's with a smaller transaction id, is
+/// not skipped by a reader that saw B's.
+#[test]
+fn writers_do_not_queue_and_a_late_commit_is_not_skipped() {
+    let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = pg.create_db("writers");
+    let reader = granary_catalog::Catalog::open(&url).unwrap();
+    let node_b = granary_catalog::Catalog::open(&url).unwrap();
+    let recs = common::random_records(2, 7);
+    node_b.upsert(&recs[0]).unwrap();
+    assert_eq!(reader.len().unwrap(), 1);
+    // A's write in flight: a record stamped with its transaction id, not committed.
+    let mut a = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = a.transaction().unwrap();
+    tx.query("SELECT 1 FROM catalog_meta WHERE k = 1 FOR UPDATE", &[])
+        .unwrap();
+    let n = tx
+        .execute(
+            "INSERT INTO records (name, version, seq, project, size, time_start, time_end, facets, tsv, data)
+             SELECT '/late/x.nc', version, pg_current_xact_id()::text::int8, project, size, time_start,
+               time_end, facets, tsv, data FROM records WHERE name = $1",
+            &[&recs[0].name],
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    // B writes meanwhile and does not wait for A.
+    let (done, finished) = std::sync::mpsc::channel();
+    let r1 = recs[1].clone();
+    let b = std::thread::spawn(move || {
+        node_b.upsert(&r1).unwrap();
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("B's write waited for A's open transaction");
+    b.join().unwrap();
+    // The reader has B's record, not A's uncommitted one.
+    assert_eq!(reader.len().unwrap(), 2);
+    assert!(reader.get("/late/x.nc", None).unwrap().is_none());
+    tx.commit().unwrap();
+    // A committed after B, with the smaller stamp: the reader still gets it.
+    assert_eq!(reader.len().unwrap(), 3);
+    assert!(reader.get("/late/x.nc", None).unwrap().is_some());
+}

@@ -4,8 +4,9 @@
 //! tests/interop/python/browser_flow.py (Playwright for Python driving Debian's
 //! Chromium) running the user's flow at desktop and phone width: the CMIP5
 //! hit's facet summary, "select this page", search with autocomplete, a facet,
-//! the file panel with where the file is held, a download compared byte for
-//! byte, "download all" of two files. Screenshots of each step go to
+//! the file panel with where the file is held (up, from the location catalog),
+//! a download compared byte for byte, "download all" of two files, the node
+//! status with the federation's nodes (a single node: itself, up). Screenshots of each step go to
 //! `<target>/test-artifacts/browser/`.
 //!
 //! Chromium comes from scripts/setup-test-deps.sh (Debian `chromium`). Without

@@ -250,9 +250,12 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     }
     assert_eq!(
         holders,
-        ["/site/a", "/site/b"],
-        "A first, B's kept copy second"
+        ["/site/b", "/site/a"],
+        "the catalog offers the least loaded first: B (2 versions) before A (4)"
     );
+    // C is nearer to A (route cost 10) than to B (20): C tries A first.
+    c.ok(&["route", "add", "/site/a", &tcp(&r), "--cost", "10"]);
+    c.ok(&["route", "add", "/site/b", &tcp(&r), "--cost", "20"]);
     let out = work.path().join("big1");
     let h_before = hinted(&r);
     let child = c

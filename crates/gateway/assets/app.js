@@ -687,12 +687,23 @@ function renderFile(r) {
   // Quick look: a picture of a 2-D field, with a variable picker.
   parts.push(previewSection(r));
 
-  // Where it is held (this node today; other nodes once federated).
-  const locs = Array.isArray(r.locations) ? r.locations : [];
+  // Where it is held: the nodes of the location catalog that hold this version
+  // (held_by, with up/down), merged with the addresses the gateway knows (locations).
+  const locs = Array.isArray(r.locations) ? r.locations.slice() : [];
+  const held = Array.isArray(r.held_by) ? r.held_by : [];
+  for (const h of held) {
+    if (!locs.some((l) => l.node === h.node)) locs.push({ node: h.node, prefix: h.node ? `${h.node}${r.name}` : "" });
+  }
   if (locs.length) {
+    const state = (node) => {
+      const h = held.find((x) => x.node === node);
+      if (!h) return el("span", { class: "loc-state muted", text: "not in the location catalog" });
+      const seen = h.last_seen_ms ? ` · last seen ${duration(Math.max(0, (Date.now() - h.last_seen_ms) / 1000))} ago` : "";
+      return el("span", { class: `loc-state ${h.up ? "up" : "down"}`, text: `${h.up ? "up" : "down"}${seen}` });
+    };
     parts.push(el("h3", { text: `Held at (${locs.length} node${locs.length === 1 ? "" : "s"})` }),
       el("ul", { id: "file-locations", class: "locations" }, locs.map((l) => el("li", { class: "location" },
-        el("div", {}, el("code", { class: "loc-node", text: l.node || "unknown node" })),
+        el("div", {}, el("code", { class: "loc-node", text: l.node || "unknown node" }), " ", state(l.node)),
         el("div", {}, "HTTP: ", l.url ? el("a", { class: "loc-url", href: l.url, rel: "noopener" }, l.url) : el("span", { class: "muted", text: "no gateway known" })),
         el("div", { class: "loc-prefix" }, "NDN: ", el("code", { text: l.prefix || "" }))))));
   }
@@ -989,6 +1000,11 @@ async function refreshStatus() {
   } catch (e) {
     $("status-summary").textContent = `Status unavailable: ${e.message}`;
   }
+  try {
+    renderFederation(await api("/api/federation"));
+  } catch (e) {
+    $("federation").caption.textContent = `Federation nodes unavailable: ${e.message}`;
+  }
   if (!$("status").hidden) status.timer = setTimeout(refreshStatus, STATUS_EVERY_MS);
 }
 
@@ -1024,6 +1040,20 @@ function renderStatus(s) {
       el("td", { text: `${bytes(f.in?.bytes ?? 0)} / ${bytes(f.out?.bytes ?? 0)}` }),
       el("td", { text: `${tin} / ${tout}` }));
   }));
+}
+
+// The federation's nodes (the location catalog's heartbeat rows); this node alone
+// when its catalog is its own.
+function renderFederation(f) {
+  const nodes = Array.isArray(f.nodes) ? f.nodes : [];
+  const up = nodes.filter((n) => n.up).length;
+  $("federation").caption.textContent = `Federation: ${nodes.length} node${nodes.length === 1 ? "" : "s"}, ${up} up` +
+    (f.shared ? " (shared location catalog)" : " (this node's own catalog)");
+  $("federation").tBodies[0].replaceChildren(...nodes.map((n) => el("tr", { class: n.up ? "up" : "down" },
+    el("th", { scope: "row" }, el("code", { class: "fed-node", text: n.prefix }), n.self ? el("span", { class: "muted", text: " (this node)" }) : null),
+    el("td", { class: "fed-state", text: n.up ? "up" : "down" }),
+    el("td", { text: n.age_ms !== undefined ? `${duration(Math.max(0, n.age_ms / 1000))} ago` : "–" }),
+    el("td", { text: n.locations !== undefined ? Number(n.locations).toLocaleString("en") : "–" }))));
 }
 
 function toggleStatus() {

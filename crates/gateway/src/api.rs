@@ -423,6 +423,53 @@ pub(crate) async fn status_json(node: &Arc<crate::Node>) -> Result<Value, String
     }))
 }
 
+/// `/api/federation`: the nodes of the location catalog (this node's catalog, shared
+/// or its own) with their liveness, as `granary federation status` lists them; this
+/// node is marked `self`. A node with no catalog lists itself alone.
+pub async fn federation(St(node): St<State>) -> Response {
+    let me = crate::locate::node_prefix(&node.data_dir);
+    if node.catalog.is_none() {
+        return Json(json!({
+            "node": me,
+            "shared": false,
+            "node_timeout_s": Value::Null,
+            "nodes": me.iter().map(|p| json!({"prefix": p, "up": true, "self": true})).collect::<Vec<_>>(),
+        }))
+        .into_response();
+    }
+    let r = with_catalog(&node, |c| {
+        let t = c.node_timeout();
+        Ok((c.nodes(t)?, c.is_shared()?, t))
+    })
+    .await;
+    match r {
+        Ok((nodes, shared, t)) => {
+            let mut list: Vec<Value> = nodes
+                .into_iter()
+                .map(|n| {
+                    let mut v = json!(n);
+                    v["self"] = json!(me.as_deref() == Some(n.prefix.as_str()));
+                    v
+                })
+                .collect();
+            // Before its first heartbeat this node is not in the table yet.
+            if let Some(p) = &me {
+                if !list.iter().any(|n| n["prefix"] == json!(p)) {
+                    list.push(json!({"prefix": p, "up": true, "self": true}));
+                }
+            }
+            Json(json!({
+                "node": me,
+                "shared": shared,
+                "node_timeout_s": t.as_secs_f64(),
+                "nodes": list,
+            }))
+            .into_response()
+        }
+        Err(r) => r,
+    }
+}
+
 pub async fn status(St(node): St<State>) -> Response {
     match status_json(&node).await {
         Ok(v) => Json(v).into_response(),

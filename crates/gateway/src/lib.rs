@@ -99,6 +99,7 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/autocomplete", get(api::autocomplete))
         .route("/api/file/{*name}", get(api::file))
         .route("/api/status", get(api::status))
+        .route("/api/federation", get(api::federation))
         .route("/api/wget", get(wget::api_wget))
         .route("/data/{*name}", get(data::download))
         .route("/esg-search/search", get(esgf::search))

@@ -83,6 +83,16 @@ impl Routes {
             .unwrap_or_default()
     }
 
+    /// The cost of reaching `n`: the lowest next-hop cost of the longest FIB
+    /// entry that is a prefix of `n` and has next hops; `None` without one.
+    pub fn cost(&self, n: &Name) -> Option<u64> {
+        self.fib
+            .iter()
+            .filter(|e| !e.next_hops.is_empty() && e.name.is_prefix_of(n))
+            .max_by_key(|e| e.name.len())
+            .and_then(|e| e.next_hops.iter().map(|h| h.cost).min())
+    }
+
     /// True when hash requests (`/localhop/granary/sha256/…`) have a next
     /// hop that is neither a local face (the node's own repository, apps)
     /// nor a next hop of the objects' own names (asking the producer's path

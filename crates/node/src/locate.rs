@@ -94,6 +94,8 @@ enum Source {
 /// The fetch engine's [`Locator`] for this node.
 pub struct CatalogLocator {
     source: Source,
+    /// The node's management socket: its RIB gives the distances.
+    socket: PathBuf,
 }
 
 /// What a lookup found, as the nodes to hint, in order.
@@ -101,6 +103,41 @@ fn prefixes(locs: &[Location]) -> Vec<Name> {
     locs.iter()
         .filter_map(|l| Name::from_uri(&l.node).ok())
         .collect()
+}
+
+/// The node's distance to `node`: the lowest cost among the routes of the longest
+/// RIB entry that is a prefix of it (the costs the operator or the routing protocol
+/// gave; the FIB's next-hop costs are not used, as a child-inherited route on the
+/// same face can lower them), `None` without such an entry.
+pub fn rib_distance(rib: &[granary_mgmt::RibEntry], node: &Name) -> Option<u64> {
+    rib.iter()
+        .filter(|e| !e.routes.is_empty() && e.name.is_prefix_of(node))
+        .max_by_key(|e| e.name.len())
+        .and_then(|e| e.routes.iter().map(|r| r.cost).min())
+}
+
+/// Orders `locs` nearest first by this node's RIB (its route cost to each node
+/// prefix, [`rib_distance`]), least loaded at equal cost
+/// ([`granary_catalog::order_nearest`]). When the RIB cannot be read, the catalog's
+/// order (least loaded first) stays.
+pub async fn nearest_first(socket: &Path, locs: &mut [Location]) {
+    if locs.len() < 2 {
+        return;
+    }
+    let Ok(mut c) = Client::connect(socket).await else {
+        return;
+    };
+    let Ok(raw) = crate::control::dataset(&mut c, "/localhost/nfd/rib/list").await else {
+        return;
+    };
+    let Ok(rib) = granary_mgmt::decode_dataset::<granary_mgmt::RibEntry>(&raw) else {
+        return;
+    };
+    granary_catalog::order_nearest(locs, |node| {
+        Name::from_uri(node)
+            .ok()
+            .and_then(|n| rib_distance(&rib, &n))
+    });
 }
 
 /// Asks the catalog at `catalog` (over NDN, through the daemon at `socket`)
@@ -138,6 +175,7 @@ pub async fn locate_ndn(
 impl Locator for CatalogLocator {
     fn locate(&self, object: &Name) -> LocateFuture {
         let name = object.to_string();
+        let here = self.socket.clone();
         match &self.source {
             Source::Direct(cat, t) => {
                 let (cat, t) = (cat.clone(), *t);
@@ -145,7 +183,8 @@ impl Locator for CatalogLocator {
                     let r = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
                         .await
                         .map_err(|e| e.to_string())?;
-                    let locs = r.map_err(|e| format!("location catalog: {e}"))?;
+                    let mut locs = r.map_err(|e| format!("location catalog: {e}"))?;
+                    nearest_first(&here, &mut locs).await;
                     Ok(prefixes(&locs))
                 })
             }
@@ -156,7 +195,8 @@ impl Locator for CatalogLocator {
             } => {
                 let (socket, catalog, timeout) = (socket.clone(), catalog.clone(), *timeout);
                 Box::pin(async move {
-                    let locs = locate_ndn(&socket, &catalog, &name, None, timeout).await?;
+                    let mut locs = locate_ndn(&socket, &catalog, &name, None, timeout).await?;
+                    nearest_first(&here, &mut locs).await;
                     Ok(prefixes(&locs))
                 })
             }
@@ -197,7 +237,10 @@ pub fn locator(
             }
         }
     };
-    Ok(LocatorRef(Arc::new(CatalogLocator { source })))
+    Ok(LocatorRef(Arc::new(CatalogLocator {
+        source,
+        socket: socket.to_path_buf(),
+    })))
 }
 
 /// A catalog URL without its password, for messages.
@@ -211,5 +254,54 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use granary_mgmt::{RibEntry, Route};
+
+    fn entry(prefix: &str, costs: &[u64]) -> RibEntry {
+        RibEntry {
+            name: Name::from_uri(prefix).unwrap(),
+            routes: costs
+                .iter()
+                .enumerate()
+                .map(|(i, &cost)| Route {
+                    face_id: 300 + i as u64,
+                    origin: 255,
+                    cost,
+                    flags: 1,
+                    expiration_period: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn distance_is_the_longest_rib_prefix_cheapest_route() {
+        let rib = vec![
+            entry("/", &[0]),
+            entry("/site/a", &[10]),
+            entry("/site/b", &[30, 20]),
+            entry("/site", &[]),
+        ];
+        let d = |n: &str| rib_distance(&rib, &Name::from_uri(n).unwrap());
+        // Its own route, not the cheaper default route it would inherit.
+        assert_eq!(d("/site/a"), Some(10));
+        assert_eq!(d("/site/a/x"), Some(10));
+        assert_eq!(d("/site/b"), Some(20));
+        // A prefix with only the default route: the default's cost.
+        assert_eq!(d("/site/c"), Some(0));
+        assert_eq!(
+            rib_distance(&rib[1..], &Name::from_uri("/other").unwrap()),
+            None
+        );
+        // Component-wise: /site/ab is not under /site/a.
+        assert_eq!(
+            rib_distance(&rib[1..2], &Name::from_uri("/site/ab").unwrap()),
+            None
+        );
     }
 }

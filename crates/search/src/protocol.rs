@@ -32,7 +32,7 @@ pub const VERB_RECORD: &str = "record";
 /// is `{"name", "version", "locations": [Location…]}`: the nodes holding that
 /// version (default: the highest version an up node holds) whose heartbeat is
 /// younger than the node timeout (the request's, else the serving node's
-/// `node_timeout`), longest registered first. `version` is null and
+/// `node_timeout`), least loaded first, then longest registered. `version` is null and
 /// `locations` empty when no up node holds it.
 pub const VERB_LOCATE: &str = "locate";
 

@@ -20,10 +20,10 @@ the flow's data:
 The flow, at desktop width (1280 px) and at phone width (375 px): open the page;
 check the CMIP5 hit's facet summary; "select this page" selects every hit and
 clears again; filter by time coverage and remove the filter; type in the search box and pick an autocomplete entry; click a facet; open the file
-panel and check its metadata and where the file is held (this node, with a
-working URL); download the file and compare its bytes with the
+panel and check its metadata and where the file is held (this node, up in the
+location catalog, with a working URL); download the file and compare its bytes with the
 original; remove the facet filter, select two files and "download all", comparing
-both; show the node status; list the results by dataset with the virtual Zarr
+both; show the node status (faces, and the federation's nodes: this one, up); list the results by dataset with the virtual Zarr
 snippet. A screenshot of each step goes to --out. Any console
 error, page error, failed request or HTTP error response fails the run.
 
@@ -34,6 +34,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -266,6 +267,8 @@ class Flow:
         locs = page.locator("#file-locations li")
         expect(locs).to_have_count(1)
         expect(locs.locator(".loc-node")).to_have_text(x["node"])
+        # The location catalog's word on it (held_by of /api/file): this node, up.
+        expect(locs.locator(".loc-state")).to_have_text(re.compile(r"^up( · last seen .* ago)?$"))
         expect(locs.locator(".loc-prefix")).to_contain_text(x["single"] + "/v=")
         href = locs.locator("a.loc-url").get_attribute("href") or ""
         want = self.a.base + (page.locator("#file-download").get_attribute("href") or "?")
@@ -336,6 +339,12 @@ class Flow:
         page.locator("#status-toggle").click()
         expect(page.locator("#faces tbody tr").first).to_be_visible()
         expect(page.locator("#status-summary")).to_contain_text("faces")
+        # The federation's nodes: a single node lists itself, up.
+        fed = page.locator("#federation tbody tr")
+        expect(fed).to_have_count(1)
+        expect(fed.locator(".fed-node")).to_have_text(x["node"])
+        expect(fed.locator(".fed-state")).to_have_text("up")
+        expect(page.locator("#federation caption")).to_contain_text("1 node, 1 up")
         self.shot(page, label, "09-status")
 
         # 8. By dataset: the dataset records, each with its files and its virtual Zarr

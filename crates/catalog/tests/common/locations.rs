@@ -230,3 +230,61 @@ pub fn concurrent_last_locations(spec: &str) {
     assert_eq!(a.len().unwrap(), 0);
     assert_eq!(b.len().unwrap(), 0);
 }
+
+/// `locate` offers the least loaded holder first (the load its heartbeat reported:
+/// the versions it holds), the longest registered at equal load; a consumer's own
+/// distances come before both (`order_nearest`).
+pub fn least_loaded_first(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    // a publishes four files; b, later, keeps a copy of one; c of the same one, later.
+    for n in ["f", "g", "h", "i"] {
+        cat.upsert(&rec(&format!("/p/{n}.nc"), 1, "/site/a"))
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(5));
+    cat.register_location("/p/f.nc", 1, "/site/b", None)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    cat.register_location("/p/f.nc", 1, "/site/c", None)
+        .unwrap();
+    for n in ["/site/a", "/site/b", "/site/c"] {
+        cat.heartbeat(n, true).unwrap();
+    }
+    let order = |l: Vec<granary_catalog::Location>| -> Vec<(String, Option<u64>)> {
+        l.into_iter().map(|l| (l.node, l.load)).collect()
+    };
+    let l = cat.locate("/p/f.nc", None, LONG).unwrap();
+    assert_eq!(
+        order(l.clone()),
+        [
+            ("/site/b".to_string(), Some(1)),
+            ("/site/c".to_string(), Some(1)),
+            ("/site/a".to_string(), Some(4)),
+        ],
+        "least loaded first, then longest registered"
+    );
+    // A consumer that is nearer to a (FIB cost 10) than to b and c (20, no route).
+    let mut near = l;
+    granary_catalog::order_nearest(&mut near, |n| match n {
+        "/site/a" => Some(10),
+        "/site/b" => Some(20),
+        _ => None,
+    });
+    let nodes: Vec<String> = near.into_iter().map(|l| l.node).collect();
+    assert_eq!(nodes, ["/site/a", "/site/b", "/site/c"]);
+    // b takes two more copies: its next heartbeat reports 3, still below a's 4; c's 1.
+    for n in ["g", "h"] {
+        cat.register_location(&format!("/p/{n}.nc"), 1, "/site/b", None)
+            .unwrap();
+    }
+    cat.heartbeat("/site/b", false).unwrap();
+    let l = cat.locate("/p/f.nc", Some(1), LONG).unwrap();
+    assert_eq!(
+        order(l),
+        [
+            ("/site/c".to_string(), Some(1)),
+            ("/site/b".to_string(), Some(3)),
+            ("/site/a".to_string(), Some(4)),
+        ]
+    );
+}

@@ -11,6 +11,8 @@ pub struct PgCluster {
     port: u16,
     as_postgres: bool,
     started: bool,
+    /// `fsync=off` (tests: nothing to keep across a crash); a benchmark turns it on.
+    no_fsync: bool,
 }
 
 fn bin_dir() -> Option<PathBuf> {
@@ -25,6 +27,16 @@ fn bin_dir() -> Option<PathBuf> {
 
 impl PgCluster {
     pub fn start() -> Result<PgCluster, String> {
+        Self::start_with(true)
+    }
+
+    /// As [`PgCluster::start`], with the server's default `fsync=on` (what a
+    /// deployment runs: commits wait for the disk).
+    pub fn start_durable() -> Result<PgCluster, String> {
+        Self::start_with(false)
+    }
+
+    fn start_with(no_fsync: bool) -> Result<PgCluster, String> {
         let bin = bin_dir().ok_or(
             "PostgreSQL binaries (initdb, pg_ctl) not found: run scripts/setup-test-deps.sh (as root it installs postgresql)",
         )?;
@@ -56,6 +68,7 @@ impl PgCluster {
             port,
             as_postgres,
             started: false,
+            no_fsync,
         };
         let d = c.dir.path().display().to_string();
         let b = bin.display();
@@ -78,6 +91,12 @@ impl PgCluster {
         self.dir.path()
     }
 
+    /// The server's postmaster process id (from `postmaster.pid`).
+    pub fn postmaster_pid(&self) -> Option<u32> {
+        let s = std::fs::read_to_string(self.dir.path().join("data/postmaster.pid")).ok()?;
+        s.lines().next()?.trim().parse().ok()
+    }
+
     /// Stops the server (fast shutdown: clients are disconnected), keeping its data.
     pub fn stop(&mut self) -> Result<(), String> {
         let bin = bin_dir().ok_or("PostgreSQL binaries not found")?;
@@ -95,8 +114,9 @@ impl PgCluster {
         let bin = bin_dir().ok_or("PostgreSQL binaries not found")?;
         let d = self.dir.path().display().to_string();
         let port = self.port;
+        let fsync = if self.no_fsync { " -c fsync=off" } else { "" };
         self.run(&format!(
-            "{}/pg_ctl -D {d}/data -l {d}/server.log -w -o '-p {port} -c listen_addresses=127.0.0.1 -k {d} -c fsync=off' start >/dev/null",
+            "{}/pg_ctl -D {d}/data -l {d}/server.log -w -o '-p {port} -c listen_addresses=127.0.0.1 -k {d}{fsync}' start >/dev/null",
             bin.display()
         ))?;
         self.started = true;
