@@ -444,8 +444,9 @@ pub async fn replicate_here(
     let (chunking, expect) = crate::fetched::replica_layout(data_dir, &info, &tmp)?;
     let (r2, tmp2, root2, prefix2) = (repo.clone(), tmp.clone(), root.clone(), prefix.clone());
     let e = tokio::task::spawn_blocking(move || {
+        // The fetched file is this replication's own: moved in, not copied.
         granary_repo::publish::publish_replica(
-            &r2, &prefix2, &tmp2, version, chunking, expect, &root2,
+            &r2, &prefix2, &tmp2, version, chunking, expect, &root2, true,
         )
     })
     .await?

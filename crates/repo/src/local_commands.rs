@@ -345,6 +345,8 @@ fn put_with_root(
         chunking,
         expect,
         &root,
+        // The user's fetched file: copied, never taken.
+        false,
     )?;
     let noted = repo.notify_published(&e);
     let mut v = json!({

@@ -188,7 +188,11 @@ pub fn publish_file(
 /// with `root` — the publisher's signed manifest root as received — kept
 /// byte for byte as its manifest ([`crate::manifest::adopt`]): never
 /// re-signed. The version appears whole, with that manifest, or not at all.
-/// The observer is not told: the caller registers the location.
+/// The observer is not told: the caller registers the location. With
+/// `take_source` the file at `path` (the caller's own temporary file) is
+/// moved into the store rather than copied ([`PutOptions::take_source`]);
+/// never for a user's file.
+#[allow(clippy::too_many_arguments)]
 pub fn publish_replica(
     repo: &Repo,
     name: &Name,
@@ -197,6 +201,7 @@ pub fn publish_replica(
     chunking: granary_store::Chunking,
     expect_hashes: [u8; 32],
     root: &granary_packet::Data,
+    take_source: bool,
 ) -> Result<granary_store::Entry, String> {
     if repo
         .store
@@ -213,6 +218,7 @@ pub fn publish_replica(
         index: true,
         expect_hashes: Some(expect_hashes),
         staged: true,
+        take_source,
         ..Default::default()
     };
     let (e, _) = repo

@@ -53,7 +53,10 @@ impl Store {
         path::object_dir(name)?;
         let id = format!("{}-{}", std::process::id(), unique());
         let clone = self.tmp.join(format!("{id}.data"));
-        if reflink_copy::reflink(src, &clone).is_ok() {
+        // A source the caller gives up is moved in (a rename on one file
+        // system) and then treated as a reflinked clone: read once, to hash.
+        let taken = opts.take_source && fs::rename(src, &clone).is_ok();
+        if taken || reflink_copy::reflink(src, &clone).is_ok() {
             let f = fs::File::open(&clone).map_err(Error::io(&clone));
             let r = f.and_then(|f| {
                 let hint = f.metadata().ok().map(|m| m.len());

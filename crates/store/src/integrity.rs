@@ -553,6 +553,28 @@ mod tests {
     }
 
     #[test]
+    fn put_file_takes_a_source_it_is_given_and_copies_any_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("repo")).unwrap();
+        let data = crate::chunking::noise(500_000, 21);
+        for (k, take) in [(1u64, false), (2, true)] {
+            let src = dir.path().join(format!("src{k}"));
+            fs::write(&src, &data).unwrap();
+            let opts = PutOptions {
+                version: Some(k),
+                take_source: take,
+                ..Default::default()
+            };
+            let n = Name::from_uri("/t/take").unwrap();
+            let (e, _) = store.put_file(&n, &src, &opts, |_| {}).unwrap();
+            // Taken: moved in, so gone from where it was; otherwise kept.
+            assert_eq!(src.exists(), !take, "take_source={take}");
+            assert_eq!(fs::read(&e.path).unwrap(), data);
+            assert!(store.verify(&e, 1, &|_| {}).unwrap().is_clean());
+        }
+    }
+
+    #[test]
     fn verify_backfills_the_crc_file_of_a_clean_version_only() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();

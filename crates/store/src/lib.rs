@@ -185,6 +185,12 @@ pub struct PutOptions {
     /// versions with two `syncfs` in all instead of several `fsync`s each.
     /// Not indexed until committed.
     pub staged: bool,
+    /// [`Store::put_file`] may take the source file: where it cannot be
+    /// reflinked, it is moved into the store (same file system) instead of
+    /// copied, and only read to hash it — one pass instead of two. For a
+    /// caller's own temporary file (a replica fetched into the data
+    /// directory), never for a user's file: it is gone afterwards.
+    pub take_source: bool,
 }
 
 impl Default for PutOptions {
@@ -198,6 +204,7 @@ impl Default for PutOptions {
             file_sha256: false,
             expect_hashes: None,
             staged: false,
+            take_source: false,
         }
     }
 }
