@@ -26,6 +26,9 @@ use crate::link::Link;
 use crate::object::{Check, ObjectInfo};
 use crate::Error;
 
+/// Chunks in flight from the node's own store by hash (phase 1).
+const LOCAL_WINDOW: usize = 256;
+
 /// Where chunks are asked for before the producer.
 #[derive(Debug, Clone)]
 pub struct Sources {
@@ -508,7 +511,9 @@ pub async fn fetch_dedup<L: Link>(
             None => rest.clone(),
         };
         if run1.is_ok() && !asked.is_empty() {
-            let mut e1 = Engine::new(hash_cfg(64));
+            // The own store is no congested link: a deep window (a Unix
+            // face's 4 MiB send buffer holds 256 chunks of 8 KiB twice over).
+            let mut e1 = Engine::new(hash_cfg(LOCAL_WINDOW));
             let mut job = phase_job(info, sources, &plans, &asked, &[Src::Local], true, &w);
             match e1.run(link, &mut [&mut job]).await {
                 Ok(st) => st1 = merge(&st1, &st),
