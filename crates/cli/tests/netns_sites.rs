@@ -127,13 +127,19 @@ fn manifest(n: &Node, last: &str) -> Vec<u8> {
     std::fs::read(repo.join(&found[0])).unwrap()
 }
 
-/// The up nodes the catalog offers for `name` (newest version), in order.
+/// The up nodes the catalog offers for `name` (newest version), sorted.
 fn holders(cat: &granary_catalog::Catalog, name: &str) -> Vec<String> {
-    cat.locate(name, None, Duration::from_secs(NODE_TIMEOUT))
+    // Sorted: which nodes hold it is checked here; the order `locate`
+    // offers them in (least loaded first, decision 0098) is tested in the
+    // catalog's own tests.
+    let mut h: Vec<String> = cat
+        .locate(name, None, Duration::from_secs(NODE_TIMEOUT))
         .unwrap()
         .into_iter()
         .map(|l| l.node)
-        .collect()
+        .collect();
+    h.sort();
+    h
 }
 
 /// Polls `f` until it gives Some, for at most `limit`.
@@ -245,6 +251,19 @@ fn three_sites_share_a_location_catalog_replicate_and_survive_a_site() {
     }
     let to_r = tb.udp_path(lq, hq, 6363).unwrap();
     q.ok(&["route", "add", "/", &format!("udp4://{to_r}")]);
+    // Q knows B and C as farther than A (a higher route cost): locations are
+    // offered nearest first (decision 0098), so a fetch of what A and B both
+    // hold starts at A, the site this test kills.
+    for far in ["/site/b", "/site/c"] {
+        q.ok(&[
+            "route",
+            "add",
+            far,
+            &format!("udp4://{to_r}"),
+            "--cost",
+            "10",
+        ]);
+    }
 
     // A publishes; B, C and Q trust A's key.
     let x = noise(1 << 20, 1);
