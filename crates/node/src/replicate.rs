@@ -419,6 +419,11 @@ pub async fn replicate_here(
     );
     sources.have = Some(granary_repo::have_query_prefix());
     sources.have_batch = granary_repo::HAVE_BATCH;
+    // This daemon's own store: its chunks read from the files, no Interest.
+    let own = repo.clone();
+    sources.read_local = Some(granary_transfer::ChunkReader(Arc::new(move |h| {
+        own.store.chunk(h).ok().flatten()
+    })));
     sources.probe = 64;
     sources.plain_if_nothing = true;
     match fetch_dedup(&mut engine, &mut link, &info, &tmp, &sources).await? {

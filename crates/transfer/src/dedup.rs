@@ -29,6 +29,16 @@ use crate::Error;
 /// Chunks in flight from the node's own store by hash (phase 1).
 const LOCAL_WINDOW: usize = 256;
 
+/// Chunk bytes by SHA-256 from a store the caller has open ([`Sources::read_local`]).
+#[derive(Clone)]
+pub struct ChunkReader(pub Arc<dyn Fn(&[u8; 32]) -> Option<Vec<u8>> + Send + Sync>);
+
+impl std::fmt::Debug for ChunkReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChunkReader")
+    }
+}
+
 /// Where chunks are asked for before the producer.
 #[derive(Debug, Clone)]
 pub struct Sources {
@@ -44,6 +54,11 @@ pub struct Sources {
     pub have: Option<Name>,
     /// Hashes per "have" query.
     pub have_batch: usize,
+    /// The own store read directly, by a caller that has it open (the
+    /// daemon's replication): chunk bytes by SHA-256, or `None`. When set,
+    /// phase 1 reads every chunk through it (each checked against its hash
+    /// here) instead of asking `local` and `have` over NDN.
+    pub read_local: Option<ChunkReader>,
     /// Prefix of hash requests to the neighbours (`None`: no neighbours).
     pub neighbours: Option<Name>,
     /// InterestLifetime of a neighbour's hash request (carepo: 500 ms).
@@ -69,6 +84,7 @@ impl Sources {
             local,
             have: None,
             have_batch: 256,
+            read_local: None,
             neighbours,
             neighbour_lifetime: Duration::from_millis(500),
             neighbour_retries: 0,
@@ -491,7 +507,57 @@ pub async fn fetch_dedup<L: Link>(
         ..engine.config().clone()
     };
     let mut run1: Result<(), Error> = Ok(());
-    if let (Some(_), false) = (&sources.local, plans.is_empty()) {
+    if let (Some(read), false) = (&sources.read_local, plans.is_empty()) {
+        // Straight from the store, off the async threads: each chunk checked
+        // against its hash before it is written.
+        let work: Vec<([u8; 32], u64, Vec<u64>)> = plans
+            .iter()
+            .map(|p| {
+                (
+                    p.hash,
+                    p.len,
+                    p.segs.iter().map(|&s| info.map.start(s)).collect(),
+                )
+            })
+            .collect();
+        let (read, w2) = (read.clone(), w.clone());
+        let got = tokio::task::spawn_blocking(move || {
+            work.iter()
+                .map(|(h, len, offsets)| {
+                    let Some(bytes) = (read.0)(h) else {
+                        return false;
+                    };
+                    if bytes.len() as u64 != *len || granary_packet::sha256(&bytes) != *h {
+                        return false;
+                    }
+                    let Ok(mut w) = w2.lock() else { return false };
+                    if w.error.is_some() {
+                        return false;
+                    }
+                    for off in offsets {
+                        if let Err(e) = w.file.write_all_at(&bytes, *off) {
+                            w.error = Some(format!("{}: {e}", w.part.display()));
+                            return false;
+                        }
+                    }
+                    let n = bytes.len() as u64;
+                    let more = offsets.len() as u64 - 1;
+                    let r = &mut w.report;
+                    r.local.chunks += 1;
+                    r.local.bytes += n;
+                    r.repeated.chunks += more;
+                    r.repeated.bytes += more * n;
+                    true
+                })
+                .collect::<Vec<bool>>()
+        })
+        .await
+        .map_err(|e| Error::Output(format!("reading the own store: {e}")));
+        match got {
+            Ok(got) => rest.retain(|&i| !got[i]),
+            Err(e) => run1 = Err(e),
+        }
+    } else if let (Some(_), false) = (&sources.local, plans.is_empty()) {
         // Which chunks the own store has: one batch query per
         // `have_batch` hashes, or (no `have` prefix) every chunk asked.
         let asked: Vec<usize> = match &sources.have {

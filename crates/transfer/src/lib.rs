@@ -26,7 +26,9 @@ pub mod rtt;
 pub mod segmap;
 
 pub use config::{Config, LocatorRef, PipelineType};
-pub use dedup::{dedup_possible, fetch_dedup, Dedup, DedupReport, FromSource, Sources};
+pub use dedup::{
+    dedup_possible, fetch_dedup, ChunkReader, Dedup, DedupReport, FromSource, Sources,
+};
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{
     fetch_objects, part_paths, FileStat, Output, RemoteFile, Report, Stream, StreamWriter,
