@@ -29,9 +29,12 @@ use crate::Error;
 /// Chunks in flight from the node's own store by hash (phase 1).
 const LOCAL_WINDOW: usize = 256;
 
+/// Reads a chunk's bytes by its SHA-256 (`None`: not held).
+pub type ReadChunk = dyn Fn(&[u8; 32]) -> Option<Vec<u8>> + Send + Sync;
+
 /// Chunk bytes by SHA-256 from a store the caller has open ([`Sources::read_local`]).
 #[derive(Clone)]
-pub struct ChunkReader(pub Arc<dyn Fn(&[u8; 32]) -> Option<Vec<u8>> + Send + Sync>);
+pub struct ChunkReader(pub Arc<ReadChunk>);
 
 impl std::fmt::Debug for ChunkReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
