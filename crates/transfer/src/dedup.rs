@@ -29,7 +29,9 @@ use crate::Error;
 /// Chunks in flight from the node's own store by hash (phase 1).
 const LOCAL_WINDOW: usize = 256;
 
-/// Reads a chunk's bytes by its SHA-256 (`None`: not held).
+/// Reads a chunk's bytes by its SHA-256 (`None`: not held). It must return
+/// only bytes it has checked against that hash (`Store::chunk` does): they
+/// are written without hashing them a second time.
 pub type ReadChunk = dyn Fn(&[u8; 32]) -> Option<Vec<u8>> + Send + Sync;
 
 /// Chunk bytes by SHA-256 from a store the caller has open ([`Sources::read_local`]).
@@ -511,8 +513,8 @@ pub async fn fetch_dedup<L: Link>(
     };
     let mut run1: Result<(), Error> = Ok(());
     if let (Some(read), false) = (&sources.read_local, plans.is_empty()) {
-        // Straight from the store, off the async threads: each chunk checked
-        // against its hash before it is written.
+        // Straight from the store, off the async threads; the reader has
+        // checked each chunk against its hash (one SHA-256 per chunk).
         let work: Vec<([u8; 32], u64, Vec<u64>)> = plans
             .iter()
             .map(|p| {
@@ -530,7 +532,7 @@ pub async fn fetch_dedup<L: Link>(
                     let Some(bytes) = (read.0)(h) else {
                         return false;
                     };
-                    if bytes.len() as u64 != *len || granary_packet::sha256(&bytes) != *h {
+                    if bytes.len() as u64 != *len {
                         return false;
                     }
                     let Ok(mut w) = w2.lock() else { return false };
