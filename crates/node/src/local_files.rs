@@ -29,6 +29,9 @@ use rustix::net::{
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest request accepted (a name and a version).
 const MAX_REQUEST: u64 = 16 * 1024;
+/// Requests answered at once; more are told the node is busy (`get` then
+/// fetches over NDN).
+const MAX_CLIENTS: usize = 64;
 
 /// The file socket beside the node's socket `socket`.
 pub fn files_socket(socket: &Path) -> PathBuf {
@@ -56,13 +59,28 @@ pub fn serve(store: Store, socket: &Path) -> std::io::Result<PathBuf> {
     std::thread::Builder::new()
         .name("local-files".into())
         .spawn(move || {
+            let busy = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
             for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let store = store.clone();
-                // A slow or silent client holds only its own thread.
-                let _ = std::thread::Builder::new()
-                    .name("local-file".into())
-                    .spawn(move || answer(&store, conn));
+                let Ok(mut conn) = conn else { continue };
+                // A flood of connections gets a reason, not a thread each.
+                if busy.load(std::sync::atomic::Ordering::Relaxed) >= MAX_CLIENTS {
+                    let _ = conn.write_all(b"{\"error\":\"busy: too many requests at once\"}\n");
+                    continue;
+                }
+                busy.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let (store, busy2) = (store.clone(), busy.clone());
+                // A slow or silent client holds only its own thread, for at
+                // most the timeout.
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("local-file".into())
+                        .spawn(move || {
+                            answer(&store, conn);
+                            busy2.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                        });
+                if spawned.is_err() {
+                    busy.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                }
             }
         })?;
     Ok(path)
@@ -195,6 +213,26 @@ mod tests {
             assert!(r.contains("\"error\""), "{bad:?}: {r}");
         }
         assert!(request(&socket, &n, e.meta.version).is_ok());
+        // Silent clients hold at most MAX_CLIENTS threads: the next one is
+        // told the node is busy; once they go, requests are answered again.
+        let silent: Vec<UnixStream> = (0..MAX_CLIENTS)
+            .map(|_| UnixStream::connect(&at).unwrap())
+            .collect();
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        let busy = loop {
+            match request(&socket, &n, e.meta.version) {
+                Err(e) if e.contains("busy") => break true,
+                _ if std::time::Instant::now() > deadline => break false,
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        };
+        assert!(busy, "no busy answer with {MAX_CLIENTS} silent clients");
+        drop(silent);
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        while request(&socket, &n, e.meta.version).is_err() {
+            assert!(std::time::Instant::now() < deadline, "not answered again");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         // A second node cannot take the socket of a live one.
         assert!(serve(Store::open(dir.path().join("repo")).unwrap(), &socket).is_err());
     }
