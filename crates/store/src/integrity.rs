@@ -463,6 +463,18 @@ mod tests {
         store.get(&n, Some(e.meta.version)).unwrap()
     }
 
+    /// `e` as a store from before decision 0095 has it: its `.crc32`
+    /// removed, looked up again (no CRC file open).
+    fn without_crc(store: &Store, e: &Entry) -> Entry {
+        fs::remove_file(crate::extra_path(&e.path, crate::CRC_SUFFIX)).unwrap();
+        store.forget();
+        let old = store
+            .get(&e.meta.name().unwrap(), Some(e.meta.version))
+            .unwrap();
+        assert!(old.crcs.is_none());
+        old
+    }
+
     fn tamper(e: &Entry, at: u64) {
         let f = fs::OpenOptions::new().write(true).open(&e.path).unwrap();
         let mut b = [0u8; 4];
@@ -542,12 +554,7 @@ mod tests {
         assert_eq!(store.check_segment(&e, 0, &seg(0)).unwrap(), None);
         assert!(store.check_segment(&e, 0, &bad).unwrap().is_some());
         // A version without one (published before it existed) is re-hashed.
-        fs::remove_file(&crc_file).unwrap();
-        store.forget();
-        let old = store
-            .get(&e.meta.name().unwrap(), Some(e.meta.version))
-            .unwrap();
-        assert!(old.crcs.is_none());
+        let old = without_crc(&store, &e);
         assert_eq!(store.check_segment(&old, 2, &seg(2)).unwrap(), None);
         assert!(store.check_segment(&old, 1, &bad).unwrap().is_some());
     }
@@ -593,12 +600,7 @@ mod tests {
             let crc_file = crate::extra_path(&e.path, crate::CRC_SUFFIX);
             let at_ingest = fs::read(&crc_file).unwrap();
             // As a store from before decision 0095: no .crc32.
-            fs::remove_file(&crc_file).unwrap();
-            store.forget();
-            let old = store
-                .get(&e.meta.name().unwrap(), Some(e.meta.version))
-                .unwrap();
-            assert!(old.crcs.is_none());
+            let old = without_crc(&store, &e);
             let v = store.verify(&old, 2, &|_| {}).unwrap();
             assert!(v.is_clean() && v.crc_written, "{name}: {v:?}");
             // The very file ingest would have written, and lookups use it.
@@ -613,11 +615,7 @@ mod tests {
         // A damaged version gets none: the CRC would vouch for bad bytes.
         let e = put(&store, "/t/bad", &data, None);
         let crc_file = crate::extra_path(&e.path, crate::CRC_SUFFIX);
-        fs::remove_file(&crc_file).unwrap();
-        store.forget();
-        let old = store
-            .get(&e.meta.name().unwrap(), Some(e.meta.version))
-            .unwrap();
+        let old = without_crc(&store, &e);
         tamper(&old, 5_000);
         let v = store.verify(&old, 2, &|_| {}).unwrap();
         assert_eq!(v.bad.len(), 1);
