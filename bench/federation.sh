@@ -19,7 +19,8 @@
 # Wall time and peak RSS from GNU time; every output is compared with the original.
 # Usage: bash bench/federation.sh [REP_MIB=1024] [FAIL_MIB=256] [RUNS=5]
 #   env LOC_N=10000000 LOC_NODES=20 LOAD_S=300 BATCH=10000; PARTS="1 2 3 4";
-#   NO_BUILD=1 skips the release build; GRANARY=path/to/granary (parts 1-3)
+#   NO_BUILD=1 skips the release build; GRANARY=path/to/granary (parts 1-3);
+#   KEEP_JSON=DIR keeps part 3's replicate reports there
 # Needs PostgreSQL (scripts/setup-test-deps.sh installs it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -150,9 +151,13 @@ if [[ " $parts " =~ " 3 " ]]; then
   /usr/bin/time -f "%e %M" -o "$tmp/time" "$G" --data-dir "$tmp/a" --socket "$tmp/a.sock" replicate /bench/rep2 --to /site/b --json > "$tmp/rep2.json"
   read -r half_s _ < "$tmp/time"
   local_mib=$(tail -1 "$tmp/rep2.json" | json 'round(v["dedup"]["local"]["bytes"] / 1048576)')
+  # Where a replication's time goes: the fetch (its statistics) and the rest
+  # (the replica's ingest and the location registration), on B.
+  split() { tail -1 "$1" | json '"fetch %.2f s + keep %.2f s" % (v["phases"]["fetch"], v["seconds"] - v["phases"]["fetch"])'; }
+  [ -n "${KEEP_JSON:-}" ] && cp "$tmp/rep.json" "$tmp/rep2.json" "$KEEP_JSON/" 
   b_rss=$(awk '/VmHWM/ { print $2 }' "/proc/${pid[b]}/status")
   rm -f "$tmp/rep.bin"
-  echo "3. $rep_mib MiB A -> B: plain get by B ${get_s} s ($(gbps "$bytes" "$get_s") Gbit/s, peak RSS $(mibrss "$get_rss")); replicate --to ${rep_s} s ($(gbps "$bytes" "$rep_s") Gbit/s, $(awk -v a="$get_s" -v b="$rep_s" 'BEGIN{printf "%.2f", a/b}')x get; B's daemon CPU ${b_cpu} s, peak RSS $(mibrss "$b_rss")); half present (${local_mib} MiB from B's own chunks): ${half_s} s ($(gbps "$bytes" "$half_s") Gbit/s of the file)"
+  echo "3. $rep_mib MiB A -> B: plain get by B ${get_s} s ($(gbps "$bytes" "$get_s") Gbit/s, peak RSS $(mibrss "$get_rss")); replicate --to ${rep_s} s [$(split "$tmp/rep.json")] ($(gbps "$bytes" "$rep_s") Gbit/s, $(awk -v a="$get_s" -v b="$rep_s" 'BEGIN{printf "%.2f", a/b}')x get; B's daemon CPU ${b_cpu} s, peak RSS $(mibrss "$b_rss")); half present (${local_mib} MiB from B's own chunks): ${half_s} s [$(split "$tmp/rep2.json")] ($(gbps "$bytes" "$half_s") Gbit/s of the file)"
 fi
 
 if [[ " $parts " =~ " 2 " ]]; then

@@ -75,6 +75,8 @@ fn a_replica_keeps_the_publishers_signature_and_serves_when_the_publisher_is_gon
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v = v.expect("a JSON outcome");
     assert_eq!(v["state"], "done", "{v}");
+    // B's ingest took the segments as fetched (no second cut and hash).
+    assert_eq!(v["ingest"], "segments as fetched (CRC-32 compared)", "{v}");
     assert!(
         v["signer"].as_str().unwrap().starts_with("/site/a/KEY/"),
         "{v}"
@@ -250,6 +252,7 @@ fn chunks_the_target_holds_are_not_fetched_again() {
     assert_eq!(d["local"]["chunks"], 40, "{v}");
     assert_eq!(d["producer"]["chunks"], 40, "{v}");
     assert_eq!(d["local"]["bytes"], 40 * SEG, "{v}");
+    assert_eq!(v["ingest"], "segments as fetched (CRC-32 compared)", "{v}");
     // And the copy is whole: B's bytes are A's.
     let out = work.path().join("x.out");
     let o = run_within(

@@ -286,29 +286,41 @@ pub fn keep_fetched(
 }
 
 /// How to store the verified file `p` of `info` so that its segments are
-/// the manifest's: the chunking that reproduces them, and the SHA-256 of
-/// every segment hash in order (what the store checks before publishing).
+/// the manifest's: the chunking that reproduces them, the SHA-256 of every
+/// segment hash in order (what the store checks before publishing), and
+/// the segments themselves as the manifest gives them (lengths and hashes:
+/// [`granary_store::PutOptions::known_segments`]).
 pub fn replica_layout(
     data_dir: &Path,
     info: &ObjectInfo,
     p: &Path,
-) -> anyhow::Result<(granary_store::Chunking, [u8; 32])> {
+) -> anyhow::Result<(granary_store::Chunking, [u8; 32], granary_store::KnownSegments)> {
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
         anyhow::bail!("{}: no manifest", info.versioned);
     };
     let count = info.map.count();
     let lengths: Vec<u64> = (0..count).map(|s| info.map.len(s).unwrap_or(0)).collect();
     let mut all = Vec::with_capacity(count as usize * 32);
+    let mut hashes = Vec::with_capacity(count as usize);
     for s in 0..count {
         let h = ck
             .segment_hash(s)
             .ok_or_else(|| anyhow::anyhow!("{}: segment {s} has no hash", info.versioned))?;
         all.extend_from_slice(&h);
+        hashes.push(h);
     }
+    let known = granary_store::KnownSegments {
+        lengths: lengths
+            .iter()
+            .map(|&l| u32::try_from(l).unwrap_or(u32::MAX))
+            .collect(),
+        hashes,
+        crcs: Vec::new(),
+    };
     let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
     let chunking = guess_chunking(data_dir, p, &lengths, declared)?
         .ok_or_else(|| anyhow::anyhow!("no known chunking reproduces the manifest's segments"))?;
-    Ok((chunking, granary_packet::sha256(&all)))
+    Ok((chunking, granary_packet::sha256(&all), known))
 }
 
 /// Segments compared when guessing a file's chunking.

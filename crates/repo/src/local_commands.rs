@@ -347,6 +347,7 @@ fn put_with_root(
         &root,
         // The user's fetched file: copied, never taken.
         false,
+        None,
     )?;
     let noted = repo.notify_published(&e);
     let mut v = json!({

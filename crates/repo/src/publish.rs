@@ -191,7 +191,9 @@ pub fn publish_file(
 /// The observer is not told: the caller registers the location. With
 /// `take_source` the file at `path` (the caller's own temporary file) is
 /// moved into the store rather than copied ([`PutOptions::take_source`]);
-/// never for a user's file.
+/// never for a user's file; `known`, the segments the fetch checked,
+/// then spares the ingest cutting and hashing them again
+/// ([`PutOptions::known_segments`]).
 #[allow(clippy::too_many_arguments)]
 pub fn publish_replica(
     repo: &Repo,
@@ -202,6 +204,7 @@ pub fn publish_replica(
     expect_hashes: [u8; 32],
     root: &granary_packet::Data,
     take_source: bool,
+    known: Option<std::sync::Arc<granary_store::KnownSegments>>,
 ) -> Result<granary_store::Entry, String> {
     if repo
         .store
@@ -219,6 +222,7 @@ pub fn publish_replica(
         expect_hashes: Some(expect_hashes),
         staged: true,
         take_source,
+        known_segments: known.filter(|_| take_source),
         ..Default::default()
     };
     let (e, _) = repo

@@ -109,6 +109,18 @@ impl Store {
             .unwrap_or(Chunking::Fixed(opts.segment_size.max(1)));
         chunking.validate().map_err(Error::Corrupt)?;
         let cutter = chunking.cutter();
+        // Known segments only for a taken file with no empty segment.
+        let known = opts
+            .known_segments
+            .clone()
+            .filter(|k| {
+                opts.take_source
+                    && cloned.is_some()
+                    && k.lengths.len() == k.hashes.len()
+                    && k.lengths.len() == k.crcs.len()
+                    && !k.lengths.is_empty()
+                    && k.lengths.iter().all(|&l| l > 0 && l as usize <= cutter.max())
+            });
         let version = opts.version.unwrap_or_else(now_us);
         let tmp_data = self.tmp.join(format!("{id}.data"));
         // The files beside the temp data file are named as beside a version
@@ -208,6 +220,7 @@ impl Store {
                 _ => None,
             };
             let whole = opts.file_sha256;
+            let known_hashes = known.clone();
             let worker = spawn("ingest-hash", move || {
                 segment_worker(
                     full_rx,
@@ -219,9 +232,10 @@ impl Store {
                     whole,
                     worker_paths,
                     sync,
+                    known_hashes,
                 )
             })?;
-            let mut carver = Carver::new(&cutter);
+            let mut carver = Carver::new(&cutter, known);
             let mut size = 0u64;
             let read_result = (|| -> Result<()> {
                 // Never read again after the end (some readers fail then).
@@ -268,6 +282,11 @@ impl Store {
             let (segments, index_writer, whole) = worked?;
             let data = data?;
             read_result?;
+            if !carver.all_known() {
+                return Err(Error::Corrupt(format!(
+                    "{name}: the file is not the segments it was fetched as (its length differs); not published"
+                )));
+            }
             let segments = segments.max(1);
             if let Some(to) = keep() {
                 // Not published: the bytes go to the caller's file; the
@@ -414,6 +433,8 @@ struct Block {
 /// blocks fall.
 struct Carver<'a> {
     cutter: &'a chunking::Cutter,
+    /// Known segment lengths instead of the cutter's, and how many are cut.
+    known: Option<(std::sync::Arc<crate::KnownSegments>, usize)>,
     /// The tail of the previous block that is not a whole segment yet.
     carry: Vec<u8>,
     /// File offset of `carry[0]`.
@@ -421,9 +442,13 @@ struct Carver<'a> {
 }
 
 impl<'a> Carver<'a> {
-    fn new(cutter: &'a chunking::Cutter) -> Self {
+    fn new(
+        cutter: &'a chunking::Cutter,
+        known: Option<std::sync::Arc<crate::KnownSegments>>,
+    ) -> Self {
         Carver {
             cutter,
+            known: known.map(|k| (k, 0)),
             carry: Vec::with_capacity(cutter.max()),
             start: 0,
         }
@@ -437,9 +462,22 @@ impl<'a> Carver<'a> {
         buf[begin..head].copy_from_slice(&self.carry);
         let mut cuts = Vec::with_capacity((len - begin) / 1024 + 1);
         let mut pos = begin;
-        while pos < len && (eof || len - pos >= max) {
-            pos += self.cutter.cut(&buf[pos..len]);
-            cuts.push(pos as u32);
+        if let Some((k, at)) = self.known.as_mut() {
+            // Whole known segments only; the rest waits for the next block
+            // (a segment is at most `max` bytes, so one always fits).
+            while let Some(&l) = k.lengths.get(*at) {
+                if pos + l as usize > len {
+                    break;
+                }
+                pos += l as usize;
+                cuts.push(pos as u32);
+                *at += 1;
+            }
+        } else {
+            while pos < len && (eof || len - pos >= max) {
+                pos += self.cutter.cut(&buf[pos..len]);
+                cuts.push(pos as u32);
+            }
         }
         self.carry.clear();
         self.carry.extend_from_slice(&buf[pos..len]);
@@ -453,6 +491,13 @@ impl<'a> Carver<'a> {
             cuts,
             start,
         }
+    }
+
+    /// With known segments: every one was cut and no byte is left over.
+    fn all_known(&self) -> bool {
+        self.known
+            .as_ref()
+            .is_none_or(|(k, at)| *at == k.lengths.len() && self.carry.is_empty())
     }
 }
 
@@ -474,6 +519,7 @@ fn segment_worker(
     whole: bool,
     (hash_path, off_path, crc_path): (PathBuf, PathBuf, PathBuf),
     sync: bool,
+    known: Option<std::sync::Arc<crate::KnownSegments>>,
 ) -> Result<Worked> {
     // Index entries per batch (sorted before insertion: 1.5 MiB).
     const BATCH: usize = 32 * 1024;
@@ -505,9 +551,20 @@ fn segment_worker(
             let mut pos = b.begin;
             for &cut in &b.cuts {
                 let cut = cut as usize;
-                let h: [u8; 32] = Sha256::digest(&b.buf[pos..cut]).into();
+                let h: [u8; 32] = match known.as_ref().and_then(|k| k.hashes.get(segments as usize)) {
+                    Some(h) => *h,
+                    None => Sha256::digest(&b.buf[pos..cut]).into(),
+                };
                 hashes.write_all(&h).map_err(Error::io(&hash_path))?;
-                crcs.write_all(&crc32fast::hash(&b.buf[pos..cut]).to_le_bytes())
+                let crc = crc32fast::hash(&b.buf[pos..cut]);
+                if let Some(k) = known.as_ref() {
+                    if k.crcs.get(segments as usize) != Some(&crc) {
+                        return Err(Error::Corrupt(format!(
+                            "segment {segments}: the bytes on disk are not those fetched and checked (CRC-32 differs); not published"
+                        )));
+                    }
+                }
+                crcs.write_all(&crc.to_le_bytes())
                     .map_err(Error::io(&crc_path))?;
                 let off = b.start + (pos - b.begin) as u64;
                 if let Some(o) = offsets.as_mut() {

@@ -447,7 +447,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Chunking, PutOptions};
+    use crate::{Chunking, KnownSegments, PutOptions};
 
     fn put(store: &Store, name: &str, data: &[u8], chunking: Option<Chunking>) -> Entry {
         static V: AtomicUsize = AtomicUsize::new(1);
@@ -579,6 +579,76 @@ mod tests {
             assert_eq!(fs::read(&e.path).unwrap(), data);
             assert!(store.verify(&e, 1, &|_| {}).unwrap().is_clean());
         }
+    }
+
+    #[test]
+    fn known_segments_are_recorded_as_an_ingest_would_and_checked_against_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("repo")).unwrap();
+        let data = crate::chunking::noise(700_000, 33);
+        let cdc: Chunking = "fastcdc:1024:4096:8192".parse().unwrap();
+        let n = Name::from_uri("/t/known").unwrap();
+        let src = dir.path().join("src");
+        fs::write(&src, &data).unwrap();
+        let plain = PutOptions {
+            version: Some(1),
+            chunking: Some(cdc),
+            ..Default::default()
+        };
+        let (e1, _) = store.put_file(&n, &src, &plain, |_| {}).unwrap();
+        let side = |e: &Entry, suffix: &str| fs::read(crate::extra_path(&e.path, suffix)).unwrap();
+        let hashes = side(&e1, "hashes");
+        let offsets: Vec<u64> = side(&e1, "offsets")
+            .chunks(8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let known = KnownSegments {
+            lengths: offsets.windows(2).map(|w| (w[1] - w[0]) as u32).collect(),
+            hashes: hashes.chunks(32).map(|h| h.try_into().unwrap()).collect(),
+            crcs: offsets
+                .windows(2)
+                .map(|w| crc32fast::hash(&data[w[0] as usize..w[1] as usize]))
+                .collect(),
+        };
+        assert!(known.lengths.len() > 40);
+        let take = |version: u64, bytes: &[u8], known: KnownSegments| {
+            fs::write(&src, bytes).unwrap();
+            let opts = PutOptions {
+                version: Some(version),
+                chunking: Some(cdc),
+                take_source: true,
+                known_segments: Some(std::sync::Arc::new(known)),
+                ..Default::default()
+            };
+            store.put_file(&n, &src, &opts, |_| {}).map(|(e, _)| e)
+        };
+        // The same side files as a full ingest's, and a clean version.
+        let e2 = take(2, &data, known.clone()).unwrap();
+        for suffix in ["hashes", "offsets", crate::CRC_SUFFIX] {
+            assert_eq!(side(&e1, suffix), side(&e2, suffix), "{suffix}");
+        }
+        assert!(store.verify(&e2, 1, &|_| {}).unwrap().is_clean());
+        // A file longer or shorter than its segments is not published.
+        for bytes in [&data[..data.len() - 1], &[&data[..], b"x"].concat()[..]] {
+            let err = take(3, bytes, known.clone()).unwrap_err().to_string();
+            assert!(err.contains("not the segments it was fetched as"), "{err}");
+            assert!(store.get(&n, Some(3)).is_err());
+        }
+        // Bytes that are not those fetched (same length): refused by their
+        // CRC-32, nothing published.
+        let mut bad = data.clone();
+        bad[100] ^= 1;
+        let err = take(4, &bad, known.clone()).unwrap_err().to_string();
+        assert!(err.contains("segment 0") && err.contains("CRC-32"), "{err}");
+        assert!(store.get(&n, Some(4)).is_err());
+        // Without every CRC-32 the known segments are not used: a full
+        // ingest, which finds its own hashes.
+        let partial = KnownSegments {
+            crcs: known.crcs[1..].to_vec(),
+            ..known
+        };
+        let e5 = take(5, &data, partial).unwrap();
+        assert_eq!(side(&e1, "hashes"), side(&e5, "hashes"));
     }
 
     #[test]

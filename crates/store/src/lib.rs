@@ -191,6 +191,28 @@ pub struct PutOptions {
     /// caller's own temporary file (a replica fetched into the data
     /// directory), never for a user's file: it is gone afterwards.
     pub take_source: bool,
+    /// The segments the file is known to consist of, in order (a replica
+    /// whose every segment the fetch has just checked against the signed
+    /// manifest): the ingest cuts at these lengths and records these hashes
+    /// instead of cutting and hashing again; it still reads the bytes once,
+    /// to compare each segment's CRC-32 with the one recorded when it was
+    /// checked. The file must be exactly these segments, with those
+    /// CRC-32s, or nothing is published. Only with
+    /// [`PutOptions::take_source`] (the caller's own file, which nobody
+    /// else writes); ignored otherwise.
+    pub known_segments: Option<std::sync::Arc<KnownSegments>>,
+}
+
+/// Lengths and SHA-256s of a file's segments ([`PutOptions::known_segments`]).
+#[derive(Debug, Clone, Default)]
+pub struct KnownSegments {
+    /// Length of each segment (none empty).
+    pub lengths: Vec<u32>,
+    /// SHA-256 of each segment.
+    pub hashes: Vec<[u8; 32]>,
+    /// CRC-32 of each segment's bytes as they were checked against its
+    /// hash: the ingest compares them with the bytes it reads.
+    pub crcs: Vec<u32>,
 }
 
 impl Default for PutOptions {
@@ -205,6 +227,7 @@ impl Default for PutOptions {
             expect_hashes: None,
             staged: false,
             take_source: false,
+            known_segments: None,
         }
     }
 }

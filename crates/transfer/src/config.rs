@@ -96,6 +96,48 @@ pub struct Config {
     /// the engine looks for, or switches to, another location when it has a
     /// locator (default 2).
     pub failover_timeouts: u32,
+    /// The caller reads the output file right back (a replica's ingest):
+    /// written back to disk as it comes, but its pages are not dropped from
+    /// the page cache (see `Recycler`), so the read costs no disk I/O.
+    /// Default off: a download leaves the machine's cache alone.
+    pub keep_output_cached: bool,
+    /// Record the CRC-32 of every verified segment written to a file output
+    /// here (a replica's ingest compares them with the bytes it reads, and
+    /// so need not hash them again).
+    pub segment_crcs: Option<SegmentCrcs>,
+}
+
+/// CRC-32s of the verified segments a fetch wrote, by segment number
+/// ([`Config::segment_crcs`]).
+#[derive(Debug, Clone, Default)]
+pub struct SegmentCrcs(std::sync::Arc<std::sync::Mutex<Vec<Option<u32>>>>);
+
+impl SegmentCrcs {
+    /// Records segment `seg`'s bytes.
+    pub fn record(&self, seg: u64, bytes: &[u8]) {
+        self.set(seg, crc32fast::hash(bytes));
+    }
+
+    /// Records segment `seg`'s CRC-32.
+    pub fn set(&self, seg: u64, crc: u32) {
+        let Ok(mut v) = self.0.lock() else { return };
+        let i = seg as usize;
+        if v.len() <= i {
+            v.resize(i + 1, None);
+        }
+        v[i] = Some(crc);
+    }
+
+    /// Segment `seg`'s CRC-32, if recorded.
+    pub fn get(&self, seg: u64) -> Option<u32> {
+        self.0.lock().ok()?.get(seg as usize).copied().flatten()
+    }
+
+    /// The CRC-32s of segments `0..count`, if every one was recorded.
+    pub fn all(&self, count: u64) -> Option<Vec<u32>> {
+        let v = self.0.lock().ok()?;
+        (0..count as usize).map(|i| v.get(i).copied().flatten()).collect()
+    }
 }
 
 /// A shared [`crate::Locator`] (a newtype so that `Config` stays `Debug`).
@@ -134,6 +176,8 @@ impl Default for Config {
             forwarding_hint: Vec::new(),
             locator: None,
             failover_timeouts: 2,
+            keep_output_cached: false,
+            segment_crcs: None,
         }
     }
 }

@@ -23,7 +23,7 @@ use crate::engine::{Engine, Job, JobState, Request, Stats};
 use crate::file::part_paths;
 use crate::items_job::{Item, ItemsJob, Outcome};
 use crate::link::Link;
-use crate::object::{Check, ObjectInfo};
+use crate::object::{Bitmap, Check, FileSink, ObjectInfo, ObjectJob};
 use crate::Error;
 
 /// Chunks in flight from the node's own store by hash (phase 1).
@@ -150,7 +150,6 @@ pub enum Dedup {
 enum Src {
     Local,
     Neighbour,
-    Producer,
 }
 
 struct Plan {
@@ -220,7 +219,7 @@ fn plan(info: &ObjectInfo) -> Result<Vec<Plan>, Error> {
     Ok(plans)
 }
 
-fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan, srcs: &[Src]) -> Vec<Request> {
+fn requests(sources: &Sources, p: &Plan, srcs: &[Src]) -> Vec<Request> {
     srcs.iter()
         .map(|s| match s {
             Src::Local => {
@@ -248,7 +247,6 @@ fn requests(info: &ObjectInfo, sources: &Sources, p: &Plan, srcs: &[Src]) -> Vec
                 r.retries = Some(sources.neighbour_retries);
                 r
             }
-            Src::Producer => Request::new(info.versioned.append(&Component::segment(p.segs[0]))),
         })
         .collect()
 }
@@ -287,13 +285,14 @@ fn phase_job(
     srcs: &[Src],
     optional: bool,
     w: &Arc<Mutex<Writer>>,
+    crcs: Option<crate::SegmentCrcs>,
 ) -> ItemsJob {
     let items: Vec<Item> = which
         .iter()
         .map(|&i| {
             let p = &plans[i];
             Item {
-                requests: requests(info, sources, p, srcs),
+                requests: requests(sources, p, srcs),
                 check: Box::new(check_chunk(
                     p.hash,
                     p.len,
@@ -307,6 +306,7 @@ fn phase_job(
         .iter()
         .map(|&i| plans[i].segs.iter().map(|&s| info.map.start(s)).collect())
         .collect();
+    let segs: Vec<Vec<u64>> = which.iter().map(|&i| plans[i].segs.clone()).collect();
     let srcs = srcs.to_vec();
     let w2 = w.clone();
     ItemsJob::new(items).on_done(move |i, o| {
@@ -323,12 +323,15 @@ fn phase_job(
                 return;
             }
         }
+        if let Some(c) = &crcs {
+            let crc = crc32fast::hash(bytes);
+            segs[i].iter().for_each(|&s| c.set(s, crc));
+        }
         let n = bytes.len() as u64;
         let r = &mut w.report;
         let src = match srcs.get(*at) {
             Some(Src::Local) => &mut r.local,
-            Some(Src::Neighbour) => &mut r.neighbours,
-            _ => &mut r.producer,
+            _ => &mut r.neighbours,
         };
         src.chunks += 1;
         src.bytes += n;
@@ -441,6 +444,92 @@ fn merge(a: &Stats, b: &Stats) -> Stats {
     s
 }
 
+/// Phase 2: the chunks `rest` of `plans` from the producer by name,
+/// through the by-name pipeline a plain fetch uses (an [`ObjectJob`] over
+/// the whole object that already has every other segment: in order,
+/// combined writes, every segment checked against the manifest), then
+/// written at the other offsets where they repeat.
+async fn by_name<L: Link>(
+    engine: &mut Engine,
+    link: &mut L,
+    info: &ObjectInfo,
+    plans: &[Plan],
+    rest: &[usize],
+    w: &Arc<Mutex<Writer>>,
+) -> (Result<Stats, Error>, JobState) {
+    let file = match w.lock().map(|w| (w.file.try_clone(), w.part.clone())) {
+        Ok((Ok(f), _)) => f,
+        Ok((Err(e), part)) => {
+            return (
+                Err(Error::Output(format!("{}: {e}", part.display()))),
+                JobState::Done,
+            )
+        }
+        Err(_) => return (Err(Error::Output("dedup writer poisoned".into())), JobState::Done),
+    };
+    let count = info.map.count();
+    let mut need = Bitmap::new(count);
+    for &i in rest {
+        need.set(plans[i].segs[0]);
+    }
+    let mut job = ObjectJob::new(
+        info.clone(),
+        0,
+        u64::MAX,
+        Box::new(FileSink::with_cache(
+            file,
+            0,
+            None,
+            false,
+            engine.config().keep_output_cached,
+        )
+        .record_crcs(engine.config().segment_crcs.clone())),
+    );
+    for s in (0..count).filter(|&s| !need.get(s)) {
+        job.already_have(s);
+    }
+    let run = engine.run(link, &mut [&mut job]).await;
+    let state = job.state();
+    // The sink's last bytes are written when the job goes.
+    drop(job);
+    if run.is_err() || !matches!(state, JobState::Done) {
+        return (run, state);
+    }
+    let Ok(mut w) = w.lock() else {
+        return (Err(Error::Output("dedup writer poisoned".into())), state);
+    };
+    let mut buf = Vec::new();
+    for &i in rest {
+        let p = &plans[i];
+        if w.error.is_none() && p.segs.len() > 1 {
+            buf.resize(p.len as usize, 0);
+            let r = w
+                .file
+                .read_exact_at(&mut buf, info.map.start(p.segs[0]))
+                .and_then(|_| {
+                    p.segs[1..]
+                        .iter()
+                        .try_for_each(|&s| w.file.write_all_at(&buf, info.map.start(s)))
+                });
+            if let Err(e) = r {
+                w.error = Some(format!("{}: {e}", w.part.display()));
+            }
+            if let Some(c) = &engine.config().segment_crcs {
+                if let Some(crc) = c.get(p.segs[0]) {
+                    p.segs[1..].iter().for_each(|&s| c.set(s, crc));
+                }
+            }
+        }
+        let more = p.segs.len() as u64 - 1;
+        let r = &mut w.report;
+        r.producer.chunks += 1;
+        r.producer.bytes += p.len;
+        r.repeated.chunks += more;
+        r.repeated.bytes += more * p.len;
+    }
+    (run, state)
+}
+
 /// Fetches `info` into `out` by unique chunk (see the module doc). The file
 /// is written as `<out>.part` and renamed when every chunk is in place (a
 /// symbolic link's target is; an existing FIFO, device or socket is refused,
@@ -515,25 +604,31 @@ pub async fn fetch_dedup<L: Link>(
     if let (Some(read), false) = (&sources.read_local, plans.is_empty()) {
         // Straight from the store, off the async threads; the reader has
         // checked each chunk against its hash (one SHA-256 per chunk).
-        let work: Vec<([u8; 32], u64, Vec<u64>)> = plans
+        let work: Vec<([u8; 32], u64, Vec<u64>, Vec<u64>)> = plans
             .iter()
             .map(|p| {
                 (
                     p.hash,
                     p.len,
                     p.segs.iter().map(|&s| info.map.start(s)).collect(),
+                    p.segs.clone(),
                 )
             })
             .collect();
         let (read, w2) = (read.clone(), w.clone());
+        let crcs = engine.config().segment_crcs.clone();
         let got = tokio::task::spawn_blocking(move || {
             work.iter()
-                .map(|(h, len, offsets)| {
+                .map(|(h, len, offsets, segs)| {
                     let Some(bytes) = (read.0)(h) else {
                         return false;
                     };
                     if bytes.len() as u64 != *len {
                         return false;
+                    }
+                    if let Some(c) = &crcs {
+                        let crc = crc32fast::hash(&bytes);
+                        segs.iter().for_each(|&s| c.set(s, crc));
                     }
                     let Ok(mut w) = w2.lock() else { return false };
                     if w.error.is_some() {
@@ -585,7 +680,16 @@ pub async fn fetch_dedup<L: Link>(
             // The own store is no congested link: a deep window (a Unix
             // face's 4 MiB send buffer holds 256 chunks of 8 KiB twice over).
             let mut e1 = Engine::new(hash_cfg(LOCAL_WINDOW));
-            let mut job = phase_job(info, sources, &plans, &asked, &[Src::Local], true, &w);
+            let mut job = phase_job(
+                info,
+                sources,
+                &plans,
+                &asked,
+                &[Src::Local],
+                true,
+                &w,
+                engine.config().segment_crcs.clone(),
+            );
             match e1.run(link, &mut [&mut job]).await {
                 Ok(st) => st1 = merge(&st1, &st),
                 Err(e) => run1 = Err(e),
@@ -629,7 +733,16 @@ pub async fn fetch_dedup<L: Link>(
             if which.is_empty() {
                 continue;
             }
-            let mut job = phase_job(info, sources, &plans, &which, &[Src::Neighbour], true, &w);
+            let mut job = phase_job(
+                info,
+                sources,
+                &plans,
+                &which,
+                &[Src::Neighbour],
+                true,
+                &w,
+                engine.config().segment_crcs.clone(),
+            );
             match e1.run(link, &mut [&mut job]).await {
                 Ok(st) => st1 = merge(&st1, &st),
                 Err(e) => {
@@ -663,9 +776,7 @@ pub async fn fetch_dedup<L: Link>(
     let mut state = JobState::Done;
     let mut run = run1.map(|_| Stats::default());
     if run.is_ok() && !rest.is_empty() {
-        let mut job = phase_job(info, sources, &plans, &rest, &[Src::Producer], false, &w);
-        run = engine.run(link, &mut [&mut job]).await;
-        state = job.state();
+        (run, state) = by_name(engine, link, info, &plans, &rest, &w).await;
     }
     let run = run.map(|st2| merge(&st1, &st2));
     drop(plans);

@@ -294,7 +294,12 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 /// Opens `<out>.part` (fresh, or resumed: each segment recorded in the hash
 /// side file is read back and re-verified — against the manifest when there
 /// is one — and only those that pass are kept).
-fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob, Error> {
+fn prepare_file(
+    info: &ObjectInfo,
+    out: &Path,
+    resume: bool,
+    cfg: &crate::Config,
+) -> Result<ObjectJob, Error> {
     let (part, state_p, hashes_p) = part_paths(out);
     let state = State {
         versioned: info.versioned.to_string(),
@@ -369,12 +374,14 @@ fn prepare_file(info: &ObjectInfo, out: &Path, resume: bool) -> Result<ObjectJob
             }
         }
     }
-    let sink = FileSink::new(
+    let sink = FileSink::with_cache(
         file,
         0,
         Some(hashes),
         matches!(info.check, Check::PerPacket(_)),
-    );
+        cfg.keep_output_cached,
+    )
+    .record_crcs(cfg.segment_crcs.clone());
     let mut job = ObjectJob::new(info.clone(), 0, u64::MAX, Box::new(sink));
     for s in keep {
         job.already_have(s);
@@ -433,7 +440,9 @@ pub async fn fetch_objects<L: Link>(
     let mut prepared = Vec::new();
     for (info, out) in objects {
         let job = match &out {
-            Output::File(p) => prepare_file(&info, p, resume)?,
+            Output::File(p) => {
+                prepare_file(&info, p, resume, engine.config())?
+            }
             Output::Special(s) | Output::Stdout(s) => stream_job(&info, s)?,
         };
         prepared.push(Prepared { job, out });

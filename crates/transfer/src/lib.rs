@@ -25,7 +25,7 @@ pub mod object;
 pub mod rtt;
 pub mod segmap;
 
-pub use config::{Config, LocatorRef, PipelineType};
+pub use config::{Config, LocatorRef, PipelineType, SegmentCrcs};
 pub use dedup::{
     dedup_possible, fetch_dedup, ChunkReader, Dedup, DedupReport, FromSource, Sources,
 };

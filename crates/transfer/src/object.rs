@@ -605,6 +605,8 @@ pub struct FileSink {
     buf: Vec<u8>,
     /// Side-file entries waiting for their data to be written.
     marks: BTreeMap<u64, [u8; 32]>,
+    /// Where each segment's CRC-32 is recorded ([`crate::Config::segment_crcs`]).
+    crcs: Option<crate::SegmentCrcs>,
 }
 
 /// Largest combined write.
@@ -627,8 +629,20 @@ impl FileSink {
         hashes: Option<std::fs::File>,
         record_hash: bool,
     ) -> FileSink {
+        FileSink::with_cache(file, base, hashes, record_hash, false)
+    }
+
+    /// [`FileSink::new`]; with `keep_cached` the written pages stay in the
+    /// page cache ([`crate::Config::keep_output_cached`]).
+    pub fn with_cache(
+        file: std::fs::File,
+        base: u64,
+        hashes: Option<std::fs::File>,
+        record_hash: bool,
+        keep_cached: bool,
+    ) -> FileSink {
         FileSink {
-            recycler: Recycler::start(&file),
+            recycler: Recycler::start_with(&file, !keep_cached),
             file,
             base,
             hashes,
@@ -636,7 +650,14 @@ impl FileSink {
             buf_at: 0,
             buf: Vec::new(),
             marks: BTreeMap::new(),
+            crcs: None,
         }
+    }
+
+    /// Records each segment's CRC-32 in `crcs` as it is stored.
+    pub fn record_crcs(mut self, crcs: Option<crate::SegmentCrcs>) -> FileSink {
+        self.crcs = crcs;
+        self
     }
 
     fn flush_data(&mut self) -> std::io::Result<()> {
@@ -709,11 +730,17 @@ impl Recycler {
     const EVERY: u64 = 8 << 20;
 
     pub(crate) fn start(file: &std::fs::File) -> Option<Recycler> {
+        Recycler::start_with(file, true)
+    }
+
+    /// With `drop_pages` false the pages are only written back, and stay
+    /// cached for a reader that follows ([`crate::Config::keep_output_cached`]).
+    pub(crate) fn start_with(file: &std::fs::File, drop_pages: bool) -> Option<Recycler> {
         let f = file.try_clone().ok()?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
         let thread = std::thread::spawn(move || {
             for () in rx {
-                if f.sync_data().is_ok() {
+                if f.sync_data().is_ok() && drop_pages {
                     let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
                 }
             }
@@ -758,6 +785,9 @@ impl Sink for FileSink {
 
     fn segment_done(&mut self, seg: u64, content: &[u8]) -> std::io::Result<()> {
         use sha2::Digest;
+        if let Some(c) = &self.crcs {
+            c.record(seg, content);
+        }
         if self.hashes.is_some() {
             let m = if self.record_hash {
                 sha2::Sha256::digest(content).into()
