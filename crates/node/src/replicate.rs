@@ -426,10 +426,11 @@ pub async fn replicate_here(
     sources.have = Some(granary_repo::have_query_prefix());
     sources.have_batch = granary_repo::HAVE_BATCH;
     // This daemon's own store: its chunks read from the files, no Interest.
-    let own = repo.clone();
-    sources.read_local = Some(granary_transfer::ChunkReader(Arc::new(move |h| {
-        own.store.chunk(h).ok().flatten()
-    })));
+    let (own, own2) = (repo.clone(), repo.clone());
+    sources.read_local = Some(granary_transfer::ChunkReader {
+        has: Arc::new(move |hs| own.store.has_chunks(hs)),
+        read: Arc::new(move |hs, got| own2.store.chunks(hs, got)),
+    });
     sources.probe = 64;
     sources.plain_if_nothing = true;
     match fetch_dedup(&mut engine, &mut link, &info, &tmp, &sources).await? {

@@ -391,6 +391,51 @@ impl Store {
         Ok(None)
     }
 
+    /// [`Store::chunk`] for many hashes: `got(i, bytes)` for each of
+    /// `hashes` found (in the order given), every one checked against its
+    /// hash. The version files stay open from one chunk to the next, so a
+    /// run of chunks from one file costs one `open`, not one each. A hash
+    /// whose locations are all stale goes through [`Store::chunk`] (which
+    /// drops them).
+    pub fn chunks(&self, hashes: &[[u8; 32]], mut got: impl FnMut(usize, Vec<u8>)) {
+        self.index_catch_up();
+        const OPEN: usize = 64;
+        let mut files: std::collections::HashMap<String, Option<fs::File>> = Default::default();
+        for (i, h) in hashes.iter().enumerate() {
+            let Some(Ok(locs)) = self.with_index(|ix| ix.get(h)) else {
+                continue;
+            };
+            let mut found = None;
+            for (_, loc) in &locs {
+                if files.len() >= OPEN && !files.contains_key(&loc.file) {
+                    files.clear();
+                }
+                let Some(f) = files
+                    .entry(loc.file.clone())
+                    .or_insert_with(|| fs::File::open(self.objects.join(&loc.file)).ok())
+                else {
+                    continue;
+                };
+                let mut buf = vec![0u8; loc.len as usize];
+                if f.read_exact_at(&mut buf, loc.offset).is_ok()
+                    && <[u8; 32]>::from(Sha256::digest(&buf)) == *h
+                {
+                    found = Some(buf);
+                    break;
+                }
+            }
+            match found {
+                Some(b) => got(i, b),
+                None if !locs.is_empty() => {
+                    if let Ok(Some(b)) = self.chunk(h) {
+                        got(i, b);
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
     /// Which of `hashes` the hash index holds a location for: one pass over
     /// the index, no data read (a hint: [`Store::chunk`] still reads and
     /// re-hashes the bytes, so a stale entry costs one miss later, never a

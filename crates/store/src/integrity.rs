@@ -652,6 +652,40 @@ mod tests {
     }
 
     #[test]
+    fn chunks_reads_many_by_hash_and_skips_what_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = crate::chunking::noise(40_000, 3);
+        let b = crate::chunking::noise(40_000, 4);
+        let seg = |d: &[u8], k: usize| d[k * 4096..((k + 1) * 4096).min(d.len())].to_vec();
+        let h = |x: &[u8]| <[u8; 32]>::from(Sha256::digest(x));
+        let opts = |v| PutOptions {
+            version: Some(v),
+            segment_size: 4096,
+            ..Default::default()
+        };
+        let (na, nb) = (Name::from_uri("/t/a").unwrap(), Name::from_uri("/t/b").unwrap());
+        store.put(&na, &a[..], &opts(1), |_| {}).unwrap();
+        let eb = store.put(&nb, &b[..], &opts(1), |_| {}).unwrap();
+        // a's segments 0..10, b's 2, something never stored.
+        let mut want: Vec<[u8; 32]> = (0..10).map(|k| h(&seg(&a, k))).collect();
+        want.push(h(&seg(&b, 2)));
+        want.push([7; 32]);
+        let mut got = Vec::new();
+        store.chunks(&want, |i, bytes| got.push((i, bytes)));
+        assert_eq!(got.len(), 11);
+        for (i, bytes) in &got {
+            assert_eq!(h(bytes), want[*i], "chunk {i}");
+        }
+        // b's file gone: its chunk is not given, a's still are.
+        fs::remove_file(&eb.path).unwrap();
+        let mut got = Vec::new();
+        store.chunks(&want, |i, _| got.push(i));
+        assert_eq!(got, (0..10).collect::<Vec<_>>());
+        assert_eq!(store.has_chunks(&want[10..11]), vec![false]);
+    }
+
+    #[test]
     fn verify_backfills_the_crc_file_of_a_clean_version_only() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();

@@ -29,14 +29,23 @@ use crate::Error;
 /// Chunks in flight from the node's own store by hash (phase 1).
 const LOCAL_WINDOW: usize = 256;
 
-/// Reads a chunk's bytes by its SHA-256 (`None`: not held). It must return
-/// only bytes it has checked against that hash (`Store::chunk` does): they
-/// are written without hashing them a second time.
-pub type ReadChunk = dyn Fn(&[u8; 32]) -> Option<Vec<u8>> + Send + Sync;
+/// Which of these chunks (by SHA-256) a store holds: a hint, one `bool`
+/// each.
+pub type HasChunks = dyn Fn(&[[u8; 32]]) -> Vec<bool> + Send + Sync;
+
+/// Reads chunks by SHA-256, calling back `(index, bytes)` for each one
+/// found. It must pass only bytes it has checked against their hash
+/// (`Store::chunks` does): they are written without hashing them again.
+pub type ReadChunks = dyn Fn(&[[u8; 32]], &mut dyn FnMut(usize, Vec<u8>)) + Send + Sync;
 
 /// Chunk bytes by SHA-256 from a store the caller has open ([`Sources::read_local`]).
 #[derive(Clone)]
-pub struct ChunkReader(pub Arc<ReadChunk>);
+pub struct ChunkReader {
+    /// Which chunks it holds.
+    pub has: Arc<HasChunks>,
+    /// Their bytes.
+    pub read: Arc<ReadChunks>,
+}
 
 impl std::fmt::Debug for ChunkReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,9 +69,9 @@ pub struct Sources {
     /// Hashes per "have" query.
     pub have_batch: usize,
     /// The own store read directly, by a caller that has it open (the
-    /// daemon's replication): chunk bytes by SHA-256, or `None`. When set,
-    /// phase 1 reads every chunk through it (each checked against its hash
-    /// here) instead of asking `local` and `have` over NDN.
+    /// daemon's replication). When set, phase 1 asks it which chunks it
+    /// holds and reads those on a thread of their own while the others are
+    /// fetched, instead of asking `local` and `have` over NDN.
     pub read_local: Option<ChunkReader>,
     /// Prefix of hash requests to the neighbours (`None`: no neighbours).
     pub neighbours: Option<Name>,
@@ -530,6 +539,62 @@ async fn by_name<L: Link>(
     (run, state)
 }
 
+/// Reads the chunks `held` of `plans` from the own store on a blocking
+/// thread and writes them at all their offsets; returns the ones it could
+/// not read.
+fn read_held(
+    info: &ObjectInfo,
+    plans: &[Plan],
+    held: Vec<usize>,
+    read: ChunkReader,
+    w: Arc<Mutex<Writer>>,
+    engine: &Engine,
+) -> tokio::task::JoinHandle<Vec<usize>> {
+    let hashes: Vec<[u8; 32]> = held.iter().map(|&i| plans[i].hash).collect();
+    let work: Vec<(u64, Vec<u64>)> = held
+        .iter()
+        .map(|&i| (plans[i].len, plans[i].segs.clone()))
+        .collect();
+    let map = info.map.clone();
+    let crcs = engine.config().segment_crcs.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut done = vec![false; held.len()];
+        (read.read)(&hashes, &mut |k, bytes| {
+            let Some((len, segs)) = work.get(k) else { return };
+            if bytes.len() as u64 != *len {
+                return;
+            }
+            let Ok(mut w) = w.lock() else { return };
+            if w.error.is_some() {
+                return;
+            }
+            for &s in segs {
+                if let Err(e) = w.file.write_all_at(&bytes, map.start(s)) {
+                    w.error = Some(format!("{}: {e}", w.part.display()));
+                    return;
+                }
+            }
+            if let Some(c) = &crcs {
+                let crc = crc32fast::hash(&bytes);
+                segs.iter().for_each(|&s| c.set(s, crc));
+            }
+            let n = bytes.len() as u64;
+            let more = segs.len() as u64 - 1;
+            let r = &mut w.report;
+            r.local.chunks += 1;
+            r.local.bytes += n;
+            r.repeated.chunks += more;
+            r.repeated.bytes += more * n;
+            done[k] = true;
+        });
+        held.iter()
+            .zip(done)
+            .filter(|(_, d)| !d)
+            .map(|(&i, _)| i)
+            .collect()
+    })
+}
+
 /// Fetches `info` into `out` by unique chunk (see the module doc). The file
 /// is written as `<out>.part` and renamed when every chunk is in place (a
 /// symbolic link's target is; an existing FIFO, device or socket is refused,
@@ -601,61 +666,23 @@ pub async fn fetch_dedup<L: Link>(
         ..engine.config().clone()
     };
     let mut run1: Result<(), Error> = Ok(());
+    // The own store read directly: which chunks it holds first, then those
+    // read on a thread of their own while the rest is fetched.
+    let mut reading: Option<tokio::task::JoinHandle<Vec<usize>>> = None;
     if let (Some(read), false) = (&sources.read_local, plans.is_empty()) {
-        // Straight from the store, off the async threads; the reader has
-        // checked each chunk against its hash (one SHA-256 per chunk).
-        let work: Vec<([u8; 32], u64, Vec<u64>, Vec<u64>)> = plans
-            .iter()
-            .map(|p| {
-                (
-                    p.hash,
-                    p.len,
-                    p.segs.iter().map(|&s| info.map.start(s)).collect(),
-                    p.segs.clone(),
-                )
-            })
-            .collect();
-        let (read, w2) = (read.clone(), w.clone());
-        let crcs = engine.config().segment_crcs.clone();
-        let got = tokio::task::spawn_blocking(move || {
-            work.iter()
-                .map(|(h, len, offsets, segs)| {
-                    let Some(bytes) = (read.0)(h) else {
-                        return false;
-                    };
-                    if bytes.len() as u64 != *len {
-                        return false;
-                    }
-                    if let Some(c) = &crcs {
-                        let crc = crc32fast::hash(&bytes);
-                        segs.iter().for_each(|&s| c.set(s, crc));
-                    }
-                    let Ok(mut w) = w2.lock() else { return false };
-                    if w.error.is_some() {
-                        return false;
-                    }
-                    for off in offsets {
-                        if let Err(e) = w.file.write_all_at(&bytes, *off) {
-                            w.error = Some(format!("{}: {e}", w.part.display()));
-                            return false;
-                        }
-                    }
-                    let n = bytes.len() as u64;
-                    let more = offsets.len() as u64 - 1;
-                    let r = &mut w.report;
-                    r.local.chunks += 1;
-                    r.local.bytes += n;
-                    r.repeated.chunks += more;
-                    r.repeated.bytes += more * n;
-                    true
-                })
-                .collect::<Vec<bool>>()
-        })
-        .await
-        .map_err(|e| Error::Output(format!("reading the own store: {e}")));
-        match got {
-            Ok(got) => rest.retain(|&i| !got[i]),
-            Err(e) => run1 = Err(e),
+        let hashes: Vec<[u8; 32]> = plans.iter().map(|p| p.hash).collect();
+        let has = read.has.clone();
+        match tokio::task::spawn_blocking(move || has(&hashes)).await {
+            Ok(has) => {
+                let held: Vec<usize> = (0..plans.len())
+                    .filter(|&i| has.get(i) == Some(&true))
+                    .collect();
+                rest.retain(|&i| has.get(i) != Some(&true));
+                if !held.is_empty() {
+                    reading = Some(read_held(info, &plans, held, read.clone(), w.clone(), engine));
+                }
+            }
+            Err(e) => run1 = Err(Error::Output(format!("asking the own store: {e}"))),
         }
     } else if let (Some(_), false) = (&sources.local, plans.is_empty()) {
         // Which chunks the own store has: one batch query per
@@ -778,6 +805,22 @@ pub async fn fetch_dedup<L: Link>(
     if run.is_ok() && !rest.is_empty() {
         (run, state) = by_name(engine, link, info, &plans, &rest, &w).await;
     }
+    if let Some(t) = reading {
+        // Chunks the store said it held but could not give (stale index
+        // entries) come by name too.
+        match t.await {
+            Ok(missed) if !missed.is_empty() && run.is_ok() && state == JobState::Done => {
+                let (r2, s2) = by_name(engine, link, info, &plans, &missed, &w).await;
+                state = s2;
+                run = match (run, r2) {
+                    (Ok(a), Ok(b)) => Ok(merge(&a, &b)),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                };
+            }
+            Ok(_) => {}
+            Err(e) => run = Err(Error::Output(format!("reading the own store: {e}"))),
+        }
+    }
     let run = run.map(|st2| merge(&st1, &st2));
     drop(plans);
     let w = Arc::try_unwrap(w)
@@ -810,4 +853,132 @@ pub async fn fetch_dedup<L: Link>(
         return fail(Some(&w), Error::Output(format!("{}: {e}", out.display())));
     }
     Ok(Dedup::Done(w.report, st))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::{ChannelLink, Incoming};
+    use crate::object::Check;
+    use crate::{Config, SegmentCrcs, SegmentMap};
+    use granary_face::{LinkFields, NetPacket};
+    use granary_packet::DataBuilder;
+    use sha2::{Digest, Sha256};
+    use tokio::sync::mpsc;
+
+    const SEG: usize = 1000;
+
+    /// `data` in segments of `SEG` bytes, checked against a manifest of
+    /// their hashes.
+    fn object(data: &[u8]) -> ObjectInfo {
+        let level0: Vec<u8> = data
+            .chunks(SEG)
+            .flat_map(|c| <[u8; 32]>::from(Sha256::digest(c)))
+            .collect();
+        let count = (level0.len() / 32) as u64;
+        let size = data.len() as u64;
+        let (upper, root) = granary_manifest::compute(&level0, SEG as u64, size, None);
+        assert!(upper.is_empty());
+        ObjectInfo {
+            versioned: Name::from_uri("/t/obj/v=1").unwrap(),
+            map: SegmentMap::fixed(SEG as u64, count, Some(size)).unwrap(),
+            check: Check::Manifest(Arc::new(granary_manifest::Checker::new(root))),
+            verified_by: "test".into(),
+        }
+    }
+
+    /// The producer: answers `/t/obj/v=1/seg=N` with segment N of `data`,
+    /// and counts the segments asked for.
+    fn producer(data: Vec<u8>, asked: Arc<Mutex<Vec<u64>>>) -> ChannelLink {
+        let (tx, mut from_engine) = mpsc::channel::<Incoming>(1024);
+        let (to_engine, rx) = mpsc::channel::<Incoming>(1024);
+        tokio::spawn(async move {
+            while let Some((p, _)) = from_engine.recv().await {
+                let NetPacket::Interest(i) = p else { continue };
+                let Some(n) = i.name.last().and_then(|c| c.as_segment()) else {
+                    continue;
+                };
+                asked.lock().unwrap().push(n);
+                let at = n as usize * SEG;
+                let d = DataBuilder::new(i.name.clone())
+                    .content(data[at..(at + SEG).min(data.len())].to_vec())
+                    .encode_with_signature(bytes::Bytes::from_static(&[0; 32]));
+                if to_engine
+                    .send((NetPacket::Data(d), LinkFields::default()))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        ChannelLink { tx, rx }
+    }
+
+    #[tokio::test]
+    async fn own_store_chunks_are_read_beside_the_fetch_and_what_it_cannot_give_comes_by_name() {
+        // 60 segments; 50 and 51 repeat segment 10's bytes.
+        let mut data: Vec<u8> = (0..60 * SEG).map(|i| (i * 31 + i / 977) as u8).collect();
+        for k in [50, 51] {
+            let (a, b) = data.split_at_mut(k * SEG);
+            b[..SEG].copy_from_slice(&a[10 * SEG..11 * SEG]);
+        }
+        let info = object(&data);
+        let hash = |k: usize| <[u8; 32]>::from(Sha256::digest(&data[k * SEG..(k + 1) * SEG]));
+        // The store says it holds the even segments' chunks, but gives
+        // only those below 40 (the others' files are gone).
+        let chunks: HashMap<[u8; 32], Vec<u8>> = (0..40)
+            .step_by(2)
+            .map(|k| (hash(k), data[k * SEG..(k + 1) * SEG].to_vec()))
+            .collect();
+        let claimed: Vec<[u8; 32]> = (0..60).step_by(2).map(hash).collect();
+        let reader = ChunkReader {
+            has: Arc::new(move |hs| hs.iter().map(|h| claimed.contains(h)).collect()),
+            read: Arc::new(move |hs, got| {
+                for (i, h) in hs.iter().enumerate() {
+                    if let Some(b) = chunks.get(h) {
+                        got(i, b.clone());
+                    }
+                }
+            }),
+        };
+        let mut sources = Sources::new(None, None);
+        sources.read_local = Some(reader);
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let mut link = producer(data.clone(), asked.clone());
+        let crcs = SegmentCrcs::default();
+        let mut engine = Engine::new(Config {
+            segment_crcs: Some(crcs.clone()),
+            ..Config::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let Dedup::Done(r, _) = fetch_dedup(&mut engine, &mut link, &info, &out, &sources)
+            .await
+            .unwrap()
+        else {
+            panic!("fetched by name")
+        };
+        assert_eq!(std::fs::read(&out).unwrap(), data);
+        // 20 chunks from the store (segment 10 among them, written at 50
+        // and 51 too); 38 unique by name: the odd ones and the even ones
+        // from 40 on, which the store claimed and could not give.
+        assert_eq!(r.unique_chunks, 58);
+        assert_eq!((r.local.chunks, r.producer.chunks), (20, 38), "{r:?}");
+        assert_eq!(r.repeated.chunks, 2);
+        let mut asked = asked.lock().unwrap().clone();
+        asked.sort_unstable();
+        asked.dedup();
+        let want: Vec<u64> = (1..40)
+            .step_by(2)
+            .chain(40..50)
+            .chain(52..60)
+            .collect();
+        assert_eq!(asked, want, "segments asked by name");
+        // Every segment's CRC-32 was recorded, wherever it came from.
+        let all = crcs.all(60).expect("every CRC-32");
+        for (k, c) in all.iter().enumerate() {
+            assert_eq!(*c, crc32fast::hash(&data[k * SEG..(k + 1) * SEG]), "{k}");
+        }
+    }
 }
