@@ -294,7 +294,11 @@ pub fn replica_layout(
     data_dir: &Path,
     info: &ObjectInfo,
     p: &Path,
-) -> anyhow::Result<(granary_store::Chunking, [u8; 32], granary_store::KnownSegments)> {
+) -> anyhow::Result<(
+    granary_store::Chunking,
+    [u8; 32],
+    granary_store::KnownSegments,
+)> {
     let granary_transfer::object::Check::Manifest(ck) = &info.check else {
         anyhow::bail!("{}: no manifest", info.versioned);
     };

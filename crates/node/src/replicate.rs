@@ -468,15 +468,7 @@ pub async fn replicate_here(
     let e = tokio::task::spawn_blocking(move || {
         // The fetched file is this replication's own: moved in, not copied.
         granary_repo::publish::publish_replica(
-            &r2,
-            &prefix2,
-            &tmp2,
-            version,
-            chunking,
-            expect,
-            &root2,
-            true,
-            known,
+            &r2, &prefix2, &tmp2, version, chunking, expect, &root2, true, known,
         )
     })
     .await?

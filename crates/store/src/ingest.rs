@@ -110,17 +110,16 @@ impl Store {
         chunking.validate().map_err(Error::Corrupt)?;
         let cutter = chunking.cutter();
         // Known segments only for a taken file with no empty segment.
-        let known = opts
-            .known_segments
-            .clone()
-            .filter(|k| {
-                opts.take_source
-                    && cloned.is_some()
-                    && k.lengths.len() == k.hashes.len()
-                    && k.lengths.len() == k.crcs.len()
-                    && !k.lengths.is_empty()
-                    && k.lengths.iter().all(|&l| l > 0 && l as usize <= cutter.max())
-            });
+        let known = opts.known_segments.clone().filter(|k| {
+            opts.take_source
+                && cloned.is_some()
+                && k.lengths.len() == k.hashes.len()
+                && k.lengths.len() == k.crcs.len()
+                && !k.lengths.is_empty()
+                && k.lengths
+                    .iter()
+                    .all(|&l| l > 0 && l as usize <= cutter.max())
+        });
         let version = opts.version.unwrap_or_else(now_us);
         let tmp_data = self.tmp.join(format!("{id}.data"));
         // The files beside the temp data file are named as beside a version
@@ -551,7 +550,8 @@ fn segment_worker(
             let mut pos = b.begin;
             for &cut in &b.cuts {
                 let cut = cut as usize;
-                let h: [u8; 32] = match known.as_ref().and_then(|k| k.hashes.get(segments as usize)) {
+                let h: [u8; 32] = match known.as_ref().and_then(|k| k.hashes.get(segments as usize))
+                {
                     Some(h) => *h,
                     None => Sha256::digest(&b.buf[pos..cut]).into(),
                 };

@@ -664,7 +664,10 @@ mod tests {
             segment_size: 4096,
             ..Default::default()
         };
-        let (na, nb) = (Name::from_uri("/t/a").unwrap(), Name::from_uri("/t/b").unwrap());
+        let (na, nb) = (
+            Name::from_uri("/t/a").unwrap(),
+            Name::from_uri("/t/b").unwrap(),
+        );
         store.put(&na, &a[..], &opts(1), |_| {}).unwrap();
         let eb = store.put(&nb, &b[..], &opts(1), |_| {}).unwrap();
         // a's segments 0..10, b's 2, something never stored.

@@ -136,7 +136,9 @@ impl SegmentCrcs {
     /// The CRC-32s of segments `0..count`, if every one was recorded.
     pub fn all(&self, count: u64) -> Option<Vec<u32>> {
         let v = self.0.lock().ok()?;
-        (0..count as usize).map(|i| v.get(i).copied().flatten()).collect()
+        (0..count as usize)
+            .map(|i| v.get(i).copied().flatten())
+            .collect()
     }
 }
 

@@ -284,7 +284,8 @@ fn check_chunk(
     }
 }
 
-/// A job for the chunks `which` of `plans`, asked of `srcs` in order;
+/// A job for the chunks `which` of `plans`, asked of `srcs` in order (a
+/// miss is given up: the next phase fetches it);
 /// completed chunks are written at all their offsets and counted by source.
 fn phase_job(
     info: &ObjectInfo,
@@ -292,7 +293,6 @@ fn phase_job(
     plans: &[Plan],
     which: &[usize],
     srcs: &[Src],
-    optional: bool,
     w: &Arc<Mutex<Writer>>,
     crcs: Option<crate::SegmentCrcs>,
 ) -> ItemsJob {
@@ -307,7 +307,8 @@ fn phase_job(
                     p.len,
                     format!("segment {} of {}", p.segs[0], info.versioned),
                 )),
-                optional,
+                // A miss goes to the next phase.
+                optional: true,
             }
         })
         .collect();
@@ -474,7 +475,12 @@ async fn by_name<L: Link>(
                 JobState::Done,
             )
         }
-        Err(_) => return (Err(Error::Output("dedup writer poisoned".into())), JobState::Done),
+        Err(_) => {
+            return (
+                Err(Error::Output("dedup writer poisoned".into())),
+                JobState::Done,
+            )
+        }
     };
     let count = info.map.count();
     let mut need = Bitmap::new(count);
@@ -485,14 +491,10 @@ async fn by_name<L: Link>(
         info.clone(),
         0,
         u64::MAX,
-        Box::new(FileSink::with_cache(
-            file,
-            0,
-            None,
-            false,
-            engine.config().keep_output_cached,
-        )
-        .record_crcs(engine.config().segment_crcs.clone())),
+        Box::new(
+            FileSink::with_cache(file, 0, None, false, engine.config().keep_output_cached)
+                .record_crcs(engine.config().segment_crcs.clone()),
+        ),
     );
     for s in (0..count).filter(|&s| !need.get(s)) {
         job.already_have(s);
@@ -560,7 +562,9 @@ fn read_held(
     tokio::task::spawn_blocking(move || {
         let mut done = vec![false; held.len()];
         (read.read)(&hashes, &mut |k, bytes| {
-            let Some((len, segs)) = work.get(k) else { return };
+            let Some((len, segs)) = work.get(k) else {
+                return;
+            };
             if bytes.len() as u64 != *len {
                 return;
             }
@@ -679,7 +683,14 @@ pub async fn fetch_dedup<L: Link>(
                     .collect();
                 rest.retain(|&i| has.get(i) != Some(&true));
                 if !held.is_empty() {
-                    reading = Some(read_held(info, &plans, held, read.clone(), w.clone(), engine));
+                    reading = Some(read_held(
+                        info,
+                        &plans,
+                        held,
+                        read.clone(),
+                        w.clone(),
+                        engine,
+                    ));
                 }
             }
             Err(e) => run1 = Err(Error::Output(format!("asking the own store: {e}"))),
@@ -713,7 +724,6 @@ pub async fn fetch_dedup<L: Link>(
                 &plans,
                 &asked,
                 &[Src::Local],
-                true,
                 &w,
                 engine.config().segment_crcs.clone(),
             );
@@ -766,7 +776,6 @@ pub async fn fetch_dedup<L: Link>(
                 &plans,
                 &which,
                 &[Src::Neighbour],
-                true,
                 &w,
                 engine.config().segment_crcs.clone(),
             );
@@ -969,11 +978,7 @@ mod tests {
         let mut asked = asked.lock().unwrap().clone();
         asked.sort_unstable();
         asked.dedup();
-        let want: Vec<u64> = (1..40)
-            .step_by(2)
-            .chain(40..50)
-            .chain(52..60)
-            .collect();
+        let want: Vec<u64> = (1..40).step_by(2).chain(40..50).chain(52..60).collect();
         assert_eq!(asked, want, "segments asked by name");
         // Every segment's CRC-32 was recorded, wherever it came from.
         let all = crcs.all(60).expect("every CRC-32");

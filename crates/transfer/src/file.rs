@@ -440,9 +440,7 @@ pub async fn fetch_objects<L: Link>(
     let mut prepared = Vec::new();
     for (info, out) in objects {
         let job = match &out {
-            Output::File(p) => {
-                prepare_file(&info, p, resume, engine.config())?
-            }
+            Output::File(p) => prepare_file(&info, p, resume, engine.config())?,
             Output::Special(s) | Output::Stdout(s) => stream_job(&info, s)?,
         };
         prepared.push(Prepared { job, out });
