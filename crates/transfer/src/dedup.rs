@@ -141,6 +141,23 @@ pub struct DedupReport {
     pub repeated: FromSource,
     /// How the chunks were verified.
     pub verified_by: String,
+    /// Where the time went, in seconds.
+    pub timings: Timings,
+}
+
+/// Seconds spent in each part of a dedup fetch ([`DedupReport::timings`]).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Timings {
+    /// Asking the own store which chunks it holds.
+    pub lookup: f64,
+    /// Reading them (beside the fetches that follow).
+    pub own_store: f64,
+    /// The neighbours and the producer.
+    pub fetch: f64,
+    /// Waiting for the own store's reads after the fetches.
+    pub wait: f64,
+    /// Making the file durable.
+    pub sync: f64,
 }
 
 /// What [`fetch_dedup`] did.
@@ -560,6 +577,7 @@ fn read_held(
     let map = info.map.clone();
     let crcs = engine.config().segment_crcs.clone();
     tokio::task::spawn_blocking(move || {
+        let t = std::time::Instant::now();
         let mut done = vec![false; held.len()];
         (read.read)(&hashes, &mut |k, bytes| {
             let Some((len, segs)) = work.get(k) else {
@@ -591,6 +609,9 @@ fn read_held(
             r.repeated.bytes += more * n;
             done[k] = true;
         });
+        if let Ok(mut w) = w.lock() {
+            w.report.timings.own_store = t.elapsed().as_secs_f64();
+        }
         held.iter()
             .zip(done)
             .filter(|(_, d)| !d)
@@ -674,6 +695,7 @@ pub async fn fetch_dedup<L: Link>(
     // read on a thread of their own while the rest is fetched.
     let mut reading: Option<tokio::task::JoinHandle<Vec<usize>>> = None;
     if let (Some(read), false) = (&sources.read_local, plans.is_empty()) {
+        let t = std::time::Instant::now();
         let hashes: Vec<[u8; 32]> = plans.iter().map(|p| p.hash).collect();
         let has = read.has.clone();
         match tokio::task::spawn_blocking(move || has(&hashes)).await {
@@ -682,6 +704,9 @@ pub async fn fetch_dedup<L: Link>(
                     .filter(|&i| has.get(i) == Some(&true))
                     .collect();
                 rest.retain(|&i| has.get(i) != Some(&true));
+                if let Ok(mut w) = w.lock() {
+                    w.report.timings.lookup = t.elapsed().as_secs_f64();
+                }
                 if !held.is_empty() {
                     reading = Some(read_held(
                         info,
@@ -741,6 +766,7 @@ pub async fn fetch_dedup<L: Link>(
             rest.retain(|&i| !got[i]);
         }
     }
+    let fetching = std::time::Instant::now();
     if let (Some(_), true, false) = (&sources.neighbours, run1.is_ok(), rest.is_empty()) {
         // The neighbours: a probe first; when they have none of it, the
         // rest goes by name at the producer's pace.
@@ -814,10 +840,18 @@ pub async fn fetch_dedup<L: Link>(
     if run.is_ok() && !rest.is_empty() {
         (run, state) = by_name(engine, link, info, &plans, &rest, &w).await;
     }
+    let fetched = std::time::Instant::now();
+    if let Ok(mut w) = w.lock() {
+        w.report.timings.fetch = fetching.elapsed().as_secs_f64();
+    }
     if let Some(t) = reading {
         // Chunks the store said it held but could not give (stale index
         // entries) come by name too.
-        match t.await {
+        let got = t.await;
+        if let Ok(mut w) = w.lock() {
+            w.report.timings.wait = fetched.elapsed().as_secs_f64();
+        }
+        match got {
             Ok(missed) if !missed.is_empty() && run.is_ok() && state == JobState::Done => {
                 let (r2, s2) = by_name(engine, link, info, &plans, &missed, &w).await;
                 state = s2;
@@ -855,9 +889,12 @@ pub async fn fetch_dedup<L: Link>(
         let e = Error::Output(e.clone());
         return fail(Some(&w), e);
     }
+    let t = std::time::Instant::now();
     if let Err(e) = w.file.sync_all() {
         return fail(Some(&w), Error::Output(format!("{}: {e}", part.display())));
     }
+    let mut w = w;
+    w.report.timings.sync = t.elapsed().as_secs_f64();
     if let Err(e) = std::fs::rename(&part, out) {
         return fail(Some(&w), Error::Output(format!("{}: {e}", out.display())));
     }

@@ -27,7 +27,7 @@ pub mod segmap;
 
 pub use config::{Config, LocatorRef, PipelineType, SegmentCrcs};
 pub use dedup::{
-    dedup_possible, fetch_dedup, ChunkReader, Dedup, DedupReport, FromSource, Sources,
+    dedup_possible, fetch_dedup, ChunkReader, Dedup, DedupReport, FromSource, Sources, Timings,
 };
 pub use engine::{Engine, Failure, Job, JobState, Recovery, Request, Stats, Verdict};
 pub use file::{
