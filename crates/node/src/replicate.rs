@@ -139,6 +139,12 @@ impl Service {
     /// The service of the node `node`, storing into `repo`; its fetches go
     /// through the daemon's own socket `socket`.
     pub fn new(node: &Name, repo: Arc<Repo>, data_dir: &Path, socket: &Path) -> Arc<Service> {
+        let gone = clean_leftovers(&data_dir.join("replicating"), Duration::from_secs(3600));
+        if gone > 0 {
+            tracing::info!(
+                "removed {gone} files of replications that did not finish (the daemon stopped)"
+            );
+        }
         Arc::new(Service {
             prefix: command_prefix(node),
             repo,
@@ -494,6 +500,35 @@ pub async fn replicate_here(
     Ok(report)
 }
 
+/// Removes what replications that did not finish left in `dir` (the
+/// daemon was killed mid-copy: `<id>.data` and the `.part` files beside
+/// it; no job survives a restart, a policy copy is claimed again), and
+/// root files of `get`'s kept copies older than `stale` (a live `get`
+/// hands its root over within seconds). Returns how many went.
+pub fn clean_leftovers(dir: &Path, stale: Duration) -> usize {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= stale);
+        let job = !name.starts_with("keep-") && name.contains(".data");
+        if (job || old)
+            && e.file_type().is_ok_and(|t| t.is_file())
+            && std::fs::remove_file(e.path()).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Removes a temporary file, and what a fetch into it leaves beside it
 /// (`.part`, its state and hashes), when dropped.
 struct Cleanup(PathBuf);
@@ -594,5 +629,35 @@ pub async fn replicate_to(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leftovers_of_unfinished_copies_are_removed_and_a_fresh_root_kept() {
+        let d = tempfile::tempdir().unwrap();
+        for f in [
+            "1a2b-1.data",
+            "1a2b-1.data.part",
+            "1a2b-1.data.part.state",
+            "1a2b-1.data.part.hashes",
+            "keep-77-1795.root",
+        ] {
+            std::fs::write(d.path().join(f), b"x").unwrap();
+        }
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        assert_eq!(clean_leftovers(d.path(), Duration::from_secs(3600)), 4);
+        let mut left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["keep-77-1795.root", "sub"]);
+        // Once stale, a root goes too.
+        assert_eq!(clean_leftovers(d.path(), Duration::ZERO), 1);
+        assert_eq!(clean_leftovers(&d.path().join("none"), Duration::ZERO), 0);
     }
 }

@@ -21,6 +21,10 @@ pub struct Reindexed {
     pub segments: u64,
 }
 
+/// Hashes looked up in the index at once ([`hash_index::Index::get_many`]):
+/// bounds the memory of a lookup of a whole large file.
+const LOOKUP_BATCH: usize = 65_536;
+
 impl Store {
     fn pending_dir(&self) -> PathBuf {
         self.root.join("index-pending")
@@ -399,39 +403,50 @@ impl Store {
     /// drops them).
     pub fn chunks(&self, hashes: &[[u8; 32]], mut got: impl FnMut(usize, Vec<u8>)) {
         self.index_catch_up();
-        const OPEN: usize = 64;
         let mut files: std::collections::HashMap<String, Option<fs::File>> = Default::default();
-        for (i, h) in hashes.iter().enumerate() {
-            let Some(Ok(locs)) = self.with_index(|ix| ix.get(h)) else {
+        for (b, batch) in hashes.chunks(LOOKUP_BATCH).enumerate() {
+            let Some(Ok(all)) = self.with_index(|ix| ix.get_many(batch)) else {
                 continue;
             };
-            let mut found = None;
-            for (_, loc) in &locs {
-                if files.len() >= OPEN && !files.contains_key(&loc.file) {
-                    files.clear();
-                }
-                let Some(f) = files
-                    .entry(loc.file.clone())
-                    .or_insert_with(|| fs::File::open(self.objects.join(&loc.file)).ok())
-                else {
-                    continue;
-                };
-                let mut buf = vec![0u8; loc.len as usize];
-                if f.read_exact_at(&mut buf, loc.offset).is_ok()
-                    && <[u8; 32]>::from(Sha256::digest(&buf)) == *h
-                {
-                    found = Some(buf);
-                    break;
-                }
+            for (k, locs) in all.into_iter().enumerate() {
+                let (i, h) = (b * LOOKUP_BATCH + k, &batch[k]);
+                self.read_chunk_at(&mut files, i, h, locs, &mut got);
             }
-            match found {
-                Some(b) => got(i, b),
-                None if !locs.is_empty() => {
-                    if let Ok(Some(b)) = self.chunk(h) {
-                        got(i, b);
-                    }
-                }
-                None => {}
+        }
+    }
+
+    /// One chunk of [`Store::chunks`]: from the first of `locs` that gives
+    /// its bytes, files kept open in `files`.
+    fn read_chunk_at(
+        &self,
+        files: &mut std::collections::HashMap<String, Option<fs::File>>,
+        i: usize,
+        h: &[u8; 32],
+        locs: Vec<(hash_index::Slot, hash_index::Location)>,
+        got: &mut impl FnMut(usize, Vec<u8>),
+    ) {
+        const OPEN: usize = 64;
+        for (_, loc) in &locs {
+            if files.len() >= OPEN && !files.contains_key(&loc.file) {
+                files.clear();
+            }
+            let Some(f) = files
+                .entry(loc.file.clone())
+                .or_insert_with(|| fs::File::open(self.objects.join(&loc.file)).ok())
+            else {
+                continue;
+            };
+            let mut buf = vec![0u8; loc.len as usize];
+            if f.read_exact_at(&mut buf, loc.offset).is_ok()
+                && <[u8; 32]>::from(Sha256::digest(&buf)) == *h
+            {
+                return got(i, buf);
+            }
+        }
+        // Stale everywhere: `chunk` drops those entries and looks again.
+        if !locs.is_empty() {
+            if let Ok(Some(b)) = self.chunk(h) {
+                got(i, b);
             }
         }
     }
@@ -447,20 +462,20 @@ impl Store {
         // one `stat` per distinct file (dropping 250 000 stale entries of a
         // removed GiB would cost seconds); `chunk` and `reindex` drop them.
         let mut exists: std::collections::HashMap<String, bool> = Default::default();
-        self.with_index(|ix| {
-            hashes
-                .iter()
-                .map(|h| {
-                    let Ok(locs) = ix.get(h) else { return false };
+        let mut out = Vec::with_capacity(hashes.len());
+        for batch in hashes.chunks(LOOKUP_BATCH) {
+            match self.with_index(|ix| ix.get_many(batch)) {
+                Some(Ok(all)) => out.extend(all.iter().map(|locs| {
                     locs.iter().any(|(_, loc)| {
                         *exists
                             .entry(loc.file.clone())
                             .or_insert_with(|| self.objects.join(&loc.file).is_file())
                     })
-                })
-                .collect()
-        })
-        .unwrap_or_else(|| vec![false; hashes.len()])
+                })),
+                _ => out.extend(std::iter::repeat_n(false, batch.len())),
+            }
+        }
+        out
     }
 
     /// Number of (hash, location) entries in the index, if it is available.
