@@ -816,6 +816,17 @@ impl<K: VipKey> Vip<K> {
                 let Some((_, counts)) = heard.iter().find(|(h, _)| *h == f) else {
                     continue;
                 };
+                // The differential is at most the count: a count below the
+                // face's best differential (or equal, with a greater key)
+                // cannot win, whatever the neighbour's count.
+                if !fill {
+                    if let Some(b) = best.iter().find(|b| b.0 == f) {
+                        let bv = b.1;
+                        if (v as i128) < bv || (v as i128 == bv && *k > b.2) {
+                            continue;
+                        }
+                    }
+                }
                 let d = v as i128 - counts.get(k) as i128;
                 if d <= 0 {
                     continue;
