@@ -1234,9 +1234,7 @@ mod tests {
                         .keys()
                         .map(|h| (v.score(h), *h))
                         .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
-                    let want = if v.held.contains_key(&k) {
-                        (true, None)
-                    } else if v.held.len() < slots {
+                    let want = if v.held.contains_key(&k) || v.held.len() < slots {
                         (true, None)
                     } else {
                         match scan {
