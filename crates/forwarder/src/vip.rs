@@ -326,8 +326,13 @@ pub struct Vip<K: VipKey = Name> {
     scores: Map<K, f64>,
     neighbours: Map<FaceId, Neighbour<K>>,
     cache_set: Set<K>,
-    /// Objects the CS was told to hold ([`Admission::Replace`]).
-    held: Set<K>,
+    /// Objects the CS was told to hold ([`Admission::Replace`]), each with
+    /// the score it is indexed under in `held_by_score`.
+    held: Map<K, f64>,
+    /// The held objects by (score, then greater key first): the first is
+    /// the one an arriving object replaces. Re-indexed when scores change
+    /// (once a period), so [`Vip::admit`] is O(log held).
+    held_by_score: std::collections::BTreeSet<(ScoreKey, std::cmp::Reverse<K>)>,
     evicted: Vec<K>,
     /// Per face: configured or measured Data rate.
     rates: Map<FaceId, LinkRate>,
@@ -338,6 +343,30 @@ pub struct Vip<K: VipKey = Name> {
     /// Whether any prefix uses VIP (refreshed each period), so the packet
     /// path skips the strategy lookup when none does.
     active: bool,
+}
+
+/// A cache score ordered by [`f64::total_cmp`] (an index key).
+#[derive(Debug, Clone, Copy)]
+struct ScoreKey(f64);
+
+impl PartialEq for ScoreKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.total_cmp(&other.0).is_eq()
+    }
+}
+
+impl Eq for ScoreKey {}
+
+impl PartialOrd for ScoreKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ScoreKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
 }
 
 /// The data object a name belongs to: the name without trailing segment,
@@ -433,7 +462,8 @@ impl<K: VipKey> Vip<K> {
             scores: Map::default(),
             neighbours: Map::default(),
             cache_set: Set::default(),
-            held: Set::default(),
+            held: Map::default(),
+            held_by_score: std::collections::BTreeSet::new(),
             evicted: Vec::new(),
             rates: Map::default(),
             flows: Map::default(),
@@ -658,36 +688,67 @@ impl<K: VipKey> Vip<K> {
         if self.cfg.admission == Admission::Set {
             return (self.cache_set.contains(&obj), None);
         }
-        if self.held.contains(&obj) {
+        if self.held.contains_key(&obj) {
             return (true, None);
         }
         if slots == 0 {
             return (false, None);
         }
+        let score = self.score(&obj);
         if self.held.len() < slots {
-            self.held.insert(obj);
+            self.hold(obj, score);
             return (true, None);
         }
-        let low = self
-            .held
-            .iter()
-            .map(|k| (self.score(k), k))
-            .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(a.1)))
-            .map(|(sc, k)| (sc, k.clone()));
-        match low {
-            Some((sc, victim)) if self.score(&obj) > sc => {
-                self.held.remove(&victim);
-                self.held.insert(obj);
+        match self.held_by_score.first() {
+            Some((low, victim)) if score > low.0 => {
+                let victim = victim.0.clone();
+                self.unhold(&victim);
+                self.hold(obj, score);
                 (true, Some(victim))
             }
             _ => (false, None),
         }
     }
 
+    fn hold(&mut self, obj: K, score: f64) {
+        self.held_by_score
+            .insert((ScoreKey(score), std::cmp::Reverse(obj.clone())));
+        self.held.insert(obj, score);
+    }
+
+    fn unhold(&mut self, obj: &K) {
+        if let Some(sc) = self.held.remove(obj) {
+            self.held_by_score
+                .remove(&(ScoreKey(sc), std::cmp::Reverse(obj.clone())));
+        }
+    }
+
+    /// Re-indexes the held objects whose score changed.
+    fn reindex_held(&mut self) {
+        for (k, sc) in self.held.iter_mut() {
+            let now = self.scores.get(k).copied().unwrap_or(0.0);
+            if now.to_bits() != sc.to_bits() {
+                let key = std::cmp::Reverse(k.clone());
+                self.held_by_score.remove(&(ScoreKey(*sc), key.clone()));
+                self.held_by_score.insert((ScoreKey(now), key));
+                *sc = now;
+            }
+        }
+    }
+
+    /// The object [`Vip::admit`] would replace next: the held one with the
+    /// lowest score (ties: the greater key).
+    pub fn next_victim(&self) -> Option<&K> {
+        self.held_by_score.first().map(|(_, k)| &k.0)
+    }
+
     /// Keeps only the held objects the CS still has (it evicts by its own
     /// packet limit too), so that gone objects do not take slots.
     pub fn retain_held(&mut self, mut in_cs: impl FnMut(&K) -> bool) {
-        self.held.retain(|k| in_cs(k));
+        let gone: Vec<K> = self.held.keys().filter(|k| !in_cs(k)).cloned().collect();
+        for k in gone {
+            self.unhold(&k);
+        }
     }
 
     /// The current cache set.
@@ -720,60 +781,84 @@ impl<K: VipKey> Vip<K> {
             r.unseen += 1;
             !r.seen && r.configured_bps.is_some() && r.unseen <= RATE_WAITS_PERIODS
         });
-        // Sources hold no VIPs.
-        self.counts.retain(|k, _| !(input.is_source)(k));
-        self.inflow.retain(|k, _| !(input.is_source)(k));
-        self.scores.retain(|k, _| !(input.is_source)(k));
+        // The neighbours heard from, looked up once for all objects.
+        let heard: Vec<(FaceId, Arc<Counts<K>>)> = self
+            .neighbours
+            .iter()
+            .filter(|(_, n)| n.heard.is_some())
+            .map(|(f, n)| (*f, n.counts.clone()))
+            .collect();
+        let is_source = input.is_source;
+        let fill = self.cfg.fill_links;
 
         // 1. VIP forwarding: per upstream face, the object with the largest
-        // positive differential.
-        let mut best: Map<FaceId, (i128, K)> = Map::default();
+        // positive differential (ties: the smaller object). One pass over
+        // the counts, which also drops those of objects this node produces
+        // (sources hold no VIPs).
+        let mut best: Vec<(FaceId, i128, K)> = Vec::new();
         // With `fill_links`: every positive differential, per face.
         let mut all: Map<FaceId, Vec<(i128, K)>> = Map::default();
+        // Counts that are zero (dropped at the end of the period).
+        let mut zeros: Vec<K> = Vec::new();
         let mut ups: Vec<FaceId> = Vec::new();
-        for (k, &v) in &self.counts {
+        self.counts.retain(|k, v| {
+            if is_source(k) {
+                return false;
+            }
+            let v = *v;
             if v == 0 {
-                continue;
+                zeros.push(k.clone());
+                return true;
             }
             ups.clear();
             (input.upstreams)(k, &mut ups);
             for &f in &ups {
-                let theirs = match self.neighbours.get(&f) {
-                    Some(n) if n.heard.is_some() => n.counts.get(k),
-                    _ => continue,
+                let Some((_, counts)) = heard.iter().find(|(h, _)| *h == f) else {
+                    continue;
                 };
-                let d = v as i128 - theirs as i128;
-                if d > 0 && self.cfg.fill_links {
+                // The differential is at most the count: a count below the
+                // face's best differential (or equal, with a greater key)
+                // cannot win, whatever the neighbour's count.
+                if !fill {
+                    if let Some(b) = best.iter().find(|b| b.0 == f) {
+                        let bv = b.1;
+                        if (v as i128) < bv || (v as i128 == bv && *k > b.2) {
+                            continue;
+                        }
+                    }
+                }
+                let d = v as i128 - counts.get(k) as i128;
+                if d <= 0 {
+                    continue;
+                }
+                if fill {
                     all.entry(f).or_default().push((d, k.clone()));
-                } else if d > 0
-                    && best
-                        .get(&f)
-                        .is_none_or(|(bd, bk)| d > *bd || (d == *bd && k < bk))
-                {
-                    best.insert(f, (d, k.clone()));
+                } else {
+                    match best.iter_mut().find(|b| b.0 == f) {
+                        None => best.push((f, d, k.clone())),
+                        Some(b) => {
+                            if d > b.1 || (d == b.1 && *k < b.2) {
+                                b.1 = d;
+                                b.2 = k.clone();
+                            }
+                        }
+                    }
                 }
             }
-        }
+            true
+        });
         // Faces that chose the same object share its count (all links'
         // transfers are computed from the same counts), in proportion to
         // their capacities; the face with the larger differential (then
-        // capacity) first, rounding up.
+        // capacity) first, rounding up. Objects in key order.
         let mut transfers: Map<FaceId, Vec<(K, u64)>> = Map::default();
-        // Per object: (differential, face, capacity) of the faces that chose it.
-        type Sharers = Vec<(i128, FaceId, u64)>;
-        let mut by_object: Map<K, Sharers> = Map::default();
-        for (f, (d, k)) in best {
-            by_object
-                .entry(k)
-                .or_default()
-                .push((d, f, self.face_capacity(f).0));
-        }
-        let mut groups: Vec<(K, Sharers)> = by_object.into_iter().collect();
-        groups.sort_by(|a, b| a.0.cmp(&b.0));
-        for fl in self.flows.values_mut() {
+        // The objects whose count went down this period (to drop at zero).
+        let mut touched: Vec<K> = Vec::new();
+        best.sort_by(|a, b| a.2.cmp(&b.2));
+        self.flows.retain(|_, fl| {
             *fl *= 0.8;
-        }
-        self.flows.retain(|_, fl| *fl >= 0.01);
+            *fl >= 0.01
+        });
         // With `fill_links` (an ablation of the paper's one object per link):
         // each face in turn takes its objects by differential until its
         // capacity is used.
@@ -797,15 +882,26 @@ impl<K: VipKey> Vip<K> {
                 room -= mu;
                 *self.flows.entry((f, k.clone())).or_default() += 0.2 * mu as f64;
                 self.stats.vips_sent += mu;
+                touched.push(k.clone());
                 transfers.entry(f).or_default().push((k, mu));
             }
         }
-        for (k, mut group) in groups {
+        // Per object: (differential, face, capacity) of the faces that chose it.
+        let mut group: Vec<(i128, FaceId, u64)> = Vec::new();
+        let mut i = 0;
+        while i < best.len() {
+            let k = best[i].2.clone();
+            group.clear();
+            while i < best.len() && best[i].2 == k {
+                let (f, d) = (best[i].0, best[i].1);
+                group.push((d, f, self.face_capacity(f).0));
+                i += 1;
+            }
             group.sort_by_key(|&(d, f, cap)| (std::cmp::Reverse(d), std::cmp::Reverse(cap), f));
             let total_cap: u64 = group.iter().map(|g| g.2).sum::<u64>().max(1);
             let c = self.counts.get_mut(&k).expect("chosen from counts");
             let count = *c;
-            for (_, f, cap) in group {
+            for &(_, f, cap) in &group {
                 let share = (count as u128 * cap as u128).div_ceil(total_cap as u128) as u64;
                 let mu = share.min(cap).min(*c);
                 if mu == 0 {
@@ -816,36 +912,34 @@ impl<K: VipKey> Vip<K> {
                 self.stats.vips_sent += mu;
                 transfers.entry(f).or_default().push((k.clone(), mu));
             }
+            touched.push(k);
         }
 
-        // 2. Caching: the objects with the highest scores (EWMA of inflow).
-        for (k, sc) in self.scores.iter_mut() {
-            let add = self.inflow.remove(k).unwrap_or(0) as f64;
+        // 2. Caching: the objects with the highest scores (EWMA of inflow),
+        // sources excluded.
+        let inflow = &mut self.inflow;
+        self.scores.retain(|k, sc| {
+            let add = inflow.remove(k).unwrap_or(0) as f64;
+            if is_source(k) {
+                return false;
+            }
             *sc = 0.8 * *sc + 0.2 * add;
-        }
+            *sc >= 0.01
+        });
         for (k, add) in self.inflow.drain() {
-            self.scores.insert(k, 0.2 * add as f64);
+            let sc = 0.2 * add as f64;
+            if sc >= 0.01 && !is_source(&k) {
+                self.scores.insert(k, sc);
+            }
         }
-        self.scores.retain(|_, sc| *sc >= 0.01);
         if self.scores.len() > self.cfg.max_objects {
             let mut all: Vec<(K, f64)> = self.scores.drain().collect();
             all.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
             all.truncate(self.cfg.max_objects);
             self.scores = all.into_iter().collect();
         }
-        // The top `cache_slots` by (score, then object): a total order, so
-        // selecting them is the same as sorting them all.
-        let mut ranked: Vec<(&K, f64)> = self.scores.iter().map(|(k, v)| (k, *v)).collect();
-        let by_score =
-            |a: &(&K, f64), b: &(&K, f64)| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0));
-        if input.cache_slots > 0 && input.cache_slots < ranked.len() {
-            ranked.select_nth_unstable_by(input.cache_slots - 1, by_score);
-        }
-        let kept: Set<K> = ranked
-            .iter()
-            .take(input.cache_slots)
-            .map(|(k, _)| (*k).clone())
-            .collect();
+        self.reindex_held();
+        let kept = top_scores(&self.scores, input.cache_slots);
         if self.cfg.admission == Admission::Set {
             for k in &self.cache_set {
                 if !kept.contains(k) {
@@ -859,6 +953,7 @@ impl<K: VipKey> Vip<K> {
                 let r = (*c).min(self.cfg.cache_drain);
                 *c -= r;
                 self.stats.vips_cached += r;
+                touched.push(k.clone());
             }
         }
 
@@ -869,8 +964,13 @@ impl<K: VipKey> Vip<K> {
             all.truncate(self.cfg.max_objects);
             self.counts = all.into_iter().collect();
         }
-        // Zero counts are dropped (the scores remember demand).
-        self.counts.retain(|_, v| *v > 0);
+        // Zero counts are dropped (the scores remember demand): only those
+        // that were zero or went down can be.
+        for k in zeros.iter().chain(&touched) {
+            if self.counts.get(k) == Some(&0) {
+                self.counts.remove(k);
+            }
+        }
 
         // 3. Beacons: the largest counts, plus this period's transfers.
         // One copy of the counts for all neighbours.
@@ -908,6 +1008,44 @@ impl<K: VipKey> Vip<K> {
     pub fn beacon_name(&self) -> Name {
         Name::from_uri(&format!("{BEACON_PREFIX}/{}", self.seq)).unwrap_or_default()
     }
+}
+
+/// The `n` objects with the highest scores (ties: the smaller key): a
+/// bounded heap whose top is the worst kept, O(len · log n).
+fn top_scores<K: VipKey>(scores: &Map<K, f64>, n: usize) -> Set<K> {
+    if n >= scores.len() {
+        return scores.keys().cloned().collect();
+    }
+    /// Ordered worst last: a lower score, then a greater key, is greater.
+    struct Rank<'a, K>(f64, &'a K);
+    impl<K: Ord> PartialEq for Rank<'_, K> {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o).is_eq()
+        }
+    }
+    impl<K: Ord> Eq for Rank<'_, K> {}
+    impl<K: Ord> PartialOrd for Rank<'_, K> {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl<K: Ord> Ord for Rank<'_, K> {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            o.0.total_cmp(&self.0).then_with(|| self.1.cmp(o.1))
+        }
+    }
+    let mut heap: std::collections::BinaryHeap<Rank<'_, K>> =
+        std::collections::BinaryHeap::with_capacity(n + 1);
+    for (k, &sc) in scores {
+        let r = Rank(sc, k);
+        if heap.len() < n {
+            heap.push(r);
+        } else if heap.peek().is_some_and(|w| r < *w) {
+            heap.pop();
+            heap.push(r);
+        }
+    }
+    heap.into_iter().map(|r| r.1.clone()).collect()
 }
 
 impl Vip<Name> {
@@ -1059,6 +1197,66 @@ mod tests {
         // Never what the node produces.
         assert_eq!(s.admit(&n("/1"), 5, true), (false, None));
         assert_eq!(v.admit(&n("/9"), 2, true), (false, None));
+    }
+
+    #[test]
+    fn the_score_index_picks_the_victim_the_full_scan_picks() {
+        // Random demand over 40 objects (many equal scores), random cache
+        // sizes, admissions and CS drops: every admission replaces what a
+        // scan of all held objects picks (lowest score, ties the greater
+        // key), and admits exactly when that scan says so.
+        let mut rng = fastrand::Rng::with_seed(30);
+        let none = |_: &u32, _: &mut Vec<FaceId>| {};
+        let src = |_: &u32| false;
+        for round in 0..40 {
+            let mut v: Vip<u32> = Vip::new(VipConfig {
+                max_objects: 64,
+                ..cfg()
+            });
+            let slots = rng.usize(1..12);
+            for period in 0..30 {
+                for _ in 0..rng.usize(0..30) {
+                    v.on_request(&rng.u32(0..40));
+                }
+                v.tick(
+                    Instant::now(),
+                    &TickInput {
+                        neighbours: &[],
+                        upstreams: &none,
+                        is_source: &src,
+                        cache_slots: slots,
+                    },
+                );
+                for _ in 0..rng.usize(0..20) {
+                    let k = rng.u32(0..40);
+                    let scan = v
+                        .held
+                        .keys()
+                        .map(|h| (v.score(h), *h))
+                        .min_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)));
+                    let want = if v.held.contains_key(&k) || v.held.len() < slots {
+                        (true, None)
+                    } else {
+                        match scan {
+                            Some((sc, h)) if v.score(&k) > sc => (true, Some(h)),
+                            _ => (false, None),
+                        }
+                    };
+                    assert_eq!(v.next_victim().copied(), scan.map(|s| s.1));
+                    assert_eq!(
+                        v.admit(&k, slots, false),
+                        want,
+                        "round {round} period {period}"
+                    );
+                    assert!(v.held.len() <= slots);
+                    assert_eq!(v.held.len(), v.held_by_score.len());
+                }
+                if rng.u8(0..4) == 0 {
+                    let drop = rng.u32(0..40);
+                    v.retain_held(|k| *k != drop);
+                }
+            }
+        }
     }
 
     #[test]

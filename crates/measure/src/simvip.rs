@@ -484,9 +484,9 @@ enum Waiter {
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// A request issued at (node, object), id.
-    Request(usize, u32, u32),
+    Request(u32, u32, u32),
     /// An object's Data reaches a node.
-    Data(usize, u32),
+    Data(u32, u32),
 }
 
 fn ns(t: f64) -> u64 {
@@ -746,7 +746,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     heap.push(Reverse((
                         ns(next_arrival[ci]),
                         seq,
-                        Event::Request(c, k, id),
+                        Event::Request(c as u32, k, id),
                     )));
                     seq += 1;
                     next_arrival[ci] += -rng.f64().max(1e-300).ln() / s.rate;
@@ -766,6 +766,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
             let now = at(now_s);
             match ev {
                 Event::Request(c, k, id) => {
+                    let c = c as usize;
                     let counted = start[id as usize] >= s.warmup;
                     out.simulated += 1;
                     if is_vip {
@@ -786,7 +787,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                 out.hits += 1;
                             }
                             pit.entry((node, k)).or_default().push(waiter);
-                            heap.push(Reverse((tm, seq, Event::Data(node, k))));
+                            heap.push(Reverse((tm, seq, Event::Data(node as u32, k))));
                             seq += 1;
                             break;
                         }
@@ -827,6 +828,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                     }
                 }
                 Event::Data(node, k) => {
+                    let node = node as usize;
                     let Some(waiters) = pit.remove(&(node, k)) else {
                         continue;
                     };
@@ -860,7 +862,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                 let l = net.link(node, d);
                                 let done = free[l].max(now_s) + tx(l);
                                 free[l] = done;
-                                heap.push(Reverse((ns(done), seq, Event::Data(d, k))));
+                                heap.push(Reverse((ns(done), seq, Event::Data(d as u32, k))));
                                 seq += 1;
                             }
                         }

@@ -1160,6 +1160,28 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The daemon config of every node of a vip experiment: `vip_object_bytes`
+/// (`[params] vip_object_bytes`, else the published payload size: each
+/// object is one Data) and, when `[params] vip_slot_ms` is set, the slot.
+fn vip_daemon_config(e: &Experiment, payload: usize) -> anyhow::Result<String> {
+    let bytes = param_int(e, "vip_object_bytes", payload as i64);
+    if bytes <= 0 {
+        anyhow::bail!("params.vip_object_bytes must be positive, got {bytes}");
+    }
+    let mut conf = format!("vip_object_bytes = {bytes}\n");
+    if let Some(v) = param(e, "vip_slot_ms") {
+        match v.as_integer() {
+            Some(ms) if (10..=60_000).contains(&ms) => {
+                conf.push_str(&format!("vip_slot_ms = {ms}\n"))
+            }
+            _ => {
+                anyhow::bail!("params.vip_slot_ms must be an integer between 10 and 60000, got {v}")
+            }
+        }
+    }
+    Ok(conf)
+}
+
 fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     if e.publish.is_empty() || e.consumer.is_empty() {
         anyhow::bail!("vip needs [[publish]] origins and [[consumer]]s");
@@ -1175,11 +1197,13 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
     if e.baseline.is_empty() {
         anyhow::bail!("vip needs [[baseline]]s with strategy and policy");
     }
-    let rate_scale = match param_int(e, "vip_object_bytes", 0) {
-        0 => 1.0,
-        b if b > 0 => granary_forwarder::vip::VipConfig::default().object_bytes as f64 / b as f64,
-        b => anyhow::bail!("params.vip_object_bytes must be positive, got {b}"),
-    };
+    // VIP turns each face's rate into objects per slot with the daemon's own
+    // `vip_object_bytes` (default: the published payload, one Data per
+    // object) and `vip_slot_ms` (default: the daemon's), written to every
+    // node's config file.
+    let vip_conf = work.join("vip-daemon.toml");
+    std::fs::write(&vip_conf, vip_daemon_config(e, payload)?)
+        .with_context(|| format!("writing {}", vip_conf.display()))?;
     let mut t = Table::new(&[
         "cache",
         "variant",
@@ -1217,6 +1241,8 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                     cache
                 };
                 vec![
+                    "--config".into(),
+                    vip_conf.display().to_string(),
                     "--cs-capacity".into(),
                     cap.to_string(),
                     "--cs-policy".into(),
@@ -1225,10 +1251,9 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
             });
             let mut net = net_res?;
             net.route_to(&prefix, &origins)?;
-            // VIP's per-face capacities: each face's link rate, scaled when
-            // `vip_object_bytes` says how large an object really is (the
-            // forwarder converts rates with its own object size).
-            net.set_face_rates(e, rate_scale)?;
+            // VIP's per-face capacities: each face's link rate (the daemon
+            // converts it with its configured object size and slot).
+            net.set_face_rates(e)?;
             for n in net.order.clone() {
                 net.cli(&n, &["strategy", "set", &prefix, &strategy])?;
             }
@@ -1419,8 +1444,9 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
              requests). Link load: bytes sent on all UDP faces (every link, both directions, VIP beacons \
              included) per answered request. Routes: every downhill shortest path to either origin, cost = hops; \
              best-route takes the cheapest, `vip` the largest average VIP flow. VIP capacities: each face's \
-             Data rate is its link's, configured with `face update --rate`. Caches: \
-             `--cs-capacity` objects on every non-origin node."
+             Data rate is its link's, configured with `face update --rate`, in objects per slot by the \
+             daemon's config ({}). Caches: `--cs-capacity` objects on every non-origin node.",
+            vip_daemon_config(e, payload)?.trim().replace('\n', ", ")
         ),
     })
 }
@@ -1448,4 +1474,35 @@ fn faces_bytes(socks: &[(String, std::path::PathBuf)]) -> anyhow::Result<u64> {
             .sum::<u64>();
     }
     Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vip_nodes_get_the_object_size_and_slot_in_their_config() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments/vip.toml");
+        let mut e = crate::testbed::load(&file, false).unwrap();
+        // By default an object is one Data of the published payload.
+        assert_eq!(
+            vip_daemon_config(&e, 2000).unwrap(),
+            "vip_object_bytes = 2000\n"
+        );
+        e.params
+            .insert("vip_object_bytes".into(), toml::Value::Integer(5_000_000));
+        e.params
+            .insert("vip_slot_ms".into(), toml::Value::Integer(1000));
+        let conf = vip_daemon_config(&e, 2000).unwrap();
+        assert_eq!(conf, "vip_object_bytes = 5000000\nvip_slot_ms = 1000\n");
+        // What the daemon reads.
+        let d: granary_forwarder::daemon::DaemonConfig = toml::from_str(&conf).unwrap();
+        assert_eq!((d.vip_object_bytes, d.vip_slot_ms), (5_000_000, 1000));
+        for (k, v) in [("vip_object_bytes", 0), ("vip_slot_ms", 5)] {
+            let mut bad = e.clone();
+            bad.params.insert(k.into(), toml::Value::Integer(v));
+            let err = vip_daemon_config(&bad, 2000).unwrap_err().to_string();
+            assert!(err.contains(k), "{err}");
+        }
+    }
 }

@@ -189,8 +189,7 @@ impl Net {
     /// direction Data comes in: from the face's far end), which VIP turns
     /// into the face's capacity (`face update --rate`). LAN faces keep the
     /// measured rate.
-    /// `scale` multiplies every rate (1: the links' own).
-    pub fn set_face_rates(&self, e: &Experiment, scale: f64) -> anyhow::Result<()> {
+    pub fn set_face_rates(&self, e: &Experiment) -> anyhow::Result<()> {
         let mut by_node: HashMap<&str, Vec<(&str, u64)>> = HashMap::new();
         for ((from, to), uri) in &self.faces {
             let Some(l) = e
@@ -208,10 +207,7 @@ impl Net {
             let Some(rate) = rate else { continue };
             let bps = granary_testbed::relay::parse_rate(rate)
                 .map_err(|m| anyhow::anyhow!("link {}-{}: {m}", l.a, l.b))?;
-            by_node
-                .entry(from)
-                .or_default()
-                .push((uri, (bps as f64 * scale) as u64));
+            by_node.entry(from).or_default().push((uri, bps));
         }
         for (node, faces) in by_node {
             let list = self.cli(node, &["face", "list"])?;
