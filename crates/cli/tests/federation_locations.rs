@@ -253,6 +253,31 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         ["/site/b", "/site/a"],
         "the catalog offers the least loaded first: B (2 versions) before A (4)"
     );
+    // The gateway orders them as `get` does, nearest by its node's RIB
+    // first: D routes /site/a at cost 10 and /site/b at 20, so its /data
+    // fetch goes to A although the catalog offers B first.
+    let d = fed.site("/site/d", &["--http", "127.0.0.1:0"]);
+    d.ok(&["route", "add", "/site/a", &tcp(&a), "--cost", "10"]);
+    d.ok(&["route", "add", "/site/b", &tcp(&b), "--cost", "20"]);
+    trust(&a, &d);
+    let (ia, ib) = (interests_in(&a), interests_in(&b));
+    let o = Command::new("curl")
+        .args([
+            "-sf",
+            "-r",
+            "0-199999",
+            &format!("http://{}/data/cmip6/big", d.http.as_deref().unwrap()),
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.stdout, big[..200_000], "the gateway's bytes");
+    let (ia, ib) = (interests_in(&a) - ia, interests_in(&b) - ib);
+    assert!(
+        ia >= 20 && ib < 5,
+        "A (nearer) served it: A got {ia} Interests, B {ib}"
+    );
+    drop(d);
     // C is nearer to A (route cost 10) than to B (20): C tries A first.
     c.ok(&["route", "add", "/site/a", &tcp(&r), "--cost", "10"]);
     c.ok(&["route", "add", "/site/b", &tcp(&r), "--cost", "20"]);
@@ -323,7 +348,9 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         common::nodes_up(&s),
         [
             ("/site/a".to_string(), false),
-            ("/site/b".to_string(), true)
+            ("/site/b".to_string(), true),
+            // The gateway's node above, stopped since.
+            ("/site/d".to_string(), false)
         ]
     );
     let l = cat
@@ -331,4 +358,14 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         .unwrap();
     assert!(l.is_empty(), "a down node is not offered: {l:?}");
     drop((b, c, r));
+}
+
+/// Interests `d`'s forwarder has received (`status`: "interests in N").
+fn interests_in(d: &Daemon) -> u64 {
+    let s = d.ok(&["status"]);
+    s.lines()
+        .find_map(|l| l.strip_prefix("interests"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no interests counter in {s}"))
 }

@@ -91,24 +91,45 @@ impl Link for GwLink {
 
 /// Locations from the node's catalog (the shared one when the node is on
 /// PostgreSQL): a name without a route is fetched with hinted Interests,
-/// failing over between its holders (docs/federation.md).
-struct CatalogLocator(Arc<granary_catalog::Catalog>);
+/// failing over between its holders, nearest first by the node's RIB, then
+/// least loaded, as `granary get` orders them (docs/federation.md).
+struct CatalogLocator(Arc<granary_catalog::Catalog>, std::path::PathBuf);
 
 impl granary_transfer::Locator for CatalogLocator {
     fn locate(&self, object: &Name) -> granary_transfer::LocateFuture {
-        let (cat, name) = (self.0.clone(), object.to_string());
+        let (cat, name, socket) = (self.0.clone(), object.to_string(), self.1.clone());
         Box::pin(async move {
             let t = cat.node_timeout();
-            let locs = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
+            let mut locs = tokio::task::spawn_blocking(move || cat.locate(&name, None, t))
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
+            if locs.len() > 1 {
+                // Without the RIB, the catalog's order (least loaded) stays.
+                if let Some(rib) = rib(&socket).await {
+                    granary_catalog::order_nearest(&mut locs, |node| {
+                        Name::from_uri(node)
+                            .ok()
+                            .and_then(|n| granary_mgmt::dataset::rib_distance(&rib, &n))
+                    });
+                }
+            }
             Ok(locs
                 .iter()
                 .filter_map(|l| Name::from_uri(&l.node).ok())
                 .collect())
         })
     }
+}
+
+/// The node's RIB (`rib/list`), if it answers.
+async fn rib(socket: &std::path::Path) -> Option<Vec<granary_mgmt::RibEntry>> {
+    let mut c = granary_app::Client::connect(socket).await.ok()?;
+    let raw = c
+        .dataset(&Name::from_uri("/localhost/nfd/rib/list").ok()?)
+        .await
+        .ok()?;
+    granary_mgmt::decode_dataset::<granary_mgmt::RibEntry>(&raw).ok()
 }
 
 fn engine_config() -> Config {
@@ -526,10 +547,11 @@ pub(crate) async fn open_remote(
         RemoteFile::open(
             link,
             Engine::new(Config {
-                locator: node
-                    .catalog
-                    .clone()
-                    .map(|c| granary_transfer::LocatorRef(Arc::new(CatalogLocator(c)) as Arc<_>)),
+                locator: node.catalog.clone().map(|c| {
+                    granary_transfer::LocatorRef(
+                        Arc::new(CatalogLocator(c, node.socket.clone())) as Arc<_>
+                    )
+                }),
                 ..engine_config()
             }),
             target,

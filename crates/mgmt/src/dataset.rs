@@ -377,6 +377,17 @@ pub struct RibEntry {
     pub routes: Vec<Route>,
 }
 
+/// The node's distance to `node`: the lowest cost among the routes of the longest
+/// RIB entry that is a prefix of it (the costs the operator or the routing protocol
+/// gave; the FIB's next-hop costs are not used, as a child-inherited route on the
+/// same face can lower them), `None` without such an entry.
+pub fn rib_distance(rib: &[RibEntry], node: &Name) -> Option<u64> {
+    rib.iter()
+        .filter(|e| !e.routes.is_empty() && e.name.is_prefix_of(node))
+        .max_by_key(|e| e.name.len())
+        .and_then(|e| e.routes.iter().map(|r| r.cost).min())
+}
+
 impl TlvElement for RibEntry {
     const TLV_TYPE: u64 = RIB_ENTRY;
 
@@ -632,6 +643,49 @@ impl GeneralStatus {
 mod tests {
     use super::*;
     use crate::values::*;
+
+    fn entry(prefix: &str, costs: &[u64]) -> RibEntry {
+        RibEntry {
+            name: Name::from_uri(prefix).unwrap(),
+            routes: costs
+                .iter()
+                .enumerate()
+                .map(|(i, &cost)| Route {
+                    face_id: 300 + i as u64,
+                    origin: 255,
+                    cost,
+                    flags: 1,
+                    expiration_period: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn distance_is_the_longest_rib_prefix_cheapest_route() {
+        let rib = vec![
+            entry("/", &[0]),
+            entry("/site/a", &[10]),
+            entry("/site/b", &[30, 20]),
+            entry("/site", &[]),
+        ];
+        let d = |n: &str| rib_distance(&rib, &Name::from_uri(n).unwrap());
+        // Its own route, not the cheaper default route it would inherit.
+        assert_eq!(d("/site/a"), Some(10));
+        assert_eq!(d("/site/a/x"), Some(10));
+        assert_eq!(d("/site/b"), Some(20));
+        // A prefix with only the default route: the default's cost.
+        assert_eq!(d("/site/c"), Some(0));
+        assert_eq!(
+            rib_distance(&rib[1..], &Name::from_uri("/other").unwrap()),
+            None
+        );
+        // Component-wise: /site/ab is not under /site/a.
+        assert_eq!(
+            rib_distance(&rib[1..2], &Name::from_uri("/site/ab").unwrap()),
+            None
+        );
+    }
 
     fn b(hex: &str) -> Bytes {
         Bytes::from(hex::decode(hex.replace(' ', "")).unwrap())

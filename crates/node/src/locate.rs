@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use granary_app::Client;
 use granary_catalog::{Catalog, Location};
+pub use granary_mgmt::dataset::rib_distance;
 use granary_packet::Name;
 use granary_transfer::{LocateFuture, Locator, LocatorRef};
 use serde_json::json;
@@ -103,17 +104,6 @@ fn prefixes(locs: &[Location]) -> Vec<Name> {
     locs.iter()
         .filter_map(|l| Name::from_uri(&l.node).ok())
         .collect()
-}
-
-/// The node's distance to `node`: the lowest cost among the routes of the longest
-/// RIB entry that is a prefix of it (the costs the operator or the routing protocol
-/// gave; the FIB's next-hop costs are not used, as a child-inherited route on the
-/// same face can lower them), `None` without such an entry.
-pub fn rib_distance(rib: &[granary_mgmt::RibEntry], node: &Name) -> Option<u64> {
-    rib.iter()
-        .filter(|e| !e.routes.is_empty() && e.name.is_prefix_of(node))
-        .max_by_key(|e| e.name.len())
-        .and_then(|e| e.routes.iter().map(|r| r.cost).min())
 }
 
 /// Orders `locs` nearest first by this node's RIB (its route cost to each node
@@ -254,54 +244,5 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use granary_mgmt::{RibEntry, Route};
-
-    fn entry(prefix: &str, costs: &[u64]) -> RibEntry {
-        RibEntry {
-            name: Name::from_uri(prefix).unwrap(),
-            routes: costs
-                .iter()
-                .enumerate()
-                .map(|(i, &cost)| Route {
-                    face_id: 300 + i as u64,
-                    origin: 255,
-                    cost,
-                    flags: 1,
-                    expiration_period: None,
-                })
-                .collect(),
-        }
-    }
-
-    #[test]
-    fn distance_is_the_longest_rib_prefix_cheapest_route() {
-        let rib = vec![
-            entry("/", &[0]),
-            entry("/site/a", &[10]),
-            entry("/site/b", &[30, 20]),
-            entry("/site", &[]),
-        ];
-        let d = |n: &str| rib_distance(&rib, &Name::from_uri(n).unwrap());
-        // Its own route, not the cheaper default route it would inherit.
-        assert_eq!(d("/site/a"), Some(10));
-        assert_eq!(d("/site/a/x"), Some(10));
-        assert_eq!(d("/site/b"), Some(20));
-        // A prefix with only the default route: the default's cost.
-        assert_eq!(d("/site/c"), Some(0));
-        assert_eq!(
-            rib_distance(&rib[1..], &Name::from_uri("/other").unwrap()),
-            None
-        );
-        // Component-wise: /site/ab is not under /site/a.
-        assert_eq!(
-            rib_distance(&rib[1..2], &Name::from_uri("/site/ab").unwrap()),
-            None
-        );
     }
 }
