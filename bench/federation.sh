@@ -144,7 +144,7 @@ if [[ " $parts " =~ " 3 " ]]; then
   # Half present: B publishes the first half itself, then A asks it to hold the whole.
   head -c $((bytes / 2)) /dev/urandom > "$tmp/h1.bin"
   head -c $((bytes / 2)) /dev/urandom > "$tmp/h2.bin"
-  node b put "$tmp/h1.bin" /bench/b-half > /dev/null 2>&1; sleep ${HALF_SETTLE:-0}
+  node b put "$tmp/h1.bin" /bench/b-half > /dev/null 2>&1
   cat "$tmp/h1.bin" "$tmp/h2.bin" > "$tmp/rep.bin"; rm -f "$tmp/h1.bin" "$tmp/h2.bin"
   node a put "$tmp/rep.bin" /bench/rep2 > /dev/null 2>&1
   cs_erase
