@@ -378,12 +378,18 @@ impl Cli for Daemon {
 
 /// A router's `hinted forwarded N` counter (`granary status`).
 pub fn hinted(d: &impl Cli) -> u64 {
+    status_count(d, "hinted")
+}
+
+/// The first number after the word that follows `line` in `d`'s `status`
+/// (`interests in N`, `hinted forwarded N`).
+pub fn status_count(d: &impl Cli, line: &str) -> u64 {
     let s = d.run_ok(&["status"]);
     s.lines()
-        .find_map(|l| l.strip_prefix("hinted"))
+        .find_map(|l| l.strip_prefix(line))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no hinted counter in {s}"))
+        .unwrap_or_else(|| panic!("no {line} counter in {s}"))
 }
 
 /// `granary federation status --json`'s nodes: (prefix, up), in its order.

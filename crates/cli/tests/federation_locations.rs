@@ -260,7 +260,7 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     d.ok(&["route", "add", "/site/a", &tcp(&a), "--cost", "10"]);
     d.ok(&["route", "add", "/site/b", &tcp(&b), "--cost", "20"]);
     trust(&a, &d);
-    let (ia, ib) = (interests_in(&a), interests_in(&b));
+    let (ia, ib) = (status_count(&a, "interests"), status_count(&b, "interests"));
     let o = Command::new("curl")
         .args([
             "-sf",
@@ -272,7 +272,10 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.stdout, big[..200_000], "the gateway's bytes");
-    let (ia, ib) = (interests_in(&a) - ia, interests_in(&b) - ib);
+    let (ia, ib) = (
+        status_count(&a, "interests") - ia,
+        status_count(&b, "interests") - ib,
+    );
     assert!(
         ia >= 20 && ib < 5,
         "A (nearer) served it: A got {ia} Interests, B {ib}"
@@ -358,14 +361,4 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         .unwrap();
     assert!(l.is_empty(), "a down node is not offered: {l:?}");
     drop((b, c, r));
-}
-
-/// Interests `d`'s forwarder has received (`status`: "interests in N").
-fn interests_in(d: &Daemon) -> u64 {
-    let s = d.ok(&["status"]);
-    s.lines()
-        .find_map(|l| l.strip_prefix("interests"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no interests counter in {s}"))
 }

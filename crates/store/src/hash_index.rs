@@ -81,6 +81,15 @@ fn key(h: &[u8; 32], file: u64, offset: u64) -> [u8; KEY_LEN] {
     k
 }
 
+/// The location a `chunks` entry (key, value) records.
+fn slot_of(k: &[u8], v: &[u8]) -> Option<Slot> {
+    Some(Slot {
+        file: k.get(HASH_LEN..HASH_LEN + 8).and_then(be64)?,
+        offset: k.get(HASH_LEN + 8..KEY_LEN).and_then(be64)?,
+        len: u32::from_be_bytes(<[u8; 4]>::try_from(v).ok()?),
+    })
+}
+
 fn be64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.try_into().ok()?))
 }
@@ -280,14 +289,10 @@ impl Index {
         let mut out = Vec::new();
         for kv in db.chunks.prefix(&h[..HASH_LEN]).rev() {
             let (k, v) = kv.map_err(err)?;
-            let (Some(file), Some(offset), Ok(len)) = (
-                k.get(HASH_LEN..HASH_LEN + 8).and_then(be64),
-                k.get(HASH_LEN + 8..KEY_LEN).and_then(be64),
-                <[u8; 4]>::try_from(&v[..]).map(u32::from_be_bytes),
-            ) else {
+            let Some(slot) = slot_of(&k, &v) else {
                 continue;
             };
-            let slot = Slot { file, offset, len };
+            let Slot { file, offset, len } = slot;
             if let Some(path) = db.files.get(file.to_be_bytes()).map_err(err)? {
                 out.push((
                     slot,
@@ -335,11 +340,7 @@ impl Index {
             if key(k) != prefix {
                 continue;
             }
-            let (Some(file), Some(offset), Ok(len)) = (
-                kb.get(HASH_LEN..HASH_LEN + 8).and_then(be64),
-                kb.get(HASH_LEN + 8..KEY_LEN).and_then(be64),
-                <[u8; 4]>::try_from(&v[..]).map(u32::from_be_bytes),
-            ) else {
+            let Some(Slot { file, offset, len }) = slot_of(&kb, &v) else {
                 continue;
             };
             let name = match names.get(&file) {
