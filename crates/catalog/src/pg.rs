@@ -125,8 +125,47 @@ fn drop_client(c: Client) {
     }
 }
 
+/// The relations [`SCHEMA`] makes (tables and indexes), for [`schema_present`].
+const RELATIONS: &[&str] = &[
+    "catalog_meta",
+    "records",
+    "records_seq",
+    "records_tsv",
+    "removed",
+    "removed_seq",
+    "locations",
+    "locations_node",
+    "nodes",
+];
+
+/// True when every relation of `relations` exists (and, when `column` is
+/// given as (table, column), that column): the schema is there and no DDL
+/// need run. Only catalog reads, no table lock.
+pub(crate) fn schema_present(
+    client: &mut Client,
+    relations: &[&str],
+    column: Option<(&str, &str)>,
+) -> std::result::Result<bool, postgres::Error> {
+    let names: Vec<String> = relations.iter().map(|r| r.to_string()).collect();
+    let (table, col) = column.unwrap_or(("", ""));
+    let row = client.query_one(
+        "SELECT (SELECT count(*) FROM unnest($1::text[]) AS r(n) WHERE to_regclass(r.n) IS NULL) = 0
+           AND ($2 = '' OR EXISTS (SELECT 1 FROM information_schema.columns
+                WHERE table_schema = current_schema() AND table_name = $2 AND column_name = $3))",
+        &[&names, &table, &col],
+    )?;
+    row.try_get(0)
+}
+
 fn open_client(config: &postgres::Config) -> std::result::Result<Client, postgres::Error> {
     let mut client = config.connect(NoTls)?;
+    // Every client runs this at open: when the schema is there, it must take no
+    // lock. `CREATE INDEX IF NOT EXISTS` takes a SHARE lock on its table even when
+    // the index exists, so a node's writes and another client's open deadlocked
+    // (PostgreSQL aborted one of them: "deadlock detected").
+    if schema_present(&mut client, RELATIONS, Some(("nodes", "load")))? {
+        return Ok(client);
+    }
     let mut tx = client.transaction()?;
     // Two nodes creating the schema at once would race on the catalogs.
     tx.execute("SELECT pg_advisory_xact_lock(7262736)", &[])?;

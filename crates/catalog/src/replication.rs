@@ -66,10 +66,14 @@ impl WorkQueue {
             .map_err(|e| Error::Invalid(format!("catalog URL: {e}")))?;
         config.connect_timeout(Duration::from_secs(5));
         let mut client = config.connect(NoTls)?;
-        let mut tx = client.transaction()?;
-        tx.execute("SELECT pg_advisory_xact_lock(7262737)", &[])?;
-        tx.batch_execute(SCHEMA)?;
-        tx.commit()?;
+        // No DDL (and its table locks) when the table is there already.
+        let rels = ["replication_work", "replication_work_target"];
+        if !crate::pg::schema_present(&mut client, &rels, None)? {
+            let mut tx = client.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock(7262737)", &[])?;
+            tx.batch_execute(SCHEMA)?;
+            tx.commit()?;
+        }
         Ok(WorkQueue { client })
     }
 

@@ -180,3 +180,36 @@ fn writers_do_not_queue_and_a_late_commit_is_not_skipped() {
     assert_eq!(reader.len().unwrap(), 3);
     assert!(reader.get("/late/x.nc", None).unwrap().is_some());
 }
+
+/// Opening a catalog whose schema is there takes no table lock: a node's
+/// open transaction writing `records` and `locations` neither holds up
+/// another client's open nor deadlocks with it (the schema's `CREATE INDEX
+/// IF NOT EXISTS` took SHARE locks, and PostgreSQL aborted one side).
+#[test]
+fn opening_takes_no_lock_while_others_write() {
+    let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = pg.create_db("open_locks");
+    drop(granary_catalog::Catalog::open(&url).unwrap());
+    let q = granary_catalog::replication::WorkQueue::connect(&url).unwrap();
+    drop(q);
+    let mut a = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = a.transaction().unwrap();
+    for t in ["records", "locations", "nodes", "replication_work"] {
+        tx.batch_execute(&format!("LOCK TABLE {t} IN ROW EXCLUSIVE MODE"))
+            .unwrap();
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    let u = url.clone();
+    let t = std::thread::spawn(move || {
+        let c = granary_catalog::Catalog::open_unindexed(&u).map(|_| ());
+        let q = granary_catalog::replication::WorkQueue::connect(&u).map(|_| ());
+        done.send((c, q)).unwrap();
+    });
+    let (c, q) = finished
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("opening the catalog waited for another client's open transaction");
+    c.unwrap();
+    q.unwrap();
+    t.join().unwrap();
+    tx.commit().unwrap();
+}
