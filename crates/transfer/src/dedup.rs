@@ -558,6 +558,13 @@ async fn by_name<L: Link>(
     (run, state)
 }
 
+/// Records the seconds since `t` as one of the report's timings.
+fn time_since(w: &Mutex<Writer>, t: std::time::Instant, field: fn(&mut Timings) -> &mut f64) {
+    if let Ok(mut w) = w.lock() {
+        *field(&mut w.report.timings) = t.elapsed().as_secs_f64();
+    }
+}
+
 /// Reads the chunks `held` of `plans` from the own store on a blocking
 /// thread and writes them at all their offsets; returns the ones it could
 /// not read.
@@ -609,9 +616,7 @@ fn read_held(
             r.repeated.bytes += more * n;
             done[k] = true;
         });
-        if let Ok(mut w) = w.lock() {
-            w.report.timings.own_store = t.elapsed().as_secs_f64();
-        }
+        time_since(&w, t, |x| &mut x.own_store);
         held.iter()
             .zip(done)
             .filter(|(_, d)| !d)
@@ -704,9 +709,7 @@ pub async fn fetch_dedup<L: Link>(
                     .filter(|&i| has.get(i) == Some(&true))
                     .collect();
                 rest.retain(|&i| has.get(i) != Some(&true));
-                if let Ok(mut w) = w.lock() {
-                    w.report.timings.lookup = t.elapsed().as_secs_f64();
-                }
+                time_since(&w, t, |x| &mut x.lookup);
                 if !held.is_empty() {
                     reading = Some(read_held(
                         info,
@@ -841,16 +844,12 @@ pub async fn fetch_dedup<L: Link>(
         (run, state) = by_name(engine, link, info, &plans, &rest, &w).await;
     }
     let fetched = std::time::Instant::now();
-    if let Ok(mut w) = w.lock() {
-        w.report.timings.fetch = fetching.elapsed().as_secs_f64();
-    }
+    time_since(&w, fetching, |x| &mut x.fetch);
     if let Some(t) = reading {
         // Chunks the store said it held but could not give (stale index
         // entries) come by name too.
         let got = t.await;
-        if let Ok(mut w) = w.lock() {
-            w.report.timings.wait = fetched.elapsed().as_secs_f64();
-        }
+        time_since(&w, fetched, |x| &mut x.wait);
         match got {
             Ok(missed) if !missed.is_empty() && run.is_ok() && state == JobState::Done => {
                 let (r2, s2) = by_name(engine, link, info, &plans, &missed, &w).await;
