@@ -3,6 +3,9 @@
 # python-ndn and NDNts, fuzz-corpus regression. Installs test dependencies first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A whole-workspace run gains little from incremental state and it costs gigabytes of
+# disk (decision 0102); a developer's own `cargo test` keeps it.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 bash scripts/setup-test-deps.sh
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
