@@ -158,6 +158,10 @@ enum Command {
         /// ForwardingHint (as ndnpeek's --fwhint; repeatable, in order).
         #[arg(long = "fwhint", value_name = "NAME")]
         fwhint: Vec<String>,
+        /// ApplicationParameters from FILE (`-`: standard input), as
+        /// ndnpeek's --payload; the name gets its ParametersSha256Digest.
+        #[arg(short = 'P', long, value_name = "FILE")]
+        payload: Option<PathBuf>,
     },
     /// Publish a file (or `-` for standard input) into the repository under
     /// NAME; a version component is added. Served as soon as this returns.
@@ -670,7 +674,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             lifetime,
             hex,
             fwhint,
-        } => node::peek(&socket, &name, prefix, fresh, lifetime, hex, &fwhint),
+            payload,
+        } => {
+            let payload = payload.map(|p| args::read_input(Some(&p))).transpose()?;
+            node::peek(
+                &socket, &name, prefix, fresh, lifetime, hex, &fwhint, payload,
+            )
+        }
         Command::Dissect {
             file,
             hex,

@@ -618,6 +618,7 @@ pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
 }
 
 /// `granary peek NAME`: one Interest, print what came back.
+#[allow(clippy::too_many_arguments)]
 pub fn peek(
     socket: &Path,
     uri: &str,
@@ -626,6 +627,7 @@ pub fn peek(
     lifetime: u64,
     hex_out: bool,
     fwhint: &[String],
+    payload: Option<Vec<u8>>,
 ) -> anyhow::Result<()> {
     let hint = crate::fetch::hint_names(fwhint)?;
     rt()?.block_on(async {
@@ -635,6 +637,7 @@ pub fn peek(
         f.can_be_prefix = can_be_prefix;
         f.must_be_fresh = must_be_fresh;
         f.lifetime = Some(lifetime);
+        f.app_params = payload.map(bytes::Bytes::from);
         let t = Instant::now();
         match c.express(f).await? {
             Reply::Data(d) => {

@@ -1023,6 +1023,120 @@ fn another_application_gets_what_the_node_holds_by_name() {
     // the dedup path and keeps the copy: covered by tests/dedup.rs.
 }
 
+/// Another Unix user on the node (the daemon runs as root, the consumer as
+/// `nobody`, as NFD's socket allows): it connects to the node's socket and
+/// gets a held version from the node's own file; it cannot make the daemon
+/// publish a file with the daemon's rights, neither with `granary put` (a
+/// clear error) nor with a raw python-ndn command (a Nack), while the same
+/// raw command from the node's own user is taken.
+#[test]
+fn another_user_fetches_from_the_node_but_cannot_command_it() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    if !rustix::process::geteuid().is_root() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "this test runs a client as another user: it needs root (CI runs as root)"
+        );
+        eprintln!("*** skipped: running a client as another user needs root ***");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let d = Daemon::start(&[]);
+    // A temporary directory is 0700; the node's must be reachable.
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let files_socket = {
+        let mut s = d.socket.as_os_str().to_owned();
+        s.push(".files");
+        std::path::PathBuf::from(s)
+    };
+    for s in [&d.socket, &files_socket] {
+        let mode = std::fs::metadata(s).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666, "{}: {mode:o}", s.display());
+    }
+    let src = d.dir.path().join("f");
+    let data = noise(400_000, 11);
+    std::fs::write(&src, &data).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/held/u"]);
+    // The other user's own data directory and files.
+    let outer = tempfile::tempdir().unwrap();
+    let other = other_app(&d.data, outer.path());
+    let mine = outer.path().join("mine");
+    std::fs::write(&mine, b"the other user's file").unwrap();
+    for p in [outer.path(), other.path()] {
+        let st = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let as_nobody = |mut c: std::process::Command| {
+        c.uid(NOBODY).gid(NOBODY).env("HOME", outer.path());
+        c.output().unwrap()
+    };
+    let as_other = |args: &[&str]| {
+        let mut c = granary();
+        c.args([
+            "--data-dir",
+            other.path().to_str().unwrap(),
+            "--socket",
+            d.socket.to_str().unwrap(),
+        ])
+        .args(args);
+        as_nobody(c)
+    };
+    // A fetch, from the node's file passed over its file socket.
+    let dst = outer.path().join("out");
+    let o = as_other(&["get", "/held/u", "-o", dst.to_str().unwrap(), "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(std::fs::read(&dst).unwrap(), data);
+    let v: serde_json::Value = o
+        .stdout
+        .split(|b| *b == b'\n')
+        .find(|l| l.starts_with(b"{"))
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .unwrap_or_default();
+    assert_eq!(v["local"][0]["from_node"], true, "{v}");
+    // `put` through the node: refused before anything is sent, and why.
+    let o = as_other(&["put", mine.to_str().unwrap(), "/nobody/mine"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("takes files only from that user or root"),
+        "{err}"
+    );
+    // A raw put command (`granary peek -P`, past the client's check) naming
+    // a file only root may read: a Nack, nothing published. The same
+    // command from root is taken, so the Nack is the owner check.
+    let secret = d.dir.path().join("secret");
+    std::fs::write(&secret, b"root only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let params = |name: &str| {
+        let p = outer
+            .path()
+            .join(format!("params-{}", name.replace('/', "_")));
+        let v = serde_json::json!({
+            "path": secret.to_str().unwrap(), "name": name, "sign": "digest",
+        });
+        std::fs::write(&p, v.to_string()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        p
+    };
+    let raw = ["peek", "/localhost/granary/repo/put", "-P"];
+    let p = params("/stolen/secret");
+    let o = as_other(&[&raw[..], &[p.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("nack NoRoute"), "{err}");
+    assert!(!d.ok(&["ls"]).contains("stolen"));
+    let p = params("/root/secret");
+    let out = d.ok(&[&raw[..], &[p.to_str().unwrap()]].concat());
+    assert!(out.contains("\"ok\":true"), "{out}");
+    assert!(d.ok(&["ls"]).contains("/root/secret"));
+}
+
 /// The repository's `holds` local command takes bad parameters without harm:
 /// anything but a name and a numeric version of a stored file answers
 /// `{"holds": false}`, and the node serves on.

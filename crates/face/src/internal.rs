@@ -33,6 +33,7 @@ pub fn pair(
         scope: Scope::Local,
         persistency: Persistency::Permanent,
         mtu: None,
+        peer_uid: None,
     };
     let (handle, rx, _closer) = new_handle(info, limits);
     (

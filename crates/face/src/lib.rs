@@ -73,6 +73,10 @@ pub struct FaceInfo {
     pub persistency: Persistency,
     /// MTU for datagram faces (packets above it are fragmented); `None` for streams.
     pub mtu: Option<usize>,
+    /// The user id of the process at the other end of an accepted Unix
+    /// socket (`SO_PEERCRED`), so that commands acting with the node's
+    /// rights can be kept to its own user; `None` for every other face.
+    pub peer_uid: Option<u32>,
 }
 
 /// Default BaseCongestionMarkingInterval (NFD's): 100 ms.

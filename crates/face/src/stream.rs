@@ -389,6 +389,13 @@ pub async fn listen_unix(
         std::fs::create_dir_all(dir)?;
     }
     let listener = tokio::net::UnixListener::bind(path)?;
+    // Any local user may connect, as to NFD's socket (connecting needs
+    // write permission on the socket file); what acts with the node's own
+    // rights is kept to its user by the peer's credentials (`peer_uid`).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666))?;
+    }
     let local = format!("unix://{}", path.display());
     Ok(tokio::spawn(crate::accept::accept_loop(
         listener,
@@ -406,6 +413,7 @@ pub async fn listen_unix(
                 scope: crate::Scope::Local,
                 persistency: crate::Persistency::OnDemand,
                 mtu: None,
+                peer_uid: sock.peer_cred().ok().map(|c| c.uid()),
             };
             let (r, w) = sock.into_split();
             let (limits, events) = (limits.clone(), events.clone());
@@ -443,6 +451,7 @@ async fn tcp_face(
         scope: crate::Scope::NonLocal,
         persistency,
         mtu: None,
+        peer_uid: None,
     };
     let (r, w) = sock.into_split();
     Ok(spawn(info, r, w, limits, events).await)
@@ -531,6 +540,7 @@ pub async fn connect_unix_as(
         scope: crate::Scope::NonLocal,
         persistency,
         mtu: None,
+        peer_uid: None,
     };
     let (r, w) = sock.into_split();
     Ok(spawn(info, r, w, limits, events).await)

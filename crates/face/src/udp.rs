@@ -144,6 +144,7 @@ impl UdpChannel {
             scope: Scope::NonLocal,
             persistency,
             mtu: Some(self.mtu),
+            peer_uid: None,
         };
         let (handle, rx, closer) = new_handle(info, &self.limits);
         handle

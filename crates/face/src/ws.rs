@@ -263,6 +263,7 @@ pub async fn listen_ws(
                     scope: crate::Scope::NonLocal,
                     persistency: crate::Persistency::OnDemand,
                     mtu: None,
+                    peer_uid: None,
                 };
                 serve_socket(ws, info, limits, events).await;
             });

@@ -40,6 +40,13 @@ pub struct ForwarderConfig {
     /// Size of one VIP data object in bytes (the paper's z): a face's VIP
     /// capacity is `max(1, ⌊rate · vip_period / (8 · vip_object_bytes)⌋)`.
     pub vip_object_bytes: u64,
+    /// Prefixes under `/localhost` whose Interests are taken only from the
+    /// forwarder's own user (or root): commands that act with the node's
+    /// rights, such as the repository's `put` of a file path. An Interest
+    /// under one of them from a Unix face whose peer is another user is
+    /// answered with Nack NoRoute. Faces without a peer user id (in-process
+    /// ones) are the node's own.
+    pub owner_only: Vec<granary_packet::Name>,
 }
 
 impl ForwarderConfig {
@@ -70,6 +77,7 @@ impl Default for ForwarderConfig {
             network_region: Vec::new(),
             vip_period: crate::vip::VipConfig::default().period,
             vip_object_bytes: crate::vip::VipConfig::default().object_bytes,
+            owner_only: Vec::new(),
         }
     }
 }

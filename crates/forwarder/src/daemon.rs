@@ -61,6 +61,11 @@ pub struct DaemonConfig {
     /// Size of one VIP data object in bytes (default 8192): a face's VIP
     /// capacity is its rate times the slot over 8 × this.
     pub vip_object_bytes: u64,
+    /// Prefixes under `/localhost` taken only from the node's own user
+    /// (see [`ForwarderConfig::owner_only`]); set by the program that runs
+    /// the daemon, not by its configuration file.
+    #[serde(skip)]
+    pub owner_only: Vec<String>,
 }
 
 /// The VIP slot and object size of a daemon configuration, checked.
@@ -112,6 +117,7 @@ impl Default for DaemonConfig {
             route: Vec::new(),
             vip_slot_ms: crate::vip::VipConfig::default().period.as_millis() as u64,
             vip_object_bytes: crate::vip::VipConfig::default().object_bytes,
+            owner_only: Vec::new(),
         }
     }
 }
@@ -197,6 +203,13 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             granary_packet::Name::from_uri(r).map_err(|e| format!("network_region {r:?}: {e}"))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let owner_only = cfg
+        .owner_only
+        .iter()
+        .map(|p| {
+            granary_packet::Name::from_uri(p).map_err(|e| format!("owner-only prefix {p:?}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     // Static routes are checked before anything is bound.
     let mut routes = Vec::new();
     for r in &cfg.route {
@@ -209,6 +222,7 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
     let mut fcfg = ForwarderConfig {
         network_region,
         trust_anchors,
+        owner_only,
         cs: CsConfig {
             max_packets: cfg.cs_capacity,
             max_bytes: cfg.cs_bytes,

@@ -37,6 +37,9 @@ pub struct Stats {
     pub loops: u64,
     /// Interests dropped for scope or HopLimit.
     pub scope_drops: u64,
+    /// Interests under an owner-only prefix refused because they came from
+    /// another user's Unix face ([`ForwarderConfig::owner_only`]).
+    pub not_owner: u64,
     /// Interests forwarded by a ForwardingHint (the FIB entry of a hint
     /// name, not of the Interest's name, chose the next hop).
     pub hinted: u64,
@@ -271,6 +274,15 @@ impl Forwarder {
         self.faces
             .get(&face)
             .map_or(Scope::NonLocal, |f| f.info.scope)
+    }
+
+    /// True unless `face` is a Unix face whose peer is neither the
+    /// forwarder's own user nor root.
+    pub(crate) fn face_of_owner(&self, face: FaceId) -> bool {
+        match self.faces.get(&face).and_then(|f| f.info.peer_uid) {
+            None => true,
+            Some(uid) => uid == 0 || uid == rustix::process::geteuid().as_raw(),
+        }
     }
 
     pub(crate) fn send(&self, face: FaceId, p: OutPacket) {

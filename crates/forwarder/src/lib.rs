@@ -19,6 +19,8 @@ pub mod forwarder;
 mod hint_tests;
 pub mod mgmt;
 pub mod namehash;
+#[cfg(test)]
+mod owner_tests;
 pub mod permanent;
 mod pipeline;
 pub mod pit;

@@ -99,6 +99,16 @@ impl Forwarder {
             self.stats.scope_drops += 1;
             return;
         }
+        if !self.cfg.owner_only.is_empty()
+            && is_localhost(&i.name)
+            && self.cfg.owner_only.iter().any(|p| p.is_prefix_of(&i.name))
+            && !self.face_of_owner(face)
+        {
+            self.stats.not_owner += 1;
+            tracing::debug!(name = %i.name, face, "owner-only command from another user: refused");
+            self.send_nack(face, i, nack_reason::NO_ROUTE, link.pit_token.clone());
+            return;
+        }
         if is_localhost(&i.name) || is_localhop(&i.name) {
             if let Some(handled) = crate::mgmt::handle(self, face, i, link, now) {
                 if handled {

@@ -67,6 +67,7 @@ async fn serve(
         scope: Scope::NonLocal,
         persistency: Persistency::OnDemand,
         mtu: None,
+        peer_uid: None,
     };
     granary_face::ws::spawn(
         info,

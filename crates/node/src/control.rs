@@ -145,6 +145,28 @@ pub fn tell_daemon(socket: &Path, erase: Option<&Name>) {
     });
 }
 
+/// Whether this process may give the daemon at `socket` the commands that
+/// act with the daemon's rights (`put` of a path, `removed`, `forget`): it
+/// takes them from its own user (the socket file's owner) and root only,
+/// and answers anyone else with a Nack. The error says so, and what to do.
+pub fn may_command(socket: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(m) = std::fs::metadata(socket) else {
+        return Ok(());
+    };
+    if me == 0 || m.uid() == me {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "the node at {} runs as user id {}, and its repository takes files only from that user or root \
+         (it reads them with its own rights); you (user id {me}) can fetch from it but not publish into it. \
+         To publish into a repository of your own, run your own `granary daemon` with its own --data-dir and --socket",
+        socket.display(),
+        m.uid()
+    )
+}
+
 /// True when `put`'s result came from the daemon (see [`put_via_daemon`]).
 pub fn by_daemon_used(v: &serde_json::Value) -> bool {
     v["daemon"] == true
@@ -170,6 +192,7 @@ pub async fn put_via_daemon(
     file_sha256: bool,
     progress: &dyn Fn(u64),
 ) -> anyhow::Result<serde_json::Value> {
+    may_command(socket)?;
     let id = format!(
         "{}-{}",
         std::process::id(),
@@ -223,7 +246,7 @@ pub async fn put_via_daemon(
                 Ok(v)
             }
             Reply::Nack(r) => anyhow::bail!(
-                "the daemon's repository did not take the command (Nack {}); is it running without --no-repo?",
+                "the daemon's repository did not take the command (Nack {}); is it running with --no-repo, or as another user?",
                 granary_packet::types::nack_reason::name(r)
             ),
         }

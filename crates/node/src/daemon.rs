@@ -93,6 +93,10 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         cfg.socket = socket;
     }
     cfg.listen.extend(args.listen);
+    // The socket is open to every local user (as NFD's is); the
+    // repository's commands that act with this process's rights are kept
+    // to its own user and root.
+    cfg.owner_only = granary_repo::local_commands::owner_only_prefixes();
     if args.nfd_socket {
         cfg.nfd_socket = Some(PathBuf::from(daemon::NFD_SOCKET));
     }

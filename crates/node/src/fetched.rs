@@ -217,6 +217,7 @@ pub fn keep_fetched(
     }
     let expect = hex::encode(granary_packet::sha256(&all));
     let run = || -> anyhow::Result<String> {
+        crate::control::may_command(socket)?;
         let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
         let Some(chunking) = guess_chunking(data_dir, p, &lengths, declared)? else {
             anyhow::bail!("no known chunking reproduces the manifest's segments");

@@ -55,6 +55,12 @@ pub fn serve(store: Store, socket: &Path) -> std::io::Result<PathBuf> {
         std::fs::remove_file(&path)?;
     }
     let listener = UnixListener::bind(&path)?;
+    // Every local user who may use the node's socket may use this one: it
+    // hands out only read-only descriptors of versions the node serves.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
+    }
     let store = std::sync::Arc::new(store);
     std::thread::Builder::new()
         .name("local-files".into())

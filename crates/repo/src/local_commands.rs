@@ -15,6 +15,9 @@
 //! - `…/holds` with `{"name", "version"}`: whether the repository holds that
 //!   version (`{"holds": bool}`): an application on the node then fetches it
 //!   by name from here rather than chunk by chunk from the same store.
+//!
+//! `put`, `removed` and `forget` are taken from the node's own user and root
+//! only ([`OWNER_ONLY`]); `holds` and `progress` from any application.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +36,17 @@ use crate::Repo;
 
 /// Prefix of the local commands.
 pub const PREFIX: &str = "/localhost/granary/repo";
+
+/// The commands that act with the daemon's rights (`put` reads a path) or
+/// change what its repository holds: the node takes them from its own user
+/// and root only (the forwarder's `owner_only`); `holds` and `progress` are
+/// open to every application on the node.
+pub const OWNER_ONLY: [&str; 3] = ["put", "removed", "forget"];
+
+/// [`OWNER_ONLY`] as name prefixes (URIs).
+pub fn owner_only_prefixes() -> Vec<String> {
+    OWNER_ONLY.iter().map(|v| format!("{PREFIX}/{v}")).collect()
+}
 /// The local command service.
 pub struct Local {
     repo: Arc<Repo>,
