@@ -882,6 +882,33 @@ fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::Tem
     other
 }
 
+/// The first line of `out` that is a JSON object (`--json` output among
+/// other lines), or null.
+fn first_json_line(out: &[u8]) -> serde_json::Value {
+    out.split(|b| *b == b'\n')
+        .find(|l| l.starts_with(b"{"))
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .unwrap_or_default()
+}
+
+/// 400 kB of noise (from `seed`) the node `d` publishes as `name`, and
+/// another application's data directory (in the returned temporary
+/// directory) that trusts the node's key: (bytes, outer directory, data
+/// directory).
+fn held_and_another_app(
+    d: &Daemon,
+    name: &str,
+    seed: u64,
+) -> (Vec<u8>, tempfile::TempDir, tempfile::TempDir) {
+    let src = d.dir.path().join("f");
+    let data = noise(400_000, seed);
+    std::fs::write(&src, &data).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), name]);
+    let outer = tempfile::tempdir().unwrap();
+    let other = other_app(&d.data, outer.path());
+    (data, outer, other)
+}
+
 /// `granary get URI -o DST` as the application whose data directory is
 /// `other`, through the node at `socket`.
 fn get_as(
@@ -937,12 +964,7 @@ fn a_stored_version_is_refused_before_reading() {
 #[test]
 fn another_application_gets_what_the_node_holds_by_name() {
     let d = Daemon::start(&[]);
-    let src = d.dir.path().join("f");
-    let data = noise(400_000, 9);
-    std::fs::write(&src, &data).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/held/f"]);
-    let outer = tempfile::tempdir().unwrap();
-    let other = other_app(&d.data, outer.path());
+    let (data, outer, other) = held_and_another_app(&d, "/held/f", 9);
     let dst = outer.path().join("out");
     let get = |extra: &[&str]| {
         let _ = std::fs::remove_file(&dst);
@@ -957,12 +979,7 @@ fn another_application_gets_what_the_node_holds_by_name() {
             .args(extra)
             .output()
             .unwrap();
-        let v: serde_json::Value = o
-            .stdout
-            .split(|b| *b == b'\n')
-            .find(|l| l.starts_with(b"{"))
-            .map(|l| serde_json::from_slice(l).unwrap())
-            .unwrap_or_default();
+        let v = first_json_line(&o.stdout);
         (o, v)
     };
     // By default: the node's file, passed over its file socket, every
@@ -1054,13 +1071,8 @@ fn another_user_fetches_from_the_node_but_cannot_command_it() {
         let mode = std::fs::metadata(s).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666, "{}: {mode:o}", s.display());
     }
-    let src = d.dir.path().join("f");
-    let data = noise(400_000, 11);
-    std::fs::write(&src, &data).unwrap();
-    d.ok(&["put", src.to_str().unwrap(), "/held/u"]);
     // The other user's own data directory and files.
-    let outer = tempfile::tempdir().unwrap();
-    let other = other_app(&d.data, outer.path());
+    let (data, outer, other) = held_and_another_app(&d, "/held/u", 11);
     let mine = outer.path().join("mine");
     std::fs::write(&mine, b"the other user's file").unwrap();
     for p in [outer.path(), other.path()] {
@@ -1092,12 +1104,7 @@ fn another_user_fetches_from_the_node_but_cannot_command_it() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert_eq!(std::fs::read(&dst).unwrap(), data);
-    let v: serde_json::Value = o
-        .stdout
-        .split(|b| *b == b'\n')
-        .find(|l| l.starts_with(b"{"))
-        .map(|l| serde_json::from_slice(l).unwrap())
-        .unwrap_or_default();
+    let v = first_json_line(&o.stdout);
     assert_eq!(v["local"][0]["from_node"], true, "{v}");
     // `put` through the node: refused before anything is sent, and why.
     let o = as_other(&["put", mine.to_str().unwrap(), "/nobody/mine"]);

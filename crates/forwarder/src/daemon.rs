@@ -82,6 +82,13 @@ pub fn vip_params(cfg: &DaemonConfig) -> Result<(Duration, u64), String> {
     Ok((Duration::from_millis(cfg.vip_slot_ms), cfg.vip_object_bytes))
 }
 
+/// Names from their URIs; an error names the setting (`what`) and the URI.
+fn names(uris: &[String], what: &str) -> Result<Vec<granary_packet::Name>, String> {
+    uris.iter()
+        .map(|u| granary_packet::Name::from_uri(u).map_err(|e| format!("{what} {u:?}: {e}")))
+        .collect()
+}
+
 /// One `[[route]]` of the config file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,20 +203,8 @@ pub async fn start(cfg: DaemonConfig) -> Result<Running, String> {
             }
         }
     }
-    let network_region = cfg
-        .network_region
-        .iter()
-        .map(|r| {
-            granary_packet::Name::from_uri(r).map_err(|e| format!("network_region {r:?}: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let owner_only = cfg
-        .owner_only
-        .iter()
-        .map(|p| {
-            granary_packet::Name::from_uri(p).map_err(|e| format!("owner-only prefix {p:?}: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let network_region = names(&cfg.network_region, "network_region")?;
+    let owner_only = names(&cfg.owner_only, "owner-only prefix")?;
     // Static routes are checked before anything is bound.
     let mut routes = Vec::new();
     for r in &cfg.route {

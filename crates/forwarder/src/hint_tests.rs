@@ -2,16 +2,14 @@
 //! region strips, the first hint name with next hops picks the FIB entry,
 //! the CS answers by name first, the PIT ignores hints.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use granary_face::internal::{pair, AppFace};
-use granary_face::{FaceIds, FaceLimits, LinkFields, NetPacket};
+use granary_face::internal::AppFace;
+use granary_face::{LinkFields, NetPacket};
 use granary_packet::types::nack_reason;
 use granary_packet::{DataBuilder, Interest, InterestFields, Name};
 use tokio::time::Instant;
 
-use crate::forwarder::{FaceContext, Forwarder, ForwarderConfig};
+use crate::forwarder::{Forwarder, ForwarderConfig};
+use crate::test_faces::{forwarder_with_faces, got};
 
 fn n(u: &str) -> Name {
     Name::from_uri(u).unwrap()
@@ -19,26 +17,11 @@ fn n(u: &str) -> Name {
 
 /// A forwarder with faces 1 (consumer), 2, 3 and 4 (upstreams).
 fn setup(region: &[&str]) -> (Forwarder, Vec<AppFace>) {
-    let (tx, _rx) = tokio::sync::mpsc::channel(64);
-    // The receiver is dropped: these tests call the pipelines directly.
-    let ctx = FaceContext {
-        events: tx.clone(),
-        ids: Arc::new(FaceIds::default()),
-        limits: FaceLimits::default(),
-        udp: None,
-    };
     let cfg = ForwarderConfig {
         network_region: region.iter().map(|r| n(r)).collect(),
         ..Default::default()
     };
-    let mut fw = Forwarder::new(cfg, ctx);
-    let mut apps = Vec::new();
-    for id in 1..=4 {
-        let (h, app) = pair(id, &format!("f{id}"), &FaceLimits::default(), tx.clone());
-        fw.add_face(h);
-        apps.push(app);
-    }
-    (fw, apps)
+    forwarder_with_faces(cfg, &[None; 4])
 }
 
 fn interest(name: &str, hint: &[&str], nonce: u32) -> Interest {
@@ -58,15 +41,6 @@ fn data(name: &str) -> granary_packet::Data {
 
 fn send(fw: &mut Forwarder, face: u64, p: NetPacket) {
     fw.on_packet(face, &p, &LinkFields::default(), Instant::now());
-}
-
-/// What face `app` received, if anything (the pipelines have already run).
-async fn got(app: &mut AppFace) -> Option<NetPacket> {
-    tokio::time::timeout(Duration::from_millis(20), app.recv())
-        .await
-        .ok()
-        .flatten()
-        .map(|(p, _)| p)
 }
 
 #[tokio::test]

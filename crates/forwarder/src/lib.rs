@@ -28,6 +28,8 @@ mod run;
 mod scope;
 mod shard;
 pub mod strategy;
+#[cfg(test)]
+mod test_faces;
 pub mod vip;
 mod vip_hooks;
 

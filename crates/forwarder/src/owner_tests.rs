@@ -2,16 +2,14 @@
 //! the forwarder's own user, root and in-process faces, and refused with
 //! Nack NoRoute from a Unix face whose peer is another user.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use granary_face::internal::{pair, AppFace};
-use granary_face::{FaceIds, FaceLimits, LinkFields, NetPacket};
+use granary_face::internal::AppFace;
+use granary_face::{LinkFields, NetPacket};
 use granary_packet::types::nack_reason;
 use granary_packet::{InterestFields, Name};
 use tokio::time::Instant;
 
-use crate::forwarder::{FaceContext, Forwarder, ForwarderConfig};
+use crate::forwarder::{Forwarder, ForwarderConfig};
+use crate::test_faces::{forwarder_with_faces, got};
 
 fn n(u: &str) -> Name {
     Name::from_uri(u).unwrap()
@@ -20,39 +18,15 @@ fn n(u: &str) -> Name {
 /// Face 1 has no peer user id (in-process), 2 is root, 3 the forwarder's
 /// own user, 4 another user; face 5 is the command's producer.
 fn setup() -> (Forwarder, Vec<AppFace>) {
-    let (tx, _rx) = tokio::sync::mpsc::channel(64);
-    let ctx = FaceContext {
-        events: tx.clone(),
-        ids: Arc::new(FaceIds::default()),
-        limits: FaceLimits::default(),
-        udp: None,
-    };
     let cfg = ForwarderConfig {
         owner_only: vec![n("/localhost/granary/repo/put")],
         ..Default::default()
     };
-    let mut fw = Forwarder::new(cfg, ctx);
     let me = rustix::process::geteuid().as_raw();
     let other = if me == 4242 { 4243 } else { 4242 };
-    let uids = [None, Some(0), Some(me), Some(other), None];
-    let mut apps = Vec::new();
-    for (i, uid) in uids.into_iter().enumerate() {
-        let id = i as u64 + 1;
-        let (mut h, app) = pair(id, &format!("f{id}"), &FaceLimits::default(), tx.clone());
-        h.info.peer_uid = uid;
-        fw.add_face(h);
-        apps.push(app);
-    }
+    let (mut fw, apps) = forwarder_with_faces(cfg, &[None, Some(0), Some(me), Some(other), None]);
     fw.add_route(n("/localhost/granary/repo"), 5, 0);
     (fw, apps)
-}
-
-async fn got(app: &mut AppFace) -> Option<NetPacket> {
-    tokio::time::timeout(Duration::from_millis(20), app.recv())
-        .await
-        .ok()
-        .flatten()
-        .map(|(p, _)| p)
 }
 
 #[tokio::test]
