@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What a user gets with no flags: default `granary put` on node A, then default
 # `granary get` of the same file by three consumers: (1) the publisher (A's data
-# directory: the verified local copy), (2) another application or user on node A (its
-# own data directory, through A's socket), (3) node B, whose daemon reaches A over TCP
+# directory: the verified local copy), (2) another application on node A (its own data
+# directory, through A's socket), and, run as root, the same as another Unix user
+# (`nobody`, decision 0103), (3) node B, whose daemon reaches A over TCP
 # loopback; beside `cp` of the same file and beside `get --no-dedup` for (2) and (3)
 # (dedup on must cost ≤ 10% when there is nothing to dedupe). Each case starts cold:
 # B without the object, A's and B's content stores erased.
@@ -26,6 +27,14 @@ want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
 A=("$G" --data-dir "$tmp/a" --socket "$tmp/a.sock")
 B=("$G" --data-dir "$tmp/b" --socket "$tmp/b.sock")
 C=("$G" --data-dir "$tmp/c" --socket "$tmp/a.sock")   # another application on node A
+# Another user on node A (root only): `nobody`, its own data directory; the node's
+# directory must be reachable (mktemp's is 0700).
+U=()
+if [ "$(id -u)" = 0 ] && command -v runuser > /dev/null && id nobody > /dev/null 2>&1; then
+  chmod 755 "$tmp"
+  mkdir -p "$tmp/u" && chown nobody "$tmp/u"
+  U=(runuser -u nobody -- env HOME="$tmp/u" "$G" --data-dir "$tmp/u/d" --socket "$tmp/a.sock")
+fi
 "${A[@]}" daemon --listen "tcp://127.0.0.1:$port" > "$tmp/aout" 2> "$tmp/aerr" & pids+=($!); pid_a=$!
 "${B[@]}" daemon > "$tmp/bout" 2> "$tmp/berr" & pids+=($!); pid_b=$!
 for _ in $(seq 200); do grep -q ready "$tmp/aout" && grep -q ready "$tmp/bout" && break; sleep 0.05; done
@@ -36,6 +45,7 @@ read -r put_s put_rss < "$tmp/time"
 "${A[@]}" key export > "$tmp/a.cert" 2>/dev/null || "${A[@]}" key export /granary/publisher > "$tmp/a.cert"
 "${B[@]}" key trust "$tmp/a.cert" > /dev/null
 "${C[@]}" key trust "$tmp/a.cert" > /dev/null
+if [ ${#U[@]} -gt 0 ]; then chmod 644 "$tmp/a.cert"; "${U[@]}" key trust "$tmp/a.cert" --yes > /dev/null; fi
 "${B[@]}" route add /bench "tcp4://127.0.0.1:$port" > /dev/null
 bytes=$((mib << 20))
 gbps() { awk -v b=$bytes -v s="$1" 'BEGIN{ printf "%.2f", b*8/s/1e9 }'; }
@@ -50,11 +60,15 @@ for r in $(seq "$runs"); do
   read -r cp_s cp_rss < "$tmp/time"
   rm -f "$out"
   printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "cp (same file, same disk)" "$cp_s" "$(gbps "$cp_s")" "$(mibrss "$cp_rss")" "1.00x"
-  for case in same app app-nodedup two two-nodedup; do
+  cases=(same app app-nodedup)
+  [ ${#U[@]} -gt 0 ] && cases+=(user)
+  for case in "${cases[@]}" two two-nodedup; do
+    dst="$out"
     case $case in
       same) cmd=("${A[@]}" get /bench/obj -o "$out"); label="publisher, same data dir: get (defaults)";;
       app) cmd=("${C[@]}" get /bench/obj -o "$out"); label="another app on node A: get (defaults)";;
       app-nodedup) cmd=("${C[@]}" get --no-dedup --no-publish /bench/obj -o "$out"); label="another app on node A: get --no-dedup";;
+      user) cmd=("${U[@]}" get /bench/obj -o "$tmp/u/out"); dst="$tmp/u/out"; label="another user (nobody) on node A: get (defaults)";;
       two) cmd=("${B[@]}" get /bench/obj -o "$out"); label="node B <- TCP <- node A: get (defaults)";;
       two-nodedup) cmd=("${B[@]}" get --no-dedup --no-publish /bench/obj -o "$out"); label="node B <- TCP <- node A: get --no-dedup";;
     esac
@@ -66,7 +80,7 @@ for r in $(seq "$runs"); do
     a0=$(cpu "$pid_a"); b0=$(cpu "$pid_b")
     /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
     a1=$(cpu "$pid_a"); b1=$(cpu "$pid_b")
-    got=$(sha256sum "$out" | cut -d' ' -f1)
+    got=$(sha256sum "$dst" | cut -d' ' -f1)
     [ "$got" = "$want" ] || { echo "$case: wrong bytes" >&2; exit 1; }
     # A default get on B keeps a copy in B's repository in the background, read from the
     # output file: let that finish before the next case, so no measurement shares the
@@ -75,7 +89,7 @@ for r in $(seq "$runs"); do
     if [ "$case" = two ]; then
       for _ in $(seq 600); do "${B[@]}" ls /bench 2>/dev/null | grep -q /bench/obj && break; sleep 0.1; done
     fi
-    rm -f "$out"
+    rm -f "$dst"
     read -r s rss gu gs < "$tmp/time"
     eval "s_${case//-/_}=$s"
     printf "%-4s %-46s %8s %8s %10s %8s\n" "$r" "$label" "$s" "$(gbps "$s")" "$(mibrss "$rss")" "$(awk -v a="$s" -v c="$cp_s" 'BEGIN{ printf "%.2fx", c/a }')"
