@@ -402,7 +402,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         None => "up".to_string(),
                     };
                     println!(
-                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}",
+                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}{}",
                         f.face_id,
                         f.uri,
                         f.local_uri,
@@ -427,6 +427,9 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                         } else {
                             ""
                         },
+                        f.n_out_congestion_marks
+                            .map(|n| format!(" marked={n}"))
+                            .unwrap_or_default(),
                         f.vip_capacity
                             .map(|v| format!(" vip-capacity={v}/period"))
                             .unwrap_or_default()

@@ -260,6 +260,18 @@ fn metrics_pass_promtool_and_count_what_happened() {
         in_bytes >= 3.0 * 8192.0,
         "local faces received {in_bytes} bytes, less than three 8 KiB Data"
     );
+    // Every face has its congestion-mark counter.
+    let faces = f1
+        .text
+        .lines()
+        .filter(|l| l.starts_with("granary_face_in_bytes_total{"))
+        .count();
+    let marks: Vec<&str> = f1
+        .text
+        .lines()
+        .filter(|l| l.starts_with("granary_face_out_congestion_marks_total{"))
+        .collect();
+    assert!(faces > 0 && marks.len() == faces, "{}", f1.text);
     // (the scrape's own three management Interests come after `cs info`'s).
     let hits = m1.get("granary_forwarder_cs_hits_total");
     assert!(

@@ -18,6 +18,8 @@ pub mod forwarder;
 #[cfg(test)]
 mod hint_tests;
 pub mod mgmt;
+#[cfg(test)]
+mod mgmt_tests;
 pub mod namehash;
 #[cfg(test)]
 mod owner_tests;

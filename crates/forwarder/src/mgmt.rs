@@ -822,7 +822,7 @@ fn faces_payload<M: Managed>(fw: &M, filter: Option<&granary_mgmt::FaceQueryFilt
     encode_dataset(&v)
 }
 
-fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
+pub(crate) fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
     let mut v: Vec<FaceStatus> = fw
         .faces()
         .values()
@@ -853,6 +853,8 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 n_out_bytes: Counters::get(&c.out_bytes),
                 flags: face_flag_bits(c),
                 vip_capacity: fw.vip_face_capacity(h.info.id),
+                // Absent while zero: the element stays NFD's, byte for byte.
+                n_out_congestion_marks: Some(Counters::get(&c.out_marked)).filter(|&n| n > 0),
             }
         })
         .collect();
@@ -881,6 +883,7 @@ fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 n_out_bytes: 0,
                 flags: 0,
                 vip_capacity: None,
+                n_out_congestion_marks: None,
             });
         }
     }

@@ -453,6 +453,20 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
             );
         }
     }
+    let name = "granary_face_out_congestion_marks_total";
+    t.family(
+        name,
+        "counter",
+        "Data a face sent with a congestion mark (NFD's rule over its send queue).",
+    );
+    for x in &f.faces {
+        let (id, remote, scope) = labels(x);
+        t.sample(
+            name,
+            &[("face", &id), ("remote", &remote), ("scope", scope)],
+            x.n_out_congestion_marks.unwrap_or(0),
+        );
+    }
 }
 
 fn write_requests(t: &mut Text, m: &Metrics) {

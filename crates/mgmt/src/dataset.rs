@@ -84,9 +84,13 @@ pub struct FaceStatus {
     /// VipCapacity: VIPs the face carries per VIP period (Granary
     /// extension; None unless the forwarder uses VIP).
     pub vip_capacity: Option<u64>,
+    /// NOutCongestionMarks: Data this face sent with a CongestionMark
+    /// (Granary extension; absent while none was, so that the element is
+    /// otherwise NFD's).
+    pub n_out_congestion_marks: Option<u64>,
 }
 
-const FACE_STATUS_ORDER: [u64; 20] = [
+const FACE_STATUS_ORDER: [u64; 21] = [
     FACE_ID,
     URI,
     LOCAL_URI,
@@ -107,6 +111,7 @@ const FACE_STATUS_ORDER: [u64; 20] = [
     N_OUT_BYTES,
     FLAGS,
     VIP_CAPACITY,
+    N_OUT_CONGESTION_MARKS,
 ];
 
 impl FaceStatus {
@@ -155,7 +160,7 @@ impl TlvElement for FaceStatus {
         let mut f = Fields::inside(r, el, true);
         let mut fs = FaceStatus::default();
         let (mut uri, mut local_uri) = (None, None);
-        let mut nnis: [Option<u64>; 20] = [None; 20];
+        let mut nnis: [Option<u64>; 21] = [None; 21];
         while let Some((i, e)) = f.next(&FACE_STATUS_ORDER)? {
             match e.typ {
                 URI => uri = Some(f.string(&e)?),
@@ -184,6 +189,7 @@ impl TlvElement for FaceStatus {
         fs.n_out_bytes = req(17)?;
         fs.flags = req(18)?;
         fs.vip_capacity = nnis[19];
+        fs.n_out_congestion_marks = nnis[20];
         Ok(fs)
     }
 
@@ -200,6 +206,7 @@ impl TlvElement for FaceStatus {
                 .sum::<usize>()
             + nnis_len(&self.counters())
             + opt_nni_len(VIP_CAPACITY, self.vip_capacity)
+            + opt_nni_len(N_OUT_CONGESTION_MARKS, self.n_out_congestion_marks)
     }
 
     fn encode_value<B: BufMut>(&self, buf: &mut B) {
@@ -213,6 +220,7 @@ impl TlvElement for FaceStatus {
         }
         put_nnis(buf, &self.counters());
         put_opt_nni(buf, VIP_CAPACITY, self.vip_capacity);
+        put_opt_nni(buf, N_OUT_CONGESTION_MARKS, self.n_out_congestion_marks);
     }
 }
 
@@ -713,7 +721,22 @@ mod tests {
             n_out_bytes: 0xFFFF,
             flags: face_flags::CONGESTION_MARKING_ENABLED,
             vip_capacity: None,
+            n_out_congestion_marks: None,
         }
+    }
+
+    #[test]
+    fn face_status_congestion_marks_round_trip() {
+        let f = FaceStatus {
+            n_out_congestion_marks: Some(300),
+            ..face()
+        };
+        let wire = f.encode();
+        let back = FaceStatus::decode(&wire).unwrap();
+        assert_eq!(back.n_out_congestion_marks, Some(300));
+        assert_eq!(back, f);
+        // Type 208 (non-critical), length 2, 300: four bytes beyond NFD's.
+        assert_eq!(face().encode().len() + 4, wire.len());
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub const LINK_TYPE: u64 = 134;
 /// VipCapacity: VIPs a face carries per VIP period (a Granary extension,
 /// non-critical; present only while the forwarder uses VIP).
 pub const VIP_CAPACITY: u64 = 204;
+/// NOutCongestionMarks in FaceStatus: Data the face sent with a
+/// CongestionMark (a Granary extension, non-critical; NFD's FaceStatus has no
+/// such counter).
+pub const N_OUT_CONGESTION_MARKS: u64 = 208;
 /// FaceRate in ControlParameters: a face's Data rate in bits/s, from which
 /// VIP derives the face's capacity (a Granary extension, non-critical; 0 in
 /// faces/update: measure the rate instead).
