@@ -847,11 +847,8 @@ fn a_killed_rename_is_completed_at_start() {
     assert!(!d.data.join("repo/renames/999999999-1.json").exists());
 }
 
-/// Another application on the node: a data directory of its own that
-/// trusts the node's publisher key (exported from `data_dir` into `tmp`).
-fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::TempDir {
-    let other = tempfile::tempdir().unwrap();
-    let cert = tmp.join(format!("publisher-{}.ndncert", std::process::id()));
+/// `granary key export -o cert` of the publisher key in `data_dir`.
+fn export_key(data_dir: &std::path::Path, cert: &std::path::Path) {
     let export = granary()
         .args([
             "--data-dir",
@@ -860,7 +857,7 @@ fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::Tem
             "export",
             "-o",
         ])
-        .arg(&cert)
+        .arg(cert)
         .output()
         .unwrap();
     assert!(
@@ -868,6 +865,14 @@ fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::Tem
         "{}",
         String::from_utf8_lossy(&export.stderr)
     );
+}
+
+/// Another application on the node: a data directory of its own that
+/// trusts the node's publisher key (exported from `data_dir` into `tmp`).
+fn other_app(data_dir: &std::path::Path, tmp: &std::path::Path) -> tempfile::TempDir {
+    let other = tempfile::tempdir().unwrap();
+    let cert = tmp.join(format!("publisher-{}.ndncert", std::process::id()));
+    export_key(data_dir, &cert);
     let trust = granary()
         .args(["--data-dir", other.path().to_str().unwrap(), "key", "trust"])
         .arg(&cert)
@@ -1059,9 +1064,20 @@ fn another_user_fetches_from_the_node_but_cannot_command_it() {
         return;
     }
     const NOBODY: u32 = 65534;
-    let d = Daemon::start(&[]);
-    // A temporary directory is 0700; the node's must be reachable.
-    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    // Everything `nobody` touches lives under /tmp (always 1777), whatever
+    // TMPDIR and the checkout's directories allow: the node's directory,
+    // the other user's, and a copy of the binary.
+    let in_tmp = |prefix: &str| {
+        let t = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/tmp")
+            .unwrap();
+        std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        t
+    };
+    let node_dir = in_tmp("granary-node-");
+    let node_data = node_dir.path().to_path_buf();
+    let d = Daemon::start_at(node_dir, node_data, &[]);
     let files_socket = {
         let mut s = d.socket.as_os_str().to_owned();
         s.push(".files");
@@ -1071,33 +1087,44 @@ fn another_user_fetches_from_the_node_but_cannot_command_it() {
         let mode = std::fs::metadata(s).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o666, "{}: {mode:o}", s.display());
     }
-    // The other user's own data directory and files.
-    let (data, outer, other) = held_and_another_app(&d, "/held/u", 11);
+    let src = d.dir.path().join("f");
+    let data = noise(400_000, 11);
+    std::fs::write(&src, &data).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/held/u"]);
+    // The other user's directory: its data directory, its file, the
+    // node's certificate and the binary it runs.
+    let outer = in_tmp("granary-user-");
+    let other = outer.path().join("data");
     let mine = outer.path().join("mine");
     std::fs::write(&mine, b"the other user's file").unwrap();
-    for p in [outer.path(), other.path()] {
-        let st = std::process::Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(p)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
+    let cert = outer.path().join("node.ndncert");
+    export_key(&d.data, &cert);
+    let bin = outer.path().join("granary");
+    std::fs::copy(env!("CARGO_BIN_EXE_granary"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let st = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(outer.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
     let as_nobody = |mut c: std::process::Command| {
         c.uid(NOBODY).gid(NOBODY).env("HOME", outer.path());
         c.output().unwrap()
     };
     let as_other = |args: &[&str]| {
-        let mut c = granary();
+        let mut c = std::process::Command::new(&bin);
         c.args([
             "--data-dir",
-            other.path().to_str().unwrap(),
+            other.to_str().unwrap(),
             "--socket",
             d.socket.to_str().unwrap(),
         ])
         .args(args);
         as_nobody(c)
     };
+    let o = as_other(&["key", "trust", cert.to_str().unwrap(), "--yes"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // A fetch, from the node's file passed over its file socket.
     let dst = outer.path().join("out");
     let o = as_other(&["get", "/held/u", "-o", dst.to_str().unwrap(), "--json"]);

@@ -725,32 +725,29 @@ mod tests {
         }
     }
 
+    /// Granary's extensions (VipCapacity 204, NOutCongestionMarks 208)
+    /// round-trip; without them the element is NFD's, byte for byte.
     #[test]
-    fn face_status_congestion_marks_round_trip() {
-        let f = FaceStatus {
-            n_out_congestion_marks: Some(300),
-            ..face()
-        };
-        let wire = f.encode();
-        let back = FaceStatus::decode(&wire).unwrap();
-        assert_eq!(back.n_out_congestion_marks, Some(300));
-        assert_eq!(back, f);
-        // Type 208 (non-critical), length 2, 300: four bytes beyond NFD's.
-        assert_eq!(face().encode().len() + 4, wire.len());
-    }
-
-    #[test]
-    fn face_status_vip_capacity_round_trips() {
-        let f = FaceStatus {
+    fn face_status_extensions_round_trip() {
+        let vip = FaceStatus {
             vip_capacity: Some(12),
             ..face()
         };
-        let wire = f.encode();
-        let back = FaceStatus::decode(&wire).unwrap();
-        assert_eq!(back.vip_capacity, Some(12));
-        assert_eq!(back, f);
-        // Without it the element is NFD's, byte for byte.
-        assert_eq!(face().encode().len() + 3, wire.len());
+        let marks = FaceStatus {
+            n_out_congestion_marks: Some(300),
+            ..face()
+        };
+        let both = FaceStatus {
+            vip_capacity: Some(12),
+            n_out_congestion_marks: Some(300),
+            ..face()
+        };
+        // Type, length and value: 3 bytes for 12, 4 for 300.
+        for (f, extra) in [(vip, 3), (marks, 4), (both, 7)] {
+            let wire = f.encode();
+            assert_eq!(FaceStatus::decode(&wire).unwrap(), f);
+            assert_eq!(face().encode().len() + extra, wire.len());
+        }
     }
 
     #[test]
