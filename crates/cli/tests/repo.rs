@@ -968,17 +968,21 @@ fn a_stored_version_is_refused_before_reading() {
 /// request per chunk from the same store; and does not keep it again.
 #[test]
 fn another_application_gets_what_the_node_holds_by_name() {
-    let d = Daemon::start(&[]);
+    // A second Unix listener, as NFD's socket (`--nfd-socket`) is: an
+    // application that reaches the node there gets the file too.
+    let sockdir = tempfile::tempdir().unwrap();
+    let extra = sockdir.path().join("nfd.sock");
+    let d = Daemon::start(&["--listen", &format!("unix://{}", extra.display())]);
     let (data, outer, other) = held_and_another_app(&d, "/held/f", 9);
     let dst = outer.path().join("out");
-    let get = |extra: &[&str]| {
+    let get = |socket: &std::path::Path, extra: &[&str]| {
         let _ = std::fs::remove_file(&dst);
         let o = granary()
             .args([
                 "--data-dir",
                 other.path().to_str().unwrap(),
                 "--socket",
-                d.socket.to_str().unwrap(),
+                socket.to_str().unwrap(),
             ])
             .args(["get", "/held/f", "-o", dst.to_str().unwrap(), "--json"])
             .args(extra)
@@ -987,30 +991,38 @@ fn another_application_gets_what_the_node_holds_by_name() {
         let v = first_json_line(&o.stdout);
         (o, v)
     };
-    // By default: the node's file, passed over its file socket, every
-    // segment checked against the signed manifest (decision 0100).
-    let (o, v) = get(&[]);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert_eq!(std::fs::read(&dst).unwrap(), data);
-    assert_eq!(v["local"].as_array().map(|a| a.len()), Some(1), "{v}");
-    assert_eq!(v["local"][0]["from_node"], true, "{v}");
-    assert!(
-        v["local"][0]["local_copy"]["source"]
-            .as_str()
-            .is_some_and(|s| s.ends_with(".files")),
-        "{v}"
-    );
-    assert!(
-        v["local"][0]["local_copy"]["verified_by"]
-            .as_str()
-            .is_some(),
-        "{v}"
-    );
-    assert!(!err.contains("being kept"), "kept again: {err}");
+    // By default: the node's file, passed over the file socket beside
+    // whichever socket the application uses, every segment checked against
+    // the signed manifest (decision 0100).
+    for socket in [&d.socket, &extra] {
+        let (o, v) = get(socket, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(std::fs::read(&dst).unwrap(), data);
+        assert_eq!(v["local"].as_array().map(|a| a.len()), Some(1), "{v}");
+        assert_eq!(
+            v["local"][0]["from_node"],
+            true,
+            "{}: {v}",
+            socket.display()
+        );
+        let files = format!("{}.files", socket.display());
+        assert_eq!(
+            v["local"][0]["local_copy"]["source"].as_str(),
+            Some(files.as_str()),
+            "{v}"
+        );
+        assert!(
+            v["local"][0]["local_copy"]["verified_by"]
+                .as_str()
+                .is_some(),
+            "{v}"
+        );
+        assert!(!err.contains("being kept"), "kept again: {err}");
+    }
     // Without the local copy (--no-dedup): by name over NDN, no chunk asked
     // by hash, not kept again either.
-    let (o, v) = get(&["--no-dedup"]);
+    let (o, v) = get(&d.socket, &["--no-dedup"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert_eq!(std::fs::read(&dst).unwrap(), data);
@@ -1033,7 +1045,7 @@ fn another_application_gets_what_the_node_holds_by_name() {
     let mut bad = data.clone();
     bad[200_000] ^= 0xff;
     std::fs::write(&stored, &bad).unwrap();
-    let (o, _) = get(&[]);
+    let (o, _) = get(&d.socket, &[]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cannot be used"), "{err}");
     if o.status.success() {
@@ -1049,8 +1061,8 @@ fn another_application_gets_what_the_node_holds_by_name() {
 /// `nobody`, as NFD's socket allows): it connects to the node's socket and
 /// gets a held version from the node's own file; it cannot make the daemon
 /// publish a file with the daemon's rights, neither with `granary put` (a
-/// clear error) nor with a raw python-ndn command (a Nack), while the same
-/// raw command from the node's own user is taken.
+/// clear error) nor with a raw command (`granary peek -P`: a Nack), while
+/// the same raw command from the node's own user is taken.
 #[test]
 fn another_user_fetches_from_the_node_but_cannot_command_it() {
     use std::os::unix::fs::PermissionsExt;

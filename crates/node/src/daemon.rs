@@ -221,7 +221,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             _ = term.recv() => {},
         }
         tracing::info!("shutting down");
-        if let Some(s) = running.sockets.first() {
+        for s in &running.sockets {
             let _ = std::fs::remove_file(crate::local_files::files_socket(s));
         }
         running.stop().await;
@@ -467,9 +467,10 @@ async fn attach_repo(
     }
     // Applications on the node read held versions from the file itself
     // (short-circuit local reads, decision 0100), checked against the
-    // manifest they fetch over NDN.
-    if let Some(socket) = running.sockets.first() {
-        match crate::local_files::serve(granary_store::Store::open(dir)?, socket) {
+    // manifest they fetch over NDN, by whichever Unix socket they use.
+    let store = std::sync::Arc::new(granary_store::Store::open(dir)?);
+    for socket in &running.sockets {
+        match crate::local_files::serve(store.clone(), socket) {
             Ok(at) => tracing::info!("local file socket {}", at.display()),
             Err(e) => tracing::warn!(
                 "no local file socket ({e}): applications on this node fetch held versions over NDN"

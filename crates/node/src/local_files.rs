@@ -43,7 +43,10 @@ pub fn files_socket(socket: &Path) -> PathBuf {
 /// Listens at [`files_socket`]`(socket)` and answers each request on a
 /// thread of its own, from `store` (the repository the node serves). A
 /// stale socket file is replaced; one a live process answers is refused.
-pub fn serve(store: Store, socket: &Path) -> std::io::Result<PathBuf> {
+/// The daemon calls it for every Unix socket it listens on (its own, NFD's
+/// with `--nfd-socket`, `--listen unix://…`): an application reaches the
+/// node by any of them.
+pub fn serve(store: std::sync::Arc<Store>, socket: &Path) -> std::io::Result<PathBuf> {
     let path = files_socket(socket);
     if path.exists() {
         if UnixStream::connect(&path).is_ok() {
@@ -61,7 +64,6 @@ pub fn serve(store: Store, socket: &Path) -> std::io::Result<PathBuf> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))?;
     }
-    let store = std::sync::Arc::new(store);
     std::thread::Builder::new()
         .name("local-files".into())
         .spawn(move || {
@@ -199,7 +201,11 @@ mod tests {
             .put(&n, &data[..], &Default::default(), |_| {})
             .unwrap();
         let socket = dir.path().join("node.sock");
-        let at = serve(Store::open(dir.path().join("repo")).unwrap(), &socket).unwrap();
+        let at = serve(
+            Store::open(dir.path().join("repo")).unwrap().into(),
+            &socket,
+        )
+        .unwrap();
         assert_eq!(at, files_socket(&socket));
         let (f, size) = request(&socket, &n, e.meta.version).unwrap();
         assert_eq!(size, data.len() as u64);
@@ -240,6 +246,10 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         // A second node cannot take the socket of a live one.
-        assert!(serve(Store::open(dir.path().join("repo")).unwrap(), &socket).is_err());
+        assert!(serve(
+            Store::open(dir.path().join("repo")).unwrap().into(),
+            &socket
+        )
+        .is_err());
     }
 }
