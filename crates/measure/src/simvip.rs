@@ -481,7 +481,7 @@ enum Waiter {
     Down(usize),
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// A request issued at (node, object), id.
     Request(u32, u32, u32),
@@ -605,9 +605,12 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     let data: Vec<Data> = names
         .iter()
         .map(|k| {
-            DataBuilder::new(k.clone())
+            let d = DataBuilder::new(k.clone())
                 .freshness_period(3_600_000)
-                .encode_with_signature(Bytes::from_static(&[0; 32]))
+                .encode_with_signature(Bytes::from_static(&[0; 32]));
+            // Decoded from its wire, as a received packet is: its name is a
+            // slice of the wire, which the CS keeps without decoding again.
+            Data::decode(d.wire().clone()).expect("a Data just encoded decodes")
         })
         .collect();
     let t0 = Instant::now();
@@ -691,7 +694,12 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     let mut sent = vec![0u64; n * n];
     let mut hop_buf: Vec<(u64, bool)> = Vec::new();
     let mut mail = Vec::new();
+    // Data events in a heap; a slot's requests, drawn at its start, in a
+    // sorted list beside it: events run in (time, sequence) order across
+    // both, as if all were in one heap.
     let mut heap: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
+    let mut arrivals: Vec<(u64, u64, Event)> = Vec::new();
+    let mut next_req = 0usize;
     let mut seq = 0u64;
     let mut start: Vec<f64> = Vec::new();
     let mut delays: Vec<f64> = Vec::new();
@@ -737,22 +745,23 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         }
         // This slot's requests.
         let end_t = slot_t + s.slot;
+        // (A request drawn just before a slot's end may round to it: it
+        // waits for the next slot, as it would in the heap.)
+        arrivals.drain(..next_req);
+        next_req = 0;
         if slot < slots {
             for (ci, &c) in t.consumers.iter().enumerate() {
                 while next_arrival[ci] < end_t.min(s.duration) {
                     let k = zipf.sample(&mut rng) as u32;
                     let id = start.len() as u32;
                     start.push(next_arrival[ci]);
-                    heap.push(Reverse((
-                        ns(next_arrival[ci]),
-                        seq,
-                        Event::Request(c as u32, k, id),
-                    )));
+                    arrivals.push((ns(next_arrival[ci]), seq, Event::Request(c as u32, k, id)));
                     seq += 1;
                     next_arrival[ci] += -rng.f64().max(1e-300).ln() / s.rate;
                 }
             }
-        } else if heap.is_empty() {
+            arrivals.sort_unstable_by_key(|&(tm, sq, _)| (tm, sq));
+        } else if heap.is_empty() && arrivals.is_empty() {
             break;
         }
         let limit = if slot + 1 < slots {
@@ -760,8 +769,20 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
         } else {
             u64::MAX
         };
-        while heap.peek().is_some_and(|Reverse((tm, _, _))| *tm < limit) {
-            let Reverse((tm, _, ev)) = heap.pop().expect("peeked");
+        loop {
+            let queued = heap.peek().map(|Reverse((tm, sq, _))| (*tm, *sq));
+            let request = arrivals.get(next_req).map(|&(tm, sq, _)| (tm, sq));
+            let (tm, ev) = match (queued, request) {
+                (Some(q), r) if q.0 < limit && r.is_none_or(|r| q < r) => {
+                    let Reverse((tm, _, ev)) = heap.pop().expect("peeked");
+                    (tm, ev)
+                }
+                (_, Some(r)) if r.0 < limit => {
+                    next_req += 1;
+                    (r.0, arrivals[next_req - 1].2)
+                }
+                _ => break,
+            };
             let now_s = tm as f64 / 1e9;
             let now = at(now_s);
             match ev {
