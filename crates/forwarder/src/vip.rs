@@ -440,14 +440,20 @@ pub fn decode_beacon(params: &Bytes) -> Result<WireBeacon, String> {
 }
 
 /// What a period's [`Vip::tick`] needs to know of the forwarder.
-pub struct TickInput<'a, K = Name> {
+///
+/// The two lookups are type parameters, not trait objects: `tick` calls
+/// them for every object with state, each period, and a simulator's are a
+/// table lookup that inlines.
+/// `U`: `Fn(&K, &mut Vec<FaceId>)`, `S`: `Fn(&K) -> bool` (bounds on
+/// [`Vip::tick`]).
+pub struct TickInput<'a, U: ?Sized, S: ?Sized> {
     /// Non-local faces (neighbours) that get a beacon.
     pub neighbours: &'a [FaceId],
     /// The non-local FIB next hops of an object (where its VIPs may go),
     /// appended to the (empty) vector.
-    pub upstreams: &'a dyn Fn(&K, &mut Vec<FaceId>),
+    pub upstreams: &'a U,
     /// Whether this node produces an object (a local app face serves it).
-    pub is_source: &'a dyn Fn(&K) -> bool,
+    pub is_source: &'a S,
     /// How many objects the cache holds (0: no VIP caching).
     pub cache_slots: usize,
 }
@@ -765,7 +771,15 @@ impl<K: VipKey> Vip<K> {
     /// One period: chooses VIP transfers, the cache set, drains, and
     /// returns the beacon for each neighbour ([`Beacon::encode`] gives its
     /// ApplicationParameters).
-    pub fn tick(&mut self, now: Instant, input: &TickInput<'_, K>) -> Vec<(FaceId, Beacon<K>)> {
+    pub fn tick<U, S>(
+        &mut self,
+        now: Instant,
+        input: &TickInput<'_, U, S>,
+    ) -> Vec<(FaceId, Beacon<K>)>
+    where
+        U: Fn(&K, &mut Vec<FaceId>) + ?Sized,
+        S: Fn(&K) -> bool + ?Sized,
+    {
         // Forget neighbours silent for 10 periods, and faces that are gone.
         let stale = self.cfg.period * 10;
         self.neighbours.retain(|f, n| {
@@ -801,6 +815,12 @@ impl<K: VipKey> Vip<K> {
         // Counts that are zero (dropped at the end of the period).
         let mut zeros: Vec<K> = Vec::new();
         let mut ups: Vec<FaceId> = Vec::new();
+        // Once every neighbour heard from has a best object: the one easiest
+        // to beat (lowest differential, then greatest key). A count that
+        // cannot beat it beats no face's best (the differential is at most
+        // the count), so the object is passed over without looking up its
+        // upstreams: most are, after the first few.
+        let mut floor: Option<(i128, K)> = None;
         self.counts.retain(|k, v| {
             if is_source(k) {
                 return false;
@@ -810,6 +830,12 @@ impl<K: VipKey> Vip<K> {
                 zeros.push(k.clone());
                 return true;
             }
+            if let Some((fv, fk)) = &floor {
+                if (v as i128) < *fv || (v as i128 == *fv && k > fk) {
+                    return true;
+                }
+            }
+            let mut improved = false;
             ups.clear();
             (input.upstreams)(k, &mut ups);
             for &f in &ups {
@@ -835,15 +861,25 @@ impl<K: VipKey> Vip<K> {
                     all.entry(f).or_default().push((d, k.clone()));
                 } else {
                     match best.iter_mut().find(|b| b.0 == f) {
-                        None => best.push((f, d, k.clone())),
+                        None => {
+                            best.push((f, d, k.clone()));
+                            improved = true;
+                        }
                         Some(b) => {
                             if d > b.1 || (d == b.1 && *k < b.2) {
                                 b.1 = d;
                                 b.2 = k.clone();
+                                improved = true;
                             }
                         }
                     }
                 }
+            }
+            if improved && best.len() == heard.len() {
+                floor = best
+                    .iter()
+                    .min_by(|a, b| a.1.cmp(&b.1).then_with(|| b.2.cmp(&a.2)))
+                    .map(|b| (b.1, b.2.clone()));
             }
             true
         });
@@ -1094,12 +1130,15 @@ mod tests {
         }
     }
 
+    type Up<'a> = dyn Fn(&Name, &mut Vec<FaceId>) + 'a;
+    type Src<'a> = dyn Fn(&Name) -> bool + 'a;
+
     fn input<'a>(
         neighbours: &'a [FaceId],
-        up: &'a dyn Fn(&Name, &mut Vec<FaceId>),
-        src: &'a dyn Fn(&Name) -> bool,
+        up: &'a Up<'a>,
+        src: &'a Src<'a>,
         slots: usize,
-    ) -> TickInput<'a> {
+    ) -> TickInput<'a, Up<'a>, Src<'a>> {
         TickInput {
             neighbours,
             upstreams: up,

@@ -52,7 +52,6 @@
 //! or on the way), cache hits in objects per node per second, and requests
 //! simulated per second of (one core's) wall time.
 
-use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -481,12 +480,42 @@ enum Waiter {
     Down(usize),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Event {
     /// A request issued at (node, object), id.
     Request(u32, u32, u32),
     /// An object's Data reaches a node.
     Data(u32, u32),
+}
+
+/// An event in the heap: ordered by (time, sequence) alone, earliest
+/// first (the sequence makes every key distinct).
+#[derive(PartialEq, Eq)]
+struct Queued {
+    /// Time (ns) in the high 64 bits, sequence in the low.
+    key: u128,
+    ev: Event,
+}
+
+impl Queued {
+    fn new(tm: u64, seq: u64, ev: Event) -> Queued {
+        Queued {
+            key: (tm as u128) << 64 | seq as u128,
+            ev,
+        }
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.key.cmp(&self.key)
+    }
+}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
 }
 
 fn ns(t: f64) -> u64 {
@@ -697,7 +726,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
     // Data events in a heap; a slot's requests, drawn at its start, in a
     // sorted list beside it: events run in (time, sequence) order across
     // both, as if all were in one heap.
-    let mut heap: BinaryHeap<Reverse<(u64, u64, Event)>> = BinaryHeap::new();
+    let mut heap: BinaryHeap<Queued> = BinaryHeap::new();
     let mut arrivals: Vec<(u64, u64, Event)> = Vec::new();
     let mut next_req = 0usize;
     let mut seq = 0u64;
@@ -770,19 +799,22 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
             u64::MAX
         };
         loop {
-            let queued = heap.peek().map(|Reverse((tm, sq, _))| (*tm, *sq));
-            let request = arrivals.get(next_req).map(|&(tm, sq, _)| (tm, sq));
-            let (tm, ev) = match (queued, request) {
-                (Some(q), r) if q.0 < limit && r.is_none_or(|r| q < r) => {
-                    let Reverse((tm, _, ev)) = heap.pop().expect("peeked");
-                    (tm, ev)
+            let queued = heap.peek().map(|q| q.key);
+            let request = arrivals
+                .get(next_req)
+                .map(|&(tm, sq, _)| (tm as u128) << 64 | sq as u128);
+            let limit = (limit as u128) << 64;
+            let (key, ev) = match (queued, request) {
+                (Some(q), r) if q < limit && r.is_none_or(|r| q < r) => {
+                    (q, heap.pop().expect("peeked").ev)
                 }
-                (_, Some(r)) if r.0 < limit => {
+                (_, Some(r)) if r < limit => {
                     next_req += 1;
-                    (r.0, arrivals[next_req - 1].2)
+                    (r, arrivals[next_req - 1].2)
                 }
                 _ => break,
             };
+            let tm = (key >> 64) as u64;
             let now_s = tm as f64 / 1e9;
             let now = at(now_s);
             match ev {
@@ -808,7 +840,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                 out.hits += 1;
                             }
                             pit.entry((node, k)).or_default().push(waiter);
-                            heap.push(Reverse((tm, seq, Event::Data(node as u32, k))));
+                            heap.push(Queued::new(tm, seq, Event::Data(node as u32, k)));
                             seq += 1;
                             break;
                         }
@@ -883,7 +915,7 @@ pub fn simulate(t: &Topology, s: &Setting) -> anyhow::Result<Outcome> {
                                 let l = net.link(node, d);
                                 let done = free[l].max(now_s) + tx(l);
                                 free[l] = done;
-                                heap.push(Reverse((ns(done), seq, Event::Data(d as u32, k))));
+                                heap.push(Queued::new(ns(done), seq, Event::Data(d as u32, k)));
                                 seq += 1;
                             }
                         }
