@@ -97,6 +97,13 @@ pub struct VipArgs {
     /// fill (objects by differential until the link's capacity is used).
     #[arg(long, default_value = "one", value_parser = ["one", "fill"])]
     pub vip_links: String,
+    /// How VIP cache scores forget: K per second, the exponentially
+    /// decaying sum of Yeh et al.'s NFD implementation, score · e^(−K·slot)
+    /// + the slot's VIP inflow (their kDecayParam: 0.01, later 0.001; the
+    /// forwarder's default, decision 0104), or ewma: weight 0.2 per slot (a
+    /// memory of about five slots, the rule before decision 0104).
+    #[arg(long, value_name = "K|ewma", default_value = "0.01")]
+    pub vip_score_decay: granary_measure::simvip::ScoreDecay,
     /// Seed (sources, requests, random replacement).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -187,6 +194,7 @@ pub fn run(args: SimArgs) -> anyhow::Result<()> {
                 vip_drain: v.vip_drain,
                 vip_admit: v.vip_admit,
                 vip_fill_links: v.vip_links == "fill",
+                vip_score_decay: v.vip_score_decay,
                 seed: v.seed,
                 out: v.out,
             })

@@ -122,6 +122,10 @@ impl VipKey for u32 {
     }
 }
 
+/// The default decay of cache scores, per second: Yeh et al.'s NFD
+/// implementation's `kDecayParam` with its 1 s slot (a memory of 100 s).
+pub const SCORE_DECAY_PER_S: f64 = 0.01;
+
 /// VIP parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VipConfig {
@@ -145,6 +149,14 @@ pub struct VipConfig {
     pub fill_links: bool,
     /// Which Data the `vip` CS policy admits ([`Vip::admit`]).
     pub admission: Admission,
+    /// How a cache score forgets: `Some(k)`, Yeh et al.'s NFD
+    /// implementation's exponentially decaying sum, `score · e^(−k·T) +
+    /// inflow` per period of T seconds (their `kDecayParam`, 0.01 or 0.001
+    /// per second: a memory of 100–1000 s; the default is
+    /// [`SCORE_DECAY_PER_S`], decision 0104); `None`, an EWMA of the VIP
+    /// inflow with weight 0.2 per period (a memory of about five periods,
+    /// the rule before).
+    pub score_decay_per_s: Option<f64>,
 }
 
 /// Which Data the CS admits under the `vip` policy.
@@ -174,6 +186,7 @@ impl Default for VipConfig {
             beacon_entries: 64,
             fill_links: false,
             admission: Admission::Replace,
+            score_decay_per_s: Some(SCORE_DECAY_PER_S),
         }
     }
 }
@@ -953,17 +966,23 @@ impl<K: VipKey> Vip<K> {
 
         // 2. Caching: the objects with the highest scores (EWMA of inflow),
         // sources excluded.
+        // (keep, weight): score = keep · score + weight · inflow; scores
+        // under 0.01 are dropped.
+        let (keep, weight) = match self.cfg.score_decay_per_s {
+            None => (0.8, 0.2),
+            Some(k) => ((-k * self.cfg.period.as_secs_f64()).exp(), 1.0),
+        };
         let inflow = &mut self.inflow;
         self.scores.retain(|k, sc| {
             let add = inflow.remove(k).unwrap_or(0) as f64;
             if is_source(k) {
                 return false;
             }
-            *sc = 0.8 * *sc + 0.2 * add;
+            *sc = keep * *sc + weight * add;
             *sc >= 0.01
         });
         for (k, add) in self.inflow.drain() {
-            let sc = 0.2 * add as f64;
+            let sc = weight * add as f64;
             if sc >= 0.01 && !is_source(&k) {
                 self.scores.insert(k, sc);
             }
