@@ -98,10 +98,11 @@ pub struct VipArgs {
     #[arg(long, default_value = "one", value_parser = ["one", "fill"])]
     pub vip_links: String,
     /// How VIP cache scores forget: K per second, the exponentially
-    /// decaying sum of Yeh et al.'s NFD implementation, score · e^(−K·slot)
-    /// + the slot's VIP inflow (their kDecayParam: 0.01, later 0.001; the
-    /// forwarder's default, decision 0104), or ewma: weight 0.2 per slot (a
-    /// memory of about five slots, the rule before decision 0104).
+    /// decaying sum of Yeh et al.'s NFD implementation (each slot, the score
+    /// times e^(−K·slot), plus the slot's VIP inflow; their kDecayParam:
+    /// 0.01, later 0.001; the forwarder's default, decision 0104), or ewma:
+    /// weight 0.2 per slot (a memory of about five slots, the rule before
+    /// decision 0104).
     #[arg(long, value_name = "K|ewma", default_value = "0.01")]
     pub vip_score_decay: granary_measure::simvip::ScoreDecay,
     /// Seed (sources, requests, random replacement).
