@@ -23,8 +23,11 @@
 //! 3. **caches**: the `cache_slots` objects with the highest *cache score*
 //!    form the cache set; each cached object drains `cache_drain` VIPs (a
 //!    cache serves its demand). The score is the VIP flow into the node for
-//!    the object (local requests plus VIPs received from neighbours), averaged
-//!    over periods (EWMA, weight 0.2) — the stable form of "cache the highest
+//!    the object (local requests plus VIPs received from neighbours), summed
+//!    with an exponential decay over time (`score · e^(−k·T) + inflow` each
+//!    period of T seconds, k = [`SCORE_DECAY_PER_S`] = 0.01/s, a memory of
+//!    100 s, as in the authors' NFD implementation; decision 0104) — the
+//!    stable form of "cache the highest
 //!    VIP counts" of Yeh et al.'s practical algorithm: raw counts fall as soon
 //!    as an object is cached (it drains them), so caching on them oscillates;
 //! 4. **drains at the source**: counts of objects this node produces (a FIB
