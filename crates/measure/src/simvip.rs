@@ -1268,6 +1268,28 @@ mod tests {
         );
     }
 
+    /// The paper's setting (5000 objects, Zipf 0.75, 5 MB objects, 500 Mb/s
+    /// links, 5-object caches, 1 s slots) with VIP as it is now, seed 1.
+    fn paper(variant: &str, rate: f64, duration: f64, warmup: f64) -> Setting {
+        Setting {
+            variant: variant.parse().unwrap(),
+            objects: 5000,
+            alpha: 0.75,
+            object_bytes: 5_000_000,
+            link_mbps: 500.0,
+            cache: 5,
+            rate,
+            duration,
+            warmup,
+            slot: 1.0,
+            vip_drain: Drain::Node,
+            vip_admit: Admission::Replace,
+            vip_fill_links: false,
+            vip_score_decay: ScoreDecay::PerSecond(granary_forwarder::vip::SCORE_DECAY_PER_S),
+            seed: 1,
+        }
+    }
+
     #[test]
     fn results_are_those_of_the_name_keyed_simulator() {
         // Figures of `granary sim vip --topology geant --objects 500 --rate
@@ -1282,21 +1304,10 @@ mod tests {
             ("lfu+pb", 14.0, 4548, 0.840561, 0.322999),
         ] {
             let s = Setting {
-                variant: v.parse().unwrap(),
                 objects: 500,
-                alpha: 0.75,
-                object_bytes: 5_000_000,
-                link_mbps: 500.0,
-                cache: 5,
-                rate,
-                duration: 20.0,
-                warmup: 5.0,
-                slot: 1.0,
-                vip_drain: Drain::Node,
                 vip_admit: Admission::Set,
-                vip_fill_links: false,
                 vip_score_decay: ScoreDecay::Ewma,
-                seed: 1,
+                ..paper(v, rate, 20.0, 5.0)
             };
             let o = simulate(&t, &s).unwrap();
             let got = (
@@ -1323,28 +1334,12 @@ mod tests {
         let t = Topology::load("abilene").unwrap();
         let run = |v: &str, decay: ScoreDecay| {
             let s = Setting {
-                variant: v.parse().unwrap(),
-                objects: 5000,
-                alpha: 0.75,
-                object_bytes: 5_000_000,
-                link_mbps: 500.0,
-                cache: 5,
-                rate: 8.0,
-                duration: 60.0,
-                warmup: 20.0,
-                slot: 1.0,
-                vip_drain: Drain::Node,
-                vip_admit: Admission::Replace,
-                vip_fill_links: false,
                 vip_score_decay: decay,
-                seed: 1,
+                ..paper(v, 8.0, 60.0, 20.0)
             };
             simulate(&t, &s).unwrap()
         };
-        let default: ScoreDecay = granary_forwarder::vip::SCORE_DECAY_PER_S
-            .to_string()
-            .parse()
-            .unwrap();
+        let default = paper("vip", 8.0, 60.0, 20.0).vip_score_decay;
         let (vip, ewma) = (run("vip", default), run("vip", ScoreDecay::Ewma));
         let lfu = run("lfu+sp", default).mean_delay;
         let lru = run("lru+sp", default).mean_delay;
