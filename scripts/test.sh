@@ -13,8 +13,9 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== architecture: crate layers and no module cycles (tools/archcheck)"
 cargo run -q --locked -p archcheck
-echo "== cargo build --release (the network-namespace tests run the release binary)"
+echo "== cargo build --release (the network-namespace tests and the node-at-speed tests run the release binary)"
 cargo build --release --locked -p granary
 export GRANARY_NETNS_BIN="$PWD/target/release/granary"
+export GRANARY_RELEASE_BIN="$PWD/target/release/granary"
 echo "== cargo test"
 cargo test --workspace --locked

@@ -119,9 +119,38 @@ impl Daemon {
         extra: &[&str],
         stderr: std::process::Stdio,
     ) -> Daemon {
+        Self::start_cmd(granary(), dir, data, extra, stderr)
+    }
+
+    /// [`Daemon::start`] from the release build when the test command has
+    /// one (`GRANARY_RELEASE_BIN`, set by scripts/test.sh), for tests whose
+    /// subject is how the node behaves at speed (a debug node serves several
+    /// times slower, and the consumer then measures that).
+    #[allow(dead_code)] // not every test file uses it
+    pub fn start_release(extra: &[&str]) -> Daemon {
+        let bin = std::env::var_os("GRANARY_RELEASE_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into());
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_path_buf();
+        Self::start_cmd(
+            Command::new(bin),
+            dir,
+            data,
+            extra,
+            std::process::Stdio::inherit(),
+        )
+    }
+
+    fn start_cmd(
+        mut cmd: Command,
+        dir: tempfile::TempDir,
+        data: PathBuf,
+        extra: &[&str],
+        stderr: std::process::Stdio,
+    ) -> Daemon {
         use std::io::BufRead;
         let socket = data.join("g.sock");
-        let mut child = granary()
+        let mut child = cmd
             .args([
                 "--data-dir",
                 data.to_str().unwrap(),

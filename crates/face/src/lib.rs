@@ -95,8 +95,11 @@ pub struct Counters {
     /// DefaultCongestionThreshold in bytes (0: [`DEFAULT_MARKING_THRESHOLD`]).
     pub marking_threshold: AtomicU64,
     /// Bytes waiting in the send queue (counted while marking is on; the
-    /// stream writer drains it).
+    /// stream writer or the in-process application drains it).
     pub queued_bytes: AtomicU64,
+    /// The kernel's send queue in bytes when the stream writer last read it
+    /// (once per write batch; while marking is on).
+    pub kernel_queued: AtomicU64,
     /// Interests received.
     pub in_interests: AtomicU64,
     /// Data received.
@@ -145,6 +148,23 @@ impl Counters {
     /// Reads a counter.
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// The face's marking interval and threshold: its own when set, else
+    /// `default_interval` and [`DEFAULT_MARKING_THRESHOLD`].
+    pub fn marking_settings(
+        &self,
+        default_interval: std::time::Duration,
+    ) -> (std::time::Duration, u64) {
+        let interval = match self.marking_interval_ns.load(Ordering::Relaxed) {
+            0 => default_interval,
+            ns => std::time::Duration::from_nanos(ns),
+        };
+        let threshold = match self.marking_threshold.load(Ordering::Relaxed) {
+            0 => DEFAULT_MARKING_THRESHOLD,
+            b => b,
+        };
+        (interval, threshold)
     }
     /// Copies the link reliability counters.
     pub fn set_link(&self, s: &reliability::ReliabilityStats) {
@@ -352,7 +372,7 @@ pub struct FaceHandle {
     pub info: FaceInfo,
     /// Counters.
     pub counters: Arc<Counters>,
-    tx: mpsc::Sender<(OutPacket, tokio::time::Instant)>,
+    tx: mpsc::Sender<Queued>,
     closer: Arc<tokio::sync::Notify>,
     sink: Arc<SinkSlot>,
 }
@@ -368,16 +388,24 @@ impl FaceHandle {
     /// batch reads the clock once).
     pub fn send_at(&self, p: OutPacket, now: tokio::time::Instant) -> bool {
         let len = p.wire.len() as u64;
-        match self.tx.try_send((p, now)) {
-            Ok(()) => {
-                // Only stream faces mark (and drain this count).
-                if self.counters.marking.load(Ordering::Relaxed) {
-                    self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
-                }
-                true
-            }
+        // Only marking faces (stream and in-process) count and drain this.
+        // The send queue as NFD reads it when a packet enters it: the face's
+        // bytes ahead of it plus the kernel's.
+        let c = &self.counters;
+        let marking = c.marking.load(Ordering::Relaxed);
+        let ahead = if marking {
+            c.queued_bytes.fetch_add(len, Ordering::Relaxed)
+                + c.kernel_queued.load(Ordering::Relaxed)
+        } else {
+            0
+        };
+        match self.tx.try_send((p, now, ahead)) {
+            Ok(()) => true,
             Err(_) => {
-                Counters::inc(&self.counters.out_dropped);
+                if marking {
+                    c.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+                }
+                Counters::inc(&c.out_dropped);
                 false
             }
         }
@@ -424,14 +452,15 @@ impl FaceIds {
     }
 }
 
+/// A packet in a face's send queue, with when it entered and the send queue
+/// in bytes ahead of it then (the face's own and the kernel's; 0 unless the
+/// face marks).
+pub(crate) type Queued = (OutPacket, tokio::time::Instant, u64);
+
 pub(crate) fn new_handle(
     info: FaceInfo,
     limits: &FaceLimits,
-) -> (
-    FaceHandle,
-    mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
-    Arc<tokio::sync::Notify>,
-) {
+) -> (FaceHandle, mpsc::Receiver<Queued>, Arc<tokio::sync::Notify>) {
     let (tx, rx) = mpsc::channel(limits.send_queue.max(1));
     let closer = Arc::new(tokio::sync::Notify::new());
     (

@@ -16,19 +16,42 @@ use crate::{
     OutKind, OutPacket,
 };
 
-/// NFD's congestion marking on a send queue (GenericLinkService, NFD
-/// 24.07): while the queue holds more than the threshold, the first packet
-/// is marked at once (at most one first mark per base interval), then one
-/// every `interval / sqrt(n)` after the n-th mark of the incident; the
-/// incident ends when the queue is back at or under the threshold.
+/// NFD's congestion marking on a send queue (GenericLinkService,
+/// `checkCongestionLevel`, NFD 24.07): when the queue first exceeds the
+/// threshold an incident starts and nothing is marked; a packet is marked
+/// only once the queue has stayed above the threshold for one base interval,
+/// and after the n-th mark of the incident the next is due
+/// `interval / sqrt(n + 1)` later; the incident ends when the queue is back
+/// at or under the threshold. A queue that passes the threshold for less
+/// than an interval (a reader descheduled for a moment) is never marked.
 #[derive(Debug, Default)]
 pub struct NfdMarker {
+    /// When the next mark is due; `None` outside an incident.
     next_mark: Option<Instant>,
-    last_mark: Option<Instant>,
+    /// Marks in this incident.
     marked: u32,
+    /// The first mark of an incident is due at once (no more often than
+    /// once per interval), not after one interval above the threshold.
+    eager: bool,
+    /// The last mark (eager markers only).
+    last_mark: Option<Instant>,
 }
 
 impl NfdMarker {
+    /// A marker whose first mark of an incident is due at once, at most one
+    /// first mark per base interval; then as NFD's. For a queue in front of
+    /// a producer that serves at its CPU's pace (the node's in-process
+    /// applications): a backlog there is not a burst that drains by itself,
+    /// and a consumer in slow start doubles it every round trip, so waiting
+    /// an interval lets it grow past what the consumer's RTO allows
+    /// (measured: thousands of spurious timeouts in one 128 MiB fetch).
+    pub fn eager() -> NfdMarker {
+        NfdMarker {
+            eager: true,
+            ..NfdMarker::default()
+        }
+    }
+
     /// Decides whether the packet sent `now` with `queued` bytes in the send
     /// queue (the face's own plus the kernel's) is marked.
     pub fn should_mark(
@@ -39,24 +62,31 @@ impl NfdMarker {
         interval: Duration,
     ) -> bool {
         if queued <= threshold {
-            if self.next_mark.is_some() {
-                self.next_mark = None;
-                self.marked = 0;
+            self.next_mark = None;
+            self.marked = 0;
+            return false;
+        }
+        let due = match self.next_mark {
+            Some(due) => due,
+            None if self.eager => {
+                let due = self.last_mark.map_or(now, |t| (t + interval).max(now));
+                self.next_mark = Some(due);
+                due
             }
+            None => {
+                self.next_mark = Some(now + interval);
+                return false;
+            }
+        };
+        if now < due {
             return false;
-        }
-        let due = self.next_mark.is_some_and(|t| now >= t)
-            || self.last_mark.is_none_or(|t| now >= t + interval);
-        if !due {
-            return false;
-        }
-        if self.marked == 0 {
-            self.next_mark = Some(now);
         }
         self.marked += 1;
-        let step = interval.as_secs_f64() / f64::from(self.marked).sqrt();
-        self.next_mark = self.next_mark.map(|t| t + Duration::from_secs_f64(step));
-        self.last_mark = Some(now);
+        let step = interval.as_secs_f64() / f64::from(self.marked + 1).sqrt();
+        self.next_mark = Some(due + Duration::from_secs_f64(step));
+        if self.eager {
+            self.last_mark = Some(now);
+        }
         true
     }
 }
@@ -78,9 +108,10 @@ impl KernelQueue for tokio::net::unix::OwnedWriteHalf {
     }
 }
 
-/// On TCP the unsent bytes only (SIOCOUTQNSD): NFD's SIOCOUTQ also counts
-/// the bytes in flight, so a long fat link (100 Mbit/s × 20 ms is 250 KB in
-/// flight) would read as congestion and be marked without pause.
+/// On TCP the unsent bytes only (SIOCOUTQNSD), as NFD 24.07's TcpTransport
+/// on Linux: SIOCOUTQ would also count the bytes in flight, so a long fat
+/// link (100 Mbit/s × 20 ms is 250 KB in flight) would read as congestion
+/// and be marked without pause.
 impl KernelQueue for tokio::net::tcp::OwnedWriteHalf {
     fn kernel_queued(&self) -> Option<u64> {
         use std::os::fd::AsFd;
@@ -244,7 +275,7 @@ pub(crate) fn count_out(counters: &Counters, p: &OutPacket) {
 
 async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
     mut writer: W,
-    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
+    mut rx: mpsc::Receiver<crate::Queued>,
     counters: Arc<Counters>,
     limits: FaceLimits,
     shared: Arc<Shared>,
@@ -255,7 +286,7 @@ async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
     let interval = Duration::from_millis(limits.codel_interval_ms);
     let mut seq: u64 = 0;
     let mut frames: Vec<Bytes> = Vec::with_capacity(64);
-    let mut batch: Vec<(OutPacket, tokio::time::Instant)> = Vec::with_capacity(64);
+    let mut batch: Vec<crate::Queued> = Vec::with_capacity(64);
     let reason = loop {
         let first = tokio::select! {
             p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
@@ -269,43 +300,32 @@ async fn tx_loop<W: AsyncWrite + KernelQueue + Unpin>(
                 Err(_) => break,
             }
         }
-        let now = Instant::now();
         frames.clear();
-        // The face's queue count (kept for `face show`) loses this batch.
-        let batch_bytes: u64 = batch.iter().map(|(p, _)| p.wire.len() as u64).sum();
+        // The face's queue count (kept for `face show` and the marking) loses
+        // this batch.
+        let batch_bytes: u64 = batch.iter().map(|(p, _, _)| p.wire.len() as u64).sum();
         counters.queued_bytes.fetch_sub(
             batch_bytes.min(counters.queued_bytes.load(Ordering::Relaxed)),
             Ordering::Relaxed,
         );
         let marking = counters.marking.load(Ordering::Relaxed);
-        let interval = match counters.marking_interval_ns.load(Ordering::Relaxed) {
-            0 => interval,
-            ns => Duration::from_nanos(ns),
-        };
-        let threshold = match counters.marking_threshold.load(Ordering::Relaxed) {
-            0 => crate::DEFAULT_MARKING_THRESHOLD,
-            b => b,
-        };
-        // The send queue as NFD counts it when a packet enters it: what is
-        // ahead of the packet, not yet read by the peer (the kernel's
-        // bytes, read once per batch, and the packets of this batch before
-        // it). Packets behind it in the face's queue are not ahead of it.
-        let kernel = if marking {
-            writer.kernel_queued().unwrap_or(0)
-        } else {
-            0
-        };
-        let mut ahead = kernel;
-        for (mut p, _enq) in batch.drain(..) {
-            let len = p.wire.len() as u64;
+        let (interval, threshold) = counters.marking_settings(interval);
+        if marking {
+            // What the kernel holds, not yet read by the peer: the next
+            // packets to enter the queue count it (see `FaceHandle::send_at`).
+            let kernel = writer.kernel_queued().unwrap_or(0);
+            counters.kernel_queued.store(kernel, Ordering::Relaxed);
+        }
+        for (mut p, enq, ahead) in batch.drain(..) {
+            // Decided as NFD decides when the packet enters its send queue:
+            // at its enqueue time, on the bytes ahead of it then.
             if marking
                 && p.congestion_mark.is_none()
-                && marker.should_mark(now, ahead, threshold, interval)
+                && marker.should_mark(enq.into_std(), ahead, threshold, interval)
             {
                 p.congestion_mark = Some(1);
                 Counters::inc(&counters.out_marked);
             }
-            ahead += len;
             count_out(&counters, &p);
             // Bare packets go out as the buffer they arrived in (no copy).
             encode_outgoing(&p, mtu, &mut seq, &mut frames);
@@ -555,28 +575,41 @@ mod marker_tests {
     const I: Duration = Duration::from_millis(100);
 
     #[test]
-    fn marks_as_nfd_first_at_once_then_every_interval_over_root_n() {
+    fn marks_as_nfd_24_07_after_one_interval_above_then_every_interval_over_root_n_plus_1() {
         let mut m = NfdMarker::default();
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         // At or under the threshold: never.
         assert!(!m.should_mark(at(0), T, T, I));
-        // Above: the first packet at once, the next ones not before
-        // interval/√1 = 100 ms, then interval/√2 ≈ 70.7 ms later, …
-        assert!(m.should_mark(at(1), T + 1, T, I));
-        assert!(!m.should_mark(at(2), T + 1, T, I));
+        // Above: the incident starts at 1 ms and nothing is marked until
+        // the queue has stayed above for one interval (101 ms); then the
+        // next marks are due interval/√2 ≈ 70.7 ms and interval/√3 ≈
+        // 57.7 ms after the one before.
+        assert!(!m.should_mark(at(1), T + 1, T, I));
         assert!(!m.should_mark(at(100), T + 1, T, I));
         assert!(m.should_mark(at(101), T + 1, T, I));
+        assert!(!m.should_mark(at(102), T + 1, T, I));
         assert!(!m.should_mark(at(171), T + 1, T, I));
         assert!(m.should_mark(at(172), T + 1, T, I));
-        // The incident ends under the threshold; a new one within a base
-        // interval of the last mark waits for that interval.
-        assert!(!m.should_mark(at(180), 10, T, I));
-        assert!(!m.should_mark(at(200), T + 1, T, I));
-        assert!(m.should_mark(at(272), T + 1, T, I));
+        assert!(!m.should_mark(at(229), T + 1, T, I));
+        assert!(m.should_mark(at(230), T + 1, T, I));
+        // The incident ends at or under the threshold; a new one waits a
+        // whole interval again.
+        assert!(!m.should_mark(at(240), T, T, I));
+        assert!(!m.should_mark(at(250), T + 1, T, I));
+        assert!(!m.should_mark(at(349), T + 1, T, I));
+        assert!(m.should_mark(at(350), T + 1, T, I));
+        // A queue that crosses the threshold again and again for less than
+        // an interval (a reader descheduled for a moment) is never marked.
+        let mut m = NfdMarker::default();
+        for ms in 0..2000 {
+            let q = if ms % 50 < 40 { T * 4 } else { 0 };
+            assert!(!m.should_mark(at(ms), q, T, I), "marked at {ms} ms");
+        }
         // Marks per second in a long incident grow as √n, not without bound.
+        let mut m = NfdMarker::default();
         let mut n = 0;
-        for ms in 300..1300 {
+        for ms in 0..1100 {
             n += u32::from(m.should_mark(at(ms), T * 4, T, I));
         }
         assert!((10..40).contains(&n), "{n} marks in a second");

@@ -23,7 +23,7 @@ use crate::reliability::{Reliability, ReliabilityConfig};
 use crate::stream::count_out;
 use crate::{
     new_handle, Counters, EventSender, FaceEvent, FaceHandle, FaceIds, FaceInfo, FaceLimits,
-    OutPacket, Persistency, Scope,
+    Persistency, Scope,
 };
 
 /// Default UDP MTU (bytes of LpPacket per datagram).
@@ -283,11 +283,7 @@ impl TxFace {
     }
 }
 
-async fn tx_loop(
-    face: TxFace,
-    mut rx: mpsc::Receiver<(OutPacket, tokio::time::Instant)>,
-    mut seq: u64,
-) {
+async fn tx_loop(face: TxFace, mut rx: mpsc::Receiver<crate::Queued>, mut seq: u64) {
     let mut frames = Vec::new();
     let mut lps = Vec::new();
     let mut last_log = Instant::now();
@@ -322,7 +318,7 @@ async fn tx_loop(
         let wait = tokio::time::Instant::from_std(
             deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
         );
-        let (p, _) = tokio::select! {
+        let (p, _, _) = tokio::select! {
             p = rx.recv() => match p { Some(p) => p, None => break },
             _ = face.wake.notified() => continue,
             _ = tokio::time::sleep_until(wait), if deadline.is_some() => continue,

@@ -118,7 +118,7 @@ pub async fn spawn(
         let mut seq = 0u64;
         let mut frames = Vec::with_capacity(4);
         let reason = loop {
-            let (mut p, enq) = tokio::select! {
+            let (mut p, enq, _) = tokio::select! {
                 p = rx.recv() => match p { Some(p) => p, None => break "forwarder gone".to_string() },
                 _ = closer.notified() => break "closed".to_string(),
             };

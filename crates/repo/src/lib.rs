@@ -852,6 +852,11 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: python_repo::Se
         tokio::select! {
             got = face.recv() => {
                 let Some((pkt, link)) = got else { break };
+                // A mark on the Interest says the node's queue towards this
+                // producer stayed long (`granary_face::internal`): the answer
+                // carries it on to the consumer, whose window is what fills
+                // that queue.
+                let mark = link.congestion_mark;
                 let reply = match pkt {
                     NetPacket::Interest(i) if local.is_mine(&i) => local.on_interest(&i, &link).map(|p| (p, link.pit_token)),
                     NetPacket::Interest(i) => match service.on_interest(&i, &link) {
@@ -878,6 +883,7 @@ pub async fn serve_with(repo: Arc<Repo>, mut face: AppFace, cfg: python_repo::Se
                     let back = LinkFields {
                         pit_token,
                         cache_policy: no_cache(&p),
+                        congestion_mark: mark,
                         ..Default::default()
                     };
                     if !face.send(p, back).await {

@@ -1274,6 +1274,26 @@ mod tests {
         assert!(matches!(fwd.recv().await.0, NetPacket::Nack(..)));
     }
 
+    /// A mark on an Interest (the node's queue towards the repo stayed
+    /// long) goes back on the answer, so the consumer whose window fills
+    /// that queue sees it; an unmarked Interest gets an unmarked answer.
+    #[tokio::test]
+    async fn the_answer_carries_the_interests_congestion_mark() {
+        let mut fwd = Fwd::start(ServeConfig::default());
+        let unknown = check_interest("/granary/repo", Verb::Delete, b"abcd");
+        for mark in [Some(1), None] {
+            assert!(fwd.handle.send(OutPacket {
+                wire: unknown.wire().clone(),
+                kind: OutKind::Interest,
+                pit_token: Some(Bytes::from_static(b"t")),
+                congestion_mark: mark,
+            }));
+            let (p, link) = fwd.recv().await;
+            assert!(matches!(p, NetPacket::Data(_)));
+            assert_eq!(link.congestion_mark, mark);
+        }
+    }
+
     #[tokio::test]
     async fn window_is_bounded_and_a_missing_segment_fails_the_insert() {
         let mut fwd = Fwd::start(ServeConfig {
