@@ -69,8 +69,31 @@ pub fn copy_verified_from(
     src: &Path,
     info: &ObjectInfo,
     out: &Output,
-    mut progress: impl FnMut(u64),
+    progress: impl FnMut(u64),
 ) -> Result<CopyReport, Error> {
+    copy_read_by(from, src, info, out, progress, cached).map(|(r, _)| r)
+}
+
+/// How a local copy read its source: bytes read with direct I/O (from a
+/// descriptor opened with `O_DIRECT`) and bytes read through the page
+/// cache. Their sum is the object's size.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct ReadPaths {
+    direct: u64,
+    buffered: u64,
+}
+
+/// [`copy_verified_from`], with `is_cached` the probe that chooses the
+/// read path (direct I/O for a source it says is not in the page cache),
+/// and which path each byte took.
+fn copy_read_by(
+    from: std::fs::File,
+    src: &Path,
+    info: &ObjectInfo,
+    out: &Output,
+    mut progress: impl FnMut(u64),
+    is_cached: impl FnOnce(&std::fs::File, u64) -> bool,
+) -> Result<(CopyReport, ReadPaths), Error> {
     let Check::Manifest(ck) = &info.check else {
         return Err(Error::Verify(format!(
             "{}: no signed manifest to check a local copy against",
@@ -149,12 +172,13 @@ pub fn copy_verified_from(
     // is read from the cache (faster than the disk). Otherwise a large
     // source streams through the page cache without growing it (as the
     // repository serves it: `granary_store::DROP_BEHIND_MIN`).
-    let mut direct = if cached(&from, size) {
+    let mut direct = if is_cached(&from, size) {
         None
     } else {
         open_direct(src)
     };
     let mut dropped = 0u64;
+    let mut paths = ReadPaths::default();
     let read = (|| -> Result<(), Error> {
         let mut s = 0usize;
         while s < plan.len() {
@@ -169,7 +193,10 @@ pub fn copy_verified_from(
             let mut range = None;
             if let Some(d) = &direct {
                 match read_direct(d, &mut buf, start, len as usize) {
-                    Ok(r) => range = Some(r),
+                    Ok(r) => {
+                        paths.direct += len;
+                        range = Some(r)
+                    }
                     // Refused (a file system that takes O_DIRECT at open
                     // but not this read): buffered from here on.
                     Err(e)
@@ -188,6 +215,7 @@ pub fn copy_verified_from(
                     buf.resize(len as usize, 0);
                     from.read_exact_at(&mut buf[..len as usize], start)
                         .map_err(|e| io(src, e))?;
+                    paths.buffered += len;
                     0..len as usize
                 }
             };
@@ -248,14 +276,15 @@ pub fn copy_verified_from(
             return fail(io(p, e));
         }
     }
-    Ok(CopyReport {
+    let report = CopyReport {
         versioned: info.versioned.to_string(),
         source: src.to_path_buf(),
         path,
         size,
         segments: count,
         verified_by: info.verified_by.clone(),
-    })
+    };
+    Ok((report, paths))
 }
 
 /// The first of `segs` (offset, length, SHA-256), laid end to end in `buf`
@@ -448,29 +477,6 @@ mod tests {
         known
     }
 
-    /// True if bytes `off..off + len` of `f` are all in the page cache (a
-    /// miss starts read-ahead there: look at one place once).
-    fn cached_at(f: &std::fs::File, off: u64, len: usize) -> bool {
-        let mut probe = vec![0u8; len];
-        rustix::io::preadv2(
-            f,
-            &mut [std::io::IoSliceMut::new(&mut probe)],
-            off,
-            rustix::io::ReadWriteFlags::NOWAIT,
-        )
-        .is_ok_and(|n| n == len)
-    }
-
-    /// `data` written to `path` and durable, its pages dropped from the
-    /// page cache.
-    fn write_uncached(path: &Path, data: &[u8]) -> std::fs::File {
-        std::fs::write(path, data).unwrap();
-        let f = std::fs::File::open(path).unwrap();
-        f.sync_all().unwrap();
-        rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed).unwrap();
-        f
-    }
-
     /// An object of `data` in segments of `segment_size`, checked against
     /// a manifest computed from it (every hash in the root).
     fn object(data: &[u8], segment_size: u64) -> ObjectInfo {
@@ -511,15 +517,15 @@ mod tests {
         }
         let e = read_direct(&f, &mut buf, 100, data.len()).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
-        // Cached (just read through the cache): the probe says so.
-        let _ = std::fs::read(&p).unwrap();
-        assert!(cached(&std::fs::File::open(&p).unwrap(), data.len() as u64));
+        // What the reads went through: a descriptor opened with O_DIRECT.
+        let flags = rustix::fs::fcntl_getfl(&f).unwrap();
+        assert!(flags.contains(rustix::fs::OFlags::DIRECT), "{flags:?}");
     }
 
-    /// A source not in the page cache is copied with direct I/O: the copy
-    /// is exact and leaves the source's pages out of the cache (a buffered
-    /// read would have brought them in; the file is far below the
-    /// drop-behind size).
+    /// A source the page-cache probe says is not cached is copied with
+    /// direct I/O: every byte is read from the O_DIRECT descriptor, none
+    /// buffered, and the copy is exact. (The probe's answer is given here,
+    /// not read from the page cache, whose state a busy machine changes.)
     #[test]
     fn an_uncached_source_is_copied_with_direct_io() {
         let dir = on_disk();
@@ -527,37 +533,74 @@ mod tests {
             return;
         }
         let src = dir.path().join("src");
+        // Neither a whole number of segments nor of direct-I/O blocks.
         let data = pattern((24 << 20) + 123);
-        let f = write_uncached(&src, &data);
-        // A probe that misses starts read-ahead where it looked, so the
-        // cache is checked at one place before the copy and at another
-        // after, both far from the start (where the copy's own probe looks).
-        assert!(!cached_at(&f, 20 << 20, 4096), "dropped from the cache");
+        std::fs::write(&src, &data).unwrap();
         let info = object(&data, 256 << 10);
         let out = dir.path().join("out");
-        let r = copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap();
+        let from = std::fs::File::open(&src).unwrap();
+        let mut probed = None;
+        let (r, paths) = copy_read_by(
+            from,
+            &src,
+            &info,
+            &Output::File(out.clone()),
+            |_| {},
+            |_, size| {
+                probed = Some(size);
+                false
+            },
+        )
+        .unwrap();
+        assert_eq!(probed, Some(data.len() as u64), "the probe chose the path");
         assert_eq!(r.size, data.len() as u64);
         assert_eq!(std::fs::read(&out).unwrap(), data);
-        assert!(
-            !cached_at(&f, 12 << 20, 4096),
-            "the copy went through the page cache: direct I/O was not used"
+        assert_eq!(
+            paths,
+            ReadPaths {
+                direct: data.len() as u64,
+                buffered: 0
+            },
+            "direct I/O was not used for every byte"
         );
+        // The public entry point on the same file: exact whichever path
+        // the real probe picks.
+        let out2 = dir.path().join("out2");
+        copy_verified(&src, &info, &Output::File(out2.clone()), |_| {}).unwrap();
+        assert_eq!(std::fs::read(&out2).unwrap(), data);
     }
 
-    /// A source in the page cache is read through it (buffered, the path
-    /// also taken where O_DIRECT is refused): exact, and a bad segment
-    /// stops the copy with nothing written.
+    /// A source the probe says is in the page cache is read through it
+    /// (buffered, the path also taken where O_DIRECT is refused): every
+    /// byte buffered, the copy exact, and a bad segment stops the copy with
+    /// nothing written.
     #[test]
     fn a_cached_source_is_copied_through_the_cache() {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
         let data = pattern((3 << 20) + 5);
         std::fs::write(&src, &data).unwrap();
-        let _ = std::fs::read(&src).unwrap();
         let info = object(&data, 64 << 10);
         let out = dir.path().join("out");
-        copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap();
+        let from = std::fs::File::open(&src).unwrap();
+        let (_, paths) = copy_read_by(
+            from,
+            &src,
+            &info,
+            &Output::File(out.clone()),
+            |_| {},
+            |_, _| true,
+        )
+        .unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), data);
+        assert_eq!(
+            paths,
+            ReadPaths {
+                direct: 0,
+                buffered: data.len() as u64
+            },
+            "a cached source is read through the cache"
+        );
 
         let mut bad = data.clone();
         bad[(2 << 20) + 1] ^= 1;
