@@ -97,6 +97,12 @@ pub struct HttpArgs {
     /// Config key `http_idle_timeout`.
     #[arg(long, value_name = "SECS", value_parser = seconds)]
     pub http_idle_timeout: Option<f64>,
+    /// Seconds a request may work (search, STAC filters, previews, virtual
+    /// Zarr, the head of a download) before it is answered 503 JSON with
+    /// `Retry-After` and its work is stopped (default 10). Config key
+    /// `http_deadline`.
+    #[arg(long, value_name = "SECS", value_parser = seconds)]
+    pub http_deadline: Option<f64>,
 }
 
 fn seconds(s: &str) -> Result<f64, String> {
@@ -119,6 +125,7 @@ impl HttpArgs {
             http_max_websockets: self.http_max_websockets,
             http_header_timeout: self.http_header_timeout,
             http_idle_timeout: self.http_idle_timeout,
+            http_deadline: self.http_deadline,
         }
     }
 }

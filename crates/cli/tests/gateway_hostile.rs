@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::path::{Path, PathBuf};
@@ -836,4 +837,385 @@ fn https_self_signed_and_given_certificates_with_http2() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--tls-key"));
+}
+
+// ---- Every request's work is bounded (issue 44) ----
+
+/// Synthetic CMIP6 records in `datasets` datasets of three files each,
+/// written to the data directory's embedded catalog before the daemon opens it.
+fn fill_catalog(data: &Path, datasets: usize) {
+    use granary_catalog::{Catalog, Record};
+    let dir = data.join("catalog");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cat = Catalog::open(dir.to_str().unwrap()).unwrap();
+    let mut recs = Vec::new();
+    for d in 0..datasets {
+        let source = format!("Model{}", d % 37);
+        let exp = ["historical", "ssp585", "piControl", "amip"][d % 4];
+        let member = format!("r{}i1p1f1", 1 + d / 148);
+        let var = ["tas", "pr", "psl", "uas", "vas", "hurs", "clt"][d % 7];
+        for k in 0..3 {
+            let y0 = 1850 + 50 * k;
+            let file = format!(
+                "{var}_Amon_{source}_{exp}_{member}_gn_{y0}01-{}12.nc",
+                y0 + 49
+            );
+            let facets = [
+                ("mip_era", "CMIP6".to_string()),
+                ("activity_id", "CMIP".to_string()),
+                ("institution_id", "INST".to_string()),
+                ("source_id", source.clone()),
+                ("experiment_id", exp.to_string()),
+                ("member_id", member.clone()),
+                ("variant_label", member.clone()),
+                ("table_id", "Amon".to_string()),
+                ("variable_id", var.to_string()),
+                ("grid_label", "gn".to_string()),
+                ("frequency", "mon".to_string()),
+                ("version", "v20190308".to_string()),
+            ];
+            recs.push(Record {
+                name: format!("/cmip6/CMIP/INST/{source}/{exp}/{member}/Amon/{var}/gn/{file}"),
+                version: 1,
+                project: "CMIP6".into(),
+                facets: facets
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+                title: file.clone(),
+                size: 1000 + d as u64,
+                time_start: Some(format!("{y0}-01-01T00:00:00")),
+                time_end: Some(format!("{}-12-31T00:00:00", y0 + 49)),
+                bbox: Some([-90.0, 90.0, 0.0, 358.75]),
+                text: format!("{var} {source} {exp} air temperature"),
+                ..Record::default()
+            });
+        }
+    }
+    cat.upsert_many(&recs).unwrap();
+}
+
+/// Percent-encodes everything but letters and digits.
+fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Seeded hostile requests: CQL2-JSON (deep nesting, long `like` patterns
+/// with many wildcards, huge `in` lists, wide `or`s, long strings, invalid
+/// dates) by POST and GET, Solr-style ESGF queries and free text.
+fn hostile_requests(seed: u64) -> Vec<(String, Vec<u8>)> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let eq = |p: &str, v: &str| format!(r#"{{"op":"=","args":[{{"property":"{p}"}},"{v}"]}}"#);
+    let mut filters: Vec<String> = Vec::new();
+    // The pattern that pinned a core: many wildcards against the item id.
+    for n in [8, 40, 120, 250, 400] {
+        let pat = "%a".repeat(n / 2) + "%b";
+        filters.push(format!(
+            r#"{{"op":"like","args":[{{"property":"id"}},"{pat}"]}}"#
+        ));
+        let pat: String = (0..n)
+            .map(|_| ['%', '_', 'C', 'M', 'I', 'P', '6', '.'][rng.usize(..8)])
+            .collect();
+        filters.push(format!(
+            r#"{{"op":"like","args":[{{"property":"id"}},"{pat}"]}}"#
+        ));
+    }
+    for depth in [10, 31, 33, 64, 100] {
+        let mut f = eq("variable_id", "tas");
+        for i in 0..depth {
+            f = if i % 2 == 0 {
+                format!(r#"{{"op":"not","args":[{f}]}}"#)
+            } else {
+                format!(r#"{{"op":"and","args":[{f},{}]}}"#, eq("grid_label", "gn"))
+            };
+        }
+        filters.push(f);
+    }
+    for n in [100, 1_500, 5_000, 12_000] {
+        let list: Vec<String> = (0..n).map(|i| format!("\"v{i}\"")).collect();
+        filters.push(format!(
+            r#"{{"op":"in","args":[{{"property":"id"}},[{}]]}}"#,
+            list.join(",")
+        ));
+    }
+    for n in [50, 400, 1_200] {
+        let terms: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"op":"like","args":[{{"property":"id"}},"%{}%x%"]}}"#,
+                    i % 97
+                )
+            })
+            .collect();
+        filters.push(format!(r#"{{"op":"or","args":[{}]}}"#, terms.join(",")));
+    }
+    for n in [500, 1_025, 30_000] {
+        filters.push(eq("source_id", &"x".repeat(n)));
+    }
+    filters
+        .push(r#"{"op":"=","args":[{"property":"datetime"},{"timestamp":"9999-99-99"}]}"#.into());
+    filters.push(r#"{"op":"t_intersects","args":[{"property":"datetime"},{"interval":["1900-01-01","notadate"]}]}"#.into());
+    let mut out = Vec::new();
+    for f in &filters {
+        let body = format!(r#"{{"filter":{f},"filter-lang":"cql2-json","limit":50}}"#);
+        out.push((
+            format!(
+                "POST /stac/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            ),
+            body.into_bytes(),
+        ));
+        if f.len() < 2_000 {
+            out.push((
+                format!(
+                    "GET /stac/search?filter-lang=cql2-json&filter={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    pct(f)
+                ),
+                vec![],
+            ));
+        }
+    }
+    // Solr-style and free text.
+    let words: Vec<String> = (0..900).map(|i| format!("w{i}x")).collect();
+    let gets = [
+        format!(
+            "/esg-search/search?type=File&query={}",
+            pct(&words[..300].join(" "))
+        ),
+        format!(
+            "/esg-search/search?type=Dataset&query={}",
+            pct("(a:b OR c:*)^2 AND NOT \"x y\"~3 [* TO *] {a TO b}")
+        ),
+        format!(
+            "/esg-search/search?variable_id={}&limit=10000",
+            (0..600)
+                .map(|i| format!("v{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        "/esg-search/search?type=File&limit=10000&offset=999999999".to_string(),
+        "/esg-search/search?type=File&facets=*&limit=10000".to_string(),
+        format!("/api/search?q={}&facets=all", pct(&words.join(" "))),
+        format!("/api/search?q={}", pct(&"tas ".repeat(1_000))),
+        format!("/api/search?q={}&limit=10000", pct("%%%***___ air")),
+        format!(
+            "/api/search?type=dataset&q={}",
+            pct(&words[..200].join(" "))
+        ),
+        format!(
+            "/api/autocomplete?facet=source_id&prefix={}",
+            pct(&"%".repeat(300))
+        ),
+        format!(
+            "/stac/collections/cmip6/items?limit=10000&datetime={}",
+            pct("1850-01-01T00:00:00Z/..")
+        ),
+    ];
+    for g in gets {
+        out.push((
+            format!("GET {g} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"),
+            vec![],
+        ));
+    }
+    out
+}
+
+/// Sends one request and reads its answer, the read bounded by `limit`
+/// (a hang guard: the test fails if the gateway does not answer at all).
+fn send_within(addr: &str, head: &str, body: &[u8], limit: Duration) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(limit)).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    read_response(&mut s)
+        .unwrap_or_else(|e| panic!("{}: no answer: {e}", &head[..head.len().min(160)]))
+}
+
+#[test]
+fn hostile_queries_are_bounded_and_the_door_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    fill_catalog(&data, 1_500);
+    // A short deadline, so that work that would run longer is seen cut.
+    let d = Daemon::start_at(
+        dir,
+        data,
+        &["--no-repo", "--http", "127.0.0.1:0", "--http-deadline", "2"],
+    );
+    let addr = http_addr(&d);
+    // A plain STAC search works and sees the datasets.
+    let r = get(&addr, "/stac/search?limit=1");
+    assert_eq!(r.status, 200, "{r:?}");
+    let v: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(v["numberMatched"], 1_500, "{v}");
+    // `/api/status` polled by another client all through the flood.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (addr, stop) = (addr.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut worst = Duration::ZERO;
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = Instant::now();
+                let r = send_within(
+                    &addr,
+                    "GET /api/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    b"",
+                    Duration::from_secs(30),
+                );
+                assert_eq!(r.status, 200, "status during the flood: {r:?}");
+                worst = worst.max(t.elapsed());
+                n += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            (n, worst)
+        })
+    };
+    let reqs = hostile_requests(44);
+    // Four clients at once, each request on its own connection.
+    let chunks: Vec<Vec<(String, Vec<u8>)>> = (0..4)
+        .map(|k| reqs.iter().skip(k).step_by(4).cloned().collect())
+        .collect();
+    let counts: Vec<_> = chunks
+        .into_iter()
+        .map(|chunk| {
+            let addr = addr.clone();
+            std::thread::spawn(move || {
+                let mut seen = BTreeMap::<u16, usize>::new();
+                for (head, body) in chunk {
+                    let r = send_within(&addr, &head, &body, Duration::from_secs(60));
+                    let first = head.lines().next().unwrap_or("").to_string();
+                    let what = &first[..first.len().min(120)];
+                    match r.status {
+                        200 => {}
+                        400 | 413 | 414 => {
+                            r.assert_json_error(what);
+                        }
+                        503 => {
+                            let e = r.assert_json_error(what);
+                            let v: Value = serde_json::from_slice(&r.body).unwrap();
+                            assert_eq!(v["limit"], "deadline", "{what}: {e}");
+                            assert!(r.header("retry-after").is_some(), "{what}: {r:?}");
+                        }
+                        other => panic!("{what}: {other} {}", String::from_utf8_lossy(&r.body)),
+                    }
+                    *seen.entry(r.status).or_default() += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut seen = BTreeMap::<u16, usize>::new();
+    for c in counts {
+        for (k, n) in c.join().unwrap() {
+            *seen.entry(k).or_default() += n;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (polls, worst) = poller.join().unwrap();
+    eprintln!(
+        "{} hostile requests: {seen:?}; /api/status answered {polls} times, slowest {worst:?}",
+        reqs.len()
+    );
+    assert!(polls > 0);
+    // Each cap is refused by name, before any work.
+    let refused = |f: &str| {
+        let body = format!(r#"{{"filter":{f}}}"#);
+        let r = send_within(
+            &addr,
+            &format!(
+                "POST /stac/search HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            ),
+            body.as_bytes(),
+            Duration::from_secs(30),
+        );
+        assert_eq!(r.status, 400, "{f:.100}: {r:?}");
+        r.header("x-granary-limit").unwrap_or("").to_string()
+    };
+    let deep = (0..40).fold(
+        r#"{"op":"=","args":[{"property":"a"},"x"]}"#.to_string(),
+        |acc, _| format!(r#"{{"op":"not","args":[{acc}]}}"#),
+    );
+    assert_eq!(refused(&deep), "depth");
+    let pat = format!(
+        r#"{{"op":"like","args":[{{"property":"id"}},"{}"]}}"#,
+        "%a".repeat(200)
+    );
+    assert_eq!(refused(&pat), "pattern");
+    assert_eq!(
+        refused(r#"{"op":"=","args":[{"property":"datetime"},{"timestamp":"9999-99-99"}]}"#),
+        "syntax"
+    );
+    // The gateway still answers a normal search at the end.
+    let r = get(&addr, "/stac/search?limit=2");
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[test]
+fn sigterm_stops_the_daemon_with_requests_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    fill_catalog(&data, 1_500);
+    // A long deadline: the requests are still working when SIGTERM comes.
+    let mut d = Daemon::start_at(
+        dir,
+        data,
+        &[
+            "--no-repo",
+            "--http",
+            "127.0.0.1:0",
+            "--http-deadline",
+            "600",
+        ],
+    );
+    let addr = http_addr(&d);
+    // Filters that cannot be pushed to the catalog: every item is built and
+    // evaluated, on blocking threads.
+    let wide = format!(
+        r#"{{"filter":{{"op":"or","args":[{}]}},"limit":10000}}"#,
+        (0..600)
+            .map(|i| format!(r#"{{"op":"like","args":[{{"property":"id"}},"%{i}%_%{i}%"]}}"#))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let mut inflight = Vec::new();
+    for _ in 0..6 {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(
+            format!(
+                "POST /stac/search HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{wide}",
+                wide.len()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        inflight.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let _ = Command::new("kill").arg(d.child.id().to_string()).status();
+    // A hang guard only (the figure is bench/gateway.sh's): before, the
+    // runtime waited for every blocking task, minutes with such requests.
+    let status = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the daemon did not stop on SIGTERM with requests in flight"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("stopped in {:?} ({status})", t.elapsed());
+    assert!(status.success(), "{status}");
+    drop(inflight);
 }

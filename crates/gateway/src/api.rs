@@ -11,6 +11,7 @@ use granary_catalog::{Catalog, Dataset, DatasetQuery, FacetSel, Page, Query, Rec
 use granary_packet::Name;
 use serde_json::{json, Value};
 
+use crate::budget::Budget;
 use crate::query::{pairs, parse_bool, parse_num, search_query};
 use crate::{error, State};
 
@@ -51,6 +52,14 @@ pub(crate) fn download_path(name: &str, version: u64) -> String {
 pub(crate) enum CatalogFail {
     Bad(String),
     Down(String),
+    /// The request's budget ran out (503) or its client went away.
+    Stopped(crate::budget::Stop),
+}
+
+impl From<crate::budget::Stop> for CatalogFail {
+    fn from(s: crate::budget::Stop) -> Self {
+        CatalogFail::Stopped(s)
+    }
 }
 
 impl From<granary_catalog::Error> for CatalogFail {
@@ -74,29 +83,48 @@ pub(crate) async fn with_catalog<T: Send + 'static>(
     node: &State,
     f: impl FnOnce(&Catalog) -> Result<T, CatalogFail> + Send + 'static,
 ) -> Result<T, Response> {
+    with_catalog_budget(node, move |c, _| f(c)).await
+}
+
+/// Runs `f` on the catalog on a blocking thread with the request's [`Budget`]:
+/// work that loops checks it and stops with [`CatalogFail::Stopped`] when the
+/// deadline passes or the client goes away.
+pub(crate) async fn with_catalog_budget<T: Send + 'static>(
+    node: &State,
+    f: impl FnOnce(&Catalog, &Budget) -> Result<T, CatalogFail> + Send + 'static,
+) -> Result<T, Response> {
     let Some(cat) = node.catalog.clone() else {
         return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "this node serves no catalog (the daemon runs with --no-catalog, or it could not be opened)",
         ));
     };
+    let budget = Budget::current();
     // A few catalog calls at a time (the catalog is CPU-bound): a flood
     // waits here, cheaply, instead of holding a blocking thread, its stack
     // and a result set each; memory stays flat under 500 concurrent
-    // searches (crates/cli/tests/gateway_load.rs).
-    let Ok(_slot) = node.shared.catalog_slots.acquire().await else {
+    // searches (crates/cli/tests/gateway_load.rs). The slot goes with the
+    // work: a request given up while its work still runs keeps the slot
+    // until the work has seen the budget and stopped, so the bound holds.
+    let Ok(slot) = node.shared.catalog_slots.clone().acquire_owned().await else {
         return Err(error(
             StatusCode::SERVICE_UNAVAILABLE,
             "the gateway is stopping",
         ));
     };
-    match tokio::task::spawn_blocking(move || f(&cat)).await {
+    let b = budget.clone();
+    let work = node.shared.eval.run(move || {
+        let _slot = slot;
+        b.check().map_err(CatalogFail::Stopped)?;
+        f(&cat, &b)
+    });
+    match work.await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(CatalogFail::Bad(e))) => Err(error(StatusCode::BAD_REQUEST, e)),
-        Ok(Err(CatalogFail::Down(e))) => Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{e}; the node reconnects by itself: try again shortly"),
-        )),
+        Ok(Err(CatalogFail::Down(e))) => Err(crate::unavailable(format!(
+            "{e}; the node reconnects by itself: try again shortly"
+        ))),
+        Ok(Err(CatalogFail::Stopped(s))) => Err(crate::budget::refusal(s)),
         Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("catalog task failed: {e}"),
@@ -395,13 +423,7 @@ pub(crate) async fn status_json(node: &Arc<crate::Node>) -> Result<Value, String
         })
         .collect();
     let catalog_records = match &node.catalog {
-        Some(cat) => {
-            let cat = cat.clone();
-            tokio::task::spawn_blocking(move || cat.len().ok())
-                .await
-                .ok()
-                .flatten()
-        }
+        Some(cat) => node.shared.catalog_len(cat).await,
         None => None,
     };
     Ok(json!({

@@ -15,11 +15,14 @@
 
 mod api;
 mod assets;
+pub mod budget;
+mod cql2;
 mod data;
 mod esgf;
 mod local;
 mod locate;
 mod metrics;
+mod pool;
 mod preview;
 mod query;
 mod serve;
@@ -87,9 +90,22 @@ pub struct Peer(pub SocketAddr);
 /// Shared state of the handlers.
 pub(crate) type State = Arc<Node>;
 
-/// The gateway's routes.
+/// The gateway's routes, each request under the default deadline.
 pub fn router(node: Arc<Node>) -> Router {
-    let metrics = Arc::new(metrics::Metrics::default());
+    routes(
+        node,
+        Arc::new(metrics::Metrics::default()),
+        budget::DEFAULT_DEADLINE,
+    )
+}
+
+/// The routes with the counters `metrics` (one set for all of a gateway's
+/// listeners) and every request's work bounded by `deadline`.
+fn routes(
+    node: Arc<Node>,
+    metrics: Arc<metrics::Metrics>,
+    deadline: std::time::Duration,
+) -> Router {
     Router::new()
         .route("/", get(assets::serve))
         .route("/app.js", get(assets::serve))
@@ -121,6 +137,10 @@ pub fn router(node: Arc<Node>) -> Router {
         .route("/api/zarr/{id}", get(zarr::refs))
         .route("/api/preview/{*name}", get(preview::preview))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            deadline,
+            budget::layer,
+        ))
         .layer(axum::middleware::from_fn(guard))
         .layer(axum::Extension(metrics.clone()))
         .layer(axum::middleware::from_fn_with_state(
@@ -141,6 +161,18 @@ async fn not_found() -> Response {
 pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": msg.into() });
     (status, axum::Json(body)).into_response()
+}
+
+/// A temporary condition (out of descriptors or memory, the catalog down, a
+/// deadline): 503 JSON with `Retry-After`, never a 404 or a 500 that a client
+/// would take as permanent.
+pub(crate) fn unavailable(msg: impl Into<String>) -> Response {
+    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, msg);
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(budget::RETRY_AFTER_SECS),
+    );
+    r
 }
 
 /// Largest request body taken (`Content-Length`); beyond, 413.
@@ -228,7 +260,13 @@ async fn guard(req: Request, next: Next) -> Response {
         );
     }
     let data = uri.path().starts_with("/data/");
-    let r = json_errors(next.run(req).await).await;
+    let mut r = json_errors(next.run(req).await).await;
+    if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+        // Every 503 says when to come back.
+        r.headers_mut()
+            .entry(header::RETRY_AFTER)
+            .or_insert(header::HeaderValue::from(budget::RETRY_AFTER_SECS));
+    }
     secure(r, data)
 }
 
@@ -355,6 +393,9 @@ pub const DATA_CSP: &str = "default-src 'none'; sandbox; frame-ancestors 'none'"
 pub struct Gateway {
     node: Arc<Node>,
     shared: Arc<serve::Shared>,
+    /// One set of request counters for all listeners (`/metrics` on any port
+    /// counts every request, with a `listener` label).
+    metrics: Arc<metrics::Metrics>,
 }
 
 impl Gateway {
@@ -363,6 +404,7 @@ impl Gateway {
         Gateway {
             node,
             shared: serve::Shared::new(limits),
+            metrics: Arc::new(metrics::Metrics::default()),
         }
     }
 
@@ -377,7 +419,11 @@ impl Gateway {
         let l = TcpListener::bind(addr).await?;
         let bound = l.local_addr()?;
         let _ = self.node.local.set(bound);
-        let app = router(self.node.clone());
+        let app = routes(
+            self.node.clone(),
+            self.metrics.clone(),
+            self.shared.limits.deadline,
+        );
         let l = serve::Listener {
             tcp: l,
             tls: tls.map(|t| tokio_rustls::TlsAcceptor::from(t.config.clone())),

@@ -563,12 +563,8 @@ pub async fn render(node: &State, m: &Metrics) -> String {
         "Bytes of the file versions held by the node's repository.",
         repo.bytes,
     );
-    if let Some(cat) = node.catalog.clone() {
-        let n = tokio::task::spawn_blocking(move || cat.len().ok())
-            .await
-            .ok()
-            .flatten();
-        if let Some(n) = n {
+    if let Some(cat) = &node.catalog {
+        if let Some(n) = node.shared.catalog_len(cat).await {
             t.single(
                 "granary_catalog_records",
                 "gauge",

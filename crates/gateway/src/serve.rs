@@ -64,6 +64,8 @@ pub struct Limits {
     pub max_conns: usize,
     pub max_conns_per_client: usize,
     pub max_websockets: usize,
+    /// How long a request may work before it is answered 503 (`--http-deadline`).
+    pub deadline: Duration,
 }
 
 impl Default for Limits {
@@ -74,6 +76,7 @@ impl Default for Limits {
             max_conns: DEFAULT_MAX_CONNS,
             max_conns_per_client: DEFAULT_MAX_CONNS_PER_CLIENT,
             max_websockets: DEFAULT_MAX_WEBSOCKETS,
+            deadline: crate::budget::DEFAULT_DEADLINE,
         }
     }
 }

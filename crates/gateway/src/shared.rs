@@ -35,17 +35,37 @@ pub struct Shared {
     pub(crate) anchors: Anchors,
     infos: Mutex<Infos>,
     /// Catalog calls running at once (on blocking threads).
-    pub(crate) catalog_slots: tokio::sync::Semaphore,
+    pub(crate) catalog_slots: Arc<tokio::sync::Semaphore>,
+    /// The low-priority threads the catalog calls run on (one per slot).
+    pub(crate) eval: crate::pool::Pool,
     /// Read buffers of `/data`'s local route, reused.
     pub(crate) pool: Arc<crate::local::Pool>,
     /// Quick-look pictures made lately (`/api/preview`).
     pub(crate) previews: crate::preview::Cache,
+    /// The catalog's length as last read (`/api/status`, `/metrics`).
+    catalog_len: Arc<Mutex<CatalogLen>>,
 }
 
+#[derive(Default)]
+struct CatalogLen {
+    value: Option<u64>,
+    read: Option<std::time::Instant>,
+    reading: bool,
+}
+
+/// How old the catalog length shown may be.
+const CATALOG_LEN_TTL: Duration = Duration::from_secs(1);
+/// How long a status request waits for a fresh length before it shows the last one.
+const CATALOG_LEN_WAIT: Duration = Duration::from_millis(100);
+
 /// Catalog calls run at once: twice the cores (at least 4).
-fn catalog_slots() -> tokio::sync::Semaphore {
+fn slots() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    tokio::sync::Semaphore::new((cores * 2).max(4))
+    (cores * 2).max(4)
+}
+
+fn catalog_slots() -> Arc<tokio::sync::Semaphore> {
+    Arc::new(tokio::sync::Semaphore::new(slots()))
 }
 
 #[derive(Default)]
@@ -93,7 +113,9 @@ impl Shared {
             infos: Default::default(),
             previews: Default::default(),
             catalog_slots: catalog_slots(),
+            eval: crate::pool::Pool::new(slots()),
             pool: Default::default(),
+            catalog_len: Default::default(),
         })
     }
 
@@ -105,8 +127,42 @@ impl Shared {
             infos: Default::default(),
             previews: Default::default(),
             catalog_slots: catalog_slots(),
+            eval: crate::pool::Pool::new(slots()),
             pool: Default::default(),
+            catalog_len: Default::default(),
         })
+    }
+
+    /// The catalog's record count for status pages: read on a blocking thread
+    /// at most once a second, and never waited for long. The catalog's lock may
+    /// be held by a long search; `/api/status` and `/metrics` must answer
+    /// anyway, so they show the last count (or none yet).
+    pub(crate) async fn catalog_len(&self, cat: &Arc<granary_catalog::Catalog>) -> Option<u64> {
+        let start = {
+            let mut g = self.catalog_len.lock().ok()?;
+            let fresh = g.read.is_some_and(|t| t.elapsed() < CATALOG_LEN_TTL);
+            if fresh || g.reading {
+                None
+            } else {
+                g.reading = true;
+                Some(())
+            }
+        };
+        if start.is_some() {
+            let (cat, cell) = (cat.clone(), self.catalog_len.clone());
+            let read = tokio::task::spawn_blocking(move || {
+                let n = cat.len().ok();
+                if let Ok(mut g) = cell.lock() {
+                    if n.is_some() {
+                        g.value = n;
+                    }
+                    g.read = Some(std::time::Instant::now());
+                    g.reading = false;
+                }
+            });
+            let _ = tokio::time::timeout(CATALOG_LEN_WAIT, read).await;
+        }
+        self.catalog_len.lock().ok()?.value
     }
 
     /// The version `target` names (the latest when it has no version

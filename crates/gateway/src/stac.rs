@@ -21,7 +21,8 @@ use axum::Json;
 use granary_catalog::{DatasetQuery, Query, Record};
 use serde_json::{json, Map, Value};
 
-use crate::api::with_catalog;
+use crate::api::with_catalog_budget;
+use crate::cql2::{self, prop_name, Expr};
 use crate::esgf::MAX_SCAN;
 use crate::query::pairs;
 use crate::wget::origin;
@@ -523,11 +524,6 @@ const PUSHED: &[&str] = &[
     "version",
 ];
 
-/// The bare property name: `properties.cmip6:source_id` → `cmip6:source_id`.
-fn prop_name(p: &str) -> &str {
-    p.strip_prefix("properties.").unwrap_or(p)
-}
-
 /// `in`/`=` terms of a top-level `and` on CMIP6 facets, as catalog filters.
 fn pushdown(f: &Value, q: &mut Query) {
     let terms: Vec<&Value> = match (f["op"].as_str(), f["args"].as_array()) {
@@ -572,15 +568,25 @@ fn pushdown(f: &Value, q: &mut Query) {
 }
 
 /// The matching items (datasets) and the page of them asked for.
+///
+/// Items are built, and the filter and bbox evaluated on them, on the catalog's
+/// blocking thread, under the request's budget (checked between items): a filter
+/// that matches few of many datasets costs at most the deadline, then 503.
 async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value>), Response> {
     if let Some(c) = &s.collections {
         if !c.iter().any(|c| c == COLLECTION) {
             return Ok((0, vec![]));
         }
     }
-    if let Some(f) = &s.filter {
-        check_filter(f).map_err(|e| fail(StatusCode::BAD_REQUEST, e))?;
-    }
+    let filter: Option<std::sync::Arc<Expr>> = match &s.filter {
+        Some(f) => Some(std::sync::Arc::new(cql2::compile(f).map_err(|e| {
+            let mut r = fail(StatusCode::BAD_REQUEST, e.to_string());
+            r.headers_mut()
+                .insert("x-granary-limit", header::HeaderValue::from_static(e.limit));
+            r
+        })?)),
+        None => None,
+    };
     let mut q = Query {
         latest_only: true,
         dataset_latest: true,
@@ -621,8 +627,15 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
     let mut n = 0usize;
     loop {
         let dq2 = dq.clone();
-        let (total, items) = with_catalog(node, move |c| {
+        let host = host.clone();
+        let filter = filter.clone();
+        let bbox = s.bbox;
+        let (offset, limit) = (s.offset, s.limit);
+        let skip = n;
+        let room = s.limit.saturating_sub(matched.len());
+        let (total, got, passed, items) = with_catalog_budget(node, move |c, budget| {
             let page = c.datasets(&dq2)?;
+            budget.check()?;
             let keys: Vec<(String, u64)> = page
                 .hits
                 .iter()
@@ -632,49 +645,48 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
             for r in c.get_many(&keys)? {
                 recs.insert((r.name.clone(), r.version), r);
             }
-            let items: Vec<(String, Vec<Record>)> = page
-                .hits
-                .iter()
-                .map(|d| {
-                    let files = d
-                        .files
-                        .iter()
-                        .filter_map(|f| recs.remove(&(f.name.clone(), f.version)))
-                        .collect();
-                    (d.instance_id.clone(), files)
-                })
-                .collect();
-            Ok((page.total, items))
+            let got = page.hits.len();
+            let mut passed = 0usize;
+            let mut items = Vec::new();
+            for d in &page.hits {
+                budget.check()?;
+                let files: Vec<Record> = d
+                    .files
+                    .iter()
+                    .filter_map(|f| recs.remove(&(f.name.clone(), f.version)))
+                    .collect();
+                if files.is_empty() {
+                    continue;
+                }
+                let item = item_doc(&d.instance_id, &files, &host);
+                if let Some(b) = &bbox {
+                    if !bbox_meets(&item["bbox"], b) {
+                        continue;
+                    }
+                }
+                if let Some(f) = &filter {
+                    if !f.eval(&item) {
+                        continue;
+                    }
+                }
+                if exact {
+                    items.push(item);
+                } else {
+                    let k = skip + passed;
+                    if k >= offset && items.len() < room && k < offset + limit {
+                        items.push(item);
+                    }
+                    passed += 1;
+                }
+            }
+            Ok((page.total, got, passed, items))
         })
         .await?;
-        let got = items.len();
-        for (inst, files) in items {
-            if files.is_empty() {
-                continue;
-            }
-            let item = item_doc(&inst, &files, &host);
-            if let Some(b) = &s.bbox {
-                if !bbox_meets(&item["bbox"], b) {
-                    continue;
-                }
-            }
-            if let Some(f) = &s.filter {
-                if !eval(f, &item).map_err(|e| fail(StatusCode::BAD_REQUEST, e))? {
-                    continue;
-                }
-            }
-            if exact {
-                matched.push(item);
-            } else {
-                if n >= s.offset && matched.len() < s.limit {
-                    matched.push(item);
-                }
-                n += 1;
-            }
-        }
         if exact {
-            return Ok((total as usize, matched));
+            return Ok((total as usize, items));
         }
+        n += passed;
+        matched.extend(items);
         dq.query.offset += got;
         if got == 0 || dq.query.offset as u64 >= total || dq.query.offset >= MAX_SCAN {
             return Ok((n, matched));
@@ -684,7 +696,7 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
 
 /// RFC 3339 (UTC) from the catalog's ISO-8601 times (`1950-01-01T00:00:00`): a
 /// day past its month's end (360-day calendars) is moved to the month's last day.
-fn rfc3339(s: &str) -> Option<String> {
+pub(crate) fn rfc3339(s: &str) -> Option<String> {
     let s = s.trim().trim_end_matches('Z');
     let (date, time) = s.split_once('T').unwrap_or((s, "00:00:00"));
     let mut d = date.splitn(3, '-');
@@ -873,231 +885,6 @@ fn bbox_meets(item: &Value, q: &[f64; 4]) -> bool {
         .any(|k| b[0] <= q[2] + k && b[2] >= q[0] + k)
 }
 
-// ---- CQL2-JSON ----
-
-/// Operators understood.
-const OPS: &[&str] = &[
-    "and",
-    "or",
-    "not",
-    "=",
-    "<>",
-    "<",
-    "<=",
-    ">",
-    ">=",
-    "in",
-    "between",
-    "isNull",
-    "like",
-    "t_intersects",
-    "anyinteracts",
-];
-
-/// Refuses what cannot be evaluated (unknown operators, bad shapes) before any work.
-fn check_filter(f: &Value) -> Result<(), String> {
-    fn walk(f: &Value, depth: usize) -> Result<(), String> {
-        if depth > 64 {
-            return Err("filter: nested more than 64 deep".into());
-        }
-        let Some(op) = f.get("op").and_then(Value::as_str) else {
-            return Err(format!(
-                "filter: expected an operation {{\"op\", \"args\"}}, not {f}"
-            ));
-        };
-        if !OPS.contains(&op) {
-            return Err(format!(
-                "filter: operator {op:?} is not supported (supported: {})",
-                OPS.join(", ")
-            ));
-        }
-        let Some(args) = f.get("args").and_then(Value::as_array) else {
-            return Err(format!("filter: {op} needs \"args\" as a list"));
-        };
-        let want = match op {
-            "and" | "or" => None,
-            "not" | "isNull" => Some(1),
-            "between" => Some(3),
-            _ => Some(2),
-        };
-        if want.is_some_and(|n| args.len() != n) || (want.is_none() && args.is_empty()) {
-            return Err(format!(
-                "filter: {op} takes {} arguments, not {}",
-                want.map_or("some".to_string(), |n| n.to_string()),
-                args.len()
-            ));
-        }
-        if matches!(op, "and" | "or" | "not") {
-            for a in args {
-                walk(a, depth + 1)?;
-            }
-        }
-        if op == "in" && !args[1].is_array() {
-            return Err("filter: in takes a property and a list".into());
-        }
-        Ok(())
-    }
-    walk(f, 0)
-}
-
-/// A literal or a property's value on the item (`null` when it has none).
-fn operand(a: &Value, item: &Value) -> Value {
-    if let Some(p) = a.get("property").and_then(Value::as_str) {
-        let name = prop_name(p);
-        return match name {
-            "id" => item["id"].clone(),
-            "collection" => item["collection"].clone(),
-            _ => {
-                let props = &item["properties"];
-                match props.get(name) {
-                    Some(v) => v.clone(),
-                    None => props
-                        .get(format!("cmip6:{name}"))
-                        .cloned()
-                        .unwrap_or(Value::Null),
-                }
-            }
-        };
-    }
-    if let Some(t) = a
-        .get("timestamp")
-        .or_else(|| a.get("date"))
-        .and_then(Value::as_str)
-    {
-        return json!(rfc3339(t).unwrap_or_else(|| t.to_string()));
-    }
-    a.clone()
-}
-
-/// Orders two values: numbers as numbers, strings as strings (RFC 3339 times
-/// sort as strings), anything else not at all.
-fn cmp(a: &Value, b: &Value) -> Option<std::cmp::Ordering> {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64()?.partial_cmp(&y.as_f64()?),
-        (Value::String(x), Value::String(y)) => {
-            let (x2, y2) = (rfc3339(x), rfc3339(y));
-            match (x2, y2) {
-                (Some(x), Some(y)) if x.len() == y.len() => Some(x.cmp(&y)),
-                _ => Some(x.cmp(y)),
-            }
-        }
-        (Value::Bool(x), Value::Bool(y)) => Some(x.cmp(y)),
-        _ => None,
-    }
-}
-
-/// The item's time interval (for `datetime`).
-fn interval(item: &Value) -> (Value, Value) {
-    let p = &item["properties"];
-    (p["start_datetime"].clone(), p["end_datetime"].clone())
-}
-
-fn is_datetime(a: &Value) -> bool {
-    a.get("property")
-        .and_then(Value::as_str)
-        .is_some_and(|p| prop_name(p) == "datetime")
-}
-
-fn like(pat: &str, s: &str) -> bool {
-    fn go(p: &[char], s: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('%') => (0..=s.len()).any(|i| go(&p[1..], &s[i..])),
-            Some('_') => !s.is_empty() && go(&p[1..], &s[1..]),
-            Some(c) => s.first() == Some(c) && go(&p[1..], &s[1..]),
-        }
-    }
-    let p: Vec<char> = pat.chars().collect();
-    let s: Vec<char> = s.chars().collect();
-    p.len() <= 256 && go(&p, &s)
-}
-
-/// Evaluates a checked CQL2-JSON expression on an item.
-fn eval(f: &Value, item: &Value) -> Result<bool, String> {
-    let op = f["op"].as_str().unwrap_or_default();
-    let args = f["args"].as_array().cloned().unwrap_or_default();
-    Ok(match op {
-        "and" => {
-            for a in &args {
-                if !eval(a, item)? {
-                    return Ok(false);
-                }
-            }
-            true
-        }
-        "or" => {
-            for a in &args {
-                if eval(a, item)? {
-                    return Ok(true);
-                }
-            }
-            false
-        }
-        "not" => !eval(&args[0], item)?,
-        "isNull" => operand(&args[0], item).is_null(),
-        "between" if is_datetime(&args[0]) => {
-            // The item's interval overlaps [low, high].
-            let (s, e) = interval(item);
-            let (lo, hi) = (operand(&args[1], item), operand(&args[2], item));
-            !s.is_null()
-                && cmp(&e, &lo) != Some(std::cmp::Ordering::Less)
-                && cmp(&s, &hi) != Some(std::cmp::Ordering::Greater)
-        }
-        "between" => {
-            let v = operand(&args[0], item);
-            let (lo, hi) = (operand(&args[1], item), operand(&args[2], item));
-            matches!(cmp(&v, &lo), Some(o) if o.is_ge())
-                && matches!(cmp(&v, &hi), Some(o) if o.is_le())
-        }
-        "t_intersects" | "anyinteracts" => {
-            let (s, e) = interval(item);
-            let other = operand(&args[1], item);
-            let (lo, hi) = match other.get("interval").and_then(Value::as_array) {
-                Some(iv) if iv.len() == 2 => (operand(&iv[0], item), operand(&iv[1], item)),
-                _ => (other.clone(), other),
-            };
-            let open = |v: &Value| v.is_null() || v.as_str() == Some("..");
-            !s.is_null()
-                && (open(&lo) || cmp(&e, &lo) != Some(std::cmp::Ordering::Less))
-                && (open(&hi) || cmp(&s, &hi) != Some(std::cmp::Ordering::Greater))
-        }
-        "in" => {
-            let v = operand(&args[0], item);
-            args[1]
-                .as_array()
-                .is_some_and(|l| l.iter().any(|x| operand(x, item) == v))
-        }
-        "like" => {
-            let v = operand(&args[0], item);
-            let p = operand(&args[1], item);
-            match (v.as_str(), p.as_str()) {
-                (Some(v), Some(p)) => like(p, v),
-                _ => false,
-            }
-        }
-        "=" | "<>" | "<" | "<=" | ">" | ">=" => {
-            let (a, b) = (operand(&args[0], item), operand(&args[1], item));
-            if a.is_null() || b.is_null() {
-                return Ok(false);
-            }
-            match op {
-                "=" => a == b || cmp(&a, &b) == Some(std::cmp::Ordering::Equal),
-                "<>" => a != b && cmp(&a, &b) != Some(std::cmp::Ordering::Equal),
-                _ => match cmp(&a, &b) {
-                    Some(o) => match op {
-                        "<" => o.is_lt(),
-                        "<=" => o.is_le(),
-                        ">" => o.is_gt(),
-                        _ => o.is_ge(),
-                    },
-                    None => false,
-                },
-            }
-        }
-        other => return Err(format!("filter: operator {other:?} is not supported")),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1169,8 +956,7 @@ mod tests {
             r#"{"op":"not","args":[{"op":"isNull","args":[{"property":"cmip6:member_id"}]}]}"#,
         ];
         for y in yes {
-            check_filter(&f(y)).unwrap();
-            assert!(eval(&f(y), &it).unwrap(), "{y}");
+            assert!(cql2::compile(&f(y)).unwrap().eval(&it), "{y}");
         }
         let no = [
             r#"{"op":"in","args":[{"property":"properties.cmip6:source_id"},["X"]]}"#,
@@ -1179,7 +965,7 @@ mod tests {
             r#"{"op":"=","args":[{"property":"nothing"},"x"]}"#,
         ];
         for n in no {
-            assert!(!eval(&f(n), &it).unwrap(), "{n}");
+            assert!(!cql2::compile(&f(n)).unwrap().eval(&it), "{n}");
         }
         for bad in [
             r#"{"op":"s_intersects","args":[]}"#,
@@ -1187,7 +973,7 @@ mod tests {
             r#"{"op":"between","args":[1,2]}"#,
             r#"[1]"#,
         ] {
-            assert!(check_filter(&f(bad)).is_err(), "{bad}");
+            assert!(cql2::compile(&f(bad)).is_err(), "{bad}");
         }
     }
 

@@ -175,7 +175,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(async move {
+    let r = rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
             let repo =
@@ -193,7 +193,7 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 granary_search::protocol::catalog_prefix(&node)
             );
         }
-        let _gateway = crate::gateway::start(
+        let gateway = crate::gateway::start(
             &http,
             tls,
             &running,
@@ -221,13 +221,33 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             _ = term.recv() => {},
         }
         tracing::info!("shutting down");
+        // No new HTTP requests; those in flight are dropped with the runtime
+        // (their blocking work sees its budget given up and ends).
+        for t in &gateway {
+            t.abort();
+        }
         for s in &running.sockets {
             let _ = std::fs::remove_file(crate::local_files::files_socket(s));
         }
-        running.stop().await;
+        // The forwarder's own stop is quick; a stuck one does not hold the exit.
+        if tokio::time::timeout(STOP_GRACE, running.stop())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the forwarder did not stop within {STOP_GRACE:?}; exiting");
+        }
         Ok::<_, anyhow::Error>(())
-    })
+    });
+    // Blocking work still running (a catalog call, a preview) is not waited
+    // for past a short grace: SIGTERM stops the daemon in under 2 s. An
+    // ingest cut short is what a crash leaves, which the store survives
+    // (a version appears only by its final rename).
+    rt.shutdown_timeout(STOP_GRACE);
+    r
 }
+
+/// How long the daemon waits for work in flight when it is told to stop.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The location catalog the replication policy reads (which node holds
 /// what, which nodes are up): the node's catalog, when it has one.

@@ -11,7 +11,7 @@ use granary_forwarder::daemon::Running;
 /// The gateway's flags of `granary daemon` (`--http`, `--https`,
 /// `--tls-cert`, `--tls-key`, `--http-max-conns`,
 /// `--http-max-conns-per-client`, `--http-max-websockets`,
-/// `--http-header-timeout`, `--http-idle-timeout`), or the same keys of its
+/// `--http-header-timeout`, `--http-idle-timeout`, `--http-deadline`), or the same keys of its
 /// config file (`-` as `_`).
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -33,6 +33,8 @@ pub struct Flags {
     pub http_header_timeout: Option<f64>,
     /// Seconds an HTTP/2 connection or WebSocket face may stay idle.
     pub http_idle_timeout: Option<f64>,
+    /// Seconds a request may work before it is answered 503.
+    pub http_deadline: Option<f64>,
 }
 
 /// The gateway's settings after flags and config file.
@@ -86,7 +88,7 @@ fn path_key(t: &mut toml::Table, key: &str) -> anyhow::Result<Option<PathBuf>> {
 
 /// Takes the gateway's keys (`http`, `https`, `tls_cert`, `tls_key`,
 /// `http_max_conns`, `http_max_conns_per_client`, `http_max_websockets`,
-/// `http_header_timeout`, `http_idle_timeout`) out of a daemon config table,
+/// `http_header_timeout`, `http_idle_timeout`, `http_deadline`) out of a daemon config table,
 /// so the rest parses as the forwarder's `DaemonConfig`.
 pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<Flags> {
     Ok(Flags {
@@ -99,6 +101,7 @@ pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<Flags> {
         http_max_websockets: count_key(t, "http_max_websockets")?,
         http_header_timeout: seconds_key(t, "http_header_timeout")?,
         http_idle_timeout: seconds_key(t, "http_idle_timeout")?,
+        http_deadline: seconds_key(t, "http_deadline")?,
     })
 }
 
@@ -150,6 +153,7 @@ pub fn settings(flags: &Flags, file: &Flags) -> anyhow::Result<HttpSettings> {
             file.http_max_websockets,
             d.max_websockets,
         ),
+        deadline: secs(flags.http_deadline, file.http_deadline, d.deadline),
     };
     Ok(HttpSettings {
         addr,
