@@ -161,6 +161,18 @@ impl Index {
         self.alive.len()
     }
 
+    /// The facet keys that some record holds a value of, sorted.
+    pub fn facet_keys(&self) -> Vec<String> {
+        let mut k: Vec<String> = self
+            .cols
+            .iter()
+            .filter(|c| c.post.iter().any(|p| !p.is_disjoint(&self.alive)))
+            .map(|c| c.key.to_string())
+            .collect();
+        k.sort_unstable();
+        k
+    }
+
     /// (name, version) of every record held.
     pub fn keys(&self) -> Vec<(String, u64)> {
         self.alive

@@ -27,7 +27,7 @@ pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
 pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas};
-pub use query::{FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
+pub use query::{check_time, FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
 use backend::Backend;
@@ -306,6 +306,11 @@ impl Catalog {
     /// True when the storage may be shared with other nodes (PostgreSQL).
     pub fn is_shared(&self) -> Result<bool> {
         Ok(matches!(self.lock()?.backend, Backend::Pg(_)))
+    }
+
+    /// The facet keys some record holds, sorted.
+    pub fn facet_keys(&self) -> Result<Vec<String>> {
+        Ok(self.synced()?.index.facet_keys())
     }
 
     /// Every (name, version) the catalog holds, sorted.

@@ -138,6 +138,60 @@ fn parse_usize(k: &str, v: &str) -> Result<usize> {
         .or_else(|_| invalid(format!("{k}={v:?}: expected a number")))
 }
 
+/// Checks an ISO 8601 date or date-time as the catalog compares them:
+/// `YYYY[-MM[-DD[Thh[:mm[:ss[.f]]]]]][Z]`, a month 1–12, a day 1–31 (day 30 of
+/// February is a date in 360-day calendars), hours 0–24, minutes and seconds
+/// 0–59 (60: a leap second).
+pub fn check_time(t: &str) -> Result<()> {
+    let bad = || invalid(format!("{t:?} is not a date or time (expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ss)"));
+    let s = t.trim().strip_suffix('Z').unwrap_or(t.trim());
+    let (date, time) = match s.split_once(['T', ' ']) {
+        Some((d, t)) => (d, Some(t)),
+        None => (s, None),
+    };
+    let num = |x: &str, lo: u32, hi: u32, width: Option<usize>| {
+        !x.is_empty()
+            && x.bytes().all(|b| b.is_ascii_digit())
+            && width.is_none_or(|w| x.len() == w)
+            && x.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n))
+    };
+    let mut d = date.split('-');
+    let y = d.next().unwrap_or("");
+    if !(num(y, 0, 999_999, None) && (4..=6).contains(&y.len())) {
+        return bad();
+    }
+    let ok = match (d.next(), d.next(), d.next()) {
+        (None, None, None) => time.is_none(),
+        (Some(m), None, None) => num(m, 1, 12, Some(2)) && time.is_none(),
+        (Some(m), Some(dd), None) => num(m, 1, 12, Some(2)) && num(dd, 1, 31, Some(2)),
+        _ => false,
+    };
+    if !ok {
+        return bad();
+    }
+    if let Some(time) = time {
+        let mut parts = time.split(':');
+        let h = parts.next().unwrap_or("");
+        let ok = num(h, 0, 24, Some(2))
+            && match (parts.next(), parts.next(), parts.next()) {
+                (None, None, None) => true,
+                (Some(m), None, None) => num(m, 0, 59, Some(2)),
+                (Some(m), Some(sec), None) => {
+                    let (whole, frac) = sec.split_once('.').unwrap_or((sec, "0"));
+                    num(m, 0, 59, Some(2))
+                        && num(whole, 0, 60, Some(2))
+                        && !frac.is_empty()
+                        && frac.bytes().all(|b| b.is_ascii_digit())
+                }
+                _ => false,
+            };
+        if !ok {
+            return bad();
+        }
+    }
+    Ok(())
+}
+
 impl Query {
     /// CLI-style arguments: `key=value`, `key=a,b` (OR), `key!=value` (exclusion), and
     /// free words (text). Reserved keys: `limit`, `offset`, `sort`
@@ -240,6 +294,12 @@ impl Query {
         if let Some((a, b)) = &self.time_overlap {
             for t in [a, b].into_iter().flatten() {
                 check_plain("time", t, MAX_KEY)?;
+                check_time(t)?;
+            }
+            if let (Some(a), Some(b)) = (a, b) {
+                if a.len() == b.len() && a > b {
+                    return invalid(format!("time interval {a}/{b}: its start is after its end"));
+                }
             }
         }
         if let Some(p) = &self.name_prefix {

@@ -1219,3 +1219,72 @@ fn sigterm_stops_the_daemon_with_requests_in_flight() {
     assert!(status.success(), "{status}");
     drop(inflight);
 }
+
+#[test]
+fn unknown_facets_and_bad_dates_are_refused_and_wget_takes_datasets() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_path_buf();
+    fill_catalog(&data, 60);
+    let d = Daemon::start_at(dir, data, &["--no-repo", "--http", "127.0.0.1:0"]);
+    let addr = http_addr(&d);
+    let json = |r: &Resp| -> Value { serde_json::from_slice(&r.body).unwrap() };
+    // An unknown facet name is a 400 that lists the known ones, on both APIs.
+    for path in [
+        "/api/search?foo=bar",
+        "/api/search?type=dataset&foo=bar",
+        "/esg-search/search?type=File&foo=bar",
+        "/esg-search/search?type=Dataset&foo!=bar",
+        "/api/wget?foo=bar",
+    ] {
+        let r = get(&addr, path);
+        assert_eq!(r.status, 400, "{path}: {r:?}");
+        let e = r.assert_json_error(path);
+        assert!(
+            e.contains("unknown facet \"foo\"") && e.contains("source_id"),
+            "{path}: {e}"
+        );
+    }
+    // A known facet no record holds is a search that finds nothing; a facet
+    // records hold finds them; `type=file` is the file search.
+    let r = get(&addr, "/api/search?nominal_resolution=100+km");
+    assert_eq!((r.status, json(&r)["total"].clone()), (200, 0.into()), "{r:?}");
+    let all = json(&get(&addr, "/api/search?source_id=Model1"))["total"].clone();
+    assert_eq!(all, 6, "two datasets of three files");
+    let typed = json(&get(&addr, "/api/search?type=file&source_id=Model1"))["total"].clone();
+    assert_eq!(typed, all);
+    // Dates that are not dates, and reversed intervals, are 400.
+    for path in [
+        "/esg-search/search?type=File&start=notadate",
+        "/esg-search/search?type=Dataset&end=9999-99-99",
+        "/api/search?time=1950-13-01/",
+        "/api/search?time=2000-01-01/1990-01-01",
+        "/stac/search?datetime=9999-99-99T00:00:00Z/..",
+    ] {
+        let r = get(&addr, path);
+        assert_eq!(r.status, 400, "{path}: {r:?}");
+        r.assert_json_error(path);
+    }
+    // Valid ones still answer (day 30 of February is a 360-day calendar's).
+    for path in [
+        "/esg-search/search?type=File&start=1900-02-30",
+        "/api/search?time=1900/1950-06",
+        "/api/search?time=1900-01-01T00:00:00Z/",
+    ] {
+        let r = get(&addr, path);
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+    }
+    // `/api/wget` by dataset id, and with type=dataset, gives the files.
+    let id = "CMIP6.CMIP.INST.Model0.historical.r1i1p1f1.Amon.tas.gn.v20190308";
+    for path in [
+        format!("/api/wget?id={id}"),
+        format!("/api/wget?id={id}%7Cdata.node"),
+        "/api/wget?type=dataset&source_id=Model0&variable_id=tas".to_string(),
+    ] {
+        let r = get(&addr, &path);
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        let s = String::from_utf8_lossy(&r.body).to_string();
+        assert!(s.contains("# 3 files"), "{path}: {s:.400}");
+        assert_eq!(s.matches("\nget '").count(), 3, "{path}");
+        assert!(s.contains("tas_Amon_Model0_historical_r1i1p1f1_gn_185001-189912.nc"));
+    }
+}

@@ -132,6 +132,83 @@ pub(crate) async fn with_catalog_budget<T: Send + 'static>(
     }
 }
 
+/// Constraint names an ESGF index accepts whatever this catalog holds: the
+/// CMIP6 and CMIP5 search facets and the Solr fields clients filter on. A
+/// filter on one of these that no record carries matches nothing; a name that
+/// is neither one of these nor a facet some record holds is refused (400), so
+/// that a typo is not mistaken for an empty result.
+pub(crate) const ESGF_FIELDS: &[&str] = &[
+    "project",
+    "mip_era",
+    "activity_id",
+    "activity_drs",
+    "institution_id",
+    "source_id",
+    "source_type",
+    "experiment_id",
+    "experiment_title",
+    "sub_experiment_id",
+    "member_id",
+    "variant_label",
+    "table_id",
+    "frequency",
+    "realm",
+    "variable_id",
+    "variable",
+    "variable_long_name",
+    "cf_standard_name",
+    "grid_label",
+    "grid",
+    "nominal_resolution",
+    "data_specs_version",
+    "version",
+    "data_node",
+    "index_node",
+    "institute",
+    "model",
+    "experiment",
+    "experiment_family",
+    "time_frequency",
+    "product",
+    "ensemble",
+    "cmor_table",
+    "modeling_realm",
+    "instance_id",
+    "master_id",
+    "id",
+    "title",
+    "tracking_id",
+    "further_info_url",
+];
+
+/// Refuses a query naming a facet that is neither an ESGF field nor a facet
+/// some record holds: 400 listing the known names.
+pub(crate) fn check_facets(c: &Catalog, q: &Query) -> Result<(), CatalogFail> {
+    let asked: Vec<&String> = q
+        .filters
+        .keys()
+        .chain(q.exclude.keys())
+        .filter(|k| !ESGF_FIELDS.contains(&k.as_str()))
+        .collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let held = c.facet_keys()?;
+    let unknown: Vec<&String> = asked.into_iter().filter(|k| !held.contains(k)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let mut known: Vec<&str> = ESGF_FIELDS.iter().copied().chain(held.iter().map(String::as_str)).collect();
+    known.sort_unstable();
+    known.dedup();
+    let shown: Vec<String> = unknown.iter().take(5).map(|k| format!("{k:?}")).collect();
+    Err(CatalogFail::Bad(format!(
+        "unknown facet {} (known: {})",
+        shown.join(", "),
+        known.join(", ")
+    )))
+}
+
 /// A search hit as sent: no `meta`, no free-text blob, plus its download path.
 pub(crate) fn hit_json(r: &Record) -> Value {
     let mut v = json!(r);
@@ -193,7 +270,11 @@ async fn dataset_search(node: &State, p: Vec<(String, String)>) -> Response {
         Ok(q) => q,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    match with_catalog(node, move |c| Ok(c.datasets(&dq)?)).await {
+    let r = with_catalog(node, move |c| {
+        check_facets(c, &dq.query)?;
+        Ok(c.datasets(&dq)?)
+    });
+    match r.await {
         Ok(page) => Json(json!({
             "type": "dataset",
             "total": page.total,
@@ -211,6 +292,7 @@ pub(crate) async fn run_search(node: &State, uri: &Uri) -> Result<(Query, Page),
     let q = search_query(&p).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
     let q2 = q.clone();
     let page = with_catalog(node, move |c| {
+        check_facets(c, &q2)?;
         let mut page = c.query(&q2)?;
         granary_search::service::slim(&mut page);
         Ok(page)

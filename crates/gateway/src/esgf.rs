@@ -17,6 +17,7 @@ use axum::Json;
 use granary_catalog::{dataset, Dataset, DatasetQuery, FacetSel, Query, Record, MAX_LIMIT};
 use serde_json::{json, Map, Value};
 
+use crate::api::check_facets;
 use crate::api::{download_path, with_catalog};
 use crate::query::{facet_sel, pairs, parse_bool, parse_num};
 use crate::wget::{all_records, host_of, origin, script, script_response};
@@ -394,6 +395,7 @@ async fn files(node: &State, e: Esgf, base: &str, host: &str) -> Result<Answer, 
         return Ok((total, e.offset, docs, json!({})));
     }
     let (total, hits, counts) = with_catalog(node, move |c| {
+        check_facets(c, &q)?;
         if ids.is_empty() {
             let mut p = c.query(&q)?;
             granary_search::service::slim(&mut p);
@@ -454,7 +456,11 @@ async fn datasets(node: &State, e: Esgf, host: &str) -> Result<Answer, Response>
         ids: e.dataset_ids.clone(),
         files: false,
     };
-    let page = with_catalog(node, move |c| Ok(c.datasets(&dq)?)).await?;
+    let page = with_catalog(node, move |c| {
+        check_facets(c, &dq.query)?;
+        Ok(c.datasets(&dq)?)
+    })
+    .await?;
     let docs = page.hits.iter().map(|d| dataset_doc(d, host)).collect();
     Ok((page.total, e.offset, docs, flat(&page.facet_counts)))
 }

@@ -80,6 +80,10 @@ pub fn search_query(pairs: &[(String, String)]) -> Result<Query, String> {
             }
             "prefix" => q.name_prefix = Some(v.clone()),
             "format" => {}
+            // The kind of hit; callers that serve datasets take `type=dataset`
+            // before this.
+            "type" if v.eq_ignore_ascii_case("file") => {}
+            "type" => return Err(format!("type={v:?}: expected file or dataset")),
             _ => {
                 if k.is_empty() {
                     return Err("a parameter has an empty name".into());

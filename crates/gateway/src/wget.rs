@@ -6,7 +6,7 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use granary_catalog::{FacetSel, Query, Record, MAX_LIMIT};
 
-use crate::api::{download_path, with_catalog};
+use crate::api::{check_facets, dataset_query, download_path, with_catalog};
 use crate::query::{pairs, search_query};
 use crate::{error, State};
 
@@ -82,6 +82,7 @@ pub(crate) async fn all_records(node: &State, mut q: Query) -> Result<Vec<Record
         q.limit.min(MAX_FILES)
     };
     with_catalog(node, move |c| {
+        check_facets(c, &q)?;
         let mut out = Vec::new();
         let mut off = q.offset;
         while out.len() < want {
@@ -166,22 +167,61 @@ pub(crate) fn script_response(body: String) -> Response {
         .into_response()
 }
 
+/// The files of the datasets `/api/search?type=dataset` would answer with
+/// these parameters (`id=` names datasets): every file of each, at most
+/// [`MAX_FILES`] (`limit` counts datasets, as in the dataset search).
+async fn dataset_files(
+    node: &State,
+    p: Vec<(String, String)>,
+    has_limit: bool,
+) -> Result<Vec<Record>, Response> {
+    let mut dq = dataset_query(p).map_err(|e| error(StatusCode::BAD_REQUEST, e))?;
+    dq.files = true;
+    dq.query.facets = FacetSel::None;
+    if !has_limit {
+        dq.query.limit = MAX_LIMIT;
+    }
+    with_catalog(node, move |c| {
+        check_facets(c, &dq.query)?;
+        let page = c.datasets(&dq)?;
+        let keys: Vec<(String, u64)> = page
+            .hits
+            .iter()
+            .flat_map(|d| d.files.iter().map(|f| (f.name.clone(), f.version)))
+            .take(MAX_FILES)
+            .collect();
+        let mut recs = c.get_many(&keys)?;
+        recs.sort_by(|a, b| (&a.name, a.version).cmp(&(&b.name, b.version)));
+        Ok(recs)
+    })
+    .await
+}
+
 /// `GET /api/wget?<the /api/search parameters>`: a script for every match (not
-/// only one page: `limit` defaults to all, at most [`MAX_FILES`]).
+/// only one page: `limit` defaults to all, at most [`MAX_FILES`]). With
+/// `type=dataset` or `id=<dataset id>`, every file of the matching datasets.
 pub async fn api_wget(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response {
     let p = match pairs(uri.query()) {
         Ok(p) => p,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
     let has_limit = p.iter().any(|(k, _)| k == "limit");
-    let mut q = match search_query(&p) {
-        Ok(q) => q,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    let by_dataset = p
+        .iter()
+        .any(|(k, v)| k == "id" || (k == "type" && v.eq_ignore_ascii_case("dataset")));
+    let files = if by_dataset {
+        dataset_files(&node, p, has_limit).await
+    } else {
+        let mut q = match search_query(&p) {
+            Ok(q) => q,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e),
+        };
+        if !has_limit {
+            q.limit = 0;
+        }
+        all_records(&node, q).await
     };
-    if !has_limit {
-        q.limit = 0;
-    }
-    let files = match all_records(&node, q).await {
+    let files = match files {
         Ok(f) => f,
         Err(r) => return r,
     };
