@@ -246,6 +246,10 @@ struct Lan {
 /// A running relay process.
 struct RelayProc {
     child: Child,
+    /// Where it listens (what [`Testbed::udp_path`] returned).
+    addr: SocketAddr,
+    /// Its `granary linkem …` arguments.
+    args: Vec<String>,
 }
 
 /// Netns testbed: hosts, links, LANs, relays and processes, all removed on
@@ -420,6 +424,11 @@ impl Testbed {
     /// The emulation in use.
     pub fn emulation(&self) -> Emulation {
         self.emulation
+    }
+
+    /// Where the rate goes in relay mode.
+    pub fn rate_by(&self) -> RateBy {
+        self.opts.rate_by
     }
 
     /// Adds a host (a namespace with `lo` up). `name` is a short label.
@@ -748,8 +757,28 @@ impl Testbed {
                 eprintln!("{tag}: {l}");
             }
         });
-        self.relays.push(RelayProc { child });
+        self.relays.push(RelayProc { child, addr, args });
         Ok(addr)
+    }
+
+    /// The `granary linkem` arguments of the relay listening at `addr` (an
+    /// address [`Testbed::udp_path`] or [`Testbed::tcp_path`] returned in
+    /// relay mode): what that emulated path was told to do, for tests that
+    /// check the emulation's set-up rather than time it.
+    pub fn relay_args(&self, addr: SocketAddr) -> Option<&[String]> {
+        self.relays
+            .iter()
+            .find(|r| r.addr == addr)
+            .map(|r| r.args.as_slice())
+    }
+
+    /// The qdiscs the kernel holds on `host`'s end of `link` (`tc qdisc
+    /// show` of its veth, as tc prints them).
+    pub fn link_qdiscs(&self, link: LinkId, host: HostId) -> Result<String> {
+        self.link_addr(link, host)?;
+        let mut c = self.command(host, "tc");
+        c.args(["qdisc", "show", "dev", &format!("l{}", link.0)]);
+        run(c)
     }
 
     /// A `Command` that runs `program` inside `host`'s namespace.

@@ -593,10 +593,9 @@ mod tests {
             let (n, from) = c.recv_from(&mut b).await.unwrap();
             let rtt = t.elapsed();
             assert_eq!((n, from, b[0]), (10, r.local_addr(), i));
-            assert!(
-                rtt >= Duration::from_millis(29) && rtt < Duration::from_millis(45),
-                "rtt {rtt:?}"
-            );
+            // 15 ms each way: never sooner (a lower bound only; a loaded
+            // machine makes it later, never earlier).
+            assert!(rtt >= Duration::from_millis(29), "rtt {rtt:?}");
         }
         // A datagram is counted just after it is sent, so the last reply
         // can arrive before its count: wait for it (briefly).

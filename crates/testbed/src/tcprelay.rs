@@ -151,8 +151,11 @@ mod tests {
         c.read_to_end(&mut got).await.unwrap();
         let secs = t.elapsed().as_secs_f64();
         assert_eq!(got.len(), 250_000);
-        // handshake 40 ms + request 20 ms + 100 ms at 20 Mbit/s + 20 ms.
+        assert!(got.iter().all(|&b| b == 7), "the bytes as sent");
+        // handshake 40 ms + request 20 ms + 100 ms at 20 Mbit/s + 20 ms: the
+        // relay delays and rates, so the transfer cannot take less (a lower
+        // bound only: a loaded machine makes it longer, never shorter; the
+        // figure itself is bench/netns-testbed.sh's to measure).
         assert!(secs > 0.17, "too fast: {secs}");
-        assert!(secs < 0.6, "too slow: {secs}");
     }
 }
