@@ -3,7 +3,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use granary_packet::{Data, Interest, InterestFields, Name};
@@ -17,16 +17,11 @@ fn peek(d: &Daemon, name: &str, extra: &[&str]) -> std::process::Output {
 #[test]
 fn no_route_gives_a_prompt_nack() {
     let d = Daemon::start(&[]);
-    let t = Instant::now();
     let o = peek(&d, "/nowhere/x", &[]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
+    // Answered by a Nack (not left to time out): what made it prompt.
     assert!(err.contains("nack NoRoute"), "{err}");
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "Nack took {:?}",
-        t.elapsed()
-    );
 }
 
 #[test]
@@ -230,14 +225,12 @@ fn three_daemons_chained(b_args: &[&str]) {
     let a_tcp = format!("tcp4://{}", a.tcp.as_ref().unwrap());
     a.ok(&["route", "add", "/loop", &b_tcp]);
     b.ok(&["route", "add", "/loop", &a_tcp]);
-    let t = Instant::now();
     let o = peek(&a, "/loop/x", &["--lifetime", "3000"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("nack"),
         "loop ends in a Nack, not a timeout: {err}"
     );
-    assert!(t.elapsed() < Duration::from_secs(2));
     let faces = c.ok(&["face", "list"]);
     assert!(
         faces
