@@ -198,7 +198,11 @@ pub(crate) fn check_facets(c: &Catalog, q: &Query) -> Result<(), CatalogFail> {
     if unknown.is_empty() {
         return Ok(());
     }
-    let mut known: Vec<&str> = ESGF_FIELDS.iter().copied().chain(held.iter().map(String::as_str)).collect();
+    let mut known: Vec<&str> = ESGF_FIELDS
+        .iter()
+        .copied()
+        .chain(held.iter().map(String::as_str))
+        .collect();
     known.sort_unstable();
     known.dedup();
     let shown: Vec<String> = unknown.iter().take(5).map(|k| format!("{k:?}")).collect();

@@ -202,7 +202,20 @@ pub(crate) fn parse_range(h: &str, size: u64) -> Ranged {
     }
 }
 
+/// The keychain could not be read: out of descriptors or memory is a 503
+/// (with `Retry-After`), anything else a 500.
+pub(crate) fn anchors_failed(e: String) -> Response {
+    if crate::shared::temporary_text(&e) {
+        crate::unavailable(format!("{e}; try again shortly"))
+    } else {
+        error(StatusCode::INTERNAL_SERVER_ERROR, e)
+    }
+}
+
 fn fetch_status(e: &granary_transfer::Error) -> StatusCode {
+    if crate::shared::temporary_text(&e.to_string()) {
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
     match e {
         granary_transfer::Error::Fetch(_) => StatusCode::NOT_FOUND,
         granary_transfer::Error::Verify(_) => StatusCode::BAD_GATEWAY,
@@ -255,7 +268,7 @@ pub async fn download(
     };
     let (trust, generation) = match node.shared.anchors.get() {
         Ok(t) => t,
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(e) => return anchors_failed(e),
     };
     // One route to the bytes: a version the node's repository holds is read
     // from its file (every segment checked against the signed manifest
@@ -264,10 +277,16 @@ pub async fn download(
     let (t2, tr2) = (target.clone(), trust.clone());
     let (h2, get) = (headers.clone(), method == Method::GET);
     let local = tokio::task::spawn_blocking(move || {
-        let l = shared.open_local(&tr2, generation, &t2)?;
+        let l = match shared.open_local(&tr2, generation, &t2) {
+            Ok(Some(l)) => l,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         // A small body is read and checked here, at once: no second
         // blocking task, no channel.
-        let size = l.info.map.file_size()?;
+        let Some(size) = l.info.map.file_size() else {
+            return Ok(None);
+        };
         let etag = format!("\"{}\"", l.digest);
         let small = match (
             get && !not_modified(&h2, &etag),
@@ -291,11 +310,14 @@ pub async fn download(
             });
             Some((a, b, body))
         });
-        Some((l, small))
+        Ok(Some((l, small)))
     })
-    .await
-    .ok()
-    .flatten();
+    .await;
+    let local = match local {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return crate::unavailable(e),
+        Err(e) => return crate::unavailable(format!("the read task failed: {e}")),
+    };
     if let Some((l, small)) = local {
         let what = Found {
             versioned: l.info.versioned.clone(),
@@ -621,6 +643,30 @@ fn stream(mut f: RemoteFile<GwLink>, start: u64, end: u64, seg: u64) -> Body {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporary_conditions_are_503_never_404_or_500() {
+        let emfile = std::io::Error::from_raw_os_error(24);
+        assert!(crate::shared::temporary_io(&emfile));
+        assert!(crate::shared::temporary_io(
+            &std::io::Error::from_raw_os_error(12)
+        ));
+        assert!(!crate::shared::temporary_io(
+            &std::io::Error::from_raw_os_error(2)
+        ));
+        // The fetch engine's "not found" stays a 404; one that carries an
+        // exhausted resource is a 503.
+        let e = granary_transfer::Error::Fetch("no route: /a".into());
+        assert_eq!(fetch_status(&e), StatusCode::NOT_FOUND);
+        let e = granary_transfer::Error::Fetch(format!("repository: {emfile}"));
+        assert_eq!(fetch_status(&e), StatusCode::SERVICE_UNAVAILABLE);
+        // The keychain unreadable for lack of descriptors: 503 with Retry-After.
+        let r = anchors_failed(format!("trust anchors: keychain/trust: {emfile}"));
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(r.headers().contains_key(header::RETRY_AFTER));
+        let r = anchors_failed("trust anchors: bad certificate".into());
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
 
     #[test]
     fn ranges() {

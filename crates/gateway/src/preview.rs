@@ -406,14 +406,16 @@ async fn open_source(
 ) -> Result<Arc<dyn ReadAt>, Response> {
     let (trust, generation) = match node.shared.anchors.get() {
         Ok(t) => t,
-        Err(e) => return Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
+        Err(e) => return Err(crate::data::anchors_failed(e)),
     };
     let shared = node.shared.clone();
     let (t2, tr2) = (target.clone(), trust.clone());
-    let local = tokio::task::spawn_blocking(move || shared.open_local(&tr2, generation, &t2))
-        .await
-        .ok()
-        .flatten();
+    let local =
+        match tokio::task::spawn_blocking(move || shared.open_local(&tr2, generation, &t2)).await {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => return Err(crate::unavailable(e)),
+            Err(e) => return Err(crate::unavailable(format!("the read task failed: {e}"))),
+        };
     if let Some(l) = local {
         let size = l.info.map.file_size().unwrap_or(0);
         let block = l.info.map.segment_size().max(MIN_BLOCK);

@@ -74,6 +74,30 @@ struct Infos {
     segments: u64,
 }
 
+/// True for an I/O error that passes by itself: out of descriptors (per
+/// process or system), out of memory or buffers, try again.
+pub(crate) fn temporary_io(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(11 | 12 | 23 | 24 | 105))
+        || matches!(
+            e.kind(),
+            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::WouldBlock
+        )
+}
+
+/// True for an error message that carries such an I/O error (errors that
+/// reach the gateway as text: the keychain's, the fetch engine's).
+pub(crate) fn temporary_text(s: &str) -> bool {
+    [
+        "os error 11)",
+        "os error 12)",
+        "os error 23)",
+        "os error 24)",
+        "os error 105)",
+    ]
+    .iter()
+    .any(|x| s.contains(x))
+}
+
 /// A version the node's repository holds, with its verified manifest.
 pub(crate) struct Local {
     pub entry: Arc<Entry>,
@@ -174,13 +198,41 @@ impl Shared {
         trust: &Arc<Trust>,
         generation: u64,
         target: &Name,
-    ) -> Option<Local> {
-        let store = self.store.as_ref()?;
+    ) -> Result<Option<Local>, String> {
+        let Some(store) = self.store.as_ref() else {
+            return Ok(None);
+        };
         let (name, version) = match target.last() {
-            Some(c) if c.typ == COMP_VERSION => (target.prefix(-1), Some(c.as_version()?)),
+            Some(c) if c.typ == COMP_VERSION => match c.as_version() {
+                Some(v) => (target.prefix(-1), Some(v)),
+                None => return Ok(None),
+            },
             _ => (target.clone(), None),
         };
-        let entry = store.get_shared(&name, version).ok()?;
+        // The node may hold it but cannot look now (out of descriptors or
+        // memory): a temporary condition, never "not held".
+        let entry = match store.get_shared(&name, version) {
+            Ok(e) => e,
+            Err(granary_store::Error::Io { path, source }) if temporary_io(&source) => {
+                return Err(format!(
+                    "the node cannot read its repository now ({path}: {source})"
+                ))
+            }
+            Err(_) => return Ok(None),
+        };
+        Ok(self.verified(store, trust, generation, target, &name, entry))
+    }
+
+    fn verified(
+        &self,
+        store: &Store,
+        trust: &Arc<Trust>,
+        generation: u64,
+        target: &Name,
+        name: &Name,
+        entry: Arc<Entry>,
+    ) -> Option<Local> {
+        let name = name.clone();
         let digest = entry.meta.manifest.clone()?;
         entry.file.as_ref()?;
         let key = (entry.path.clone(), digest.clone(), generation);

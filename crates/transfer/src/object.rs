@@ -528,7 +528,7 @@ pub async fn discover_signed<L: Link>(
                 Some(l) => l,
                 None => {
                     // The FinalBlockId of segment 0.
-                    let d = match first {
+                    let d = match first.clone() {
                         Some(d) => d,
                         None => {
                             fetch_one(
@@ -556,12 +556,24 @@ pub async fn discover_signed<L: Link>(
             }
         }
     };
+    // What the segments are signed with, as far as known now: a segment 0
+    // signed only with DigestSha256 says so (decision 0033: integrity only).
+    let digest_only = first
+        .as_ref()
+        .is_some_and(|d| d.sig_info().sig_type == sig_type::DIGEST_SHA256);
+    let verified_by = if digest_only {
+        format!("each segment's {INTEGRITY_ONLY}")
+    } else if trust.integrity_only() {
+        format!("each segment's own signature (a DigestSha256 one: {INTEGRITY_ONLY})")
+    } else {
+        "each segment's own signature".to_string()
+    };
     Ok((
         ObjectInfo {
             versioned,
             map,
             check: Check::PerPacket(trust),
-            verified_by: "each segment's own signature".into(),
+            verified_by,
         },
         None,
     ))
