@@ -142,6 +142,30 @@ pub async fn layer(State(deadline): State<Duration>, req: Request, next: Next) -
     }
 }
 
+/// True for an I/O error that passes by itself: out of descriptors (per
+/// process or system), out of memory or buffers, try again.
+pub(crate) fn temporary_io(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(11 | 12 | 23 | 24 | 105))
+        || matches!(
+            e.kind(),
+            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::WouldBlock
+        )
+}
+
+/// True for an error message that carries such an I/O error (errors that
+/// reach the gateway as text: the keychain's, the fetch engine's).
+pub(crate) fn temporary_text(s: &str) -> bool {
+    [
+        "os error 11)",
+        "os error 12)",
+        "os error 23)",
+        "os error 24)",
+        "os error 105)",
+    ]
+    .iter()
+    .any(|x| s.contains(x))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

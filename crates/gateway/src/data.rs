@@ -205,7 +205,7 @@ pub(crate) fn parse_range(h: &str, size: u64) -> Ranged {
 /// The keychain could not be read: out of descriptors or memory is a 503
 /// (with `Retry-After`), anything else a 500.
 pub(crate) fn anchors_failed(e: String) -> Response {
-    if crate::shared::temporary_text(&e) {
+    if crate::budget::temporary_text(&e) {
         crate::unavailable(format!("{e}; try again shortly"))
     } else {
         error(StatusCode::INTERNAL_SERVER_ERROR, e)
@@ -213,7 +213,7 @@ pub(crate) fn anchors_failed(e: String) -> Response {
 }
 
 fn fetch_status(e: &granary_transfer::Error) -> StatusCode {
-    if crate::shared::temporary_text(&e.to_string()) {
+    if crate::budget::temporary_text(&e.to_string()) {
         return StatusCode::SERVICE_UNAVAILABLE;
     }
     match e {
@@ -647,11 +647,11 @@ mod tests {
     #[test]
     fn temporary_conditions_are_503_never_404_or_500() {
         let emfile = std::io::Error::from_raw_os_error(24);
-        assert!(crate::shared::temporary_io(&emfile));
-        assert!(crate::shared::temporary_io(
+        assert!(crate::budget::temporary_io(&emfile));
+        assert!(crate::budget::temporary_io(
             &std::io::Error::from_raw_os_error(12)
         ));
-        assert!(!crate::shared::temporary_io(
+        assert!(!crate::budget::temporary_io(
             &std::io::Error::from_raw_os_error(2)
         ));
         // The fetch engine's "not found" stays a 404; one that carries an

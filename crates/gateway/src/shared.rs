@@ -74,30 +74,6 @@ struct Infos {
     segments: u64,
 }
 
-/// True for an I/O error that passes by itself: out of descriptors (per
-/// process or system), out of memory or buffers, try again.
-pub(crate) fn temporary_io(e: &std::io::Error) -> bool {
-    matches!(e.raw_os_error(), Some(11 | 12 | 23 | 24 | 105))
-        || matches!(
-            e.kind(),
-            std::io::ErrorKind::OutOfMemory | std::io::ErrorKind::WouldBlock
-        )
-}
-
-/// True for an error message that carries such an I/O error (errors that
-/// reach the gateway as text: the keychain's, the fetch engine's).
-pub(crate) fn temporary_text(s: &str) -> bool {
-    [
-        "os error 11)",
-        "os error 12)",
-        "os error 23)",
-        "os error 24)",
-        "os error 105)",
-    ]
-    .iter()
-    .any(|x| s.contains(x))
-}
-
 /// A version the node's repository holds, with its verified manifest.
 pub(crate) struct Local {
     pub entry: Arc<Entry>,
@@ -213,7 +189,9 @@ impl Shared {
         // memory): a temporary condition, never "not held".
         let entry = match store.get_shared(&name, version) {
             Ok(e) => e,
-            Err(granary_store::Error::Io { path, source }) if temporary_io(&source) => {
+            Err(granary_store::Error::Io { path, source })
+                if crate::budget::temporary_io(&source) =>
+            {
                 return Err(format!(
                     "the node cannot read its repository now ({path}: {source})"
                 ))

@@ -22,7 +22,7 @@ use granary_catalog::{DatasetQuery, Query, Record};
 use serde_json::{json, Map, Value};
 
 use crate::api::with_catalog_budget;
-use crate::cql2::{self, prop_name, Expr};
+use crate::cql2::{self, prop_name, rfc3339, Expr};
 use crate::esgf::MAX_SCAN;
 use crate::query::pairs;
 use crate::wget::origin;
@@ -692,47 +692,6 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
             return Ok((n, matched));
         }
     }
-}
-
-/// RFC 3339 (UTC) from the catalog's ISO-8601 times (`1950-01-01T00:00:00`): a
-/// day past its month's end (360-day calendars) is moved to the month's last day.
-pub(crate) fn rfc3339(s: &str) -> Option<String> {
-    let s = s.trim().trim_end_matches('Z');
-    let (date, time) = s.split_once('T').unwrap_or((s, "00:00:00"));
-    let mut d = date.splitn(3, '-');
-    let y: i64 = d.next()?.parse().ok()?;
-    let m: u32 = d.next().map_or(Some(1), |x| x.parse().ok())?;
-    let day: u32 = d.next().map_or(Some(1), |x| x.parse().ok())?;
-    if !(0..=9999).contains(&y) || !(1..=12).contains(&m) || day == 0 {
-        return None;
-    }
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let last = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ][m as usize - 1];
-    let mut t = time.splitn(3, ':');
-    let hh: u32 = t.next().map_or(Some(0), |x| x.parse().ok())?;
-    let mm: u32 = t.next().map_or(Some(0), |x| x.parse().ok())?;
-    let ss: f64 = t.next().map_or(Some(0.0), |x| x.parse().ok())?;
-    if hh > 23 || mm > 59 || !(0.0..61.0).contains(&ss) {
-        return None;
-    }
-    Some(format!(
-        "{y:04}-{m:02}-{:02}T{hh:02}:{mm:02}:{:02}Z",
-        day.min(last),
-        ss as u32
-    ))
 }
 
 /// One item: a dataset (its files' records, in name order).
