@@ -397,6 +397,9 @@ pub struct OpenData {
     pub file: fs::File,
     /// Pages below this offset were dropped.
     dropped: std::sync::atomic::AtomicU64,
+    /// Bytes the drop-behind advised the kernel away (`fadvise` calls that
+    /// succeeded): see [`OpenData::dropped_behind`].
+    advised: std::sync::atomic::AtomicU64,
     /// Segments the version's damage record (`@<v>.damaged`) names, sorted,
     /// as of the lookup: never served (see [`Store::withheld`]).
     withheld: Box<[u64]>,
@@ -422,8 +425,18 @@ impl OpenData {
         OpenData {
             file,
             dropped: std::sync::atomic::AtomicU64::new(0),
+            advised: std::sync::atomic::AtomicU64::new(0),
             withheld,
         }
+    }
+
+    /// Bytes of this file (from its start) that reads through this handle
+    /// have advised the kernel to drop from the page cache
+    /// (`POSIX_FADV_DONTNEED` calls that succeeded): 0 for a file under
+    /// [`DROP_BEHIND_MIN`], up to all but the last [`DROP_WINDOW`] or two
+    /// behind the furthest read of a larger one.
+    pub fn dropped_behind(&self) -> u64 {
+        self.advised.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True when the damage record read with this lookup names `seg`.
@@ -446,14 +459,18 @@ impl OpenData {
         if self
             .dropped
             .compare_exchange(done, to, Relaxed, Relaxed)
-            .is_ok()
+            .is_err()
         {
-            let _ = rustix::fs::fadvise(
-                &self.file,
-                done,
-                std::num::NonZeroU64::new(to - done),
-                rustix::fs::Advice::DontNeed,
-            );
+            return; // another reader took this window
+        }
+        let advice = rustix::fs::fadvise(
+            &self.file,
+            done,
+            std::num::NonZeroU64::new(to - done),
+            rustix::fs::Advice::DontNeed,
+        );
+        if advice.is_ok() {
+            self.advised.fetch_add(to - done, Relaxed);
         }
     }
 }
