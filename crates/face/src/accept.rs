@@ -39,16 +39,11 @@ impl Listener for tokio::net::UnixListener {
 
 /// The pause after a failed accept: [`Backoff::FIRST`] after the first
 /// failure, doubling with each further one up to [`Backoff::MAX`], back to
-/// the start after a success.
-#[derive(Debug, Clone)]
+/// the start after a success ([`Backoff::pause`] is the schedule).
+#[derive(Debug, Clone, Default)]
 pub struct Backoff {
-    next: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff { next: Self::FIRST }
-    }
+    /// Failures since the last success.
+    failures: u32,
 }
 
 impl Backoff {
@@ -57,16 +52,24 @@ impl Backoff {
     /// The longest pause.
     pub const MAX: Duration = Duration::from_secs(1);
 
+    /// The pause after the `failures`-th failure in a row (counted from 1):
+    /// [`Backoff::FIRST`] × 2^(`failures` − 1), at most [`Backoff::MAX`].
+    pub fn pause(failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(31);
+        Self::FIRST
+            .checked_mul(1u32 << doublings)
+            .map_or(Self::MAX, |d| d.min(Self::MAX))
+    }
+
     /// Records a failure; returns how long to pause before the next try.
     pub fn failed(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        pause
+        self.failures = self.failures.saturating_add(1);
+        Self::pause(self.failures)
     }
 
     /// Records a success: the next failure pauses [`Backoff::FIRST`] again.
     pub fn succeeded(&mut self) {
-        self.next = Self::FIRST;
+        self.failures = 0;
     }
 }
 
@@ -77,6 +80,22 @@ pub async fn accept_one<L: Listener>(
     backoff: &mut Backoff,
     what: &str,
 ) -> (L::Conn, L::Addr) {
+    accept_one_pausing(listener, backoff, what, tokio::time::sleep).await
+}
+
+/// [`accept_one`], pausing with `sleep` (the tests record the pauses
+/// instead of taking them).
+async fn accept_one_pausing<L, S, Fut>(
+    listener: &L,
+    backoff: &mut Backoff,
+    what: &str,
+    mut sleep: S,
+) -> (L::Conn, L::Addr)
+where
+    L: Listener,
+    S: FnMut(Duration) -> Fut,
+    Fut: Future<Output = ()>,
+{
     loop {
         match listener.accept().await {
             Ok(c) => {
@@ -86,7 +105,7 @@ pub async fn accept_one<L: Listener>(
             Err(e) => {
                 let pause = backoff.failed();
                 tracing::warn!("{what}: accept failed: {e}; retrying in {pause:?}");
-                tokio::time::sleep(pause).await;
+                sleep(pause).await;
             }
         }
     }
@@ -94,15 +113,31 @@ pub async fn accept_one<L: Listener>(
 
 /// Accepts connections forever, handing each to `serve` (awaited before the
 /// next accept: `serve` spawns what takes long).
-pub async fn accept_loop<L, F, Fut>(listener: L, what: &str, mut serve: F)
+pub async fn accept_loop<L, F, Fut>(listener: L, what: &str, serve: F)
 where
     L: Listener,
     F: FnMut(L::Conn, L::Addr) -> Fut,
     Fut: Future<Output = ()>,
 {
+    accept_loop_pausing(listener, what, serve, tokio::time::sleep).await
+}
+
+/// [`accept_loop`], pausing with `sleep`.
+async fn accept_loop_pausing<L, F, Fut, S, SFut>(
+    listener: L,
+    what: &str,
+    mut serve: F,
+    mut sleep: S,
+) where
+    L: Listener,
+    F: FnMut(L::Conn, L::Addr) -> Fut,
+    Fut: Future<Output = ()>,
+    S: FnMut(Duration) -> SFut,
+    SFut: Future<Output = ()>,
+{
     let mut backoff = Backoff::default();
     loop {
-        let (conn, addr) = accept_one(&listener, &mut backoff, what).await;
+        let (conn, addr) = accept_one_pausing(&listener, &mut backoff, what, &mut sleep).await;
         serve(conn, addr).await;
     }
 }
@@ -112,26 +147,38 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
-    use tokio::time::Instant;
 
     #[test]
     fn backoff_doubles_to_a_second_and_resets_on_success() {
-        let mut b = Backoff::default();
         let ms = |d: Duration| d.as_millis() as u64;
+        let schedule: Vec<u64> = (1..=9).map(|n| ms(Backoff::pause(n))).collect();
+        assert_eq!(schedule, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert_eq!(Backoff::pause(40), Backoff::MAX);
+        assert_eq!(Backoff::pause(u32::MAX), Backoff::MAX);
+        let mut b = Backoff::default();
         let pauses: Vec<u64> = (0..9).map(|_| ms(b.failed())).collect();
-        assert_eq!(pauses, [10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        assert_eq!(pauses, schedule);
         b.succeeded();
         assert_eq!(ms(b.failed()), 10);
         assert_eq!(ms(b.failed()), 20);
     }
 
-    /// Fails its first `fails` accepts as a process out of descriptors
-    /// does, then accepts connection number `k` (its call count) until
-    /// `fails + 2` calls, then waits forever; records when each call came.
+    /// What the accept loop did, in order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Event {
+        /// Accept call number `k`, which failed (`false`) or succeeded.
+        Accept(usize, bool),
+        /// A pause of this many ms before the next accept.
+        Pause(u64),
+    }
+
+    /// Answers accept call number `k` as `script[k]` says: `false` fails it
+    /// as a process out of descriptors does, `true` accepts connection `k`;
+    /// calls past the script wait forever. Logs each call.
     struct Flaky {
-        fails: usize,
+        script: Vec<bool>,
         calls: AtomicUsize,
-        at: Arc<Mutex<Vec<Instant>>>,
+        log: Arc<Mutex<Vec<Event>>>,
     }
 
     impl Listener for Flaky {
@@ -139,15 +186,15 @@ mod tests {
         type Addr = ();
         fn accept(&self) -> impl Future<Output = std::io::Result<(usize, ())>> + Send {
             let k = self.calls.fetch_add(1, Ordering::SeqCst);
-            self.at.lock().unwrap().push(Instant::now());
-            let fails = self.fails;
+            let ok = self.script.get(k).copied();
+            if let Some(ok) = ok {
+                self.log.lock().unwrap().push(Event::Accept(k, ok));
+            }
             async move {
-                if k < fails {
-                    Err(std::io::Error::from_raw_os_error(24)) // EMFILE
-                } else if k < fails + 2 {
-                    Ok((k, ()))
-                } else {
-                    std::future::pending().await
+                match ok {
+                    Some(true) => Ok((k, ())),
+                    Some(false) => Err(std::io::Error::from_raw_os_error(24)), // EMFILE
+                    None => std::future::pending().await,
                 }
             }
         }
@@ -155,34 +202,60 @@ mod tests {
 
     #[tokio::test]
     async fn failed_accepts_are_retried_with_growing_pauses_then_served() {
-        let at = Arc::new(Mutex::new(Vec::new()));
+        use Event::{Accept, Pause};
+        let log = Arc::new(Mutex::new(Vec::new()));
         let listener = Flaky {
-            fails: 4,
+            script: vec![false, false, false, false, true, true, false, true],
             calls: AtomicUsize::new(0),
-            at: at.clone(),
+            log: log.clone(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let task = tokio::spawn(accept_loop(listener, "test", move |c, ()| {
-            let _ = tx.send(c);
-            async {}
-        }));
-        let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-        let second = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-        task.abort();
-        assert_eq!(first.ok().flatten(), Some(4), "served after the failures");
-        assert_eq!(second.ok().flatten(), Some(5), "and the next one");
-        let at = at.lock().unwrap().clone();
-        assert_eq!(at.len(), 7, "4 failures, 2 connections, 1 waiting");
-        // A pause of 10, 20, 40, 80 ms after each failure.
-        for (k, want) in [10u64, 20, 40, 80].into_iter().enumerate() {
-            let gap = at[k + 1] - at[k];
-            assert!(gap >= Duration::from_millis(want), "pause {k}: {gap:?}");
-            assert!(
-                gap < Duration::from_millis(want + 1000),
-                "pause {k}: {gap:?}"
-            );
+        // The pauses the loop asks for are logged, not slept.
+        let pauses = log.clone();
+        let task = tokio::spawn(accept_loop_pausing(
+            listener,
+            "test",
+            move |c, ()| {
+                let _ = tx.send(c);
+                async {}
+            },
+            move |d: Duration| {
+                pauses.lock().unwrap().push(Pause(d.as_millis() as u64));
+                async {}
+            },
+        ));
+        let mut served = Vec::new();
+        for _ in 0..3 {
+            // A hang guard only.
+            let c = tokio::time::timeout(Duration::from_secs(30), rx.recv()).await;
+            served.push(c.ok().flatten());
         }
-        // No pause after a success.
-        assert!(at[6] - at[5] < Duration::from_millis(1000));
+        task.abort();
+        assert_eq!(
+            served,
+            [Some(4), Some(5), Some(7)],
+            "served after the failures"
+        );
+        let log = log.lock().unwrap().clone();
+        // A pause of 10, 20, 40, 80 ms after each failure in a row; none
+        // after a success; the first failure after a success pauses 10 ms.
+        assert_eq!(
+            log,
+            [
+                Accept(0, false),
+                Pause(10),
+                Accept(1, false),
+                Pause(20),
+                Accept(2, false),
+                Pause(40),
+                Accept(3, false),
+                Pause(80),
+                Accept(4, true),
+                Accept(5, true),
+                Accept(6, false),
+                Pause(10),
+                Accept(7, true),
+            ]
+        );
     }
 }
