@@ -86,6 +86,27 @@ function versionDate(v) {
 
 const day = (iso) => (iso ? String(iso).replace(/T00:00:00$/, "") : "");
 
+/** The time range a file's name gives (CMIP's `_195001-195912.nc`), as the name
+ * means it: the end inclusive ("1950-01 → 1959-12"), not the time axis's exclusive
+ * bound (1960-01-01). Empty when the name has none. */
+function nameRange(title) {
+  const m = /_(\d{4,14})-(\d{4,14})(?:-clim)?\.nc4?$/.exec(String(title || ""));
+  if (!m || m[1].length !== m[2].length) return "";
+  const f = (t) => {
+    const p = [t.slice(0, 4), t.slice(4, 6), t.slice(6, 8)].filter(Boolean).join("-");
+    const hm = t.length > 8 ? `T${t.slice(8, 10)}:${t.slice(10, 12) || "00"}` : "";
+    return p + hm;
+  };
+  return `${f(m[1])} → ${f(m[2])}`;
+}
+
+/** A file's time coverage for people: the name's range when it has one, else the
+ * catalog's start and end. */
+function coverage(h) {
+  return nameRange(h.title || (h.name || "").split("/").pop()) ||
+    (h.time_start ? `${day(h.time_start)} → ${day(h.time_end)}` : "");
+}
+
 /** The text of a netCDF attribute value ({type, value} as the catalog stores it). */
 function attrText(a) {
   if (a === null || a === undefined) return "";
@@ -420,7 +441,7 @@ function datasetHit(d) {
       zarrSnippet(d),
       el("ul", { class: "ds-files" }, ...(d.files || []).map((f) => el("li", {},
         el("button", { type: "button", class: "link", onclick: () => openFile(f.name, f.version, { push: true }) }, f.name.split("/").pop()),
-        el("span", { class: "muted", text: ` ${bytes(f.size)}${f.time_start ? ` · ${day(f.time_start)} → ${day(f.time_end)}` : ""}` }),
+        el("span", { class: "muted", text: ` ${bytes(f.size)}${coverage(f) ? ` · ${coverage(f)}` : ""}` }),
         " ", el("a", { href: f.download, download: "", "aria-label": `Download ${f.name.split("/").pop()}` }, "⬇"),
       ))),
     ),
@@ -456,7 +477,7 @@ function renderHits() {
       onchange: (ev) => select(h, ev.target.checked),
     });
     const facets = summaryFacets(h);
-    const time = h.time_start ? `${day(h.time_start)} → ${day(h.time_end)}` : "";
+    const time = coverage(h);
     return el("li", { class: "hit", "data-name": h.name, "data-key": k },
       cb,
       el("div", { class: "hit-main" },
@@ -654,8 +675,10 @@ function renderFile(r) {
   const dl = [];
   const add = (k2, v) => { if (v !== undefined && v !== null && v !== "") dl.push(el("dt", { text: k2 }), el("dd", {}, v)); };
   add("Size", `${bytes(r.size)} (${Number(r.size).toLocaleString("en")} bytes)`);
-  add("Version", `${r.version}${versionDate(r.version) ? ` — published ${versionDate(r.version)}` : ""}${Number(r.version) === latest ? " (latest)" : ""}`);
-  if (m.time) add("Time coverage", `${m.time.start} → ${m.time.end} (calendar ${m.time.calendar}; ${m.time.units}; from ${m.time.from_variable})`);
+  const drs = (r.facets || {}).version;
+  add("Version", `${drs ? `${drs} (DRS) · ` : ""}NDN version ${r.version}${versionDate(r.version) ? ` — published ${versionDate(r.version)}` : ""}${Number(r.version) === latest ? " (latest)" : ""}`);
+  if (nameRange(r.title)) add("Time range (file name)", nameRange(r.title));
+  if (m.time) add("Time coverage", `${m.time.start} → ${m.time.end} (calendar ${m.time.calendar}; ${m.time.units}; from ${m.time.from_variable}; the end is the time axis's bound)`);
   else if (r.time_start) add("Time coverage", `${r.time_start} → ${r.time_end}`);
   if (Array.isArray(r.bbox)) {
     const [la0, la1, lo0, lo1] = r.bbox;

@@ -254,6 +254,11 @@ class Flow:
         expect(vars_table).to_contain_text("K")  # the units of tas
         expect(vars_table).to_contain_text("time=")  # a shape
         expect(page.locator("#file-body .summary")).to_contain_text("Time coverage")
+        # The DRS version (vYYYYMMDD) beside the NDN one, and the name's time
+        # range with its end inclusive (…_185001-185112.nc: up to 1851-12).
+        summary = page.locator("#file-body .summary")
+        expect(summary).to_contain_text(re.compile(r"v20\d{6} \(DRS\)"))
+        expect(summary).to_contain_text(re.compile(r"\d{4}-\d{2} → \d{4}-12"))
         expect(page.locator("#file-body .versions li")).to_have_count(1)
         expect(page.locator("#file-body .attrs-table")).to_contain_text("source_id")
         # Its identifier (the tracking_id attribute) is in the summary.
