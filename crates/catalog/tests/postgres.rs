@@ -102,7 +102,10 @@ fn reconnects_after_a_restart() {
         let e = cat.upsert(&recs[10]).unwrap_err();
         assert!(e.is_unavailable(), "{e}");
     }
-    assert!(t.elapsed().as_secs() < 5, "calls hung: {:?}", t.elapsed());
+    // A hang guard: each call fails at once with "unavailable" (the kind is
+    // what is asserted above); only a call that waits on the dead server
+    // for its whole TCP timeout would take this long.
+    assert!(t.elapsed().as_secs() < 60, "calls hung: {:?}", t.elapsed());
     // A handle opened while the server is down opens, and connects later.
     let late = granary_catalog::Catalog::open(&url).unwrap();
     assert!(late.len().unwrap_err().is_unavailable());
@@ -111,7 +114,7 @@ fn reconnects_after_a_restart() {
     let n = loop {
         match cat.len() {
             Ok(n) => break n,
-            Err(e) if e.is_unavailable() && t.elapsed().as_secs() < 10 => {
+            Err(e) if e.is_unavailable() && t.elapsed().as_secs() < 60 => {
                 std::thread::sleep(std::time::Duration::from_millis(50))
             }
             Err(e) => panic!("no reconnection after {:?}: {e}", t.elapsed()),
@@ -122,7 +125,7 @@ fn reconnects_after_a_restart() {
     cat.upsert_many(&recs[10..]).unwrap();
     assert_eq!(cat.len().unwrap(), 20);
     let t = std::time::Instant::now();
-    while late.len().is_err() && t.elapsed().as_secs() < 10 {
+    while late.len().is_err() && t.elapsed().as_secs() < 60 {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     assert_eq!(late.len().unwrap(), 20);
