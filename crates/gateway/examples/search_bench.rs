@@ -26,7 +26,7 @@ const FACETS: [(&str, u64); 9] = [
     ("grid_label", 10),
     ("activity_id", 20),
     ("institution_id", 50),
-    ("version", 500),
+    ("version", 50),
 ];
 const WORDS: [&str; 8] = [
     "air",
@@ -55,25 +55,65 @@ impl Rng {
     }
 }
 
-fn record(rng: &mut Rng, i: u64) -> Record {
+/// VmRSS of this process, KiB.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The files of one CMIP6-shaped dataset (DRS path, ~10 files on average, each a
+/// time slice): `/CMIP6/<activity>/<institution>/<source>/<experiment>/<member>/
+/// <table>/<variable>/<grid>/<file>` with the DRS `version` facet.
+fn dataset(rng: &mut Rng, d: u64, out: &mut Vec<Record>) {
     let mut facets = BTreeMap::new();
     for (f, card) in FACETS {
         facets.insert(f.to_string(), format!("{f}{}", rng.skewed(card)));
     }
+    facets.insert("mip_era".into(), "CMIP6".into());
+    facets.insert("frequency".into(), "mon".into());
+    let v = &facets;
+    let dir = format!(
+        "/CMIP6/{}/{}/{}/{}/{}/{}/{}/{}",
+        v["activity_id"],
+        v["institution_id"],
+        v["source_id"],
+        v["experiment_id"],
+        v["member_id"],
+        v["table_id"],
+        v["variable_id"],
+        v["grid_label"]
+    );
+    let files = 1 + rng.skewed(30);
     let w1 = WORDS[(rng.next() % 8) as usize];
     let w2 = WORDS[(rng.next() % 8) as usize];
-    Record {
-        name: format!(
-            "/bench/{}/{}/f{i}.nc",
-            facets["source_id"], facets["variable_id"]
-        ),
-        version: 1,
-        project: "CMIP6".into(),
-        title: format!("f{i}.nc"),
-        size: 1000 + rng.next() % 1_000_000,
-        text: format!("{w1} {w2} {}", facets["variable_id"]),
-        facets,
-        ..Record::default()
+    for k in 0..files {
+        let y0 = 1850 + 10 * k;
+        let file = format!(
+            "{}_{}_{}_d{d}_{y0}01-{}12.nc",
+            v["variable_id"],
+            v["table_id"],
+            v["source_id"],
+            y0 + 9
+        );
+        out.push(Record {
+            name: format!("{dir}/{file}"),
+            version: 1,
+            project: "CMIP6".into(),
+            title: file,
+            size: 1000 + rng.next() % 1_000_000,
+            time_start: Some(format!("{y0}-01-01T00:00:00")),
+            time_end: Some(format!("{}-01-01T00:00:00", y0 + 10)),
+            text: format!("{w1} {w2} {}", v["variable_id"]),
+            facets: facets.clone(),
+            ..Record::default()
+        });
     }
 }
 
@@ -156,24 +196,41 @@ fn main() {
     let clients: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
     let per: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(20);
     let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
-    let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
     let t = Instant::now();
-    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
-    let mut batch = Vec::with_capacity(5000);
-    for i in 0..n {
-        batch.push(record(&mut rng, i));
-        if batch.len() == 5000 {
-            cat.upsert_many(&batch).expect("insert");
-            batch.clear();
+    let mut total = 0u64;
+    {
+        let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
+        let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
+        let mut batch = Vec::with_capacity(5100);
+        let mut d = 0u64;
+        while total < n {
+            dataset(&mut rng, d, &mut batch);
+            d += 1;
+            if batch.len() >= 5000 {
+                total += batch.len() as u64;
+                cat.upsert_many(&batch).expect("insert");
+                batch.clear();
+            }
         }
+        total += batch.len() as u64;
+        cat.upsert_many(&batch).expect("insert");
+        eprintln!(
+            "{total} records in {d} datasets written in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
     }
-    cat.upsert_many(&batch).expect("insert");
-    let built = t.elapsed().as_secs_f64();
+    // The index as a daemon loads it at start: time and memory per record.
+    let before = rss_kib();
     let t = Instant::now();
+    let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
     let total = cat.len().expect("len");
-    eprintln!(
-        "{total} records built in {built:.1} s; index loaded in {:.1} s",
-        t.elapsed().as_secs_f64()
+    let loaded = t.elapsed().as_secs_f64();
+    let after = rss_kib();
+    let datasets = cat.dataset_count().expect("datasets");
+    println!(
+        "{total} records, {datasets} datasets; index loaded in {loaded:.1} s; RSS +{} MiB ({:.0} B/record)",
+        after.saturating_sub(before) / 1024,
+        after.saturating_sub(before) as f64 * 1024.0 / total.max(1) as f64
     );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -264,7 +321,7 @@ fn main() {
         "endpoint", "requests/s", "p50 ms", "p99 ms"
     );
     type P = Arc<dyn Fn(usize) -> String + Send + Sync>;
-    let eps: [(&str, P); 5] = [
+    let eps: [(&str, P); 7] = [
         (
             "/api/search",
             Arc::new(|i| format!("/api/search?variable_id=variable_id{}&limit=10", i % 50)),
@@ -281,6 +338,24 @@ fn main() {
         (
             "/stac/search",
             Arc::new(|_| "/stac/search?limit=10".to_string()),
+        ),
+        (
+            "/stac/search filter",
+            Arc::new(|i| {
+                format!(
+                    "/stac/search?limit=10&filter-lang=cql2-json&filter=%7B%22op%22%3A%22in%22%2C%22args%22%3A%5B%7B%22property%22%3A%22properties.cmip6%3Avariable_id%22%7D%2C%5B%22variable_id{}%22%5D%5D%7D",
+                    i % 50
+                )
+            }),
+        ),
+        (
+            "/stac/collections/cmip6/items",
+            Arc::new(|i| {
+                format!(
+                    "/stac/collections/cmip6/items?limit=10&token=next:{}",
+                    (i % 20) * 10
+                )
+            }),
         ),
         (
             "/esg-search type=Dataset",

@@ -37,6 +37,12 @@ const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 10_000;
 /// The one collection.
 const COLLECTION: &str = "cmip6";
+/// Assets an item carries in a search or items page: a dataset of more files
+/// lists its first ones (by name) and links its whole item, which lists up to
+/// [`ITEM_MAX_ASSETS`]. Each page's size is then bounded whatever the datasets.
+pub const MAX_ASSETS: usize = 100;
+/// Assets of one item fetched by itself (`/stac/collections/cmip6/items/{id}`).
+pub const ITEM_MAX_ASSETS: usize = 10_000;
 const STAC_VERSION: &str = "1.0.0";
 const FILE_EXT: &str = "https://stac-extensions.github.io/file/v2.1.0/schema.json";
 
@@ -167,6 +173,8 @@ struct Search {
     bbox: Option<[f64; 4]>,
     datetime: Option<(Option<String>, Option<String>)>,
     filter: Option<Value>,
+    /// Most assets per item (0: the default, [`MAX_ASSETS`]).
+    assets: usize,
 }
 
 fn list(v: &str) -> Vec<String> {
@@ -442,6 +450,7 @@ pub async fn item(
     let s = Search {
         ids: Some(vec![item.clone()]),
         limit: 1,
+        assets: ITEM_MAX_ASSETS,
         ..Default::default()
     };
     let o = format!("{}/stac", origin(&headers, &uri));
@@ -525,13 +534,18 @@ const PUSHED: &[&str] = &[
 ];
 
 /// `in`/`=` terms of a top-level `and` on CMIP6 facets, as catalog filters.
-fn pushdown(f: &Value, q: &mut Query) {
+/// True when that is the whole filter (every term went to the catalog, or is
+/// `retracted` false, which every item is): the catalog's answer is then exact
+/// and no item needs evaluating — intake-esgf's filters are of this kind.
+fn pushdown(f: &Value, q: &mut Query) -> bool {
     let terms: Vec<&Value> = match (f["op"].as_str(), f["args"].as_array()) {
         (Some("and"), Some(a)) => a.iter().collect(),
         _ => vec![f],
     };
+    let mut complete = true;
     for t in terms {
         let (Some(op), Some(args)) = (t["op"].as_str(), t["args"].as_array()) else {
+            complete = false;
             continue;
         };
         let (Some(p), Some(v)) = (
@@ -540,11 +554,18 @@ fn pushdown(f: &Value, q: &mut Query) {
                 .and_then(Value::as_str),
             args.get(1),
         ) else {
+            complete = false;
             continue;
         };
         let name = prop_name(p);
         let facet = name.strip_prefix("cmip6:").unwrap_or(name);
+        if facet == "retracted"
+            && ((op == "=" && *v == json!(false)) || (op == "in" && *v == json!([false])))
+        {
+            continue;
+        }
         if !PUSHED.contains(&facet) {
+            complete = false;
             continue;
         }
         let values: Option<Vec<String>> = match (op, v) {
@@ -552,6 +573,9 @@ fn pushdown(f: &Value, q: &mut Query) {
             ("=", Value::String(x)) => Some(vec![x.clone()]),
             _ => None,
         };
+        if values.is_none() {
+            complete = false;
+        }
         if let Some(vs) = values {
             let e = q.filters.entry(facet.to_string()).or_default();
             if e.is_empty() {
@@ -565,6 +589,7 @@ fn pushdown(f: &Value, q: &mut Query) {
             }
         }
     }
+    complete
 }
 
 /// The matching items (datasets) and the page of them asked for.
@@ -595,16 +620,17 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
         ..Query::default()
     };
     q.filters.insert("project".into(), vec!["CMIP6".into()]);
-    if let Some(f) = &s.filter {
-        pushdown(f, &mut q);
-    }
+    let pushed_whole = match &s.filter {
+        Some(f) => pushdown(f, &mut q),
+        None => true,
+    };
     if let Some((a, b)) = &s.datetime {
         q.time_overlap = Some((a.clone(), b.clone()));
     }
     // The catalog's dataset records, their newest versions; the page's files are
     // then read for the assets. A filter the catalog cannot answer, or a bbox, is
     // evaluated on the items, every match built (at most MAX_SCAN datasets).
-    let exact = s.filter.is_none() && s.bbox.is_none();
+    let exact = pushed_whole && s.bbox.is_none();
     q.dataset_latest = false;
     let (offset, limit) = if exact {
         (s.offset, s.limit)
@@ -633,13 +659,19 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
         let (offset, limit) = (s.offset, s.limit);
         let skip = n;
         let room = s.limit.saturating_sub(matched.len());
+        let assets = if s.assets == 0 { MAX_ASSETS } else { s.assets };
         let (total, got, passed, items) = with_catalog_budget(node, move |c, budget| {
             let page = c.datasets(&dq2)?;
             budget.check()?;
             let keys: Vec<(String, u64)> = page
                 .hits
                 .iter()
-                .flat_map(|d| d.files.iter().map(|f| (f.name.clone(), f.version)))
+                .flat_map(|d| {
+                    d.files
+                        .iter()
+                        .take(assets)
+                        .map(|f| (f.name.clone(), f.version))
+                })
                 .collect();
             let mut recs: BTreeMap<(String, u64), Record> = BTreeMap::new();
             for r in c.get_many(&keys)? {
@@ -658,7 +690,7 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
                 if files.is_empty() {
                     continue;
                 }
-                let item = item_doc(&d.instance_id, &files, &host);
+                let item = item_doc(&d.instance_id, &files, &host, Some(d));
                 if let Some(b) = &bbox {
                     if !bbox_meets(&item["bbox"], b) {
                         continue;
@@ -695,7 +727,14 @@ async fn items_of(node: &State, o: &str, s: &Search) -> Result<(usize, Vec<Value
 }
 
 /// One item: a dataset (its files' records, in name order).
-fn item_doc(inst: &str, files: &[Record], o: &str) -> Value {
+/// `whole`: the dataset's record, whose counts, size and time coverage cover
+/// every file when `files` lists only the first ones.
+fn item_doc(
+    inst: &str,
+    files: &[Record],
+    o: &str,
+    whole: Option<&granary_catalog::Dataset>,
+) -> Value {
     let first = &files[0];
     let mut props = Map::new();
     for (k, v) in &first.facets {
@@ -727,11 +766,22 @@ fn item_doc(inst: &str, files: &[Record], o: &str) -> Value {
     props.insert("datetime".into(), Value::Null);
     props.insert("start_datetime".into(), json!(start));
     props.insert("end_datetime".into(), json!(end));
-    props.insert("file_count".into(), json!(files.len()));
-    props.insert(
-        "size".into(),
-        json!(files.iter().map(|r| r.size).sum::<u64>()),
-    );
+    let (count, size) = match whole {
+        Some(d) => (d.number_of_files as usize, d.size),
+        None => (files.len(), files.iter().map(|r| r.size).sum::<u64>()),
+    };
+    if let Some(d) = whole.filter(|d| d.number_of_files as usize > files.len()) {
+        // Only the first files are listed: the times of the whole dataset.
+        let t = |x: &Option<String>| x.as_deref().and_then(rfc3339);
+        props.insert(
+            "start_datetime".into(),
+            json!(t(&d.time_start).or(start.clone())),
+        );
+        props.insert("end_datetime".into(), json!(t(&d.time_end).or(end.clone())));
+        props.insert("granary:assets_listed".into(), json!(files.len()));
+    }
+    props.insert("file_count".into(), json!(count));
+    props.insert("size".into(), json!(size));
     // Record bboxes are [lat_min, lat_max, lon_min, lon_max]; STAC's is
     // [west, south, east, north], longitudes into -180..180 when they fit.
     let mut bb: Option<[f64; 4]> = None;
@@ -874,11 +924,50 @@ mod tests {
             ..Record::default()
         };
         let (inst, _, _) = dataset_of(&r);
-        item_doc(&inst, &[r], "https://h:1/stac")
+        item_doc(&inst, &[r], "https://h:1/stac", None)
     }
 
     fn f(s: &str) -> Value {
         serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn a_large_datasets_item_lists_its_first_files_and_counts_all() {
+        let it = item();
+        let inst = it["id"].as_str().unwrap().to_string();
+        let r: Record = Record {
+            name: "/cmip6/a/f_000.nc".into(),
+            title: "f_000.nc".into(),
+            version: 1,
+            project: "CMIP6".into(),
+            size: 7,
+            ..Record::default()
+        };
+        let files: Vec<Record> = (0..MAX_ASSETS)
+            .map(|i| Record {
+                name: format!("/cmip6/a/f_{i:03}.nc"),
+                title: format!("f_{i:03}.nc"),
+                ..r.clone()
+            })
+            .collect();
+        let whole = granary_catalog::Dataset {
+            number_of_files: 1500,
+            size: 1500 * 7,
+            time_start: Some("1850-01-01T00:00:00".into()),
+            time_end: Some("2100-01-01T00:00:00".into()),
+            ..Default::default()
+        };
+        let doc = item_doc(&inst, &files, "https://h:1/stac", Some(&whole));
+        assert_eq!(doc["assets"].as_object().unwrap().len(), MAX_ASSETS);
+        assert_eq!(doc["properties"]["file_count"], 1500);
+        assert_eq!(doc["properties"]["size"], 1500 * 7);
+        assert_eq!(doc["properties"]["granary:assets_listed"], MAX_ASSETS);
+        assert_eq!(doc["properties"]["end_datetime"], "2100-01-01T00:00:00Z");
+        assert!(
+            doc.to_string().len() < 64 * 1024,
+            "{}",
+            doc.to_string().len()
+        );
     }
 
     #[test]
@@ -948,6 +1037,20 @@ mod tests {
         assert_eq!(q.filters["source_id"], vec!["A", "B"]);
         assert_eq!(q.filters["variable_id"], vec!["tas"]);
         assert!(!q.filters.contains_key("retracted"));
+        let mut q = Query::default();
+        assert!(pushdown(
+            &f(
+                r#"{"op":"and","args":[{"op":"in","args":[{"property":"properties.cmip6:source_id"},["A"]]},{"op":"in","args":[{"property":"properties.cmip6:retracted"},[false]]}]}"#
+            ),
+            &mut q
+        ));
+        for partial in [
+            r#"{"op":"and","args":[{"op":"in","args":[{"property":"source_id"},["A"]]},{"op":"like","args":[{"property":"id"},"%x%"]}]}"#,
+            r#"{"op":"in","args":[{"property":"properties.cmip6:retracted"},[true]]}"#,
+            r#"{"op":"or","args":[{"op":"=","args":[{"property":"source_id"},"A"]},{"op":"=","args":[{"property":"source_id"},"B"]}]}"#,
+        ] {
+            assert!(!pushdown(&f(partial), &mut Query::default()), "{partial}");
+        }
     }
 
     #[test]

@@ -190,14 +190,23 @@ impl Index {
         dq: &DatasetQuery,
     ) -> (u64, Vec<u32>, RoaringBitmap) {
         let d = &self.ds;
-        let mut hit = RoaringBitmap::new();
+        // Positions → datasets. A dataset's files sit mostly next to each other
+        // (they are published together), so runs of one id are skipped before
+        // the ids are sorted and made a bitmap in one pass: at 10 M matches
+        // this is a few times faster than inserting each.
+        let mut ids: Vec<u32> = Vec::with_capacity((m.len() / 4).min(1 << 24) as usize);
+        let mut last = NONE;
         for i in m.iter() {
             if let Some(&id) = d.of_pos.get(i as usize) {
-                if id != NONE {
-                    hit.insert(id);
+                if id != NONE && id != last {
+                    ids.push(id);
+                    last = id;
                 }
             }
         }
+        ids.sort_unstable();
+        ids.dedup();
+        let mut hit = RoaringBitmap::from_sorted_iter(ids).unwrap_or_default();
         if !dq.ids.is_empty() {
             let mut wanted = RoaringBitmap::new();
             for id in &dq.ids {
@@ -235,13 +244,15 @@ impl Index {
         if dq.latest.is_some() {
             hit = hit.iter().filter(|&id| keep(id)).collect();
         }
+        // Each dataset's first file, for facet counts: only when counts are asked.
         let mut reps = RoaringBitmap::new();
-        for id in hit.iter() {
-            if let Some(Some(ds)) = d.sets.get(id as usize) {
-                if let Some(&p) = ds.members.first() {
-                    reps.insert(p);
-                }
-            }
+        if dq.query.facets != crate::query::FacetSel::None {
+            let mut firsts: Vec<u32> = hit
+                .iter()
+                .filter_map(|id| d.sets.get(id as usize)?.as_ref()?.members.first().copied())
+                .collect();
+            firsts.sort_unstable();
+            reps = RoaringBitmap::from_sorted_iter(firsts).unwrap_or_default();
         }
         let (offset, limit) = (dq.query.offset, dq.query.limit);
         let page: Vec<u32> = if hit.len().saturating_mul(16) >= d.by_key.len() as u64 {
