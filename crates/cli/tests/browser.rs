@@ -6,7 +6,11 @@
 //! hit's facet summary, "select this page", search with autocomplete, a facet,
 //! the file panel with where the file is held (up, from the location catalog),
 //! a download compared byte for byte, "download all" of two files, the node
-//! status with the federation's nodes (a single node: itself, up). Screenshots of each step go to
+//! status with the federation's nodes (a single node: itself, up), and by dataset the
+//! virtual Zarr snippet: its text, read from the page, run by the venv's python (xarray,
+//! fsspec, zarr 3) against the gateway and the dataset compared with the published file;
+//! a dataset the gateway refuses (two files, each with its own time units, made with
+//! ncgen) shows the 422's reason and no snippet. Screenshots of each step go to
 //! `<target>/test-artifacts/browser/`.
 //!
 //! Chromium comes from scripts/setup-test-deps.sh (Debian `chromium`). Without
@@ -68,20 +72,81 @@ data:
 }
 "#;
 
-/// Writes the CMIP5 file under `tree` with ncgen (Debian netcdf-bin).
-fn make_cmip5(tree: &Path) {
-    let to = tree.join(CMIP5);
+/// A CMIP6 dataset the virtual Zarr refuses (a 422): two files of three months each
+/// (made by ncgen from [`refused_cdl`]), each with its own time units.
+const REFUSED: [(&str, &str); 2] = [
+    (
+        "CMIP6/CMIP/NCAR/CESM2/historical/r1i1p1f1/Amon/tas/gn/v20190308/tas_Amon_CESM2_historical_r1i1p1f1_gn_185001-185003.nc",
+        "days since 1850-01-01",
+    ),
+    (
+        "CMIP6/CMIP/NCAR/CESM2/historical/r1i1p1f1/Amon/tas/gn/v20190308/tas_Amon_CESM2_historical_r1i1p1f1_gn_185004-185006.nc",
+        "days since 1850-04-01",
+    ),
+];
+
+/// The start of the gateway's reason for refusing [`REFUSED`].
+const REFUSED_WHY: &str = "not available: time: attribute units differs";
+
+/// A file of [`REFUSED`]: three months from `units`' origin.
+fn refused_cdl(units: &str) -> String {
+    REFUSED_CDL.replace("@UNITS@", units)
+}
+
+const REFUSED_CDL: &str = r#"netcdf tas {
+dimensions:
+	time = UNLIMITED ;
+	lat = 2 ;
+	lon = 3 ;
+variables:
+	double time(time) ;
+		time:units = "@UNITS@" ;
+		time:calendar = "noleap" ;
+		time:standard_name = "time" ;
+	double lat(lat) ;
+		lat:units = "degrees_north" ;
+	double lon(lon) ;
+		lon:units = "degrees_east" ;
+	float tas(time, lat, lon) ;
+		tas:standard_name = "air_temperature" ;
+		tas:units = "K" ;
+		:mip_era = "CMIP6" ;
+		:activity_id = "CMIP" ;
+		:institution_id = "NCAR" ;
+		:source_id = "CESM2" ;
+		:experiment_id = "historical" ;
+		:variant_label = "r1i1p1f1" ;
+		:table_id = "Amon" ;
+		:variable_id = "tas" ;
+		:grid_label = "gn" ;
+		:frequency = "mon" ;
+data:
+ time = 15.5, 45, 74.5 ;
+ lat = -45, 45 ;
+ lon = 0, 120, 240 ;
+ tas = 280, 281, 282, 283, 284, 285, 280, 281, 282, 283, 284, 285, 280, 281, 282, 283, 284, 285 ;
+}
+"#;
+
+/// Writes `rel` under `tree` from `cdl` with ncgen (Debian netcdf-bin).
+fn ncgen(tree: &Path, rel: &str, cdl: &str) {
+    let to = tree.join(rel);
     std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-    let cdl = tree.join("cmip5.cdl");
-    std::fs::write(&cdl, CMIP5_CDL).unwrap();
+    let src = tree.join("fixture.cdl");
+    std::fs::write(&src, cdl).unwrap();
     let st = std::process::Command::new("ncgen")
         .args(["-k", "nc4", "-o"])
         .arg(&to)
-        .arg(&cdl)
+        .arg(&src)
         .status()
         .expect("ncgen (Debian netcdf-bin; scripts/setup-test-deps.sh installs it)");
-    assert!(st.success(), "ncgen failed on the CMIP5 fixture");
-    std::fs::remove_file(&cdl).unwrap();
+    assert!(st.success(), "ncgen failed on {rel}");
+    std::fs::remove_file(&src).unwrap();
+}
+
+/// A dataset's instance id: its directory's path with dots.
+fn dataset_id(rel: &str) -> String {
+    rel.rsplit_once('/').unwrap().0.replace('/', ".")
 }
 
 fn title(rel: &str) -> &str {
@@ -149,7 +214,10 @@ fn web_page_flow_in_headless_chromium() {
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(example.join(rel), &to).unwrap();
     }
-    make_cmip5(&tree);
+    ncgen(&tree, CMIP5, CMIP5_CDL);
+    for (rel, units) in REFUSED {
+        ncgen(&tree, rel, &refused_cdl(units));
+    }
     d.ok(&["publish-dir", tree.to_str().unwrap()]);
     // This node's prefix (the daemon wrote it at start): where files are held.
     let node_toml = std::fs::read_to_string(d.data.join("node.toml")).unwrap();
@@ -162,6 +230,7 @@ fn web_page_flow_in_headless_chromium() {
     let files: serde_json::Map<String, serde_json::Value> = FILES
         .iter()
         .chain([&CMIP5])
+        .chain(REFUSED.iter().map(|(r, _)| r))
         .map(|r| (title(r).to_string(), json!(r)))
         .collect();
     let plan = json!({
@@ -174,6 +243,10 @@ fn web_page_flow_in_headless_chromium() {
         "late": title(FILES[2]),
         "cmip5": {"title": title(CMIP5), "summary": CMIP5_SUMMARY},
         "node": node,
+        "zarr": {
+            "open": {"id": dataset_id(FILES[1]), "file": title(FILES[1])},
+            "refused": {"id": dataset_id(REFUSED[0].0), "why": REFUSED_WHY},
+        },
     });
     let plan_path = d.dir.path().join("plan.json");
     std::fs::write(&plan_path, plan.to_string()).unwrap();
@@ -202,8 +275,10 @@ fn web_page_flow_in_headless_chromium() {
     assert_eq!(report["ok"], true, "{report}");
     // Per viewport: one download from the panel, two from "download all".
     assert_eq!(report["downloads"], 6, "{report}");
+    // The page's virtual Zarr snippet ran and matched the file (per viewport).
+    assert_eq!(report["zarr_runs"], 2, "{report}");
     let shots = report["screenshots"].as_array().unwrap();
-    assert_eq!(shots.len(), 22, "{report}");
+    assert_eq!(shots.len(), 24, "{report}");
     for s in shots {
         let p = Path::new(s.as_str().unwrap());
         let len = std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

@@ -1,7 +1,9 @@
 //! Virtual Zarr end to end: real CMIP6 files (esmvaltool-sample-data, in
 //! tests/interop/.venv) published with `publish-dir`; `GET /api/zarr/<dataset id>`
 //! opened by xarray through fsspec's reference filesystem and compared value by value
-//! with `xr.open_mfdataset` of the original files; one time step reads only its chunks.
+//! with `xr.open_mfdataset` of the original files; one time step reads only its chunks;
+//! datasets whose files cannot be combined are a 422 with the reason in the body and in
+//! `X-Granary-Refused`.
 
 mod common;
 
@@ -27,6 +29,24 @@ const IRREGULAR: &str = "CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/
 
 fn dataset_id(rel: &str) -> String {
     rel.replace('/', ".")
+}
+
+/// `X-Granary-Refused`'s value as text (its `%XX` escapes decoded, as UTF-8).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            let hex = std::str::from_utf8(&b[i + 1..i + 3]).expect("ASCII");
+            out.push(u8::from_str_radix(hex, 16).expect("a %XX escape"));
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).expect("UTF-8")
 }
 
 #[test]
@@ -91,6 +111,26 @@ fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
         assert!(
             body.contains(&format!(r#""error":"not available: {why}"#)),
             "{body}"
+        );
+        // The reason in a header too, so a HEAD (the page's) carries it: the body's
+        // `error` text.
+        let out = Command::new("curl")
+            .args(["-s", "-I"])
+            .arg(format!("{base}/api/zarr/{}", dataset_id(rel)))
+            .output()
+            .expect("curl");
+        let head = String::from_utf8_lossy(&out.stdout);
+        assert!(head.starts_with("HTTP/1.1 422"), "{head}");
+        let refused = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-granary-refused: "))
+            .unwrap_or_else(|| panic!("no X-Granary-Refused: {head}"));
+        let error: serde_json::Value =
+            serde_json::from_str(body.trim_end_matches("\n422")).expect("JSON error");
+        assert_eq!(
+            percent_decode(refused.trim_end()),
+            error["error"].as_str().unwrap(),
+            "{head}"
         );
     }
 

@@ -406,18 +406,59 @@ function summaryFacets(h) {
   return list.filter((k) => f[k]).map((k) => f[k]);
 }
 
-/** The dataset as one virtual Zarr store (`/api/zarr/<id>`): its URL and the xarray call. */
+/** The xarray call that opens `url` (a `/api/zarr/<id>` reference set) as docs/http-api.md
+ * prints it: `remote_options` is needed with zarr 3 (it reads through an async filesystem).
+ * The browser test runs this very text. */
+function zarrPython(url) {
+  return `import xarray as xr
+url = ${JSON.stringify(url)}
+ds = xr.open_dataset("reference://", engine="zarr", backend_kwargs={"consolidated": False,
+    "storage_options": {"fo": url, "remote_protocol": "http",
+                        "remote_options": {"asynchronous": True}}})`;
+}
+
+/** The dataset as one virtual Zarr store (`/api/zarr/<id>`). Asked for (HEAD) when the
+ * user first opens it: the URL and the xarray call if the server can build it, else the
+ * server's reason (a 422's `X-Granary-Refused` header; another error's JSON `error`). */
 function zarrSnippet(d) {
-  const url = `${location.origin}/api/zarr/${d.instance_id}`;
-  const py = `import xarray as xr
-ds = xr.open_dataset("reference://", engine="zarr", backend_kwargs={
-    "consolidated": False,
-    "storage_options": {"fo": ${JSON.stringify(url)}, "remote_protocol": "http"}})`;
-  return el("details", { class: "zarr" },
-    el("summary", { text: "Open in Python (virtual Zarr)" }),
-    el("p", {}, el("a", { href: url, class: "zarr-url" }, url)),
-    el("div", { class: "cmd" }, el("pre", {}, el("code", { class: "zarr-py", text: py })),
-      el("button", { type: "button", class: "copy", onclick: () => copy(py) }, "Copy")));
+  const url = `${location.origin}/api/zarr/${encodeURIComponent(d.instance_id)}`;
+  const body = el("div", { class: "zarr-body", "aria-live": "polite" });
+  let asked = false;
+  const show = async () => {
+    asked = true;
+    body.replaceChildren(el("p", { class: "muted zarr-wait", text: "Checking whether the server can combine the files…" }));
+    let res;
+    try {
+      res = await fetch(url, { method: "HEAD" });
+      await res.arrayBuffer(); // none: the request is then complete, not left open
+    } catch (e) {
+      asked = false; // a network error: ask again when opened again
+      body.replaceChildren(el("p", { class: "warn zarr-refused", text: `Could not ask the server: ${e.message}` }));
+      return;
+    }
+    if (res.ok) {
+      const py = zarrPython(url);
+      body.replaceChildren(
+        el("p", {}, el("a", { href: url, class: "zarr-url" }, url)),
+        el("div", { class: "cmd" }, el("pre", {}, el("code", { class: "zarr-py", text: py })),
+          el("button", { type: "button", class: "copy", onclick: () => copy(py) }, "Copy")));
+      return;
+    }
+    let why = res.headers.get("X-Granary-Refused");
+    if (why) {
+      try { why = decodeURIComponent(why); } catch { /* shown as sent */ }
+    } else { // a HEAD has no body: the reason of another error is in the GET's
+      try { why = (await api(url)) && `${res.status} ${res.statusText}`; } catch (e) { why = e.message; }
+    }
+    if (res.status >= 500) asked = false; // temporary: ask again when opened again
+    body.replaceChildren(el("p", { class: "warn zarr-refused" },
+      el("strong", { text: "Cannot be opened as one Zarr store: " }), el("span", { class: "zarr-reason", text: why })));
+  };
+  const details = el("details", {
+    class: "zarr",
+    ontoggle: () => { if (details.open && !asked) show(); },
+  }, el("summary", { text: "Open in Python (virtual Zarr)" }), body);
+  return details;
 }
 
 /** One dataset and its files under it. */

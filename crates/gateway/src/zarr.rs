@@ -9,10 +9,12 @@
 //! at publication and kept in the catalog (`chunk_refs`). What the slice does not
 //! concatenate (chunking that differs across files, a time length that is not a
 //! multiple of the time chunk except in the last file, a variable without an index)
-//! is a 422 `{"error": "not available: …"}`.
+//! is a 422 `{"error": "not available: …"}`, the same text in `X-Granary-Refused`
+//! (percent-encoded where it is not printable ASCII) so that a HEAD, as the page asks,
+//! carries the reason too.
 
 use axum::extract::{Path as AxPath, State as St};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use granary_catalog::{Query, Record, MAX_LIMIT};
@@ -22,11 +24,25 @@ use crate::api::{download_path, with_catalog};
 use crate::wget::base_url;
 use crate::{error, State};
 
+/// The header of a 422 carrying its reason: the body's `error` text.
+const REFUSED: HeaderName = HeaderName::from_static("x-granary-refused");
+
+/// Percent-encoded in [`REFUSED`]: controls, `%` itself and (always) every byte
+/// outside ASCII, so that `decodeURIComponent` gives the text back.
+const REFUSED_SET: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%');
+
 fn unavailable(msg: impl std::fmt::Display) -> Response {
-    error(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        format!("not available: {msg}"),
-    )
+    let text = format!("not available: {msg}");
+    let value = refused_value(&text);
+    let mut r = error(StatusCode::UNPROCESSABLE_ENTITY, text);
+    r.headers_mut().insert(REFUSED, value);
+    r
+}
+
+/// `text` as the value of [`REFUSED`].
+fn refused_value(text: &str) -> HeaderValue {
+    let enc = percent_encoding::utf8_percent_encode(text, REFUSED_SET).to_string();
+    HeaderValue::from_str(&enc).unwrap_or(HeaderValue::from_static("not available"))
 }
 
 pub async fn refs(St(node): St<State>, headers: HeaderMap, AxPath(id): AxPath<String>) -> Response {
@@ -414,6 +430,24 @@ mod tests {
         ];
         let e = build(&files).expect_err("not inline");
         assert!(e.contains("not a multiple of the time chunk 512"), "{e}");
+    }
+
+    #[test]
+    fn the_refusal_header_is_the_reason_percent_encoded_where_not_printable() {
+        let text = "not available: time: attribute units differs (100% sure, é\n)";
+        let v = refused_value(text);
+        assert_eq!(
+            v.to_str().unwrap(),
+            "not available: time: attribute units differs (100%25 sure, %C3%A9%0A)"
+        );
+        let back = percent_encoding::percent_decode_str(v.to_str().unwrap()).decode_utf8();
+        assert_eq!(back.unwrap(), text);
+        let r = unavailable("ta: chunking or shape differs");
+        assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(
+            r.headers()[REFUSED],
+            "not available: ta: chunking or shape differs"
+        );
     }
 
     #[test]

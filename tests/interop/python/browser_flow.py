@@ -15,7 +15,9 @@ the flow's data:
    "single": <title>,                        # what remains, opened and downloaded
    "late": <title>,                          # the one file covering 2015 and later
    "cmip5": {"title": <title>, "summary": "CanESM2 · historical · …"},  # its facet line
-   "node": "/granary/…"}                     # this node's prefix (the file's location)
+   "node": "/granary/…",                     # this node's prefix (the file's location)
+   "zarr": {"open": {"id": <dataset id>, "file": <title>},   # a dataset of one file
+            "refused": {"id": <dataset id>, "why": "not available: …"}}}  # a 422, its reason's start
 
 The flow, at desktop width (1280 px) and at phone width (375 px): open the page;
 check the CMIP5 hit's facet summary; "select this page" selects every hit and
@@ -23,20 +25,26 @@ clears again; filter by time coverage and remove the filter; type in the search 
 panel and check its metadata and where the file is held (this node, up in the
 location catalog, with a working URL); download the file and compare its bytes with the
 original; remove the facet filter, select two files and "download all", comparing
-both; show the node status (faces, and the federation's nodes: this one, up); list the results by dataset with the virtual Zarr
-snippet. A screenshot of each step goes to --out. Any console
-error, page error, failed request or HTTP error response fails the run.
+both; show the node status (faces, and the federation's nodes: this one, up); list the results by dataset
+and open the virtual Zarr snippet of "open": its text, read from the page, is run as it
+is by this python (xarray, fsspec, zarr) against the gateway and the dataset it opens
+compared with the original file; "refused" shows the gateway's reason (its 422's
+X-Granary-Refused, the same as the JSON error of a GET) and no snippet. A screenshot of
+each step goes to --out. Any console error, page error, failed request or HTTP error
+response fails the run, but for the 422 of "refused".
 
-Prints one JSON line {"ok": true, "screenshots": [...], "downloads": N} and exits 0,
-or prints the problems and exits 1.
+Prints one JSON line {"ok": true, "screenshots": [...], "downloads": N, "zarr_runs": N}
+and exits 0, or prints the problems and exits 1.
 """
 import argparse
 import hashlib
 import json
 import os
 import re
+import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 from playwright.sync_api import expect, sync_playwright
@@ -56,6 +64,21 @@ VIEWPORTS = {
                   is_mobile=True, has_touch=True),
 }
 TIMEOUT_MS = 15_000
+
+# Runs the page's virtual Zarr snippet (a file, argv[1]) as it is, then compares the
+# `ds` it opened with the original netCDF file (argv[2]): every variable, its dims and
+# its values (times decoded the same way by both).
+RUN_SNIPPET = r"""
+import sys
+import xarray as xr
+snippet, original = sys.argv[1], sys.argv[2]
+ns = {"__name__": "__main__"}
+exec(compile(open(snippet).read(), snippet, "exec"), ns)
+ds = ns["ds"]
+want = xr.open_dataset(original)
+xr.testing.assert_equal(ds.load(), want.load())
+print(sorted(ds.variables), dict(ds.sizes))
+"""
 
 
 def wait_http(base, seconds=20):
@@ -84,6 +107,7 @@ class Flow:
         self.problems = []
         self.shots = []
         self.downloads = 0
+        self.zarr_runs = 0
         os.makedirs(args.out, exist_ok=True)
 
     def original(self, title):
@@ -112,10 +136,6 @@ class Flow:
 
     def watch(self, page, label):
         """Records console errors, page errors, failed requests and HTTP errors."""
-        def console(m):
-            if m.type == "error":
-                self.problems.append(f"[{label}] console error: {m.text} ({m.location})")
-
         def failed(r):
             # A navigation that became a download is reported as aborted by
             # Chromium; that is the download working, not a failure.
@@ -123,7 +143,17 @@ class Flow:
                 return
             self.problems.append(f"[{label}] request failed: {r.method} {r.url}: {r.failure}")
 
+        refused = f"{self.a.base}/api/zarr/{self.x['zarr']['refused']['id']}"
+
+        def console(m):
+            # Chromium logs the expected 422 of the refused dataset's HEAD.
+            if m.type == "error" and not (
+                    "422" in m.text and (m.location or {}).get("url") == refused):
+                self.problems.append(f"[{label}] console error: {m.text} ({m.location})")
+
         def response(r):
+            if r.status == 422 and r.url == refused and r.request.method == "HEAD":
+                return
             if r.status >= 400:
                 self.problems.append(f"[{label}] HTTP {r.status} for {r.request.method} {r.url}")
 
@@ -353,22 +383,63 @@ class Flow:
         self.shot(page, label, "09-status")
 
         # 8. By dataset: the dataset records, each with its files and its virtual Zarr
-        #    snippet for xarray.
+        #    snippet for xarray, asked for when opened.
         page.goto(f"{self.a.base}/?by=dataset")
-        ds = page.locator("#hits li.hit.dataset")
-        expect(ds.first).to_be_visible()
+        zx = x["zarr"]
+        ds = page.locator(f'#hits li.hit.dataset[data-id="{zx["open"]["id"]}"]')
+        expect(ds).to_be_visible()
         expect(page.locator("#by-dataset")).to_be_checked()
-        expect(ds.first.locator(".ds-files li").first).to_be_visible()
-        ds.first.locator(".zarr summary").click()
-        expect(ds.first.locator(".zarr-py")).to_contain_text('"reference://"')
-        expect(ds.first.locator(".zarr-url")).to_contain_text("/api/zarr/CMIP")
+        expect(ds.locator(".ds-files li").first).to_be_visible()
+        ds.locator(".zarr summary").click()
+        code = ds.locator("code.zarr-py")
+        expect(code).to_contain_text('"reference://"')
+        url = f"{self.a.base}/api/zarr/{zx['open']['id']}"
+        expect(ds.locator(".zarr-url")).to_have_text(url)
+        expect(ds.locator(".zarr-refused")).to_have_count(0)
         self.shot(page, label, "10-by-dataset")
+        self.run_snippet(label, code.text_content(), zx["open"]["file"])
+
+        # 8a. A dataset the gateway refuses (422): its reason, the JSON error of a GET,
+        #     and no snippet.
+        bad = page.locator(f'#hits li.hit.dataset[data-id="{zx["refused"]["id"]}"]')
+        bad.locator(".zarr summary").click()
+        reason = bad.locator(".zarr-reason")
+        expect(reason).to_contain_text(zx["refused"]["why"])
+        try:
+            urllib.request.urlopen(f"{self.a.base}/api/zarr/{zx['refused']['id']}", timeout=10)
+            self.problems.append(f"[{label}] the refused dataset answered 200")
+        except urllib.error.HTTPError as e:
+            want = json.load(e)["error"]
+            if e.code != 422 or reason.text_content() != want:
+                self.problems.append(
+                    f"[{label}] the page shows {reason.text_content()!r}; the gateway's {e.code} says {want!r}")
+        expect(bad.locator(".zarr-py")).to_have_count(0)
+        expect(bad.locator(".zarr-url")).to_have_count(0)
+        bad.scroll_into_view_if_needed()
+        self.shot(page, label, "11-zarr-refused")
 
         # No horizontal scrolling at this width.
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         if overflow > 0:
             self.problems.append(f"[{label}] the page is {overflow} px wider than the screen")
         ctx.close()
+
+    def run_snippet(self, label, text, title):
+        """Runs the snippet's text, as the page shows it, with this python; the dataset
+        it opens must equal the original file."""
+        path = os.path.join(self.a.out, f"{label}-zarr-snippet.py")
+        with open(path, "w") as f:
+            f.write(text)
+        original = os.path.join(self.a.tree, self.x["files"][title])
+        r = subprocess.run([sys.executable, "-c", RUN_SNIPPET, path, original],
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            self.problems.append(
+                f"[{label}] the page's virtual Zarr snippet failed or differs from {title}:\n"
+                f"{text}\n{r.stdout}{r.stderr[-4000:]}")
+        else:
+            self.zarr_runs += 1
+            print(f"[{label}] virtual Zarr snippet: {r.stdout.strip()}", file=sys.stderr)
 
     def run(self):
         wait_http(self.a.base)
@@ -397,7 +468,8 @@ def main():
     flow = Flow(a, x)
     flow.run()
     print(json.dumps({"ok": not flow.problems, "screenshots": flow.shots,
-                      "downloads": flow.downloads, "problems": flow.problems}))
+                      "downloads": flow.downloads, "zarr_runs": flow.zarr_runs,
+                      "problems": flow.problems}))
     if flow.problems:
         for p in flow.problems:
             print(f"problem: {p}", file=sys.stderr)
