@@ -342,7 +342,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         gid: a.gid.or(me.as_ref().map(|m| m.gid())).unwrap_or(0),
         threads: a.threads as usize,
         publish,
-        forwarding_hint: crate::fetch::hint_names(&a.fwhint)?,
+        forwarding_hint: granary_node::fetch::hint_names(&a.fwhint)?,
         locator: if a.no_locate || !a.fwhint.is_empty() {
             None
         } else {

@@ -632,7 +632,7 @@ pub fn peek(
     fwhint: &[String],
     payload: Option<Vec<u8>>,
 ) -> anyhow::Result<()> {
-    let hint = crate::fetch::hint_names(fwhint)?;
+    let hint = granary_node::fetch::hint_names(fwhint)?;
     rt()?.block_on(async {
         let mut c = Client::connect(socket).await?;
         let mut f = InterestFields::new(name(uri)?);

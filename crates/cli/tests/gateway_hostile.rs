@@ -839,6 +839,116 @@ fn https_self_signed_and_given_certificates_with_http2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--tls-key"));
 }
 
+/// A certificate and key (PEM) valid from `from` to `to` (seconds since the
+/// epoch), written under `dir` as `<name>.pem` and `<name>.key`.
+fn certificate(dir: &Path, name: &str, from: i64, to: i64) -> (PathBuf, PathBuf) {
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let at = |s: i64| {
+        let days = s.div_euclid(86_400);
+        // Days since the epoch to a civil date (Howard Hinnant's algorithm).
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = (doy - (153 * mp + 2) / 5 + 1) as u8;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 } as u8;
+        let y = (yoe + era * 400 + i64::from(m <= 2)) as i32;
+        rcgen::date_time_ymd(y, m, d)
+    };
+    params.not_before = at(from);
+    params.not_after = at(to);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (c, k) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    (c, k)
+}
+
+/// A certificate outside its validity period (or about to leave it) is
+/// served all the same, but the daemon says so at start, naming the file and
+/// the dates, and `/api/status` shows it (`tls`).
+#[test]
+fn https_certificate_outside_its_validity_is_reported() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let day = 86_400;
+    let dir = tempfile::tempdir().unwrap();
+    // (name, from, to, valid, what stderr and the warning say)
+    let cases = [
+        ("expired", now - 400 * day, now - 30 * day, false, Some("has expired")),
+        ("future", now + 30 * day, now + 400 * day, false, Some("not valid yet")),
+        ("soon", now - 30 * day, now + 3 * day, true, Some("expires soon")),
+        ("fine", now - 30 * day, now + 300 * day, true, None),
+    ];
+    for (name, from, to, valid, says) in cases {
+        let (c, k) = certificate(dir.path(), name, from, to);
+        let run = tempfile::tempdir().unwrap();
+        let (child, out, err) = daemon_under_limit(
+            run.path(),
+            4096,
+            4096,
+            &[
+                "--https",
+                "127.0.0.1:0",
+                "--tls-cert",
+                c.to_str().unwrap(),
+                "--tls-key",
+                k.to_str().unwrap(),
+            ],
+        );
+        let http = out
+            .iter()
+            .find_map(|l| l.strip_prefix("gateway http://"))
+            .unwrap_or_else(|| panic!("no http line: {out:?}"))
+            .trim_end_matches('/')
+            .to_string();
+        let status: Value = serde_json::from_slice(&get(&http, "/api/status").body).unwrap();
+        let tls = &status["tls"];
+        let (base, _) = https_line(&out);
+        // Served all the same (curl told not to check it).
+        let (w, _) = curl(&["-k", "-w", "%{http_code}", &format!("{base}/api/status")]);
+        let stderr = std::fs::read_to_string(&err).unwrap();
+        stop(child);
+        assert_eq!(w, "200", "{name}");
+        assert_eq!(tls["certificate"], c.to_str().unwrap(), "{name}: {status}");
+        assert_eq!(tls["valid"], valid, "{name}: {tls}");
+        let dates = [&tls["not_before"], &tls["not_after"]].map(|d| {
+            d.as_str()
+                .unwrap_or_else(|| panic!("{name}: {tls}"))
+                .to_string()
+        });
+        assert!(dates.iter().all(|d| d.ends_with("T00:00:00Z")), "{name}: {tls}");
+        match says {
+            Some(what) => {
+                let w = tls["warning"].as_str().unwrap_or_else(|| panic!("{name}: {tls}"));
+                assert!(w.contains(what) && w.contains(c.to_str().unwrap()), "{name}: {w}");
+                let line = stderr
+                    .lines()
+                    .find(|l| l.contains(what))
+                    .unwrap_or_else(|| panic!("{name}: no warning on stderr: {stderr}"));
+                assert!(line.contains("WARN"), "{name}: {line}");
+                assert!(line.contains(c.to_str().unwrap()), "{name}: {line}");
+                for d in &dates {
+                    assert!(line.contains(d.as_str()), "{name}: {line} lacks {d}");
+                }
+            }
+            None => {
+                assert!(tls["warning"].is_null(), "{name}: {tls}");
+                assert!(!stderr.contains("TLS certificate"), "{name}: {stderr}");
+            }
+        }
+    }
+    // Without HTTPS there is no `tls`.
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let status: Value = serde_json::from_slice(&get(&http_addr(&d), "/api/status").body).unwrap();
+    assert!(status["tls"].is_null(), "{status}");
+}
+
 // ---- Every request's work is bounded (issue 44) ----
 
 /// Synthetic CMIP6 records in `datasets` datasets of three files each,

@@ -246,6 +246,7 @@ fn main() {
         limits: granary_face::FaceLimits::default(),
         started: Instant::now(),
         local: Default::default(),
+        tls: Default::default(),
         shared: granary_gateway::Shared::open(&dir),
     });
     let (addr, _task) = rt

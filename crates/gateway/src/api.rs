@@ -528,6 +528,7 @@ pub(crate) async fn status_json(node: &Arc<crate::Node>) -> Result<Value, String
         "faces": faces,
         "catalog_records": catalog_records,
         "gateway_uptime_s": node.started.elapsed().as_secs(),
+        "tls": node.tls.get().map(|t| t.status()),
     }))
 }
 

@@ -80,6 +80,9 @@ pub struct Node {
     /// Handles made once at start: the repository's store, the trust
     /// anchors ([`Shared::open`]).
     pub shared: Arc<Shared>,
+    /// The HTTPS certificate in use (set by [`Gateway::listen`] with TLS),
+    /// for `/api/status`.
+    pub tls: std::sync::OnceLock<Tls>,
 }
 
 /// The peer of a connection (for face URIs): a request extension, as
@@ -419,6 +422,9 @@ impl Gateway {
         let l = TcpListener::bind(addr).await?;
         let bound = l.local_addr()?;
         let _ = self.node.local.set(bound);
+        if let Some(t) = tls {
+            let _ = self.node.tls.set(t.clone());
+        }
         let app = routes(
             self.node.clone(),
             self.metrics.clone(),

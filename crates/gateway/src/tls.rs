@@ -18,6 +18,113 @@ pub struct Tls {
     /// The certificate (chain) file: what a client trusts
     /// (`curl --cacert`, `REQUESTS_CA_BUNDLE`) for a self-signed one.
     pub cert: PathBuf,
+    /// The first (leaf) certificate's validity period, or why it could not
+    /// be read.
+    pub validity: Result<Validity, String>,
+}
+
+/// A certificate's validity period, seconds since the epoch (inclusive).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: i64,
+    pub not_after: i64,
+}
+
+/// A certificate that expires within this long is warned about.
+pub const EXPIRY_WARNING_SECS: i64 = 7 * 86_400;
+
+/// `secs` (since the epoch) as RFC 3339 UTC, e.g. `2026-11-29T04:33:23Z`.
+fn rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| format!("{secs} s since 1970"))
+}
+
+fn now_secs() -> i64 {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    }
+}
+
+/// The leaf certificate's notBefore and notAfter. x509-parser is the parser
+/// rcgen already depends on (no features: no signature checks, only DER).
+fn validity(leaf: &CertificateDer<'_>) -> Result<Validity, String> {
+    let (_, c) = x509_parser::parse_x509_certificate(leaf.as_ref())
+        .map_err(|e| format!("cannot read its validity: {e}"))?;
+    let v = c.validity();
+    Ok(Validity {
+        not_before: v.not_before.timestamp(),
+        not_after: v.not_after.timestamp(),
+    })
+}
+
+/// Whether a certificate is valid at `now`, and the warning to give when it
+/// is not, or expires within [`EXPIRY_WARNING_SECS`].
+pub fn check(path: &Path, v: &Validity, now: i64) -> (bool, Option<String>) {
+    let (nb, na) = (rfc3339(v.not_before), rfc3339(v.not_after));
+    let p = path.display();
+    if now < v.not_before {
+        (
+            false,
+            Some(format!(
+                "TLS certificate {p} is not valid yet: valid from {nb} to {na} (now {}); clients refuse it until then (is the clock right?)",
+                rfc3339(now)
+            )),
+        )
+    } else if now > v.not_after {
+        (
+            false,
+            Some(format!(
+                "TLS certificate {p} has expired: valid from {nb} to {na} (now {}); clients refuse it, replace it",
+                rfc3339(now)
+            )),
+        )
+    } else if v.not_after - now < EXPIRY_WARNING_SECS {
+        let hours = (v.not_after - now) / 3600;
+        (
+            true,
+            Some(format!(
+                "TLS certificate {p} expires soon: valid from {nb} to {na}, {} days {} hours left; replace it",
+                hours / 24,
+                hours % 24
+            )),
+        )
+    } else {
+        (true, None)
+    }
+}
+
+impl Tls {
+    /// The certificate in use and its validity now, for `/api/status`:
+    /// `{"certificate", "not_before", "not_after", "valid", "warning"}`
+    /// (`warning` null when there is nothing to say).
+    pub fn status(&self) -> serde_json::Value {
+        let cert = self.cert.display().to_string();
+        match &self.validity {
+            Ok(v) => {
+                let (valid, warning) = check(&self.cert, v, now_secs());
+                serde_json::json!({
+                    "certificate": cert,
+                    "not_before": rfc3339(v.not_before),
+                    "not_after": rfc3339(v.not_after),
+                    "valid": valid,
+                    "warning": warning,
+                })
+            }
+            Err(e) => serde_json::json!({
+                "certificate": cert,
+                "not_before": null,
+                "not_after": null,
+                "valid": null,
+                "warning": format!("TLS certificate {cert}: {e}"),
+            }),
+        }
+    }
 }
 
 /// Loads a certificate chain and its private key (PEM).
@@ -31,6 +138,15 @@ pub fn load(cert: &Path, key: &Path) -> Result<Tls, String> {
             "TLS certificate {}: no PEM certificate in it",
             cert.display()
         ));
+    }
+    let validity = validity(&chain[0]);
+    match &validity {
+        Ok(v) => {
+            if let (_, Some(w)) = check(cert, v, now_secs()) {
+                tracing::warn!("{w}");
+            }
+        }
+        Err(e) => tracing::warn!("TLS certificate {}: {e}", cert.display()),
     }
     let k =
         PrivateKeyDer::from_pem_file(key).map_err(|e| format!("TLS key {}: {e}", key.display()))?;
@@ -51,6 +167,7 @@ pub fn load(cert: &Path, key: &Path) -> Result<Tls, String> {
     Ok(Tls {
         config: Arc::new(config),
         cert: cert.to_path_buf(),
+        validity,
     })
 }
 
@@ -151,4 +268,34 @@ fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), String> {
         .and_then(|_| f.sync_all())
         .map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_is_read_and_judged() {
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let v = validity(cert.der()).unwrap();
+        assert_eq!(rfc3339(v.not_before), "2020-01-01T00:00:00Z");
+        assert_eq!(rfc3339(v.not_after), "2021-01-01T00:00:00Z");
+        let p = Path::new("/etc/c.pem");
+        let (ok, w) = check(p, &v, v.not_after + 1);
+        let w = w.unwrap();
+        assert!(
+            !ok && w.contains("/etc/c.pem") && w.contains("expired"),
+            "{w}"
+        );
+        assert!(w.contains("2020-01-01T00:00:00Z") && w.contains("2021-01-01T00:00:00Z"));
+        let (ok, w) = check(p, &v, v.not_before - 1);
+        assert!(!ok && w.unwrap().contains("not valid yet"));
+        let (ok, w) = check(p, &v, v.not_after - 3 * 86_400);
+        assert!(ok && w.unwrap().contains("expires soon: "));
+        assert_eq!(check(p, &v, v.not_after - 30 * 86_400), (true, None));
+    }
 }

@@ -206,6 +206,7 @@ pub async fn start(
         limits: running.limits.clone(),
         started: std::time::Instant::now(),
         local: Default::default(),
+        tls: Default::default(),
         shared: granary_gateway::Shared::open(data_dir),
     });
     let gw = granary_gateway::Gateway::new(node, s.limits.clone());

@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod control;
 pub mod daemon;
+pub mod fetch;
 pub mod fetched;
 pub mod gateway;
 pub mod identity;
