@@ -861,7 +861,10 @@ fn certificate(dir: &Path, name: &str, from: i64, to: i64) -> (PathBuf, PathBuf)
     params.not_after = at(to);
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = params.self_signed(&key).unwrap();
-    let (c, k) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    let (c, k) = (
+        dir.join(format!("{name}.pem")),
+        dir.join(format!("{name}.key")),
+    );
     std::fs::write(&c, cert.pem()).unwrap();
     std::fs::write(&k, key.serialize_pem()).unwrap();
     (c, k)
@@ -880,9 +883,27 @@ fn https_certificate_outside_its_validity_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     // (name, from, to, valid, what stderr and the warning say)
     let cases = [
-        ("expired", now - 400 * day, now - 30 * day, false, Some("has expired")),
-        ("future", now + 30 * day, now + 400 * day, false, Some("not valid yet")),
-        ("soon", now - 30 * day, now + 3 * day, true, Some("expires soon")),
+        (
+            "expired",
+            now - 400 * day,
+            now - 30 * day,
+            false,
+            Some("has expired"),
+        ),
+        (
+            "future",
+            now + 30 * day,
+            now + 400 * day,
+            false,
+            Some("not valid yet"),
+        ),
+        (
+            "soon",
+            now - 30 * day,
+            now + 3 * day,
+            true,
+            Some("expires soon"),
+        ),
         ("fine", now - 30 * day, now + 300 * day, true, None),
     ];
     for (name, from, to, valid, says) in cases {
@@ -922,11 +943,19 @@ fn https_certificate_outside_its_validity_is_reported() {
                 .unwrap_or_else(|| panic!("{name}: {tls}"))
                 .to_string()
         });
-        assert!(dates.iter().all(|d| d.ends_with("T00:00:00Z")), "{name}: {tls}");
+        assert!(
+            dates.iter().all(|d| d.ends_with("T00:00:00Z")),
+            "{name}: {tls}"
+        );
         match says {
             Some(what) => {
-                let w = tls["warning"].as_str().unwrap_or_else(|| panic!("{name}: {tls}"));
-                assert!(w.contains(what) && w.contains(c.to_str().unwrap()), "{name}: {w}");
+                let w = tls["warning"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}: {tls}"));
+                assert!(
+                    w.contains(what) && w.contains(c.to_str().unwrap()),
+                    "{name}: {w}"
+                );
                 let line = stderr
                     .lines()
                     .find(|l| l.contains(what))
