@@ -17,6 +17,7 @@ mod query;
 mod record;
 mod rename;
 pub mod replication;
+mod results;
 mod sqlite;
 pub mod text;
 
@@ -38,6 +39,7 @@ struct Inner {
     backend: Backend,
     index: Index,
     words: WordCache,
+    results: results::Results,
 }
 
 /// Positions of the records holding a frequent word, kept between queries: valid within
@@ -183,6 +185,7 @@ impl Catalog {
             backend,
             index: Index::new(),
             words: WordCache::default(),
+            results: Default::default(),
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).
@@ -346,15 +349,35 @@ impl Catalog {
     /// One page of matches, the total, and the requested facet counts.
     pub fn query(&self, q: &Query) -> Result<Page> {
         let mut g = self.synced()?;
-        let s = Self::select(&mut g, q)?;
-        let rids = g.index.page(&s.m, q.sort, q.offset, q.limit);
-        let facet_counts = g.index.counts(&s, &q.facets);
-        let hits = g.backend.fetch(&rids)?;
+        q.validate()?;
+        let key = serde_json::to_string(q).map_err(|e| Error::Invalid(e.to_string()))?;
+        let gen = (g.index.epoch, g.index.seq, g.index.gen);
+        let a = match g.results.files(gen, &key) {
+            Some(a) => a,
+            None => {
+                let s = Self::select(&mut g, q)?;
+                let a = results::Answer {
+                    total: s.m.len(),
+                    ids: g.index.page(&s.m, q.sort, q.offset, q.limit),
+                    counts: g.index.counts(&s, &q.facets),
+                };
+                g.results.put_files(gen, key, a.clone());
+                a
+            }
+        };
+        let hits = g.backend.fetch(&a.ids)?;
         Ok(Page {
-            total: s.m.len(),
+            total: a.total,
             hits,
-            facet_counts,
+            facet_counts: a.counts,
         })
+    }
+
+    /// Searches answered from the result cache, and computed, since the catalog
+    /// was opened.
+    pub fn result_cache_stats(&self) -> Result<(u64, u64)> {
+        let g = self.lock()?;
+        Ok((g.results.hits, g.results.misses))
     }
 
     /// Values of `facet` starting with `prefix` (case-insensitive), most frequent first,
@@ -412,23 +435,39 @@ impl Catalog {
     pub fn datasets(&self, dq: &DatasetQuery) -> Result<DatasetPage> {
         dq.validate()?;
         let mut g = self.synced()?;
-        // Members of an older DRS version may be older repository versions of their
-        // names: every version is selected, the members among them count.
-        let q = Query {
-            latest_only: false,
-            ..dq.query.clone()
+        let key = serde_json::to_string(&(&dq.query, dq.latest, &dq.ids))
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let gen = (g.index.epoch, g.index.seq, g.index.gen);
+        let a = match g.results.datasets(gen, &key) {
+            Some(a) => a,
+            None => {
+                // Members of an older DRS version may be older repository versions
+                // of their names: every version is selected, the members among
+                // them count.
+                let q = Query {
+                    latest_only: false,
+                    ..dq.query.clone()
+                };
+                let s = Self::select(&mut g, &q)?;
+                let (total, page, reps) = g.index.datasets_of(&s.m, dq);
+                let a = results::Answer {
+                    total,
+                    ids: page,
+                    counts: g.index.dataset_counts(reps, &dq.query.facets),
+                };
+                g.results.put_datasets(gen, key, a.clone());
+                a
+            }
         };
-        let s = Self::select(&mut g, &q)?;
-        let (total, page, reps) = g.index.datasets_of(&s.m, dq);
-        let facet_counts = g.index.dataset_counts(reps, &dq.query.facets);
-        let hits = page
+        let hits = a
+            .ids
             .into_iter()
             .filter_map(|id| g.index.dataset(id, dq.files))
             .collect();
         Ok(DatasetPage {
-            total,
+            total: a.total,
             hits,
-            facet_counts,
+            facet_counts: a.counts,
         })
     }
 

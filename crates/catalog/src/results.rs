@@ -1,0 +1,151 @@
+//! Answers of searches made lately, kept until the index changes: the page's
+//! record ids (or dataset ids), the total and the facet counts, keyed by the
+//! whole query. A search engine's result cache (Solr's `queryResultCache`): many
+//! clients ask the same searches (a portal's first page, the facets a notebook
+//! pins, a client paging), and each answer costs a pass over every match.
+//! The records of a page are still read from the database on each call, so a
+//! record's content is never served from here.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Answers kept (each at most [`MAX_IDS`] ids and its facet counts).
+const CAPACITY: usize = 256;
+/// Pages of more ids are not kept (large pages are rarely asked twice).
+pub(crate) const MAX_IDS: usize = 1_000;
+
+pub(crate) type Counts = BTreeMap<String, Vec<(String, u64)>>;
+
+/// One kept answer.
+#[derive(Clone)]
+pub(crate) struct Answer<T> {
+    pub total: u64,
+    pub ids: Vec<T>,
+    pub counts: Counts,
+}
+
+struct Slot {
+    files: Option<Answer<i64>>,
+    datasets: Option<Answer<u32>>,
+    used: u64,
+}
+
+/// Which state of the index an answer is for: the change feed's epoch and
+/// sequence number it has applied, and its generation (bumped when a position
+/// is reused). Any change to the index changes one of them.
+pub(crate) type Gen = (i64, i64, u64);
+
+/// The cache; everything in it is for the index state `gen`.
+#[derive(Default)]
+pub(crate) struct Results {
+    gen: Gen,
+    map: HashMap<String, Slot>,
+    tick: u64,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl Results {
+    fn at(&mut self, gen: Gen) {
+        if gen != self.gen {
+            self.map.clear();
+            self.gen = gen;
+        }
+    }
+
+    pub fn files(&mut self, gen: Gen, key: &str) -> Option<Answer<i64>> {
+        self.get(gen, key, |s| s.files.clone())
+    }
+
+    pub fn datasets(&mut self, gen: Gen, key: &str) -> Option<Answer<u32>> {
+        self.get(gen, key, |s| s.datasets.clone())
+    }
+
+    fn get<T>(&mut self, gen: Gen, key: &str, f: impl Fn(&Slot) -> Option<T>) -> Option<T> {
+        self.at(gen);
+        self.tick += 1;
+        let tick = self.tick;
+        let got = self.map.get_mut(key).and_then(|s| {
+            s.used = tick;
+            f(s)
+        });
+        if got.is_some() {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        got
+    }
+
+    pub fn put_files(&mut self, gen: Gen, key: String, a: Answer<i64>) {
+        if a.ids.len() <= MAX_IDS {
+            self.put(gen, key, |s| s.files = Some(a));
+        }
+    }
+
+    pub fn put_datasets(&mut self, gen: Gen, key: String, a: Answer<u32>) {
+        if a.ids.len() <= MAX_IDS {
+            self.put(gen, key, |s| s.datasets = Some(a));
+        }
+    }
+
+    fn put(&mut self, gen: Gen, key: String, f: impl FnOnce(&mut Slot)) {
+        self.at(gen);
+        if !self.map.contains_key(&key) && self.map.len() >= CAPACITY {
+            if let Some(old) = self
+                .map
+                .iter()
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone())
+            {
+                self.map.remove(&old);
+            }
+        }
+        self.tick += 1;
+        let used = self.tick;
+        let s = self.map.entry(key).or_insert(Slot {
+            files: None,
+            datasets: None,
+            used,
+        });
+        s.used = used;
+        f(s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(n: usize) -> Answer<i64> {
+        Answer {
+            total: n as u64,
+            ids: (0..n as i64).collect(),
+            counts: Counts::new(),
+        }
+    }
+
+    #[test]
+    fn answers_are_kept_per_generation_and_bounded() {
+        let mut r = Results::default();
+        r.put_files((0, 1, 0), "q".into(), a(3));
+        assert_eq!(r.files((0, 1, 0), "q").unwrap().ids, vec![0, 1, 2]);
+        // Another generation of the index: nothing kept.
+        assert!(r.files((0, 2, 0), "q").is_none());
+        assert!(r.files((0, 1, 0), "q").is_none());
+        // A large page is not kept.
+        r.put_files((0, 1, 0), "big".into(), a(MAX_IDS + 1));
+        assert!(r.files((0, 1, 0), "big").is_none());
+        // At capacity the least recently used goes.
+        for i in 0..CAPACITY {
+            r.put_files((0, 1, 0), format!("k{i}"), a(1));
+        }
+        assert!(r.files((0, 1, 0), "k0").is_some());
+        r.put_files((0, 1, 0), "new".into(), a(1));
+        assert_eq!(r.map.len(), CAPACITY);
+        assert!(r.files((0, 1, 0), "k0").is_some(), "k0 was used last");
+        assert!(
+            r.files((0, 1, 0), "k1").is_none(),
+            "k1 was the least recently used"
+        );
+    }
+}
