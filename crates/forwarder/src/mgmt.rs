@@ -194,15 +194,8 @@ impl MgmtState {
     }
 }
 
-fn sign(b: DataBuilder) -> Data {
-    b.sign_with(32, |m| {
-        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
-    })
-    .unwrap_or_else(|never| match never {})
-}
-
 fn response(name: &Name, r: ControlResponse) -> Data {
-    sign(DataBuilder::new(name.clone()).content(r.encode()))
+    granary_packet::digest::sign_data(DataBuilder::new(name.clone()).content(r.encode()))
 }
 
 fn now_ms() -> u64 {
@@ -322,7 +315,7 @@ pub(crate) fn handle<M: Managed>(
         };
         let segs: Vec<Data> = segment_dataset(&base, now_ms(), &payload, MAX_DATASET_SEGMENT)
             .into_iter()
-            .map(sign)
+            .map(granary_packet::digest::sign_data)
             .collect();
         if let Some(first) = segs.first().cloned() {
             fw.state_mut().datasets.push((now, segs));

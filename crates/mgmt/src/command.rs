@@ -283,8 +283,7 @@ mod tests {
         si.nonce = Some(Bytes::from_static(&[1, 2, 3, 4, 5, 6, 7, 8]));
         si.time = Some(1_700_000_000_000);
         f.sig_info = Some(si);
-        f.sign_with(|m| Ok::<_, ()>(Bytes::copy_from_slice(&sha256(m))))
-            .unwrap()
+        granary_packet::digest::sign_interest(f)
     }
 
     #[test]

@@ -103,11 +103,9 @@ pub fn reassemble_dataset(segments: &[Data]) -> Result<Bytes, MgmtError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use granary_packet::sha256;
 
     fn sign(b: &DataBuilder) -> Data {
-        b.sign_with(32, |m| Ok::<_, ()>(Bytes::copy_from_slice(&sha256(m))))
-            .unwrap()
+        granary_packet::digest::sign_data(b.clone())
     }
 
     fn prefix() -> Name {

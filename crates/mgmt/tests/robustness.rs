@@ -7,7 +7,7 @@ use bytes::Bytes;
 use granary_mgmt::values::*;
 use granary_mgmt::*;
 use granary_packet::types::sig_type;
-use granary_packet::{sha256, Component, Interest, InterestFields, Name, SignatureInfo};
+use granary_packet::{Component, Interest, InterestFields, Name, SignatureInfo};
 
 /// Seeded draws (the workspace's one generator), deterministic.
 struct Rng(fastrand::Rng);
@@ -128,9 +128,7 @@ fn seeds() -> Vec<Bytes> {
     si.nonce = Some(Bytes::from_static(&[1; 8]));
     si.time = Some(1_700_000_000_000);
     f.sig_info = Some(si);
-    let signed = f
-        .sign_with(|m| Ok::<_, ()>(Bytes::copy_from_slice(&sha256(m))))
-        .unwrap();
+    let signed = granary_packet::digest::sign_interest(f);
     let legacy_name = nfd
         .append(&Component::generic(b"rib"))
         .append(&Component::generic(b"unregister"))
@@ -208,10 +206,7 @@ fn reassembly_of_garbage_names_never_panics() {
     let prefix = Name::from_uri("/d").unwrap();
     let segs: Vec<_> = segment_dataset(&prefix, 3, &[5u8; 100], 10)
         .iter()
-        .map(|b| {
-            b.sign_with(32, |m| Ok::<_, ()>(Bytes::copy_from_slice(&sha256(m))))
-                .unwrap()
-        })
+        .map(|b| granary_packet::digest::sign_data(b.clone()))
         .collect();
     for _ in 0..500 {
         let mut pick = Vec::new();

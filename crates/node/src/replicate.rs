@@ -81,15 +81,11 @@ pub struct Service {
 }
 
 fn reply(name: &Name, v: &Value) -> Data {
-    let b = DataBuilder::new(name.clone())
-        .content(Bytes::from(v.to_string()))
-        .freshness_period(0);
-    match b.sign_with(32, |m| {
-        Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(m)))
-    }) {
-        Ok(d) => d,
-        Err(never) => match never {},
-    }
+    granary_packet::digest::sign_data(
+        DataBuilder::new(name.clone())
+            .content(Bytes::from(v.to_string()))
+            .freshness_period(0),
+    )
 }
 
 /// Checks a replicate command: a signed Interest v0.3 by a key whose

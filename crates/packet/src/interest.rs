@@ -518,9 +518,7 @@ mod tests {
         si.nonce = Some(Bytes::from_static(&[1, 2, 3, 4]));
         si.time = Some(1_700_000_000_000);
         f.sig_info = Some(si);
-        let i = f
-            .sign_with(|m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec())))
-            .unwrap();
+        let i = f.sign_with(crate::digest::value::<()>).unwrap();
         let d = Interest::decode(i.wire().clone()).unwrap();
         assert!(d.params_digest_ok());
         let sp = d.signed_portion().unwrap();
@@ -537,9 +535,7 @@ mod tests {
         f.lifetime = Some(1000);
         f.app_params = Some(Bytes::from_static(b"p"));
         f.sig_info = Some(SignatureInfo::new(sig_type::DIGEST_SHA256));
-        let i = f
-            .sign_with(|m| Ok::<_, ()>(Bytes::from(Sha256::digest(m).to_vec())))
-            .unwrap();
+        let i = f.sign_with(crate::digest::value::<()>).unwrap();
         let r = i.with_nonce_and_hop_limit(7, Some(3));
         let d = Interest::decode(r.wire().clone()).unwrap();
         assert_eq!(d, r);

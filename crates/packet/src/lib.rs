@@ -10,12 +10,13 @@
 //! Encoding computes sizes first and writes each packet into one buffer.
 //!
 //! This crate does no I/O and no cryptography beyond SHA-256 digests (implicit
-//! digest, ParametersSha256DigestComponent); signing lives in
-//! `granary-security`.
+//! digest, ParametersSha256DigestComponent, the keyless DigestSha256
+//! signature in [`digest`]); keyed signing lives in `granary-security`.
 #![forbid(unsafe_code)]
 #![allow(missing_docs)] // enum-variant fields are self-describing; items are documented
 
 pub mod data;
+pub mod digest;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -190,7 +190,7 @@ mod tests {
     }
 
     fn digest_data(b: DataBuilder) -> Data {
-        crate::digest_sign(b)
+        granary_packet::digest::sign_data(b)
     }
 
     #[tokio::test]

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use granary_face::internal::AppFace;
 use granary_face::{LinkFields, NetPacket};
+use granary_packet::digest;
 use granary_packet::tlv;
 use granary_packet::types::{nack_reason, sig_type, COMP_KEYWORD, COMP_SEGMENT, COMP_VERSION};
 use granary_packet::{Component, Data, DataBuilder, Interest, Name};
@@ -319,7 +320,7 @@ impl Repo {
             .into_iter()
             .map(u8::from)
             .collect();
-        Some(Answer::Data(digest_sign(
+        Some(Answer::Data(digest::sign_data(
             DataBuilder::new(i.name.clone()).content(Bytes::from(have)),
         )))
     }
@@ -331,7 +332,7 @@ impl Repo {
     fn hash_answer(&self, i: &Interest) -> Option<Answer> {
         let h = parse_hash_request(&i.name)?;
         Some(match self.store.chunk(&h) {
-            Ok(Some(bytes)) => Answer::Data(digest_sign(
+            Ok(Some(bytes)) => Answer::Data(digest::sign_data(
                 DataBuilder::new(i.name.clone())
                     .content(Bytes::from(bytes))
                     .freshness_period(SEGMENT_FRESHNESS_MS),
@@ -409,25 +410,13 @@ impl Repo {
                 .map_err(|_| ())
         };
         let Ok(bytes) = bytes else { return nack };
-        Some(Answer::Data(digest_sign(
+        Some(Answer::Data(digest::sign_data(
             DataBuilder::new(n.clone())
                 .content(Bytes::from(bytes))
                 .freshness_period(SEGMENT_FRESHNESS_MS)
                 .final_block_id(Component::segment(layout.total_segments() - 1)),
         )))
     }
-}
-
-pub(crate) fn digest_sign(b: DataBuilder) -> Data {
-    match b.sign_with(32, digest_value::<std::convert::Infallible>) {
-        Ok(d) => d,
-        Err(never) => match never {},
-    }
-}
-
-/// The SignatureValue of DigestSha256 over `signed`.
-fn digest_value<E>(signed: &[u8]) -> Result<Bytes, E> {
-    Ok(Bytes::copy_from_slice(&granary_packet::sha256(signed)))
 }
 
 fn is_keyword(c: Option<granary_packet::ComponentRef<'_>>, word: &[u8]) -> bool {
@@ -573,7 +562,7 @@ pub fn listing(store: &Store, i: &Interest) -> Option<Answer> {
         .append(&Component::keyword(b"ls"))
         .append(&Component::version(v))
         .append(&Component::segment(seg));
-    Some(Answer::Data(digest_sign(
+    Some(Answer::Data(digest::sign_data(
         DataBuilder::new(name)
             .content(content)
             .freshness_period(METADATA_FRESHNESS_MS)
@@ -665,7 +654,7 @@ pub fn segment_checked(
                 b.sig_info = granary_packet::SignatureInfo::new(sig_type::NULL);
                 b.sign_with_content(len as usize, fill, 0, |_| Ok(Bytes::new()))
             } else {
-                b.sign_with_content(len as usize, fill, 32, digest_value)
+                b.sign_with_content(len as usize, fill, digest::LEN, digest::value)
             }
         }
     }
@@ -777,7 +766,7 @@ pub fn metadata(interest_name: &Name, e: &Entry) -> Data {
     let name = interest_name
         .append(&Component::version(now))
         .append(&Component::segment(0));
-    digest_sign(
+    digest::sign_data(
         DataBuilder::new(name)
             .content(c.freeze())
             .freshness_period(METADATA_FRESHNESS_MS)

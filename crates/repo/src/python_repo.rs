@@ -434,7 +434,9 @@ impl CommandService {
             let token = link.pit_token.clone();
             tokio::spawn(async move {
                 if me.notify(&i, verb, repo).await {
-                    let ack = crate::digest_sign(DataBuilder::new(i.name.clone()).content_type(0));
+                    let ack = granary_packet::digest::sign_data(
+                        DataBuilder::new(i.name.clone()).content_type(0),
+                    );
                     let back = LinkFields {
                         pit_token: token,
                         ..Default::default()
@@ -478,7 +480,7 @@ impl CommandService {
                 }
             }
         };
-        crate::digest_sign(
+        granary_packet::digest::sign_data(
             DataBuilder::new(i.name.clone())
                 .content_type(0)
                 .freshness_period(self.cfg.check_freshness_ms)
@@ -974,7 +976,7 @@ mod tests {
     }
 
     fn digest_data(b: DataBuilder) -> Data {
-        crate::digest_sign(b)
+        granary_packet::digest::sign_data(b)
     }
 
     impl Fwd {
@@ -1112,13 +1114,7 @@ mod tests {
         f.lifetime = Some(4000);
         f.nonce = Some(7);
         f.sig_info = Some(SignatureInfo::new(sig_type::DIGEST_SHA256));
-        let i = f
-            .sign_with(|m| {
-                Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(
-                    m,
-                )))
-            })
-            .unwrap();
+        let i = granary_packet::digest::sign_interest(f);
         let msg = name("/client/msg")
             .join(&name(repo))
             .append(&Component::generic(verb.word()))

@@ -346,9 +346,7 @@ pub fn segment(name: &Name, answer: Value) -> Vec<Data> {
                 .content(part)
                 .freshness_period(FRESHNESS_MS)
                 .final_block_id(Component::segment(n as u64 - 1));
-            granary_security::Signer::Digest
-                .sign_data(b)
-                .expect("DigestSha256 signing cannot fail")
+            granary_packet::digest::sign_data(b)
         })
         .collect()
 }

@@ -239,7 +239,7 @@ impl Signer {
     /// Signs raw bytes.
     pub fn sign(&self, msg: &[u8]) -> Result<Bytes> {
         match self {
-            Signer::Digest => Ok(Bytes::copy_from_slice(&granary_packet::sha256(msg))),
+            Signer::Digest => granary_packet::digest::value(msg),
             Signer::Key { key, .. } => key.sign(msg),
         }
     }
@@ -247,7 +247,7 @@ impl Signer {
     /// Largest SignatureValue this signer makes.
     pub fn max_sig_len(&self) -> usize {
         match self {
-            Signer::Digest => 32,
+            Signer::Digest => granary_packet::digest::LEN,
             Signer::Key { key, .. } => key.typ.max_sig_len(),
         }
     }

@@ -1274,15 +1274,11 @@ fn vip(e: &Experiment, work: &Path) -> anyhow::Result<Outcome> {
                     let body = Bytes::from(vec![0x5a; payload]);
                     c.serve(|i| {
                         served.fetch_add(1, Ordering::Relaxed);
-                        DataBuilder::new(i.name.clone())
-                            .content(body.clone())
-                            .freshness_period(3_600_000)
-                            .sign_with(32, |m| {
-                                Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(
-                                    &granary_packet::sha256(m),
-                                ))
-                            })
-                            .ok()
+                        Some(granary_packet::digest::sign_data(
+                            DataBuilder::new(i.name.clone())
+                                .content(body.clone())
+                                .freshness_period(3_600_000),
+                        ))
                     })
                     .await?;
                     anyhow::Ok(())
