@@ -42,7 +42,7 @@ pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
             .and_then(|mut f| f.read_exact(&mut r))
             .map_err(|e| anyhow::anyhow!("/dev/urandom: {e}"))?;
     }
-    let uri = format!("/granary/{host}-{:02x}{:02x}", r[0], r[1]);
+    let uri = format!("/granary/{host}-{}", hex::encode(r));
     std::fs::create_dir_all(data_dir)?;
     granary_store::write_atomic(&file, format!("node_prefix = \"{uri}\"\n").as_bytes())?;
     Name::from_uri(&uri).map_err(|e| anyhow::anyhow!("{e}"))

@@ -91,11 +91,11 @@ impl fmt::Display for ComponentRef<'_> {
     }
 }
 
+/// A 32-byte digest in lowercase hex.
 fn write_hex(f: &mut fmt::Formatter<'_>, v: &[u8]) -> fmt::Result {
-    for b in v {
-        write!(f, "{b:02x}")?;
-    }
-    Ok(())
+    let mut buf = [0u8; 64];
+    hex::encode_to_slice(v, &mut buf).map_err(|_| fmt::Error)?;
+    f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
 }
 
 fn write_escaped(f: &mut fmt::Formatter<'_>, v: &[u8]) -> fmt::Result {
@@ -553,19 +553,13 @@ fn parse_component(part: &str, out: &mut BytesMut) -> Result<()> {
     Ok(())
 }
 
-fn put_digest(typ: u64, hex: &str, out: &mut BytesMut) -> Result<()> {
-    if hex.len() != 64 {
+fn put_digest(typ: u64, digits: &str, out: &mut BytesMut) -> Result<()> {
+    if digits.len() != 64 {
         return Err(Error::uri("digest must be 64 hexadecimal digits"));
     }
     let mut v = [0u8; 32];
-    for (i, pair) in hex.as_bytes().chunks(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16);
-        let lo = (pair[1] as char).to_digit(16);
-        match (hi, lo) {
-            (Some(h), Some(l)) => v[i] = (h * 16 + l) as u8,
-            _ => return Err(Error::uri("digest must be 64 hexadecimal digits")),
-        }
-    }
+    hex::decode_to_slice(digits, &mut v)
+        .map_err(|_| Error::uri("digest must be 64 hexadecimal digits"))?;
     tlv::put_tlv(out, typ, &v);
     Ok(())
 }

@@ -104,11 +104,7 @@ pub fn check_stored(store: &granary_store::Store, e: &granary_store::Entry) -> V
     let Ok(root_data) = Data::decode(Bytes::from(wire)) else {
         return vec!["the manifest root file is not a Data packet".into()];
     };
-    let have: String = root_data
-        .implicit_digest()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let have: String = hex::encode(root_data.implicit_digest());
     if have != digest {
         out.push(format!(
             "the manifest root's digest is {have}, {digest} when it was made"
@@ -161,13 +157,7 @@ pub fn publish(
         .write_extra(e, "manifest", root_data.wire())
         .map_err(|x| x.to_string())?;
     let mut m = e.meta.clone();
-    m.manifest = Some(
-        root_data
-            .implicit_digest()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    );
+    m.manifest = Some(hex::encode(root_data.implicit_digest()));
     m.signer = match &root_data.sig_info().key_locator {
         Some(granary_packet::KeyLocator::Name(n)) => Some(n.to_string()),
         _ => None,
@@ -220,13 +210,7 @@ pub fn adopt(
         .write_extra(e, "manifest", root_data.wire())
         .map_err(|x| x.to_string())?;
     let mut m = e.meta.clone();
-    m.manifest = Some(
-        root_data
-            .implicit_digest()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    );
+    m.manifest = Some(hex::encode(root_data.implicit_digest()));
     m.signer = match &root_data.sig_info().key_locator {
         Some(granary_packet::KeyLocator::Name(n)) => Some(n.to_string()),
         _ => None,
@@ -261,23 +245,13 @@ pub fn rename_root(
         .write_extra(e, "manifest", d.wire())
         .map_err(|x| x.to_string())?;
     let mut m = e.meta.clone();
-    m.manifest = Some(
-        d.implicit_digest()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect(),
-    );
+    m.manifest = Some(hex::encode(d.implicit_digest()));
     store.set_meta(e, &m).map_err(|x| x.to_string())?;
     Ok(d)
 }
 
 fn hex_to_32(s: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
-    if s.len() != 64 {
-        return None;
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(s, &mut out).ok()?;
     Some(out)
 }

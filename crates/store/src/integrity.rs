@@ -97,11 +97,6 @@ pub(crate) fn damaged_segments(data: &std::path::Path) -> Box<[u64]> {
     s.into_boxed_slice()
 }
 
-/// Lowercase hex.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -143,8 +138,8 @@ impl Store {
             segment: seg,
             offset,
             len,
-            expected: hex(&want),
-            found: hex(&got),
+            expected: hex::encode(want),
+            found: hex::encode(got),
         }))
     }
 
@@ -371,7 +366,7 @@ impl Store {
                                             }
                                             continue;
                                         }
-                                        hex(&got)
+                                        hex::encode(got)
                                     }
                                     Err(x) => format!("unreadable: {x}"),
                                 };
@@ -379,7 +374,7 @@ impl Store {
                                     segment: s as u64,
                                     offset: off,
                                     len: len as u64,
-                                    expected: hex(want),
+                                    expected: hex::encode(want),
                                     found,
                                 });
                             }
@@ -429,8 +424,8 @@ impl Store {
         if got != want {
             return Err(Error::Corrupt(format!(
                 "segment {seg}: offered bytes have SHA-256 {}, the version's is {}",
-                hex(&got),
-                hex(&want)
+                hex::encode(got),
+                hex::encode(want)
             )));
         }
         let f = fs::OpenOptions::new()
