@@ -69,7 +69,8 @@ pub struct Client {
     sock: UnixStream,
     buf: BytesMut,
     reasm: Reassembler,
-    nonce: u32,
+    /// Nonces for Interests sent without one (decision 0081: `fastrand`).
+    nonces: fastrand::Rng,
 }
 
 impl Client {
@@ -81,15 +82,11 @@ impl Client {
                 path: path.display().to_string(),
                 source,
             })?;
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(7);
         Ok(Client {
             sock,
             buf: BytesMut::with_capacity(64 * 1024),
             reasm: Reassembler::new(16, Duration::from_secs(2), 8800 * 8),
-            nonce: seed,
+            nonces: fastrand::Rng::new(),
         })
     }
 
@@ -103,11 +100,7 @@ impl Client {
     /// its lifetime (+ 200 ms) for a Data or Nack that answers it.
     pub async fn express(&mut self, mut f: InterestFields) -> Result<Reply, Error> {
         if f.nonce.is_none() {
-            self.nonce = self
-                .nonce
-                .wrapping_mul(1_664_525)
-                .wrapping_add(1_013_904_223);
-            f.nonce = Some(self.nonce);
+            f.nonce = Some(self.nonces.u32(..));
         }
         let lifetime =
             Duration::from_millis(f.lifetime.unwrap_or(4000)) + Duration::from_millis(200);

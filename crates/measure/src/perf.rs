@@ -519,7 +519,7 @@ pub fn fetch(socket: &std::path::Path, a: FetchParams) -> anyhow::Result<()> {
         tick.tick().await;
         let gap = a.rate.map(|r| Duration::from_secs_f64(1.0 / r));
         let mut next_send = tokio::time::Instant::now();
-        let mut nonce = (run_id as u32) | 1;
+        let mut nonces = fastrand::Rng::new();
 
         let may_send = |next_seq: u64| -> bool {
             match (a.count, end_send) {
@@ -532,8 +532,7 @@ pub fn fetch(socket: &std::path::Path, a: FetchParams) -> anyhow::Result<()> {
             () => {{
                 let mut f = InterestFields::new(base.append(&Component::segment(next_seq)));
                 f.lifetime = Some(a.lifetime);
-                nonce = nonce.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                f.nonce = Some(nonce);
+                f.nonce = Some(nonces.u32(..));
                 c.send_raw(f.encode().wire()).await?;
                 outstanding.insert(next_seq, Instant::now());
                 next_seq += 1;

@@ -1110,15 +1110,14 @@ async fn vip_consumer(
     let mut next = start;
     let mut pending: HashMap<Name, Vec<(tokio::time::Instant, usize)>> = HashMap::new();
     let mut out: Samples = Vec::new();
-    let mut nonce = seed as u32;
+    let mut nonces = fastrand::Rng::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(next), if next < end => {
                 let k = zipf.sample(&mut rng);
                 let name = prefix.append(&granary_packet::Component::generic(k.to_string().as_bytes()));
-                nonce = nonce.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
                 let mut f = InterestFields::new(name.clone());
-                f.nonce = Some(nonce);
+                f.nonce = Some(nonces.u32(..));
                 f.lifetime = Some(2000);
                 c.send_raw(f.encode().wire()).await?;
                 let now = tokio::time::Instant::now();
