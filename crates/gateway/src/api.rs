@@ -54,6 +54,8 @@ pub(crate) enum CatalogFail {
     Down(String),
     /// The request's budget ran out (503) or its client went away.
     Stopped(crate::budget::Stop),
+    /// The catalog failed in a way that does not pass (corrupt storage, a bug): 500.
+    Broken(String),
 }
 
 impl From<crate::budget::Stop> for CatalogFail {
@@ -64,12 +66,34 @@ impl From<crate::budget::Stop> for CatalogFail {
 
 impl From<granary_catalog::Error> for CatalogFail {
     fn from(e: granary_catalog::Error) -> Self {
-        if e.is_unavailable() {
-            CatalogFail::Down(e.to_string())
-        } else {
-            CatalogFail::Bad(e.to_string())
+        use granary_catalog::Error as E;
+        let text = e.to_string();
+        match e {
+            E::Unavailable(_) => CatalogFail::Down(text),
+            E::Invalid(_) | E::Conflict(_) => CatalogFail::Bad(text),
+            // Out of descriptors or memory, SQLite busy or out of them too: it
+            // passes (503); anything else is the server's fault (500), never
+            // the request's.
+            E::Io(ref io) if crate::budget::temporary_io(io) => CatalogFail::Down(text),
+            E::Sqlite(_) if sqlite_passes(&text) => CatalogFail::Down(text),
+            _ if crate::budget::temporary_text(&text) => CatalogFail::Down(text),
+            _ => CatalogFail::Broken(text),
         }
     }
+}
+
+/// SQLite's errors that pass by themselves: busy or locked, out of memory,
+/// cannot open a file (out of descriptors).
+fn sqlite_passes(s: &str) -> bool {
+    [
+        "database is locked",
+        "database table is locked",
+        "busy",
+        "out of memory",
+        "unable to open database file",
+    ]
+    .iter()
+    .any(|x| s.contains(x))
 }
 
 impl From<String> for CatalogFail {
@@ -125,6 +149,7 @@ pub(crate) async fn with_catalog_budget<T: Send + 'static>(
             "{e}; the node reconnects by itself: try again shortly"
         ))),
         Ok(Err(CatalogFail::Stopped(s))) => Err(crate::budget::refusal(s)),
+        Ok(Err(CatalogFail::Broken(e))) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e)),
         Err(e) => Err(error(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("catalog task failed: {e}"),
@@ -583,5 +608,27 @@ pub async fn status(St(node): St<State>) -> Response {
     match status_json(&node).await {
         Ok(v) => Json(v).into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+#[cfg(test)]
+mod catalog_fail_tests {
+    use super::*;
+
+    #[test]
+    fn catalog_errors_map_to_the_right_status() {
+        use granary_catalog::Error as E;
+        let kind = |e: E| match CatalogFail::from(e) {
+            CatalogFail::Bad(_) => 400,
+            CatalogFail::Down(_) => 503,
+            CatalogFail::Broken(_) => 500,
+            CatalogFail::Stopped(_) => 0,
+        };
+        assert_eq!(kind(E::Invalid("x".into())), 400);
+        assert_eq!(kind(E::Unavailable("down".into())), 503);
+        assert_eq!(kind(E::Io(std::io::Error::from_raw_os_error(24))), 503);
+        assert_eq!(kind(E::Io(std::io::Error::from_raw_os_error(5))), 500);
+        assert_eq!(kind(E::Corrupt("bad".into())), 500);
+        assert_eq!(kind(E::Poisoned), 500);
     }
 }
