@@ -1,13 +1,10 @@
 //! `granary federation status|check|locate`: the location catalog as an operator
-//! sees it (docs/federation.md).
+//! sees it (docs/federation.md); the work is `granary_node::federation`.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use granary_catalog::Catalog;
-use granary_packet::Name;
-use granary_transfer::{discover, Config, Engine, OpenOptions, Trust, UnixLink};
+use granary_node::federation::node_timeout as timeout;
 
 /// `granary federation …`.
 #[derive(clap::Subcommand)]
@@ -71,117 +68,6 @@ pub enum FederationCmd {
     },
 }
 
-fn timeout(s: Option<f64>) -> anyhow::Result<Option<Duration>> {
-    match s {
-        None => Ok(None),
-        Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
-            Ok(Some(Duration::from_secs_f64(s)))
-        }
-        Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
-    }
-}
-
-/// The location catalog: the shared one (`--catalog postgres://…`), or this
-/// data directory's. Its search index is not loaded.
-fn open(data_dir: &Path, catalog: Option<&str>) -> anyhow::Result<Catalog> {
-    let spec = match catalog {
-        Some(c) => c.to_string(),
-        None => granary_search::default_catalog_dir(data_dir)
-            .to_string_lossy()
-            .into_owned(),
-    };
-    Catalog::open_unindexed(&spec)
-        .map_err(|e| anyhow::anyhow!("catalog {}: {e}", granary_node::locate::redact(&spec)))
-}
-
-/// `[[replication]]` rules (prefix, replicas) and `node_timeout` of a config file.
-type Rules = (Vec<(String, u64)>, Option<Duration>);
-
-/// `[[replication]] prefix, replicas` of a daemon config file.
-fn replication_rules(config: &Path) -> anyhow::Result<Rules> {
-    let text = std::fs::read_to_string(config)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", config.display()))?;
-    let t: toml::Table =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-    let nt = match t.get("node_timeout") {
-        Some(v) => Some(
-            granary_node::locate::parse_node_timeout(v)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?,
-        ),
-        None => None,
-    };
-    let mut rules = Vec::new();
-    if let Some(v) = t.get("replication") {
-        let arr = v.as_array().ok_or_else(|| {
-            anyhow::anyhow!(
-                "{}: replication: expected [[replication]] tables",
-                config.display()
-            )
-        })?;
-        for r in arr {
-            let prefix = r.get("prefix").and_then(|p| p.as_str());
-            let n = r.get("replicas").and_then(|p| p.as_integer());
-            match (prefix, n) {
-                (Some(p), Some(n)) if p.starts_with('/') && n >= 1 => {
-                    rules.push((p.to_string(), n as u64))
-                }
-                _ => anyhow::bail!(
-                    "{}: each [[replication]] needs prefix = \"/…\" and replicas ≥ 1, found {r}",
-                    config.display()
-                ),
-            }
-        }
-    }
-    Ok((rules, nt))
-}
-
-/// Does the node the engine's hint names hold `versioned` (`version`)? Its
-/// RDR metadata first, asked with MustBeFresh (the repository makes it fresh
-/// for 1 ms, so no cache on the way answers: the node itself says which
-/// version it holds); then the version's signed manifest root, verified.
-async fn probe(
-    engine: &mut Engine,
-    link: &mut UnixLink,
-    versioned: &Name,
-    version: u64,
-    trust: Arc<Trust>,
-) -> Result<String, String> {
-    let name = versioned.prefix(-1);
-    let mut r = granary_transfer::Request::new(
-        name.append(&granary_packet::Component::keyword(b"metadata")),
-    );
-    r.can_be_prefix = true;
-    r.must_be_fresh = true;
-    r.retries = Some(1);
-    let d = granary_transfer::fetch_one(engine, link, r)
-        .await
-        .map_err(|e| format!("no answer for the name: {e}"))?;
-    let m = granary_transfer::object::parse_metadata(&bytes::Bytes::copy_from_slice(d.content()))
-        .map_err(|e| format!("bad metadata: {e}"))?;
-    let latest = m.versioned.last().and_then(|c| c.as_version());
-    let newer = match latest {
-        Some(l) if l == version => false,
-        Some(l) if l > version => true,
-        Some(l) => return Err(format!("its latest version is v={l}, older than claimed")),
-        None => return Err(format!("its metadata names {}", m.versioned)),
-    };
-    let info = discover(engine, link, versioned, trust, &OpenOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    if &info.versioned != versioned {
-        return Err(format!("served {} instead", info.versioned));
-    }
-    Ok(if newer {
-        format!("{} (it holds a newer version too)", info.verified_by)
-    } else {
-        info.verified_by
-    })
-}
-
-/// Between two probes of one name: well past the repository's metadata
-/// freshness (1 ms), so the second is never answered by a cache.
-const FRESH_GAP: Duration = Duration::from_millis(20);
-
 /// Runs `granary federation …`.
 pub fn run(
     data_dir: &Path,
@@ -195,35 +81,19 @@ pub fn run(
             node_timeout,
             json,
         } => {
-            let (rules, cfg_timeout) = match &config {
-                Some(c) => replication_rules(c)?,
-                None => (Vec::new(), None),
-            };
-            let t = timeout(node_timeout)?
-                .or(cfg_timeout)
-                .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
-            let cat = open(data_dir, catalog)?;
-            let nodes = cat.nodes(t).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let mut under = Vec::new();
-            for (prefix, want) in &rules {
-                for r in cat
-                    .replicas(prefix, t)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-                {
-                    if r.up < *want {
-                        under.push(serde_json::json!({
-                            "name": r.name, "version": r.version, "up": r.up,
-                            "total": r.total, "wanted": want, "rule": prefix,
-                        }));
-                    }
-                }
-            }
+            let s = granary_node::federation::status(
+                data_dir,
+                catalog,
+                config.as_deref(),
+                timeout(node_timeout)?,
+            )?;
+            let (t, nodes, under, rules) = (s.node_timeout, s.nodes, s.under_replicated, s.rules);
             if json {
                 let v = serde_json::json!({
                     "node_timeout_ms": t.as_millis() as u64,
                     "nodes": nodes,
                     "under_replicated": under,
-                    "rules": rules.iter().map(|(p, n)| serde_json::json!({"prefix": p, "replicas": n})).collect::<Vec<_>>(),
+                    "rules": rules.iter().map(|r| serde_json::json!({"prefix": r.prefix, "replicas": r.replicas})).collect::<Vec<_>>(),
                 });
                 println!("{v}");
                 return Ok(());
@@ -265,28 +135,15 @@ pub fn run(
             node_timeout,
             json,
         } => {
-            let t = timeout(node_timeout)?;
-            let locs = if at.is_none() && catalog.is_some() {
-                let cat = open(data_dir, catalog)?;
-                let t = t.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
-                cat.locate(&name, version, t)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-            } else {
-                {
-                    let uri = at
-                        .as_deref()
-                        .unwrap_or(granary_search::protocol::LOCAL_PREFIX);
-                    let prefix =
-                        Name::from_uri(uri).map_err(|e| anyhow::anyhow!("--at {uri:?}: {e}"))?;
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()?;
-                    rt.block_on(granary_node::locate::locate_ndn(
-                        socket, &prefix, &name, version, t,
-                    ))
-                    .map_err(|e| anyhow::anyhow!("{e}"))?
-                }
-            };
+            let locs = granary_node::federation::locate(
+                data_dir,
+                socket,
+                catalog,
+                &name,
+                version,
+                at.as_deref(),
+                timeout(node_timeout)?,
+            )?;
             if json {
                 println!("{}", serde_json::json!({"name": name, "locations": locs}));
             } else if locs.is_empty() {
@@ -312,69 +169,17 @@ pub fn run(
             json,
         } => {
             let t = timeout(node_timeout)?.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
-            let cat = open(data_dir, catalog)?;
-            let nodes = cat.nodes(t).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-            let trust = Arc::new(Trust::from_keychain(&kc)?);
-            let mut results = Vec::new();
-            let mut skipped = Vec::new();
-            let mut todo = Vec::new();
-            for n in &nodes {
-                if node.as_deref().is_some_and(|p| p != n.prefix) {
-                    continue;
-                }
-                if !n.up {
-                    skipped.push(n.prefix.clone());
-                    continue;
-                }
-                let locs = cat
-                    .sample_locations(&n.prefix, sample)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                todo.push((n.prefix.clone(), locs));
-            }
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async {
-                let mut link = UnixLink::connect(socket).await?;
-                // When each name was last probed: the metadata answer is fresh
-                // for 1 ms in every cache on the way, so the same name asked of
-                // the next node within that time could be answered by a cache.
-                let mut probed: std::collections::HashMap<String, std::time::Instant> =
-                    Default::default();
-                for (prefix, locs) in &todo {
-                    let hint =
-                        Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
-                    let mut engine = Engine::new(Config {
-                        forwarding_hint: vec![hint],
-                        lifetime: Duration::from_millis(lifetime.max(1)),
-                        retries: 1,
-                        ..Config::default()
-                    });
-                    for l in locs {
-                        let versioned = Name::from_uri(&l.name)
-                            .map(|n| n.append(&granary_packet::Component::version(l.version)));
-                        if let Some(t) = probed.get(&l.name) {
-                            let wait = FRESH_GAP.saturating_sub(t.elapsed());
-                            tokio::time::sleep(wait).await;
-                        }
-                        let outcome = match versioned {
-                            Err(e) => Err(format!("bad name: {e}")),
-                            Ok(v) => {
-                                probe(&mut engine, &mut link, &v, l.version, trust.clone()).await
-                            }
-                        };
-                        probed.insert(l.name.clone(), std::time::Instant::now());
-                        results.push(serde_json::json!({
-                            "node": prefix, "name": l.name, "version": l.version,
-                            "ok": outcome.is_ok(),
-                            "detail": match &outcome { Ok(s) | Err(s) => s },
-                        }));
-                    }
-                }
-                Ok::<_, anyhow::Error>(())
-            })?;
-            let bad = results.iter().filter(|r| r["ok"] != true).count();
+            let c = granary_node::federation::check(
+                data_dir,
+                socket,
+                catalog,
+                sample,
+                node.as_deref(),
+                Duration::from_millis(lifetime),
+                t,
+            )?;
+            let bad = c.bad();
+            let (results, skipped) = (c.checked, c.down_skipped);
             if json {
                 println!(
                     "{}",

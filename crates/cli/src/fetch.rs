@@ -126,13 +126,7 @@ impl FetchArgs {
         if self.no_locate || !self.fwhint.is_empty() {
             return Ok(None);
         }
-        let timeout = match self.node_timeout {
-            None => None,
-            Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
-                Some(Duration::from_secs_f64(s))
-            }
-            Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
-        };
+        let timeout = granary_node::federation::node_timeout(self.node_timeout)?;
         granary_node::locate::locator(
             socket,
             granary_node::catalog::catalog_spec(),

@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use granary_packet::Name;
@@ -117,171 +116,6 @@ fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(v))
 }
 
-/// Publishing through `put`, `mv` and `rm`'s code paths.
-struct RepoPublisher {
-    data_dir: PathBuf,
-    socket: PathBuf,
-    /// The repository and signer for streamed publishing, opened at the
-    /// first stream (`None` if they cannot be: drafts then).
-    local: std::sync::OnceLock<Option<Arc<Local>>>,
-}
-
-/// The data directory's repository (with its catalog) and the publisher
-/// key: what `granary put` uses when it ingests in its own process.
-struct Local {
-    repo: granary_repo::Repo,
-    signer: granary_security::Signer,
-}
-
-impl RepoPublisher {
-    fn local(&self) -> Option<Arc<Local>> {
-        self.local
-            .get_or_init(|| {
-                let open = || -> anyhow::Result<Local> {
-                    let kc = granary_security::KeyChain::open(self.data_dir.join("keychain"))?;
-                    let id = granary_node::identity::publisher_identity(&self.data_dir)?;
-                    let (signer, _) =
-                        granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
-                            .map_err(|e| anyhow::anyhow!(e))?;
-                    let repo = granary_node::catalog::with_catalog(
-                        granary_repo::Repo::new(granary_node::repo::store(&self.data_dir)?, None),
-                        &self.data_dir,
-                    );
-                    Ok(Local { repo, signer })
-                };
-                match open() {
-                    Ok(l) => Some(Arc::new(l)),
-                    Err(e) => {
-                        tracing::warn!(
-                            "no streamed publishing ({e}): files are written to drafts and published on close"
-                        );
-                        None
-                    }
-                }
-            })
-            .clone()
-    }
-}
-
-/// A file being published as it is written: a pipe into the repository's
-/// streaming ingest (`put`'s, on a thread of its own), then `put`'s
-/// manifest, retention and catalog entry. Dropped unpublished, the ingest
-/// is aborted and leaves nothing.
-struct RepoStream {
-    pipe: Option<granary_store::PipeWriter>,
-    ingest: Option<std::thread::JoinHandle<Result<Option<serde_json::Value>, String>>>,
-    socket: PathBuf,
-}
-
-impl RepoStream {
-    fn join(&mut self) -> Result<Option<serde_json::Value>, String> {
-        match self.ingest.take() {
-            Some(t) => t
-                .join()
-                .unwrap_or_else(|_| Err("the ingest thread panicked".into())),
-            None => Err("the ingest has already ended".into()),
-        }
-    }
-}
-
-impl granary_mount::Stream for RepoStream {
-    fn write(&mut self, data: &[u8]) -> Result<(), String> {
-        let pipe = self.pipe.as_mut().ok_or("the ingest has ended")?;
-        if pipe.write(data).is_err() {
-            // The ingest stopped (its error says why).
-            self.pipe = None;
-            return Err(match self.join() {
-                Err(e) => e,
-                Ok(_) => "the ingest stopped".into(),
-            });
-        }
-        Ok(())
-    }
-
-    fn publish(mut self: Box<Self>) -> Result<Name, String> {
-        if let Some(p) = self.pipe.take() {
-            p.finish();
-        }
-        let v = self.join()?.ok_or("not published")?;
-        // The daemon serves the new version at once (its lookups are cached).
-        granary_node::control::tell_daemon(&self.socket, None);
-        let versioned = v["versioned"].as_str().unwrap_or_default();
-        Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
-    }
-
-    fn into_file(mut self: Box<Self>, to: &Path) -> Result<(), String> {
-        let p = self.pipe.take().ok_or("the ingest has ended")?;
-        p.keep(to.to_path_buf());
-        match self.join()? {
-            None => Ok(()),
-            Some(_) => Err("published instead of kept".into()),
-        }
-    }
-}
-
-impl granary_mount::Publisher for RepoPublisher {
-    fn publish(&self, name: &Name, file: &Path) -> Result<Name, String> {
-        granary_store::path::check(name).map_err(|e| e.to_string())?;
-        let v =
-            granary_node::repo::publish_quiet(&self.data_dir, &self.socket, file, name, None, None)
-                .map_err(|e| e.to_string())?;
-        let versioned = v["versioned"].as_str().unwrap_or_default();
-        Name::from_uri(versioned).map_err(|e| format!("{versioned}: {e}"))
-    }
-
-    fn rename(&self, old: &Name, new: &Name) -> Result<(), String> {
-        granary_node::repo::mv(
-            &self.data_dir,
-            &self.socket,
-            granary_node::catalog::catalog_spec(),
-            &old.to_string(),
-            &new.to_string(),
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    fn stream(&self, name: &Name) -> Option<Box<dyn granary_mount::Stream>> {
-        granary_store::path::check(name).ok()?;
-        let local = self.local()?;
-        let (pipe, reader) = granary_store::pipe();
-        let n = name.clone();
-        let ingest = std::thread::Builder::new()
-            .name("mount-ingest".into())
-            .spawn(move || {
-                let how = granary_repo::publish::Publish {
-                    version: None,
-                    signer: &local.signer,
-                    policy: "manifest",
-                    keep: None,
-                    segment_size: None,
-                    chunking: None,
-                    index: true,
-                    file_sha256: false,
-                    tags: Vec::new(),
-                    expect_hashes: None,
-                };
-                granary_repo::publish::publish_piped(&local.repo, &n, reader, &how, |_| {})
-            })
-            .ok()?;
-        Some(Box::new(RepoStream {
-            pipe: Some(pipe),
-            ingest: Some(ingest),
-            socket: self.socket.clone(),
-        }))
-    }
-
-    fn remove(&self, name: &Name) -> Result<(), String> {
-        granary_node::repo::rm(
-            &self.data_dir,
-            &self.socket,
-            granary_node::catalog::catalog_spec(),
-            &name.to_string(),
-            None,
-        )
-        .map_err(|e| e.to_string())
-    }
-}
-
 /// `granary mount …`.
 pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     if let Some(mp) = &a.unmount {
@@ -306,26 +140,17 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         anyhow::bail!("cannot open /dev/fuse ({e}): FUSE is not available here (load the fuse module; in a container, pass --device /dev/fuse)");
     }
     let me = std::fs::metadata("/proc/self").ok();
-    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
     if a.publish {
         // The key that will sign what is published here must be trusted
         // when it is read back: make it now (as the first `put` would).
-        let (_, created) = granary_repo::publish::publisher_signer(&kc, None, "manifest")
-            .map_err(|e| anyhow::anyhow!(e))?;
-        if let Some(k) = created {
+        if let Some(k) = granary_node::mount::publisher_key(data_dir)? {
             eprintln!("created default publisher key {k}");
         }
     }
-    let trust = Arc::new(
-        granary_transfer::Trust::from_keychain(&kc)?.with_integrity_only(a.integrity_only),
-    );
+    let trust = granary_node::fetch::trust(data_dir, a.integrity_only)?;
     let publish = a.publish.then(|| {
         (
-            Arc::new(RepoPublisher {
-                data_dir: data_dir.to_path_buf(),
-                socket: socket.to_path_buf(),
-                local: Default::default(),
-            }) as Arc<dyn granary_mount::Publisher>,
+            granary_node::mount::publisher(data_dir, socket),
             data_dir.join("mount-drafts"),
         )
     });

@@ -1,6 +1,7 @@
 //! `granary replicate NAME [--version V] (--to NODE_PREFIX | --replicas N)`:
 //! asks other nodes to hold a copy of a version that keeps the publisher's
-//! signature (`granary_node::replicate`).
+//! signature (`granary_node::replicate`; `--replicas` placement is
+//! `granary_node::placement`).
 
 use std::path::Path;
 
@@ -48,80 +49,6 @@ pub struct ReplicateArgs {
     pub json: bool,
 }
 
-/// The targets `--replicas N` picks, the version they are to copy, and
-/// how many of the N asked no up node is left for.
-#[derive(Debug, PartialEq, Eq)]
-struct Choice {
-    version: u64,
-    targets: Vec<String>,
-    shortfall: u32,
-    /// The up holders of the version (the targets' forwarding hints when
-    /// this node holds none).
-    sources: Vec<String>,
-}
-
-/// Picks up to `n` targets for `name` from the location catalog: up nodes
-/// other than `me` that hold no copy of the version (up or down: a down
-/// holder still has it on disk and counts again when it is back), those
-/// holding the fewest versions first, then by prefix. The version is
-/// `version`, else the newest `me` holds, else the newest an up node holds.
-fn choose(
-    cat: &granary_catalog::Catalog,
-    name: &str,
-    version: Option<u64>,
-    me: &str,
-    n: u32,
-    node_timeout: std::time::Duration,
-) -> anyhow::Result<Choice> {
-    let all = cat
-        .locations(name, node_timeout)
-        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?;
-    let version = match version {
-        Some(v) => v,
-        None => all
-            .iter()
-            .filter(|l| l.node == me)
-            .map(|l| l.version)
-            .max()
-            .or_else(|| all.iter().filter(|l| l.up).map(|l| l.version).max())
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "the location catalog has no location of {name} on an up node (give --version, or publish it first)"
-                )
-            })?,
-    };
-    let holders: std::collections::BTreeSet<&str> = all
-        .iter()
-        .filter(|l| l.version == version)
-        .map(|l| l.node.as_str())
-        .collect();
-    let mut free: Vec<granary_catalog::NodeStatus> = cat
-        .nodes(node_timeout)
-        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?
-        .into_iter()
-        .filter(|s| s.up && s.prefix != me && !holders.contains(s.prefix.as_str()))
-        .collect();
-    free.sort_by(|a, b| a.locations.cmp(&b.locations).then(a.prefix.cmp(&b.prefix)));
-    let targets: Vec<String> = free
-        .into_iter()
-        .take(n as usize)
-        .map(|s| s.prefix)
-        .collect();
-    let shortfall = n - targets.len() as u32;
-    let sources = cat
-        .locate(name, Some(version), node_timeout)
-        .map_err(|e| anyhow::anyhow!("location catalog: {e}"))?
-        .into_iter()
-        .map(|l| l.node)
-        .collect();
-    Ok(Choice {
-        version,
-        targets,
-        shortfall,
-        sources,
-    })
-}
-
 /// Runs `granary replicate`.
 pub fn run(
     socket: &Path,
@@ -134,31 +61,13 @@ pub fn run(
     let mut shortfall = 0;
     let mut sources = Vec::new();
     let targets = if let Some(n) = a.replicas {
-        let spec = catalog
-            .filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"))
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--replicas chooses among the up nodes of the federation's location catalog: give it with --catalog postgres://…, or name the target nodes with --to NODE_PREFIX"
-                )
-            })?;
-        let t = match a.node_timeout {
-            None => granary_catalog::DEFAULT_NODE_TIMEOUT,
-            Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
-                std::time::Duration::from_secs_f64(s)
-            }
-            Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
-        };
-        let cat = granary_catalog::Catalog::open_unindexed(spec).map_err(|e| {
-            anyhow::anyhow!(
-                "location catalog {}: {e}",
-                granary_node::locate::redact(spec)
-            )
-        })?;
-        let me = granary_node::identity::node_prefix(data_dir)?.to_string();
-        let c = choose(&cat, &a.name, a.version, &me, n, t)?;
+        let t = granary_node::federation::node_timeout(a.node_timeout)?;
+        let c =
+            granary_node::placement::choose_replicas(data_dir, catalog, &a.name, a.version, n, t)?;
+        let me = &c.me;
         version = Some(c.version);
         shortfall = c.shortfall;
-        if !c.sources.contains(&me) {
+        if !c.sources.contains(me) {
             sources = c.sources.clone();
         }
         if c.targets.is_empty() {

@@ -1,0 +1,288 @@
+//! `granary federation status|check|locate`: the location catalog as an
+//! operator sees it (docs/federation.md). `status` counts holders against the
+//! daemon config's `[[replication]]` rules (read by [`crate::policy`]'s
+//! parser); `check` asks each up node, with hinted Interests, for a sample
+//! of the versions it claims and verifies their signed manifest roots.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use granary_catalog::{Catalog, NodeStatus};
+use granary_packet::Name;
+use granary_transfer::{discover, Config, Engine, OpenOptions, Trust, UnixLink};
+
+pub use granary_catalog::Location;
+
+use crate::policy::Rule;
+
+/// A `--node-timeout` in seconds, checked (0.001 s to 30 days).
+pub fn node_timeout(s: Option<f64>) -> anyhow::Result<Option<Duration>> {
+    match s {
+        None => Ok(None),
+        Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        Some(s) => anyhow::bail!("--node-timeout {s}: out of range (0.001 s to 30 days)"),
+    }
+}
+
+/// The location catalog: the shared one (`--catalog postgres://…`), or this
+/// data directory's. Its search index is not loaded.
+pub fn open(data_dir: &Path, catalog: Option<&str>) -> anyhow::Result<Catalog> {
+    let spec = match catalog {
+        Some(c) => c.to_string(),
+        None => granary_search::default_catalog_dir(data_dir)
+            .to_string_lossy()
+            .into_owned(),
+    };
+    Catalog::open_unindexed(&spec)
+        .map_err(|e| anyhow::anyhow!("catalog {}: {e}", crate::locate::redact(&spec)))
+}
+
+/// The `[[replication]]` rules and `node_timeout` of a daemon config file,
+/// with the daemon's own checks ([`crate::policy::take_config`]).
+pub fn config_rules(config: &Path) -> anyhow::Result<(Vec<Rule>, Option<Duration>)> {
+    let text = std::fs::read_to_string(config)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", config.display()))?;
+    let mut t: toml::Table =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+    let nt = match t.get("node_timeout") {
+        Some(v) => Some(
+            crate::locate::parse_node_timeout(v)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?,
+        ),
+        None => None,
+    };
+    let rules = crate::policy::take_config(&mut t)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+    Ok((rules, nt))
+}
+
+/// What `federation status` shows.
+pub struct Status {
+    /// The node timeout used.
+    pub node_timeout: Duration,
+    /// Every node, up or down.
+    pub nodes: Vec<NodeStatus>,
+    /// The rules of the config file.
+    pub rules: Vec<Rule>,
+    /// Versions below a rule's prefix on fewer up nodes than it asks (name,
+    /// version, up, total, wanted, rule).
+    pub under_replicated: Vec<serde_json::Value>,
+}
+
+/// `federation status`: nodes, and with `config` the versions under its
+/// rules held by fewer up nodes than asked.
+pub fn status(
+    data_dir: &Path,
+    catalog: Option<&str>,
+    config: Option<&Path>,
+    node_timeout: Option<Duration>,
+) -> anyhow::Result<Status> {
+    let (rules, cfg_timeout) = match config {
+        Some(c) => config_rules(c)?,
+        None => (Vec::new(), None),
+    };
+    let t = node_timeout
+        .or(cfg_timeout)
+        .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+    let cat = open(data_dir, catalog)?;
+    let nodes = cat.nodes(t).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut under = Vec::new();
+    for rule in &rules {
+        let want = u64::from(rule.replicas);
+        for r in cat
+            .replicas(&rule.prefix, t)
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+        {
+            if r.up < want {
+                under.push(serde_json::json!({
+                    "name": r.name, "version": r.version, "up": r.up,
+                    "total": r.total, "wanted": want, "rule": rule.prefix,
+                }));
+            }
+        }
+    }
+    Ok(Status {
+        node_timeout: t,
+        nodes,
+        rules,
+        under_replicated: under,
+    })
+}
+
+/// `federation locate`: the up nodes holding `name` (its newest version an
+/// up node holds, or `version`), from the shared catalog when one is given
+/// and `at` is not, else over NDN from the catalog at `at` (default: this
+/// node's).
+pub fn locate(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    name: &str,
+    version: Option<u64>,
+    at: Option<&str>,
+    node_timeout: Option<Duration>,
+) -> anyhow::Result<Vec<Location>> {
+    if at.is_none() && catalog.is_some() {
+        let cat = open(data_dir, catalog)?;
+        let t = node_timeout.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+        return cat
+            .locate(name, version, t)
+            .map_err(|e| anyhow::anyhow!("{e}"));
+    }
+    let uri = at.unwrap_or(granary_search::protocol::LOCAL_PREFIX);
+    let prefix = Name::from_uri(uri).map_err(|e| anyhow::anyhow!("--at {uri:?}: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(crate::locate::locate_ndn(
+        socket,
+        &prefix,
+        name,
+        version,
+        node_timeout,
+    ))
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// Does the node the engine's hint names hold `versioned` (`version`)? Its
+/// RDR metadata first, asked with MustBeFresh (the repository makes it fresh
+/// for 1 ms, so no cache on the way answers: the node itself says which
+/// version it holds); then the version's signed manifest root, verified.
+async fn probe(
+    engine: &mut Engine,
+    link: &mut UnixLink,
+    versioned: &Name,
+    version: u64,
+    trust: Arc<Trust>,
+) -> Result<String, String> {
+    let name = versioned.prefix(-1);
+    let mut r = granary_transfer::Request::new(
+        name.append(&granary_packet::Component::keyword(b"metadata")),
+    );
+    r.can_be_prefix = true;
+    r.must_be_fresh = true;
+    r.retries = Some(1);
+    let d = granary_transfer::fetch_one(engine, link, r)
+        .await
+        .map_err(|e| format!("no answer for the name: {e}"))?;
+    let m = granary_transfer::object::parse_metadata(&bytes::Bytes::copy_from_slice(d.content()))
+        .map_err(|e| format!("bad metadata: {e}"))?;
+    let latest = m.versioned.last().and_then(|c| c.as_version());
+    let newer = match latest {
+        Some(l) if l == version => false,
+        Some(l) if l > version => true,
+        Some(l) => return Err(format!("its latest version is v={l}, older than claimed")),
+        None => return Err(format!("its metadata names {}", m.versioned)),
+    };
+    let info = discover(engine, link, versioned, trust, &OpenOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    if &info.versioned != versioned {
+        return Err(format!("served {} instead", info.versioned));
+    }
+    Ok(if newer {
+        format!("{} (it holds a newer version too)", info.verified_by)
+    } else {
+        info.verified_by
+    })
+}
+
+/// Between two probes of one name: well past the repository's metadata
+/// freshness (1 ms), so the second is never answered by a cache.
+const FRESH_GAP: Duration = Duration::from_millis(20);
+
+/// What `federation check` found.
+pub struct Check {
+    /// One row per location probed: node, name, version, ok, detail.
+    pub checked: Vec<serde_json::Value>,
+    /// Nodes down, not checked.
+    pub down_skipped: Vec<String>,
+}
+
+impl Check {
+    /// Locations not served by the node that claims them.
+    pub fn bad(&self) -> usize {
+        self.checked.iter().filter(|r| r["ok"] != true).count()
+    }
+}
+
+/// `federation check`: up to `sample` locations of each up node (or only
+/// `only`), each probed with Interests hinted to its node through the
+/// daemon at `socket` (`lifetime` per Interest).
+pub fn check(
+    data_dir: &Path,
+    socket: &Path,
+    catalog: Option<&str>,
+    sample: u64,
+    only: Option<&str>,
+    lifetime: Duration,
+    node_timeout: Duration,
+) -> anyhow::Result<Check> {
+    let cat = open(data_dir, catalog)?;
+    let nodes = cat
+        .nodes(node_timeout)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    let trust = Arc::new(Trust::from_keychain(&kc)?);
+    let mut results = Vec::new();
+    let mut skipped = Vec::new();
+    let mut todo = Vec::new();
+    for n in &nodes {
+        if only.is_some_and(|p| p != n.prefix) {
+            continue;
+        }
+        if !n.up {
+            skipped.push(n.prefix.clone());
+            continue;
+        }
+        let locs = cat
+            .sample_locations(&n.prefix, sample)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        todo.push((n.prefix.clone(), locs));
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut link = UnixLink::connect(socket).await?;
+        // When each name was last probed: the metadata answer is fresh
+        // for 1 ms in every cache on the way, so the same name asked of
+        // the next node within that time could be answered by a cache.
+        let mut probed: std::collections::HashMap<String, std::time::Instant> = Default::default();
+        for (prefix, locs) in &todo {
+            let hint = Name::from_uri(prefix).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?;
+            let mut engine = Engine::new(Config {
+                forwarding_hint: vec![hint],
+                lifetime: lifetime.max(Duration::from_millis(1)),
+                retries: 1,
+                ..Config::default()
+            });
+            for l in locs {
+                let versioned = Name::from_uri(&l.name)
+                    .map(|n| n.append(&granary_packet::Component::version(l.version)));
+                if let Some(t) = probed.get(&l.name) {
+                    let wait = FRESH_GAP.saturating_sub(t.elapsed());
+                    tokio::time::sleep(wait).await;
+                }
+                let outcome = match versioned {
+                    Err(e) => Err(format!("bad name: {e}")),
+                    Ok(v) => probe(&mut engine, &mut link, &v, l.version, trust.clone()).await,
+                };
+                probed.insert(l.name.clone(), std::time::Instant::now());
+                results.push(serde_json::json!({
+                    "node": prefix, "name": l.name, "version": l.version,
+                    "ok": outcome.is_ok(),
+                    "detail": match &outcome { Ok(s) | Err(s) => s },
+                }));
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Check {
+        checked: results,
+        down_skipped: skipped,
+    })
+}
