@@ -51,6 +51,13 @@ pub const DEFAULT_MAX_WEBSOCKETS: usize = 256;
 /// Largest request head (request line and headers) read; beyond, 431 (or
 /// 414 for a request target over hyper's own 65,534-byte limit).
 pub const MAX_HEAD: usize = 128 * 1024;
+/// h2's own limit on a request's header list (decoded, 32 bytes counted per
+/// field as RFC 7540 does). Above it h2 answers a bodiless 431 itself, before
+/// the service sees the request (and resets the connection at four times
+/// it); so it is set well above [`MAX_HEAD`], which the service enforces
+/// with a JSON 431 ([`h2_head_size`]). A stream's decoded head is held only
+/// until that answer.
+const H2_MAX_HEADER_LIST: u32 = 8 * MAX_HEAD as u32;
 /// How long a request waits for a slot under `--http-max-conns` before 503.
 const SLOT_WAIT: Duration = Duration::from_secs(30);
 
@@ -190,6 +197,30 @@ pub(crate) fn json_error(status: StatusCode, msg: &str) -> Response<Body> {
     r
 }
 
+/// The error of a request head over [`MAX_HEAD`] (HTTP/1.1 and HTTP/2 alike).
+const HEAD_TOO_LARGE: &str = "request head larger than 128 KiB, or more than 100 headers";
+
+/// An HTTP/2 request's head as h2 measures a header list: each field's name
+/// and value plus 32 bytes, the pseudo-headers included.
+fn h2_head_size<B>(req: &Request<B>) -> usize {
+    let field = |name: usize, value: usize| name + value + 32;
+    let uri = req.uri();
+    let mut n = field(":method".len(), req.method().as_str().len())
+        + field(
+            ":path".len(),
+            uri.path_and_query().map_or(1, |p| p.as_str().len()),
+        )
+        + field(":scheme".len(), uri.scheme_str().map_or(0, str::len))
+        + field(
+            ":authority".len(),
+            uri.authority().map_or(0, |a| a.as_str().len()),
+        );
+    for (k, v) in req.headers() {
+        n += field(k.as_str().len(), v.len());
+    }
+    n
+}
+
 /// A complete HTTP/1.1 response with a JSON error body, closing the connection.
 fn raw_json_error(status: StatusCode, msg: &str, extra: &str) -> Vec<u8> {
     let body = serde_json::json!({ "error": msg }).to_string();
@@ -219,7 +250,7 @@ pub(crate) async fn serve(l: Listener, router: Router, shared: Arc<Shared>) {
     b.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(128)
-        .max_header_list_size(MAX_HEAD as u32);
+        .max_header_list_size(H2_MAX_HEADER_LIST);
     // No HTTP/2 keep-alive pings: their answers would count as activity and
     // keep an idle connection open; the idle timeout below closes it.
     let builder = Arc::new(b);
@@ -323,6 +354,12 @@ async fn connection<I>(
                     r.headers_mut()
                         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                     return Ok::<_, Infallible>(r);
+                }
+                if req.version() == axum::http::Version::HTTP_2 && h2_head_size(&req) > MAX_HEAD {
+                    return Ok(json_error(
+                        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        HEAD_TOO_LARGE,
+                    ));
                 }
                 let slot = match tokio::time::timeout(
                     SLOT_WAIT,
@@ -573,10 +610,7 @@ fn replacement(buf: &[u8]) -> Option<Vec<u8>> {
             StatusCode::URI_TOO_LONG,
             "request target longer than 65,534 bytes",
         ),
-        "431" => (
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "request head larger than 128 KiB, or more than 100 headers",
-        ),
+        "431" => (StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, HEAD_TOO_LARGE),
         _ => return None,
     };
     let date = text
@@ -728,6 +762,22 @@ async fn out_of_descriptors(l: &Listener, spare: &mut Option<std::fs::File>, e: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http2_head_is_measured_as_h2_does() {
+        let mut req = Request::get("https://h:1/api/status?x=1")
+            .version(axum::http::Version::HTTP_2)
+            .body(())
+            .unwrap();
+        let base = (7 + 3 + 32) + (5 + 15 + 32) + (7 + 5 + 32) + (10 + 3 + 32);
+        assert_eq!(h2_head_size(&req), base);
+        for _ in 0..2000 {
+            req.headers_mut()
+                .append("x-rep", HeaderValue::from_static("b"));
+        }
+        assert_eq!(h2_head_size(&req), base + 2000 * (5 + 1 + 32));
+        assert!(h2_head_size(&req) < MAX_HEAD);
+    }
 
     #[test]
     fn only_hypers_bodiless_error_heads_are_replaced() {
