@@ -169,6 +169,114 @@ pub fn slim(page: &mut granary_catalog::Page) {
     }
 }
 
+/// A request field as it was sent: absent (or null), a value of the wanted
+/// type, or anything else (kept, with why it is not one, for the error
+/// message). Reading a field never fails the request, so each verb checks its
+/// fields in its own order and says which one is wrong in its own words.
+#[derive(Debug, Default)]
+enum Field<T> {
+    #[default]
+    Absent,
+    Given(T),
+    Wrong(Value, String),
+}
+
+impl<'de, T: serde::de::DeserializeOwned> serde::Deserialize<'de> for Field<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = <Value as serde::Deserialize>::deserialize(d)?;
+        Ok(match v {
+            Value::Null => Field::Absent,
+            v => match serde_json::from_value::<T>(v.clone()) {
+                Ok(t) => Field::Given(t),
+                Err(e) => Field::Wrong(v, e.to_string()),
+            },
+        })
+    }
+}
+
+impl Field<u64> {
+    /// An optional whole number: anything else is refused rather than
+    /// silently replaced.
+    fn whole(self, key: &str) -> Result<Option<u64>, String> {
+        match self {
+            Field::Absent => Ok(None),
+            Field::Given(n) => Ok(Some(n)),
+            Field::Wrong(v, _) => Err(format!("\"{key}\" must be a whole number, not {v}")),
+        }
+    }
+
+    /// An optional count: absent gives `default`, more than `max` is `max`.
+    fn count(self, key: &str, default: u64, max: u64) -> Result<usize, String> {
+        self.whole(key)
+            .map(|n| n.map_or(default, |n| n.min(max)) as usize)
+    }
+}
+
+impl Field<String> {
+    /// An optional string.
+    fn text(self, key: &str) -> Result<Option<String>, String> {
+        match self {
+            Field::Absent => Ok(None),
+            Field::Given(s) => Ok(Some(s)),
+            Field::Wrong(..) => Err(format!("\"{key}\" must be a string")),
+        }
+    }
+}
+
+impl Field<Query> {
+    /// An optional search that narrows the answer.
+    fn query(self) -> Result<Option<Query>, String> {
+        match self {
+            Field::Absent => Ok(None),
+            Field::Given(q) => Ok(Some(q)),
+            Field::Wrong(_, e) => Err(format!("bad query: {e}")),
+        }
+    }
+}
+
+/// `autocomplete`: values of `facet` starting with `prefix`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct AutocompleteRequest {
+    facet: Field<String>,
+    prefix: Field<String>,
+    limit: Field<u64>,
+    query: Field<Query>,
+}
+
+/// `names`: the children of `parent` in the name tree.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct NamesRequest {
+    parent: Field<String>,
+    prefix: Field<String>,
+    limit: Field<u64>,
+    query: Field<Query>,
+}
+
+/// `record`: one record, by name and (optionally) version.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct RecordRequest {
+    name: Field<String>,
+    version: Field<u64>,
+}
+
+/// `locate`: the nodes holding a name.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default)]
+struct LocateRequest {
+    name: Field<String>,
+    version: Field<u64>,
+    node_timeout_ms: Field<u64>,
+}
+
+/// A request object read into `R`: unknown fields are ignored and every field
+/// reads (see [`Field`]), so this cannot fail on an object.
+fn parse<R: serde::de::DeserializeOwned + Default>(req: Value) -> R {
+    serde_json::from_value(req).unwrap_or_default()
+}
+
 /// Runs one request against the catalog.
 pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
     let down = std::cell::Cell::new(false);
@@ -184,26 +292,6 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
         Ok(v) => v,
         Err(e) => return json!({"error": format!("request is not JSON: {e}")}),
     };
-    // An optional count: absent (or null) gives the default, anything but a whole number
-    // is refused rather than silently replaced.
-    let count = |key: &str, default: u64, max: u64| -> Result<usize, String> {
-        match req.get(key).filter(|v| !v.is_null()) {
-            None => Ok(default as usize),
-            Some(v) => v
-                .as_u64()
-                .map(|n| n.min(max) as usize)
-                .ok_or_else(|| format!("\"{key}\" must be a whole number, not {v}")),
-        }
-    };
-    let text = |key: &str| -> Result<Option<&str>, String> {
-        match req.get(key).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| format!("\"{key}\" must be a string")),
-        }
-    };
     let r = match verb {
         VERB_SEARCH => serde_json::from_value::<Query>(req)
             .map_err(|e| format!("bad query: {e}"))
@@ -218,61 +306,57 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             .and_then(|q| cat.datasets(&q).map_err(cat_err))
             .map(|page| json!(page)),
         VERB_AUTOCOMPLETE => {
-            let Some(facet) = req["facet"].as_str().map(str::to_string) else {
+            let r: AutocompleteRequest = parse(req);
+            let Field::Given(facet) = r.facet else {
                 return json!({"error": "autocomplete needs \"facet\": a string"});
             };
-            let (prefix, limit) = match (text("prefix"), count("limit", 10, 1000)) {
+            let (prefix, limit) = match (r.prefix.text("prefix"), r.limit.count("limit", 10, 1000))
+            {
                 (Ok(p), Ok(l)) => (p.unwrap_or_default(), l),
                 (Err(e), _) | (_, Err(e)) => return json!({ "error": e }),
             };
-            let q = match req.get("query").filter(|v| !v.is_null()) {
-                Some(v) => match serde_json::from_value::<Query>(v.clone()) {
-                    Ok(q) => Some(q),
-                    Err(e) => return json!({"error": format!("bad query: {e}")}),
-                },
-                None => None,
+            let q = match r.query.query() {
+                Ok(q) => q,
+                Err(e) => return json!({ "error": e }),
             };
-            cat.autocomplete(&facet, prefix, limit, q.as_ref())
+            cat.autocomplete(&facet, &prefix, limit, q.as_ref())
                 .map(|values| json!({"facet": facet, "values": values}))
                 .map_err(cat_err)
         }
         VERB_NAMES => {
-            let (parent, prefix, limit) =
-                match (text("parent"), text("prefix"), count("limit", 100, 10_000)) {
-                    (Ok(a), Ok(p), Ok(l)) => {
-                        (a.unwrap_or("/").to_string(), p.unwrap_or_default(), l)
-                    }
-                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                        return json!({ "error": e })
-                    }
-                };
-            let q = match req.get("query").filter(|v| !v.is_null()) {
-                Some(v) => match serde_json::from_value::<Query>(v.clone()) {
-                    Ok(q) => Some(q),
-                    Err(e) => return json!({"error": format!("bad query: {e}")}),
-                },
-                None => None,
+            let r: NamesRequest = parse(req);
+            let (parent, prefix, limit) = match (
+                r.parent.text("parent"),
+                r.prefix.text("prefix"),
+                r.limit.count("limit", 100, 10_000),
+            ) {
+                (Ok(a), Ok(p), Ok(l)) => (
+                    a.unwrap_or_else(|| "/".to_string()),
+                    p.unwrap_or_default(),
+                    l,
+                ),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return json!({ "error": e }),
             };
-            cat.name_children(&parent, prefix, limit, q.as_ref())
+            let q = match r.query.query() {
+                Ok(q) => q,
+                Err(e) => return json!({ "error": e }),
+            };
+            cat.name_children(&parent, &prefix, limit, q.as_ref())
                 .map(|children| json!({"parent": parent, "children": children}))
                 .map_err(cat_err)
         }
         VERB_RECORD => {
-            let Some(name) = req["name"].as_str() else {
+            let r: RecordRequest = parse(req);
+            let Field::Given(name) = r.name else {
                 return json!({"error": "record needs \"name\": a string"});
             };
-            let version = match req.get("version").filter(|v| !v.is_null()) {
-                None => None,
-                Some(v) => match v.as_u64() {
-                    Some(n) => Some(n),
-                    None => {
-                        return json!({"error": format!("\"version\" must be a whole number, not {v}")})
-                    }
-                },
+            let version = match r.version.whole("version") {
+                Ok(v) => v,
+                Err(e) => return json!({ "error": e }),
             };
-            match cat.get(name, version) {
+            match cat.get(&name, version) {
                 Ok(Some(r)) => {
-                    let versions = cat.versions(name).unwrap_or_default();
+                    let versions = cat.versions(&name).unwrap_or_default();
                     let mut v = json!(r);
                     v["versions"] = json!(versions);
                     Ok(v)
@@ -282,28 +366,21 @@ pub fn answer(cat: &Catalog, verb: &str, params: &[u8]) -> Value {
             }
         }
         VERB_LOCATE => {
-            let Some(name) = req["name"].as_str() else {
+            let r: LocateRequest = parse(req);
+            let Field::Given(name) = r.name else {
                 return json!({"error": "locate needs \"name\": a string"});
             };
-            let version = match req.get("version").filter(|v| !v.is_null()) {
-                None => None,
-                Some(v) => match v.as_u64() {
-                    Some(n) => Some(n),
-                    None => {
-                        return json!({"error": format!("\"version\" must be a whole number, not {v}")})
-                    }
-                },
+            let (version, timeout) = match (
+                r.version.whole("version"),
+                r.node_timeout_ms.whole("node_timeout_ms"),
+            ) {
+                (Ok(v), Ok(t)) => (
+                    v,
+                    t.map_or_else(|| cat.node_timeout(), Duration::from_millis),
+                ),
+                (Err(e), _) | (_, Err(e)) => return json!({ "error": e }),
             };
-            let timeout = match req.get("node_timeout_ms").filter(|v| !v.is_null()) {
-                None => cat.node_timeout(),
-                Some(v) => match v.as_u64() {
-                    Some(n) => Duration::from_millis(n),
-                    None => {
-                        return json!({"error": format!("\"node_timeout_ms\" must be a whole number, not {v}")})
-                    }
-                },
-            };
-            cat.locate(name, version, timeout)
+            cat.locate(&name, version, timeout)
                 .map(|locs| {
                     let v = locs.first().map(|l| l.version).or(version);
                     json!({"name": name, "version": v, "locations": locs})
@@ -424,6 +501,83 @@ mod tests {
         v["error"]
             .as_str()
             .unwrap_or_else(|| panic!("expected an error, got {v}"))
+    }
+
+    /// Each verb's field checks: which field is named, in which order, in which words.
+    #[test]
+    fn field_errors_name_the_field() {
+        let (_d, cat) = catalog();
+        let cases: [(&str, &str, &str); 12] = [
+            (
+                "autocomplete",
+                r#"{"facet":5}"#,
+                r#"autocomplete needs "facet": a string"#,
+            ),
+            (
+                "autocomplete",
+                r#"{"facet":null}"#,
+                r#"autocomplete needs "facet": a string"#,
+            ),
+            (
+                "autocomplete",
+                r#"{"facet":"a","prefix":1,"limit":-1}"#,
+                r#""prefix" must be a string"#,
+            ),
+            (
+                "autocomplete",
+                r#"{"facet":"a","limit":2.5}"#,
+                r#""limit" must be a whole number, not 2.5"#,
+            ),
+            (
+                "names",
+                r#"{"parent":"/","prefix":"x","limit":"all"}"#,
+                r#""limit" must be a whole number, not "all""#,
+            ),
+            (
+                "names",
+                r#"{"parent":7,"limit":"all"}"#,
+                r#""parent" must be a string"#,
+            ),
+            (
+                "record",
+                r#"{"version":1}"#,
+                r#"record needs "name": a string"#,
+            ),
+            (
+                "record",
+                r#"{"name":"/a","version":-1}"#,
+                r#""version" must be a whole number, not -1"#,
+            ),
+            ("locate", "{}", r#"locate needs "name": a string"#),
+            (
+                "locate",
+                r#"{"name":"/a","version":"1","node_timeout_ms":"x"}"#,
+                r#""version" must be a whole number, not "1""#,
+            ),
+            (
+                "locate",
+                r#"{"name":"/a","node_timeout_ms":[1]}"#,
+                r#""node_timeout_ms" must be a whole number, not [1]"#,
+            ),
+            ("names", "[]", "the request must be a JSON object"),
+        ];
+        for (verb, params, want) in cases {
+            let a = answer(&cat, verb, params.as_bytes());
+            assert_eq!(error_of(&a), want, "{verb} {params}");
+        }
+        let a = answer(
+            &cat,
+            "names",
+            br#"{"parent":"/cmip6/CMIP","query":{"nope":1}}"#,
+        );
+        assert!(error_of(&a).starts_with("bad query: "), "{a}");
+        // Unknown fields are ignored, null is absent.
+        let a = answer(
+            &cat,
+            "names",
+            br#"{"parent":"/cmip6/CMIP","limit":null,"other":1}"#,
+        );
+        assert_eq!(a["children"], json!([["M0", 10], ["M1", 10], ["M2", 10]]));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
