@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![allow(missing_docs)] // enum-variant fields are self-describing; items are documented
 
+pub mod calendar;
 pub mod data;
 pub mod digest;
 pub mod error;

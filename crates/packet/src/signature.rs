@@ -2,6 +2,7 @@
 
 use bytes::{BufMut, Bytes};
 
+use crate::calendar;
 use crate::error::{Error, ErrorKind, Result};
 use crate::name::Name;
 use crate::tlv::{self, Element, Reader};
@@ -76,7 +77,7 @@ impl Timestamp {
         let (h, mi, se) = (num(9..11)?, num(11..13)?, num(13..15)?);
         if !(1..=12).contains(&mo)
             || d < 1
-            || d > days_in_month(y, mo)
+            || Some(d) > calendar::days_in_month(y, mo as u8).map(i64::from)
             || h > 23
             || mi > 59
             || se > 59
@@ -84,7 +85,7 @@ impl Timestamp {
             return None;
         }
         Some(Timestamp(
-            days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + se,
+            calendar::days_from_civil(y, mo as u8, d as u8) * 86400 + h * 3600 + mi * 60 + se,
         ))
     }
 
@@ -93,7 +94,7 @@ impl Timestamp {
         let secs = self.0.clamp(-62_167_219_200, 253_402_300_799);
         let days = secs.div_euclid(86400);
         let rem = secs.rem_euclid(86400);
-        let (y, m, d) = civil_from_days(days);
+        let (y, m, d) = calendar::civil_from_days(days);
         format!(
             "{y:04}{m:02}{d:02}T{:02}{:02}{:02}",
             rem / 3600,
@@ -101,50 +102,6 @@ impl Timestamp {
             rem % 60
         )
     }
-}
-
-fn is_leap(y: i64) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-// Howard Hinnant's days-from-civil algorithm (public domain arithmetic).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
 }
 
 /// A certificate's ValidityPeriod.

@@ -30,10 +30,10 @@ use syn::visit::Visit;
 const LAYERS: &[(&str, u32)] = &[
     // Leaves: no workspace dependency.
     ("granary-packet", 0),
-    ("granary-science", 0),
     ("granary-catalog", 0),
     ("granary-testbed", 0),
-    // Packet-level services.
+    // Packet-level services, and the science layer (the packet crate's calendar).
+    ("granary-science", 1),
     ("granary-security", 1),
     ("granary-mgmt", 1),
     ("granary-face", 1),

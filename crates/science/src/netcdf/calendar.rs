@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use granary_packet::calendar as gregorian;
+
 /// The CF calendars (CF conventions 1.11, section 4.4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Calendar {
@@ -89,12 +91,12 @@ impl Calendar {
             Calendar::NoLeap | Calendar::Day360 => false,
             Calendar::AllLeap => true,
             Calendar::Julian => year.rem_euclid(4) == 0,
-            Calendar::ProlepticGregorian => gregorian_leap(year),
+            Calendar::ProlepticGregorian => gregorian::is_leap_year(year),
             Calendar::Standard => {
                 if year < 1582 {
                     year.rem_euclid(4) == 0
                 } else {
-                    gregorian_leap(year)
+                    gregorian::is_leap_year(year)
                 }
             }
         }
@@ -177,32 +179,17 @@ impl Calendar {
     }
 }
 
-fn gregorian_leap(y: i64) -> bool {
-    y.rem_euclid(4) == 0 && (y.rem_euclid(100) != 0 || y.rem_euclid(400) == 0)
-}
+/// Julian day number of 1970-01-01.
+const UNIX_EPOCH_JDN: i64 = 2_440_588;
 
-/// Julian day number of a proleptic Gregorian date (H. Hinnant's algorithm).
+/// Julian day number of a proleptic Gregorian date (the arithmetic is
+/// `granary_packet::calendar`'s).
 fn gregorian_jdn(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468 + 2_440_588 // days from 1970-01-01, then JDN
+    gregorian::days_from_civil(y, m as u8, d as u8) + UNIX_EPOCH_JDN
 }
 
 fn gregorian_from_jdn(n: i64) -> (i64, u8, u8) {
-    let z = n - 2_440_588 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m as u8, d as u8)
+    gregorian::civil_from_days(n - UNIX_EPOCH_JDN)
 }
 
 /// Julian day number of a Julian-calendar date (4-year cycles of 1461 days).
