@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use granary_measure::dedup::analyse;
 
-use granary_store::chunking::Chunking;
+use granary_node::repo::Chunking;
 use serde_json::{json, Value};
 
 fn n(v: &Value) -> u64 {
@@ -18,7 +18,7 @@ pub fn run(files: &[PathBuf], chunking: Option<Chunking>, as_json: bool) -> anyh
     let schemes = match chunking {
         Some(c) => vec![c],
         None => vec![
-            Chunking::Fixed(granary_store::DEFAULT_SEGMENT_SIZE),
+            Chunking::Fixed(granary_node::repo::DEFAULT_SEGMENT_SIZE),
             Chunking::fastcdc(),
             Chunking::rabin(),
         ],

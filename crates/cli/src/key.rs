@@ -81,9 +81,9 @@ pub enum KeyCmd {
 fn write_output(p: &Path, bytes: &[u8], private: bool) -> anyhow::Result<()> {
     use std::io::Write;
     let err = |e: std::io::Error| anyhow::anyhow!("{}: {e}", p.display());
-    match granary_transfer::Output::for_path(p)? {
+    match granary_node::fetch::Output::for_path(p)? {
         _ if p.as_os_str() == "-" => std::io::stdout().write_all(bytes).map_err(err),
-        granary_transfer::Output::File(target) => Ok(write_atomic(&target, bytes, private)?),
+        granary_node::fetch::Output::File(target) => Ok(write_atomic(&target, bytes, private)?),
         _ => std::fs::OpenOptions::new()
             .write(true)
             .open(p)

@@ -442,7 +442,7 @@ pub enum RepoCmd {
         /// signed manifest covers every segment; for consumers that verify
         /// through the manifest, like `granary get`, or not at all). A
         /// running daemon picks the change up at once.
-        #[arg(long, value_name = "SIG", value_parser = granary_store::SEGMENT_SIGNATURES)]
+        #[arg(long, value_name = "SIG", value_parser = granary_node::repo::SEGMENT_SIGNATURES)]
         segment_signature: Option<String>,
     },
     /// Re-hash stored files against the hashes taken when they were
@@ -480,7 +480,7 @@ pub struct ChunkArgs {
 
 impl ChunkArgs {
     /// The scheme the flags ask for, if any.
-    pub fn resolve(&self) -> anyhow::Result<Option<granary_store::Chunking>> {
+    pub fn resolve(&self) -> anyhow::Result<Option<granary_node::repo::Chunking>> {
         let Some(c) = &self.chunking else {
             return Ok(None);
         };
@@ -493,8 +493,13 @@ impl ChunkArgs {
             return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
         }
         Ok(Some(
-            granary_store::Chunking::from_parts(c, self.chunk_min, self.chunk_avg, self.chunk_max)
-                .map_err(|e| anyhow::anyhow!(e))?,
+            granary_node::repo::Chunking::from_parts(
+                c,
+                self.chunk_min,
+                self.chunk_avg,
+                self.chunk_max,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
         ))
     }
 }

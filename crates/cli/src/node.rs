@@ -1,17 +1,12 @@
 //! `granary daemon`'s flags and the management commands that talk to the
-//! running daemon (the daemon itself is `granary_node::daemon`).
+//! running daemon (the daemon itself is `granary_node::daemon`, the requests
+//! `granary_node::mgmt`): flags in, answers printed.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use bytes::Bytes;
 use clap::{Args, Subcommand};
-use granary_app::{Client, Reply};
-use granary_mgmt::{
-    decode_dataset, ControlParameters, CsInfo, FaceStatus, FibEntry, GeneralStatus, RibEntry,
-    StrategyChoice, TlvElement,
-};
-use granary_node::control::{create_face_with, dataset, nfd};
+use granary_app::Reply;
+use granary_node::mgmt;
 use granary_packet::{InterestFields, Name};
 
 #[derive(Args)]
@@ -271,264 +266,185 @@ fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-fn rt() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
 pub fn status(socket: &Path) -> anyhow::Result<()> {
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        let g = GeneralStatus::decode(&dataset(&mut c, "/localhost/nfd/status/general").await?)?;
-        let up = (g.current_timestamp.saturating_sub(g.start_timestamp)) / 1000;
-        println!("version          {}", g.nfd_version);
-        println!("uptime           {up} s");
-        println!("fib entries      {}", g.n_fib_entries);
-        println!("pit entries      {}", g.n_pit_entries);
-        println!("cs entries       {}", g.n_cs_entries);
+    let (g, fwd) = mgmt::status(socket)?;
+    let up = (g.current_timestamp.saturating_sub(g.start_timestamp)) / 1000;
+    println!("version          {}", g.nfd_version);
+    println!("uptime           {up} s");
+    println!("fib entries      {}", g.n_fib_entries);
+    println!("pit entries      {}", g.n_pit_entries);
+    println!("cs entries       {}", g.n_cs_entries);
+    println!(
+        "interests        in {}  out {}",
+        g.n_in_interests, g.n_out_interests
+    );
+    println!("data             in {}  out {}", g.n_in_data, g.n_out_data);
+    println!(
+        "nacks            in {}  out {}",
+        g.n_in_nacks, g.n_out_nacks
+    );
+    println!(
+        "satisfied        {}  unsatisfied {}",
+        g.n_satisfied_interests, g.n_unsatisfied_interests
+    );
+    // Granary's forwarding counters (an NFD answers no such dataset).
+    if let Some(text) = fwd {
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                .unwrap_or("?")
+                .to_string()
+        };
         println!(
-            "interests        in {}  out {}",
-            g.n_in_interests, g.n_out_interests
+            "hinted           forwarded {}  stripped in region {}",
+            get("hinted_interests"),
+            get("hint_stripped")
         );
-        println!("data             in {}  out {}", g.n_in_data, g.n_out_data);
-        println!(
-            "nacks            in {}  out {}",
-            g.n_in_nacks, g.n_out_nacks
-        );
-        println!(
-            "satisfied        {}  unsatisfied {}",
-            g.n_satisfied_interests, g.n_unsatisfied_interests
-        );
-        // Granary's forwarding counters (an NFD answers no such dataset).
-        if let Ok(b) = dataset(&mut c, "/localhost/nfd/status/forwarding").await {
-            let text = String::from_utf8_lossy(&b);
-            let get = |k: &str| {
-                text.lines()
-                    .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
-                    .unwrap_or("?")
-                    .to_string()
-            };
-            println!(
-                "hinted           forwarded {}  stripped in region {}",
-                get("hinted_interests"),
-                get("hint_stripped")
-            );
-            println!("no-route nacks   {}", get("no_route_nacks"));
-        }
-        Ok(())
-    })
+        println!("no-route nacks   {}", get("no_route_nacks"));
+    }
+    Ok(())
 }
 
 pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        match cmd {
-            FaceCmd::Update {
+    match cmd {
+        FaceCmd::Update {
+            id,
+            congestion_marking,
+            marking_interval_ms,
+            marking_threshold,
+            rate,
+        } => {
+            let marking = congestion_marking.map(|m| m == "on");
+            mgmt::face_update(
+                socket,
                 id,
-                congestion_marking,
+                marking,
                 marking_interval_ms,
                 marking_threshold,
                 rate,
-            } => {
-                let mut p = ControlParameters::new();
-                p.face_id = Some(id);
-                p.face_rate = rate;
-                if let Some(m) = &congestion_marking {
-                    p.set_flag_bit(
-                        granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED,
-                        m == "on",
-                        true,
-                    );
-                }
-                p.base_congestion_marking_interval = marking_interval_ms.map(|ms| ms * 1_000_000);
-                p.default_congestion_threshold = marking_threshold;
-                let r = c.command(&nfd(), "faces", "update", &p).await?;
-                let _ = r;
-                println!("updated face {id}");
-            }
-            FaceCmd::Channels => {
-                for ch in decode_dataset::<granary_mgmt::ChannelStatus>(
-                    &dataset(&mut c, "/localhost/nfd/faces/channels").await?,
-                )? {
-                    println!("{}", ch.local_uri);
-                }
-            }
-            FaceCmd::Show { .. } | FaceCmd::List => {
-                let uri = match &cmd {
-                    FaceCmd::Show { id } => {
-                        let f = granary_mgmt::FaceQueryFilter {
-                            face_id: Some(*id),
-                            ..Default::default()
-                        };
-                        use granary_mgmt::TlvElement;
-                        name("/localhost/nfd/faces/query")?
-                            .append(&granary_packet::Component::generic(&f.encode()))
-                    }
-                    _ => name("/localhost/nfd/faces/list")?,
-                };
-                let faces = decode_dataset::<FaceStatus>(&c.dataset(&uri).await?)?;
-                // Permanent faces' state (Granary's status/forwarding; an
-                // NFD answers no such dataset: every listed face is up).
-                let down: Vec<(u64, String)> = match dataset(&mut c, "/localhost/nfd/status/forwarding").await {
-                    Ok(b) => String::from_utf8_lossy(&b)
-                        .lines()
-                        .filter_map(|l| {
-                            let mut w = l.splitn(7, ' ');
-                            (w.next()? == "permanent_face").then_some(())?;
-                            let id = w.next()?.parse().ok()?;
-                            (w.next()? == "down").then_some(())?;
-                            let failures = w.next()?;
-                            let _redials = w.next()?;
-                            let _uri = w.next()?;
-                            let err = w.next().unwrap_or("");
-                            Some((id, format!("{failures} failed attempts; last: {err}")))
-                        })
-                        .collect(),
-                    Err(_) => Vec::new(),
-                };
-                if let (FaceCmd::Show { id }, true) = (&cmd, faces.is_empty()) {
-                    anyhow::bail!("no face {id}");
-                }
-                for f in faces {
-                    let persistency = match f.face_persistency {
-                        granary_mgmt::values::face_persistency::ON_DEMAND => "on-demand",
-                        granary_mgmt::values::face_persistency::PERSISTENT => "persistent",
-                        granary_mgmt::values::face_persistency::PERMANENT => "permanent",
-                        _ => "?",
-                    };
-                    let state = match down.iter().find(|(id, _)| *id == f.face_id) {
-                        Some((_, why)) => format!("down ({why})"),
-                        None => "up".to_string(),
-                    };
-                    println!(
-                        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}{}",
-                        f.face_id,
-                        f.uri,
-                        f.local_uri,
-                        if f.face_scope == 1 { "local" } else { "non-local" },
-                        persistency,
-                        state,
-                        f.n_in_interests,
-                        f.n_in_data,
-                        f.n_in_nacks,
-                        f.n_out_interests,
-                        f.n_out_data,
-                        f.n_out_nacks,
-                        f.n_in_bytes,
-                        f.n_out_bytes,
-                        if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
-                            " reliable"
-                        } else {
-                            ""
-                        },
-                        if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
-                            " congestion-marking"
-                        } else {
-                            ""
-                        },
-                        f.n_out_congestion_marks
-                            .map(|n| format!(" marked={n}"))
-                            .unwrap_or_default(),
-                        f.vip_capacity
-                            .map(|v| format!(" vip-capacity={v}/period"))
-                            .unwrap_or_default()
-                    );
-                }
-            }
-            FaceCmd::Create {
-                uri,
-                reliable,
-                permanent,
-                rate,
-            } => {
-                let id = create_face_with(&mut c, &uri, reliable, permanent).await?;
-                if let Some(r) = rate {
-                    let mut p = ControlParameters::new();
-                    p.face_id = Some(id);
-                    p.face_rate = Some(r);
-                    c.command(&nfd(), "faces", "update", &p).await?;
-                }
-                println!("{id}");
-            }
-            FaceCmd::Destroy { id } => {
-                let mut p = ControlParameters::new();
-                p.face_id = Some(id);
-                c.command(&nfd(), "faces", "destroy", &p).await?;
-                println!("destroyed face {id}");
+            )?;
+            println!("updated face {id}");
+        }
+        FaceCmd::Channels => {
+            for uri in mgmt::channels(socket)? {
+                println!("{uri}");
             }
         }
-        Ok(())
-    })
-}
-
-/// ControlParameters of a static route for the repository's face.
-pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        match cmd {
-            RouteCmd::List => {
-                for r in
-                    decode_dataset::<RibEntry>(&dataset(&mut c, "/localhost/nfd/rib/list").await?)?
-                {
-                    for rt in r.routes {
-                        println!(
-                            "route {} face={} origin={} cost={} flags={}",
-                            r.name, rt.face_id, rt.origin, rt.cost, rt.flags
-                        );
-                    }
-                }
-                for f in
-                    decode_dataset::<FibEntry>(&dataset(&mut c, "/localhost/nfd/fib/list").await?)?
-                {
-                    let hops: Vec<String> = f
-                        .next_hops
-                        .iter()
-                        .map(|h| format!("{}({})", h.face_id, h.cost))
-                        .collect();
-                    println!("fib {} nexthops={}", f.name, hops.join(","));
-                }
+        FaceCmd::Show { .. } | FaceCmd::List => {
+            let id = match &cmd {
+                FaceCmd::Show { id } => Some(*id),
+                _ => None,
+            };
+            let faces = mgmt::faces(socket, id)?;
+            if let (Some(id), true) = (id, faces.is_empty()) {
+                anyhow::bail!("no face {id}");
             }
-            RouteCmd::Add {
-                prefix,
-                face,
-                cost,
-                origin,
-                reliable,
-                permanent,
-            } => {
-                let face_id = match face.parse::<u64>() {
-                    Ok(id) => id,
-                    Err(_) => create_face_with(&mut c, &face, reliable, permanent).await?,
+            for (f, down) in faces {
+                let persistency = match f.face_persistency {
+                    granary_mgmt::values::face_persistency::ON_DEMAND => "on-demand",
+                    granary_mgmt::values::face_persistency::PERSISTENT => "persistent",
+                    granary_mgmt::values::face_persistency::PERMANENT => "permanent",
+                    _ => "?",
                 };
-                let mut p = ControlParameters::new();
-                p.name = Some(name(&prefix)?);
-                p.face_id = Some(face_id);
-                p.cost = Some(cost);
-                p.origin = Some(origin);
-                let r = c.command(&nfd(), "rib", "register", &p).await?;
+                let state = match down {
+                    Some(why) => format!("down ({why})"),
+                    None => "up".to_string(),
+                };
                 println!(
-                    "route {} via face {} cost {}",
-                    prefix,
-                    r.face_id.unwrap_or(face_id),
-                    r.cost.unwrap_or(cost)
+                    "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}{}",
+                    f.face_id,
+                    f.uri,
+                    f.local_uri,
+                    if f.face_scope == 1 { "local" } else { "non-local" },
+                    persistency,
+                    state,
+                    f.n_in_interests,
+                    f.n_in_data,
+                    f.n_in_nacks,
+                    f.n_out_interests,
+                    f.n_out_data,
+                    f.n_out_nacks,
+                    f.n_in_bytes,
+                    f.n_out_bytes,
+                    if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
+                        " reliable"
+                    } else {
+                        ""
+                    },
+                    if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
+                        " congestion-marking"
+                    } else {
+                        ""
+                    },
+                    f.n_out_congestion_marks
+                        .map(|n| format!(" marked={n}"))
+                        .unwrap_or_default(),
+                    f.vip_capacity
+                        .map(|v| format!(" vip-capacity={v}/period"))
+                        .unwrap_or_default()
                 );
             }
-            RouteCmd::Remove {
-                prefix,
-                face,
-                origin,
-            } => {
-                let mut p = ControlParameters::new();
-                p.name = Some(name(&prefix)?);
-                p.face_id = Some(face);
-                p.origin = Some(origin);
-                c.command(&nfd(), "rib", "unregister", &p).await?;
-                println!("removed route {prefix} via face {face}");
+        }
+        FaceCmd::Create {
+            uri,
+            reliable,
+            permanent,
+            rate,
+        } => println!(
+            "{}",
+            mgmt::face_create(socket, &uri, reliable, permanent, rate)?
+        ),
+        FaceCmd::Destroy { id } => {
+            mgmt::face_destroy(socket, id)?;
+            println!("destroyed face {id}");
+        }
+    }
+    Ok(())
+}
+
+pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
+    match cmd {
+        RouteCmd::List => {
+            let (rib, fib) = mgmt::routes(socket)?;
+            for r in rib {
+                for rt in r.routes {
+                    println!(
+                        "route {} face={} origin={} cost={} flags={}",
+                        r.name, rt.face_id, rt.origin, rt.cost, rt.flags
+                    );
+                }
+            }
+            for f in fib {
+                let hops: Vec<String> = f
+                    .next_hops
+                    .iter()
+                    .map(|h| format!("{}({})", h.face_id, h.cost))
+                    .collect();
+                println!("fib {} nexthops={}", f.name, hops.join(","));
             }
         }
-        Ok(())
-    })
+        RouteCmd::Add {
+            prefix,
+            face,
+            cost,
+            origin,
+            reliable,
+            permanent,
+        } => {
+            let (face_id, cost) =
+                mgmt::route_add(socket, &prefix, &face, cost, origin, reliable, permanent)?;
+            println!("route {prefix} via face {face_id} cost {cost}");
+        }
+        RouteCmd::Remove {
+            prefix,
+            face,
+            origin,
+        } => {
+            mgmt::route_remove(socket, &prefix, face, origin)?;
+            println!("removed route {prefix} via face {face}");
+        }
+    }
+    Ok(())
 }
 
 pub fn strategy(
@@ -536,88 +452,53 @@ pub fn strategy(
     prefix: Option<String>,
     strategy: Option<String>,
 ) -> anyhow::Result<()> {
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        if let (Some(prefix), Some(s)) = (prefix, strategy) {
-            let full = if s.starts_with('/') {
-                s
-            } else {
-                format!("/localhost/nfd/strategy/{s}")
-            };
-            let mut p = ControlParameters::new();
-            p.name = Some(name(&prefix)?);
-            p.strategy = Some(name(&full)?);
-            let r = c.command(&nfd(), "strategy-choice", "set", &p).await?;
-            println!(
-                "{prefix} -> {}",
-                r.strategy.map(|s| s.to_string()).unwrap_or(full)
-            );
-        }
-        for s in decode_dataset::<StrategyChoice>(
-            &dataset(&mut c, "/localhost/nfd/strategy-choice/list").await?,
-        )? {
-            println!("{} {}", s.name, s.strategy);
-        }
-        Ok(())
-    })
+    let set = prefix.as_deref().zip(strategy.as_deref());
+    let (chosen, list) = mgmt::strategy(socket, set)?;
+    if let (Some((prefix, _)), Some(s)) = (set, chosen) {
+        println!("{prefix} -> {s}");
+    }
+    for s in list {
+        println!("{} {}", s.name, s.strategy);
+    }
+    Ok(())
 }
 
 pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        if let CsCmd::Erase { prefix, count } = &cmd {
-            let mut p = ControlParameters::new();
-            p.name = Some(name(prefix)?);
-            p.count = *count;
-            let r = c.command(&nfd(), "cs", "erase", &p).await?;
-            println!("erased {} packet(s) under {prefix}", r.count.unwrap_or(0));
-            return Ok(());
-        }
-        if let CsCmd::Config {
+    if let CsCmd::Erase { prefix, count } = &cmd {
+        let n = mgmt::cs_erase(socket, prefix, *count)?;
+        println!("erased {n} packet(s) under {prefix}");
+        return Ok(());
+    }
+    let on = |t: Option<Toggle>| t.map(|t| matches!(t, Toggle::On));
+    let (policy, i) = match cmd {
+        CsCmd::Config {
             capacity,
             admit,
             serve,
             policy,
-        } = cmd
-        {
-            let mut p = ControlParameters::new();
-            p.capacity = capacity;
-            if let Some(pol) = &policy {
-                p.strategy = Some(name(&format!(
-                    "{}/{pol}",
-                    granary_forwarder::vip::CS_POLICY_PREFIX
-                ))?);
-            }
-            let (mut flags, mut mask) = (0, 0);
-            if let Some(a) = admit {
-                mask |= 1;
-                flags |= matches!(a, Toggle::On) as u64;
-            }
-            if let Some(s) = serve {
-                mask |= 2;
-                flags |= (matches!(s, Toggle::On) as u64) << 1;
-            }
-            if mask != 0 {
-                p.flags = Some(flags);
-                p.mask = Some(mask);
-            }
-            let r = c.command(&nfd(), "cs", "config", &p).await?;
-            if let Some(s) = r.strategy {
-                println!("policy={}", s.to_string().rsplit('/').next().unwrap_or(""));
-            }
-        }
-        let i = CsInfo::decode(&dataset(&mut c, "/localhost/nfd/cs/info").await?)?;
-        println!(
-            "capacity={} admit={} serve={} entries={} hits={} misses={}",
-            i.capacity,
-            i.flags & 1 != 0,
-            i.flags & 2 != 0,
-            i.n_entries,
-            i.n_hits,
-            i.n_misses
-        );
-        Ok(())
-    })
+        } => mgmt::cs(
+            socket,
+            capacity,
+            on(admit),
+            on(serve),
+            policy.as_deref(),
+            true,
+        )?,
+        _ => mgmt::cs(socket, None, None, None, None, false)?,
+    };
+    if let Some(p) = policy {
+        println!("policy={p}");
+    }
+    println!(
+        "capacity={} admit={} serve={} entries={} hits={} misses={}",
+        i.capacity,
+        i.flags & 1 != 0,
+        i.flags & 2 != 0,
+        i.n_entries,
+        i.n_hits,
+        i.n_misses
+    );
+    Ok(())
 }
 
 /// `granary peek NAME`: one Interest, print what came back.
@@ -632,50 +513,39 @@ pub fn peek(
     fwhint: &[String],
     payload: Option<Vec<u8>>,
 ) -> anyhow::Result<()> {
-    let hint = granary_node::fetch::hint_names(fwhint)?;
-    rt()?.block_on(async {
-        let mut c = Client::connect(socket).await?;
-        let mut f = InterestFields::new(name(uri)?);
-        f.forwarding_hint = hint;
-        f.can_be_prefix = can_be_prefix;
-        f.must_be_fresh = must_be_fresh;
-        f.lifetime = Some(lifetime);
-        f.app_params = payload.map(bytes::Bytes::from);
-        let t = Instant::now();
-        match c.express(f).await? {
-            Reply::Data(d) => {
-                eprintln!(
-                    "data {} ({} bytes content, {}, {:.1} ms)",
-                    d.name(),
-                    d.content().len(),
-                    granary_packet::types::sig_type::name(d.sig_info().sig_type),
-                    t.elapsed().as_secs_f64() * 1e3
-                );
-                use std::io::Write;
-                let mut out = std::io::stdout().lock();
-                let written = if hex_out {
-                    writeln!(out, "{}", hex::encode(d.content()))
-                } else {
-                    out.write_all(d.content())
-                };
-                match written.and_then(|_| out.flush()) {
-                    // A reader that stopped early (`| head`) is not an error.
-                    Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-                    _ => Ok(()),
-                }
+    let mut f = InterestFields::new(name(uri)?);
+    f.forwarding_hint = granary_node::fetch::hint_names(fwhint)?;
+    f.can_be_prefix = can_be_prefix;
+    f.must_be_fresh = must_be_fresh;
+    f.lifetime = Some(lifetime);
+    f.app_params = payload.map(bytes::Bytes::from);
+    match mgmt::peek(socket, f)? {
+        (Reply::Data(d), t) => {
+            eprintln!(
+                "data {} ({} bytes content, {}, {:.1} ms)",
+                d.name(),
+                d.content().len(),
+                granary_packet::types::sig_type::name(d.sig_info().sig_type),
+                t.as_secs_f64() * 1e3
+            );
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let written = if hex_out {
+                writeln!(out, "{}", hex::encode(d.content()))
+            } else {
+                out.write_all(d.content())
+            };
+            match written.and_then(|_| out.flush()) {
+                // A reader that stopped early (`| head`) is not an error.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
             }
-            Reply::Nack(r) => anyhow::bail!(
-                "nack {} for {uri}",
-                granary_packet::types::nack_reason::name(r)
-            ),
         }
-    })
-}
-
-/// Content of `size` bytes derived from a name (SHA-256 of its URI, repeated).
-pub fn synthetic_content(name: &Name, size: usize) -> Vec<u8> {
-    let seed = granary_packet::sha256(name.to_string().as_bytes());
-    seed.iter().copied().cycle().take(size).collect()
+        (Reply::Nack(r), _) => anyhow::bail!(
+            "nack {} for {uri}",
+            granary_packet::types::nack_reason::name(r)
+        ),
+    }
 }
 
 /// `granary serve`: register a prefix, answer every Interest under it.
@@ -686,29 +556,17 @@ pub fn serve(
     freshness: u64,
     delay_ms: u64,
 ) -> anyhow::Result<()> {
-    let prefix = name(prefix)?;
-    rt()?.block_on(async move {
-        let mut c = Client::connect(socket).await?;
-        c.register(&prefix).await?;
-        println!("ready");
-        let mut served = 0u64;
-        c.serve(|i| {
-            if delay_ms > 0 {
-                std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-            }
+    let mut served = 0u64;
+    mgmt::serve(
+        socket,
+        &name(prefix)?,
+        size,
+        freshness,
+        delay_ms,
+        || println!("ready"),
+        |n| {
             served += 1;
-            println!("served {} #{served}", i.name);
-            let b = granary_packet::DataBuilder::new(i.name.clone())
-                .content(synthetic_content(&i.name, size))
-                .freshness_period(freshness);
-            b.sign_with(32, |m| {
-                Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(&granary_packet::sha256(
-                    m,
-                )))
-            })
-            .ok()
-        })
-        .await?;
-        Ok(())
-    })
+            println!("served {n} #{served}");
+        },
+    )
 }

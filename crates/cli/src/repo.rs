@@ -10,7 +10,6 @@ use std::time::Instant;
 
 use granary_app::Client;
 use granary_node::control::{by_daemon_used, put_via_daemon, tell_daemon};
-use granary_node::repo::store;
 use granary_packet::Name;
 
 fn name(s: &str) -> anyhow::Result<Name> {
@@ -32,13 +31,13 @@ pub fn put(
     key: Option<&str>,
     keep: Option<u64>,
     segment_size: Option<u32>,
-    chunking: Option<granary_store::Chunking>,
+    chunking: Option<granary_node::repo::Chunking>,
     index: bool,
     file_sha256: bool,
     json: bool,
 ) -> anyhow::Result<()> {
     let n = name(uri)?;
-    granary_store::path::check(&n)?;
+    granary_node::repo::check_name(&n)?;
     let key = key.map(name).transpose()?;
     let stdin = file.as_os_str() == "-";
     let total = if stdin {
@@ -88,37 +87,22 @@ pub fn put(
             ))?
         }
         None => {
-            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-            let id = granary_node::identity::publisher_identity(data_dir)?;
-            let (signer, created) =
-                granary_repo::publish::publisher_signer_as(&kc, key.as_ref(), policy, &id)
-                    .map_err(|e| anyhow::anyhow!(e))?;
-            if let Some(k) = created {
-                tell!("created default publisher key {k}");
-            }
-            let repo = granary_node::catalog::with_catalog(
-                granary_repo::Repo::new(store(data_dir)?, None),
-                data_dir,
-            );
-            let how = granary_repo::publish::Publish {
+            let how = granary_node::repo::PutHere {
                 version,
-                signer: &signer,
                 policy,
+                key: key.as_ref(),
                 keep,
                 segment_size,
                 chunking,
                 index,
                 file_sha256,
-                tags: Vec::new(),
-                expect_hashes: None,
             };
-            if stdin {
-                let reader = std::io::stdin().lock();
-                granary_repo::publish::publish(&repo, &n, reader, &how, |b| bar.set_position(b))
-            } else {
-                granary_repo::publish::publish_file(&repo, &n, file, &how, |b| bar.set_position(b))
+            let (v, created) =
+                granary_node::repo::put_here(data_dir, file, &n, &how, |b| bar.set_position(b))?;
+            if let Some(k) = created {
+                tell!("created default publisher key {k}");
             }
-            .map_err(|e| anyhow::anyhow!(e))?
+            v
         }
     };
     bar.finish_and_clear();
@@ -191,13 +175,10 @@ fn catalog_note(result: &serde_json::Value) {
 
 /// `granary repo reindex`.
 pub fn reindex(data_dir: &Path) -> anyhow::Result<()> {
-    let s = store(data_dir)?;
     let t = Instant::now();
-    let r = s.reindex()?;
+    let (segments, versions) = granary_node::repo::reindex(data_dir)?;
     println!(
-        "indexed {} segments of {} versions in {:.2} s",
-        r.segments,
-        r.versions,
+        "indexed {segments} segments of {versions} versions in {:.2} s",
         t.elapsed().as_secs_f64()
     );
     Ok(())
@@ -210,24 +191,12 @@ pub fn config(
     chunking: Option<String>,
     segment_signature: Option<String>,
 ) -> anyhow::Result<()> {
-    let s = store(data_dir)?;
-    let mut c = s.config()?;
-    if let Some(ch) = chunking {
-        let parsed: granary_store::Chunking = ch.parse().map_err(|e: String| anyhow::anyhow!(e))?;
-        c.chunking = Some(parsed.to_string());
-        s.set_config(&c)?;
-    }
-    if let Some(sig) = segment_signature {
-        c.segment_signature = Some(sig);
-        s.set_config(&c)?;
-        // A running daemon reads its settings again (the segments
-        // concerned are never cached: NoCache).
-        tell_daemon(socket, None);
-    }
-    println!("chunking = {}", s.default_chunking()?);
+    let (chunking, null) =
+        granary_node::repo::config(data_dir, socket, chunking, segment_signature)?;
+    println!("chunking = {chunking}");
     println!(
         "segment_signature = {}",
-        if s.null_segments()? { "null" } else { "digest" }
+        if null { "null" } else { "digest" }
     );
     Ok(())
 }
@@ -237,43 +206,38 @@ pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {
         Some(p) => name(p)?,
         None => Name::new(),
     };
-    for m in store(data_dir)?.list(&p)? {
+    for m in granary_node::repo::list(data_dir, &p)? {
         println!("{}/v={} {} bytes", m.name, m.version, m.size);
     }
     Ok(())
 }
 
 pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
-    let s = store(data_dir)?;
-    let e = s.get(&name(uri)?, None)?;
+    let (e, damaged) = granary_node::repo::stat(data_dir, &name(uri)?)?;
     println!("{}", serde_json::to_string_pretty(&e.meta)?);
     println!("path {}", e.path.display());
     // Damage (serve-time check or scrub): this version and any other.
-    let n = e.meta.name()?;
-    for v in s.versions(&n)?.into_iter().rev() {
-        let Ok(ev) = s.get(&n, Some(v)) else { continue };
-        if let Some(d) = s.damage(&ev) {
+    for (v, d) in damaged {
+        println!(
+            "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
+            d.segments.len(),
+            if d.problems.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", d.problems.join("; "))
+            },
+            d.by,
+            e.meta.name
+        );
+        for b in &d.segments {
             println!(
-                "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
-                d.segments.len(),
-                if d.problems.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {}", d.problems.join("; "))
-                },
-                d.by,
-                e.meta.name
+                "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
+                b.segment,
+                b.offset,
+                b.offset + b.len,
+                b.found,
+                b.expected
             );
-            for b in &d.segments {
-                println!(
-                    "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
-                    b.segment,
-                    b.offset,
-                    b.offset + b.len,
-                    b.found,
-                    b.expected
-                );
-            }
         }
     }
     Ok(())

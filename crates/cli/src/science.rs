@@ -332,29 +332,16 @@ pub fn publish_dir(
         Some(p) => Some(Name::from_uri(p).map_err(|e| anyhow::anyhow!("--others-under: {e}"))?),
         None => None,
     };
-    let mut chunking = None;
-    let (repo, signer) = if a.dry_run {
-        (None, None)
+    let (repo, signer, chunking) = if a.dry_run {
+        (None, None, None)
     } else {
-        let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
-        let id = granary_node::identity::publisher_identity(data_dir)?;
-        let (signer, created) =
-            granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
-                .map_err(|e| anyhow::anyhow!(e))?;
+        let (repo, signer, chunking, created) =
+            granary_node::publish_dir::open_publishing(data_dir, &ix)?;
         if let Some(k) = created {
             tell!("created default publisher key {k}");
         }
-        let store = granary_store::Store::open(data_dir.join("repo"))?;
-        // Read once, not once per file.
-        chunking = Some(store.default_chunking()?);
-        (Some(granary_repo::Repo::new(store, None)), Some(signer))
+        (Some(repo), Some(signer), Some(chunking))
     };
-    // Changes an earlier run (or another command) left queued go first.
-    if let Some(r) = &repo {
-        if !ix.queue.is_empty() {
-            ix.drain(&r.store);
-        }
-    }
     let publish = repo.as_ref().zip(signer.as_ref());
     let Tally {
         entries,
@@ -405,7 +392,7 @@ pub fn publish_dir(
             d.join(format!("publish-dir-{ms}.json"))
         }
     };
-    granary_store::write_atomic(
+    granary_node::repo::write_atomic(
         &report_path,
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
@@ -531,7 +518,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
     match cmd {
         CatalogCmd::Rebuild { catalog: a } => {
             let ix = indexer(data_dir, catalog, &a)?;
-            let store = granary_store::Store::open(data_dir.join("repo"))?;
+            let store = granary_node::repo::store(data_dir)?;
             let bar = indicatif::ProgressBar::new(0);
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             let t = std::time::Instant::now();
@@ -554,7 +541,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
             catalog: a,
         } => {
             let ix = indexer(data_dir, catalog, &a)?;
-            let store = granary_store::Store::open(data_dir.join("repo"))?;
+            let store = granary_node::repo::store(data_dir)?;
             let t = std::time::Instant::now();
             let c = ix
                 .check(&store, repair)

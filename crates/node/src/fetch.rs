@@ -12,11 +12,11 @@ use std::time::Duration;
 use granary_packet::Name;
 use granary_transfer::{
     copy_verified, copy_verified_from, dedup_possible, discover_signed, fetch_dedup, fetch_objects,
-    Dedup, Engine, ObjectInfo, Output, RemoteFile, Sources, Trust, UnixLink,
+    Dedup, Engine, ObjectInfo, RemoteFile, Sources, Trust, UnixLink,
 };
 
 pub use granary_transfer::{
-    Config, CopyReport, DedupReport, LocatorRef, OpenOptions, PipelineType, Report, Stats,
+    Config, CopyReport, DedupReport, LocatorRef, OpenOptions, Output, PipelineType, Report, Stats,
 };
 
 use crate::fetched::Kept;

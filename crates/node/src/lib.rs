@@ -4,8 +4,14 @@
 //! from outside the daemon ([`repo`]), what `get` does with the local
 //! repository ([`fetched`]), asking the catalog ([`query`]), `publish-dir`'s
 //! per-file work ([`publish_dir`]), and the daemon itself ([`daemon`], with
-//! its HTTP gateway in [`gateway`]). It knows nothing of command-line
-//! parsing: the binary turns its flags into the plain values taken here.
+//! its HTTP gateway in [`gateway`]). The commands' work beyond parsing and
+//! printing is here too: fetching ([`fetch`]), management requests
+//! ([`mgmt`]), scrub and repair ([`scrub`]), the federation's status and
+//! check ([`federation`]), replica placement ([`placement`]), the mount's
+//! publisher ([`mount`]); the binary reaches the store, transfer and
+//! repository crates only through this one. It knows nothing of
+//! command-line parsing: the binary turns its flags into the plain values
+//! taken here.
 
 pub mod catalog;
 pub mod control;
@@ -17,6 +23,7 @@ pub mod gateway;
 pub mod identity;
 pub mod local_files;
 pub mod locate;
+pub mod mgmt;
 pub mod mount;
 pub mod placement;
 pub mod policy;

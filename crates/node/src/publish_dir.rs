@@ -427,3 +427,29 @@ pub fn run(
         bytes,
     })
 }
+
+/// The repository and publisher signer [`run`] publishes with, and the
+/// repository's default chunking (read once, not once per file); with the
+/// publisher key when it was made for this. Changes an earlier run (or
+/// another command) left queued in `ix` are applied first.
+pub fn open_publishing(
+    data_dir: &Path,
+    ix: &Indexer,
+) -> anyhow::Result<(
+    granary_repo::Repo,
+    granary_security::Signer,
+    granary_store::Chunking,
+    Option<String>,
+)> {
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    let id = crate::identity::publisher_identity(data_dir)?;
+    let (signer, created) = granary_repo::publish::publisher_signer_as(&kc, None, "manifest", &id)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let store = crate::repo::store(data_dir)?;
+    let chunking = store.default_chunking()?;
+    let repo = granary_repo::Repo::new(store, None);
+    if !ix.queue.is_empty() {
+        ix.drain(&repo.store);
+    }
+    Ok((repo, signer, chunking, created.map(|k| k.to_string())))
+}

@@ -189,3 +189,123 @@ pub fn publish_quiet(
     }
     Ok(result)
 }
+
+pub use granary_store::integrity::Damage;
+pub use granary_store::{
+    write_atomic, Chunking, Entry, FileMeta, DEFAULT_SEGMENT_SIZE, SEGMENT_SIGNATURES,
+};
+
+/// Refuses a name the repository cannot store (see `granary_store::path`).
+pub fn check_name(n: &Name) -> anyhow::Result<()> {
+    Ok(granary_store::path::check(n)?)
+}
+
+/// How `put` publishes in its own process ([`put_here`]).
+pub struct PutHere<'a> {
+    /// The version (default: now).
+    pub version: Option<u64>,
+    /// Signing policy (`manifest`, `digest`, …).
+    pub policy: &'a str,
+    /// The key (default: the publisher key).
+    pub key: Option<&'a Name>,
+    /// Versions to keep.
+    pub keep: Option<u64>,
+    /// Fixed segment size.
+    pub segment_size: Option<u32>,
+    /// Chunking (default: the repository's).
+    pub chunking: Option<Chunking>,
+    /// Keep the chunk hash index.
+    pub index: bool,
+    /// Record the whole file's SHA-256.
+    pub file_sha256: bool,
+}
+
+/// `granary put` without a daemon (or from standard input, `file` `-`):
+/// ingests into the data directory's repository here, reported to its
+/// catalog. Returns the publish result and the publisher key when it was
+/// made for this.
+pub fn put_here(
+    data_dir: &Path,
+    file: &Path,
+    n: &Name,
+    p: &PutHere<'_>,
+    progress: impl FnMut(u64),
+) -> anyhow::Result<(serde_json::Value, Option<String>)> {
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    let id = publisher_identity(data_dir)?;
+    let (signer, created) = granary_repo::publish::publisher_signer_as(&kc, p.key, p.policy, &id)
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let repo = with_catalog(granary_repo::Repo::new(store(data_dir)?, None), data_dir);
+    let how = granary_repo::publish::Publish {
+        version: p.version,
+        signer: &signer,
+        policy: p.policy,
+        keep: p.keep,
+        segment_size: p.segment_size,
+        chunking: p.chunking.clone(),
+        index: p.index,
+        file_sha256: p.file_sha256,
+        tags: Vec::new(),
+        expect_hashes: None,
+    };
+    let v = if file.as_os_str() == "-" {
+        let reader = std::io::stdin().lock();
+        granary_repo::publish::publish(&repo, n, reader, &how, progress)
+    } else {
+        granary_repo::publish::publish_file(&repo, n, file, &how, progress)
+    }
+    .map_err(|e| anyhow::anyhow!(e))?;
+    Ok((v, created.map(|k| k.to_string())))
+}
+
+/// `granary repo reindex`: (segments, versions) indexed.
+pub fn reindex(data_dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let r = store(data_dir)?.reindex()?;
+    Ok((r.segments, r.versions))
+}
+
+/// `granary repo config`: sets the default chunking and the segment
+/// signature (a running daemon is told), then returns both as they are.
+pub fn config(
+    data_dir: &Path,
+    socket: &Path,
+    chunking: Option<String>,
+    segment_signature: Option<String>,
+) -> anyhow::Result<(Chunking, bool)> {
+    let s = store(data_dir)?;
+    let mut c = s.config()?;
+    if let Some(ch) = chunking {
+        let parsed: Chunking = ch.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        c.chunking = Some(parsed.to_string());
+        s.set_config(&c)?;
+    }
+    if let Some(sig) = segment_signature {
+        c.segment_signature = Some(sig);
+        s.set_config(&c)?;
+        // A running daemon reads its settings again (the segments
+        // concerned are never cached: NoCache).
+        tell_daemon(socket, None);
+    }
+    Ok((s.default_chunking()?, s.null_segments()?))
+}
+
+/// `granary ls`: the versions stored under `prefix`.
+pub fn list(data_dir: &Path, prefix: &Name) -> anyhow::Result<Vec<FileMeta>> {
+    Ok(store(data_dir)?.list(prefix)?)
+}
+
+/// `granary stat`: the latest version of `n`, and the damage recorded for
+/// each of its versions (newest first).
+pub fn stat(data_dir: &Path, n: &Name) -> anyhow::Result<(Entry, Vec<(u64, Damage)>)> {
+    let s = store(data_dir)?;
+    let e = s.get(n, None)?;
+    let n = e.meta.name()?;
+    let mut damaged = Vec::new();
+    for v in s.versions(&n)?.into_iter().rev() {
+        let Ok(ev) = s.get(&n, Some(v)) else { continue };
+        if let Some(d) = s.damage(&ev) {
+            damaged.push((v, d));
+        }
+    }
+    Ok((e, damaged))
+}

@@ -1,6 +1,6 @@
 //! `archcheck`: the workspace's architecture rules, checked in CI.
 //!
-//! Two rules, both stated in docs/architecture.md:
+//! Three rules, all stated in docs/architecture.md:
 //!
 //! 1. **Layers.** Every workspace crate has a layer in [`LAYERS`]; a crate's
 //!    `[dependencies]` may name only workspace crates of a strictly lower
@@ -14,6 +14,11 @@
 //!    its children). Re-exports (`pub use`) are followed to the module that
 //!    defines the name. `#[cfg(test)]` items are left out: test code may
 //!    reach anywhere.
+//! 3. **Only through.** Some crates reach some others only through a third
+//!    ([`ONLY_THROUGH`]): the binary reaches the store, transfer and
+//!    repository crates only through `granary-node`. Neither its
+//!    `[dependencies]` nor its sources (outside `#[cfg(test)]`) name them;
+//!    its integration tests (dev-dependencies) may.
 //!
 //! Exit status: 0 when both hold, 1 with one line per violation otherwise,
 //! 2 when a file cannot be read or parsed.
@@ -56,6 +61,14 @@ const LAYERS: &[(&str, u32)] = &[
     ("granary-faults", 9),
     ("archcheck", 9),
 ];
+
+/// (crate, workspace crates it must not name, the crate it reaches them
+/// through): neither in `[dependencies]` nor as a path in its sources.
+const ONLY_THROUGH: &[(&str, &[&str], &str)] = &[(
+    "granary",
+    &["granary-store", "granary-transfer", "granary-repo"],
+    "granary-node",
+)];
 
 fn main() -> ExitCode {
     let root = match std::env::args().nth(1) {
@@ -118,9 +131,11 @@ fn run(root: &Path) -> Result<Vec<String>, String> {
             .ok_or_else(|| format!("{}: no package name", dir.display()))?
             .to_string();
         violations.extend(check_layers(&name, &manifest, &layers));
+        violations.extend(check_only_through(&name, &manifest));
         for src_root in crate_roots(dir, &manifest) {
             let graph = ModuleGraph::load(&src_root)?;
             violations.extend(graph.cycles(&name));
+            violations.extend(graph.only_through(&name)?);
         }
     }
     Ok(violations)
@@ -169,6 +184,25 @@ fn check_layers(name: &str, manifest: &toml::Value, layers: &HashMap<&str, u32>)
         }
     }
     out
+}
+
+/// Rule 3 on a manifest: `[dependencies]` naming a crate [`ONLY_THROUGH`]
+/// forbids.
+fn check_only_through(name: &str, manifest: &toml::Value) -> Vec<String> {
+    let Some((_, banned, via)) = ONLY_THROUGH.iter().find(|(c, _, _)| *c == name) else {
+        return Vec::new();
+    };
+    let deps = manifest.get("dependencies").and_then(|d| d.as_table());
+    deps.into_iter()
+        .flat_map(|t| t.keys())
+        .filter(|d| banned.contains(&d.as_str()))
+        .map(|d| {
+            format!(
+                "only through: {name} depends on {d}; it reaches {} only through {via} (a dev-dependency for its tests is fine)",
+                banned.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// The source roots of a package: its library and binaries.
@@ -375,6 +409,36 @@ impl ModuleGraph {
             break;
         }
         at
+    }
+
+    /// Rule 3 on the sources: a path (in a `use`, in code or in a macro
+    /// call) starting with a crate [`ONLY_THROUGH`] forbids `krate`, one
+    /// line each with its file:line.
+    fn only_through(&self, krate: &str) -> Result<Vec<String>, String> {
+        let Some((_, banned, via)) = ONLY_THROUGH.iter().find(|(c, _, _)| *c == krate) else {
+            return Ok(Vec::new());
+        };
+        let idents: Vec<String> = banned.iter().map(|b| b.replace('-', "_")).collect();
+        let files: BTreeSet<&PathBuf> = self.modules.values().map(|m| &m.file).collect();
+        let mut out = Vec::new();
+        for file in files {
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let ast = syn::parse_file(&text)
+                .map_err(|e| format!("{}:{}: {e}", file.display(), e.span().start().line))?;
+            let mut v = CrateUses {
+                crates: &idents,
+                found: Vec::new(),
+            };
+            v.visit_file(&ast);
+            for (c, line) in v.found {
+                out.push(format!(
+                    "only through: {krate} names {c} at {}:{line}; reach it through {via}",
+                    file.display()
+                ));
+            }
+        }
+        Ok(out)
     }
 
     /// Cycles among sibling modules, one line each.
@@ -712,6 +776,81 @@ impl<'ast> Visit<'ast> for PathCollector<'_> {
     }
 }
 
+/// Finds paths whose first segment is one of `crates`, outside test code.
+struct CrateUses<'a> {
+    crates: &'a [String],
+    found: Vec<(String, usize)>,
+}
+
+impl CrateUses<'_> {
+    fn check(&mut self, first: &str, line: usize) {
+        if self.crates.iter().any(|c| c == first) {
+            self.found.push((first.to_string(), line));
+        }
+    }
+
+    fn scan_tokens(&mut self, tokens: TokenStream) {
+        let tts: Vec<TokenTree> = tokens.into_iter().collect();
+        for (i, tt) in tts.iter().enumerate() {
+            match tt {
+                TokenTree::Group(g) => self.scan_tokens(g.stream()),
+                TokenTree::Ident(id) => {
+                    let colons = matches!(
+                        (tts.get(i + 1), tts.get(i + 2)),
+                        (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                            if a.as_char() == ':' && b.as_char() == ':'
+                    );
+                    if colons {
+                        self.check(&id.to_string(), id.span().start().line);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for CrateUses<'_> {
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        if let Some(f) = p.segments.first() {
+            self.check(&f.ident.to_string(), f.ident.span().start().line);
+        }
+        syn::visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.scan_tokens(m.tokens.clone());
+        syn::visit::visit_macro(self, m);
+    }
+
+    fn visit_item(&mut self, i: &'ast syn::Item) {
+        if !is_test_only(item_attrs(i)) {
+            syn::visit::visit_item(self, i);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test_only(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        let mut flat = Vec::new();
+        flatten_use(&u.tree, &mut Vec::new(), &mut flat);
+        let line = u.use_token.span.start().line;
+        for (segs, _) in flat {
+            if let Some(f) = segs.first() {
+                self.check(f, line);
+            }
+        }
+    }
+
+    fn visit_item_extern_crate(&mut self, e: &'ast syn::ItemExternCrate) {
+        self.check(&e.ident.to_string(), e.extern_token.span.start().line);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -791,5 +930,42 @@ mod tests {
         assert_eq!(check_layers("granary-packet", &up, &layers).len(), 1);
         assert!(check_layers("granary", &up, &layers).is_empty());
         assert_eq!(check_layers("granary-new", &up, &layers).len(), 1);
+    }
+
+    #[test]
+    fn the_binary_reaches_store_transfer_and_repo_only_through_the_node() {
+        let direct: toml::Value =
+            "[dependencies]\ngranary-store = { path = \"x\" }\ngranary-node = { path = \"y\" }\n[dev-dependencies]\ngranary-repo = { path = \"z\" }"
+                .parse()
+                .unwrap();
+        let v = check_only_through("granary", &direct);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(
+            v[0].contains("granary-store") && v[0].contains("granary-node"),
+            "{}",
+            v[0]
+        );
+        assert!(check_only_through("granary-node", &direct).is_empty());
+        let (_d, g) = graph(&[
+            ("lib.rs", "mod a; use granary_node::repo::store;"),
+            (
+                "a.rs",
+                "use granary_repo::Repo;\npub fn f() { let _ = granary_transfer::Config::default(); println!(\"{}\", granary_store::X); }\n#[cfg(test)] mod t { use granary_store::Y; }",
+            ),
+        ]);
+        let v = g.only_through("granary").unwrap();
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert!(v.iter().all(|l| l.contains("a.rs:")), "{v:?}");
+        assert!(
+            v.iter()
+                .any(|l| l.contains("granary_repo") && l.contains("a.rs:1")),
+            "{v:?}"
+        );
+        assert!(
+            v.iter()
+                .any(|l| l.contains("granary_store") && l.contains("a.rs:2")),
+            "{v:?}"
+        );
+        assert!(g.only_through("granary-node").unwrap().is_empty());
     }
 }
