@@ -165,6 +165,7 @@ mod tests {
             .marking_threshold
             .store(10 * one, Ordering::Relaxed);
         let n = 2 * FaceLimits::default().send_queue as u32;
+        let t = std::time::Instant::now();
         for k in 0..n {
             assert!(handle.send(interest(k)), "packet {k} dropped");
         }
@@ -176,10 +177,23 @@ mod tests {
                 marked.push(k);
             }
         }
-        // Enqueued within microseconds: only the first packet with more
-        // than ten ahead of it (the 12th) is marked.
-        assert_eq!(marked, vec![11]);
-        assert_eq!(handle.counters.out_marked.load(Ordering::Relaxed), 1);
+        let enqueued = t.elapsed();
+        // The first packet with more than ten ahead of it (the 12th) is
+        // marked at once; later marks follow NFD's schedule, at least
+        // interval/√(n+1) ≥ 10 ms apart for the first hundred, so how many
+        // more depends only on how long the enqueueing took (a loaded machine
+        // may take longer than the 100 ms interval; a quiet one marks once).
+        assert_eq!(marked.first(), Some(&11), "{marked:?}");
+        let most = 1 + enqueued.as_millis() as usize / 10;
+        assert!(
+            marked.len() <= most,
+            "{} marks in {enqueued:?}: {marked:?}",
+            marked.len()
+        );
+        assert_eq!(
+            handle.counters.out_marked.load(Ordering::Relaxed),
+            marked.len() as u64
+        );
         assert_eq!(handle.counters.queued_bytes.load(Ordering::Relaxed), 0);
         // One at a time: never above the threshold, never marked.
         for k in 0..100 {
