@@ -327,21 +327,7 @@ pub(crate) fn rfc3339(s: &str) -> Option<String> {
     if !(0..=9999).contains(&y) || !(1..=12).contains(&m) || day == 0 {
         return None;
     }
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let last = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ][m as usize - 1];
+    let last = u32::from(granary_packet::calendar::days_in_month(y, m as u8)?);
     let mut t = time.splitn(3, ':');
     let hh: u32 = t.next().map_or(Some(0), |x| x.parse().ok())?;
     let mm: u32 = t.next().map_or(Some(0), |x| x.parse().ok())?;
