@@ -233,3 +233,100 @@ fn previews_decode_like_netcdf4_python_and_refuse_hostile_files() {
     let (s, _, _) = get(&format!("{base}/api/status"), &[]);
     assert_eq!(s, 200);
 }
+
+/// VmRSS of `pid`, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .expect("status")
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
+}
+
+/// A flood of distinct previews (every sample file at two time steps and
+/// levels, 64 requests at once: decodes, cache misses, requests given up at
+/// the deadline) leaves the daemon's RSS within the preview cache's 64 MiB
+/// plus 64 MiB of where it was before. (Before the fix: about +190 MiB after
+/// one such flood and +320 MiB after six, as every abandoned request freed
+/// its decode slot and the decoders' freed buffers stayed in glibc's arenas.)
+#[test]
+fn a_flood_of_previews_leaves_rss_within_the_cache_bound() {
+    let root = sample_root();
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let pid = d.child.id();
+    let base = format!("http://{}", d.http.clone().expect("gateway address"));
+    d.ok(&["publish-dir", root.to_str().expect("utf-8")]);
+    let (s, _, body) = get(&format!("{base}/api/search?type=file&limit=1000"), &[]);
+    assert_eq!(s, 200);
+    let hits: Value = serde_json::from_slice(&body).expect("json");
+    let names: Vec<String> = hits["hits"]
+        .as_array()
+        .expect("hits")
+        .iter()
+        .map(|h| h["name"].as_str().expect("name").to_string())
+        .collect();
+    assert!(names.len() >= 300, "{} files catalogued", names.len());
+    // One preview first, so that what is loaded once (code, the reader's
+    // tables) is in the baseline.
+    let (s, _, _) = get(&format!("{base}/api/preview{}?variable=ta", names[0]), &[]);
+    assert_eq!(s, 200);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let before = rss_kib(pid);
+    let cfg = d.dir.path().join("flood.cfg");
+    let mut text = String::new();
+    for t in 0..2 {
+        for n in &names {
+            if !text.is_empty() {
+                text.push_str("next\n");
+            }
+            text.push_str(&format!(
+                "url = \"{base}/api/preview{n}?variable=ta&time={}&level={t}\"\noutput = \"/dev/null\"\nwrite-out = \"%{{http_code}}\\n\"\nmax-time = 120\ngloboff\n",
+                t + 1
+            ));
+        }
+    }
+    std::fs::write(&cfg, text).expect("write");
+    let o = Command::new("curl")
+        .args([
+            "-s",
+            "--parallel",
+            "--parallel-immediate",
+            "--parallel-max",
+            "64",
+            "-K",
+        ])
+        .arg(&cfg)
+        .output()
+        .expect("curl");
+    let codes: Vec<u16> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap_or(0))
+        .collect();
+    assert_eq!(codes.len(), 2 * names.len());
+    // 200, 400 (a step past a file's last), 503 (the deadline passed while
+    // waiting for a decode): nothing else.
+    let bad: Vec<_> = codes
+        .iter()
+        .filter(|c| ![200, 400, 503].contains(*c))
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
+    let ok = codes.iter().filter(|c| **c == 200).count();
+    assert!(ok >= 100, "only {ok} previews made");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let after = rss_kib(pid);
+    eprintln!(
+        "RSS {} MiB before, {} MiB after {} preview requests ({ok} answered 200)",
+        before / 1024,
+        after / 1024,
+        codes.len()
+    );
+    let bound = before + (64 + 64) * 1024;
+    assert!(
+        after <= bound,
+        "RSS {after} KiB after the flood, over {bound} KiB (the {before} KiB before + the 64 MiB preview cache + 64 MiB)"
+    );
+    let (s, _, _) = get(&format!("{base}/api/status"), &[]);
+    assert_eq!(s, 200);
+}

@@ -43,7 +43,10 @@ pub(crate) struct Cache {
     inner: Mutex<Inner>,
     pub(crate) hits: AtomicU64,
     pub(crate) misses: AtomicU64,
-    slots: tokio::sync::Semaphore,
+    /// Decodes at once ([`DECODES`]); a permit goes with its decode to the
+    /// blocking thread, so a request given up (deadline, client gone) still
+    /// counts until its decode ends.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 #[derive(Default)]
@@ -59,7 +62,7 @@ impl Default for Cache {
             inner: Mutex::default(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            slots: tokio::sync::Semaphore::new(DECODES),
+            slots: Arc::new(tokio::sync::Semaphore::new(DECODES)),
         }
     }
 }
@@ -340,7 +343,7 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
         cache.hits.fetch_add(1, Ordering::Relaxed);
         return answer(body, ctype, &etag, immutable, true);
     }
-    let _slot = match cache.slots.acquire().await {
+    let slot = match cache.slots.clone().acquire_owned().await {
         Ok(s) => s,
         Err(_) => return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
     };
@@ -359,6 +362,7 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
     let json = ask.json;
     let made =
         tokio::task::spawn_blocking(move || -> Result<(Bytes, &'static str), PreviewError> {
+            let _slot = slot;
             let limits = Limits {
                 timeout: Duration::from_secs(60),
                 ..Limits::default()

@@ -124,6 +124,23 @@ fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// Gives the memory a parse freed back to the system. The daemon keeps up to
+/// 64 MiB of freed memory per glibc arena (`crates/cli/src/alloc.rs`, for
+/// the forwarder's buffers), and a parse's short-lived buffers (the reader's
+/// blocks, chunks, decoded slices) land in the arenas of the worker thread
+/// and the threads that read for it: floods of `/api/preview` left the
+/// daemon at ~260 MiB of RSS after 2,600 requests, ~370 MiB after 4,000,
+/// for 64 MiB of answers kept. `malloc_trim(0)` hands back the free pages of
+/// every arena (glibc ≥ 2.8); once per parse, after the worker is done.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes an integer and only releases memory malloc
+    // holds free (under its arena locks); it touches no memory of ours.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Parses on a worker thread, under `catch_unwind`, and gives up after the timeout.
 /// A worker that overruns is abandoned (detached): its reads fail from the deadline on,
 /// so it ends at its next read.
@@ -177,6 +194,7 @@ pub(crate) fn run_with_file<T: Send + 'static>(
         Err(_) => return Err(NcError::Timeout(limits.timeout)),
     };
     let _ = worker.join();
+    release_freed_memory();
     let result = match outcome {
         Ok(r) => r,
         Err(p) => return Err(NcError::Panic(panic_text(p.as_ref()))),
