@@ -96,44 +96,6 @@ fn parse_name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// SHA-256 fingerprint of a certificate's public key (its
-/// SubjectPublicKeyInfo), as colon-separated hex pairs.
-pub fn fingerprint(c: &granary_security::Certificate) -> String {
-    granary_packet::sha256(c.public_key())
-        .iter()
-        .map(|b| format!("{b:02X}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-fn key_kind(c: &granary_security::Certificate) -> &'static str {
-    use granary_security::verify::PublicKeyKind;
-    match granary_security::verify::spki_kind(c.public_key()) {
-        Some(PublicKeyKind::Ed25519) => "ed25519",
-        Some(PublicKeyKind::Ec) => "ecdsa (P-256)",
-        Some(PublicKeyKind::Rsa) => "rsa",
-        None => "unknown",
-    }
-}
-
-/// A certificate from bytes (binary or base64), or why it is not one.
-fn certificate(bytes: &[u8], what: &str) -> anyhow::Result<granary_security::Certificate> {
-    if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-        anyhow::bail!("not an NDN certificate: {what} is empty");
-    }
-    let wire = granary_security::keychain::decode_binary_or_base64(bytes)
-        .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))?;
-    granary_security::Certificate::decode(wire)
-        .map_err(|e| anyhow::anyhow!("not an NDN certificate: {what}: {e}"))
-}
-
-fn normalize_fp(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_ascii_hexdigit())
-        .map(|c| c.to_ascii_uppercase())
-        .collect()
-}
-
 pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<()> {
     let kc = KeyChain::open(data_dir.join("keychain"))?;
     match cmd {
@@ -170,14 +132,18 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
                             c.name(),
                             v.not_before.format(),
                             v.not_after.format(),
-                            fingerprint(c)
+                            granary_node::keys::fingerprint(c)
                         );
                     }
                     None => println!("{mark} {} {}", k.name, k.key_type.as_str()),
                 }
             }
             for a in kc.trust_anchors()? {
-                println!("  anchor {} sha256={}", a.name(), fingerprint(&a));
+                println!(
+                    "  anchor {} sha256={}",
+                    a.name(),
+                    granary_node::keys::fingerprint(&a)
+                );
             }
         }
         KeyCmd::Export {
@@ -238,15 +204,16 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
                 (_, Some(n)) => {
                     granary_node::control::fetch_certificate(socket, &parse_name(n)?, lifetime)?
                 }
-                (Some(f), None) => {
-                    certificate(&crate::args::read_input(Some(f))?, &f.display().to_string())?
-                }
+                (Some(f), None) => granary_node::keys::certificate(
+                    &crate::args::read_input(Some(f))?,
+                    &f.display().to_string(),
+                )?,
                 (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
             };
-            let fp = fingerprint(&c);
+            let fp = granary_node::keys::fingerprint(&c);
             let v = c.validity();
             eprintln!("certificate  {}", c.name());
-            eprintln!("key type     {}", key_kind(&c));
+            eprintln!("key type     {}", granary_node::keys::key_kind(&c));
             eprintln!(
                 "valid        {} .. {}",
                 v.not_before.format(),
@@ -254,7 +221,7 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             );
             eprintln!("fingerprint  SHA-256 {fp}");
             if let Some(want) = &pinned {
-                if normalize_fp(want) != normalize_fp(&fp) {
+                if granary_node::keys::normalize_fp(want) != granary_node::keys::normalize_fp(&fp) {
                     anyhow::bail!(
                         "fingerprint mismatch: expected {want}, the certificate's is {fp}; not trusted"
                     );

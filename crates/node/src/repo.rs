@@ -242,7 +242,7 @@ pub fn put_here(
         policy: p.policy,
         keep: p.keep,
         segment_size: p.segment_size,
-        chunking: p.chunking.clone(),
+        chunking: p.chunking,
         index: p.index,
         file_sha256: p.file_sha256,
         tags: Vec::new(),
