@@ -435,11 +435,17 @@ impl Catalog {
     pub fn datasets(&self, dq: &DatasetQuery) -> Result<DatasetPage> {
         dq.validate()?;
         let mut g = self.synced()?;
-        let key = serde_json::to_string(&(&dq.query, dq.latest, &dq.ids))
+        // The whole match is kept, not the page: the key leaves paging out.
+        let unpaged = Query {
+            offset: 0,
+            limit: 0,
+            ..dq.query.clone()
+        };
+        let key = serde_json::to_string(&(&unpaged, dq.latest, &dq.ids))
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let gen = (g.index.epoch, g.index.seq, g.index.gen);
-        let a = match g.results.datasets(gen, &key) {
-            Some(a) => a,
+        let h = match g.results.datasets(gen, &key) {
+            Some(h) => h,
             None => {
                 // Members of an older DRS version may be older repository versions
                 // of their names: every version is selected, the members among
@@ -449,25 +455,26 @@ impl Catalog {
                     ..dq.query.clone()
                 };
                 let s = Self::select(&mut g, &q)?;
-                let (total, page, reps) = g.index.datasets_of(&s.m, dq);
-                let a = results::Answer {
-                    total,
-                    ids: page,
+                let (hit, reps) = g.index.dataset_hits(&s.m, dq);
+                let h = results::Hits {
+                    hit: std::sync::Arc::new(hit),
                     counts: g.index.dataset_counts(reps, &dq.query.facets),
                 };
-                g.results.put_datasets(gen, key, a.clone());
-                a
+                g.results.put_datasets(gen, key, h.clone());
+                h
             }
         };
-        let hits = a
-            .ids
+        let page = g
+            .index
+            .dataset_page(&h.hit, dq.query.offset, dq.query.limit);
+        let hits = page
             .into_iter()
             .filter_map(|id| g.index.dataset(id, dq.files))
             .collect();
         Ok(DatasetPage {
-            total: a.total,
+            total: h.hit.len(),
             hits,
-            facet_counts: a.counts,
+            facet_counts: h.counts,
         })
     }
 

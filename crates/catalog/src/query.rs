@@ -143,7 +143,11 @@ fn parse_usize(k: &str, v: &str) -> Result<usize> {
 /// February is a date in 360-day calendars), hours 0–24, minutes and seconds
 /// 0–59 (60: a leap second).
 pub fn check_time(t: &str) -> Result<()> {
-    let bad = || invalid(format!("{t:?} is not a date or time (expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ss)"));
+    let bad = || {
+        invalid(format!(
+            "{t:?} is not a date or time (expected YYYY-MM-DD or YYYY-MM-DDThh:mm:ss)"
+        ))
+    };
     let s = t.trim().strip_suffix('Z').unwrap_or(t.trim());
     let (date, time) = match s.split_once(['T', ' ']) {
         Some((d, t)) => (d, Some(t)),

@@ -12,6 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 const CAPACITY: usize = 256;
 /// Pages of more ids are not kept (large pages are rarely asked twice).
 pub(crate) const MAX_IDS: usize = 1_000;
+/// Larger dataset sets are not kept (bytes of the serialized bitmap).
+const MAX_BITMAP: usize = 4 << 20;
 
 pub(crate) type Counts = BTreeMap<String, Vec<(String, u64)>>;
 
@@ -23,9 +25,17 @@ pub(crate) struct Answer<T> {
     pub counts: Counts,
 }
 
+/// The datasets a dataset search matches, whatever page is asked: paging
+/// through them (a STAC client's `next` links) costs a page, not a pass.
+#[derive(Clone)]
+pub(crate) struct Hits {
+    pub hit: std::sync::Arc<roaring::RoaringBitmap>,
+    pub counts: Counts,
+}
+
 struct Slot {
     files: Option<Answer<i64>>,
-    datasets: Option<Answer<u32>>,
+    datasets: Option<Hits>,
     used: u64,
 }
 
@@ -56,7 +66,7 @@ impl Results {
         self.get(gen, key, |s| s.files.clone())
     }
 
-    pub fn datasets(&mut self, gen: Gen, key: &str) -> Option<Answer<u32>> {
+    pub fn datasets(&mut self, gen: Gen, key: &str) -> Option<Hits> {
         self.get(gen, key, |s| s.datasets.clone())
     }
 
@@ -82,9 +92,11 @@ impl Results {
         }
     }
 
-    pub fn put_datasets(&mut self, gen: Gen, key: String, a: Answer<u32>) {
-        if a.ids.len() <= MAX_IDS {
-            self.put(gen, key, |s| s.datasets = Some(a));
+    pub fn put_datasets(&mut self, gen: Gen, key: String, h: Hits) {
+        // At most a few MiB of bitmap per answer (a million datasets in runs
+        // is far less).
+        if h.hit.serialized_size() <= MAX_BITMAP {
+            self.put(gen, key, |s| s.datasets = Some(h));
         }
     }
 

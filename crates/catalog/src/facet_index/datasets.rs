@@ -182,13 +182,13 @@ impl Index {
             .is_none_or(|((dir, _), _)| *dir != key.0)
     }
 
-    /// The datasets holding a position of `m`, filtered by `dq`'s ids and latest flag,
-    /// in key order: (total, the page's ids, the representative positions of all).
-    pub fn datasets_of(
+    /// The datasets holding a file of `m` (narrowed by `dq`'s ids and `latest`),
+    /// and each one's first file when `dq` asks for facet counts.
+    pub fn dataset_hits(
         &self,
         m: &RoaringBitmap,
         dq: &DatasetQuery,
-    ) -> (u64, Vec<u32>, RoaringBitmap) {
+    ) -> (RoaringBitmap, RoaringBitmap) {
         let d = &self.ds;
         // Positions → datasets. A dataset's files sit mostly next to each other
         // (they are published together), so runs of one id are skipped before
@@ -254,8 +254,13 @@ impl Index {
             firsts.sort_unstable();
             reps = RoaringBitmap::from_sorted_iter(firsts).unwrap_or_default();
         }
-        let (offset, limit) = (dq.query.offset, dq.query.limit);
-        let page: Vec<u32> = if hit.len().saturating_mul(16) >= d.by_key.len() as u64 {
+        (hit, reps)
+    }
+
+    /// The datasets of `hit` from `offset` (at most `limit`), in instance-id order.
+    pub fn dataset_page(&self, hit: &RoaringBitmap, offset: usize, limit: usize) -> Vec<u32> {
+        let d = &self.ds;
+        if hit.len().saturating_mul(16) >= d.by_key.len() as u64 {
             d.by_key
                 .values()
                 .copied()
@@ -274,8 +279,7 @@ impl Index {
                 .take(limit)
                 .map(|x| x.1)
                 .collect()
-        };
-        (hit.len(), page, reps)
+        }
     }
 
     /// Facet counts over datasets, each counted with its first file's values.
