@@ -256,7 +256,7 @@ fn main() {
             node,
         ))
         .expect("start gateway");
-    let kinds: [(&str, PathOf); 5] = [
+    let kinds: [(&str, PathOf); 8] = [
         (
             "(a) one facet + all facet counts",
             Box::new(|i| format!("/api/search?variable_id=variable_id{}", i % 50)),
@@ -279,6 +279,28 @@ fn main() {
         (
             "(d) no filter, all facet counts",
             Box::new(|i| format!("/api/search?offset={}", i % 100)),
+        ),
+        (
+            "(f) ESGF Dataset search, one facet",
+            Box::new(|i| {
+                format!(
+                    "/esg-search/search?format=application%2Fsolr%2Bjson&type=Dataset&variable_id=variable_id{}&limit=10",
+                    i % 50
+                )
+            }),
+        ),
+        (
+            "(g) dataset search + counts",
+            Box::new(|i| {
+                format!(
+                    "/api/search?type=dataset&variable_id=variable_id{}&limit=10",
+                    i % 50
+                )
+            }),
+        ),
+        (
+            "(h) STAC search, first page",
+            Box::new(|i| format!("/stac/search?limit=10&token=next:{}", i * 10)),
         ),
         (
             "(e) autocomplete, one facet",
@@ -322,10 +344,22 @@ fn main() {
         "endpoint", "requests/s", "p50 ms", "p99 ms"
     );
     type P = Arc<dyn Fn(usize) -> String + Send + Sync>;
-    let eps: [(&str, P); 7] = [
+    let eps: [(&str, P); 8] = [
         (
             "/api/search",
             Arc::new(|i| format!("/api/search?variable_id=variable_id{}&limit=10", i % 50)),
+        ),
+        (
+            "/api/search distinct",
+            Arc::new(|i| {
+                // Every request a different search: none answered from the
+                // result cache.
+                format!(
+                    "/api/search?variable_id=variable_id{}&limit=10&latest={}",
+                    i % 1000,
+                    (i / 1000) % 2 == 0
+                )
+            }),
         ),
         (
             "/esg-search/search",
@@ -388,5 +422,126 @@ fn main() {
         let (rps, p50, p99) = concurrent(addr, clients, per, path);
         println!("{label:<24} {rps:>10.0} {p50:>9.2} {p99:>9.2}");
     }
+    hostile(addr);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Percent-encodes everything but letters and digits.
+fn pct(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Hostile requests (STAC filters with many `like` wildcards, wide `or`s, long
+/// `in` lists, free text of many words) from 4 clients for a while, beside one
+/// client asking a cheap page every 20 ms: how long the cheap one waits is what
+/// another user sees while the door is attacked.
+fn hostile(addr: std::net::SocketAddr) {
+    let like = |p: &str| format!(r#"{{"op":"like","args":[{{"property":"id"}},"{p}"]}}"#);
+    let mut filters = vec![
+        like(&("%a".repeat(120) + "%b")),
+        like(&"%_".repeat(100)),
+        format!(
+            r#"{{"op":"or","args":[{}]}}"#,
+            (0..600)
+                .map(|i| like(&format!("%{i}%x%")))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        format!(
+            r#"{{"op":"in","args":[{{"property":"id"}},[{}]]}}"#,
+            (0..9000)
+                .map(|i| format!("\"v{i}\""))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    ];
+    filters.push(format!(r#"{{"op":"not","args":[{}]}}"#, filters[0]));
+    let words: Vec<String> = (0..400).map(|i| format!("w{i}")).collect();
+    let mut paths: Vec<String> = filters
+        .iter()
+        .map(|f| {
+            format!(
+                "/stac/search?limit=10&filter-lang=cql2-json&filter={}",
+                pct(f)
+            )
+        })
+        .filter(|p| p.len() < 8000)
+        .collect();
+    paths.push(format!("/api/search?q={}", pct(&words.join(" "))));
+    paths.push(format!(
+        "/esg-search/search?type=File&query={}",
+        pct(&words[..300].join(" "))
+    ));
+    // The POST forms of the long filters.
+    let bodies: Vec<String> = filters
+        .iter()
+        .map(|f| format!(r#"{{"filter":{f},"limit":10}}"#))
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let statuses = Arc::new(std::sync::Mutex::new(BTreeMap::<u16, usize>::new()));
+    let attackers: Vec<_> = (0..4)
+        .map(|k| {
+            let (paths, bodies) = (paths.clone(), bodies.clone());
+            let (stop, statuses) = (stop.clone(), statuses.clone());
+            std::thread::spawn(move || {
+                let mut i = k;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    c.set_read_timeout(Some(std::time::Duration::from_secs(120))).unwrap();
+                    let req = if i % 2 == 0 {
+                        let p = &paths[i / 2 % paths.len()];
+                        format!("GET {p} HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+                    } else {
+                        let b = &bodies[i / 2 % bodies.len()];
+                        format!(
+                            "POST /stac/search HTTP/1.1\r\nHost: b\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                            b.len()
+                        )
+                    };
+                    c.write_all(req.as_bytes()).unwrap();
+                    let mut out = Vec::new();
+                    let _ = c.read_to_end(&mut out);
+                    let status = String::from_utf8_lossy(&out[..out.len().min(20)])
+                        .split_whitespace()
+                        .nth(1)
+                        .and_then(|x| x.parse().ok())
+                        .unwrap_or(0);
+                    *statuses.lock().unwrap().entry(status).or_default() += 1;
+                    i += 4;
+                }
+            })
+        })
+        .collect();
+    let mut conn = BufReader::new(std::net::TcpStream::connect(addr).unwrap());
+    let mut ms = Vec::new();
+    let t = Instant::now();
+    while t.elapsed().as_secs() < 30 {
+        let s = Instant::now();
+        get(&mut conn, "/stac/conformance");
+        ms.push(s.elapsed().as_secs_f64() * 1e3);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for a in attackers {
+        let _ = a.join();
+    }
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let p = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
+    println!();
+    println!(
+        "hostile: 4 clients of hostile searches for 30 s, answers {:?}; a cheap page beside them: {} requests, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        statuses.lock().unwrap(),
+        ms.len(),
+        p(0.5),
+        p(0.99),
+        ms[ms.len() - 1]
+    );
 }
