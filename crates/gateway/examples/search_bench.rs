@@ -16,6 +16,10 @@ use std::time::Instant;
 
 use granary_catalog::{Catalog, Record};
 
+#[allow(dead_code)] // the bench uses start and create_db
+#[path = "../../catalog/tests/common/pgcluster.rs"]
+mod pgcluster;
+
 /// (facet, cardinality)
 const FACETS: [(&str, u64); 9] = [
     ("source_id", 100),
@@ -196,10 +200,25 @@ fn main() {
     let clients: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
     let per: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(20);
     let dir = std::env::temp_dir().join(format!("granary-search-bench-{}", std::process::id()));
+    // CATALOG=pg: a throw-away PostgreSQL cluster instead of the embedded SQLite.
+    let pg = (std::env::var("CATALOG").as_deref() == Ok("pg"))
+        .then(|| pgcluster::PgCluster::start().expect("PostgreSQL for CATALOG=pg"));
+    let spec = match &pg {
+        Some(c) => c.create_db("searchbench"),
+        None => dir.to_str().unwrap().to_string(),
+    };
+    println!(
+        "catalog: {}",
+        if pg.is_some() {
+            "PostgreSQL"
+        } else {
+            "SQLite (embedded)"
+        }
+    );
     let t = Instant::now();
     let mut total = 0u64;
     {
-        let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
+        let cat = Catalog::open(&spec).expect("open catalog");
         let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
         let mut batch = Vec::with_capacity(5100);
         let mut d = 0u64;
@@ -222,7 +241,7 @@ fn main() {
     // The index as a daemon loads it at start: time and memory per record.
     let before = rss_kib();
     let t = Instant::now();
-    let cat = Catalog::open(dir.to_str().unwrap()).expect("open catalog");
+    let cat = Catalog::open(&spec).expect("open catalog");
     let total = cat.len().expect("len");
     let loaded = t.elapsed().as_secs_f64();
     let after = rss_kib();
