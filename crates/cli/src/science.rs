@@ -380,22 +380,8 @@ pub fn publish_dir(
         "bytes_published": bytes,
         "entries": entries,
     });
-    let report_path = match &a.report {
-        Some(p) => p.clone(),
-        None => {
-            let d = granary_search::default_catalog_dir(data_dir).join("reports");
-            std::fs::create_dir_all(&d)?;
-            let ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
-            d.join(format!("publish-dir-{ms}.json"))
-        }
-    };
-    granary_node::repo::write_atomic(
-        &report_path,
-        serde_json::to_string_pretty(&report)?.as_bytes(),
-    )?;
+    let report_path =
+        granary_node::publish_dir::write_report(data_dir, a.report.as_deref(), &report)?;
     // What each file became, then the totals.
     for e in &entries {
         let o = &e["outcome"];

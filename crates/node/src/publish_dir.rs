@@ -453,3 +453,22 @@ pub fn open_publishing(
     }
     Ok((repo, signer, chunking, created.map(|k| k.to_string())))
 }
+
+/// Writes `publish-dir`'s JSON report to `to`, or by default to
+/// `<catalog dir>/reports/publish-dir-<ms>.json`; where it went.
+pub fn write_report(data_dir: &Path, to: Option<&Path>, report: &Value) -> anyhow::Result<PathBuf> {
+    let path = match to {
+        Some(p) => p.to_path_buf(),
+        None => {
+            let d = granary_search::default_catalog_dir(data_dir).join("reports");
+            std::fs::create_dir_all(&d)?;
+            let ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis())
+                .unwrap_or(0);
+            d.join(format!("publish-dir-{ms}.json"))
+        }
+    };
+    granary_store::write_atomic(&path, serde_json::to_string_pretty(report)?.as_bytes())?;
+    Ok(path)
+}

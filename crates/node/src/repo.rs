@@ -191,9 +191,7 @@ pub fn publish_quiet(
 }
 
 pub use granary_store::integrity::Damage;
-pub use granary_store::{
-    write_atomic, Chunking, Entry, FileMeta, DEFAULT_SEGMENT_SIZE, SEGMENT_SIGNATURES,
-};
+pub use granary_store::{Chunking, Entry, FileMeta, DEFAULT_SEGMENT_SIZE, SEGMENT_SIGNATURES};
 
 /// Refuses a name the repository cannot store (see `granary_store::path`).
 pub fn check_name(n: &Name) -> anyhow::Result<()> {
