@@ -83,7 +83,7 @@ fn main() -> ExitCode {
     };
     match run(&root) {
         Ok(violations) if violations.is_empty() => {
-            println!("archcheck: layers and module graph clean");
+            println!("archcheck: layers, module graph and only-through rules clean");
             ExitCode::SUCCESS
         }
         Ok(violations) => {
@@ -91,7 +91,7 @@ fn main() -> ExitCode {
                 eprintln!("{v}");
             }
             eprintln!(
-                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles)",
+                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles, only through)",
                 violations.len()
             );
             ExitCode::from(1)
