@@ -1437,7 +1437,11 @@ fn unknown_facets_and_bad_dates_are_refused_and_wget_takes_datasets() {
     // A known facet no record holds is a search that finds nothing; a facet
     // records hold finds them; `type=file` is the file search.
     let r = get(&addr, "/api/search?nominal_resolution=100+km");
-    assert_eq!((r.status, json(&r)["total"].clone()), (200, 0.into()), "{r:?}");
+    assert_eq!(
+        (r.status, json(&r)["total"].clone()),
+        (200, 0.into()),
+        "{r:?}"
+    );
     let all = json(&get(&addr, "/api/search?source_id=Model1"))["total"].clone();
     assert_eq!(all, 6, "two datasets of three files");
     let typed = json(&get(&addr, "/api/search?type=file&source_id=Model1"))["total"].clone();
