@@ -428,7 +428,9 @@ fn respond(
     let etag = format!(
         "\"{}\"",
         what.etag
-            .unwrap_or_else(|| hex_of(&granary_packet::sha256(versioned.to_string().as_bytes())))
+            .unwrap_or_else(|| hex::encode(granary_packet::sha256(
+                versioned.to_string().as_bytes()
+            )))
     );
 
     let mut h = HeaderMap::new();
@@ -588,10 +590,6 @@ pub(crate) async fn open_remote(
             format!("{target}: no answer within {} s", OPEN_TIMEOUT.as_secs()),
         )
     })
-}
-
-fn hex_of(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// The bytes `start..end` (to the end of the object with `u64::MAX`) as a body:

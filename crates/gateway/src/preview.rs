@@ -239,10 +239,6 @@ fn parse(uri: &Uri) -> Result<Ask, String> {
     })
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn answer(body: Bytes, ctype: &'static str, etag: &str, immutable: bool, hit: bool) -> Response {
     let mut h = HeaderMap::new();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
@@ -319,7 +315,7 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
     );
     let etag = format!(
         "\"p-{}\"",
-        &hex(&granary_packet::sha256(
+        &hex::encode(granary_packet::sha256(
             format!("{}|{key}", rec.name).as_bytes()
         ))[..32]
     );
