@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use granary_catalog::{Catalog, Record};
 
-#[allow(dead_code)] // the bench uses start and create_db
 #[path = "../../catalog/tests/common/pgcluster.rs"]
 mod pgcluster;
 
