@@ -282,3 +282,41 @@ fn metrics_pass_promtool_and_count_what_happened() {
     assert_eq!(m1.get("granary_repository_versions"), 2.0);
     assert_eq!(m1.get("granary_catalog_records"), 2.0);
 }
+
+/// HTTP and HTTPS listeners share one set of request counters: a scrape of
+/// either port counts the requests of both (before, each listener kept its
+/// own, so scraping one undercounted).
+#[test]
+fn one_set_of_counters_for_every_listener() {
+    let d = Daemon::start(&["--http", "127.0.0.1:0", "--https", "127.0.0.1:0"]);
+    let base = format!("http://{}", d.http.clone().expect("no gateway address"));
+    let (addr, cert) = d.https.clone().expect("no https gateway");
+    let tls = format!("https://{addr}");
+    let before = scrape(&base).or0(&req("/api/openapi.json", 200));
+    for _ in 0..3 {
+        let o = curl(&[
+            "--cacert",
+            cert.to_str().unwrap(),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            &format!("{tls}/api/openapi.json"),
+        ]);
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "200", "{o:?}");
+    }
+    let (code, _, _) = get(&format!("{base}/api/openapi.json"));
+    assert_eq!(code, 200);
+    // Scraped over plain HTTP: the three HTTPS requests and the plain one.
+    let after = scrape(&base).get(&req("/api/openapi.json", 200));
+    assert_eq!(after - before, 4.0, "counted on the HTTP port");
+    // And over HTTPS, the same counter.
+    let o = curl(&[
+        "--cacert",
+        cert.to_str().unwrap(),
+        &format!("{tls}/metrics"),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = format!("{} {}", req("/api/openapi.json", 200), after);
+    assert!(text.contains(&line), "no {line:?} in\n{text}");
+}
