@@ -7,15 +7,21 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-fn fetch(mut c: std::process::Command, d: &Daemon, name: &str, out: &std::path::Path) -> Value {
-    c.args([d.socket.to_str().unwrap(), name, out.to_str().unwrap()]);
-    let o = c.output().unwrap();
+/// The last line a client printed, and it as JSON (null if it is not).
+fn last_json(o: &std::process::Output) -> (String, Value) {
     let line = String::from_utf8_lossy(&o.stdout)
         .lines()
         .last()
         .unwrap_or("{}")
         .to_string();
-    let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    let v = serde_json::from_str(&line).unwrap_or(Value::Null);
+    (line, v)
+}
+
+fn fetch(mut c: std::process::Command, d: &Daemon, name: &str, out: &std::path::Path) -> Value {
+    c.args([d.socket.to_str().unwrap(), name, out.to_str().unwrap()]);
+    let o = c.output().unwrap();
+    let (line, v) = last_json(&o);
     assert!(
         o.status.success(),
         "fetch of {name} failed: {line} {}",
@@ -67,12 +73,7 @@ fn libraries_fetch_and_verify_published_files() {
             d.dir.path().join("m").to_str().unwrap(),
         ]);
         let o = cmd.output().unwrap();
-        let line = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("{}")
-            .to_string();
-        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        let (line, v) = last_json(&o);
         assert_eq!(o.status.code(), Some(1), "{lib}: {line}");
         let error = v["error"].as_str().unwrap_or_default();
         assert!(

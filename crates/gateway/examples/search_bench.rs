@@ -446,15 +446,7 @@ fn main() {
 
 /// Percent-encodes everything but letters and digits.
 fn pct(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 /// Hostile requests (STAC filters with many `like` wildcards, wide `or`s, long
