@@ -6,7 +6,7 @@
 //! How many jobs run at once is bounded by the caller (`Shared::catalog_slots`, as
 //! many slots as threads here); a job holds its slot until it ends.
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -16,14 +16,15 @@ pub const NICE: i32 = 10;
 
 /// A fixed set of low-priority worker threads.
 pub struct Pool {
-    tx: SyncSender<Job>,
+    tx: Sender<Job>,
 }
 
 impl Pool {
     /// Starts `threads` workers.
     pub fn new(threads: usize) -> Pool {
         let threads = threads.max(1);
-        let (tx, rx) = sync_channel::<Job>(threads * 64);
+        // Unbounded here: the callers' slots bound what is queued.
+        let (tx, rx) = channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..threads {
             let rx = rx.clone();
@@ -45,20 +46,9 @@ impl Pool {
             let _ =
                 tx.send(r.map_err(|_| "the evaluation failed (a bug: see the log)".to_string()));
         });
-        // The slots bound the callers, so the queue is never full; if it is,
-        // the caller waits on a blocking thread rather than on a worker.
-        let sender = self.tx.clone();
-        let queued = match sender.try_send(job) {
-            Ok(()) => Ok(()),
-            Err(std::sync::mpsc::TrySendError::Full(job)) => {
-                tokio::task::spawn_blocking(move || sender.send(job).map_err(|_| ()))
-                    .await
-                    .map_err(|_| ())
-                    .and_then(|r| r)
-            }
-            Err(std::sync::mpsc::TrySendError::Disconnected(_)) => Err(()),
-        };
-        queued.map_err(|_| "the evaluation pool has stopped".to_string())?;
+        self.tx
+            .send(job)
+            .map_err(|_| "the evaluation pool has stopped".to_string())?;
         rx.await
             .map_err(|_| "the evaluation pool has stopped".to_string())?
     }

@@ -141,14 +141,11 @@ impl Shared {
         let start = {
             let mut g = self.catalog_len.lock().ok()?;
             let fresh = g.read.is_some_and(|t| t.elapsed() < CATALOG_LEN_TTL);
-            if fresh || g.reading {
-                None
-            } else {
-                g.reading = true;
-                Some(())
-            }
+            let start = !fresh && !g.reading;
+            g.reading |= start;
+            start
         };
-        if start.is_some() {
+        if start {
             let (cat, cell) = (cat.clone(), self.catalog_len.clone());
             let read = tokio::task::spawn_blocking(move || {
                 let n = cat.len().ok();
