@@ -14,6 +14,9 @@ const CAPACITY: usize = 256;
 pub(crate) const MAX_IDS: usize = 1_000;
 /// Larger dataset sets are not kept (bytes of the serialized bitmap).
 const MAX_BITMAP: usize = 4 << 20;
+/// All kept answers together, bytes (ids, bitmaps and counts, roughly): with
+/// [`CAPACITY`] the second bound, so that many large answers cannot add up.
+const BUDGET: usize = 64 << 20;
 
 pub(crate) type Counts = BTreeMap<String, Vec<(String, u64)>>;
 
@@ -37,6 +40,28 @@ struct Slot {
     files: Option<Answer<i64>>,
     datasets: Option<Hits>,
     used: u64,
+    /// Bytes this slot's answers hold, roughly.
+    bytes: usize,
+}
+
+fn counts_bytes(c: &Counts) -> usize {
+    c.iter()
+        .map(|(k, vs)| k.len() + vs.iter().map(|(v, _)| v.len() + 32).sum::<usize>())
+        .sum()
+}
+
+impl Slot {
+    fn weigh(&self) -> usize {
+        let f = self
+            .files
+            .as_ref()
+            .map_or(0, |a| a.ids.len() * 8 + counts_bytes(&a.counts));
+        let d = self
+            .datasets
+            .as_ref()
+            .map_or(0, |h| h.hit.serialized_size() + counts_bytes(&h.counts));
+        64 + f + d
+    }
 }
 
 /// Which state of the index an answer is for: the change feed's epoch and
@@ -50,6 +75,8 @@ pub(crate) struct Results {
     gen: Gen,
     map: HashMap<String, Slot>,
     tick: u64,
+    /// Bytes of every slot together.
+    bytes: usize,
     pub hits: u64,
     pub misses: u64,
 }
@@ -58,6 +85,7 @@ impl Results {
     fn at(&mut self, gen: Gen) {
         if gen != self.gen {
             self.map.clear();
+            self.bytes = 0;
             self.gen = gen;
         }
     }
@@ -102,25 +130,34 @@ impl Results {
 
     fn put(&mut self, gen: Gen, key: String, f: impl FnOnce(&mut Slot)) {
         self.at(gen);
-        if !self.map.contains_key(&key) && self.map.len() >= CAPACITY {
-            if let Some(old) = self
-                .map
-                .iter()
-                .min_by_key(|(_, s)| s.used)
-                .map(|(k, _)| k.clone())
-            {
-                self.map.remove(&old);
-            }
-        }
         self.tick += 1;
         let used = self.tick;
-        let s = self.map.entry(key).or_insert(Slot {
+        let s = self.map.entry(key.clone()).or_insert(Slot {
             files: None,
             datasets: None,
             used,
+            bytes: 0,
         });
         s.used = used;
         f(s);
+        let before = s.bytes;
+        s.bytes = s.weigh();
+        self.bytes = self.bytes + s.bytes - before;
+        // The least recently used go first, never the one just kept.
+        while self.map.len() > CAPACITY || (self.bytes > BUDGET && self.map.len() > 1) {
+            let Some(old) = self
+                .map
+                .iter()
+                .filter(|(k, _)| **k != key)
+                .min_by_key(|(_, s)| s.used)
+                .map(|(k, _)| k.clone())
+            else {
+                break;
+            };
+            if let Some(gone) = self.map.remove(&old) {
+                self.bytes -= gone.bytes;
+            }
+        }
     }
 }
 
