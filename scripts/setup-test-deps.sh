@@ -65,7 +65,7 @@ if ! command -v fusermount3 >/dev/null 2>&1; then
   fi
 fi
 
-# Debian's Chromium for the web page's browser test (crates/cli/tests/browser.rs).
+# Debian's Chromium for the web page's browser test (crates/cli/tests/it/browser.rs).
 if [ ! -x /usr/bin/chromium ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing chromium and chromium-driver (apt) for the browser test"
@@ -78,7 +78,7 @@ fi
 # curl for the gateway test (ranges, HEAD); nginx as the peer of bench/gateway.sh (the
 # script starts its own instance on loopback with a temporary config; the package's
 # service is not used). nginx and vsftpd are also the HTTP and FTP baselines of the
-# caching-vs-http experiment (`granary testbed run`, crates/cli/tests/netns_experiments.rs),
+# caching-vs-http experiment (`granary testbed run`, crates/cli/tests/it/netns_experiments.rs),
 # started with their own configs inside a namespace.
 for pkg in curl:curl nginx:nginx vsftpd:vsftpd; do
   cmd=${pkg%%:*}; deb=${pkg##*:}
@@ -104,7 +104,7 @@ if [ ! -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ]; then
 fi
 
 # promtool (Debian prometheus) checks the gateway's /metrics exposition
-# (crates/cli/tests/gateway_metrics.rs); the Prometheus server itself is not run.
+# (crates/cli/tests/it/gateway_metrics.rs); the Prometheus server itself is not run.
 if ! command -v promtool >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing prometheus (apt) for promtool"

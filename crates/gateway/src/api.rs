@@ -127,7 +127,7 @@ pub(crate) async fn with_catalog_budget<T: Send + 'static>(
     // A few catalog calls at a time (the catalog is CPU-bound): a flood
     // waits here, cheaply, instead of holding a blocking thread, its stack
     // and a result set each; memory stays flat under 500 concurrent
-    // searches (crates/cli/tests/gateway_load.rs). The slot goes with the
+    // searches (crates/cli/tests/it/gateway_load.rs). The slot goes with the
     // work: a request given up while its work still runs keeps the slot
     // until the work has seen the budget and stopped, so the bound holds.
     let Ok(slot) = node.shared.catalog_slots.clone().acquire_owned().await else {

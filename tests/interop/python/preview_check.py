@@ -1,4 +1,4 @@
-"""Quick-look previews (crates/cli/tests/preview.rs).
+"""Quick-look previews (crates/cli/tests/it/preview.rs).
 
 make DIR SAMPLE...: writes into DIR
   - ncgen files in every netCDF format (classic, 64-bit offset, CDF-5, netCDF-4,

@@ -1,0 +1,9 @@
+//! The catalog's integration tests: one binary, one module per concern; `common` holds
+//! the query suite run on both back ends and the throw-away PostgreSQL cluster.
+
+mod common;
+mod chunk_refs;
+mod locations;
+mod postgres;
+mod replication_work;
+mod sqlite;
