@@ -18,4 +18,13 @@ cargo build --release --locked -p granary
 export GRANARY_NETNS_BIN="$PWD/target/release/granary"
 export GRANARY_RELEASE_BIN="$PWD/target/release/granary"
 echo "== cargo test"
-cargo test --workspace --locked
+# Every test binary runs under scripts/test-runner.sh, which records each test's time.
+times=$(mktemp)
+trap 'rm -f "$times"' EXIT
+export GRANARY_TEST_TIMES="$times"
+status=0
+cargo test --workspace --locked \
+  --config "target.'cfg(all())'.runner='$PWD/scripts/test-runner.sh'" || status=$?
+echo "== the ten slowest tests (seconds; the machine's load decides these, nothing asserts them)"
+sort -t$'\t' -k1,1 -rn "$times" | head -10 | awk -F'\t' '{ printf "%9.1f  %s\n", $1, $2 }'
+exit "$status"
