@@ -303,3 +303,76 @@ fn realm_mismatches_trusted_attributes_and_identifiers_from_dry_run_to_api() {
         "{rec}"
     );
 }
+
+/// A table/frequency clash: monthly files under `Amon` whose `frequency` attribute says
+/// `monC` (a climatology) or `day` are published with a `frequency` mismatch (the
+/// facet stays the table's `mon`); `monPt` (a point sample at the table's interval)
+/// and `mon` agree.
+#[test]
+fn publish_dir_flags_a_table_frequency_clash() {
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let tree = d.dir.path().join("tree");
+    let year = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+    let cases = [
+        ("tas", "monC", true),
+        ("pr", "day", true),
+        ("ps", "monPt", false),
+        ("ts", "mon", false),
+    ];
+    for (var, freq, _) in cases {
+        let file = format!("{var}_Amon_CanESM5_historical_r1i1p1f1_gn_200701-200712.nc");
+        ncgen(
+            &cdl(
+                var,
+                "Amon",
+                "2007-01-01",
+                &months(&year),
+                &[("realm", "atmos"), ("frequency", freq)],
+            ),
+            &tree
+                .join(DIR6)
+                .join(format!("Amon/{var}/gn/v20190429"))
+                .join(file),
+        );
+    }
+    let (r, text) = publish_dir(&d, &tree, &[]);
+    for (var, freq, clash) in cases {
+        let file = format!("{var}_Amon_CanESM5_historical_r1i1p1f1_gn_200701-200712.nc");
+        let e = entry(&r, &file);
+        let mm = e["outcome"]["mismatches"].as_array().unwrap();
+        assert_eq!(e["outcome"]["facets"]["table_id"], "Amon", "{e}");
+        if clash {
+            assert_eq!(mm.len(), 1, "{freq}: {e}");
+            assert_eq!(mm[0]["facet"], "frequency", "{e}");
+            assert_eq!(mm[0]["attribute"], "frequency", "{e}");
+            assert_eq!(mm[0]["name_value"], "mon (table Amon)", "{e}");
+            assert_eq!(mm[0]["attribute_value"], freq, "{e}");
+            assert_eq!(e["outcome"]["facets"]["frequency"], "mon", "{e}");
+            assert!(
+                text.contains(&format!(
+                    "mismatch   {DIR6}/Amon/{var}/gn/v20190429/{file}: frequency"
+                )),
+                "{text}"
+            );
+        } else {
+            assert!(mm.is_empty(), "{freq}: {e}");
+            assert_eq!(e["outcome"]["facets"]["frequency"], freq, "{e}");
+        }
+    }
+    assert_eq!(r["mismatched"], 2, "{}", r["mismatched"]);
+    // Published all the same, the mismatch in the record.
+    let name = search(&d, &["variable_id=tas"])["hits"][0]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let http = d.http.as_ref().unwrap();
+    let o = Command::new("curl")
+        .args(["-sf", &format!("http://{http}/api/file{name}")])
+        .output()
+        .unwrap();
+    let rec: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let mm = &rec["meta"]["translation"]["mismatches"];
+    assert_eq!(mm[0]["facet"], "frequency", "{rec}");
+    assert_eq!(mm[0]["attribute_value"], "monC", "{rec}");
+}

@@ -73,14 +73,11 @@ fn in_vocab(facet: &str, value: &str, known: bool) -> Result<(), String> {
 }
 
 /// True if the table's frequency and a frequency attribute sample at the same interval
-/// (`mon` ~ `monC` ~ `monPt`).
+/// and mean the same kind of value: `mon` ~ `monPt` (a table mixes means and point
+/// samples). A climatology (`monC`, `1hrCM`) is another product than a time series at
+/// its interval: `monC` under `Amon` is a table/frequency clash, reported as a mismatch.
 fn same_interval(a: &str, b: &str) -> bool {
-    fn base(f: &str) -> &str {
-        f.trim_end_matches("Pt")
-            .trim_end_matches("CM")
-            .trim_end_matches('C')
-    }
-    base(a) == base(b)
+    a.trim_end_matches("Pt") == b.trim_end_matches("Pt")
 }
 
 pub(crate) fn parse(
@@ -464,6 +461,8 @@ pub(crate) fn cross_check(p: &Parsed, a: &BTreeMap<String, String>) -> Vec<(Mism
     if let Some(av) = a.get("frequency") {
         let nv = fac("frequency");
         if *av != nv {
+            // The name's frequency is its table's: say which.
+            let nv = format!("{nv} (table {})", fac("table_id"));
             push("frequency", "frequency", nv, av, av.clone());
         }
     }

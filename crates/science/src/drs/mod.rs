@@ -181,10 +181,13 @@ impl Translator {
             (common::Project::Cmip5, Some(a)) => cmip5::cross_check(&p, a),
         };
         let mismatches: Vec<Mismatch> = checked.iter().map(|(m, _)| m.clone()).collect();
-        // The realm is no part of the name: a realm attribute that disagrees with the
-        // MIP table is reported, and trusting attributes does not rename the file for it.
-        let renaming: Vec<&(Mismatch, String)> =
-            checked.iter().filter(|(m, _)| m.facet != "realm").collect();
+        // The realm and the frequency are no part of the name: an attribute that
+        // disagrees with the MIP table is reported, and trusting attributes does not
+        // rename the file for it.
+        let renaming: Vec<&(Mismatch, String)> = checked
+            .iter()
+            .filter(|(m, _)| m.facet != "realm" && m.facet != "frequency")
+            .collect();
         if self.cfg.trust == Trust::Attributes && !renaming.is_empty() {
             let mut facets = p.facets.clone();
             for (m, replacement) in renaming.iter().copied() {

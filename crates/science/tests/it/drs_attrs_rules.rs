@@ -63,15 +63,34 @@ fn cmip6_mismatches_reported_and_trust_decides() {
         o.uri
     );
 
-    // Agreeing attributes (multi-activity list, monC on a monthly table): no mismatch.
+    // Agreeing attributes (multi-activity list, monPt on a monthly table): no mismatch.
     let ok = attrs(&[
         ("activity_id", "CMIP ScenarioMIP"),
-        ("frequency", "monC"),
+        ("frequency", "monPt"),
         ("member_id", "r1i1p1f1"),
     ]);
     let o = translator(Trust::Name).translate(P6, Some(&ok));
     assert!(o.mismatches.is_empty(), "{:?}", o.mismatches);
-    assert_eq!(o.facets["frequency"], "monC");
+    assert_eq!(o.facets["frequency"], "monPt");
+
+    // A table/frequency clash: a climatology (monC) or daily values under Amon. The
+    // facet stays the table's; trusting attributes does not rename for it.
+    for clash in ["monC", "day"] {
+        let a = attrs(&[("frequency", clash), ("member_id", "r1i1p1f1")]);
+        for trust in [Trust::Name, Trust::Attributes] {
+            let o = translator(trust).translate(P6, Some(&a));
+            assert_eq!(o.mismatches.len(), 1, "{clash}: {:?}", o.mismatches);
+            let m = &o.mismatches[0];
+            assert_eq!(
+                (m.facet.as_str(), m.attribute.as_str()),
+                ("frequency", "frequency")
+            );
+            assert_eq!(m.name_value, "mon (table Amon)");
+            assert_eq!(m.attribute_value, clash);
+            assert_eq!(o.facets["frequency"], "mon");
+            assert!(o.fixes.is_empty(), "{clash}: {:?}", o.fixes);
+        }
+    }
 
     // Several mismatches at once; attributes trusted but invalid: rejected with the reason.
     let bad = attrs(&[("experiment_id", "histroical"), ("source_id", "MIROC6")]);
