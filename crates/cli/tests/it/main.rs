@@ -8,6 +8,7 @@ mod catalog_faults;
 mod catalog_ha;
 mod catchunks;
 mod cli;
+mod cli_docs;
 mod common;
 mod datasets;
 mod dedup;
