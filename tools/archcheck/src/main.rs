@@ -19,8 +19,13 @@
 //!    repository crates only through `granary-node`. Neither its
 //!    `[dependencies]` nor its sources (outside `#[cfg(test)]`) name them;
 //!    its integration tests (dev-dependencies) may.
+//! 4. **One owner per engine.** Some third-party crates belong to one
+//!    workspace crate ([`OWNED`]): HTTP servers to the gateway, SQL clients to
+//!    the catalog, FUSE to the mount, terminal progress to the binary; the
+//!    packet, manifest and management codecs have no runtime or I/O crate.
+//!    Only `[dependencies]` count (tests and benchmarks may use anything).
 //!
-//! Exit status: 0 when both hold, 1 with one line per violation otherwise,
+//! Exit status: 0 when all hold, 1 with one line per violation otherwise,
 //! 2 when a file cannot be read or parsed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -70,6 +75,82 @@ const ONLY_THROUGH: &[(&str, &[&str], &str)] = &[(
     "granary-node",
 )];
 
+/// (third-party crate, the workspace crates that may have it in
+/// `[dependencies]`, the invariant it keeps): rule 4.
+const OWNED: &[(&str, &[&str], &str)] = &[
+    (
+        "axum",
+        &["granary-gateway"],
+        "nothing below the gateway knows HTTP",
+    ),
+    (
+        "hyper",
+        &["granary-gateway"],
+        "nothing below the gateway knows HTTP",
+    ),
+    (
+        "hyper-util",
+        &["granary-gateway"],
+        "nothing below the gateway knows HTTP",
+    ),
+    (
+        "rusqlite",
+        &["granary-catalog"],
+        "only granary-catalog speaks SQL",
+    ),
+    (
+        "postgres",
+        &["granary-catalog"],
+        "only granary-catalog speaks SQL",
+    ),
+    (
+        "tokio-postgres",
+        &["granary-catalog"],
+        "only granary-catalog speaks SQL",
+    ),
+    (
+        "fuser",
+        &["granary-mount"],
+        "only the mount talks to the kernel's FUSE",
+    ),
+    ("indicatif", &["granary"], "only the binary prints progress"),
+];
+
+/// (workspace crate, third-party crates it must not have in
+/// `[dependencies]`, why): the rest of rule 4.
+const WITHOUT: &[(&str, &[&str], &str)] = &[
+    (
+        "granary-packet",
+        &["tokio", "mio"],
+        "the packet codec does no I/O",
+    ),
+    (
+        "granary-manifest",
+        &["tokio", "mio"],
+        "manifests are computed, not fetched",
+    ),
+    (
+        "granary-mgmt",
+        &["tokio", "mio"],
+        "the management codec does no I/O",
+    ),
+    (
+        "granary-security",
+        &["tokio", "mio"],
+        "security does no network I/O",
+    ),
+    (
+        "granary-science",
+        &["tokio", "mio"],
+        "the science layer does no network I/O",
+    ),
+    (
+        "granary-node",
+        &["clap"],
+        "the node library knows no command line",
+    ),
+];
+
 fn main() -> ExitCode {
     let root = match std::env::args().nth(1) {
         Some(p) => PathBuf::from(p),
@@ -83,7 +164,7 @@ fn main() -> ExitCode {
     };
     match run(&root) {
         Ok(violations) if violations.is_empty() => {
-            println!("archcheck: layers, module graph and only-through rules clean");
+            println!("archcheck: layers, module graph, only-through and one-owner rules clean");
             ExitCode::SUCCESS
         }
         Ok(violations) => {
@@ -91,7 +172,7 @@ fn main() -> ExitCode {
                 eprintln!("{v}");
             }
             eprintln!(
-                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles, only through)",
+                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles, only through, one owner)",
                 violations.len()
             );
             ExitCode::from(1)
@@ -132,6 +213,7 @@ fn run(root: &Path) -> Result<Vec<String>, String> {
             .to_string();
         violations.extend(check_layers(&name, &manifest, &layers));
         violations.extend(check_only_through(&name, &manifest));
+        violations.extend(check_owned(&name, &manifest));
         for src_root in crate_roots(dir, &manifest) {
             let graph = ModuleGraph::load(&src_root)?;
             violations.extend(graph.cycles(&name));
@@ -202,6 +284,30 @@ fn check_only_through(name: &str, manifest: &toml::Value) -> Vec<String> {
                 banned.join(", ")
             )
         })
+        .collect()
+}
+
+/// Rule 4 on a manifest: a third-party crate [`OWNED`] by other crates.
+fn check_owned(name: &str, manifest: &toml::Value) -> Vec<String> {
+    let deps = manifest.get("dependencies").and_then(|d| d.as_table());
+    deps.into_iter()
+        .flat_map(|t| t.keys())
+        .filter_map(|d| OWNED.iter().find(|(dep, _, _)| dep == d))
+        .filter(|(_, owners, _)| !owners.contains(&name))
+        .map(|(dep, owners, why)| {
+            format!(
+                "one owner: {name} depends on {dep}, which only {} may have ({why})",
+                owners.join(", ")
+            )
+        })
+        .chain(
+            WITHOUT
+                .iter()
+                .filter(|(c, _, _)| *c == name)
+                .flat_map(|(_, banned, why)| banned.iter().map(move |b| (b, why)))
+                .filter(|(b, _)| deps.is_some_and(|t| t.contains_key(**b)))
+                .map(|(b, why)| format!("one owner: {name} depends on {b} ({why})")),
+        )
         .collect()
 }
 
@@ -967,5 +1073,32 @@ mod tests {
             "{v:?}"
         );
         assert!(g.only_through("granary-node").unwrap().is_empty());
+    }
+
+    #[test]
+    fn engines_have_one_owner() {
+        let m: toml::Value = toml::from_str(
+            "[dependencies]\naxum = \"0.8\"\nrusqlite = \"0.3\"\ntokio = \"1\"\nserde = \"1\"\n",
+        )
+        .unwrap();
+        let v = check_owned("granary-forwarder", &m);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(v
+            .iter()
+            .any(|l| l.contains("axum") && l.contains("granary-gateway")));
+        assert!(v
+            .iter()
+            .any(|l| l.contains("rusqlite") && l.contains("SQL")));
+        assert!(check_owned(
+            "granary-gateway",
+            &toml::from_str("[dependencies]\naxum = \"0.8\"\n").unwrap()
+        )
+        .is_empty());
+        let v = check_owned("granary-packet", &m);
+        assert!(
+            v.iter()
+                .any(|l| l.contains("tokio") && l.contains("no I/O")),
+            "{v:?}"
+        );
     }
 }
