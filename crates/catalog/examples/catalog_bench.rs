@@ -1,7 +1,7 @@
 //! `bench/catalog.sh [N]`: builds N synthetic CMIP-like records and times queries on
 //! SQLite and on a throw-away PostgreSQL cluster, printed side by side.
 
-#[path = "../tests/common/pgcluster.rs"]
+#[path = "../tests/it/common/pgcluster.rs"]
 mod pgcluster;
 
 use std::collections::BTreeMap;

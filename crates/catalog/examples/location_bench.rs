@@ -11,7 +11,7 @@
 //!
 //! Usage: location_bench [N=10000000] [NODES=20]   (env BATCH=10000, LOAD_S=300, RUNS=2000)
 
-#[path = "../tests/common/pgcluster.rs"]
+#[path = "../tests/it/common/pgcluster.rs"]
 mod pgcluster;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use granary_catalog::{Catalog, Record};
 
-#[path = "../../catalog/tests/common/pgcluster.rs"]
+#[path = "../../catalog/tests/it/common/pgcluster.rs"]
 mod pgcluster;
 
 /// (facet, cardinality)
