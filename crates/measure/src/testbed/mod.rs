@@ -6,7 +6,7 @@
 //! An experiment file names its nodes, links (rate, delay, loss), LANs,
 //! what each node publishes, the consumers and their schedule, a parameter
 //! sweep and the baselines; `kind` selects the procedure that measures it
-//! (`pipeline`, `caching`, `carepo`, `vip`, in `kinds.rs`; the file itself is
+//! (`pipeline`, `caching`, `carepo`, `vip`, in `kinds/`, one module each; the module itself is
 //! `experiment.rs`). A `[tiny]` table
 //! overrides any of it for `--tiny` runs (the tests use them).
 //!
