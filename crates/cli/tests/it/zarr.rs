@@ -1,9 +1,10 @@
-//! Virtual Zarr end to end: real CMIP6 files (esmvaltool-sample-data, in
-//! tests/interop/.venv) published with `publish-dir`; `GET /api/zarr/<dataset id>`
-//! opened by xarray through fsspec's reference filesystem and compared value by value
-//! with `xr.open_mfdataset` of the original files; one time step reads only its chunks;
-//! datasets whose files cannot be combined are a 422 with the reason in the body and in
-//! `X-Granary-Refused`.
+//! Virtual Zarr end to end: the real CMIP6 files of esmvaltool-sample-data (in
+//! tests/interop/.venv, 76 datasets) published with `publish-dir`; `GET /api/zarr/<dataset
+//! id>` of every dataset opened by xarray through fsspec's reference filesystem and
+//! compared value by value with `xr.open_mfdataset` of the original files (at least 70
+//! of the 76 must open; contiguous files of different lengths and files with their own
+//! time units included); one time step reads only its chunks; a dataset whose files
+//! cannot be combined is a 422 with the reason in the body and in `X-Granary-Refused`.
 
 use crate::common;
 
@@ -11,20 +12,12 @@ use std::process::Command;
 
 use common::*;
 
-/// Datasets of several time files each, every file the same time length (monthly and
-/// daily).
-const DATASETS: [&str; 3] = [
-    "CMIP6/CMIP/MPI-M/MPI-ESM1-2-HR/historical/r1i1p1f1/Amon/ta/gn/v20190710",
-    "CMIP6/CMIP/CAS/FGOALS-g3/historical/r1i1p1f1/day/ta/gn/v20190826",
-    "CMIP6/CMIP/SNU/SAM0-UNICON/historical/r1i1p1f1/day/ta/gn/v20190323",
-];
+/// A dataset with a deflated chunked copy as a later DRS version (the codecs path).
+const COMPRESSED: &str = "CMIP6/CMIP/MPI-M/MPI-ESM1-2-HR/historical/r1i1p1f1/Amon/ta/gn/v20190710";
 
-/// Each file with its own time units (`days since` its first year): stored values
-/// cannot be concatenated as they are, a 422.
-const OWN_UNITS: &str = "CMIP6/CMIP/CAMS/CAMS-CSM1-0/historical/r1i1p1f1/Amon/ta/gn/v20190708";
-
-/// Contiguous variables whose last file is shorter (6 × 120 months, then 60): the
-/// per-file chunks differ, which this slice answers with a 422.
+/// Contiguous files of 120 steps (and 60 last): as a later DRS version whose first file
+/// is chunked by 7 steps and deflated, the others stored plain: one Zarr array has one
+/// compressor, a 422.
 const IRREGULAR: &str = "CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/v20190311";
 
 fn dataset_id(rel: &str) -> String {
@@ -55,25 +48,27 @@ fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
     let d = Daemon::start(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let tree = d.dir.path().join("tree");
-    for rel in DATASETS.iter().chain([&IRREGULAR, &OWN_UNITS]) {
-        let from = root.join(rel);
-        let to = tree.join(rel);
-        std::fs::create_dir_all(&to).expect("mkdir");
-        let mut n = 0;
-        for e in std::fs::read_dir(&from).expect("sample dataset") {
-            let p = e.expect("entry").path();
-            std::fs::copy(&p, to.join(p.file_name().expect("name"))).expect("copy");
-            n += 1;
-        }
-        assert!(n >= 2, "{rel}: {n} files");
-    }
-    // The first dataset again as a later DRS version, chunked along time, deflated and
-    // shuffled (the sample files are contiguous): the codecs path end to end.
-    let compressed = DATASETS[0].replace("v20190710", "v20990101");
+    let mut sample = Vec::new();
+    copy_tree(&root, &root, &tree, &mut sample);
+    sample.sort();
+    sample.dedup();
+    assert_eq!(
+        sample.len(),
+        76,
+        "esmvaltool-sample-data 0.0.4 has 76 datasets"
+    );
+    let compressed = COMPRESSED.replace("v20190710", "v20990101");
     let mut c = python_script("zarr_virtual.py");
     c.arg("compress")
-        .arg(tree.join(DATASETS[0]))
+        .arg(tree.join(COMPRESSED))
         .arg(tree.join(&compressed));
+    run(c);
+    let irregular = IRREGULAR.replace("v20190311", "v20990101");
+    let mut c = python_script("zarr_virtual.py");
+    c.arg("compress")
+        .arg(tree.join(IRREGULAR))
+        .arg(tree.join(&irregular))
+        .args(["7", "1"]);
     run(c);
     let report = d.dir.path().join("report.json");
     d.ok(&[
@@ -97,55 +92,100 @@ fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
         "404"
     );
     assert_eq!(get("/api/zarr/nodots"), "400");
-    for (rel, why) in [
-        (IRREGULAR, "ta: chunking or shape differs"),
-        (OWN_UNITS, "time: attribute units differs"),
-    ] {
-        let out = Command::new("curl")
-            .args(["-s", "-w", "\n%{http_code}"])
-            .arg(format!("{base}/api/zarr/{}", dataset_id(rel)))
-            .output()
-            .expect("curl");
-        let body = String::from_utf8_lossy(&out.stdout);
-        assert!(body.ends_with("\n422"), "{body}");
-        assert!(
-            body.contains(&format!(r#""error":"not available: {why}"#)),
-            "{body}"
-        );
-        // The reason in a header too, so a HEAD (the page's) carries it: the body's
-        // `error` text.
-        let out = Command::new("curl")
-            .args(["-s", "-I"])
-            .arg(format!("{base}/api/zarr/{}", dataset_id(rel)))
-            .output()
-            .expect("curl");
-        let head = String::from_utf8_lossy(&out.stdout);
-        assert!(head.starts_with("HTTP/1.1 422"), "{head}");
-        let refused = head
-            .lines()
-            .find_map(|l| l.strip_prefix("x-granary-refused: "))
-            .unwrap_or_else(|| panic!("no X-Granary-Refused: {head}"));
-        let error: serde_json::Value =
-            serde_json::from_str(body.trim_end_matches("\n422")).expect("JSON error");
-        assert_eq!(
-            percent_decode(refused.trim_end()),
-            error["error"].as_str().unwrap(),
-            "{head}"
-        );
-    }
+    let why = "ta: ";
+    let out = Command::new("curl")
+        .args(["-s", "-w", "\n%{http_code}"])
+        .arg(format!("{base}/api/zarr/{}", dataset_id(&irregular)))
+        .output()
+        .expect("curl");
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(body.ends_with("\n422"), "{body}");
+    assert!(
+        body.contains(&format!(r#""error":"not available: {why}"#))
+            && body.contains("compressor differs across the dataset's files"),
+        "{body}"
+    );
+    // The reason in a header too, so a HEAD (the page's) carries it: the body's
+    // `error` text.
+    let out = Command::new("curl")
+        .args(["-s", "-I"])
+        .arg(format!("{base}/api/zarr/{}", dataset_id(&irregular)))
+        .output()
+        .expect("curl");
+    let head = String::from_utf8_lossy(&out.stdout);
+    assert!(head.starts_with("HTTP/1.1 422"), "{head}");
+    let refused = head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-granary-refused: "))
+        .unwrap_or_else(|| panic!("no X-Granary-Refused: {head}"));
+    let error: serde_json::Value =
+        serde_json::from_str(body.trim_end_matches("\n422")).expect("JSON error");
+    assert_eq!(
+        percent_decode(refused.trim_end()),
+        error["error"].as_str().unwrap(),
+        "{head}"
+    );
 
+    // Every dataset: opened and equal to open_mfdataset of its files, or refused with
+    // the same reason in the body and the header (checked by the script).
     let mut c = python_script("zarr_virtual.py");
-    c.arg(&base);
-    for rel in DATASETS.iter().copied().chain([compressed.as_str()]) {
-        c.arg(dataset_id(rel)).arg(tree.join(rel));
-    }
+    c.arg("all").arg(&base).arg(&tree);
     let out = c.output().expect("python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
     // The per-dataset figures (files, shape, chunks, /data requests for one step).
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("{stdout}");
     assert!(
         out.status.success(),
-        "zarr_virtual.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
+        "zarr_virtual.py failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().expect("summary")).expect("JSON summary");
+    let opened: Vec<&str> = summary["opened"]
+        .as_array()
+        .expect("opened")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    let of_sample = sample
+        .iter()
+        .filter(|rel| opened.contains(&dataset_id(rel).as_str()))
+        .count();
+    eprintln!(
+        "{of_sample} of {} sample datasets open as virtual Zarr; refused: {}",
+        sample.len(),
+        summary["refused"]
+    );
+    assert!(
+        of_sample >= 70,
+        "{of_sample} of 76 open: {}",
+        summary["refused"]
+    );
+    assert!(opened.contains(&dataset_id(&compressed).as_str()));
+    assert!(
+        summary["refused"][dataset_id(&irregular)].is_string(),
+        "{summary}"
+    );
+}
+
+/// Copies the `.nc` files under `from` to the same place under `to`, each dataset's
+/// directory (relative to `root`) into `datasets`.
+fn copy_tree(
+    root: &std::path::Path,
+    from: &std::path::Path,
+    to: &std::path::Path,
+    datasets: &mut Vec<String>,
+) {
+    for e in std::fs::read_dir(from).expect("sample tree") {
+        let p = e.expect("entry").path();
+        let target = to.join(p.file_name().expect("name"));
+        if p.is_dir() {
+            copy_tree(root, &p, &target, datasets);
+        } else if p.extension().is_some_and(|x| x == "nc") {
+            std::fs::create_dir_all(to).expect("mkdir");
+            std::fs::copy(&p, &target).expect("copy");
+            let rel = from.strip_prefix(root).expect("under the root");
+            datasets.push(rel.to_str().expect("utf-8").to_string());
+        }
+    }
 }

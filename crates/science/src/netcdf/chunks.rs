@@ -49,7 +49,7 @@ pub struct VarChunks {
     /// `Some("not available: …")` when the variable cannot be served as Zarr.
     pub unavailable: Option<String>,
     /// The stored values (as f64), for a small variable along the record (time)
-    /// dimension (`time`, `time_bnds`): a dataset's reference set serves these
+    /// dimension, or a fixed `time` dimension (`time`, `time_bnds`): a dataset's reference set serves these
     /// concatenated inline, one read for the whole axis, whatever the files' chunking.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<f64>>,
@@ -225,15 +225,17 @@ fn build(
     })
 }
 
-/// Reads the values of the small variables along the unlimited (time) dimension:
-/// 1-D, or 2-D with at most 4 columns (bounds), numeric, at most
-/// [`MAX_INLINE_VALUES`] values. A read that fails, or a non-finite value, leaves
-/// the variable without inline values (its chunks are still referenced).
+/// Reads the values of the small variables along the unlimited (time) dimension, or
+/// along a fixed dimension named `time` when none is unlimited (CMOR writes contiguous
+/// files with a fixed `time`): 1-D, or 2-D with at most 4 columns (bounds), numeric,
+/// at most [`MAX_INLINE_VALUES`] values. A read that fails, or a non-finite value,
+/// leaves the variable without inline values (its chunks are still referenced).
 fn inline_values(source: Arc<dyn ReadAt>, meta: &NcMeta, limits: &Limits, vars: &mut [VarChunks]) {
     let Some(record) = meta
         .dims
         .iter()
         .find(|d| d.unlimited)
+        .or_else(|| meta.dims.iter().find(|d| d.name == "time"))
         .map(|d| d.name.clone())
     else {
         return;
