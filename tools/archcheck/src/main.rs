@@ -24,6 +24,11 @@
 //!    the catalog, FUSE to the mount, terminal progress to the binary; the
 //!    packet, manifest and management codecs have no runtime or I/O crate.
 //!    Only `[dependencies]` count (tests and benchmarks may use anything).
+//! 5. **Decision records are append-only.** Every `docs/decisions/NNNN-*.md`
+//!    has its SHA-256 in `docs/decisions/records.sha256` (`sha256sum` format);
+//!    a record whose bytes changed, or that is not listed, is a violation. An
+//!    amendment is a new record naming the old one; a new record's line is
+//!    appended with `sha256sum docs/decisions/NNNN-*.md >> docs/decisions/records.sha256`.
 //!
 //! Exit status: 0 when all hold, 1 with one line per violation otherwise,
 //! 2 when a file cannot be read or parsed.
@@ -164,7 +169,7 @@ fn main() -> ExitCode {
     };
     match run(&root) {
         Ok(violations) if violations.is_empty() => {
-            println!("archcheck: layers, module graph, only-through and one-owner rules clean");
+            println!("archcheck: layers, module graph, only-through, one-owner and append-only decision rules clean");
             ExitCode::SUCCESS
         }
         Ok(violations) => {
@@ -172,7 +177,7 @@ fn main() -> ExitCode {
                 eprintln!("{v}");
             }
             eprintln!(
-                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles, only through, one owner)",
+                "archcheck: {} violation(s); see docs/architecture.md (layers, no module cycles, only through, one owner, append-only decisions)",
                 violations.len()
             );
             ExitCode::from(1)
@@ -220,7 +225,57 @@ fn run(root: &Path) -> Result<Vec<String>, String> {
             violations.extend(graph.only_through(&name)?);
         }
     }
+    violations.extend(check_decisions(root)?);
     Ok(violations)
+}
+
+/// Rule 5: every decision record listed with its SHA-256, and unchanged.
+fn check_decisions(root: &Path) -> Result<Vec<String>, String> {
+    use sha2::{Digest, Sha256};
+    let dir = root.join("docs/decisions");
+    let list_path = dir.join("records.sha256");
+    let list =
+        std::fs::read_to_string(&list_path).map_err(|e| format!("{}: {e}", list_path.display()))?;
+    let mut listed = HashMap::new();
+    for (n, line) in list.lines().enumerate() {
+        let Some((hash, path)) = line.split_once("  ") else {
+            return Err(format!(
+                "{}:{}: not `<sha256>  <path>`",
+                list_path.display(),
+                n + 1
+            ));
+        };
+        listed.insert(path.to_string(), hash.to_string());
+    }
+    let mut out = Vec::new();
+    let mut records: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.ends_with(".md") && n.as_bytes().first().is_some_and(u8::is_ascii_digit)
+            })
+        })
+        .collect();
+    records.sort();
+    for p in records {
+        let rel = format!(
+            "docs/decisions/{}",
+            p.file_name().and_then(|n| n.to_str()).unwrap_or_default()
+        );
+        let bytes = std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        let hash = hex::encode(Sha256::digest(&bytes));
+        match listed.get(&rel) {
+            None => out.push(format!(
+                "decisions: {rel} is not in docs/decisions/records.sha256; once the record is final, `sha256sum {rel} >> docs/decisions/records.sha256`"
+            )),
+            Some(h) if *h != hash => out.push(format!(
+                "decisions: {rel} was edited; records are append-only (docs/decisions/README.md): restore it and write a new record that names it"
+            )),
+            Some(_) => {}
+        }
+    }
+    Ok(out)
 }
 
 fn read_toml(path: &Path) -> Result<toml::Value, String> {
@@ -1098,6 +1153,41 @@ mod tests {
         assert!(
             v.iter()
                 .any(|l| l.contains("tokio") && l.contains("no I/O")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn decision_records_are_append_only() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("docs/decisions");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("README.md"), "index, not a record").unwrap();
+        std::fs::write(dir.join("0001-a.md"), "# A\n").unwrap();
+        let sum = "b4a6c9ba1b4bcbc4bf3b7bd1a3a7c7a1bb1d4f9d1bd5c1b0d8d0c1cdc4e0e2a4";
+        let good = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"# A\n"));
+        std::fs::write(
+            dir.join("records.sha256"),
+            format!("{good}  docs/decisions/0001-a.md\n"),
+        )
+        .unwrap();
+        assert!(check_decisions(d.path()).unwrap().is_empty());
+        // A new record not yet listed.
+        std::fs::write(dir.join("0002-b.md"), "# B\n").unwrap();
+        let v = check_decisions(d.path()).unwrap();
+        assert!(
+            v.len() == 1 && v[0].contains("0002-b.md is not in"),
+            "{v:?}"
+        );
+        // An edited record.
+        std::fs::write(
+            dir.join("records.sha256"),
+            format!("{sum}  docs/decisions/0001-a.md\n{good}  docs/decisions/0002-b.md\n"),
+        )
+        .unwrap();
+        let v = check_decisions(d.path()).unwrap();
+        assert!(
+            v.iter().any(|l| l.contains("0001-a.md was edited")),
             "{v:?}"
         );
     }
