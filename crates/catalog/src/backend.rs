@@ -116,8 +116,8 @@ impl Backend {
     pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
         both!(self, b => b.sample_locations(node, n))
     }
-    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
-        both!(self, b => b.heartbeat(node, restarted))
+    pub fn heartbeat(&mut self, node: &str, restarted: bool, role: crate::Role) -> Result<()> {
+        both!(self, b => b.heartbeat(node, restarted, role))
     }
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         both!(self, b => b.nodes(timeout_ms))

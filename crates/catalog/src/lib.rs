@@ -27,7 +27,7 @@ use std::sync::Mutex;
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
-pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas};
+pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas, Role};
 pub use query::{check_time, FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
@@ -680,7 +680,8 @@ impl Catalog {
     /// `None`, of the highest version that an up node holds) on nodes whose last
     /// heartbeat is younger than `node_timeout`, least loaded first (the load their
     /// heartbeats report), then longest registered ([`order_nearest`] without
-    /// distances: a consumer orders them again, nearest first, with its own).
+    /// distances: a consumer orders them again, nearest first, with its own);
+    /// caches (copies on routers and clients) after every storage holder.
     pub fn locate(
         &self,
         name: &str,
@@ -716,8 +717,14 @@ impl Catalog {
     /// Records that `node` is alive (its heartbeat row, stamped with the server's
     /// time; one row per node). `restarted`: its daemon has just started.
     pub fn heartbeat(&self, node: &str, restarted: bool) -> Result<()> {
+        self.heartbeat_as(node, restarted, Role::Storage)
+    }
+
+    /// [`Catalog::heartbeat`] of a node in `role` (kept in its row: only storage
+    /// nodes are replica targets and sources; what others hold are caches).
+    pub fn heartbeat_as(&self, node: &str, restarted: bool, role: Role) -> Result<()> {
         location::check_node(node)?;
-        self.lock()?.backend.heartbeat(node, restarted)
+        self.lock()?.backend.heartbeat(node, restarted, role)
     }
 
     /// Every node that ever sent a heartbeat, up when its last one is younger than
@@ -727,8 +734,9 @@ impl Catalog {
         self.lock()?.backend.nodes(t)
     }
 
-    /// For every name equal to or under `prefix` (`/`: every name) that has locations:
-    /// its highest registered version, and how many nodes hold it (up, all).
+    /// For every name equal to or under `prefix` (`/`: every name) that storage nodes
+    /// hold: its highest version a storage node holds, and how many storage nodes hold
+    /// it (up, all). Caches (routers' and clients' copies) are not counted.
     pub fn replicas(
         &self,
         prefix: &str,

@@ -53,17 +53,85 @@ pub struct Location {
     /// holds (its location rows). `None` from a node that never reported one.
     #[serde(default)]
     pub load: Option<u64>,
+    /// The holding node's role as its last heartbeat gave it (`None`: it never sent
+    /// one). A location on a node that is not [`Role::Storage`] is a *cache*: shown,
+    /// offered to consumers after every storage holder, never counted as a replica
+    /// nor used as a replication source.
+    #[serde(default)]
+    pub role: Option<Role>,
+}
+
+impl Location {
+    /// True when the holder is a router or a client: its copy is a cache, not a
+    /// replica (a node that never sent a heartbeat counts as storage).
+    pub fn is_cache(&self) -> bool {
+        self.role.is_some_and(|r| r != Role::Storage)
+    }
+}
+
+/// What a node is for in the federation (`role` in its config, `daemon --role`),
+/// recorded with its heartbeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Holds data for the federation: a replica target and source.
+    #[default]
+    Storage,
+    /// Forwards between sites; what it keeps is a cache.
+    Router,
+    /// A consumer's node; what it keeps is a cache.
+    Client,
+}
+
+impl Role {
+    /// The name stored in the catalog and written in configs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Storage => "storage",
+            Role::Router => "router",
+            Role::Client => "client",
+        }
+    }
+
+    /// A stored or configured role; unknown text is an error naming the choices.
+    pub fn parse(s: &str) -> Result<Role> {
+        match s {
+            "storage" => Ok(Role::Storage),
+            "router" => Ok(Role::Router),
+            "client" => Ok(Role::Client),
+            other => invalid(format!(
+                "role {other:?}: expected \"storage\", \"router\" or \"client\""
+            )),
+        }
+    }
+
+    /// A role read from the catalog (`NULL`: a node from before roles, storage;
+    /// unknown text from a newer node: not storage, so never a target).
+    pub(crate) fn stored(s: Option<&str>) -> Role {
+        match s {
+            None => Role::Storage,
+            Some(s) => Role::parse(s).unwrap_or(Role::Client),
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Orders locations for a consumer: nearest first (`distance` of the node prefix, e.g.
 /// the consumer's route cost to it; `None`, unknown or no route, goes last), then least
 /// loaded (a node that reported no load after those that did), then the longest
-/// registered (the publisher before its replicas), then by prefix. The catalog, which
+/// registered (the publisher before its replicas), then by prefix; caches (holders that
+/// are not storage nodes, [`Location::is_cache`]) after every replica. The catalog, which
 /// knows no consumer's distances, orders with `|_| None` (load first); a consumer
 /// orders its answer again with its own distances.
 pub fn order_nearest(locs: &mut [Location], distance: impl Fn(&str) -> Option<u64>) {
     locs.sort_by_cached_key(|l| {
         (
+            l.is_cache(),
             distance(&l.node).unwrap_or(u64::MAX),
             l.load.unwrap_or(u64::MAX),
             l.seen_ms,
@@ -87,9 +155,13 @@ pub struct NodeStatus {
     pub up: bool,
     /// Number of versions it holds (its location rows).
     pub locations: u64,
+    /// Its role, as its last heartbeat gave it.
+    #[serde(default)]
+    pub role: Role,
 }
 
-/// How many up nodes hold a name's latest version (for replication targets).
+/// How many up storage nodes hold a name's latest version (for replication targets;
+/// caches on routers and clients are not counted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replicas {
     /// NDN URI of the file.
@@ -162,6 +234,7 @@ mod tests {
             last_seen_ms: Some(seen_ms),
             up: true,
             load,
+            role: None,
         }
     }
 

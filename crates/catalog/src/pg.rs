@@ -21,7 +21,7 @@ use postgres::{Client, NoTls};
 
 use crate::error::{Error, Result};
 use crate::feed::{Changes, IndexRow, Sink};
-use crate::location::{Loc, Location, NodeStatus, Replicas};
+use crate::location::{Loc, Location, NodeStatus, Replicas, Role};
 use crate::record::{decode_record, Columns, Prepared, Record};
 use crate::rename::{moved_name, renamed_range, temp_name};
 use postgres::fallible_iterator::FallibleIterator;
@@ -48,6 +48,10 @@ DO $$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
                  AND table_name = 'nodes' AND column_name = 'load') THEN
     ALTER TABLE nodes ADD COLUMN load BIGINT;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+                 AND table_name = 'nodes' AND column_name = 'role') THEN
+    ALTER TABLE nodes ADD COLUMN role TEXT;
   END IF;
 END $$;
 ";
@@ -163,7 +167,7 @@ fn open_client(config: &postgres::Config) -> std::result::Result<Client, postgre
     // lock. `CREATE INDEX IF NOT EXISTS` takes a SHARE lock on its table even when
     // the index exists, so a node's writes and another client's open deadlocked
     // (PostgreSQL aborted one of them: "deadlock detected").
-    if schema_present(&mut client, RELATIONS, Some(("nodes", "load")))? {
+    if schema_present(&mut client, RELATIONS, Some(("nodes", "role")))? {
         return Ok(client);
     }
     let mut tx = client.transaction()?;
@@ -728,7 +732,8 @@ impl Pg {
     pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
         let sql = format!(
             "SELECT l.name, l.version, l.node, l.manifest_digest, {}, {},
-               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false), n.load
+               coalesce(n.last_seen > now() - $2::float8 * interval '1 millisecond', false), n.load,
+               CASE WHEN n.prefix IS NULL THEN NULL ELSE coalesce(n.role, 'storage') END
              FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
              WHERE l.name = $1 ORDER BY l.version DESC, l.node",
             ms("l.seen"),
@@ -746,6 +751,7 @@ impl Pg {
                     last_seen_ms: r.get(5),
                     up: r.get(6),
                     load: r.get::<_, Option<i64>>(7).map(|n| n.max(0) as u64),
+                    role: r.get::<_, Option<&str>>(8).map(|s| Role::stored(Some(s))),
                 })
             })
             .collect()
@@ -781,19 +787,22 @@ impl Pg {
                     last_seen_ms: None,
                     up: false,
                     load: None,
+                    role: None,
                 })
             })
             .collect()
     }
 
-    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
+    pub fn heartbeat(&mut self, node: &str, restarted: bool, role: Role) -> Result<()> {
+        let role = role.as_str();
         self.run(|c| {
             c.execute(
-                "INSERT INTO nodes (prefix, last_seen, started, load)
-                 VALUES ($1, now(), now(), (SELECT count(*) FROM locations WHERE node = $1))
+                "INSERT INTO nodes (prefix, last_seen, started, load, role)
+                 VALUES ($1, now(), now(), (SELECT count(*) FROM locations WHERE node = $1), $3)
                  ON CONFLICT (prefix) DO UPDATE SET last_seen = EXCLUDED.last_seen, load = EXCLUDED.load,
+                 role = EXCLUDED.role,
                  started = CASE WHEN $2 THEN EXCLUDED.started ELSE nodes.started END",
-                &[&node, &restarted],
+                &[&node, &restarted, &role],
             )?;
             Ok(())
         })
@@ -802,7 +811,7 @@ impl Pg {
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         let sql = format!(
             "SELECT n.prefix, {}, {}, {},
-               (SELECT count(*) FROM locations l WHERE l.node = n.prefix)
+               (SELECT count(*) FROM locations l WHERE l.node = n.prefix), n.role
              FROM nodes n ORDER BY n.prefix",
             ms("n.last_seen"),
             ms("(now() - n.last_seen)"),
@@ -821,6 +830,7 @@ impl Pg {
                     started_ms: r.get(3),
                     up: age < timeout_ms,
                     locations: n.max(0) as u64,
+                    role: Role::stored(r.get::<_, Option<&str>>(5)),
                 }
             })
             .collect())
@@ -834,13 +844,15 @@ impl Pg {
         };
         let rows = self.run(|c| {
             Ok(c.query(
-                "WITH m AS (SELECT name, max(version) AS v FROM locations
-                            WHERE name = $1 OR (name >= $2 AND name < $3) GROUP BY name)
+                "WITH s AS (SELECT l.name, l.version, n.last_seen FROM locations l
+                            LEFT JOIN nodes n ON n.prefix = l.node
+                            WHERE (l.name = $1 OR (l.name >= $2 AND l.name < $3))
+                              AND coalesce(n.role, 'storage') = 'storage'),
+                      m AS (SELECT name, max(version) AS v FROM s GROUP BY name)
                  SELECT m.name, m.v,
-                   count(*) FILTER (WHERE n.last_seen > now() - $4::float8 * interval '1 millisecond'),
+                   count(*) FILTER (WHERE s.last_seen > now() - $4::float8 * interval '1 millisecond'),
                    count(*)
-                 FROM m JOIN locations l ON l.name = m.name AND l.version = m.v
-                 LEFT JOIN nodes n ON n.prefix = l.node
+                 FROM m JOIN s ON s.name = m.name AND s.version = m.v
                  GROUP BY m.name, m.v ORDER BY m.name",
                 &[&prefix, &lo, &hi, &(timeout_ms as f64)],
             )?)

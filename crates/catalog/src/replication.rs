@@ -5,8 +5,12 @@
 //! a lease, so that two processes of one node (or a restarted one) never
 //! run one copy twice at once, and a claimer that dies leaves the row to be
 //! claimed again when its lease ends. A row goes when the copy is made; a
-//! failure puts it back with a later retry time. The database's `now()` is
-//! the clock: nodes' clocks need not agree.
+//! failure puts it back with a later retry time; a row that keeps failing is
+//! *abandoned* ([`WorkQueue::abandon`]): never claimed again, it tells the
+//! planners to offer the copy to another target, and is forgotten after a
+//! while ([`WorkQueue::forget_abandoned`]) so that the target may be tried
+//! again one day. The database's `now()` is the clock: nodes' clocks need
+//! not agree.
 
 use std::time::Duration;
 
@@ -22,6 +26,7 @@ CREATE TABLE IF NOT EXISTS replication_work (
   claimed_by TEXT, not_before TIMESTAMPTZ NOT NULL DEFAULT now(), last_error TEXT,
   UNIQUE (name, version, target));
 CREATE INDEX IF NOT EXISTS replication_work_target ON replication_work (target, not_before);
+ALTER TABLE replication_work ADD COLUMN IF NOT EXISTS abandoned TIMESTAMPTZ;
 ";
 
 /// One copy wanted.
@@ -68,7 +73,8 @@ impl WorkQueue {
         let mut client = config.connect(NoTls)?;
         // No DDL (and its table locks) when the table is there already.
         let rels = ["replication_work", "replication_work_target"];
-        if !crate::pg::schema_present(&mut client, &rels, None)? {
+        if !crate::pg::schema_present(&mut client, &rels, Some(("replication_work", "abandoned")))?
+        {
             let mut tx = client.transaction()?;
             tx.execute("SELECT pg_advisory_xact_lock(7262737)", &[])?;
             tx.batch_execute(SCHEMA)?;
@@ -106,7 +112,7 @@ impl WorkQueue {
              SET claimed_by = $1, attempts = w.attempts + 1,
                  not_before = now() + make_interval(secs => $2)
              FROM (SELECT id FROM replication_work
-                   WHERE target = $1 AND not_before <= now()
+                   WHERE target = $1 AND not_before <= now() AND abandoned IS NULL
                    ORDER BY not_before, id
                    FOR UPDATE SKIP LOCKED LIMIT 1) due
              WHERE w.id = due.id
@@ -140,6 +146,55 @@ impl WorkQueue {
         Ok(())
     }
 
+    /// The copy failed too often at its target: the row is kept, never
+    /// claimed again, as a sign to the planners that this target is not to
+    /// be offered this version (until [`WorkQueue::forget_abandoned`]).
+    pub fn abandon(&mut self, id: i64, why: &str) -> Result<()> {
+        self.client.execute(
+            "UPDATE replication_work SET claimed_by = NULL, last_error = $2, abandoned = now()
+             WHERE id = $1",
+            &[&id, &why],
+        )?;
+        Ok(())
+    }
+
+    /// Abandons the offers that no claimer took within `unclaimed` of being
+    /// offered (a target that is up but does not claim), and forgets the
+    /// rows abandoned more than `forget` ago. Returns (abandoned, forgotten).
+    pub fn forget_abandoned(
+        &mut self,
+        unclaimed: Duration,
+        forget: Duration,
+    ) -> Result<(u64, u64)> {
+        let a = self.client.execute(
+            "UPDATE replication_work SET abandoned = now(),
+                 last_error = coalesce(last_error, 'not claimed by its target')
+             WHERE abandoned IS NULL AND attempts = 0
+               AND offered < now() - make_interval(secs => $1)",
+            &[&unclaimed.as_secs_f64()],
+        )?;
+        let f = self.client.execute(
+            "DELETE FROM replication_work WHERE abandoned < now() - make_interval(secs => $1)",
+            &[&forget.as_secs_f64()],
+        )?;
+        Ok((a, f))
+    }
+
+    /// Copies abandoned and not yet forgotten: (name, version, target, last
+    /// error).
+    pub fn abandoned(&mut self) -> Result<Vec<(String, u64, String, String)>> {
+        Ok(self
+            .client
+            .query(
+                "SELECT name, version, target, coalesce(last_error, '') FROM replication_work
+                 WHERE abandoned IS NOT NULL ORDER BY name, version, target",
+                &[],
+            )?
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64, r.get(2), r.get(3)))
+            .collect())
+    }
+
     /// Drops the offers to `target` (a node found down: its copies are
     /// offered to others instead). Returns how many went.
     pub fn withdraw(&mut self, target: &str) -> Result<u64> {
@@ -148,12 +203,13 @@ impl WorkQueue {
             .execute("DELETE FROM replication_work WHERE target = $1", &[&target])?)
     }
 
-    /// Copies offered and not yet made: (name, version, target).
+    /// Copies offered and not yet made nor abandoned: (name, version, target).
     pub fn pending(&mut self) -> Result<Vec<(String, u64, String)>> {
         Ok(self
             .client
             .query(
-                "SELECT name, version, target FROM replication_work ORDER BY name, version, target",
+                "SELECT name, version, target FROM replication_work WHERE abandoned IS NULL
+                 ORDER BY name, version, target",
                 &[],
             )?
             .iter()

@@ -26,7 +26,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5 (body, content='', con
 CREATE TABLE IF NOT EXISTS locations (name TEXT NOT NULL, version INTEGER NOT NULL, node TEXT NOT NULL,
   manifest_digest TEXT, seen INTEGER NOT NULL, PRIMARY KEY (name, version, node)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS locations_node ON locations (node);
-CREATE TABLE IF NOT EXISTS nodes (prefix TEXT PRIMARY KEY, last_seen INTEGER NOT NULL, started INTEGER NOT NULL, load INTEGER);
+CREATE TABLE IF NOT EXISTS nodes (prefix TEXT PRIMARY KEY, last_seen INTEGER NOT NULL, started INTEGER NOT NULL, load INTEGER, role TEXT);
 ";
 
 /// The database's clock in milliseconds since the Unix epoch (SQL expression).
@@ -129,7 +129,7 @@ fn bump(tx: &rusqlite::Transaction) -> Result<i64> {
 }
 
 /// A location from a row `(name, version, node, manifest_digest, seen, last_seen, up,
-/// load)`: the inner error is a version out of range (the row itself read fine).
+/// load, role)`: the inner error is a version out of range (the row itself read fine).
 fn location_row(r: &rusqlite::Row) -> rusqlite::Result<Result<Location>> {
     let v: i64 = r.get(1)?;
     let load: Option<i64> = r.get(7)?;
@@ -142,6 +142,9 @@ fn location_row(r: &rusqlite::Row) -> rusqlite::Result<Result<Location>> {
         last_seen_ms: r.get(5)?,
         up: r.get(6)?,
         load: load.map(|n| n.max(0) as u64),
+        role: r
+            .get::<_, Option<String>>(8)?
+            .map(|s| crate::location::Role::stored(Some(&s))),
     };
     Ok(version(v).map(|version| Location { version, ..l }))
 }
@@ -187,6 +190,15 @@ impl Sqlite {
         )?;
         if !has_load {
             tx.execute_batch("ALTER TABLE nodes ADD COLUMN load INTEGER")?;
+        }
+        // So did `nodes.role` (NULL: a node from before roles, read as storage).
+        let has_role: bool = tx.query_row(
+            "SELECT count(*) > 0 FROM pragma_table_info('nodes') WHERE name = 'role'",
+            [],
+            |r| r.get(0),
+        )?;
+        if !has_role {
+            tx.execute_batch("ALTER TABLE nodes ADD COLUMN role TEXT")?;
         }
         if format < FORMAT {
             // Format 0 rows keep their `data`: `decode_record` reads both.
@@ -650,7 +662,8 @@ impl Sqlite {
     pub fn locations_of(&mut self, name: &str, timeout_ms: i64) -> Result<Vec<Location>> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT l.name, l.version, l.node, l.manifest_digest, l.seen, n.last_seen,
-               coalesce(n.last_seen > {NOW_MS} - ?2, 0), n.load
+               coalesce(n.last_seen > {NOW_MS} - ?2, 0), n.load,
+               CASE WHEN n.prefix IS NULL THEN NULL ELSE coalesce(n.role, 'storage') END
              FROM locations l LEFT JOIN nodes n ON n.prefix = l.node
              WHERE l.name = ?1 ORDER BY l.version DESC, l.node"
         ))?;
@@ -676,7 +689,7 @@ impl Sqlite {
     /// Up to `n` of `node`'s locations, chosen at random (liveness and load not read).
     pub fn sample_locations(&mut self, node: &str, n: i64) -> Result<Vec<Location>> {
         let mut st = self.conn.prepare_cached(
-            "SELECT name, version, node, manifest_digest, seen, NULL, 0, NULL FROM locations
+            "SELECT name, version, node, manifest_digest, seen, NULL, 0, NULL, NULL FROM locations
              WHERE node = ?1 ORDER BY random() LIMIT ?2",
         )?;
         let v = st
@@ -686,15 +699,21 @@ impl Sqlite {
     }
 
     /// Records that `node` is alive now (its `started` is kept unless `restarted`).
-    pub fn heartbeat(&mut self, node: &str, restarted: bool) -> Result<()> {
+    pub fn heartbeat(
+        &mut self,
+        node: &str,
+        restarted: bool,
+        role: crate::location::Role,
+    ) -> Result<()> {
         self.conn.execute(
             &format!(
-                "INSERT INTO nodes (prefix, last_seen, started, load)
-                 VALUES (?1, {NOW_MS}, {NOW_MS}, (SELECT count(*) FROM locations WHERE node = ?1))
+                "INSERT INTO nodes (prefix, last_seen, started, load, role)
+                 VALUES (?1, {NOW_MS}, {NOW_MS}, (SELECT count(*) FROM locations WHERE node = ?1), ?3)
                  ON CONFLICT (prefix) DO UPDATE SET last_seen = excluded.last_seen, load = excluded.load,
+                 role = excluded.role,
                  started = CASE WHEN ?2 THEN excluded.started ELSE started END"
             ),
-            params![node, restarted],
+            params![node, restarted, role.as_str()],
         )?;
         Ok(())
     }
@@ -703,7 +722,7 @@ impl Sqlite {
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         let mut st = self.conn.prepare_cached(&format!(
             "SELECT n.prefix, n.last_seen, {NOW_MS} - n.last_seen, n.started,
-               (SELECT count(*) FROM locations l WHERE l.node = n.prefix)
+               (SELECT count(*) FROM locations l WHERE l.node = n.prefix), n.role
              FROM nodes n ORDER BY n.prefix"
         ))?;
         let v = st
@@ -714,17 +733,19 @@ impl Sqlite {
                     r.get::<_, i64>(2)?,
                     r.get::<_, i64>(3)?,
                     r.get::<_, i64>(4)?,
+                    r.get::<_, Option<String>>(5)?,
                 ))
             })?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         Ok(v.into_iter()
-            .map(|(prefix, last, age, started, n)| NodeStatus {
+            .map(|(prefix, last, age, started, n, role)| NodeStatus {
                 prefix,
                 last_seen_ms: last,
                 age_ms: age,
                 started_ms: started,
                 up: age < timeout_ms,
                 locations: n.max(0) as u64,
+                role: crate::location::Role::stored(role.as_deref()),
             })
             .collect())
     }
@@ -738,11 +759,13 @@ impl Sqlite {
             crate::rename::renamed_range(prefix)
         };
         let mut st = self.conn.prepare_cached(&format!(
-            "WITH m AS (SELECT name, max(version) AS v FROM locations
-                        WHERE name = ?1 OR (name >= ?2 AND name < ?3) GROUP BY name)
-             SELECT m.name, m.v, coalesce(sum(n.last_seen > {NOW_MS} - ?4), 0), count(*)
-             FROM m JOIN locations l ON l.name = m.name AND l.version = m.v
-             LEFT JOIN nodes n ON n.prefix = l.node
+            "WITH s AS (SELECT l.name, l.version, n.last_seen FROM locations l
+                        LEFT JOIN nodes n ON n.prefix = l.node
+                        WHERE (l.name = ?1 OR (l.name >= ?2 AND l.name < ?3))
+                          AND coalesce(n.role, 'storage') = 'storage'),
+                  m AS (SELECT name, max(version) AS v FROM s GROUP BY name)
+             SELECT m.name, m.v, coalesce(sum(s.last_seen > {NOW_MS} - ?4), 0), count(*)
+             FROM m JOIN s ON s.name = m.name AND s.version = m.v
              GROUP BY m.name, m.v ORDER BY m.name"
         ))?;
         let v = st

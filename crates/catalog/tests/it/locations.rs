@@ -12,6 +12,7 @@ fn locations_on_sqlite() {
         l::node_timeout,
         l::concurrent_last_locations,
         l::least_loaded_first,
+        l::roles,
     ] {
         let d = tempfile::tempdir().unwrap();
         f(&d.path().join("cat").display().to_string());
@@ -22,11 +23,12 @@ fn locations_on_sqlite() {
 fn locations_on_postgres() {
     let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
     type Suite = (&'static str, fn(&str));
-    let suites: [Suite; 4] = [
+    let suites: [Suite; 5] = [
         ("per_node", l::per_node_changes),
         ("timeout", l::node_timeout),
         ("concurrent", l::concurrent_last_locations),
         ("load", l::least_loaded_first),
+        ("roles", l::roles),
     ];
     for (name, f) in suites {
         f(&pg.create_db(&format!("l_{name}")));

@@ -96,6 +96,43 @@ fn copies_are_claimed_once_by_their_target_and_again_after_a_lost_lease() {
     // A target found down loses its offers.
     assert_eq!(planner.withdraw("/site/b").unwrap(), 1);
     assert!(planner.pending().unwrap().is_empty());
+    // A copy that keeps failing is abandoned: never claimed again, not
+    // pending, listed for the planners (another target), offered again to
+    // the same target only once forgotten.
+    assert!(planner.offer("/d/k", 1, "/site/b", None, "x").unwrap());
+    let w = planner
+        .claim("/site/b", Duration::from_secs(60))
+        .unwrap()
+        .unwrap();
+    planner.abandon(w.id, "verification failed").unwrap();
+    assert!(planner.pending().unwrap().is_empty());
+    assert_eq!(
+        planner.claim("/site/b", Duration::from_secs(60)).unwrap(),
+        None
+    );
+    assert_eq!(
+        planner.abandoned().unwrap(),
+        [(
+            "/d/k".to_string(),
+            1,
+            "/site/b".to_string(),
+            "verification failed".to_string()
+        )]
+    );
+    assert!(!planner.offer("/d/k", 1, "/site/b", None, "x").unwrap());
+    // An offer its target never claims is abandoned too.
+    assert!(planner.offer("/d/k", 1, "/site/z", None, "x").unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    let (a, f) = planner
+        .forget_abandoned(Duration::from_millis(100), Duration::from_secs(3600))
+        .unwrap();
+    assert_eq!((a, f), (1, 0));
+    assert_eq!(planner.abandoned().unwrap().len(), 2);
+    let (_, f) = planner
+        .forget_abandoned(Duration::from_secs(3600), Duration::ZERO)
+        .unwrap();
+    assert_eq!(f, 2);
+    assert!(planner.offer("/d/k", 1, "/site/b", None, "x").unwrap());
     // Bad input: a version too large for the column is an error, no panic.
     assert!(planner
         .offer("/d/h", u64::MAX, "/site/c", None, "x")

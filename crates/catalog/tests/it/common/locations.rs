@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use granary_catalog::{Catalog, Error, NewLocation, Record};
+use granary_catalog::{Catalog, Error, NewLocation, Record, Role};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -287,4 +287,57 @@ pub fn least_loaded_first(spec: &str) {
             ("/site/a".to_string(), Some(4)),
         ]
     );
+}
+
+/// Roles: a router's and a client's copies are caches. They are located (after every
+/// storage holder, marked by their role) but never counted as replicas; the nodes'
+/// rows carry the role their last heartbeat gave, and a role can change.
+pub fn roles(spec: &str) {
+    let cat = Catalog::open(spec).unwrap();
+    cat.heartbeat_as("/site/a", true, Role::Storage).unwrap();
+    cat.heartbeat_as("/site/r", true, Role::Router).unwrap();
+    cat.heartbeat_as("/user/q", true, Role::Client).unwrap();
+    cat.upsert(&rec("/p/f.nc", 1, "/site/a")).unwrap();
+    cat.register_location("/p/f.nc", 1, "/user/q", None)
+        .unwrap();
+    cat.register_location("/p/f.nc", 1, "/site/r", None)
+        .unwrap();
+    // A name only a client holds is no storage node's: nothing to count.
+    cat.upsert(&rec("/p/g.nc", 1, "/user/q")).unwrap();
+    let l = cat.locate("/p/f.nc", None, LONG).unwrap();
+    let got: Vec<(&str, bool, Option<Role>)> = l
+        .iter()
+        .map(|l| (l.node.as_str(), l.is_cache(), l.role))
+        .collect();
+    assert_eq!(got[0], ("/site/a", false, Some(Role::Storage)), "{got:?}");
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(
+        got[1..].iter().all(|g| g.1),
+        "caches after storage: {got:?}"
+    );
+    let r = cat.replicas("/p", LONG).unwrap();
+    let counts: Vec<(&str, u64, u64)> =
+        r.iter().map(|r| (r.name.as_str(), r.up, r.total)).collect();
+    assert_eq!(counts, [("/p/f.nc", 1, 1)], "caches are not replicas");
+    let roles: Vec<(String, Role)> = cat
+        .nodes(LONG)
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.prefix, n.role))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            ("/site/a".to_string(), Role::Storage),
+            ("/site/r".to_string(), Role::Router),
+            ("/user/q".to_string(), Role::Client),
+        ]
+    );
+    // The client becomes a storage node: its copies count from its next heartbeat.
+    cat.heartbeat_as("/user/q", false, Role::Storage).unwrap();
+    let r = cat.replicas("/p", LONG).unwrap();
+    let counts: Vec<(&str, u64)> = r.iter().map(|r| (r.name.as_str(), r.up)).collect();
+    assert_eq!(counts, [("/p/f.nc", 2), ("/p/g.nc", 1)]);
+    assert!(Role::parse("archive").is_err());
+    assert_eq!(Role::parse("router").unwrap(), Role::Router);
 }
