@@ -35,7 +35,9 @@ pub use file::{
 };
 pub use items_job::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
-pub use local_copy::{copy_verified, copy_verified_from, read_verified, CopyReport};
+pub use local_copy::{
+    copy_verified, copy_verified_from, read_verified, read_verified_pooled, BufferPool, CopyReport,
+};
 pub use locate::{LocateFuture, Located, Locator};
 pub use object::{
     discover, discover_signed, fetch_one, ObjectInfo, ObjectJob, OpenOptions, Sink, Trust,

@@ -304,7 +304,8 @@ fn first_bad(segs: &[(u64, u64, [u8; 32])], buf: &[u8], base: usize) -> Option<u
         })
     };
     let mid = segs.len() / 2;
-    if mid == 0 {
+    // A thread costs more than hashing less than a MiB.
+    if mid == 0 || at - base < 1 << 20 {
         return check(0..segs.len());
     }
     std::thread::scope(|sc| {
@@ -372,8 +373,65 @@ fn read_direct(
     Ok(a + skip..a + skip + len)
 }
 
-/// Bytes checked per step by [`read_verified`] (whole segments).
+/// Bytes checked per step by [`read_verified`] (whole segments; a segment larger
+/// than this is read alone).
 const RANGE_BLOCK: u64 = 4 << 20;
+/// Idle buffers a [`BufferPool`] keeps (each about [`RANGE_BLOCK`] bytes).
+const POOL_MAX: usize = 8;
+
+/// Buffers of about [`RANGE_BLOCK`] bytes reused across [`read_verified_pooled`]
+/// calls: a block handed on as `Bytes` comes back when its last clone is dropped, so a
+/// long-running reader (the gateway's `/data`) pays no allocation, page fault or
+/// zeroing per block once it runs.
+#[derive(Default)]
+pub struct BufferPool(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl BufferPool {
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut v = self
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut p| p.pop())
+            .unwrap_or_default();
+        if v.len() < len {
+            // Zeroed once, when the buffer is made or grown; reads overwrite what a
+            // reused buffer held.
+            v.resize(len, 0);
+        }
+        v
+    }
+
+    fn give(&self, v: Vec<u8>) {
+        if v.len() > 2 * RANGE_BLOCK as usize {
+            return;
+        }
+        if let Ok(mut p) = self.0.lock() {
+            if p.len() < POOL_MAX {
+                p.push(v);
+            }
+        }
+    }
+}
+
+/// A pooled buffer lent to a `Bytes`: back to its pool when dropped.
+struct Lent {
+    v: Vec<u8>,
+    len: usize,
+    pool: std::sync::Arc<BufferPool>,
+}
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        &self.v[..self.len]
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.v));
+    }
+}
 
 /// Reads bytes `start..end` of the object `info` from `file` (a local copy
 /// of it, e.g. the node's own repository's), in whole segments, each checked
@@ -381,6 +439,19 @@ const RANGE_BLOCK: u64 = 4 << 20;
 /// gets them trimmed to the range, in order, and returns false to stop).
 /// Needs a manifest that gives every segment's hash ([`crate::dedup_possible`]).
 pub fn read_verified(
+    file: &std::fs::File,
+    info: &ObjectInfo,
+    start: u64,
+    end: u64,
+    emit: impl FnMut(bytes::Bytes) -> bool,
+) -> Result<(), Error> {
+    let pool = std::sync::Arc::new(BufferPool::default());
+    read_verified_pooled(&pool, file, info, start, end, emit)
+}
+
+/// [`read_verified`] with its buffers taken from, and returned to, `pool`.
+pub fn read_verified_pooled(
+    pool: &std::sync::Arc<BufferPool>,
     file: &std::fs::File,
     info: &ObjectInfo,
     start: u64,
@@ -409,9 +480,10 @@ pub fn read_verified(
             ))),
         }
     };
+    let mut plan = Vec::new();
     while s <= last {
         let (lo, _, _) = seg(s)?;
-        let mut plan = Vec::new();
+        plan.clear();
         let mut len = 0u64;
         let mut e = s;
         while e <= last {
@@ -423,11 +495,17 @@ pub fn read_verified(
             plan.push(x);
             e += 1;
         }
-        let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, lo)
-            .map_err(|e| Error::Output(format!("local copy of {}: {e}", info.versioned)))?;
-        let bad = first_bad(&plan, &buf, 0);
-        if let Some(k) = bad {
+        let n = len as usize;
+        let mut buf = pool.take(n);
+        if let Err(x) = file.read_exact_at(&mut buf[..n], lo) {
+            pool.give(buf);
+            return Err(Error::Output(format!(
+                "local copy of {}: {x}",
+                info.versioned
+            )));
+        }
+        if let Some(k) = first_bad(&plan, &buf[..n], 0) {
+            pool.give(buf);
             return Err(Error::Verify(format!(
                 "{}: segment {} of the local copy does not match the signed manifest",
                 info.versioned,
@@ -436,7 +514,13 @@ pub fn read_verified(
         }
         let from = start.saturating_sub(lo) as usize;
         let to = (end - lo).min(len) as usize;
-        if !emit(bytes::Bytes::from(buf).slice(from..to)) {
+        let b = bytes::Bytes::from_owner(Lent {
+            v: buf,
+            len: n,
+            pool: pool.clone(),
+        })
+        .slice(from..to);
+        if !emit(b) {
             return Ok(());
         }
         s = e;
@@ -609,5 +693,54 @@ mod tests {
         let e = copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap_err();
         assert!(matches!(e, Error::Verify(_)), "{e}");
         assert!(!out.exists(), "nothing published");
+    }
+
+    #[test]
+    fn pooled_reads_give_exact_ranges_reuse_buffers_and_stop_at_a_bad_segment() {
+        let seg = 256 << 10;
+        let data = pattern(2 * (RANGE_BLOCK as usize) + 1000);
+        let info = object(&data, seg);
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, &data).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        let pool = Arc::new(BufferPool::default());
+        for (a, b) in [
+            (0u64, data.len() as u64),
+            (5, 9000),
+            (RANGE_BLOCK - 3, RANGE_BLOCK + 3),
+        ] {
+            let mut got = Vec::new();
+            read_verified_pooled(&pool, &f, &info, a, b, |x| {
+                got.extend_from_slice(&x);
+                true
+            })
+            .unwrap();
+            assert_eq!(got, &data[a as usize..b as usize]);
+        }
+        // Every block went back to the pool when its bytes were dropped.
+        let kept = pool.0.lock().unwrap().len();
+        assert!((1..=POOL_MAX).contains(&kept), "{kept} buffers kept");
+        // A flipped byte in the second block: the first block is handed on, the
+        // second never is.
+        let mut bad = data.clone();
+        bad[RANGE_BLOCK as usize + 10] ^= 1;
+        std::fs::write(&p, &bad).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        let mut got = 0usize;
+        let e = read_verified_pooled(&pool, &f, &info, 0, data.len() as u64, |x| {
+            got += x.len();
+            true
+        })
+        .unwrap_err();
+        assert_eq!(
+            got, RANGE_BLOCK as usize,
+            "only the good block was handed on"
+        );
+        assert!(
+            e.to_string()
+                .contains(&format!("segment {}", RANGE_BLOCK / seg)),
+            "{e}"
+        );
     }
 }
