@@ -831,7 +831,8 @@ function renderFile(r) {
   $("file-body").replaceChildren(...parts);
 }
 
-/** The file's quick-look picture (`/api/preview`): a variable, time step and level picker. */
+/** The file's quick-look picture (`/api/preview`): a variable, time step and level picker;
+ * beside it the time series at a clicked point, a typed point or a box. */
 function previewSection(r) {
   const box = el("section", { id: "file-preview", class: "preview", "aria-label": "Quick look" },
     el("h3", { text: "Quick look" }), el("p", { class: "muted", text: "Loading…" }));
@@ -870,11 +871,71 @@ function previewSection(r) {
       err.hidden = false;
       err.textContent = "No picture for this field (see /api/preview for the reason).";
     };
-    pick.onchange = show; time.onchange = show; level.onchange = show;
+    // The time series beside the map: a click on the map, or the form.
+    const coord = (id, label, ph) => el("input", { id, type: "text", inputmode: "decimal", placeholder: ph, "aria-label": label, class: "preview-num" });
+    const lat = coord("series-lat", "Latitude", "lat");
+    const lon = coord("series-lon", "Longitude", "lon");
+    const bbox = el("input", { id: "series-bbox", type: "text", placeholder: "or W,S,E,N", "aria-label": "Box west,south,east,north", class: "series-bbox" });
+    const simg = el("img", { id: "series-img", alt: "", hidden: true });
+    const serr = el("p", { class: "error", role: "alert", hidden: true });
+    const series = () => {
+      const x = vars.find((y) => y.name === pick.value) || vars[0];
+      const q = new URLSearchParams({ version: String(r.version), variable: x.name });
+      if (x.level_dim) q.set("level", level.value || "0");
+      if (bbox.value.trim()) q.set("bbox", bbox.value.trim());
+      else if (lat.value.trim() && lon.value.trim()) q.set("point", `${lat.value.trim()},${lon.value.trim()}`);
+      else return;
+      serr.hidden = true;
+      simg.alt = `Time series of ${x.long_name || x.name} at ${q.get("point") || q.get("bbox")}`;
+      simg.hidden = false;
+      simg.src = `${base}?${q}`;
+    };
+    // A refused series: the server's reason (its JSON error), asked for again.
+    simg.onerror = () => {
+      const url = simg.src;
+      simg.hidden = true;
+      serr.hidden = false;
+      serr.textContent = "No series here.";
+      api(url).catch((e) => { if (simg.src === url) serr.textContent = `No series: ${e.message}`; });
+    };
+    // A click on the map: its grid point, found as the server draws the map (a 720-pixel
+    // map 10 pixels in, its height from the lat/lon extent, 62 pixels above the bottom).
+    let grid = null;
+    img.onclick = async (ev) => {
+      const x = vars.find((y) => y.name === pick.value) || vars[0];
+      if (!x.time_dim || !img.naturalWidth) return;
+      const q = new URLSearchParams({ version: String(r.version), variable: x.name, format: "json" });
+      if (x.level_dim) q.set("level", level.value || "0");
+      try {
+        if (!grid || grid.key !== q.toString()) grid = { key: q.toString(), f: await api(`${base}?${q}`) };
+      } catch (e) { serr.hidden = false; serr.textContent = `No series: ${e.message}`; return; }
+      const { lat: la, lon: lo } = grid.f;
+      const span = (v) => Math.abs(Math.max(...v) - Math.min(...v));
+      const [dy, dx] = [span(la), span(lo)];
+      const ratio = dy > 0 && dx > 0 && Number.isFinite(dy / dx) ? dy / dx : la.length / Math.max(1, lo.length);
+      const mapH = Math.min(720, Math.max(90, Math.round(720 * ratio)));
+      const px = (ev.offsetX * img.naturalWidth) / img.clientWidth;
+      const py = (ev.offsetY * img.naturalHeight) / img.clientHeight;
+      const top = img.naturalHeight - 62 - mapH;
+      const [row, col] = [py - top, px - 10];
+      if (row < 0 || row >= mapH || col < 0 || col >= 720) return;
+      let yi = Math.floor((row * la.length) / mapH);
+      if (la.length > 1 && la[0] < la[la.length - 1]) yi = la.length - 1 - yi;
+      let xi = Math.floor((col * lo.length) / 720);
+      if (lo.length > 1 && lo[0] > lo[lo.length - 1]) xi = lo.length - 1 - xi;
+      lat.value = String(la[yi]); lon.value = String(lo[xi]); bbox.value = "";
+      series();
+    };
+    const go = el("button", { type: "button", id: "series-go", onclick: series }, "Time series");
+    pick.onchange = show; time.onchange = show; level.onchange = () => { show(); series(); };
     box.replaceChildren(el("h3", { text: "Quick look" }),
       el("div", { class: "preview-pick" },
         el("label", {}, "Variable ", pick), el("label", {}, " time step ", time), el("label", {}, " level ", level)),
-      img, err);
+      el("div", { class: "preview-views" },
+        el("div", { class: "preview-map" }, img, err),
+        el("div", { class: "preview-series" },
+          el("div", { class: "preview-pick" }, el("span", { class: "muted", text: "Click the map, or: " }), lat, lon, bbox, go),
+          simg, serr)));
     show();
   }).catch((e) => {
     box.replaceChildren(el("h3", { text: "Quick look" }), el("p", { class: "muted", text: `No quick look: ${e.message}` }));

@@ -8,6 +8,12 @@
 //! kept in memory (bounded by bytes, least recently used out first), keyed by the
 //! version's manifest digest and the request: a version never changes, so the ETag is
 //! that key's digest and an explicit `version` gets an immutable `Cache-Control`.
+//!
+//! With `point=LAT,LON` or `bbox=W,S,E,N`, the answer is the variable's time series
+//! over the whole time axis instead (`preview::series`: the nearest grid point, or the
+//! cos-latitude weighted mean over the box), as a line plot or JSON; the name may then
+//! be a dataset id (`CMIP6.….vYYYYMMDD`, grouped as the ESGF search and `/api/zarr`
+//! group it), whose files' series are read in turn and concatenated.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +27,7 @@ use bytes::Bytes;
 use granary_packet::types::COMP_VERSION;
 use granary_packet::Component;
 use granary_science::netcdf::{Limits, ReadAt};
-use granary_science::preview::{self, PreviewError, Select};
+use granary_science::preview::{self, Place, PreviewError, Select, Series, SeriesSelect};
 
 use crate::api::{ndn_name, with_catalog};
 use crate::query::pairs;
@@ -185,8 +191,23 @@ impl ReadAt for Blocks {
 /// What the request asks for.
 struct Ask {
     sel: Option<Select>,
+    /// A time series at a point or over a box instead of a map.
+    place: Option<Place>,
     json: bool,
     version: Option<u64>,
+}
+
+/// Numbers separated by commas, exactly `n` of them.
+fn numbers(k: &str, v: &str, n: usize, form: &str) -> Result<Vec<f64>, String> {
+    let x: Vec<f64> = v
+        .split(',')
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("{k}={v:?}: expected {form}"))?;
+    if x.len() != n {
+        return Err(format!("{k}={v:?}: expected {form}"));
+    }
+    Ok(x)
 }
 
 fn parse(uri: &Uri) -> Result<Ask, String> {
@@ -194,8 +215,21 @@ fn parse(uri: &Uri) -> Result<Ask, String> {
     let mut variable = None;
     let mut json = false;
     let mut version = None;
+    let mut place = None;
     for (k, v) in pairs(uri.query())? {
         match k.as_str() {
+            "point" | "bbox" if place.is_some() => {
+                return Err("give one of point=LAT,LON and bbox=W,S,E,N".into())
+            }
+            "point" => {
+                let x = numbers("point", &v, 2, "LAT,LON in degrees")?;
+                place = Some(Place::point(x[0], x[1]).map_err(|e| format!("point: {e}"))?);
+            }
+            "bbox" => {
+                let x = numbers("bbox", &v, 4, "W,S,E,N in degrees")?;
+                place =
+                    Some(Place::area(x[0], x[1], x[2], x[3]).map_err(|e| format!("bbox: {e}"))?);
+            }
             "variable" if !v.is_empty() => variable = Some(v),
             "time" if !v.is_empty() => match v.parse::<u64>() {
                 Ok(t) => sel.time = Some(t),
@@ -232,8 +266,17 @@ fn parse(uri: &Uri) -> Result<Ask, String> {
             other => return Err(format!("unknown parameter {other:?}")),
         }
     }
+    if place.is_some() {
+        if variable.is_none() {
+            return Err("a series (point= or bbox=) needs variable=".into());
+        }
+        if sel.time.is_some() || sel.time_iso.is_some() {
+            return Err("a series (point= or bbox=) covers the whole time axis: no time=".into());
+        }
+    }
     Ok(Ask {
         sel: variable.map(|variable| Select { variable, ..sel }),
+        place,
         json,
         version,
     })
@@ -260,13 +303,16 @@ fn answer(body: Bytes, ctype: &'static str, etag: &str, immutable: bool, hit: bo
     (StatusCode::OK, h, body).into_response()
 }
 
-fn preview_error(e: PreviewError) -> Response {
-    let status = match e {
+fn status_of(e: &PreviewError) -> StatusCode {
+    match e {
         PreviewError::NoVariable(_) => StatusCode::NOT_FOUND,
         PreviewError::BadRequest(_) => StatusCode::BAD_REQUEST,
         PreviewError::NotAvailable(_) => StatusCode::UNPROCESSABLE_ENTITY,
-    };
-    error(status, e.to_string())
+    }
+}
+
+fn preview_error(e: PreviewError) -> Response {
+    error(status_of(&e), e.to_string())
 }
 
 pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response {
@@ -285,6 +331,15 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
         Ok(a) => a,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    if let Some(id) = dataset_id(raw) {
+        if ask.place.is_some() {
+            return dataset_series(&node, &headers, &id, ask).await;
+        }
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a dataset id gives a time series only (point=LAT,LON or bbox=W,S,E,N); a map needs a file name",
+        );
+    }
     let n = name.to_string();
     let version = ask.version;
     let rec = match with_catalog(&node, move |c| Ok(c.get(&n, version)?)).await {
@@ -303,8 +358,8 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
     let what = match &ask.sel {
         None => "list".to_string(),
         Some(s) => format!(
-            "{}|{:?}|{:?}|{:?}|{}",
-            s.variable, s.time, s.time_iso, s.level, ask.json
+            "{}|{:?}|{:?}|{:?}|{}|{:?}",
+            s.variable, s.time, s.time_iso, s.level, ask.json, ask.place
         ),
     };
     let key = format!(
@@ -355,6 +410,7 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
         Err(r) => return r,
     };
     let ask_sel = ask.sel.clone();
+    let place = ask.place;
     let json = ask.json;
     let made =
         tokio::task::spawn_blocking(move || -> Result<(Bytes, &'static str), PreviewError> {
@@ -363,14 +419,18 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
                 timeout: Duration::from_secs(60),
                 ..Limits::default()
             };
-            match ask_sel {
-                None => {
+            match (ask_sel, place) {
+                (Some(sel), Some(place)) => {
+                    let s = preview::series(source, &series_select(sel, place), &limits)?;
+                    series_body(&s, json)
+                }
+                (None, _) => {
                     let l = preview::list(source, &limits)?;
                     let v = serde_json::to_vec(&l)
                         .map_err(|e| PreviewError::NotAvailable(e.to_string()))?;
                     Ok((Bytes::from(v), "application/json"))
                 }
-                Some(sel) => {
+                (Some(sel), None) => {
                     let f = preview::field(source, &sel, &limits)?;
                     if json {
                         let v = serde_json::to_vec(&f)
@@ -395,6 +455,191 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("preview task failed: {e}"),
         ),
+    }
+}
+
+fn series_select(sel: Select, place: Place) -> SeriesSelect {
+    SeriesSelect {
+        variable: sel.variable,
+        level: sel.level,
+        place,
+        max_values: preview::MAX_SERIES_VALUES,
+    }
+}
+
+fn series_body(s: &Series, json: bool) -> Result<(Bytes, &'static str), PreviewError> {
+    if json {
+        let v = serde_json::to_vec(s).map_err(|e| PreviewError::NotAvailable(e.to_string()))?;
+        Ok((Bytes::from(v), "application/json"))
+    } else {
+        let png =
+            preview::render_series(s).map_err(|e| PreviewError::NotAvailable(e.to_string()))?;
+        Ok((Bytes::from(png), "image/png"))
+    }
+}
+
+/// Most files in one dataset's series.
+const MAX_SERIES_FILES: usize = 2000;
+
+/// The dataset id a preview path names (`CMIP6.….vYYYYMMDD`: one component, a DRS
+/// version last), if it is one.
+fn dataset_id(raw: &str) -> Option<String> {
+    let id = raw.trim_start_matches('/');
+    let version = id.rsplit_once('.')?.1;
+    let digits = version.strip_prefix('v')?;
+    (!id.contains('/')
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && crate::esgf::dataset_filter(id).is_some())
+    .then(|| id.to_string())
+}
+
+/// A dataset's series: each file's (in name order, which is time order) read as a
+/// file's is, concatenated; the values cap holds for the dataset as a whole.
+async fn dataset_series(node: &State, headers: &HeaderMap, id: &str, ask: Ask) -> Response {
+    let (Some(sel), Some(place)) = (ask.sel.clone(), ask.place) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "a series needs variable= and point= or bbox=",
+        );
+    };
+    let files = match crate::zarr::dataset_records(node, id).await {
+        Ok(f) => f,
+        Err(r) => return r,
+    };
+    if files.len() > MAX_SERIES_FILES {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "the dataset has {} files, more than the {MAX_SERIES_FILES} a series reads",
+                files.len()
+            ),
+        );
+    }
+    let versions: Vec<String> = files
+        .iter()
+        .map(|r| {
+            format!(
+                "{}@{}:{}",
+                r.name,
+                r.version,
+                r.manifest_digest.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    let key = format!(
+        "dataset|{id}|{}|{:?}|{:?}|{}|{}",
+        sel.variable,
+        sel.level,
+        place,
+        ask.json,
+        versions.join(",")
+    );
+    let etag = format!(
+        "\"p-{}\"",
+        &hex::encode(granary_packet::sha256(key.as_bytes()))[..32]
+    );
+    let inm = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().trim_start_matches("W/") == etag)
+        });
+    if inm {
+        let mut r = StatusCode::NOT_MODIFIED.into_response();
+        if let Ok(v) = HeaderValue::from_str(&etag) {
+            r.headers_mut().insert(header::ETAG, v);
+        }
+        return r;
+    }
+    let cache = &node.shared.previews;
+    if let Some((body, ctype)) = cache.get(&key) {
+        cache.hits.fetch_add(1, Ordering::Relaxed);
+        return answer(body, ctype, &etag, false, true);
+    }
+    let slot = match cache.slots.clone().acquire_owned().await {
+        Ok(s) => Arc::new(s),
+        Err(_) => return error(StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
+    };
+    cache.misses.fetch_add(1, Ordering::Relaxed);
+    let mut all: Option<Series> = None;
+    let mut left = preview::MAX_SERIES_VALUES;
+    for r in &files {
+        if let Err(stop) = crate::budget::Budget::current().check() {
+            return error(StatusCode::SERVICE_UNAVAILABLE, stop.to_string());
+        }
+        let Ok(name) = granary_packet::Name::from_uri(&r.name) else {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("bad name in the catalog: {}", r.name),
+            );
+        };
+        let source = match open_source(node, &name.append(&Component::version(r.version))).await {
+            Ok(s) => s,
+            Err(resp) => return resp,
+        };
+        let mut ss = series_select(sel.clone(), place);
+        ss.max_values = left;
+        let slot = slot.clone();
+        let made = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            let limits = Limits {
+                timeout: Duration::from_secs(60),
+                ..Limits::default()
+            };
+            preview::series(source, &ss, &limits)
+        })
+        .await;
+        let s = match made {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                return error(status_of(&e), format!("{}: {e}", r.name));
+            }
+            Err(e) => {
+                return error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("preview task failed: {e}"),
+                )
+            }
+        };
+        left = left.saturating_sub((s.values.len() as u64).saturating_mul(s.points.max(1)));
+        match &mut all {
+            None => all = Some(s),
+            Some(a) => {
+                if a.points != s.points || a.grid_point != s.grid_point {
+                    return error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!(
+                            "not available: {} is on another grid than the dataset's first file",
+                            r.name
+                        ),
+                    );
+                }
+                a.dates.extend(s.dates);
+                a.values.extend(s.values);
+            }
+        }
+    }
+    let Some(s) = all else {
+        return error(StatusCode::NOT_FOUND, format!("no dataset {id}"));
+    };
+    if s.values.len() as u64 > preview::MAX_STEPS {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} time steps: more than the {} a series holds",
+                s.values.len(),
+                preview::MAX_STEPS
+            ),
+        );
+    }
+    match series_body(&s, ask.json) {
+        Ok((body, ctype)) => {
+            cache.put(key, body.clone(), ctype);
+            answer(body, ctype, &etag, false, false)
+        }
+        Err(e) => preview_error(e),
     }
 }
 

@@ -298,6 +298,13 @@ class Flow:
         page.wait_for_function(
             "() => { const i = document.querySelector('#preview-img'); return i && i.complete && i.naturalWidth === 740; }"
         )
+        # Beside it, the time series of the grid point clicked on the map (740 x 400).
+        page.locator("#preview-img").click()
+        page.wait_for_function(
+            "() => { const i = document.querySelector('#series-img'); return i && !i.hidden && i.complete && i.naturalWidth === 740 && i.naturalHeight === 400; }"
+        )
+        expect(page.locator("#series-lat")).not_to_have_value("")
+        expect(page.locator("#series-lon")).not_to_have_value("")
         # Where it is held: this node, with its gateway's URL of the file.
         locs = page.locator("#file-locations li")
         expect(locs).to_have_count(1)

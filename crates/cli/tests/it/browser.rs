@@ -73,24 +73,29 @@ data:
 "#;
 
 /// A CMIP6 dataset the virtual Zarr refuses (a 422): two files of three months each
-/// (made by ncgen from [`refused_cdl`]), each with its own time units.
-const REFUSED: [(&str, &str); 2] = [
+/// (made by ncgen from [`refused_cdl`]), each with its own time units and calendar
+/// (own units alone are re-encoded; another calendar is not).
+const REFUSED: [(&str, &str, &str); 2] = [
     (
         "CMIP6/CMIP/NCAR/CESM2/historical/r1i1p1f1/Amon/tas/gn/v20190308/tas_Amon_CESM2_historical_r1i1p1f1_gn_185001-185003.nc",
         "days since 1850-01-01",
+        "noleap",
     ),
     (
         "CMIP6/CMIP/NCAR/CESM2/historical/r1i1p1f1/Amon/tas/gn/v20190308/tas_Amon_CESM2_historical_r1i1p1f1_gn_185004-185006.nc",
         "days since 1850-04-01",
+        "360_day",
     ),
 ];
 
 /// The start of the gateway's reason for refusing [`REFUSED`].
 const REFUSED_WHY: &str = "not available: time: attribute units differs";
 
-/// A file of [`REFUSED`]: three months from `units`' origin.
-fn refused_cdl(units: &str) -> String {
-    REFUSED_CDL.replace("@UNITS@", units)
+/// A file of [`REFUSED`]: three months from `units`' origin, in `calendar`.
+fn refused_cdl(units: &str, calendar: &str) -> String {
+    REFUSED_CDL
+        .replace("@UNITS@", units)
+        .replace("@CALENDAR@", calendar)
 }
 
 const REFUSED_CDL: &str = r#"netcdf tas {
@@ -101,7 +106,7 @@ dimensions:
 variables:
 	double time(time) ;
 		time:units = "@UNITS@" ;
-		time:calendar = "noleap" ;
+		time:calendar = "@CALENDAR@" ;
 		time:standard_name = "time" ;
 	double lat(lat) ;
 		lat:units = "degrees_north" ;
@@ -215,8 +220,8 @@ fn web_page_flow_in_headless_chromium() {
         std::fs::copy(example.join(rel), &to).unwrap();
     }
     ncgen(&tree, CMIP5, CMIP5_CDL);
-    for (rel, units) in REFUSED {
-        ncgen(&tree, rel, &refused_cdl(units));
+    for (rel, units, calendar) in REFUSED {
+        ncgen(&tree, rel, &refused_cdl(units, calendar));
     }
     d.ok(&["publish-dir", tree.to_str().unwrap()]);
     // This node's prefix (the daemon wrote it at start): where files are held.
@@ -230,7 +235,7 @@ fn web_page_flow_in_headless_chromium() {
     let files: serde_json::Map<String, serde_json::Value> = FILES
         .iter()
         .chain([&CMIP5])
-        .chain(REFUSED.iter().map(|(r, _)| r))
+        .chain(REFUSED.iter().map(|(r, _, _)| r))
         .map(|r| (title(r).to_string(), json!(r)))
         .collect();
     let plan = json!({

@@ -330,3 +330,138 @@ fn a_flood_of_previews_leaves_rss_within_the_cache_bound() {
     let (s, _, _) = get(&format!("{base}/api/status"), &[]);
     assert_eq!(s, 200);
 }
+
+/// Runs `series_check.py series` (`args`: NAME VAR LEVEL FILE… -- point LAT LON | bbox
+/// W S E N): the JSON series equal to netCDF4-python's, the PNG 740 × 400.
+fn series_check(base: &str, args: &[&str]) {
+    let mut c = python_script("series_check.py");
+    c.args(["series", base]).args(args);
+    let out = c.output().expect("python");
+    assert!(
+        out.status.success(),
+        "series_check.py series {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+}
+
+/// Time series (`point=`, `bbox=`) of files and of datasets: real CMIP6 datasets whole
+/// (MIROC6: 7 contiguous files of 120 and 60 months; CAMS-CSM1-0: 5 files each in its
+/// own `days since`) and ncgen files (packed, filled and missing values, netCDF-3 and
+/// netCDF-4 deflated); values and dates equal netCDF4-python's, PNGs decode at
+/// 740 × 400; hostile parameters are a 400 JSON error.
+#[test]
+fn time_series_at_a_point_and_over_an_area_match_netcdf4_python() {
+    const MIROC: &str = "CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/v20190311";
+    const CAMS: &str = "CMIP6/CMIP/CAMS/CAMS-CSM1-0/historical/r1i1p1f1/Amon/ta/gn/v20190708";
+    let root = sample_root();
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let base = format!("http://{}", d.http.clone().expect("gateway address"));
+    let tree = d.dir.path().join("tree");
+    let made = d.dir.path().join("made");
+    let mut datasets = Vec::new();
+    for rel in [MIROC, CAMS] {
+        let to = tree.join(rel);
+        std::fs::create_dir_all(&to).expect("mkdir");
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(root.join(rel)).expect("sample dataset") {
+            let p = e.expect("entry").path();
+            let dst = to.join(p.file_name().expect("name"));
+            std::fs::copy(&p, &dst).expect("copy");
+            files.push(dst);
+        }
+        files.sort();
+        datasets.push((rel, files));
+    }
+    let mut c = python_script("preview_check.py");
+    c.arg("make").arg(&made);
+    run(c);
+    d.ok(&["publish-dir", tree.to_str().expect("utf-8")]);
+    for k in ["classic", "nc4"] {
+        let p = made.join(format!("{k}.nc"));
+        d.ok(&[
+            "put",
+            p.to_str().expect("utf-8"),
+            &format!("/test/series/{k}.nc"),
+        ]);
+        wait_catalogued(&base, &format!("/test/series/{k}.nc"));
+    }
+    let path = |p: &Path| p.to_str().expect("utf-8").to_string();
+
+    // One file: a point and a box (4 grid points), real CMIP6 data.
+    let (rel, files) = &datasets[0];
+    let comps: Vec<&str> = rel.split('/').collect();
+    let first = &files[0];
+    let name = format!(
+        "/cmip6/{}/{}",
+        comps[1..9].join("/"),
+        first.file_name().expect("name").to_string_lossy()
+    );
+    wait_catalogued(&base, &name);
+    let f = path(first);
+    series_check(&base, &[&name, "ta", "1", &f, "--", "point", "88.5", "1"]);
+    series_check(
+        &base,
+        &[&name, "ta", "0", &f, "--", "bbox", "-1", "80", "2", "90"],
+    );
+
+    // ncgen files: packed shorts with fill and missing values; the whole globe, a box
+    // across the seam (170..190 on a 0..315 grid: two runs), a point west of 0.
+    for k in ["classic", "nc4"] {
+        let name = format!("/test/series/{k}.nc");
+        let f = path(&made.join(format!("{k}.nc")));
+        series_check(
+            &base,
+            &[
+                &name, "t", "1", &f, "--", "bbox", "-180", "-90", "180", "90",
+            ],
+        );
+        series_check(
+            &base,
+            &[&name, "t", "0", &f, "--", "bbox", "170", "-40", "190", "40"],
+        );
+        series_check(&base, &[&name, "t", "1", &f, "--", "point", "-50", "-60"]);
+    }
+
+    // Datasets: every file's series in turn, the units of each file its own.
+    for (rel, files) in &datasets {
+        let id = rel.replace('/', ".");
+        let name = format!("/{id}");
+        let mut args: Vec<String> = vec![name, "ta".into(), "0".into()];
+        args.extend(files.iter().map(|f| path(f)));
+        args.push("--".into());
+        let mut point = args.clone();
+        point.extend(["point", "89", "0.5"].map(String::from));
+        let point: Vec<&str> = point.iter().map(String::as_str).collect();
+        series_check(&base, &point);
+        args.extend(["bbox", "-10", "-90", "10", "90"].map(String::from));
+        let bbox: Vec<&str> = args.iter().map(String::as_str).collect();
+        series_check(&base, &bbox);
+    }
+
+    // Hostile parameters: a 400 JSON error each, for a file and for a dataset.
+    for (name, var) in [
+        ("/test/series/nc4.nc".to_string(), "t"),
+        (format!("/{}", MIROC.replace('/', ".")), "ta"),
+    ] {
+        let mut c = python_script("series_check.py");
+        c.args(["hostile", &base, &name, var]);
+        run(c);
+    }
+    // A variable without time is not a series (422); a dataset id names no map (400).
+    let (s, _, body) = get(
+        &format!("{base}/api/preview/test/series/nc4.nc?variable=d&point=0,0"),
+        &[],
+    );
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(s, 422, "{body}");
+    assert!(body.contains("has no time dimension"), "{body}");
+    let (s, _, body) = get(
+        &format!("{base}/api/preview/{}?variable=ta", MIROC.replace('/', ".")),
+        &[],
+    );
+    assert_eq!(s, 400, "{}", String::from_utf8_lossy(&body));
+    let (s, _, _) = get(&format!("{base}/api/status"), &[]);
+    assert_eq!(s, 200);
+}

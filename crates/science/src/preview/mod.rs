@@ -3,7 +3,9 @@
 //! rendered as a PNG with a colour bar, the units and the CF `long_name`.
 //!
 //! [`list`] names the variables that can be drawn (and why the others cannot),
-//! [`field`] decodes one time step and level of one of them, [`render`] draws it. No
+//! [`field`] decodes one time step and level of one of them, [`render`] draws it;
+//! [`series`] reads one over the whole time axis at a point or as an area mean
+//! (`series.rs`), [`render_series`] draws that as a line plot. No
 //! HTTP, no cache: the gateway does that. Every read goes through the same guards as
 //! the metadata read ([`crate::netcdf::ReadAt`] behind a byte budget, a deadline, the
 //! HDF5 truncation and group-cycle checks, a worker thread under `catch_unwind`), and a
@@ -11,6 +13,7 @@
 //! a huge grid is refused before anything is allocated.
 
 mod render;
+mod series;
 
 use std::sync::Arc;
 
@@ -20,7 +23,8 @@ use serde::Serialize;
 use crate::netcdf::calendar::{Calendar, TimeUnits};
 use crate::netcdf::{Limits, NcError, NcMeta, ReadAt, Var};
 
-pub use render::{render, RenderError, WIDTH};
+pub use render::{render, render_series, RenderError, SERIES_HEIGHT, WIDTH};
+pub use series::{series, Place, Series, SeriesSelect, MAX_SERIES_VALUES, MAX_STEPS};
 
 /// Largest field decoded for a picture: 16 Mi values (128 MiB as f64), e.g. a
 /// 4096 × 4096 grid; a 0.1° global grid (3600 × 1800) fits.

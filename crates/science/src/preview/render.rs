@@ -4,7 +4,7 @@
 //! Text is drawn with the public-domain 8×8 bitmap font of the `font8x8` crate (ASCII;
 //! other characters become `?`, `°` becomes `deg`), so no font file is read at run time.
 
-use super::Field;
+use super::{Field, Series};
 
 /// Width of the map in pixels (the picture adds a margin on each side).
 pub const WIDTH: u32 = 720;
@@ -318,9 +318,186 @@ pub fn render(f: &Field) -> Result<Vec<u8>, RenderError> {
     Ok(out)
 }
 
+/// Height of a time-series picture (its width is the map picture's, `WIDTH + 20`).
+pub const SERIES_HEIGHT: u32 = 400;
+
+impl Canvas {
+    /// A line from (x0, y0) to (x1, y1), one pixel wide (Bresenham).
+    fn line(&mut self, (x0, y0): (i64, i64), (x1, y1): (i64, i64), c: [u8; 3]) {
+        let (dx, dy) = ((x1 - x0).abs(), -(y1 - y0).abs());
+        let (sx, sy) = (if x0 < x1 { 1 } else { -1 }, if y0 < y1 { 1 } else { -1 });
+        let (mut x, mut y, mut err) = (x0, y0, dx + dy);
+        loop {
+            if let (Ok(px), Ok(py)) = (u32::try_from(x), u32::try_from(y)) {
+                self.set(px, py, c);
+            }
+            if x == x1 && y == y1 {
+                break;
+            }
+            let e2 = 2 * err;
+            if e2 >= dy {
+                err += dy;
+                x += sx;
+            }
+            if e2 <= dx {
+                err += dx;
+                y += sy;
+            }
+        }
+    }
+}
+
+/// The line plot of a series as PNG bytes, `WIDTH + 20` × [`SERIES_HEIGHT`] pixels: the
+/// CF `long_name` as title, a line with the variable, units, place and level, the
+/// values' range on the left, the first and last dates under the plot; masked steps
+/// leave gaps (a lone value between gaps is a dot).
+pub fn render_series(s: &Series) -> Result<Vec<u8>, RenderError> {
+    let w = WIDTH + 2 * MARGIN;
+    let h = SERIES_HEIGHT;
+    let mut c = Canvas::new(w, h);
+    let title = s.long_name.clone().unwrap_or_else(|| s.variable.clone());
+    let (tscale, cols) = if ascii(&title).len() <= (WIDTH / 16) as usize {
+        (2, (WIDTH / 16) as usize)
+    } else {
+        (1, (WIDTH / 8) as usize)
+    };
+    let title = wrap(&title, cols).into_iter().next().unwrap_or_default();
+    c.text(MARGIN, MARGIN, &title, tscale);
+    let mut info = format!(
+        "{} [{}]  ",
+        s.variable,
+        s.units.as_deref().unwrap_or("no units")
+    );
+    match (s.grid_point, s.bbox) {
+        (Some([y, x]), _) => info.push_str(&format!("at lat {} lon {}", num(y), num(x))),
+        (_, Some([a, b, cc, d])) => info.push_str(&format!(
+            "mean over {},{},{},{} ({} points, cos-lat weighted)",
+            num(a),
+            num(b),
+            num(cc),
+            num(d),
+            s.points
+        )),
+        _ => {}
+    }
+    if let Some((z, u)) = &s.level {
+        info.push_str(&format!(
+            "  level {} {}",
+            num(*z),
+            u.as_deref().unwrap_or("")
+        ));
+    }
+    let info = wrap(&info, (WIDTH / 8) as usize)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let info_y = MARGIN + 8 * tscale + 6;
+    c.text(MARGIN, info_y, &info, 1);
+    let left = MARGIN + 8 * 10 + 4;
+    let top = info_y + 22;
+    let (pw, ph) = (w - MARGIN - left, h - top - 30);
+    c.frame(left, top, pw, ph, INK);
+    let (lo, hi) = s
+        .values
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    let n = s.values.len();
+    if lo <= hi {
+        c.text(MARGIN, top, &num(hi), 1);
+        c.text(MARGIN, top + ph - 8, &num(lo), 1);
+        let span = if hi > lo { hi - lo } else { 1.0 };
+        let at = |i: usize, v: f64| -> (i64, i64) {
+            let x = if n > 1 {
+                i as f64 / (n - 1) as f64
+            } else {
+                0.5
+            };
+            let y = if hi > lo { (v - lo) / span } else { 0.5 };
+            (
+                i64::from(left) + (x * f64::from(pw - 1)).round() as i64,
+                i64::from(top + ph - 1) - (y * f64::from(ph - 1)).round() as i64,
+            )
+        };
+        let colour = VIRIDIS[2];
+        let mut prev: Option<(i64, i64)> = None;
+        for (i, &v) in s.values.iter().enumerate() {
+            if !v.is_finite() {
+                prev = None;
+                continue;
+            }
+            let p = at(i, v);
+            c.line(prev.unwrap_or(p), p, colour);
+            prev = Some(p);
+        }
+    } else {
+        c.text(left + 8, top + ph / 2, "no data: every value is masked", 1);
+    }
+    let date = |d: Option<&Option<String>>| -> String {
+        d.and_then(|x| x.as_deref())
+            .map(|x| x.get(..10).unwrap_or(x).to_string())
+            .unwrap_or_default()
+    };
+    let (first, last) = (date(s.dates.first()), date(s.dates.last()));
+    c.text(left, top + ph + 6, &first, 1);
+    c.text(
+        (left + pw).saturating_sub(8 * ascii(&last).len() as u32),
+        top + ph + 6,
+        &last,
+        1,
+    );
+    let steps = format!("{n} steps");
+    c.text(
+        left + (pw.saturating_sub(8 * steps.len() as u32)) / 2,
+        top + ph + 6,
+        &steps,
+        1,
+    );
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().map_err(|e| RenderError(e.to_string()))?;
+        wr.write_image_data(&c.px)
+            .map_err(|e| RenderError(e.to_string()))?;
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_pictures_have_the_stated_size_with_gaps_and_without_data() {
+        let mut s = Series {
+            variable: "tas".into(),
+            long_name: Some("Near-Surface Air Temperature".into()),
+            units: Some("K".into()),
+            method: "point".into(),
+            grid_point: Some([45.0, 10.0]),
+            bbox: None,
+            points: 1,
+            level: None,
+            dates: vec![Some("1850-01-16T12:00:00".into()); 5],
+            values: vec![270.0, f64::NAN, 280.0, 281.0, f64::NAN],
+        };
+        for values in [s.values.clone(), vec![f64::NAN; 5], vec![3.0; 5], vec![]] {
+            s.values = values;
+            let png = render_series(&s).unwrap();
+            let r = png::Decoder::new(std::io::Cursor::new(png))
+                .read_info()
+                .unwrap();
+            assert_eq!(
+                (r.info().width, r.info().height),
+                (WIDTH + 2 * MARGIN, SERIES_HEIGHT)
+            );
+        }
+    }
 
     fn field(values: Vec<f64>) -> Field {
         Field {

@@ -12,3 +12,4 @@ mod netcdf_example;
 mod netcdf_hostile;
 mod netcdf_interop;
 mod netcdf_support;
+mod preview_series;
