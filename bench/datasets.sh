@@ -12,7 +12,8 @@
 # gateway, then opened by another application on the node three ways: virtual Zarr
 # (GET /api/zarr/<id>), xr.open_mfdataset over `granary mount`, and xr.open_mfdataset
 # over the /data URLs of its ESGF File documents through fsspec. Seconds to open, to
-# read one time step and to read every value; HTTP requests counted by the gateway.
+# read one time step, one time step's 10 % spatial subset (a tenth of the latitude
+# rows) and every value; HTTP requests counted by the gateway.
 #
 # == preview ==
 # Quick-look picture latency (`GET /api/preview/<name>?variable=&time=`): the first
@@ -94,9 +95,9 @@ grep -q '^ready' "$tmp/m.out" || { cat "$tmp/m.err" >&2; exit 1; }
 "$PY" - "$tmp/open.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'way':<8} {'open s':>8} {'1 step s':>9} {'all s':>8} {'HTTP open':>10} {'HTTP 1 step':>12} {'HTTP all':>9}")
+print(f"{'way':<8} {'open s':>8} {'1 step s':>9} {'10% s':>7} {'all s':>8} {'HTTP open':>10} {'HTTP 1 step':>12} {'HTTP 10%':>9} {'HTTP all':>9}")
 for r in rows:
-    print(f"{r['way']:<8} {r['open_s']:>8.2f} {r['one_step_s']:>9.3f} {r['all_s']:>8.2f} {r['open_requests']:>10} {r['one_step_requests']:>12} {r['all_requests']:>9}")
+    print(f"{r['way']:<8} {r['open_s']:>8.2f} {r['one_step_s']:>9.3f} {r['subset_s']:>7.3f} {r['all_s']:>8.2f} {r['open_requests']:>10} {r['one_step_requests']:>12} {r['subset_requests']:>9} {r['all_requests']:>9}")
 PY
 fi
 
