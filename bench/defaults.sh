@@ -7,7 +7,9 @@
 # loopback; beside `cp` of the same file and beside `get --no-dedup` for (2) and (3)
 # (dedup on must cost ≤ 10% when there is nothing to dedupe). Each case starts cold:
 # B without the object, A's and B's content stores erased.
-# Wall time and peak RSS from GNU time; every output is compared with the original.
+# Wall time and peak RSS from GNU time; CPU seconds (and CPU seconds per GiB) of `get`
+# (GNU time) and of daemons A and B (/proc/<pid>/stat, before and after); every output
+# is compared with the original. bench/between-nodes.sh compares builds on node B's case.
 # Usage: bash bench/defaults.sh [MiB] [RUNS]   (PUT_ARGS="--chunking …" to compare a chunking;
 # NO_BUILD=1 skips the build, GRANARY=/path/to/granary measures another build)
 set -euo pipefail
@@ -101,7 +103,8 @@ for r in $(seq "$runs"); do
     # when `get` exits, before B keeps its copy).
     awk -v g="$(awk -v u="$gu" -v s="$gs" 'BEGIN{print u+s}')" -v a="$(awk -v x="$a0" -v y="$a1" 'BEGIN{print y-x}')" \
         -v b="$(awk -v x="$b0" -v y="$b1" 'BEGIN{print y-x}')" -v w="$s" -v n="$(nproc)" \
-        'BEGIN{ printf "     CPU s: get %.2f, node A %.2f, node B %.2f; sum %.2f = %.0f%% of %d cores over %.2f s\n", g, a, b, g+a+b, (g+a+b)/(n*w)*100, n, w }'
+        -v gib="$(awk -v b=$bytes 'BEGIN{ print b / 1073741824 }')" \
+        'BEGIN{ printf "     CPU s: get %.2f, node A %.2f, node B %.2f; sum %.2f = %.0f%% of %d cores over %.2f s; per GiB: get %.2f, A %.2f, B %.2f, sum %.2f\n", g, a, b, g+a+b, (g+a+b)/(n*w)*100, n, w, g/gib, a/gib, b/gib, (g+a+b)/gib }'
   done
   awk -v d="$s_app" -v n="$s_app_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (another app on A): %+.0f%% time\n", (d/n-1)*100 }'
   awk -v d="$s_two" -v n="$s_two_nodedup" 'BEGIN{ printf "     dedup on vs --no-dedup (node B): %+.0f%% time\n", (d/n-1)*100 }'
