@@ -14,20 +14,29 @@
 //! - a request is retransmitted at most `retries` times (timeouts, Nacks,
 //!   and Data the job rejected, e.g. a corrupt segment) before the job is
 //!   asked for an alternative.
+//!
+//! `run` is the loop; the requests it has out or queued are a [`pending::Pending`]
+//! (the consumer's own PIT), and each step of the loop — fill the window, take a Data,
+//! take a Nack, expire timers — is in `pipeline.rs`.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+mod pending;
+mod pipeline;
+
+use pending::{Entry, Pending};
+
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use granary_face::NetPacket;
 use granary_packet::types::nack_reason;
-use granary_packet::{Data, Interest, InterestFields, Name};
+use granary_packet::{Data, InterestFields, Name};
 
 use crate::cc::Window;
 use crate::config::Config;
 use crate::link::{Incoming, Link};
 use crate::rtt::RttEstimator;
 use crate::Error;
+use granary_face::LinkFields;
 
 /// One Interest a job wants answered.
 #[derive(Debug, Clone)]
@@ -255,26 +264,6 @@ impl Stats {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
-enum Slot {
-    InFlight,
-    Queued,
-}
-
-struct Entry {
-    job: usize,
-    key: u64,
-    req: Request,
-    sent: Instant,
-    /// Transmissions so far beyond the first.
-    retx: u32,
-    /// Incremented per transmission; stale timers are ignored.
-    gen: u64,
-    slot: Slot,
-    /// Generation of its object's located hint at the last transmission.
-    hint_gen: u64,
-}
-
 /// The engine: window, RTT estimator and statistics persist across runs
 /// (e.g. a manifest, then the data it describes).
 pub struct Engine {
@@ -349,19 +338,11 @@ impl Engine {
     ) -> Result<Stats, Error> {
         let start = Instant::now();
         let mut st = Stats::default();
-        let mut entries: HashMap<u64, Entry> = HashMap::new();
-        let mut by_name: HashMap<Name, Vec<u64>> = HashMap::new();
-        let mut timers: BinaryHeap<Reverse<(Instant, u64, u64)>> = BinaryHeap::new();
-        let mut queue: VecDeque<u64> = VecDeque::new();
-        let mut next_token = 0u64;
-        let mut in_flight = 0usize;
-        let mut rr = 0usize;
-        let mut prefix_lookups = 0usize; // entries with CanBePrefix
-        let mut batch: Vec<Interest> = Vec::new();
+        let mut p = Pending::default();
+        let mut batch = Vec::new();
         let mut incoming: Vec<Incoming> = Vec::new();
-        let default_lifetime = self.cfg.lifetime;
+        let mut rr = 0usize;
         let mut was_running: Vec<bool> = vec![true; jobs.len()];
-
         loop {
             // Drop work of jobs that stopped running.
             let running: Vec<bool> = jobs
@@ -370,119 +351,16 @@ impl Engine {
                 .collect();
             if running != was_running {
                 was_running.clone_from(&running);
-                let gone: Vec<u64> = entries
-                    .iter()
-                    .filter(|(_, e)| !running[e.job])
-                    .map(|(t, _)| *t)
-                    .collect();
-                for t in gone {
-                    if let Some(e) = entries.remove(&t) {
-                        if e.slot == Slot::InFlight {
-                            in_flight -= 1;
-                        }
-                        unlink(&mut by_name, &e.req.name, t);
-                        if e.req.can_be_prefix {
-                            prefix_lookups -= 1;
-                        }
-                    }
-                }
+                p.drop_stopped(&running);
             }
-            // Fill the window: retransmissions first, then new requests
-            // from the jobs in turn.
-            let now = Instant::now();
-            let cwnd = (self.window.cwnd().floor() as usize).max(1);
-            batch.clear();
-            while in_flight < cwnd {
-                let token = if let Some(t) = queue.pop_front() {
-                    match entries.get(&t) {
-                        Some(e) if e.slot == Slot::Queued => t,
-                        _ => continue,
-                    }
-                } else {
-                    let mut found = None;
-                    for _ in 0..jobs.len() {
-                        let j = rr % jobs.len();
-                        rr = rr.wrapping_add(1);
-                        if !running[j] {
-                            continue;
-                        }
-                        if let Some((key, req)) = jobs[j].next_request() {
-                            found = Some((j, key, req));
-                            break;
-                        }
-                    }
-                    let Some((job, key, req)) = found else {
-                        break;
-                    };
-                    let t = next_token;
-                    next_token += 1;
-                    by_name.entry(req.name.clone()).or_default().push(t);
-                    if req.can_be_prefix {
-                        prefix_lookups += 1;
-                    }
-                    entries.insert(
-                        t,
-                        Entry {
-                            job,
-                            key,
-                            req,
-                            sent: now,
-                            retx: 0,
-                            gen: 0,
-                            slot: Slot::Queued,
-                            hint_gen: 0,
-                        },
-                    );
-                    t
-                };
-                let nonce = self.next_nonce();
-                let rto = self.rtt.rto();
-                let Some(e) = entries.get_mut(&token) else {
-                    continue;
-                };
-                let lifetime = e.req.lifetime.unwrap_or(default_lifetime);
-                let forwarding_hint = if !e.req.forwarding_hint.is_empty() || is_scoped(&e.req.name)
-                {
-                    e.req.forwarding_hint.clone()
-                } else if !self.cfg.forwarding_hint.is_empty() {
-                    self.cfg.forwarding_hint.clone()
-                } else if self.hints.is_empty() {
-                    Vec::new()
-                } else {
-                    match self.hints.get(&crate::locate::object_of(&e.req.name)) {
-                        Some(h) => {
-                            e.hint_gen = h.gen;
-                            h.current.clone()
-                        }
-                        None => Vec::new(),
-                    }
-                };
-                let f = InterestFields {
-                    name: e.req.name.clone(),
-                    can_be_prefix: e.req.can_be_prefix,
-                    must_be_fresh: e.req.must_be_fresh,
-                    forwarding_hint,
-                    app_params: e.req.app_params.clone(),
-                    nonce: Some(nonce),
-                    lifetime: Some(lifetime.as_millis() as u64),
-                    ..Default::default()
-                };
-                batch.push(f.encode());
-                e.sent = now;
-                e.gen += 1;
-                e.slot = Slot::InFlight;
-                in_flight += 1;
-                st.interests += 1;
-                // Time out at the RTO, or at the lifetime if that is shorter.
-                timers.push(Reverse((now + rto.min(lifetime), token, e.gen)));
-            }
+            self.fill_window(&mut p, jobs, &running, &mut rr, &mut batch, &mut st);
             if !batch.is_empty() {
                 link.send(&batch).await?;
             }
             let blocked = jobs
                 .iter()
                 .any(|j| j.state() == JobState::Running && j.blocked());
-            if entries.is_empty() {
+            if p.is_empty() {
                 if jobs.iter().all(|j| j.state() != JobState::Running) {
                     break;
                 }
@@ -500,17 +378,7 @@ impl Engine {
                 break;
             }
             // Wait for packets or the next timer.
-            let deadline = loop {
-                match timers.peek() {
-                    Some(Reverse((at, t, g))) => match entries.get(t) {
-                        Some(e) if e.gen == *g && e.slot == Slot::InFlight => break Some(*at),
-                        _ => {
-                            timers.pop();
-                        }
-                    },
-                    None => break None,
-                }
-            };
+            let deadline = p.next_deadline();
             let deadline = if blocked {
                 let soon = Instant::now() + Duration::from_millis(1);
                 Some(deadline.map_or(soon, |d| d.min(soon)))
@@ -532,256 +400,16 @@ impl Engine {
             for (pkt, lf) in incoming.drain(..) {
                 match pkt {
                     NetPacket::Data(d) => {
-                        let mut tokens = by_name.remove(d.name()).unwrap_or_default();
-                        if prefix_lookups > 0 {
-                            for n in (0..d.name().len()).rev() {
-                                let p = d.name().prefix(n as isize);
-                                if let Some(v) = by_name.get_mut(&p) {
-                                    let (mine, rest): (Vec<u64>, Vec<u64>) =
-                                        v.iter().partition(|t| {
-                                            entries.get(t).is_some_and(|e| e.req.can_be_prefix)
-                                        });
-                                    tokens.extend(mine);
-                                    *v = rest;
-                                    if v.is_empty() {
-                                        by_name.remove(&p);
-                                    }
-                                }
-                            }
-                        }
-                        if tokens.is_empty() {
-                            st.ignored += 1;
-                            continue;
-                        }
-                        let mut d = Some(d);
-                        let n_tokens = tokens.len();
-                        for (ti, t) in tokens.into_iter().enumerate() {
-                            let Some(mut e) = entries.remove(&t) else {
-                                continue;
-                            };
-                            if e.req.can_be_prefix {
-                                prefix_lookups -= 1;
-                            }
-                            if e.slot == Slot::InFlight {
-                                in_flight -= 1;
-                            }
-                            // Karn: sample only Interests sent once.
-                            if e.retx == 0 && e.slot == Slot::InFlight {
-                                let r = now.duration_since(e.sent);
-                                self.rtt.add(r);
-                                if self.window.rtt_sample(r.as_secs_f64()) {
-                                    st.slow_start_exits += 1;
-                                }
-                            }
-                            if lf.congestion_mark.unwrap_or(0) > 0 {
-                                st.congestion_marks += 1;
-                                if !self.cfg.ignore_marks
-                                    && self.may_decrease(e.sent)
-                                    && self.window.decrease(now)
-                                {
-                                    st.decreases_mark += 1;
-                                }
-                            } else {
-                                let srtt = self.rtt.srtt().map(|d| d.as_secs_f64()).unwrap_or(0.1);
-                                self.window.increase(now, srtt);
-                            }
-                            st.max_cwnd = st.max_cwnd.max(self.window.cwnd());
-                            if !running[e.job] {
-                                continue;
-                            }
-                            let data = if ti + 1 == n_tokens {
-                                d.take()
-                            } else {
-                                d.clone()
-                            };
-                            let Some(data) = data else { continue };
-                            match jobs[e.job].on_data(e.key, data) {
-                                Verdict::Done(b) => {
-                                    st.segments += 1;
-                                    st.bytes += b;
-                                    if self.cfg.locator.is_some() {
-                                        let h = name_hash(&e.req.name);
-                                        if !self.accepted.insert(h) {
-                                            st.refetched += 1;
-                                        }
-                                    }
-                                    if let Some(p) = self.progress.as_mut() {
-                                        p(b);
-                                    }
-                                }
-                                Verdict::Again(why) => {
-                                    st.rejected += 1;
-                                    if e.retx >= e.req.retries.unwrap_or(self.cfg.retries) {
-                                        fail_or_replace(jobs, &mut e, Failure::Rejected(why));
-                                    } else {
-                                        e.retx += 1;
-                                        st.retransmissions += 1;
-                                    }
-                                    self.requeue(
-                                        e,
-                                        t,
-                                        &mut entries,
-                                        &mut by_name,
-                                        &mut queue,
-                                        &mut prefix_lookups,
-                                        jobs,
-                                    );
-                                }
-                                Verdict::Instead(r) => {
-                                    st.rejected += 1;
-                                    st.retransmissions += 1;
-                                    e.req = r;
-                                    e.retx = 0;
-                                    self.requeue(
-                                        e,
-                                        t,
-                                        &mut entries,
-                                        &mut by_name,
-                                        &mut queue,
-                                        &mut prefix_lookups,
-                                        jobs,
-                                    );
-                                }
-                                Verdict::Discard => st.rejected += 1,
-                                Verdict::Fatal(why) => jobs[e.job].fail(why),
-                            }
-                        }
+                        self.on_data(&mut p, jobs, &running, d, &lf, now, &mut st)
                     }
                     NetPacket::Nack(i, reason) => {
-                        let Some(tokens) = by_name.get(&i.name) else {
-                            st.ignored += 1;
-                            continue;
-                        };
-                        // The Nack answers the transmission with its Nonce;
-                        // an older one's Nack is stale.
-                        let Some(t) = tokens
-                            .iter()
-                            .copied()
-                            .find(|t| entries.get(t).is_some_and(|e| e.slot == Slot::InFlight))
-                        else {
-                            st.ignored += 1;
-                            continue;
-                        };
-                        let Some(mut e) = entries.remove(&t) else {
-                            continue;
-                        };
-                        unlink(&mut by_name, &e.req.name, t);
-                        if e.req.can_be_prefix {
-                            prefix_lookups -= 1;
-                        }
-                        in_flight -= 1;
-                        let limit = e.req.retries.unwrap_or(self.cfg.retries);
-                        match reason {
-                            nack_reason::CONGESTION => {
-                                st.nacks_congestion += 1;
-                                if self.may_decrease(e.sent) && self.window.decrease(now) {
-                                    st.decreases_nack += 1;
-                                }
-                                if e.retx >= limit {
-                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
-                                } else {
-                                    e.retx += 1;
-                                    st.retransmissions += 1;
-                                }
-                            }
-                            nack_reason::DUPLICATE => {
-                                st.nacks_duplicate += 1;
-                                if e.retx >= limit {
-                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
-                                } else {
-                                    e.retx += 1;
-                                    st.retransmissions += 1;
-                                }
-                            }
-                            _ => {
-                                st.nacks_other += 1;
-                                if !self.failover(&mut e, &mut st).await {
-                                    fail_or_replace(jobs, &mut e, Failure::Nack(reason));
-                                }
-                            }
-                        }
-                        self.requeue(
-                            e,
-                            t,
-                            &mut entries,
-                            &mut by_name,
-                            &mut queue,
-                            &mut prefix_lookups,
-                            jobs,
-                        );
+                        self.on_nack(&mut p, jobs, &i.name, reason, now, &mut st)
+                            .await
                     }
                     NetPacket::Interest(_) => st.ignored += 1,
                 }
             }
-            // Timeouts.
-            let now = Instant::now();
-            let mut backed_off = false;
-            while let Some(Reverse((at, t, g))) = timers.peek().copied() {
-                if at > now {
-                    break;
-                }
-                timers.pop();
-                let live = entries
-                    .get(&t)
-                    .is_some_and(|e| e.gen == g && e.slot == Slot::InFlight);
-                if !live {
-                    continue;
-                }
-                let Some(mut e) = entries.remove(&t) else {
-                    continue;
-                };
-                in_flight -= 1;
-                st.timeouts += 1;
-                // Back off once per loss episode: only for an Interest sent
-                // after the previous backoff.
-                if !backed_off && e.sent >= self.last_backoff {
-                    self.rtt.backoff();
-                    self.last_backoff = now;
-                    backed_off = true;
-                }
-                if self.may_decrease(e.sent) && self.window.decrease(now) {
-                    st.decreases_loss += 1;
-                }
-                let exhausted = e.retx >= e.req.retries.unwrap_or(self.cfg.retries);
-                // Timeouts in a row under one hint (or by name): another location,
-                // if there is one, before the retries run out.
-                if (exhausted || e.retx + 1 >= self.cfg.failover_timeouts)
-                    && self.failover(&mut e, &mut st).await
-                {
-                    st.retransmissions += 1;
-                    self.requeue(
-                        e,
-                        t,
-                        &mut entries,
-                        &mut by_name,
-                        &mut queue,
-                        &mut prefix_lookups,
-                        jobs,
-                    );
-                } else if exhausted {
-                    unlink(&mut by_name, &e.req.name, t);
-                    if e.req.can_be_prefix {
-                        prefix_lookups -= 1;
-                    }
-                    fail_or_replace(jobs, &mut e, Failure::Timeout);
-                    self.requeue(
-                        e,
-                        t,
-                        &mut entries,
-                        &mut by_name,
-                        &mut queue,
-                        &mut prefix_lookups,
-                        jobs,
-                    );
-                } else {
-                    // Stays findable by name: a late Data still counts.
-                    e.retx += 1;
-                    st.retransmissions += 1;
-                    e.slot = Slot::Queued;
-                    entries.insert(t, e);
-                    queue.push_back(t);
-                }
-            }
+            self.expire(&mut p, jobs, &mut st).await;
         }
         st.seconds = start.elapsed().as_secs_f64();
         st.rtt_min_ms = if self.rtt.samples > 0 {
@@ -874,34 +502,6 @@ impl Engine {
     fn may_decrease(&self, sent: Instant) -> bool {
         self.cfg.disable_cwa || sent > self.window.last_decrease()
     }
-
-    /// Puts an entry (removed from `entries`, maybe unlinked from
-    /// `by_name`) back in the send queue, unless its job stopped.
-    #[allow(clippy::too_many_arguments)]
-    fn requeue(
-        &self,
-        mut e: Entry,
-        t: u64,
-        entries: &mut HashMap<u64, Entry>,
-        by_name: &mut HashMap<Name, Vec<u64>>,
-        queue: &mut VecDeque<u64>,
-        prefix_lookups: &mut usize,
-        jobs: &mut [&mut dyn Job],
-    ) {
-        if jobs[e.job].state() != JobState::Running || e.retx == u32::MAX {
-            return;
-        }
-        let list = by_name.entry(e.req.name.clone()).or_default();
-        if !list.contains(&t) {
-            list.push(t);
-            if e.req.can_be_prefix {
-                *prefix_lookups += 1;
-            }
-        }
-        e.slot = Slot::Queued;
-        entries.insert(t, e);
-        queue.push_back(t);
-    }
 }
 
 /// The request ran out of chances: ask the job for an alternative (the
@@ -929,15 +529,6 @@ fn name_hash(n: &Name) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     n.hash(&mut h);
     h.finish()
-}
-
-fn unlink(by_name: &mut HashMap<Name, Vec<u64>>, name: &Name, t: u64) {
-    if let Some(v) = by_name.get_mut(name) {
-        v.retain(|x| *x != t);
-        if v.is_empty() {
-            by_name.remove(name);
-        }
-    }
 }
 
 #[cfg(test)]
