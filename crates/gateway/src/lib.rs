@@ -22,6 +22,7 @@ mod esgf;
 mod local;
 mod locate;
 mod metrics;
+mod opendap;
 mod pool;
 mod preview;
 mod query;
@@ -139,6 +140,8 @@ fn routes(
         )
         .route("/api/zarr/{id}", get(zarr::refs))
         .route("/api/preview/{*name}", get(preview::preview))
+        .route("/thredds/dodsC/{*path}", get(opendap::serve))
+        .route("/opendap/{*name}", get(opendap::serve))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             deadline,
@@ -240,6 +243,13 @@ async fn guard(req: Request, next: Next) -> Response {
         } else {
             MAX_QUERY
         };
+        if q.len() > max && opendap::is_dap(uri.path()) {
+            let e = granary_science::dap::DapError::Constraint(format!(
+                "the constraint is {} bytes, more than {max}",
+                q.len()
+            ));
+            return secure(opendap::dap_error(&e), false);
+        }
         if q.len() > max {
             return secure(
                 error(
@@ -296,6 +306,13 @@ fn secure(mut r: Response, data: bool) -> Response {
 async fn json_errors(r: Response) -> Response {
     let s = r.status();
     if !(s.is_client_error() || s.is_server_error()) {
+        return r;
+    }
+    // OPeNDAP clients read DAP2 error bodies.
+    if r.headers()
+        .get("content-description")
+        .is_some_and(|v| v == "dods-error")
+    {
         return r;
     }
     let json = r

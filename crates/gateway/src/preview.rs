@@ -645,7 +645,7 @@ async fn dataset_series(node: &State, headers: &HeaderMap, id: &str, ask: Ask) -
 
 /// The bytes of `target` (a versioned name) by `/data`'s route: the repository's
 /// verified copy, else over NDN.
-async fn open_source(
+pub(crate) async fn open_source(
     node: &State,
     target: &granary_packet::Name,
 ) -> Result<Arc<dyn ReadAt>, Response> {

@@ -4,6 +4,7 @@
 //! example tree it is asked for).
 
 pub mod consistency;
+pub mod dap;
 pub mod drs;
 pub mod example;
 pub mod netcdf;
