@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
-pub use error::{Error, Result};
+pub use error::{pg_message, redact, Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
 pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas, Role};
 pub use query::{check_time, FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};

@@ -216,7 +216,7 @@ impl Pg {
     }
 
     fn failed(&mut self, e: &postgres::Error) {
-        self.last_error = format!("PostgreSQL: {e}");
+        self.last_error = format!("PostgreSQL: {}", crate::error::pg_message(e));
         self.retry_at = Some(Instant::now() + self.backoff);
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
@@ -265,7 +265,7 @@ impl Pg {
                     if let Some(c) = self.client.take() {
                         drop_client(c);
                     }
-                    self.last_error = format!("PostgreSQL: {e}");
+                    self.last_error = format!("PostgreSQL: {}", crate::error::pg_message(&e));
                     tries += 1;
                     if tries >= ATTEMPTS {
                         self.retry_at = Some(Instant::now() + self.backoff);

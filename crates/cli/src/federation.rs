@@ -105,11 +105,17 @@ pub fn run(
             );
             for n in &nodes {
                 println!(
-                    "  {:<32} {:<4} last seen {:.1} s ago  {} version(s)",
+                    "  {:<32} {:<4} {:<7} last seen {:.1} s ago  {} version(s){}",
                     n.prefix,
                     if n.up { "up" } else { "DOWN" },
+                    n.role.as_str(),
                     n.age_ms as f64 / 1e3,
-                    n.locations
+                    n.locations,
+                    if n.role == granary_catalog::Role::Storage {
+                        ""
+                    } else {
+                        " (caches)"
+                    }
                 );
             }
             if !rules.is_empty() {
@@ -151,11 +157,12 @@ pub fn run(
             } else {
                 for l in &locs {
                     println!(
-                        "{} v={} {} manifest {}",
+                        "{} v={} {} manifest {}{}",
                         l.name,
                         l.version,
                         l.node,
-                        l.manifest_digest.as_deref().unwrap_or("?")
+                        l.manifest_digest.as_deref().unwrap_or("?"),
+                        if l.is_cache() { " (cache)" } else { "" }
                     );
                 }
             }
@@ -181,9 +188,8 @@ pub fn run(
             let bad = c.bad();
             let (results, skipped) = (c.checked, c.down_skipped);
             if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"checked": results, "bad": bad, "down_skipped": skipped})
+                crate::out::json_answer(
+                    &serde_json::json!({"checked": results, "bad": bad, "down_skipped": skipped}),
                 );
             } else {
                 for r in &results {

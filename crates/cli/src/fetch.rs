@@ -419,7 +419,7 @@ fn show(
         Event::Stats(st) if !quiet => print_stats(st),
         Event::Json { report, by_name } if json => {
             if to_stdout || !by_name {
-                println!("{report}");
+                crate::out::json_answer(report);
             } else {
                 eprintln!("{report}");
             }

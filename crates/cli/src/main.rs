@@ -376,6 +376,11 @@ enum Command {
     Stat {
         /// Name.
         name: String,
+        /// One JSON object: the metadata, the file's path, the signed
+        /// manifest root it serves (`manifest`: name, digest, signature type
+        /// and signer, the publisher's key for a replica) and any damage.
+        #[arg(long)]
+        json: bool,
     },
     /// Rename a published file (all versions); O(1), nothing re-signed.
     Mv {
@@ -522,7 +527,21 @@ fn socket_path(socket: Option<&PathBuf>, data_dir: &Path) -> PathBuf {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     let data_dir = cli.data_dir.unwrap_or_else(default_data_dir);
-    catalog::set_catalog_spec(cli.catalog);
+    // A client command uses the catalog and node timeout of this data
+    // directory's daemon unless told otherwise (--catalog, GRANARY_CATALOG,
+    // --node-timeout).
+    let (spec, timeout) = if matches!(cli.command, Command::Daemon(_)) {
+        (cli.catalog, None)
+    } else {
+        let s = catalog::daemon_settings(&data_dir);
+        let t = s
+            .node_timeout
+            .filter(|t| t.is_finite() && *t > 0.0 && *t <= 30.0 * 86400.0)
+            .map(std::time::Duration::from_secs_f64);
+        (cli.catalog.or(s.catalog), t)
+    };
+    catalog::set_catalog_spec(spec);
+    catalog::set_default_node_timeout(timeout);
     let socket = socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
         Command::Daemon(args) => {
@@ -659,7 +678,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             mount::run(&socket, &data_dir, a)
         }
         Command::Ls { prefix } => repo::ls(&data_dir, prefix.as_deref()),
-        Command::Stat { name } => repo::stat(&data_dir, &name),
+        Command::Stat { name, json } => repo::stat(&data_dir, &name, json),
         Command::Mv { old, new } => {
             granary_node::repo::mv(&data_dir, &socket, catalog::catalog_spec(), &old, &new)
         }
@@ -756,7 +775,13 @@ fn main() {
     if dies_quietly_on_a_closed_pipe(&cli.command) {
         default_sigpipe();
     }
+    // A command asked for JSON answers in JSON when it fails too (unless
+    // its JSON answer, which says what failed, is out already).
+    let json = std::env::args_os().any(|a| a == "--json");
     if let Err(e) = run(cli) {
+        if json && !out::json_answered() {
+            println!("{}", serde_json::json!({"error": format!("{e:#}")}));
+        }
         eprintln!("granary: error: {e:#}");
         std::process::exit(1);
     }

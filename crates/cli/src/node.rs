@@ -97,6 +97,13 @@ pub struct DaemonArgs {
     /// keys under the old one (what they signed stays signed by them).
     #[arg(long)]
     force: bool,
+    /// What this node is for in the federation (config key `role`):
+    /// `storage` (the default: holds data, a replica target and source),
+    /// `router` or `client` (what they keep is a cache, never counted as a
+    /// replica, and they are never offered copies). Kept in the catalog's
+    /// row of the node with each heartbeat.
+    #[arg(long, value_name = "ROLE", value_parser = ["storage", "router", "client"])]
+    role: Option<String>,
 }
 
 /// `granary daemon`: the flags handed to `granary_node::daemon`.
@@ -119,6 +126,12 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
         http: args.http.flags(),
         node_prefix: args.node_prefix,
         force: args.force,
+        role: args
+            .role
+            .as_deref()
+            .map(granary_catalog::Role::parse)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--role: {e}"))?,
     };
     granary_node::daemon::run(opts, socket, data_dir)
 }

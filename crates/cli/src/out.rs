@@ -15,6 +15,21 @@ pub fn say_line(args: std::fmt::Arguments) {
     }
 }
 
+/// Set once a command has printed its JSON answer (a report that says what
+/// failed): `main` then does not add `{"error": …}` when the command fails.
+static JSON_ANSWERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Prints `v` as the command's one JSON answer (see [`json_answered`]).
+pub fn json_answer(v: &serde_json::Value) {
+    JSON_ANSWERED.store(true, std::sync::atomic::Ordering::Relaxed);
+    println!("{v}");
+}
+
+/// True when the command printed its JSON answer already.
+pub fn json_answered() -> bool {
+    JSON_ANSWERED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Writes one line to standard error; a closed pipe is not an error.
 pub fn tell_line(args: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr().lock(), "{args}");

@@ -24,11 +24,13 @@ pub struct ReplicateArgs {
         required_unless_present = "replicas"
     )]
     pub to: Vec<String>,
-    /// Make N more copies, on up nodes of the federation's location catalog
-    /// (--catalog postgres://…) that do not hold the version yet (this node
-    /// and the current holders are left out; the nodes holding the fewest
-    /// versions are chosen first). When fewer such nodes are up, the copies
-    /// that can be made are made and the command fails naming the shortfall.
+    /// Make N more copies, on up storage nodes of the federation's location
+    /// catalog (--catalog postgres://…) that do not hold the version yet
+    /// (this node, the current holders, routers and clients are left out;
+    /// the nodes holding the fewest versions are tried first). A node that
+    /// refuses or fails passes the copy to the next, until N copies are
+    /// made or no candidate remains; then the command fails naming the
+    /// shortfall.
     #[arg(long, value_name = "N", conflicts_with = "to", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub replicas: Option<u32>,
     /// With --replicas: a node whose last heartbeat is older than this
@@ -57,42 +59,10 @@ pub fn run(
     a: &ReplicateArgs,
 ) -> anyhow::Result<()> {
     Name::from_uri(&a.name).map_err(|e| anyhow::anyhow!("{}: {e}", a.name))?;
-    let mut version = a.version;
-    let mut shortfall = 0;
-    let mut sources = Vec::new();
-    let targets = if let Some(n) = a.replicas {
-        let t = granary_node::federation::node_timeout(a.node_timeout)?;
-        let c =
-            granary_node::placement::choose_replicas(data_dir, catalog, &a.name, a.version, n, t)?;
-        let me = &c.me;
-        version = Some(c.version);
-        shortfall = c.shortfall;
-        if !c.sources.contains(me) {
-            sources = c.sources.clone();
-        }
-        if c.targets.is_empty() {
-            anyhow::bail!(
-                "--replicas {n}: no up node of the location catalog is without {} v={} (this node {me} and the holders are left out); nothing done",
-                a.name,
-                c.version
-            );
-        }
-        eprintln!(
-            "--replicas {n}: chose {} for {} v={}{}",
-            c.targets.join(", "),
-            a.name,
-            c.version,
-            if shortfall > 0 {
-                format!(" ({shortfall} short: no other up node is without it)")
-            } else {
-                String::new()
-            }
-        );
-        c.targets
-            .iter()
-            .map(|t| Name::from_uri(t).map_err(|e| anyhow::anyhow!("catalog node {t:?}: {e}")))
-            .collect::<anyhow::Result<Vec<_>>>()?
-    } else {
+    if let Some(n) = a.replicas {
+        return run_replicas(socket, data_dir, catalog, a, n);
+    }
+    let targets =
         a.to.iter()
             .map(|t| {
                 let n = Name::from_uri(t).map_err(|e| anyhow::anyhow!("--to {t:?}: {e}"))?;
@@ -101,8 +71,32 @@ pub fn run(
                 }
                 Ok(n)
             })
-            .collect::<anyhow::Result<Vec<_>>>()?
-    };
+            .collect::<anyhow::Result<Vec<_>>>()?;
+    let req = request(data_dir, a, a.version, Vec::new())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut failed = 0;
+    for t in &targets {
+        let r = rt.block_on(replicate_to(socket, data_dir, t, &req, a.no_wait));
+        if !report(&t.to_string(), r, a.json) {
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} replication(s) failed", targets.len());
+    }
+    Ok(())
+}
+
+/// The command's parameters: `--from`, else the catalog's `sources` (when
+/// this node holds none), else this node's prefix.
+fn request(
+    data_dir: &Path,
+    a: &ReplicateArgs,
+    version: Option<u64>,
+    sources: Vec<String>,
+) -> anyhow::Result<Request> {
     let fwhint = if a.from.is_empty() && !sources.is_empty() {
         sources
     } else if a.from.is_empty() {
@@ -116,72 +110,133 @@ pub fn run(
         }
         a.from.clone()
     };
-    let req = Request {
+    Ok(Request {
         name: a.name.clone(),
         version,
         fwhint,
+    })
+}
+
+/// Prints one target's outcome; false when it failed.
+fn report(t: &str, r: anyhow::Result<serde_json::Value>, json: bool) -> bool {
+    match r {
+        Ok(v) if json => {
+            println!("{v}");
+            v["state"] != "failed"
+        }
+        Ok(v) if v["state"] == "done" => {
+            let how = match (&v["dedup"], &v["by_name"]) {
+                (d, _) if d.is_object() => format!(
+                    "{} chunks from its own store, {} from neighbours, {} fetched by name",
+                    d["local"]["chunks"], d["neighbours"]["chunks"], d["producer"]["chunks"]
+                ),
+                (_, b) if b.is_object() => {
+                    format!("{} segments fetched by name", b["segments"])
+                }
+                _ if v["already"] == true => "held already".to_string(),
+                _ => String::new(),
+            };
+            eprintln!(
+                "{t}: holds {} ({} bytes), manifest signed by {} kept as received; {how}; {:.2} s",
+                v["versioned"].as_str().unwrap_or("?"),
+                v["size"],
+                v["signer"].as_str().unwrap_or("?"),
+                v["seconds"].as_f64().unwrap_or(0.0)
+            );
+            true
+        }
+        Ok(v) if v["state"] == "running" => {
+            eprintln!(
+                "{t}: replication {} accepted (not waiting)",
+                v["id"].as_str().unwrap_or("?")
+            );
+            true
+        }
+        Ok(v) => {
+            eprintln!(
+                "{t}: FAILED: {}",
+                v["error"].as_str().unwrap_or("no reason given")
+            );
+            false
+        }
+        Err(e) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"node": t, "state": "failed", "error": format!("{e:#}")})
+                );
+            }
+            eprintln!("{t}: FAILED: {e:#}");
+            false
+        }
+    }
+}
+
+/// `--replicas N`: the candidates from the location catalog, tried in
+/// order until N copies are made or none remains (granary_node::placement).
+fn run_replicas(
+    socket: &Path,
+    data_dir: &Path,
+    catalog: Option<&str>,
+    a: &ReplicateArgs,
+    n: u32,
+) -> anyhow::Result<()> {
+    let t = granary_node::federation::node_timeout(a.node_timeout)?;
+    let c = granary_node::placement::choose_replicas(data_dir, catalog, &a.name, a.version, n, t)?;
+    let me = &c.me;
+    let sources = if c.sources.contains(me) {
+        Vec::new()
+    } else {
+        c.sources.clone()
     };
+    if c.candidates.is_empty() {
+        anyhow::bail!(
+            "--replicas {n}: no up storage node of the location catalog is without {} v={} (this node {me}, the holders, routers and clients are left out); nothing done",
+            a.name,
+            c.version
+        );
+    }
+    let rest = &c.candidates[c.targets.len()..];
+    eprintln!(
+        "--replicas {n}: chose {} for {} v={}{}",
+        c.targets.join(", "),
+        a.name,
+        c.version,
+        if rest.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (next, for a node that refuses or fails: {})",
+                rest.join(", ")
+            )
+        }
+    );
+    let req = request(data_dir, a, Some(c.version), sources)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let mut failed = 0;
-    for t in &targets {
-        let r = rt.block_on(replicate_to(socket, data_dir, t, &req, a.no_wait));
-        match r {
-            Ok(v) if a.json => {
-                println!("{v}");
-                if v["state"] == "failed" {
-                    failed += 1;
-                }
-            }
-            Ok(v) if v["state"] == "done" => {
-                let how = match (&v["dedup"], &v["by_name"]) {
-                    (d, _) if d.is_object() => format!(
-                        "{} chunks from its own store, {} from neighbours, {} fetched by name",
-                        d["local"]["chunks"], d["neighbours"]["chunks"], d["producer"]["chunks"]
-                    ),
-                    (_, b) if b.is_object() => {
-                        format!("{} segments fetched by name", b["segments"])
-                    }
-                    _ if v["already"] == true => "held already".to_string(),
-                    _ => String::new(),
-                };
-                eprintln!(
-                    "{t}: holds {} ({} bytes), manifest signed by {} kept as received; {how}; {:.2} s",
-                    v["versioned"].as_str().unwrap_or("?"),
-                    v["size"],
-                    v["signer"].as_str().unwrap_or("?"),
-                    v["seconds"].as_f64().unwrap_or(0.0)
-                );
-            }
-            Ok(v) if v["state"] == "running" => {
-                eprintln!(
-                    "{t}: replication {} accepted (not waiting)",
-                    v["id"].as_str().unwrap_or("?")
-                )
-            }
-            Ok(v) => {
-                failed += 1;
-                eprintln!(
-                    "{t}: FAILED: {}",
-                    v["error"].as_str().unwrap_or("no reason given")
-                );
-            }
-            Err(e) => {
-                failed += 1;
-                eprintln!("{t}: FAILED: {e:#}");
-            }
-        }
-    }
-    if failed > 0 {
-        anyhow::bail!("{failed} of {} replication(s) failed", targets.len());
-    }
-    if shortfall > 0 {
+    let made = rt.block_on(granary_node::placement::replicate_until(
+        socket,
+        data_dir,
+        &c,
+        n,
+        &req,
+        a.no_wait,
+        |t, o| {
+            let r = match o {
+                granary_node::placement::Outcome::Made(v) => Ok(v.clone()),
+                granary_node::placement::Outcome::Failed(e) => Err(anyhow::anyhow!(
+                    "{e}; passing the copy to the next candidate"
+                )),
+            };
+            report(t, r, a.json);
+        },
+    ));
+    if made < n {
         anyhow::bail!(
-            "--replicas {}: {} cop{} made, {shortfall} short: the location catalog has no other up node without the version",
-            a.replicas.unwrap_or(0),
-            targets.len(),
-            if targets.len() == 1 { "y" } else { "ies" }
+            "--replicas {n}: {made} cop{} made, {} short: no candidate remains (every up storage node without the version was tried)",
+            if made == 1 { "y" } else { "ies" },
+            n - made
         );
     }
     Ok(())

@@ -212,8 +212,30 @@ pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn stat(data_dir: &Path, uri: &str) -> anyhow::Result<()> {
+pub fn stat(data_dir: &Path, uri: &str, json: bool) -> anyhow::Result<()> {
     let (e, damaged) = granary_node::repo::stat(data_dir, &name(uri)?)?;
+    if json {
+        let manifest = granary_node::repo::manifest_signature(data_dir, &e)?;
+        let damaged: Vec<serde_json::Value> = damaged
+            .iter()
+            .map(|(v, d)| {
+                serde_json::json!({
+                    "version": v,
+                    "segments": d.segments.len(),
+                    "problems": d.problems,
+                    "by": d.by,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "meta": e.meta,
+            "path": e.path,
+            "manifest": manifest,
+            "damaged": damaged,
+        });
+        println!("{v}");
+        return Ok(());
+    }
     println!("{}", serde_json::to_string_pretty(&e.meta)?);
     println!("path {}", e.path.display());
     // Damage (serve-time check or scrub): this version and any other.

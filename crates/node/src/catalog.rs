@@ -9,6 +9,74 @@ use granary_search::Settings;
 
 static CATALOG_SPEC: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
+/// The federation settings a running daemon leaves in its data directory
+/// (`<data-dir>/daemon-settings.toml`, mode 0600: the catalog URL may hold
+/// a password) so that the client commands on that data directory use the
+/// same catalog, node timeout and replication rules without repeating them.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DaemonSettings {
+    /// The daemon's `--catalog` (absent: its embedded catalog).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<String>,
+    /// Its `node_timeout`, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_timeout: Option<f64>,
+    /// Its role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<granary_catalog::Role>,
+    /// Its `[[replication]]` rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replication: Vec<crate::policy::Rule>,
+}
+
+/// Where [`DaemonSettings`] are kept.
+pub fn daemon_settings_file(data_dir: &Path) -> PathBuf {
+    data_dir.join("daemon-settings.toml")
+}
+
+/// Writes the daemon's settings (at its start), readable by its user only.
+pub fn write_daemon_settings(data_dir: &Path, s: &DaemonSettings) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let text = toml::to_string(s)?;
+    let path = daemon_settings_file(data_dir);
+    let tmp = path.with_extension("toml.tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(b"# written by `granary daemon` at start: the settings its client commands use\n")?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(())
+}
+
+/// The settings the daemon of `data_dir` left (empty when it never ran, or
+/// the file cannot be read: a client then uses its own defaults).
+pub fn daemon_settings(data_dir: &Path) -> DaemonSettings {
+    std::fs::read_to_string(daemon_settings_file(data_dir))
+        .ok()
+        .and_then(|t| toml::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+static DEFAULT_NODE_TIMEOUT: std::sync::OnceLock<Option<std::time::Duration>> =
+    std::sync::OnceLock::new();
+
+/// Records the node timeout client commands use when none is given (the
+/// daemon's, from [`daemon_settings`]; once, at start).
+pub fn set_default_node_timeout(t: Option<std::time::Duration>) {
+    let _ = DEFAULT_NODE_TIMEOUT.set(t);
+}
+
+/// The node timeout of this data directory's daemon, when it gave one.
+pub fn default_node_timeout() -> Option<std::time::Duration> {
+    DEFAULT_NODE_TIMEOUT.get().copied().flatten()
+}
+
 /// Records the global `--catalog` (once, at start).
 pub fn set_catalog_spec(spec: Option<String>) {
     let _ = CATALOG_SPEC.set(spec);

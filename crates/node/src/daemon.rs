@@ -47,6 +47,9 @@ pub struct Options {
     pub node_prefix: Option<String>,
     /// Change the node prefix even though keys exist under the old one.
     pub force: bool,
+    /// The node's role in the federation (`--role`; overrides the config's
+    /// `role`; default storage).
+    pub role: Option<granary_catalog::Role>,
 }
 
 /// `granary daemon`: starts the forwarder with `socket` as its Unix socket,
@@ -57,6 +60,8 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     let mut file_prefix: Option<String> = None;
     let mut replication: Vec<crate::policy::Rule> = Vec::new();
     let mut node_timeout = granary_catalog::DEFAULT_NODE_TIMEOUT;
+    let mut file_role: Option<granary_catalog::Role> = None;
+    let mut replication_settings = crate::policy::Settings::default();
     let mut cfg = match &args.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -66,6 +71,8 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             http_file = crate::gateway::take_config_keys(&mut t)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             replication = crate::policy::take_config(&mut t)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            replication_settings = crate::policy::take_settings(&mut t)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
             file_prefix = match t.remove("node_prefix") {
                 None => None,
@@ -78,6 +85,12 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             if let Some(v) = t.remove("node_timeout") {
                 node_timeout = crate::locate::parse_node_timeout(&v)
                     .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            }
+            if let Some(v) = t.remove("role") {
+                file_role = Some(
+                    crate::locate::parse_role(&v)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
+                );
             }
             DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
         }
@@ -131,12 +144,41 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
         }
         None => crate::identity::node_prefix(data_dir)?,
     };
+    // The publisher key from the first start: sites exchange keys before
+    // they publish, and replicate commands are signed with it.
+    match crate::identity::ensure_publisher_key(data_dir) {
+        Ok((k, true)) => {
+            tracing::info!("publisher key {k} made (export it with `granary key export`)")
+        }
+        Ok((k, false)) => tracing::info!("publisher key {k}"),
+        Err(e) => tracing::warn!("no publisher key made at start: {e}"),
+    }
     // The node's own prefix is NOT put in its network region (NFD's region
     // is empty unless configured): an Interest hinted to this node follows
     // the hint to the node prefix's captured route, i.e. to its repository,
     // whatever default route the site has (decision 0090, amended).
     let repo_dir = data_dir.join("repo");
     let no_repo = args.no_repo;
+    let role = args.role.or(file_role).unwrap_or_default();
+    // What this node's client commands use when they are not told.
+    if let Err(e) = crate::catalog::write_daemon_settings(
+        data_dir,
+        &crate::catalog::DaemonSettings {
+            catalog: if args.no_catalog {
+                None
+            } else {
+                catalog_spec().map(str::to_string)
+            },
+            node_timeout: Some(node_timeout.as_secs_f64()),
+            role: Some(role),
+            replication: replication.clone(),
+        },
+    ) {
+        tracing::warn!(
+            "{}: {e}; client commands here need --catalog and --node-timeout",
+            crate::catalog::daemon_settings_file(data_dir).display()
+        );
+    }
     // The catalog, opened before the runtime starts (its in-memory index is
     // loaded here); a catalog that cannot be opened costs the search, not the node.
     let indexer = if args.no_catalog {
@@ -178,12 +220,29 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
     let r = rt.block_on(async move {
         let running = daemon::start(cfg).await.map_err(|e| anyhow::anyhow!(e))?;
         if !no_repo {
-            let repo =
-                attach_repo(&running, &repo_dir, indexer.clone(), args.scrub_rate, &node).await?;
+            let repo = attach_repo(
+                &running,
+                &repo_dir,
+                indexer.clone(),
+                args.scrub_rate,
+                &node,
+                role,
+            )
+            .await?;
             attach_replicate(&running, repo.clone(), &node, &repo_dir).await?;
-            if !replication.is_empty() {
+            // Every storage node on the shared catalog claims the copies
+            // offered to it, rules or not; only nodes with rules plan.
+            if role == granary_catalog::Role::Storage || !replication.is_empty() {
                 let locations = location_catalog(indexer.as_ref(), node_timeout);
-                start_policy(replication, repo, &node, &repo_dir, &running, locations)?;
+                start_policy(
+                    replication,
+                    repo,
+                    &node,
+                    &repo_dir,
+                    &running,
+                    locations,
+                    (role, replication_settings),
+                )?;
             }
         }
         if let Some(ix) = &indexer {
@@ -281,7 +340,7 @@ impl crate::policy::Locations for CatalogLocations {
                     .locations(&r.name, self.node_timeout)
                     .map_err(|e| e.to_string())?
                     .into_iter()
-                    .filter(|l| l.version == r.version)
+                    .filter(|l| l.version == r.version && !l.is_cache())
                     .map(|l| l.node)
                     .collect();
                 Ok(crate::policy::Held {
@@ -299,7 +358,7 @@ impl crate::policy::Locations for CatalogLocations {
             .nodes(self.node_timeout)
             .map_err(|e| e.to_string())?
             .into_iter()
-            .filter(|n| n.up)
+            .filter(|n| n.up && n.role == granary_catalog::Role::Storage)
             .map(|n| n.prefix)
             .collect())
     }
@@ -315,15 +374,18 @@ fn start_policy(
     repo_dir: &Path,
     running: &daemon::Running,
     locations: Option<std::sync::Arc<dyn crate::policy::Locations>>,
+    (role, settings): (granary_catalog::Role, crate::policy::Settings),
 ) -> anyhow::Result<()> {
     let url =
         catalog_spec().filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
     let (Some(url), Some(locations), Some(socket), Some(data_dir)) =
         (url, locations, running.sockets.first(), repo_dir.parent())
     else {
-        tracing::warn!(
-            "[[replication]] not enforced: the policy needs a shared PostgreSQL catalog (--catalog postgres://…) and the federation's location catalog"
-        );
+        if !rules.is_empty() {
+            tracing::warn!(
+                "[[replication]] not enforced: the policy needs a shared PostgreSQL catalog (--catalog postgres://…) and the federation's location catalog"
+            );
+        }
         return Ok(());
     };
     crate::policy::start(
@@ -335,6 +397,8 @@ fn start_policy(
             repo,
             data_dir: data_dir.to_path_buf(),
             socket: socket.clone(),
+            role,
+            settings,
         },
         tokio::runtime::Handle::current(),
     )?;
@@ -387,6 +451,7 @@ async fn attach_repo(
     indexer: Option<std::sync::Arc<granary_search::Indexer>>,
     scrub_mb_per_s: u64,
     node: &Name,
+    role: granary_catalog::Role,
 ) -> anyhow::Result<std::sync::Arc<granary_repo::Repo>> {
     let store = granary_store::Store::open(dir)?;
     let keychain = dir
@@ -470,7 +535,7 @@ async fn attach_repo(
     }
     if let Some(ix) = indexer {
         catalog_keeper(ix.clone(), dir)?;
-        crate::locate::heartbeat(ix.clone(), node.to_string())?;
+        crate::locate::heartbeat(ix.clone(), node.to_string(), role)?;
         repo = repo.with_observer(ix);
     }
     let repo = std::sync::Arc::new(repo);

@@ -16,10 +16,12 @@ pub use granary_catalog::Location;
 
 use crate::policy::Rule;
 
-/// A `--node-timeout` in seconds, checked (0.001 s to 30 days).
+/// A `--node-timeout` in seconds, checked (0.001 s to 30 days); without
+/// one, the node timeout of this data directory's daemon
+/// ([`crate::catalog::default_node_timeout`]), if it gave one.
 pub fn node_timeout(s: Option<f64>) -> anyhow::Result<Option<Duration>> {
     match s {
-        None => Ok(None),
+        None => Ok(crate::catalog::default_node_timeout()),
         Some(s) if s.is_finite() && (0.001..=30.0 * 86400.0).contains(&s) => {
             Ok(Some(Duration::from_secs_f64(s)))
         }
@@ -80,9 +82,14 @@ pub fn status(
     config: Option<&Path>,
     node_timeout: Option<Duration>,
 ) -> anyhow::Result<Status> {
+    // Without --config: the rules and timeout of this data directory's
+    // daemon.
     let (rules, cfg_timeout) = match config {
         Some(c) => config_rules(c)?,
-        None => (Vec::new(), None),
+        None => (
+            crate::catalog::daemon_settings(data_dir).replication,
+            crate::catalog::default_node_timeout(),
+        ),
     };
     let t = node_timeout
         .or(cfg_timeout)
@@ -234,7 +241,9 @@ pub fn check(
         if only.is_some_and(|p| p != n.prefix) {
             continue;
         }
-        if !n.up {
+        // Down nodes, and routers' and clients' caches (not locations that
+        // count, and often not reachable from here), are not probed.
+        if !n.up || n.role != granary_catalog::Role::Storage {
             skipped.push(n.prefix.clone());
             continue;
         }

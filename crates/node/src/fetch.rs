@@ -435,7 +435,12 @@ pub fn get(socket: &Path, data_dir: &Path, cfg: Config, g: Get, ev: Events) -> a
             let progress = ev.clone();
             engine.on_progress(move |b| progress(Event::Progress(b)));
         }
-        let (reports, stats) = fetch_objects(&mut engine, &mut link, objects, resume).await?;
+        let (reports, mut stats) = fetch_objects(&mut engine, &mut link, objects, resume).await?;
+        // The location counters are the whole `get`'s (a lookup made while
+        // discovering the version counts), as `located` reports them.
+        stats.lookups = engine.total.lookups;
+        stats.hint_switches = engine.total.hint_switches;
+        stats.refetched = engine.total.refetched;
         // The progress lives in the engine's callback.
         engine.on_progress(|_| {});
         ev(Event::FetchProgressDone);

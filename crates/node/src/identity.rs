@@ -87,6 +87,24 @@ pub fn set_node_prefix(data_dir: &Path, want: &Name, force: bool) -> anyhow::Res
                     .collect()
             })
             .unwrap_or_default();
+        // The key the daemon made at its first start, under a prefix made
+        // up then, before anything was published: not in the way.
+        if !force && only_unused_start_key(data_dir, &keys) {
+            tracing::info!(
+                "node prefix changed from {old} to {want}; the unused key made at first start ({}) stays, a key under {want} is made the default",
+                keys.join(", ")
+            );
+            std::fs::create_dir_all(data_dir)?;
+            granary_store::write_atomic(
+                &data_dir.join("node.toml"),
+                format!("node_prefix = \"{want}\"\n").as_bytes(),
+            )?;
+            let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+            let e = kc.generate(want, granary_security::KeyType::Ed25519)?;
+            kc.set_default(&e.name)?;
+            let _ = std::fs::write(start_key_marker(data_dir), e.name.to_string());
+            return Ok(want.clone());
+        }
         if !keys.is_empty() && !force {
             anyhow::bail!(
                 "refusing to change the node prefix from {old} to {want}: the keychain holds {} key(s) under {old} ({}), which signed what this node published, and its catalog is served as {old}/catalog; consumers trusting {old} would no longer find or trust it. Keep --node-prefix {old}, or pass --force to change it anyway (the old keys stay; run `granary key` to make a key under {want} the default)",
@@ -118,6 +136,55 @@ pub fn set_node_prefix(data_dir: &Path, want: &Name, force: bool) -> anyhow::Res
 /// directory) is kept, and what it signed stays valid.
 pub fn publisher_identity(data_dir: &Path) -> anyhow::Result<Name> {
     node_prefix(data_dir)
+}
+
+/// The file naming the key the daemon made at first start.
+fn start_key_marker(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("keychain").join("made-at-start")
+}
+
+/// True when `keys` is exactly the key made at first start and the
+/// repository holds nothing (so it signed no publication).
+fn only_unused_start_key(data_dir: &Path, keys: &[String]) -> bool {
+    let Ok(made) = std::fs::read_to_string(start_key_marker(data_dir)) else {
+        return false;
+    };
+    if keys.len() != 1 || keys[0] != made.trim() {
+        return false;
+    }
+    let repo = data_dir.join("repo");
+    if !repo.exists() {
+        return true;
+    }
+    granary_store::Store::open(&repo)
+        .and_then(|s| s.list(&Name::new()))
+        .is_ok_and(|l| l.is_empty())
+}
+
+/// Makes this node's publisher key at daemon start when the keychain has no
+/// default key (Ed25519, under [`publisher_identity`]), so that sites can
+/// exchange keys (`granary key export`, `key trust`) before anything is
+/// published and replicate commands can be signed. Returns the default
+/// key's name and whether it was made now.
+pub fn ensure_publisher_key(data_dir: &Path) -> anyhow::Result<(Name, bool)> {
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    if let Some(k) = kc.default_name()? {
+        return Ok((k, false));
+    }
+    let id = publisher_identity(data_dir)?;
+    let (_, made) = kc.default_or_generate(&id, granary_security::KeyType::Ed25519)?;
+    match made {
+        Some(k) => {
+            std::fs::write(start_key_marker(data_dir), k.to_string())?;
+            Ok((k, true))
+        }
+        None => {
+            let k = kc
+                .default_name()?
+                .ok_or_else(|| anyhow::anyhow!("the keychain has no default key"))?;
+            Ok((k, false))
+        }
+    }
 }
 
 #[cfg(test)]

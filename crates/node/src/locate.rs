@@ -37,6 +37,16 @@ pub fn parse_node_timeout(v: &toml::Value) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(s))
 }
 
+/// `role` from a config file: "storage", "router" or "client".
+pub fn parse_role(v: &toml::Value) -> Result<granary_catalog::Role, String> {
+    match v {
+        toml::Value::String(s) => granary_catalog::Role::parse(s).map_err(|e| e.to_string()),
+        v => Err(format!(
+            "role: expected \"storage\", \"router\" or \"client\", found {v}"
+        )),
+    }
+}
+
 /// How often the daemon sends its heartbeat: a quarter of the node timeout
 /// (so that three in a row may fail before it is taken for down), within
 /// 0.1 s to 15 s.
@@ -47,8 +57,13 @@ pub fn heartbeat_period(node_timeout: Duration) -> Duration {
 /// Starts the daemon's heartbeat: its row in `nodes` (server time), at once
 /// (marking a restart) and then every [`heartbeat_period`], on a thread of
 /// its own (the catalog is synchronous). A failure (catalog down) is logged
-/// when it starts and when it ends.
-pub fn heartbeat(ix: Arc<granary_search::Indexer>, node: String) -> anyhow::Result<()> {
+/// when it starts and when it ends. The row carries the node's `role`: only
+/// storage nodes are replica targets and sources.
+pub fn heartbeat(
+    ix: Arc<granary_search::Indexer>,
+    node: String,
+    role: granary_catalog::Role,
+) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("heartbeat".into())
         .spawn(move || {
@@ -56,7 +71,7 @@ pub fn heartbeat(ix: Arc<granary_search::Indexer>, node: String) -> anyhow::Resu
             let mut failing = false;
             loop {
                 let period = heartbeat_period(ix.catalog.node_timeout());
-                match ix.catalog.heartbeat(&node, restarted) {
+                match ix.catalog.heartbeat_as(&node, restarted, role) {
                     Ok(()) => {
                         if failing {
                             tracing::info!("location catalog: heartbeat of {node} sent again");
@@ -235,14 +250,5 @@ pub fn locator(
 
 /// A catalog URL without its password, for messages.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let cred = &url[s + 3..at];
-            match cred.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &cred[..c], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
+    granary_catalog::redact(url)
 }

@@ -11,7 +11,17 @@
 //! it comes back it counts again (a copy beyond `replicas` is not removed).
 //!
 //! What is held where and which nodes are up comes from the federation's
-//! location catalog, seen through the small [`Locations`] trait.
+//! location catalog, seen through the small [`Locations`] trait. Only
+//! storage nodes count: routers' and clients' copies are caches, never
+//! replicas, sources or targets (decision 0107).
+//!
+//! The plan converges: a node is offered work only once it answers a probe
+//! (its heartbeat is fresh *and* an Interest reaches it); copies offered and
+//! not yet made count towards `replicas` (one target per missing copy, not
+//! one per round); a copy that failed [`Settings::attempts`] times at its
+//! target is abandoned there and the next round offers it to the next
+//! candidate; the target fetches from every up storage holder it is given
+//! (all of them in the forwarding hint), not from one.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -21,7 +31,7 @@ use std::time::Duration;
 use granary_packet::Name;
 
 /// One `[[replication]]` table.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Names under this prefix…
@@ -94,13 +104,37 @@ pub struct Offer {
     pub source: String,
 }
 
+/// What the shared work queue holds now, as the planner needs it: copies
+/// offered and not yet made (`pending`), and copies abandoned at a target
+/// (`abandoned`: not offered to that target again), each (name, version,
+/// target).
+#[derive(Debug, Default, Clone)]
+pub struct Queued {
+    /// Offered, not made, not abandoned.
+    pub pending: BTreeSet<(String, u64, String)>,
+    /// Abandoned at their target (it failed too often, or never claimed).
+    pub abandoned: BTreeSet<(String, u64, String)>,
+}
+
+/// The copies the rules want made now, [`plan_with`] an empty queue.
+pub fn plan(rules: &[Rule], locs: &dyn Locations) -> Result<Vec<Offer>, String> {
+    plan_with(rules, locs, &Queued::default())
+}
+
 /// The copies the rules want made now. Targets are the up nodes that do
 /// not hold the version, those given the fewest copies in this plan first
 /// (then by name), so that every node planning from the same catalog makes
-/// the same plan and the copies spread. A version with no up holder cannot
-/// be copied (nobody can serve it) and is skipped. The most specific rule
-/// (longest prefix) applies to a name.
-pub fn plan(rules: &[Rule], locs: &dyn Locations) -> Result<Vec<Offer>, String> {
+/// the same plan and the copies spread. Copies already offered to an up
+/// node count as on their way (they are offered again, idempotently, not to
+/// one more node); a target where the copy was abandoned is passed over for
+/// the next candidate. A version with no up holder cannot be copied (nobody
+/// can serve it) and is skipped. The most specific rule (longest prefix)
+/// applies to a name.
+pub fn plan_with(
+    rules: &[Rule],
+    locs: &dyn Locations,
+    queued: &Queued,
+) -> Result<Vec<Offer>, String> {
     let up: BTreeSet<String> = locs.up_nodes()?.into_iter().collect();
     let mut rules: Vec<(Name, &Rule)> = rules
         .iter()
@@ -127,11 +161,29 @@ pub fn plan(rules: &[Rule], locs: &dyn Locations) -> Result<Vec<Offer>, String> 
             let Some(source) = holders_up.first().map(|s| s.to_string()) else {
                 continue;
             };
-            let missing = (rule.replicas as usize).saturating_sub(holders_up.len());
+            let mut missing = (rule.replicas as usize).saturating_sub(holders_up.len());
+            // Copies on their way to up nodes count: offered again as they are.
+            let key = |t: &str| (h.name.clone(), h.version, t.to_string());
+            for t in up.iter() {
+                if missing == 0 {
+                    break;
+                }
+                if !h.holders.contains(t) && queued.pending.contains(&key(t)) {
+                    missing -= 1;
+                    *given.entry(t.clone()).or_default() += 1;
+                    out.push(Offer {
+                        name: h.name.clone(),
+                        version: h.version,
+                        target: t.clone(),
+                        source: source.clone(),
+                    });
+                }
+            }
             for _ in 0..missing {
                 let target = given
                     .iter()
                     .filter(|(node, _)| !h.holders.contains(node))
+                    .filter(|(node, _)| !queued.abandoned.contains(&key(node)))
                     .filter(|(node, _)| {
                         !out.iter().any(|o: &Offer| {
                             &o.target == *node && o.name == h.name && o.version == h.version
@@ -153,17 +205,86 @@ pub fn plan(rules: &[Rule], locs: &dyn Locations) -> Result<Vec<Offer>, String> 
     Ok(out)
 }
 
-/// How often the policy task plans and claims.
+/// How often the policy task plans and claims (default of
+/// `replication_period`).
 pub const PERIOD: Duration = Duration::from_secs(10);
 /// How long a claimed copy is this node's before another claimer may take
 /// it (a node that died mid-copy).
 pub const LEASE: Duration = Duration::from_secs(1800);
-/// Wait before a failed copy is tried again.
+/// Wait before a failed copy is tried again (default of
+/// `replication_retry`).
 pub const RETRY: Duration = Duration::from_secs(60);
+/// Tries of one copy at one target before it is abandoned there and
+/// offered to the next candidate (default of `replication_attempts`).
+pub const ATTEMPTS: u32 = 3;
+/// An offer its target has not claimed after this long is abandoned there
+/// (a node that is up but does not claim).
+pub const UNCLAIMED: Duration = Duration::from_secs(600);
+/// An abandoned copy is forgotten after this long: the target may be
+/// offered it again (a site that was fixed).
+pub const FORGET: Duration = Duration::from_secs(3600);
+/// How long a probe of a node waits for its answer.
+pub const PROBE: Duration = Duration::from_secs(2);
+
+/// The policy task's timing, from the daemon's config file
+/// (`replication_period`, `replication_retry`, `replication_attempts`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Between rounds.
+    pub period: Duration,
+    /// Before a failed copy is tried again at the same target.
+    pub retry: Duration,
+    /// Tries at one target before the copy goes to the next candidate.
+    pub attempts: u32,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            period: PERIOD,
+            retry: RETRY,
+            attempts: ATTEMPTS,
+        }
+    }
+}
+
+/// Takes `replication_period`, `replication_retry` (seconds, 0.1 to 86400)
+/// and `replication_attempts` (1 to 100) out of a config file's table.
+pub fn take_settings(t: &mut toml::Table) -> Result<Settings, String> {
+    let mut s = Settings::default();
+    let secs = |k: &str, v: toml::Value| -> Result<Duration, String> {
+        let f = match v {
+            toml::Value::Integer(i) => i as f64,
+            toml::Value::Float(f) => f,
+            v => return Err(format!("{k}: expected seconds (a number), found {v}")),
+        };
+        if !f.is_finite() || !(0.1..=86400.0).contains(&f) {
+            return Err(format!("{k}: {f} s is out of range (0.1 s to 1 day)"));
+        }
+        Ok(Duration::from_secs_f64(f))
+    };
+    if let Some(v) = t.remove("replication_period") {
+        s.period = secs("replication_period", v)?;
+    }
+    if let Some(v) = t.remove("replication_retry") {
+        s.retry = secs("replication_retry", v)?;
+    }
+    if let Some(v) = t.remove("replication_attempts") {
+        s.attempts = match v {
+            toml::Value::Integer(i) if (1..=100).contains(&i) => i as u32,
+            v => {
+                return Err(format!(
+                    "replication_attempts: expected 1 to 100, found {v}"
+                ))
+            }
+        };
+    }
+    Ok(s)
+}
 
 /// What the policy task needs of its node.
 pub struct Task {
-    /// The rules.
+    /// The rules (none: this node only claims what others offer it).
     pub rules: Vec<Rule>,
     /// The location catalog.
     pub locations: Arc<dyn Locations>,
@@ -177,11 +298,16 @@ pub struct Task {
     pub data_dir: PathBuf,
     /// Its daemon's socket.
     pub socket: PathBuf,
+    /// Its role: only a storage node claims copies.
+    pub role: granary_catalog::Role,
+    /// Timing.
+    pub settings: Settings,
 }
 
 /// Runs the policy on a thread of its own, for as long as the daemon runs:
-/// plan and offer, then make the copies offered to this node. A catalog
-/// that cannot be reached is tried again at the next round.
+/// plan and offer (with rules), then make the copies offered to this node
+/// (a storage node). A catalog that cannot be reached is tried again at the
+/// next round.
 pub fn start(task: Task, rt: tokio::runtime::Handle) -> std::io::Result<()> {
     std::thread::Builder::new()
         .name("replication-policy".into())
@@ -197,10 +323,64 @@ pub fn start(task: Task, rt: tokio::runtime::Handle) -> std::io::Result<()> {
                     }
                     queue = None;
                 }
-                std::thread::sleep(PERIOD);
+                std::thread::sleep(task.settings.period);
             }
         })
         .map(|_| ())
+}
+
+/// The nodes of `nodes` (other than `me`) that answer a probe now, asked at
+/// once ([`crate::replicate::answers`]); `me` answers by definition.
+fn answering(
+    rt: &tokio::runtime::Handle,
+    socket: &std::path::Path,
+    me: &str,
+    nodes: Vec<String>,
+) -> BTreeSet<String> {
+    rt.block_on(async {
+        let mut asks = Vec::new();
+        for n in nodes {
+            if n == me {
+                asks.push((n, None));
+                continue;
+            }
+            let socket = socket.to_path_buf();
+            let Ok(name) = Name::from_uri(&n) else {
+                continue;
+            };
+            let h =
+                tokio::spawn(async move { crate::replicate::answers(&socket, &name, PROBE).await });
+            asks.push((n, Some(h)));
+        }
+        let mut out = BTreeSet::new();
+        for (n, h) in asks {
+            let ok = match h {
+                None => true,
+                Some(h) => h.await.unwrap_or(false),
+            };
+            if ok {
+                out.insert(n);
+            }
+        }
+        out
+    })
+}
+
+/// [`Locations`] whose up nodes are only those that answered a probe this
+/// round: a node whose heartbeat is fresh but that cannot be reached yet
+/// (its faces not re-dialled) is neither a target nor a source.
+struct Answering<'a> {
+    inner: &'a dyn Locations,
+    up: Vec<String>,
+}
+
+impl Locations for Answering<'_> {
+    fn held_under(&self, prefix: &str) -> Result<Vec<Held>, String> {
+        self.inner.held_under(prefix)
+    }
+    fn up_nodes(&self) -> Result<Vec<String>, String> {
+        Ok(self.up.clone())
+    }
 }
 
 fn round(
@@ -218,41 +398,138 @@ fn round(
     let Some(q) = queue.as_mut() else {
         return Ok(());
     };
-    for o in plan(&task.rules, task.locations.as_ref())? {
-        q.offer(&o.name, o.version, &o.target, Some(&o.source), me)
-            .map_err(|e| e.to_string())?;
-    }
-    while let Some(w) = q.claim(me, LEASE).map_err(|e| e.to_string())? {
-        let req = crate::replicate::Request {
-            name: w.name.clone(),
-            version: Some(w.version),
-            fwhint: w.source.clone().into_iter().collect(),
+    let e = |e: granary_catalog::Error| e.to_string();
+    if !task.rules.is_empty() {
+        let (given_up, _) = q.forget_abandoned(UNCLAIMED, FORGET).map_err(e)?;
+        if given_up > 0 {
+            tracing::warn!(
+                "replication policy: {given_up} offer(s) not claimed by their target within {UNCLAIMED:?}: offered to the next candidate"
+            );
+        }
+        let queued = Queued {
+            pending: q.pending().map_err(e)?.into_iter().collect(),
+            abandoned: q
+                .abandoned()
+                .map_err(e)?
+                .into_iter()
+                .map(|(n, v, t, _)| (n, v, t))
+                .collect(),
         };
-        let id = format!("policy-{}", w.id);
-        let r = rt.block_on(crate::replicate::replicate_here(
-            &task.repo,
-            &task.data_dir,
-            &task.socket,
-            &req,
-            &id,
-        ));
-        match r {
-            Ok(_) => {
-                tracing::info!("replication policy: holds {} v={} now", w.name, w.version);
-                q.done(w.id).map_err(|e| e.to_string())?;
+        let up = task.locations.up_nodes()?;
+        let live = Answering {
+            inner: task.locations.as_ref(),
+            up: answering(rt, &task.socket, me, up).into_iter().collect(),
+        };
+        for o in plan_with(&task.rules, &live, &queued)? {
+            if q.offer(&o.name, o.version, &o.target, Some(&o.source), me)
+                .map_err(e)?
+            {
+                tracing::info!(
+                    "replication policy: offered {} v={} to {} (from {})",
+                    o.name,
+                    o.version,
+                    o.target,
+                    o.source
+                );
             }
-            Err(e) => {
+        }
+    }
+    if task.role != granary_catalog::Role::Storage {
+        return Ok(());
+    }
+    while let Some(w) = q.claim(me, LEASE).map_err(e)? {
+        let attempt = w.attempts + 1;
+        if w.attempts >= task.settings.attempts as i32 {
+            // Claimed that often without an outcome (leases that ran out).
+            q.abandon(
+                w.id,
+                &format!("claimed {} times without an outcome", w.attempts),
+            )
+            .map_err(e)?;
+            continue;
+        }
+        let r = match sources(task, me, &w, rt) {
+            Ok(hints) => {
+                let req = crate::replicate::Request {
+                    name: w.name.clone(),
+                    version: Some(w.version),
+                    fwhint: hints,
+                };
+                let id = format!("policy-{}", w.id);
+                rt.block_on(crate::replicate::replicate_here(
+                    &task.repo,
+                    &task.data_dir,
+                    &task.socket,
+                    &req,
+                    &id,
+                ))
+                .map(|_| ())
+            }
+            Err(why) => Err(anyhow::anyhow!(why)),
+        };
+        match r {
+            Ok(()) => {
+                tracing::info!("replication policy: holds {} v={} now", w.name, w.version);
+                q.done(w.id).map_err(e)?;
+            }
+            Err(err) if attempt >= task.settings.attempts as i32 => {
                 tracing::warn!(
-                    "replication policy: copy of {} v={} failed: {e:#}",
+                    "replication policy: copy of {} v={} failed {attempt} times here ({err:#}); abandoned: offered to another node",
                     w.name,
                     w.version
                 );
-                q.failed(w.id, &format!("{e:#}"), RETRY)
-                    .map_err(|e| e.to_string())?;
+                q.abandon(w.id, &format!("{err:#}")).map_err(e)?;
+            }
+            Err(err) => {
+                tracing::warn!(
+                    "replication policy: copy of {} v={} failed (attempt {attempt} of {}): {err:#}",
+                    w.name,
+                    w.version,
+                    task.settings.attempts
+                );
+                q.failed(w.id, &format!("{err:#}"), task.settings.retry)
+                    .map_err(e)?;
             }
         }
     }
     Ok(())
+}
+
+/// The forwarding hints for claimed work `w`: the up storage holders of
+/// the version that answer a probe from this node, the planner's source
+/// first. None answering is an error (the attempt counts).
+fn sources(
+    task: &Task,
+    me: &str,
+    w: &granary_catalog::replication::Work,
+    rt: &tokio::runtime::Handle,
+) -> Result<Vec<String>, String> {
+    let up: BTreeSet<String> = task.locations.up_nodes()?.into_iter().collect();
+    let mut holders: Vec<String> = task
+        .locations
+        .held_under(&w.name)?
+        .into_iter()
+        .filter(|h| h.name == w.name && h.version == w.version)
+        .flat_map(|h| h.holders)
+        .filter(|n| n != me && up.contains(n))
+        .collect();
+    if let Some(s) = &w.source {
+        if let Some(i) = holders.iter().position(|h| h == s) {
+            let s = holders.remove(i);
+            holders.insert(0, s);
+        } else if s != me && up.contains(s) {
+            holders.insert(0, s.clone());
+        }
+    }
+    let live = answering(rt, &task.socket, me, holders.clone());
+    let hints: Vec<String> = holders.into_iter().filter(|h| live.contains(h)).collect();
+    if hints.is_empty() {
+        return Err(format!(
+            "no up storage node holding {} v={} answers this node",
+            w.name, w.version
+        ));
+    }
+    Ok(hints)
 }
 
 #[cfg(test)]

@@ -594,6 +594,27 @@ pub async fn status(socket: &Path, target: &Name, id: &str) -> anyhow::Result<Va
     answer_json(c.express(f).await?, target)
 }
 
+/// True when `target` answers a probe through the daemon at `socket` within
+/// `wait`: its replicate service's status of a job that does not exist (an
+/// answer proves the node is up and reachable from here, heartbeat or not).
+pub async fn answers(socket: &Path, target: &Name, wait: Duration) -> bool {
+    let probe = async {
+        let mut c = granary_app::Client::connect(socket).await.ok()?;
+        let mut f = InterestFields::new(
+            command_prefix(target)
+                .append(&Component::generic(b"status"))
+                .append(&Component::generic(b"probe")),
+        );
+        f.must_be_fresh = true;
+        f.lifetime = Some(wait.as_millis().min(60_000) as u64);
+        match c.express(f).await.ok()? {
+            granary_app::Reply::Data(_) => Some(()),
+            granary_app::Reply::Nack(_) => None,
+        }
+    };
+    matches!(tokio::time::timeout(wait, probe).await, Ok(Some(())))
+}
+
 /// Sends the command and, unless `no_wait`, waits for the outcome (polling
 /// the status every 250 ms; 20 status requests in a row without an answer
 /// end the wait with an error). Returns the final state.

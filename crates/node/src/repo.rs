@@ -292,6 +292,38 @@ pub fn list(data_dir: &Path, prefix: &Name) -> anyhow::Result<Vec<FileMeta>> {
     Ok(store(data_dir)?.list(prefix)?)
 }
 
+/// The signed manifest root a stored version serves, as `stat --json` shows
+/// it: the root's name, its signature type and the signer (the KeyLocator's
+/// key name; a replica's is the publisher's). `None` when the version has no
+/// manifest root.
+pub fn manifest_signature(data_dir: &Path, e: &Entry) -> anyhow::Result<Option<serde_json::Value>> {
+    let s = store(data_dir)?;
+    let Some(wire) = s.read_extra(e, "manifest") else {
+        return Ok(None);
+    };
+    let d = granary_packet::Data::decode(bytes::Bytes::from(wire)).map_err(|x| {
+        anyhow::anyhow!(
+            "{}: the manifest root is not a Data packet: {x}",
+            e.meta.name
+        )
+    })?;
+    let si = d.sig_info();
+    let signer = match &si.key_locator {
+        Some(granary_packet::signature::KeyLocator::Name(n)) => Some(n.to_string()),
+        Some(granary_packet::signature::KeyLocator::Digest(b)) => {
+            Some(format!("digest:{}", hex::encode(b)))
+        }
+        None => None,
+    };
+    Ok(Some(serde_json::json!({
+        "name": d.name().to_string(),
+        "digest": hex::encode(d.implicit_digest()),
+        "signature_type": granary_packet::types::sig_type::name(si.sig_type),
+        "signature_type_code": si.sig_type,
+        "signer": signer,
+    })))
+}
+
 /// `granary stat`: the latest version of `n`, and the damage recorded for
 /// each of its versions (newest first).
 pub fn stat(data_dir: &Path, n: &Name) -> anyhow::Result<(Entry, Vec<(u64, Damage)>)> {

@@ -96,7 +96,8 @@ impl Indexer {
                 d.to_string_lossy().into_owned()
             }
         };
-        let catalog = Catalog::open(&spec).map_err(|e| format!("catalog {spec}: {e}"))?;
+        let catalog = Catalog::open(&spec)
+            .map_err(|e| format!("catalog {}: {e}", granary_catalog::redact(&spec)))?;
         Ok(Indexer {
             catalog: Arc::new(catalog),
             translator: Arc::new(translator(s)?),

@@ -101,6 +101,8 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
     assert_eq!(std::fs::read(&out).unwrap(), small);
     assert_eq!(v["located"]["lookups"], 1, "{v}");
     assert_eq!(v["located"]["refetched"], 0, "{v}");
+    // The fetch statistics count the same lookup (made while discovering).
+    assert_eq!(v["stats"]["lookups"], v["located"]["lookups"], "{v}");
     let h1 = hinted(&r);
     assert!(h1 > h0, "R forwarded no hinted Interest");
 

@@ -14,6 +14,7 @@ mod datasets;
 mod dedup;
 mod federation;
 mod federation_locations;
+mod federation_roles;
 mod forwarder;
 mod gateway;
 mod gateway_clients;

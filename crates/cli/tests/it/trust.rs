@@ -117,8 +117,11 @@ fn key_trust_of_a_non_certificate_says_so() {
         );
     }
     // An existing data directory's /granary/publisher key keeps working:
-    // a default key, whatever its name, is used.
+    // a default key, whatever its name, is used. (The daemon made a key of
+    // its own at first start; an older data directory had this one as its
+    // default instead.)
     d.ok(&["key", "gen", "/granary/publisher"]);
+    d.ok(&["key", "default", "/granary/publisher"]);
     let f = d.dir.path().join("f");
     std::fs::write(&f, b"bytes").unwrap();
     d.ok(&["put", f.to_str().unwrap(), "/old/key", "--sign", "ed25519"]);

@@ -144,6 +144,29 @@ impl PgCluster {
         Ok(())
     }
 
+    /// Makes a login role `user` with `password` that must give it over TCP
+    /// (scram-sha-256; every other login stays `trust`), and returns the
+    /// URL of database `db` as that user without the password.
+    pub fn password_login(&self, user: &str, password: &str, db: &str) -> String {
+        let admin = format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
+        let mut c = postgres::Client::connect(&admin, postgres::NoTls)
+            .expect("connect to the test cluster");
+        // `user` and `password` are the harness's own identifiers, never user input.
+        c.batch_execute(&format!(
+            "SET password_encryption = 'scram-sha-256'; CREATE ROLE {user} LOGIN PASSWORD '{password}'"
+        ))
+        .expect("create role");
+        let hba = self.dir.path().join("data/pg_hba.conf");
+        let old = std::fs::read_to_string(&hba).expect("pg_hba.conf");
+        std::fs::write(
+            &hba,
+            format!("host all {user} 127.0.0.1/32 scram-sha-256\n{old}"),
+        )
+        .expect("write pg_hba.conf");
+        c.batch_execute("SELECT pg_reload_conf()").expect("reload");
+        format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
+    }
+
     /// Creates a database and returns its URL.
     pub fn create_db(&self, name: &str) -> String {
         let admin = format!("postgres://postgres@127.0.0.1:{}/postgres", self.port);
