@@ -108,7 +108,9 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
                     .as_ref()
                     .map_or(e.name.to_string(), |c| c.name().to_string())
             );
-            if e.is_default {
+            // The first key made by hand replaces the unused one the daemon
+            // made at its first start as the default.
+            if e.is_default || granary_node::identity::adopt_first_key(data_dir, &e.name)? {
                 eprintln!("(default key)");
             }
         }

@@ -25,6 +25,12 @@ pub fn json_answer(v: &serde_json::Value) {
     println!("{v}");
 }
 
+/// Records that the command printed its JSON answer itself (a report that
+/// may be followed by a failure, such as `catalog check --json`).
+pub fn mark_json_answered() {
+    JSON_ANSWERED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// True when the command printed its JSON answer already.
 pub fn json_answered() -> bool {
     JSON_ANSWERED.load(std::sync::atomic::Ordering::Relaxed)

@@ -538,6 +538,7 @@ pub fn catalog_cmd(data_dir: &Path, catalog: Option<&str>, cmd: CatalogCmd) -> a
                 v["clean"] = json!(c.clean());
                 v["seconds"] = json!(secs);
                 println!("{}", serde_json::to_string_pretty(&v)?);
+                crate::out::mark_json_answered();
             } else {
                 println!(
                     "{} stored version(s), {} catalogued; {} missing from the catalog, {} in the catalog without a file{}",

@@ -84,6 +84,7 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
                 "reports": reports,
             })
         );
+        crate::out::mark_json_answered();
     } else {
         for r in &reports {
             for b in &r.bad {

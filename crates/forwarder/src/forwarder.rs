@@ -466,6 +466,15 @@ impl Managed for Forwarder {
         self.permanent.insert(id, p);
     }
 
+    fn redial_permanent(&mut self) -> u64 {
+        let mut n = 0;
+        for p in self.permanent.values().filter(|p| !p.up) {
+            p.state.wake.notify_one();
+            n += 1;
+        }
+        n
+    }
+
     fn permanent_faces(&self) -> Vec<crate::mgmt::PermanentStatus> {
         let mut v: Vec<_> = self
             .permanent

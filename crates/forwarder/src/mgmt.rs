@@ -75,6 +75,9 @@ pub(crate) trait Managed {
     fn make_permanent(&mut self, id: FaceId, target: crate::permanent::Target, up: bool);
     /// The permanent faces, up and down.
     fn permanent_faces(&self) -> Vec<PermanentStatus>;
+    /// Dials every permanent face that is down now, whatever its back-off
+    /// (faces/redial); returns how many.
+    fn redial_permanent(&mut self) -> u64;
     /// A face's VIP capacity in VIPs per period (None: VIP not in use).
     fn vip_face_capacity(&self, _face: FaceId) -> Option<u64> {
         None
@@ -482,6 +485,19 @@ fn command<M: Managed>(
                 status::OK,
                 "OK",
                 &face_params(fw, id),
+            ))
+        }
+        // Granary's own: every permanent face that is down is dialled now
+        // (a node whose heartbeat returned is back; its faces need not
+        // wait out their back-off). NFD has no such command.
+        ("faces", "redial") => {
+            let n = fw.redial_permanent();
+            if n > 0 {
+                tracing::info!("{n} permanent face(s) that were down dialled now");
+            }
+            Some(ControlResponse::new(
+                status::OK,
+                format!("{n} permanent face(s) that were down dialled now"),
             ))
         }
         ("faces", "destroy") => {

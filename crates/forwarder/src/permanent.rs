@@ -88,6 +88,9 @@ pub(crate) struct DialState {
     pub redials: AtomicU64,
     /// The last connection error.
     pub last_error: Mutex<String>,
+    /// Woken to dial now, whatever the back-off (faces/redial: the peer is
+    /// known to be back, e.g. its heartbeat returned).
+    pub wake: tokio::sync::Notify,
 }
 
 /// One permanent face in the forwarder's table of them.
@@ -150,6 +153,15 @@ pub fn backoff(n: u32, rng: &mut fastrand::Rng) -> Duration {
     base.mul_f64(0.75 + rng.f64() * 0.5)
 }
 
+/// Sleeps `delay`, or less when the face is woken ([`DialState::wake`]);
+/// true when it was woken.
+async fn wait(state: &DialState, delay: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => false,
+        _ = state.wake.notified() => true,
+    }
+}
+
 /// Dials `target` as face `id` until it connects or the face is destroyed;
 /// `now` dials once at once (at start), else the first try waits.
 pub(crate) fn spawn_dialler(
@@ -163,8 +175,11 @@ pub(crate) fn spawn_dialler(
         let mut rng = fastrand::Rng::new();
         let mut n = 0u32;
         if !now {
-            tokio::time::sleep(backoff(n, &mut rng)).await;
-            n += 1;
+            if wait(&state, backoff(n, &mut rng)).await {
+                n = 0;
+            } else {
+                n += 1;
+            }
         }
         loop {
             if state.cancel.load(Ordering::Acquire) {
@@ -184,8 +199,12 @@ pub(crate) fn spawn_dialler(
                     if let Ok(mut last) = state.last_error.lock() {
                         *last = e;
                     }
-                    tokio::time::sleep(delay).await;
-                    n = n.saturating_add(1);
+                    if wait(&state, delay).await {
+                        // The peer is back: the back-off starts again.
+                        n = 0;
+                    } else {
+                        n = n.saturating_add(1);
+                    }
                 }
             }
         }

@@ -245,6 +245,16 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 )?;
             }
         }
+        if let (Some(ix), Some(socket)) = (&indexer, running.sockets.first()) {
+            if catalog_spec().is_some_and(crate::locate::is_shared_spec) {
+                crate::locate::redial_on_return(
+                    ix.catalog.clone(),
+                    node.to_string(),
+                    socket.clone(),
+                    tokio::runtime::Handle::current(),
+                )?;
+            }
+        }
         if let Some(ix) = &indexer {
             attach_catalog(&running, ix.clone(), &node).await?;
             println!(

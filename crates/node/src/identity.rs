@@ -161,6 +161,23 @@ fn only_unused_start_key(data_dir: &Path, keys: &[String]) -> bool {
         .is_ok_and(|l| l.is_empty())
 }
 
+/// After `granary key gen` made `key`: when the default key is still the
+/// one the daemon made at first start and nothing is published, the new key
+/// becomes the default, as the first key made always did ("the first one
+/// is the default"). True when it did.
+pub fn adopt_first_key(data_dir: &Path, key: &Name) -> anyhow::Result<bool> {
+    let kc = granary_security::KeyChain::open(data_dir.join("keychain"))?;
+    let Some(current) = kc.default_name()? else {
+        return Ok(false);
+    };
+    if &current == key || !only_unused_start_key(data_dir, &[current.to_string()]) {
+        return Ok(false);
+    }
+    kc.set_default(key)?;
+    let _ = std::fs::remove_file(start_key_marker(data_dir));
+    Ok(true)
+}
+
 /// Makes this node's publisher key at daemon start when the keychain has no
 /// default key (Ed25519, under [`publisher_identity`]), so that sites can
 /// exchange keys (`granary key export`, `key trust`) before anything is

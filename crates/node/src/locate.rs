@@ -95,6 +95,63 @@ pub fn heartbeat(
     Ok(())
 }
 
+/// Watches the federation's heartbeats, on a thread of its own: when another
+/// node comes back (its heartbeat returns after it was taken for down, or
+/// its daemon restarted), this node's forwarder dials its permanent faces
+/// that are down at once (`faces/redial`) instead of waiting out their
+/// back-off (up to 30 s), so that the routes to that node work as soon as
+/// it answers. Catalog errors are passed over (tried again next period).
+pub fn redial_on_return(
+    catalog: Arc<Catalog>,
+    me: String,
+    socket: PathBuf,
+    rt: tokio::runtime::Handle,
+) -> anyhow::Result<()> {
+    std::thread::Builder::new()
+        .name("heartbeat-watch".into())
+        .spawn(move || {
+            let mut seen: std::collections::HashMap<String, (i64, bool)> = Default::default();
+            loop {
+                let t = catalog.node_timeout();
+                if let Ok(nodes) = catalog.nodes(t) {
+                    let mut back = Vec::new();
+                    for n in nodes.into_iter().filter(|n| n.prefix != me) {
+                        let was = seen.insert(n.prefix.clone(), (n.started_ms, n.up));
+                        if let Some((started, up)) = was {
+                            if n.up && (!up || started != n.started_ms) {
+                                back.push(n.prefix);
+                            }
+                        }
+                    }
+                    if !back.is_empty() {
+                        match rt.block_on(redial(&socket)) {
+                            Ok(()) => tracing::info!(
+                                "{} back (heartbeat): permanent faces that were down dialled now",
+                                back.join(", ")
+                            ),
+                            Err(e) => tracing::warn!("faces/redial: {e:#}"),
+                        }
+                    }
+                }
+                std::thread::sleep(heartbeat_period(t));
+            }
+        })?;
+    Ok(())
+}
+
+/// Asks the forwarder at `socket` to dial its down permanent faces now.
+async fn redial(socket: &Path) -> anyhow::Result<()> {
+    let mut c = Client::connect(socket).await?;
+    c.command(
+        &crate::control::nfd(),
+        "faces",
+        "redial",
+        &granary_mgmt::ControlParameters::new(),
+    )
+    .await?;
+    Ok(())
+}
+
 /// Where the locator looks names up.
 enum Source {
     /// The shared catalog itself (`--catalog postgres://…`).

@@ -382,3 +382,85 @@ fn a_wrong_password_names_the_servers_cause_and_never_the_password() {
     assert!(e.contains("password authentication failed"), "{e}");
     assert!(!format!("{out}{}", String::from_utf8_lossy(&o.stderr)).contains(secret));
 }
+
+/// `d`'s face to `uri` is listed with `state=STATE`.
+fn face_state(d: &Daemon, uri: &str, state: &str) -> bool {
+    d.ok(&["face", "list"])
+        .lines()
+        .any(|l| l.contains(&format!("remote={uri} ")) && l.contains(&format!("state={state}")))
+}
+
+#[test]
+fn a_router_on_the_catalog_redials_a_site_whose_heartbeat_returns() {
+    let fed = SharedCatalog::start("redial", "node_timeout = 2\n");
+    let a = fed.site("/site/a", &[]);
+    let a_uri = tcp(&a);
+    let a_listen = format!("tcp://{}", a.tcp.clone().unwrap());
+    let work = tempfile::tempdir().unwrap();
+    let conf = work.path().join("r.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "node_prefix = \"/site/r\"\nrole = \"router\"\nnode_timeout = 2\n\n[[route]]\nprefix = \"/site/a\"\nface = \"{a_uri}\"\n"
+        ),
+    )
+    .unwrap();
+    let log = work.path().join("r.log");
+    let rdir = tempfile::tempdir().unwrap();
+    let rdata = rdir.path().to_path_buf();
+    let r = Daemon::start_with_stderr(
+        rdir,
+        rdata,
+        &[
+            "--catalog",
+            &fed.url,
+            "--config",
+            conf.to_str().unwrap(),
+            "--log",
+            "warn,granary_forwarder=info,granary_node=info",
+        ],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    );
+    wait_for(LONG, "R's face to A up", || face_state(&r, &a_uri, "up"));
+    let cat = Catalog::open_unindexed(&fed.url).unwrap();
+    let short = Duration::from_secs(2);
+    // A goes away: R's face goes down and A's heartbeat stops.
+    let a_data = a.data.clone();
+    let mut a = a;
+    let a_dir = std::mem::replace(&mut a.dir, tempfile::tempdir().unwrap());
+    drop(a);
+    wait_for(LONG, "R's face to A down", || {
+        face_state(&r, &a_uri, "down")
+    });
+    wait_for(LONG, "A taken for down", || {
+        cat.nodes(short)
+            .unwrap()
+            .iter()
+            .any(|n| n.prefix == "/site/a" && !n.up)
+    });
+    // A comes back on the same address: its heartbeat makes R dial at once.
+    let _a = Daemon::start_at(
+        a_dir,
+        a_data,
+        &[
+            "--listen",
+            &a_listen,
+            "--node-prefix",
+            "/site/a",
+            "--catalog",
+            &fed.url,
+            "--config",
+            fed.config.to_str().unwrap(),
+        ],
+    );
+    let t = Instant::now();
+    wait_for(LONG, "R's face to A up again", || {
+        face_state(&r, &a_uri, "up")
+    });
+    eprintln!("R's face to A up {:?} after A was ready again", t.elapsed());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("/site/a back (heartbeat)") && text.contains("dialled now"),
+        "R did not re-dial on A's heartbeat: {text}"
+    );
+}
