@@ -312,7 +312,18 @@ fn a_flood_of_previews_leaves_rss_within_the_cache_bound() {
         .filter(|c| ![200, 400, 503].contains(*c))
         .collect();
     assert!(bad.is_empty(), "{bad:?}");
-    let ok = codes.iter().filter(|c| **c == 200).count();
+    let mut ok = codes.iter().filter(|c| **c == 200).count();
+    // On a loaded machine many of the flood's requests pass their deadline (503):
+    // distinct previews one at a time make up the hundred decodes the bound is
+    // about, whatever the load.
+    let mut more = names.iter().cycle().take(names.len() * 2).enumerate();
+    while ok < 100 {
+        let Some((i, n)) = more.next() else { break };
+        let t = 3 + i / names.len();
+        let (s, _, _) = get(&format!("{base}/api/preview{n}?variable=ta&time={t}"), &[]);
+        assert!([200, 400, 503].contains(&s), "preview {n} at {t}: {s}");
+        ok += usize::from(s == 200);
+    }
     assert!(ok >= 100, "only {ok} previews made");
     std::thread::sleep(std::time::Duration::from_secs(1));
     let after = rss_kib(pid);
