@@ -135,6 +135,9 @@ pub(crate) struct Index {
     /// Positions whose dataset has a newer DRS version (computed when first asked
     /// for after a change).
     stale: std::cell::OnceCell<RoaringBitmap>,
+    /// The datasets no newer DRS version of whose directory is held (computed when
+    /// first asked for after a change).
+    latest_datasets: std::cell::OnceCell<RoaringBitmap>,
     /// The datasets, kept up to date whenever the versions of a name change
     /// ([`Index::relatest`], [`Index::unset`]).
     ds: datasets::Datasets,
@@ -318,6 +321,7 @@ impl Index {
             }
         }
         self.stale = std::cell::OnceCell::new();
+        self.latest_datasets = std::cell::OnceCell::new();
         let holes = self.slots.len() as u64 - self.alive.len();
         if !late.is_empty() || holes > 4096 && holes > self.alive.len() {
             self.compact(late);

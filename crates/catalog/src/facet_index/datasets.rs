@@ -182,6 +182,24 @@ impl Index {
             .is_none_or(|((dir, _), _)| *dir != key.0)
     }
 
+    /// The datasets no newer DRS version of whose directory is held: one pass over the
+    /// keys in order (a key is latest when the next one is another directory), kept
+    /// until the index changes. Answering `latest` for many datasets at once by a
+    /// search per dataset costs a string comparison per tree level each.
+    fn latest_datasets(&self) -> &RoaringBitmap {
+        self.latest_datasets.get_or_init(|| {
+            let mut ids = Vec::with_capacity(self.ds.by_key.len());
+            let mut it = self.ds.by_key.iter().peekable();
+            while let Some(((dir, _), &id)) = it.next() {
+                if it.peek().is_none_or(|((next, _), _)| next != dir) {
+                    ids.push(id);
+                }
+            }
+            ids.sort_unstable();
+            RoaringBitmap::from_sorted_iter(ids).unwrap_or_default()
+        })
+    }
+
     /// The datasets holding a file of `m` (narrowed by `dq`'s ids and `latest`),
     /// and each one's first file when `dq` asks for facet counts.
     pub fn dataset_hits(
@@ -232,17 +250,10 @@ impl Index {
             }
             hit &= wanted;
         }
-        let keep = |id: u32| -> bool {
-            let Some(Some(ds)) = d.sets.get(id as usize) else {
-                return false;
-            };
-            match dq.latest {
-                None => true,
-                Some(l) => self.ds_latest(&ds.key) == l,
-            }
-        };
-        if dq.latest.is_some() {
-            hit = hit.iter().filter(|&id| keep(id)).collect();
+        match dq.latest {
+            None => {}
+            Some(true) => hit &= self.latest_datasets(),
+            Some(false) => hit -= self.latest_datasets(),
         }
         // Each dataset's first file, for facet counts: only when counts are asked.
         let mut reps = RoaringBitmap::new();
