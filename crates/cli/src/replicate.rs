@@ -121,7 +121,8 @@ fn request(
 fn report(t: &str, r: anyhow::Result<serde_json::Value>, json: bool) -> bool {
     match r {
         Ok(v) if json => {
-            println!("{v}");
+            // One JSON line per target is the answer (no error line after).
+            crate::out::json_answer(&v);
             v["state"] != "failed"
         }
         Ok(v) if v["state"] == "done" => {
@@ -161,9 +162,8 @@ fn report(t: &str, r: anyhow::Result<serde_json::Value>, json: bool) -> bool {
         }
         Err(e) => {
             if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"node": t, "state": "failed", "error": format!("{e:#}")})
+                crate::out::json_answer(
+                    &serde_json::json!({"node": t, "state": "failed", "error": format!("{e:#}")}),
                 );
             }
             eprintln!("{t}: FAILED: {e:#}");

@@ -621,6 +621,76 @@ mod tests {
     }
 
     #[test]
+    fn copies_on_their_way_count_and_an_abandoned_target_is_passed_over() {
+        let t = Table {
+            held: vec![held("/cmip6/x", &["/site/a"])],
+            up: vec![
+                "/site/a".into(),
+                "/site/b".into(),
+                "/site/c".into(),
+                "/site/d".into(),
+            ],
+        };
+        let rules = [rule("/cmip6", 2)];
+        let key = |n: &str| ("/cmip6/x".to_string(), 1u64, n.to_string());
+        // Nothing queued: B (first by name).
+        let p = plan_with(&rules, &t, &Queued::default()).unwrap();
+        let targets: Vec<&str> = p.iter().map(|o| o.target.as_str()).collect();
+        assert_eq!(targets, ["/site/b"]);
+        // A copy on its way to D counts: offered again to D, to no one else.
+        let q = Queued {
+            pending: [key("/site/d")].into(),
+            ..Default::default()
+        };
+        let p = plan_with(&rules, &t, &q).unwrap();
+        let targets: Vec<&str> = p.iter().map(|o| o.target.as_str()).collect();
+        assert_eq!(targets, ["/site/d"]);
+        // B gave up on it: the next candidate, C.
+        let q = Queued {
+            abandoned: [key("/site/b")].into(),
+            ..Default::default()
+        };
+        let p = plan_with(&rules, &t, &q).unwrap();
+        let targets: Vec<&str> = p.iter().map(|o| o.target.as_str()).collect();
+        assert_eq!(targets, ["/site/c"]);
+        // Every candidate gave up: nothing offered (never retried for ever).
+        let q = Queued {
+            abandoned: [key("/site/b"), key("/site/c"), key("/site/d")].into(),
+            ..Default::default()
+        };
+        assert!(plan_with(&rules, &t, &q).unwrap().is_empty());
+        // A pending copy to a node that is not up does not count.
+        let q = Queued {
+            pending: [key("/site/z")].into(),
+            ..Default::default()
+        };
+        let p = plan_with(&rules, &t, &q).unwrap();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].target, "/site/b");
+    }
+
+    #[test]
+    fn replication_settings_are_read_and_checked() {
+        let parse = |s: &str| take_settings(&mut toml::from_str::<toml::Table>(s).unwrap());
+        assert_eq!(parse("").unwrap(), Settings::default());
+        let s =
+            parse("replication_period = 2\nreplication_retry = 0.5\nreplication_attempts = 5\n")
+                .unwrap();
+        assert_eq!(
+            (s.period, s.retry, s.attempts),
+            (Duration::from_secs(2), Duration::from_millis(500), 5)
+        );
+        for bad in [
+            "replication_period = 0",
+            "replication_retry = \"soon\"",
+            "replication_attempts = 0",
+            "replication_attempts = 1.5",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn bad_rules_are_refused_with_the_reason() {
         let parse = |s: &str| take_config(&mut toml::from_str::<toml::Table>(s).unwrap());
         assert_eq!(

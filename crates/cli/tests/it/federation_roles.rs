@@ -160,6 +160,10 @@ fn routers_and_clients_are_never_targets_and_what_they_keep_is_a_cache() {
     assert_eq!(st["node_timeout_ms"], 5000, "{st}");
     assert_eq!(st["rules"][0]["prefix"], "/cmip6", "{st}");
     assert_eq!(st["under_replicated"][0]["name"], "/cmip6/x", "{st}");
+    // `catalog check` too checks B's files against the shared catalog (its
+    // replica is registered there), not a new local one.
+    let ck: Value = serde_json::from_str(&b.ok(&["catalog", "check", "--json"])).unwrap();
+    assert_eq!(ck["clean"], true, "{ck}");
     // Several planning rounds later, nothing was offered to R or Q.
     let mut wq = WorkQueue::connect(&fed.url).unwrap();
     std::thread::sleep(Duration::from_secs(3));
@@ -246,19 +250,24 @@ fn a_refusing_target_passes_the_copy_on_and_replicas_n_reaches_n() {
         assert_eq!(m["signature_type"], "SignatureEd25519", "{v}");
         assert!(m["name"].as_str().unwrap().starts_with("/cmip6/x/"), "{v}");
     }
-    // One more: only B is left, and it refuses: the command says so, in
-    // JSON too, and fails.
+    // One more: only B is left, and it refuses: the command fails saying
+    // so; its JSON line says why.
     let o = replicate(&a, &fed.url, &["/cmip6/x", "--replicas", "1"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("no candidate remains"), "{err}");
-    let lines = json_lines(&o);
-    assert_eq!(lines[0]["state"], "failed", "{lines:?}");
     assert!(
-        lines.last().unwrap()["error"]
-            .as_str()
-            .unwrap()
-            .contains("1 short"),
+        err.contains("no candidate remains") && err.contains("1 short"),
+        "{err}"
+    );
+    let lines = json_lines(&o);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        (lines[0]["node"].as_str(), lines[0]["state"].as_str()),
+        (Some("/site/b"), Some("failed")),
+        "{lines:?}"
+    );
+    assert!(
+        lines[0]["error"].as_str().unwrap().contains("refused"),
         "{lines:?}"
     );
 }
