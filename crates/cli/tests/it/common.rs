@@ -436,15 +436,11 @@ pub fn tcp(d: &Daemon) -> String {
     format!("tcp4://{}", d.tcp.as_ref().unwrap())
 }
 
-/// `to` trusts `from`'s publisher key (made by its first `put`).
+/// `to` trusts `from`'s publisher key (its default key, made at the
+/// daemon's first start).
 pub fn trust(from: &impl Cli, to: &impl Cli) {
-    let list = from.run_ok(&["key", "list"]);
-    let key = list
-        .split_whitespace()
-        .find(|w| w.contains("/KEY/") && !w.contains("/self/"))
-        .expect("a key");
     let cert = from.scratch().join("pub.cert");
-    std::fs::write(&cert, from.run_ok(&["key", "export", key])).unwrap();
+    std::fs::write(&cert, from.run_ok(&["key", "export"])).unwrap();
     to.run_ok(&["key", "trust", cert.to_str().unwrap()]);
 }
 
