@@ -47,6 +47,28 @@ pub(crate) fn download_path(name: &str, version: u64) -> String {
     format!("/data{name}?version={version}")
 }
 
+/// The file's OPeNDAP URL path (without a suffix): THREDDS's
+/// `/thredds/dodsC/<DRS path>` (`CMIP6/…/v20190308/<file>.nc`) when the record has
+/// a DRS version, else the gateway's own `/opendap/<name>/v=<version>`.
+pub(crate) fn opendap_path(r: &granary_catalog::Record) -> String {
+    let drs = r.facets.get("version").filter(|v| {
+        v.len() > 1 && v.starts_with('v') && v[1..].bytes().all(|b| b.is_ascii_digit())
+    });
+    let Some(drs) = drs else {
+        return format!("/opendap{}/v={}", r.name, r.version);
+    };
+    let mut comps: Vec<&str> = r.name.split('/').filter(|c| !c.is_empty()).collect();
+    let file = comps.pop().unwrap_or_default();
+    if let Some(first) = comps.first_mut() {
+        if !r.project.is_empty() && first.eq_ignore_ascii_case(&r.project) {
+            *first = r.project.as_str();
+        }
+    }
+    comps.push(drs);
+    comps.push(file);
+    format!("/thredds/dodsC/{}", comps.join("/"))
+}
+
 /// Why a catalog call failed: the request (400), or the catalog's database
 /// being unreachable now (503: PostgreSQL down or restarting).
 pub(crate) enum CatalogFail {

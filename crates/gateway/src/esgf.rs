@@ -18,7 +18,7 @@ use granary_catalog::{dataset, Dataset, DatasetQuery, FacetSel, Query, Record, M
 use serde_json::{json, Map, Value};
 
 use crate::api::check_facets;
-use crate::api::{download_path, with_catalog};
+use crate::api::{download_path, opendap_path, with_catalog};
 use crate::query::{facet_sel, pairs, parse_bool, parse_num};
 use crate::wget::{all_records, host_of, origin, script, script_response};
 use crate::{error, State};
@@ -189,6 +189,7 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
     let (inst, master, version) = dataset_of(r);
     let mut d = facet_lists(r);
     let url = format!("{base}{}", download_path(&r.name, r.version));
+    let dap = format!("{base}{}", opendap_path(r));
     let fields = json!({
         "id": format!("{inst}.{}|{node}", r.title),
         "instance_id": format!("{inst}.{}", r.title),
@@ -202,7 +203,13 @@ fn file_doc(r: &Record, base: &str, node: &str) -> Value {
         "index_node": node,
         "replica": false,
         "latest": true,
-        "url": [format!("{url}|application/netcdf|HTTPServer")],
+        // OPeNDAP as ESGF lists it (`….nc.html`, which esgf-pyclient strips),
+        // and the data URL itself, which intake-esgf's streaming looks for.
+        "url": [
+            format!("{url}|application/netcdf|HTTPServer"),
+            format!("{dap}.html|application/opendap-html|OPENDAP"),
+            format!("{dap}|application/opendap|OPENDAP"),
+        ],
         "ndn_name": r.name,
         "ndn_version": r.version,
     });

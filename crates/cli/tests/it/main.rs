@@ -36,6 +36,7 @@ mod netns_federation;
 mod netns_sites;
 mod netns_testbed;
 mod netns_transfer;
+mod opendap;
 mod output;
 mod perf;
 mod preview;

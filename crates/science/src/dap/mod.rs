@@ -182,6 +182,12 @@ pub fn dods(
         let picks = ce::resolve(&model, &ce)?;
         let members = plan(&model, &picks)?;
         let mut out = text::dds(&model, &picks).into_bytes();
+        // The values start on a multiple of four bytes: libnetcdf's DAP2 client
+        // misreads a Byte array followed by another member otherwise. Spaces
+        // after the DDS are whitespace to every DDS parser.
+        while (out.len() + 7) % 4 != 0 {
+            out.push(b' ');
+        }
         out.extend_from_slice(b"\nData:\n");
         for m in members {
             let v = &model.vars[m.var];

@@ -235,9 +235,13 @@ fn attr_value(v: &NcAttrValue) -> Option<Attr> {
         NcAttrValue::UShorts(v) => Attr::Values(DapType::UInt16, nums(v)),
         NcAttrValue::Ints(v) => Attr::Values(DapType::Int32, nums(v)),
         NcAttrValue::UInts(v) => Attr::Values(DapType::UInt32, nums(v)),
-        NcAttrValue::Floats(v) => {
-            Attr::Values(DapType::Float32, v.iter().map(|&x| float_text(x)).collect())
-        }
+        // A Float32 is written as its exact value (`0.009999999776482582` for
+        // 0.01f): clients that parse attributes as doubles (pydap) then hold the
+        // very value the variable's data is compared with (a `_FillValue` masks).
+        NcAttrValue::Floats(v) => Attr::Values(
+            DapType::Float32,
+            v.iter().map(|&x| float_text(f64::from(x))).collect(),
+        ),
         NcAttrValue::Doubles(v) => {
             Attr::Values(DapType::Float64, v.iter().map(|&x| float_text(x)).collect())
         }
@@ -321,22 +325,24 @@ pub fn build(file: &NcFile, name: &str) -> Result<Model, DapError> {
             .zip(shape.iter().copied())
             .collect();
         let mut list = Vec::new();
-        match s {
-            Stored::I8 => list.push((
+        // Bytes say whether they are signed (THREDDS's `_Unsigned`); so do the
+        // unsigned 16- and 32-bit integers, which libnetcdf's DAP2 client (the
+        // classic model) otherwise reads as signed.
+        let unsigned = match s {
+            Stored::I8 => Some("false"),
+            Stored::U8 | Stored::U16 | Stored::U32 => Some("true"),
+            _ => None,
+        };
+        if let Some(u) = unsigned {
+            list.push((
                 "_Unsigned".into(),
-                Attr::Values(DapType::String, vec![quote("false")]),
-            )),
-            Stored::U8 => list.push((
-                "_Unsigned".into(),
-                Attr::Values(DapType::String, vec![quote("true")]),
-            )),
-            _ => {}
+                Attr::Values(DapType::String, vec![quote(u)]),
+            ));
         }
         let own = attrs(&v.name, &v.attributes)?;
-        let byte = matches!(s, Stored::I8 | Stored::U8);
         list.extend(
             own.into_iter()
-                .filter(|(k, _)| !(byte && k.eq_ignore_ascii_case("_Unsigned"))),
+                .filter(|(k, _)| !(unsigned.is_some() && k.eq_ignore_ascii_case("_Unsigned"))),
         );
         if s == Stored::Char {
             let (strlen, dim) = match dims.pop() {
