@@ -284,6 +284,12 @@ impl Index {
                 .iter()
                 .filter_map(|id| Some((&d.sets.get(id as usize)?.as_ref()?.key, id)))
                 .collect();
+            // Only the page's end needs ordering: the rest is cut off unsorted.
+            let want = offset.saturating_add(limit);
+            if want < v.len() {
+                v.select_nth_unstable(want);
+                v.truncate(want);
+            }
             v.sort_unstable();
             v.into_iter()
                 .skip(offset)
