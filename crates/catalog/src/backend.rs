@@ -119,6 +119,9 @@ impl Backend {
     pub fn heartbeat(&mut self, node: &str, restarted: bool, role: crate::Role) -> Result<()> {
         both!(self, b => b.heartbeat(node, restarted, role))
     }
+    pub fn liveness(&mut self, timeout_ms: i64) -> Result<Vec<crate::Liveness>> {
+        both!(self, b => b.liveness(timeout_ms))
+    }
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         both!(self, b => b.nodes(timeout_ms))
     }

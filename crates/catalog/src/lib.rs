@@ -27,7 +27,7 @@ use std::sync::Mutex;
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{pg_message, redact, Error, Result};
 pub use facet_index::DATASET_VERSION_FACET;
-pub use location::{order_nearest, Location, NewLocation, NodeStatus, Replicas, Role};
+pub use location::{order_nearest, Liveness, Location, NewLocation, NodeStatus, Replicas, Role};
 pub use query::{check_time, FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
 
@@ -732,6 +732,13 @@ impl Catalog {
     pub fn nodes(&self, node_timeout: std::time::Duration) -> Result<Vec<NodeStatus>> {
         let t = location::timeout_ms(node_timeout)?;
         self.lock()?.backend.nodes(t)
+    }
+
+    /// Every node's liveness and role, without counting locations (the daemon's
+    /// heartbeat watch reads it every heartbeat period).
+    pub fn liveness(&self, node_timeout: std::time::Duration) -> Result<Vec<Liveness>> {
+        let t = location::timeout_ms(node_timeout)?;
+        self.lock()?.backend.liveness(t)
     }
 
     /// For every name equal to or under `prefix` (`/`: every name) that storage nodes

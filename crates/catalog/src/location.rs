@@ -160,6 +160,20 @@ pub struct NodeStatus {
     pub role: Role,
 }
 
+/// A node's liveness alone, read without counting its locations (cheap enough
+/// to read every heartbeat period on every node).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Liveness {
+    /// The node's prefix.
+    pub prefix: String,
+    /// When its current daemon first sent a heartbeat (server time, ms).
+    pub started_ms: i64,
+    /// True when its last heartbeat is younger than the timeout asked with.
+    pub up: bool,
+    /// Its role, as its last heartbeat gave it.
+    pub role: Role,
+}
+
 /// How many up storage nodes hold a name's latest version (for replication targets;
 /// caches on routers and clients are not counted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

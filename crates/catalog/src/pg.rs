@@ -808,6 +808,24 @@ impl Pg {
         })
     }
 
+    pub fn liveness(&mut self, timeout_ms: i64) -> Result<Vec<crate::Liveness>> {
+        let sql = format!(
+            "SELECT prefix, {}, last_seen > now() - $1::float8 * interval '1 millisecond', role
+             FROM nodes ORDER BY prefix",
+            ms("started")
+        );
+        let rows = self.run(|c| Ok(c.query(sql.as_str(), &[&(timeout_ms as f64)])?))?;
+        Ok(rows
+            .iter()
+            .map(|r| crate::Liveness {
+                prefix: r.get(0),
+                started_ms: r.get(1),
+                up: r.get(2),
+                role: Role::stored(r.get::<_, Option<&str>>(3)),
+            })
+            .collect())
+    }
+
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         let sql = format!(
             "SELECT n.prefix, {}, {}, {},

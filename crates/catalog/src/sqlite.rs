@@ -718,6 +718,24 @@ impl Sqlite {
         Ok(())
     }
 
+    /// Every node's liveness and role (no location count).
+    pub fn liveness(&mut self, timeout_ms: i64) -> Result<Vec<crate::Liveness>> {
+        let mut st = self.conn.prepare_cached(&format!(
+            "SELECT prefix, started, last_seen > {NOW_MS} - ?1, role FROM nodes ORDER BY prefix"
+        ))?;
+        let v = st
+            .query_map([timeout_ms], |r| {
+                Ok(crate::Liveness {
+                    prefix: r.get(0)?,
+                    started_ms: r.get(1)?,
+                    up: r.get(2)?,
+                    role: crate::location::Role::stored(r.get::<_, Option<String>>(3)?.as_deref()),
+                })
+            })?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(v)
+    }
+
     /// Every node that ever sent a heartbeat, with its liveness and location count.
     pub fn nodes(&mut self, timeout_ms: i64) -> Result<Vec<NodeStatus>> {
         let mut st = self.conn.prepare_cached(&format!(

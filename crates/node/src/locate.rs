@@ -113,7 +113,7 @@ pub fn redial_on_return(
             let mut seen: std::collections::HashMap<String, (i64, bool)> = Default::default();
             loop {
                 let t = catalog.node_timeout();
-                if let Ok(nodes) = catalog.nodes(t) {
+                if let Ok(nodes) = catalog.liveness(t) {
                     let mut back = Vec::new();
                     for n in nodes.into_iter().filter(|n| n.prefix != me) {
                         let was = seen.insert(n.prefix.clone(), (n.started_ms, n.up));

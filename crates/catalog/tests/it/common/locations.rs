@@ -338,6 +338,20 @@ pub fn roles(spec: &str) {
     let r = cat.replicas("/p", LONG).unwrap();
     let counts: Vec<(&str, u64)> = r.iter().map(|r| (r.name.as_str(), r.up)).collect();
     assert_eq!(counts, [("/p/f.nc", 2), ("/p/g.nc", 1)]);
+    let live: Vec<(String, bool, Role)> = cat
+        .liveness(LONG)
+        .unwrap()
+        .into_iter()
+        .map(|l| (l.prefix, l.up, l.role))
+        .collect();
+    assert_eq!(
+        live,
+        [
+            ("/site/a".to_string(), true, Role::Storage),
+            ("/site/r".to_string(), true, Role::Router),
+            ("/user/q".to_string(), true, Role::Storage),
+        ]
+    );
     assert!(Role::parse("archive").is_err());
     assert_eq!(Role::parse("router").unwrap(), Role::Router);
 }
