@@ -1,6 +1,6 @@
 """intake-esgf (PyPI) against a Granary gateway, end to end.
 
-Usage: intake_esgf_client.py BASE TREE BACKEND [facet=value ...]
+Usage: intake_esgf_client.py BASE TREE BACKEND [--stream] [facet=value ...]
 
 BASE is the gateway (`https://127.0.0.1:PORT`; `http://…` only while developing:
 intake-esgf builds `https://` URLs itself, so over plain HTTP the index's URL is
@@ -12,8 +12,11 @@ Globus is switched off and only the gateway's index is on; HOME should point at 
 scratch directory (intake-esgf writes ~/.esgf and ~/.config/intake-esgf). For
 HTTPS, REQUESTS_CA_BUNDLE names the gateway's certificate.
 
-Searches with the facets, loads every dataset with `to_dataset_dict()`, opens the
-original files of each dataset with xarray and compares. Prints one JSON object:
+Searches with the facets, loads every dataset with `to_dataset_dict()` (with
+`--stream`, `prefer_streaming=True`: the File documents' OPENDAP links, opened by
+xarray through libnetcdf's DAP2 client, nothing downloaded; for HTTPS, ~/.ncrc names
+the certificate with `HTTP.SSL.CAINFO`), opens the original files of each dataset
+with xarray and compares. Prints one JSON object:
 {"datasets": {dataset id: {"files": n, "equal": bool, "variables": [...]}},
  "ids": [...], "downloaded": [local paths]}.
 """
@@ -43,8 +46,11 @@ def attrs_equal(a: dict, b: dict) -> bool:
 def main() -> None:
     warnings.simplefilter("ignore", FutureWarning)
     base, tree, backend = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    stream = "--stream" in sys.argv[4:]
     search = {}
     for a in sys.argv[4:]:
+        if a == "--stream":
+            continue
         k, v = a.split("=", 1)
         search.setdefault(k, []).append(v)
     search = {k: v[0] if len(v) == 1 else v for k, v in search.items()}
@@ -76,7 +82,11 @@ def main() -> None:
             stac.search_cmip6 = search_cmip6
     cat.search(quiet=True, **search)
     ids = sorted(i for row in cat.df["id"] for i in row)
-    dsd = cat.to_dataset_dict(quiet=True, add_measures=False, minimal_keys=False)
+    # Where each dataset is read from (links when streaming, else local files).
+    paths = cat.to_path_dict(prefer_streaming=stream, minimal_keys=False, quiet=True)
+    dsd = cat.to_dataset_dict(
+        quiet=True, add_measures=False, minimal_keys=False, prefer_streaming=stream
+    )
 
     out = {"ids": ids, "datasets": {}, "downloaded": []}
     for p in sorted((Path.home() / ".esgf").rglob("*.nc")):
@@ -101,6 +111,7 @@ def main() -> None:
         )
         equal = equal and all(same(ds.attrs.get(k), v) for k, v in orig.attrs.items())
         out["datasets"][inst] = {
+            "sources": [str(p) for p in paths.get(key, [])],
             "files": len(originals),
             "equal": equal,
             "variables": variables,
