@@ -3,12 +3,14 @@
 //! client; pydap 3.5; xarray with the netcdf4 and pydap engines) through
 //! `tests/interop/python/opendap_client.py`, which compares every variable whole
 //! and in subsets (first index, strides, a middle run, the last index of every
-//! dimension), and the attributes, with the original file. Files: the real CMIP6
-//! files of esmvaltool-sample-data, and ncgen files in all five netCDF kinds holding
+//! dimension), and the attributes, with the original file. Files: the first file of
+//! one dataset per model of esmvaltool-sample-data (46 real CMIP6 files), and ncgen files in all five netCDF kinds holding
 //! every type (packed shorts with `_FillValue`/`missing_value`, signed and unsigned
 //! bytes, char arrays and strings, scalars, an unlimited dimension, int64 left
-//! out). A one-step subset of a chunked file reads a few of its blocks; hostile
-//! constraints get DAP2 errors and the daemon keeps answering.
+//! out). One step of a 240-step field reads a few of the file's 8 KiB blocks
+//! (`X-Granary-Read-Blocks`), the header's and its chunk's or record's; hostile
+//! constraints get DAP2 errors and the daemon keeps answering; intake-esgf's
+//! streaming is in gateway_clients.rs.
 
 use crate::common;
 
@@ -444,4 +446,77 @@ fn opendap_subsets_read_few_blocks_and_hostile_constraints_are_dap_errors() {
     assert_eq!(s, 200);
     let (s, _, _) = get(&format!("{base}/api/status"));
     assert_eq!(s, 200);
+}
+
+/// The first file of one dataset per model of the sample data.
+fn sample_files(root: &Path, per_model: usize) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let mut files = Vec::new();
+        for e in std::fs::read_dir(&d).expect("sample tree").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "nc") {
+                files.push(p);
+            }
+        }
+        files.sort();
+        if let Some(f) = files.into_iter().next() {
+            dirs.push(f);
+        }
+    }
+    dirs.sort();
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    for f in dirs {
+        let rel = f.strip_prefix(root).expect("under the root");
+        // CMIP6/<activity>/<institution>/<source>/…
+        let model = rel.iter().nth(3).map(|c| c.to_string_lossy().into_owned());
+        let n = seen.entry(model.unwrap_or_default()).or_default();
+        if *n < per_model {
+            *n += 1;
+            out.push(f);
+        }
+    }
+    out
+}
+
+#[test]
+fn opendap_of_sample_cmip6_files_equals_the_files() {
+    let root = sample_root();
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let base = format!("http://{}", d.http.clone().expect("gateway address"));
+    let tree = d.dir.path().join("tree");
+    let mut pairs = Vec::new();
+    for f in sample_files(&root, 1) {
+        let rel = f.strip_prefix(&root).expect("under the root").to_path_buf();
+        let to = tree.join(&rel);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(&f, &to).expect("copy");
+        pairs.push((
+            format!("{base}/thredds/dodsC/{}", rel.to_string_lossy()),
+            to,
+        ));
+    }
+    assert!(pairs.len() >= 10, "{} models in the sample", pairs.len());
+    d.ok(&["publish-dir", tree.to_str().expect("utf-8")]);
+    let reports = compare("all", &pairs);
+    let vars: u64 = reports
+        .iter()
+        .map(|r| r["netcdf4"]["checked"].as_u64().unwrap_or(0))
+        .sum();
+    let subsets: u64 = reports
+        .iter()
+        .map(|r| r["netcdf4"]["subsets"].as_u64().unwrap_or(0))
+        .sum();
+    eprintln!(
+        "{} files, {vars} variables and {subsets} subsets equal to the files with netCDF4, pydap and xarray (both engines)",
+        reports.len()
+    );
+    // A file's page answers (intake-esgf's probe), a HEAD too.
+    let (s, head, body) = get(&format!("{}.html", pairs[0].0));
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(head.contains("content-type: text/html"), "{head}");
 }
