@@ -136,43 +136,42 @@ def check_netcdf4(url, orig, report):
 
 def netcdf4_var(name, w, v, diffs):
     ns = 0
-    if True:
-        # libnetcdf gives char arrays its own string length (maxStrlen64), as with
-        # THREDDS: their strings are compared.
-        if v.dtype != "S1" and w.dtype != "S1" and w.shape != v.shape:
-            diffs.append(f"{name}: shape {w.shape} != {v.shape}")
-            return ns
-        for k in v.ncattrs():
-            if k == "_FillValue" and v.dtype == "S1":
-                continue
-            if k not in w.ncattrs():
-                diffs.append(f"{name}: attribute {k} missing")
-            elif not attr_same(w.getncattr(k), v.getncattr(k)):
-                diffs.append(f"{name}: attribute {k} {w.getncattr(k)!r} != {v.getncattr(k)!r}")
-        x, y = raw(w), raw(v)
-        if x.dtype.kind in "iu" and y.dtype.kind in "iu" and x.dtype != y.dtype:
+    # libnetcdf gives char arrays its own string length (maxStrlen64), as with
+    # THREDDS: their strings are compared.
+    if v.dtype != "S1" and w.dtype != "S1" and w.shape != v.shape:
+        diffs.append(f"{name}: shape {w.shape} != {v.shape}")
+        return ns
+    for k in v.ncattrs():
+        if k == "_FillValue" and v.dtype == "S1":
+            continue
+        if k not in w.ncattrs():
+            diffs.append(f"{name}: attribute {k} missing")
+        elif not attr_same(w.getncattr(k), v.getncattr(k)):
+            diffs.append(f"{name}: attribute {k} {w.getncattr(k)!r} != {v.getncattr(k)!r}")
+    x, y = raw(w), raw(v)
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu" and x.dtype != y.dtype:
+        x = x.astype(y.dtype)
+    if not same(x, y):
+        diffs.append(f"{name}: values differ ({x.dtype} vs {y.dtype})")
+    # Unpacked and masked, as a scientist reads them.
+    w.set_auto_maskandscale(True)
+    v.set_auto_maskandscale(True)
+    # (Only where attributes ask for it: a variable without `_FillValue` is
+    # masked at its type's default fill value, and DAP2's types are not all
+    # netCDF's, e.g. libnetcdf reads UInt16 as short.)
+    packed = {"_FillValue", "missing_value", "scale_factor", "add_offset"} & set(v.ncattrs())
+    if v.dtype != "S1" and v.dtype is not str and packed:
+        if not same(np.ma.filled(w[...].astype("f8"), np.nan), np.ma.filled(v[...].astype("f8"), np.nan)):
+            diffs.append(f"{name}: unpacked values differ")
+    if v.dtype == "S1" or v.dtype is str:
+        return ns
+    for s in subsets(v.shape):
+        ns += 1
+        x, y = raw(w, s), raw(v, s)
+        if x.dtype.kind in "iu" and x.dtype != y.dtype:
             x = x.astype(y.dtype)
         if not same(x, y):
-            diffs.append(f"{name}: values differ ({x.dtype} vs {y.dtype})")
-        # Unpacked and masked, as a scientist reads them.
-        w.set_auto_maskandscale(True)
-        v.set_auto_maskandscale(True)
-        # (Only where attributes ask for it: a variable without `_FillValue` is
-        # masked at its type's default fill value, and DAP2's types are not all
-        # netCDF's, e.g. libnetcdf reads UInt16 as short.)
-        packed = {"_FillValue", "missing_value", "scale_factor", "add_offset"} & set(v.ncattrs())
-        if v.dtype != "S1" and v.dtype is not str and packed:
-            if not same(np.ma.filled(w[...].astype("f8"), np.nan), np.ma.filled(v[...].astype("f8"), np.nan)):
-                diffs.append(f"{name}: unpacked values differ")
-        if v.dtype == "S1" or v.dtype is str:
-            return ns
-        for s in subsets(v.shape):
-            ns += 1
-            x, y = raw(w, s), raw(v, s)
-            if x.dtype.kind in "iu" and x.dtype != y.dtype:
-                x = x.astype(y.dtype)
-            if not same(x, y):
-                diffs.append(f"{name}{s}: subset differs")
+            diffs.append(f"{name}{s}: subset differs")
     return ns
 
 
@@ -194,39 +193,38 @@ def check_pydap(url, orig, report):
 
 def pydap_var(name, t, v, diffs):
     ns = 0
-    if True:
-        arr = t.array if hasattr(t, "array") else t
-        y = raw(v)
-        if v.dtype == "S1" and v.ndim <= 1:
-            x = np.asarray(arr.data[...] if hasattr(arr.data, "__getitem__") else arr.data)
-            x = np.asarray(x).reshape(())
-            y = np.asarray(y).reshape(())
-        else:
-            x = np.asarray(arr[...].data if hasattr(arr[...], "data") else arr[...])
+    arr = t.array if hasattr(t, "array") else t
+    y = raw(v)
+    if v.dtype == "S1" and v.ndim <= 1:
+        x = np.asarray(arr.data[...] if hasattr(arr.data, "__getitem__") else arr.data)
+        x = np.asarray(x).reshape(())
+        y = np.asarray(y).reshape(())
+    else:
+        x = np.asarray(arr[...].data if hasattr(arr[...], "data") else arr[...])
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        x = x.astype(y.dtype)
+    if x.dtype.kind == "S":
+        x = np.char.decode(x, "utf-8")
+    if not same(x, y):
+        diffs.append(f"{name}: values differ {x.dtype} {x.shape} vs {y.dtype} {y.shape}")
+    for k in v.ncattrs():
+        if k == "_FillValue" and v.dtype == "S1":
+            continue
+        if k not in t.attributes:
+            diffs.append(f"{name}: attribute {k} missing")
+        elif not attr_same(t.attributes[k], v.getncattr(k), pydap=True):
+            diffs.append(f"{name}: attribute {k} {t.attributes[k]!r} != {v.getncattr(k)!r}")
+    if v.dtype == "S1" or v.dtype is str:
+        return ns
+    for s in subsets(v.shape):
+        ns += 1
+        x = arr[s]
+        x = np.asarray(x.data if hasattr(x, "data") else x)
+        y = raw(v, s)
         if x.dtype.kind in "iu" and y.dtype.kind in "iu":
             x = x.astype(y.dtype)
-        if x.dtype.kind == "S":
-            x = np.char.decode(x, "utf-8")
         if not same(x, y):
-            diffs.append(f"{name}: values differ {x.dtype} {x.shape} vs {y.dtype} {y.shape}")
-        for k in v.ncattrs():
-            if k == "_FillValue" and v.dtype == "S1":
-                continue
-            if k not in t.attributes:
-                diffs.append(f"{name}: attribute {k} missing")
-            elif not attr_same(t.attributes[k], v.getncattr(k), pydap=True):
-                diffs.append(f"{name}: attribute {k} {t.attributes[k]!r} != {v.getncattr(k)!r}")
-        if v.dtype == "S1" or v.dtype is str:
-            return ns
-        for s in subsets(v.shape):
-            ns += 1
-            x = arr[s]
-            x = np.asarray(x.data if hasattr(x, "data") else x)
-            y = raw(v, s)
-            if x.dtype.kind in "iu" and y.dtype.kind in "iu":
-                x = x.astype(y.dtype)
-            if not same(x, y):
-                diffs.append(f"{name}{s}: subset differs")
+            diffs.append(f"{name}{s}: subset differs")
     return ns
 
 
