@@ -116,7 +116,10 @@ struct Load {
 }
 
 fn load() -> Load {
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    // Every request here is one that must succeed: a deadline that a loaded
+    // machine could reach would turn them into 503s (the deadline itself is
+    // gateway_hostile's subject).
+    let d = Daemon::start(&["--http", "127.0.0.1:0", "--http-deadline", "300"]);
     let base = format!("http://{}", d.http.clone().expect("no gateway line"));
     let tree = d.dir.path().join("tree");
     d.ok(&["example-data", tree.to_str().unwrap()]);
