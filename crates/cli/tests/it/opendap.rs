@@ -9,8 +9,8 @@
 //! bytes, char arrays and strings, scalars, an unlimited dimension, int64 left
 //! out). One step of a 240-step field reads a few of the file's 8 KiB blocks
 //! (`X-Granary-Read-Blocks`), the header's and its chunk's or record's; hostile
-//! constraints get DAP2 errors and the daemon keeps answering; intake-esgf's
-//! streaming is in gateway_clients.rs.
+//! constraints get DAP2 errors and the daemon keeps answering; a version held by
+//! another node is read over NDN. intake-esgf's streaming is in gateway_clients.rs.
 
 use crate::common;
 
@@ -519,4 +519,35 @@ fn opendap_of_sample_cmip6_files_equals_the_files() {
     let (s, head, body) = get(&format!("{}.html", pairs[0].0));
     assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
     assert!(head.contains("content-type: text/html"), "{head}");
+}
+
+/// A version this node does not hold is read over NDN from the node that does
+/// (`/data`'s other route), every segment verified: the two nodes share one catalog
+/// directory, the gateway's node holds no copy.
+#[test]
+fn opendap_of_a_version_held_by_another_node_comes_over_ndn() {
+    let catalog = tempfile::tempdir().expect("tmp");
+    let cat = catalog.path().to_str().expect("utf-8");
+    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--catalog", cat]);
+    let made = b.dir.path().join("made");
+    std::fs::create_dir_all(&made).expect("mkdir");
+    let f = ncgen(&made, "nc4", &cdl("nc4"));
+    b.ok(&["put", f.to_str().expect("utf-8"), "/test/remote/nc4.nc"]);
+    let a = Daemon::start(&["--http", "127.0.0.1:0", "--catalog", cat]);
+    let base = format!("http://{}", a.http.clone().expect("gateway address"));
+    a.ok(&["route", "add", "/test/remote", &tcp(&b)]);
+    trust(&b, &a);
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    wait_catalogued(&base, "/test/remote/nc4.nc");
+    let ls = a.cli(&["ls", "/test/remote"]);
+    assert!(
+        !String::from_utf8_lossy(&ls.stdout).contains("nc4.nc"),
+        "the gateway's node holds a copy: {}",
+        String::from_utf8_lossy(&ls.stdout)
+    );
+    let url = format!("{base}/opendap/test/remote/nc4.nc");
+    compare("netcdf4,pydap", &[(url.clone(), f)]);
+    let (s, head, body) = get(&format!("{url}.dods?chunked.chunked[1][0:2][0:4]"));
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(header(&head, "x-granary-read-blocks").is_some(), "{head}");
 }
