@@ -38,6 +38,7 @@ mod netns_testbed;
 mod netns_transfer;
 mod opendap;
 mod output;
+mod package;
 mod perf;
 mod preview;
 mod reflink;
