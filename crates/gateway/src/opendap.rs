@@ -106,13 +106,16 @@ async fn as_dap(r: Response) -> Response {
         413 => DapError::TooLarge(msg),
         422 => DapError::Unreadable(msg),
         503 => DapError::Temporary(msg),
-        _ => DapError::Constraint(msg),
+        400 => DapError::Constraint(msg),
+        // Any other status (a fetch that failed for good: 502) keeps its code.
+        code => {
+            let mut r = dap_error(&DapError::Unreadable(String::new()));
+            *r.status_mut() = status;
+            *r.body_mut() = axum::body::Body::from(dap::error_body_with(code, &msg));
+            return r;
+        }
     };
-    let mut out = dap_error(&e);
-    if status != StatusCode::from_u16(e.status()).unwrap_or(status) {
-        *out.status_mut() = status;
-    }
-    out
+    dap_error(&e)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

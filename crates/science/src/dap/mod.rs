@@ -86,6 +86,12 @@ pub fn error_body(e: &DapError) -> String {
     text::error(e)
 }
 
+/// A DAP2 `Error` body with another code (a status the gateway answers for its own
+/// reasons, e.g. 502 when a fetch over NDN fails).
+pub fn error_body_with(code: u16, message: &str) -> String {
+    text::error_with(code, message)
+}
+
 /// One member to send: the variable and its hyperslab.
 struct Member {
     var: usize,

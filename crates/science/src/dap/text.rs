@@ -167,10 +167,14 @@ pub fn das(model: &Model) -> String {
 
 /// The DAP2 error body.
 pub fn error(e: &DapError) -> String {
+    error_with(e.status(), &e.to_string())
+}
+
+/// A DAP2 error body of any code.
+pub fn error_with(code: u16, message: &str) -> String {
     format!(
-        "Error {{\n    code = {};\n    message = {};\n}};\n",
-        e.status(),
-        quote(&e.to_string())
+        "Error {{\n    code = {code};\n    message = {};\n}};\n",
+        quote(message)
     )
 }
 
