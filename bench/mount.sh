@@ -6,12 +6,18 @@
 #     installed: a throw-away sshd on 127.0.0.1);
 #  2. random 4 KiB preads through a fresh mount: p50/p99 cold (fetched from
 #     the producer) and warm (the same offsets again);
-#  3. publish mode: `cp` of the file into the mount vs `granary put`.
+#  3. publish mode: `cp` of the file into the mount vs `granary put`;
+#  4. a version the node holds (issue 48): `dd` through a mount on the producer node
+#     itself (the node's file, decision 0100) vs `granary get` of the same object by
+#     another application on that node (its own data directory, the node's socket),
+#     RUNS alternating runs, with the Data the node sent during the mount's read.
 # Each measurement gets a fresh consumer node (empty content store) and a
 # fresh mount (empty block cache). Peak RSS of the mount process beside.
 # Needs root and /dev/fuse.
-#   bash bench/mount.sh [MIB] [RANDOM_READS] [all|publish]   (default: 1024 400 all)
-# `publish` runs only section 3 (RUNS=3 alternating runs of each, median).
+#   bash bench/mount.sh [MIB] [RANDOM_READS] [all|publish|held]   (default: 1024 400 all)
+# `publish` runs only section 3 (RUNS=3 alternating runs of each, median), `held`
+# only section 4. NO_BUILD=1 skips the build, GRANARY=/path/to/granary measures
+# another build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mib=${1:-1024}
@@ -19,8 +25,8 @@ nrand=${2:-400}
 only=${3:-all}
 [ "$(id -u)" = 0 ] || { echo "needs root (FUSE mounts)" >&2; exit 1; }
 [ -r /dev/fuse ] || { echo "/dev/fuse missing" >&2; exit 1; }
-cargo build --release -q -p granary
-G=$PWD/target/release/granary
+[ -n "${NO_BUILD:-}" ] || cargo build --release -q -p granary
+G=${GRANARY:-$PWD/target/release/granary}
 PY=$PWD/tests/interop/.venv/bin/python
 [ -x "$PY" ] || PY=python3
 tmp=$(mktemp -d -p "${BENCH_TMP:-/tmp}")
@@ -71,6 +77,42 @@ now() { date +%s.%N; }
 echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (shared with other builds: figures are noisy)"
 head -c $((mib << 20)) /dev/urandom > "$tmp/file"
 want=$(sha256sum "$tmp/file" | cut -d' ' -f1)
+if [ "$only" = held ]; then
+  start_daemon "$tmp/h"
+  g "$tmp/h" put "$tmp/file" /bench/obj ${PUT_ARGS:-} > /dev/null 2>&1
+  g "$tmp/h" key export > "$tmp/h.cert" 2>/dev/null
+  $G --data-dir "$tmp/app" --socket "$tmp/h/g.sock" key trust "$tmp/h.cert" > /dev/null 2>&1
+  data_out() { g "$tmp/h" status | awk '$1 == "data" { for (i = 1; i < NF; i++) if ($i == "out") print $(i + 1) }'; }
+  echo "$mib MiB object /bench/obj held by the node; mount on the node vs get by another app on it"
+  printf "%-4s %-44s %9s %9s %12s\n" run reader seconds "Gbit/s" "node Data"
+  ss=(); ms=()
+  for r in $(seq "${RUNS:-3}"); do
+    t0=$(now)
+    $G --data-dir "$tmp/app" --socket "$tmp/h/g.sock" get -q /bench/obj -o "$tmp/got" > /dev/null 2>&1
+    t1=$(now)
+    [ "$(sha256sum "$tmp/got" | cut -d' ' -f1)" = "$want" ] || { echo "get: wrong bytes" >&2; exit 1; }
+    rm -f "$tmp/got"
+    s_get=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+    printf "%-4s %-44s %9s %9s %12s\n" "$r" "granary get (another app on the node)" "$s_get" "$(rate "$s_get")" "-"
+    mp=$tmp/mh$r
+    mount_at "$tmp/h" "$mp"
+    d0=$(data_out)
+    t0=$(now)
+    dd if="$mp/obj" of=/dev/null bs=1M status=none
+    t1=$(now)
+    d1=$(data_out)
+    s_mnt=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
+    printf "%-4s %-44s %9s %9s %12s\n" "$r" "dd bs=1M through a mount on the node" "$s_mnt" "$(rate "$s_mnt")" "$((d1 - d0))"
+    [ "$(sha256sum "$mp/obj" | cut -d' ' -f1)" = "$want" ] || { echo "mount: wrong bytes" >&2; exit 1; }
+    unmount_pid "$mpid"
+    ss+=("$s_get"); ms+=("$s_mnt")
+  done
+  med() { printf "%s\n" "$@" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+  s_get=$(med "${ss[@]}"); s_mnt=$(med "${ms[@]}")
+  awk -v g="$s_get" -v m="$s_mnt" 'BEGIN{ printf "medians: get %.2f s, mount %.2f s; mount / get throughput: %.2fx\n", g, m, g/m }'
+  echo "load $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 if [ "$only" != publish ]; then
 start_daemon "$tmp/p" --listen tcp://127.0.0.1:0
 ptcp=$(sed -n 's#^listening tcp://##p' "$tmp/p/out" | head -1)

@@ -178,6 +178,7 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
                 None,
             )?)
         },
+        local_files: Some(granary_node::fetched::local_files(socket)),
     };
     let mode = match (a.publish, a.integrity_only) {
         (true, false) => "publish",

@@ -2,7 +2,10 @@
 //! pool of connections (each with its own fetch engine, whose window and
 //! RTT estimate carry over between reads), directory listings (`32=ls`),
 //! RDR metadata, opening a version (its signed manifest), and reading the
-//! segments covering a byte range through the shared block cache.
+//! segments covering a byte range through the shared block cache. A
+//! version the node holds is read from the node's own file instead
+//! (decision 0100: the node passes it open; every segment is still checked
+//! against the signed manifest, and one that fails is asked for by name).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -79,10 +82,33 @@ pub struct Fetcher {
     pub cache: BlockCache,
     ids: Mutex<HashMap<String, u64>>,
     infos: Mutex<lru::LruCache<String, Arc<ObjectInfo>>>,
+    /// How to open a version the node holds; `None`: always by name.
+    local: Option<LocalFiles>,
+    /// The node's file of each version opened (by version id); `None`:
+    /// asked, not held (or refused by the manifest once).
+    files: Mutex<HashMap<u64, Option<Arc<std::fs::File>>>>,
+    /// Where reads came from.
+    pub counts: ReadCounts,
 }
 
 /// Connections to the node (fetches running at once).
 const CONNECTIONS: usize = 8;
+
+/// Opens the data file of the version an [`ObjectInfo`] names when the
+/// local node holds it (the binary asks the node's file socket, decision
+/// 0100); `None`: the version is read by name. Called once per version,
+/// on a blocking thread.
+pub type LocalFiles = Arc<dyn Fn(&ObjectInfo) -> Option<std::fs::File> + Send + Sync>;
+
+/// What reads took from the node's file and what they fetched by name.
+#[derive(Debug, Default)]
+pub struct ReadCounts {
+    /// Segments read from the node's file, each checked against the manifest.
+    pub local_segments: std::sync::atomic::AtomicU64,
+    /// Local reads that stopped at a segment the manifest refused (the rest
+    /// of that version is then read by name).
+    pub local_refused: std::sync::atomic::AtomicU64,
+}
 
 impl Fetcher {
     /// A fetcher through the node at `socket`.
@@ -115,6 +141,101 @@ impl Fetcher {
             infos: Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(256).expect("256 > 0"),
             )),
+            local: None,
+            files: Mutex::new(HashMap::new()),
+            counts: ReadCounts::default(),
+        }
+    }
+
+    /// The same fetcher, reading versions the node holds from its file.
+    pub fn with_local_files(mut self, local: Option<LocalFiles>) -> Fetcher {
+        self.local = local;
+        self
+    }
+
+    /// Asks once per version whether the node holds it (its file, open).
+    async fn find_local(&self, id: u64, info: &Arc<ObjectInfo>) {
+        let Some(local) = self.local.clone() else {
+            return;
+        };
+        if self
+            .files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&id)
+        {
+            return;
+        }
+        let i = info.clone();
+        let file = tokio::task::spawn_blocking(move || local(&i))
+            .await
+            .ok()
+            .flatten()
+            .map(Arc::new);
+        if file.is_some() {
+            tracing::debug!("{}: read from the node's file", info.versioned);
+        }
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(id)
+            .or_insert(file);
+    }
+
+    fn local_file(&self, id: u64) -> Option<Arc<std::fs::File>> {
+        self.files
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+            .flatten()
+    }
+
+    /// Reads the claimed segments in `first..=last` from the node's file,
+    /// each checked against the manifest before the cache gets it; stops at
+    /// the first that fails (the version is then read by name from then on).
+    fn read_local(
+        &self,
+        file: &std::fs::File,
+        id: u64,
+        info: &ObjectInfo,
+        first: u64,
+        last: u64,
+        pending: &Mutex<HashMap<u64, watch::Sender<Outcome>>>,
+    ) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let map = &info.map;
+        let lo = map.start(first);
+        let hi = map.start(last) + map.len(last).unwrap_or(0);
+        let mut seg = first;
+        let got = granary_transfer::read_verified(file, info, lo, hi, |block| {
+            // Blocks are whole segments, in order, from `first` on.
+            let mut at = 0usize;
+            while at < block.len() {
+                let Some(len) = map.len(seg) else {
+                    return false;
+                };
+                let end = (at + len as usize).min(block.len());
+                let tx = pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&seg);
+                if let Some(tx) = tx {
+                    self.cache.fill((id, seg), &tx, block.slice(at..end));
+                    self.counts.local_segments.fetch_add(1, Relaxed);
+                }
+                at = end;
+                seg += 1;
+            }
+            true
+        });
+        if let Err(e) = got {
+            tracing::warn!("{e}; reading {} by name", info.versioned);
+            self.counts.local_refused.fetch_add(1, Relaxed);
+            self.files
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id, None);
         }
     }
 
@@ -282,6 +403,7 @@ impl Fetcher {
             .get(&key)
             .cloned()
         {
+            self.find_local(id, &i).await;
             return Ok((id, i));
         }
         let mut c = self.take().await?;
@@ -317,6 +439,7 @@ impl Fetcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .put(key, info.clone());
+        self.find_local(id, &info).await;
         Ok((id, info))
     }
 
@@ -445,6 +568,15 @@ impl Fetcher {
         };
         let pending: Arc<Mutex<HashMap<u64, watch::Sender<Outcome>>>> =
             Arc::new(Mutex::new(claimed.into_iter().collect()));
+        if let Some(file) = self.local_file(id) {
+            let (me, i, p) = (self.clone(), info.clone(), pending.clone());
+            let _ =
+                tokio::task::spawn_blocking(move || me.read_local(&file, id, &i, first, last, &p))
+                    .await;
+            if pending.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                return;
+            }
+        }
         let result = async {
             let mut c = self.take().await?;
             let lo = info.map.start(first);

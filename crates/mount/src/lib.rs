@@ -28,7 +28,7 @@ use granary_packet::Name;
 use granary_transfer::Trust;
 
 pub use drafts::PublishState;
-pub use fetch::Fetcher;
+pub use fetch::{Fetcher, LocalFiles};
 pub use fs::{GranaryFs, Settings};
 pub use publisher::{Publisher, Stream};
 
@@ -63,6 +63,10 @@ pub struct Options {
     /// Without a hint: where names without a route are looked up (the
     /// engine then fails over between their locations).
     pub locator: Option<granary_transfer::LocatorRef>,
+    /// Opens the node's file of a version it holds, read in place of
+    /// fetching it by name (every segment still checked against the
+    /// manifest); `None`: every read by name.
+    pub local_files: Option<fetch::LocalFiles>,
 }
 
 /// Mounts and serves until unmounted (SIGINT or SIGTERM unmount cleanly;
@@ -73,14 +77,17 @@ pub fn mount(opts: Options, ready: impl FnOnce()) -> std::io::Result<()> {
         .thread_name("granary-mount")
         .enable_all()
         .build()?;
-    let fetcher = Arc::new(Fetcher::new(
-        opts.socket.clone(),
-        opts.trust.clone(),
-        opts.timeout,
-        opts.cache_bytes,
-        opts.forwarding_hint.clone(),
-        opts.locator.clone(),
-    ));
+    let fetcher = Arc::new(
+        Fetcher::new(
+            opts.socket.clone(),
+            opts.trust.clone(),
+            opts.timeout,
+            opts.cache_bytes,
+            opts.forwarding_hint.clone(),
+            opts.locator.clone(),
+        )
+        .with_local_files(opts.local_files.clone()),
+    );
     // Check the node is there before mounting (a clear error, not EIO on
     // every access).
     rt.block_on(granary_transfer::UnixLink::connect(&opts.socket))

@@ -43,6 +43,13 @@ pub fn node_source(
     (Some(size) == info.map.file_size()).then(|| (file, crate::local_files::files_socket(socket)))
 }
 
+/// [`node_source`] for the mount: a version the node at `socket` holds is
+/// read from the node's file (each segment checked against the manifest).
+pub fn local_files(socket: &Path) -> granary_mount::LocalFiles {
+    let socket = socket.to_path_buf();
+    std::sync::Arc::new(move |info: &ObjectInfo| node_source(&socket, info).map(|(f, _)| f))
+}
+
 /// The node's FIB and which of its faces are local (the repository, apps),
 /// read once through the management socket: what `granary get` decides its
 /// sources by.

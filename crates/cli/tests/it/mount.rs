@@ -438,6 +438,55 @@ fn a_tampered_segment_gives_eio_never_wrong_bytes() {
     assert!(std::fs::read(&p).is_err());
 }
 
+/// A version the node holds is read from the node's own file (decision
+/// 0100), not segment by segment over NDN: the node sends a handful of Data
+/// (listing, metadata, manifest) for a 1,000-segment file, and the bytes
+/// are the file's. A byte changed in the node's file afterwards is caught
+/// by the manifest check: EIO, never the changed bytes.
+#[test]
+fn a_version_the_node_holds_is_read_from_its_file_and_checked() {
+    if !fuse_available() {
+        return;
+    }
+    let d = Daemon::start(&[]);
+    let src = tempfile::tempdir().unwrap();
+    let f = src.path().join("h.bin");
+    let data = rnd(48, 8_000_000);
+    std::fs::write(&f, &data).unwrap();
+    put(&d, &f, "/held/h.bin", &["--chunking", "fixed:8000"]);
+    let m = Mount::start(&d, "/held", &["--timeout", "3"]);
+    let before = data_out(&d);
+    assert!(
+        std::fs::read(m.path("h.bin")).unwrap() == data,
+        "the bytes read through the mount are not the file's"
+    );
+    let sent = data_out(&d) - before;
+    eprintln!("the node sent {sent} Data for a 1,000-segment file it holds");
+    assert!(sent <= 20, "{sent} Data: the file was fetched by name");
+    drop(m);
+    // One byte of segment 500 changes in the node's file.
+    let st = d.ok(&["stat", "/held/h.bin"]);
+    let stored = st
+        .lines()
+        .find_map(|l| l.strip_prefix("path "))
+        .expect("stat prints the stored path");
+    let at = 500 * 8000 + 3;
+    {
+        use std::os::unix::fs::FileExt;
+        let h = std::fs::OpenOptions::new()
+            .write(true)
+            .open(stored.trim())
+            .unwrap();
+        h.write_all_at(&[data[at] ^ 0x40], at as u64).unwrap();
+    }
+    let m = Mount::start(&d, "/held", &["--timeout", "3"]);
+    let p = m.path("h.bin");
+    assert_eq!(read_at(&p, 0, 8000).unwrap(), &data[..8000]);
+    let e = read_at(&p, 500 * 8000, 100).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(EIO), "{e}");
+    assert!(std::fs::read(&p).is_err());
+}
+
 #[test]
 fn a_stopped_producer_gives_eio_after_the_timeout() {
     if !fuse_available() {
