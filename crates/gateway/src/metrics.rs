@@ -19,8 +19,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{MatchedPath, Request, State as St};
@@ -74,6 +76,8 @@ struct RepoCache {
 /// The gateway's own metrics (shared by the middleware and `/metrics`).
 pub struct Metrics {
     requests: Mutex<Requests>,
+    /// Route template → bytes of response bodies handed to the connection.
+    bytes: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     in_flight: AtomicI64,
     started: SystemTime,
     repo: Arc<Mutex<RepoCache>>,
@@ -83,6 +87,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             requests: Mutex::default(),
+            bytes: Mutex::default(),
             in_flight: AtomicI64::new(0),
             started: SystemTime::now(),
             repo: Arc::default(),
@@ -117,6 +122,14 @@ impl Metrics {
         h.sum += secs;
         if let Some(i) = BUCKETS.iter().position(|b| secs <= *b) {
             h.buckets[i] += 1;
+        }
+    }
+
+    /// The body-bytes counter of `route`.
+    fn bytes_of(&self, route: &str) -> Arc<AtomicU64> {
+        match self.bytes.lock() {
+            Ok(mut b) => b.entry(route.to_string()).or_default().clone(),
+            Err(_) => Arc::default(),
         }
     }
 
@@ -195,13 +208,44 @@ pub async fn track(St(m): St<Arc<Metrics>>, req: Request, next: Next) -> Respons
     let r = next.run(req).await;
     let secs = t.elapsed().as_secs_f64();
     drop(flight);
-    m.observe(
-        route.as_deref().unwrap_or(UNMATCHED),
-        method,
-        r.status().as_u16(),
-        secs,
-    );
-    r
+    let route = route.as_deref().unwrap_or(UNMATCHED);
+    m.observe(route, method, r.status().as_u16(), secs);
+    let bytes = m.bytes_of(route);
+    let (parts, body) = r.into_parts();
+    Response::from_parts(parts, axum::body::Body::new(Counted { inner: body, bytes }))
+}
+
+/// A response body that adds the bytes of every data frame it yields to its route's
+/// counter: what was handed to the connection, streamed bodies (downloads) included.
+struct Counted {
+    inner: axum::body::Body,
+    bytes: Arc<AtomicU64>,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = &r {
+            if let Some(d) = f.data_ref() {
+                self.bytes.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A label value escaped for the text format (`\`, `"` and newline).
@@ -499,6 +543,25 @@ fn write_requests(t: &mut Text, m: &Metrics) {
                 ("method", method),
                 ("status", &status.to_string()),
             ],
+            n,
+        );
+    }
+    let sent: Vec<(String, u64)> = match m.bytes.lock() {
+        Ok(b) => b
+            .iter()
+            .map(|(r, n)| (r.clone(), n.load(Ordering::Relaxed)))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    t.family(
+        "granary_gateway_response_bytes_total",
+        "counter",
+        "Bytes of response bodies handed to the connection, by route template.",
+    );
+    for (route, n) in &sent {
+        t.sample(
+            "granary_gateway_response_bytes_total",
+            &[("route", route)],
             n,
         );
     }

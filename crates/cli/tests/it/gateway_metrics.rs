@@ -216,6 +216,13 @@ fn metrics_pass_promtool_and_count_what_happened() {
     assert_eq!(delta(&req("/metrics", 200)), 2.0);
     assert_eq!(delta(&count("/data/{*name}")), 1.0);
     assert_eq!(delta(&count("unmatched")), 3.0);
+    // The download's body bytes, counted as they were handed to the connection.
+    assert_eq!(
+        delta("granary_gateway_response_bytes_total{route=\"/data/{*name}\"}"),
+        size as f64,
+        "{}",
+        m1.text
+    );
     let inf = "granary_gateway_request_duration_seconds_bucket{route=\"/data/{*name}\",method=\"GET\",le=\"+Inf\"}";
     assert_eq!(m1.get(inf), m1.get(&count("/data/{*name}")));
     assert!(
