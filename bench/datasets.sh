@@ -85,6 +85,9 @@ id=CMIP6.CMIP.CCCma.CanESM5.historical.r1i1p1f1.Amon.tas.gn.v20190429
 curl -sf "http://$http/esg-search/search?type=File&dataset_id=$id&format=application/solr%2Bjson&limit=1000" \
   | "$PY" -c "import json,sys; [print(d['url'][0].split('|')[0]) for d in json.load(sys.stdin)['response']['docs']]" \
   > "$tmp/urls"
+curl -sf "http://$http/esg-search/search?type=File&dataset_id=$id&format=application/solr%2Bjson&limit=1000" \
+  | "$PY" -c "import json,sys; [print(u.split('|')[0].removesuffix('.html')) for d in json.load(sys.stdin)['response']['docs'] for u in d['url'] if u.endswith('|OPENDAP')]" \
+  > "$tmp/urls.opendap"
 echo "$(wc -l < "$tmp/urls") files, $(du -sh "$tmp/tree" | cut -f1)"
 mp=$tmp/mnt; mkdir -p "$mp"
 $G --data-dir "$tmp/n" --socket "$tmp/n/g.sock" mount /cmip6/CMIP/CCCma/CanESM5/historical/r1i1p1f1/Amon/tas/gn "$mp" > "$tmp/m.out" 2> "$tmp/m.err" &
@@ -95,9 +98,9 @@ grep -q '^ready' "$tmp/m.out" || { cat "$tmp/m.err" >&2; exit 1; }
 "$PY" - "$tmp/open.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'way':<8} {'open s':>8} {'1 step s':>9} {'10% s':>7} {'all s':>8} {'HTTP open':>10} {'HTTP 1 step':>12} {'HTTP 10%':>9} {'HTTP all':>9}")
+print(f"{'way':<8} {'open s':>8} {'1 step s':>9} {'10% s':>7} {'all s':>8} {'HTTP open':>10} {'HTTP 1 step':>12} {'HTTP 10%':>9} {'bytes 10%':>10} {'HTTP all':>9}")
 for r in rows:
-    print(f"{r['way']:<8} {r['open_s']:>8.2f} {r['one_step_s']:>9.3f} {r['subset_s']:>7.3f} {r['all_s']:>8.2f} {r['open_requests']:>10} {r['one_step_requests']:>12} {r['subset_requests']:>9} {r['all_requests']:>9}")
+    print(f"{r['way']:<8} {r['open_s']:>8.2f} {r['one_step_s']:>9.3f} {r['subset_s']:>7.3f} {r['all_s']:>8.2f} {r['open_requests']:>10} {r['one_step_requests']:>12} {r['subset_requests']:>9} {r['subset_bytes']:>10} {r['all_requests']:>9}")
 PY
 fi
 

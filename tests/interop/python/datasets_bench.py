@@ -80,14 +80,22 @@ def make(root, years):
         f.close()
 
 
-def requests_total(base):
+def totals(base):
+    """(requests, response body bytes) the gateway counted, /metrics itself left out."""
     text = urllib.request.urlopen(base + "/metrics").read().decode()
-    n = 0
+    n = b = 0
     for line in text.splitlines():
-        # Every route but /metrics itself (this count's own request).
-        if line.startswith("granary_gateway_requests_total{") and 'route="/metrics"' not in line:
+        if 'route="/metrics"' in line:
+            continue
+        if line.startswith("granary_gateway_requests_total{"):
             n += int(float(line.rsplit(" ", 1)[1]))
-    return n
+        elif line.startswith("granary_gateway_response_bytes_total{"):
+            b += int(float(line.rsplit(" ", 1)[1]))
+    return n, b
+
+
+def requests_total(base):
+    return totals(base)[0]
 
 
 def measure(way, base, opener):
@@ -101,13 +109,13 @@ def measure(way, base, opener):
     step = 600 if ds.sizes["time"] > 600 else 0
     one = float(ds["tas"].isel(time=step).mean())
     t1s = time.perf_counter()
-    r1s = requests_total(base)
+    r1s, b1s = totals(base)
     # One time step and a 10 % spatial subset (the first tenth of the latitude rows).
     rows = max(1, ds.sizes["lat"] // 10)
     other = min(step + 1, ds.sizes["time"] - 1)
     sub = float(ds["tas"].isel(time=other, lat=slice(0, rows)).mean())
     t2 = time.perf_counter()
-    r2 = requests_total(base)
+    r2, b2 = totals(base)
     mean = float(ds["tas"].mean())
     t3 = time.perf_counter()
     r3 = requests_total(base)
@@ -116,7 +124,7 @@ def measure(way, base, opener):
         "open_s": round(t1 - t0, 3), "one_step_s": round(t1s - t1, 3),
         "subset_s": round(t2 - t1s, 3), "all_s": round(t3 - t2, 3),
         "open_requests": r1 - r0, "one_step_requests": r1s - r1, "subset_requests": r2 - r1s,
-        "all_requests": r3 - r2, "one_step_mean": one, "subset_mean": sub, "mean": mean,
+        "all_requests": r3 - r2, "subset_bytes": b2 - b1s, "one_step_mean": one, "subset_mean": sub, "mean": mean,
     }), flush=True)
     ds.close()
     return mean
@@ -145,6 +153,10 @@ def open_all(base, ds_id, mount, urls_file):
         return xr.open_mfdataset(handles, engine="h5netcdf", **kw)
 
     means.append(measure("fsspec", base, over_http))
+    # OPeNDAP: the File documents' OPENDAP links (without the `.html` intake-esgf
+    # probes), opened by libnetcdf's DAP2 client.
+    dap = [u.strip() for u in open(urls_file + ".opendap") if u.strip()]
+    means.append(measure("opendap", base, lambda: xr.open_mfdataset(dap, engine="netcdf4", **kw)))
     assert max(means) - min(means) < 1e-3, means
 
 
