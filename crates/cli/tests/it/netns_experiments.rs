@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-
 fn skip() -> bool {
     if std::env::var("GRANARY_SKIP_NETNS").as_deref() == Ok("1") {
         eprintln!(
