@@ -396,13 +396,13 @@ impl Fetcher {
     pub async fn open(&self, versioned: &Name) -> Result<(u64, Arc<ObjectInfo>), FetchError> {
         let key = versioned.to_string();
         let id = self.id_of(&key);
-        if let Some(i) = self
+        let known = self
             .infos
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&key)
-            .cloned()
-        {
+            .cloned();
+        if let Some(i) = known {
             self.find_local(id, &i).await;
             return Ok((id, i));
         }
