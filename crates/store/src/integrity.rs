@@ -122,9 +122,18 @@ impl Store {
     pub fn check_segment(&self, e: &Entry, seg: u64, content: &[u8]) -> Result<Option<BadSegment>> {
         if let Some(f) = &e.crcs {
             let mut c = [0u8; 4];
-            if f.read_exact_at(&mut c, seg * 4).is_ok()
-                && u32::from_le_bytes(c) == crc32fast::hash(content)
-            {
+            let read = match &e.file {
+                Some(d) => d.read_side(
+                    crate::lookup::Side::Crcs,
+                    f,
+                    &mut c,
+                    seg * 4,
+                    e.meta.segments() * 4,
+                    e.meta.size,
+                ),
+                None => f.read_exact_at(&mut c, seg * 4),
+            };
+            if read.is_ok() && u32::from_le_bytes(c) == crc32fast::hash(content) {
                 return Ok(None);
             }
         }

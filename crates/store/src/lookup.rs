@@ -214,9 +214,17 @@ impl Store {
         }
         let mut b = [0u8; 16];
         let op = extra_path(&e.path, "offsets");
-        match &e.offsets {
-            Some(f) => f.read_exact_at(&mut b, seg * 8),
-            None => fs::File::open(&op).and_then(|f| f.read_exact_at(&mut b, seg * 8)),
+        match (&e.offsets, &e.file) {
+            (Some(f), Some(d)) => d.read_side(
+                Side::Offsets,
+                f,
+                &mut b,
+                seg * 8,
+                (e.meta.segments() + 1) * 8,
+                e.meta.size,
+            ),
+            (Some(f), None) => f.read_exact_at(&mut b, seg * 8),
+            (None, _) => fs::File::open(&op).and_then(|f| f.read_exact_at(&mut b, seg * 8)),
         }
         .map_err(Error::io(&op))?;
         let start = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
@@ -283,8 +291,7 @@ impl Store {
     pub fn read_at(&self, e: &Entry, offset: u64, dst: &mut [u8]) -> Result<()> {
         match &e.file {
             Some(f) => {
-                f.file
-                    .read_exact_at(dst, offset)
+                f.read_at(dst, offset, e.meta.size)
                     .map_err(Error::io(&e.path))?;
                 f.drop_behind(offset, e.meta.size);
                 Ok(())
@@ -403,7 +410,104 @@ pub struct OpenData {
     /// Segments the version's damage record (`@<v>.damaged`) names, sorted,
     /// as of the lookup: never served (see [`Store::withheld`]).
     withheld: Box<[u64]>,
+    /// The bytes read ahead for a sequential reader ([`read_in_runs`]): of
+    /// the data file, of `.offsets`, of `.crc32`.
+    run: std::sync::Mutex<Run>,
+    offsets_run: std::sync::Mutex<Run>,
+    crcs_run: std::sync::Mutex<Run>,
 }
+
+/// A version's side files read in runs beside its data.
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    /// `.offsets`: 8 bytes per segment boundary.
+    Offsets,
+    /// `.crc32`: 4 bytes per segment.
+    Crcs,
+}
+
+impl Run {
+    fn new() -> std::sync::Mutex<Run> {
+        std::sync::Mutex::new(Run {
+            at: 0,
+            buf: Vec::new(),
+            start: u64::MAX,
+            next: u64::MAX,
+        })
+    }
+}
+
+/// Reads `dst.len()` bytes at `offset` of `file` (`size` bytes long). With
+/// `runs`, a read that goes on in order from the one before it (it starts
+/// at or after that one's start and no later than its end, as a consumer's
+/// pipeline asks for a file's segments) takes its bytes from one read of
+/// [`RUN`] bytes made at the first of them; anything else is a `pread` of
+/// its own. A reader never goes back into a run, so what it gets was in the
+/// file at most one run earlier; the callers' checks (the serve-time CRC-32,
+/// the consumer's manifest) see these bytes as they see any others.
+fn read_in_runs(
+    run: &std::sync::Mutex<Run>,
+    file: &fs::File,
+    dst: &mut [u8],
+    offset: u64,
+    size: u64,
+    runs: bool,
+) -> std::io::Result<()> {
+    let end = offset.saturating_add(dst.len() as u64);
+    let mut r = match run.try_lock() {
+        Ok(r) if runs && dst.len() < RUN / 4 => r,
+        _ => return file.read_exact_at(dst, offset),
+    };
+    let in_order = offset >= r.start && offset <= r.next;
+    r.start = offset;
+    r.next = end;
+    if !in_order {
+        r.buf.clear();
+        return file.read_exact_at(dst, offset);
+    }
+    let held = r.at..r.at + r.buf.len() as u64;
+    if offset < held.start || end > held.end {
+        let want = (RUN as u64).min(size.saturating_sub(offset)) as usize;
+        if want < dst.len() {
+            r.buf.clear();
+            return file.read_exact_at(dst, offset);
+        }
+        // Grown (and zeroed) once; a run overwrites what it held.
+        r.buf.resize(want, 0);
+        if let Err(e) = file.read_exact_at(&mut r.buf[..want], offset) {
+            // A file shorter than its record: the read of its own says.
+            r.buf.clear();
+            return match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => file.read_exact_at(dst, offset),
+                _ => Err(e),
+            };
+        }
+        r.buf.truncate(want);
+        r.at = offset;
+    }
+    let from = (offset - r.at) as usize;
+    dst.copy_from_slice(&r.buf[from..from + dst.len()]);
+    Ok(())
+}
+
+/// Bytes read ahead of a sequential reader: `buf` holds the file's bytes
+/// from `at`; the last read through this handle was `start..next`.
+#[derive(Debug)]
+struct Run {
+    at: u64,
+    buf: Vec<u8>,
+    start: u64,
+    next: u64,
+}
+
+/// One read of this many bytes serves the next reads of a file read in
+/// order (a consumer's pipeline asks for its segments in order): ≈ 43
+/// segments of 6 KiB per `pread` instead of one each.
+pub const RUN: usize = 256 << 10;
+
+/// Files read in runs are at least this large (smaller ones are served in a
+/// few reads anyway).
+pub const RUN_MIN: u64 = 16 << 20;
 
 /// Files at least this large are streamed through the page cache without
 /// growing it: the pages more than [`DROP_WINDOW`] behind the furthest read
@@ -427,7 +531,35 @@ impl OpenData {
             dropped: std::sync::atomic::AtomicU64::new(0),
             advised: std::sync::atomic::AtomicU64::new(0),
             withheld,
+            run: Run::new(),
+            offsets_run: Run::new(),
+            crcs_run: Run::new(),
         }
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of the data file, of `size` bytes
+    /// ([`read_in_runs`]).
+    fn read_at(&self, dst: &mut [u8], offset: u64, size: u64) -> std::io::Result<()> {
+        read_in_runs(&self.run, &self.file, dst, offset, size, size >= RUN_MIN)
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of a version's side file `f`
+    /// (`.offsets`, `.crc32`) of `len` bytes, in runs when the data file is
+    /// large: a sequential reader of the data reads these in order too.
+    pub(crate) fn read_side(
+        &self,
+        which: Side,
+        f: &fs::File,
+        dst: &mut [u8],
+        offset: u64,
+        len: u64,
+        data_size: u64,
+    ) -> std::io::Result<()> {
+        let run = match which {
+            Side::Offsets => &self.offsets_run,
+            Side::Crcs => &self.crcs_run,
+        };
+        read_in_runs(run, f, dst, offset, len, data_size >= RUN_MIN)
     }
 
     /// Bytes of this file (from its start) that reads through this handle
