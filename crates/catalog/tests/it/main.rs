@@ -1,8 +1,8 @@
 //! The catalog's integration tests: one binary, one module per concern; `common` holds
 //! the query suite run on both back ends and the throw-away PostgreSQL cluster.
 
-mod common;
 mod chunk_refs;
+mod common;
 mod locations;
 mod postgres;
 mod replication_work;
