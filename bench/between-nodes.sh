@@ -39,7 +39,7 @@ for i in "${!builds[@]}"; do
   pids+=($!); pid_a[$i]=$!
   "$G" --data-dir "$d/b" --socket "$d/b.sock" daemon > "$d/bout" 2> "$d/berr" &
   pids+=($!); pid_b[$i]=$!
-  for _ in $(seq 200); do grep -q ready "$d/aout" && grep -q ready "$d/bout" && break; sleep 0.05; done
+  for _ in $(seq 1200); do grep -q ready "$d/aout" && grep -q ready "$d/bout" && break; sleep 0.05; done
   "$G" --data-dir "$d/a" --socket "$d/a.sock" put "$tmp/file" /bench/obj > /dev/null 2> "$d/puterr" || { cat "$d/puterr" >&2; exit 1; }
   "$G" --data-dir "$d/a" --socket "$d/a.sock" key export > "$d/a.cert" 2>/dev/null
   "$G" --data-dir "$d/b" --socket "$d/b.sock" key trust "$d/a.cert" > /dev/null 2>&1
