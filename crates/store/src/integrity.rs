@@ -124,7 +124,7 @@ impl Store {
             let mut c = [0u8; 4];
             let read = match &e.file {
                 Some(d) => d.read_side(
-                    crate::lookup::Side::Crcs,
+                    crate::Side::Crcs,
                     f,
                     &mut c,
                     seg * 4,

@@ -45,6 +45,16 @@ pub use chunking::Chunking;
 pub use config::{RepoConfig, SEGMENT_SIGNATURES};
 pub use index_upkeep::Reindexed;
 pub use lookup::{usage, OpenData, Usage, DROP_BEHIND_MIN, DROP_WINDOW};
+
+/// A version's side files read in runs beside its data ([`OpenData`]; here, not in
+/// `lookup`, because the serve-time check in `integrity` names it too).
+#[derive(Clone, Copy)]
+pub(crate) enum Side {
+    /// `.offsets`: 8 bytes per segment boundary.
+    Offsets,
+    /// `.crc32`: 4 bytes per segment.
+    Crcs,
+}
 pub use meta::{Backend, FileMeta};
 pub use pipe::{pipe, PipeReader, PipeWriter, Stopped, PIPE_DEPTH};
 

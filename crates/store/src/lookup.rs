@@ -8,7 +8,7 @@ use std::sync::Arc;
 use granary_packet::Name;
 
 use crate::{
-    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, LookupCache, Result,
+    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, LookupCache, Result, Side,
     Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
 };
 
@@ -415,15 +415,6 @@ pub struct OpenData {
     run: std::sync::Mutex<Run>,
     offsets_run: std::sync::Mutex<Run>,
     crcs_run: std::sync::Mutex<Run>,
-}
-
-/// A version's side files read in runs beside its data.
-#[derive(Clone, Copy)]
-pub(crate) enum Side {
-    /// `.offsets`: 8 bytes per segment boundary.
-    Offsets,
-    /// `.crc32`: 4 bytes per segment.
-    Crcs,
 }
 
 impl Run {
