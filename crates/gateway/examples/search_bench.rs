@@ -137,7 +137,9 @@ fn get_status(r: &mut BufReader<std::net::TcpStream>, path: &str) -> (u16, usize
         .unwrap();
     let mut len = 0;
     let mut line = String::new();
-    r.read_line(&mut line).unwrap();
+    // A connection the server closed is reported, never waited on.
+    let eof = |n: usize| assert!(n > 0, "GET {path}: the server closed the connection");
+    eof(r.read_line(&mut line).unwrap());
     let status: u16 = line
         .split_whitespace()
         .nth(1)
@@ -145,7 +147,7 @@ fn get_status(r: &mut BufReader<std::net::TcpStream>, path: &str) -> (u16, usize
         .unwrap_or(0);
     loop {
         line.clear();
-        r.read_line(&mut line).unwrap();
+        eof(r.read_line(&mut line).unwrap());
         if line == "\r\n" {
             break;
         }
