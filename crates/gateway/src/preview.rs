@@ -282,6 +282,25 @@ fn parse(uri: &Uri) -> Result<Ask, String> {
     })
 }
 
+/// 304 with the ETag when `If-None-Match` names `etag` (weak or strong).
+fn not_modified(headers: &HeaderMap, etag: &str) -> Option<Response> {
+    let inm = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|t| t.trim().trim_start_matches("W/") == etag)
+        });
+    if !inm {
+        return None;
+    }
+    let mut r = StatusCode::NOT_MODIFIED.into_response();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    Some(r)
+}
+
 fn answer(body: Bytes, ctype: &'static str, etag: &str, immutable: bool, hit: bool) -> Response {
     let mut h = HeaderMap::new();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(ctype));
@@ -375,18 +394,7 @@ pub async fn preview(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Respo
         ))[..32]
     );
     let immutable = ask.version.is_some();
-    let inm = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().trim_start_matches("W/") == etag)
-        });
-    if inm {
-        let mut r = StatusCode::NOT_MODIFIED.into_response();
-        if let Ok(v) = HeaderValue::from_str(&etag) {
-            r.headers_mut().insert(header::ETAG, v);
-        }
+    if let Some(r) = not_modified(&headers, &etag) {
         return r;
     }
     let cache = &node.shared.previews;
@@ -539,18 +547,7 @@ async fn dataset_series(node: &State, headers: &HeaderMap, id: &str, ask: Ask) -
         "\"p-{}\"",
         &hex::encode(granary_packet::sha256(key.as_bytes()))[..32]
     );
-    let inm = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(',')
-                .any(|t| t.trim().trim_start_matches("W/") == etag)
-        });
-    if inm {
-        let mut r = StatusCode::NOT_MODIFIED.into_response();
-        if let Ok(v) = HeaderValue::from_str(&etag) {
-            r.headers_mut().insert(header::ETAG, v);
-        }
+    if let Some(r) = not_modified(headers, &etag) {
         return r;
     }
     let cache = &node.shared.previews;
