@@ -85,9 +85,12 @@ fn libraries_fetch_and_verify_published_files() {
 
 /// A consumer that reacts to congestion marks (NDNts's fetch, CUBIC by
 /// default) fetching 64 MB straight from the repository over its Unix
-/// face: the face marks Data when its send queue stays long, so the
-/// consumer slows down before anything is lost (how many segments it asks
-/// again under load is printed, not asserted).
+/// face: the whole file arrives and verifies. How many segments it asked
+/// again and how many marks it saw are printed, not asserted: on a loaded
+/// machine a consumer starved of CPU times out with no queue behind it, so
+/// neither says anything about the face. The marking itself is the subject
+/// of granary-face's unit tests (`internal`: the application's queue marked
+/// when long; `stream`: NFD 24.07's marking rule).
 #[test]
 fn marked_local_face_keeps_an_ndnts_fetch_clean() {
     let d = Daemon::start(&[]);
@@ -115,14 +118,5 @@ fn marked_local_face_keeps_an_ndnts_fetch_clean() {
         "NDNts 64 MB: {segments} segments, {interests} segment Interests, {} congestion marks",
         v["congestion_marks"]
     );
-    // The share asked again depends on the machine's load (a figure for
-    // bench/, not a test); what must hold is the mechanism: the whole file
-    // arrives verified, and a consumer that had to ask again was told to
-    // slow down by the face's marks (none asked again: none needed).
-    let marks = v["congestion_marks"].as_u64().unwrap_or(0);
-    let again = interests.saturating_sub(segments);
-    assert!(
-        again == 0 || marks > 0,
-        "{again} segments asked again and no congestion mark: the face did not mark its queue: {v}"
-    );
+    assert!(interests >= segments, "{v}");
 }
