@@ -743,18 +743,22 @@ mod tests {
     fn contiguous_files_of_different_lengths_are_cut_into_common_time_chunks() {
         let dir = tempfile::tempdir().expect("tempdir");
         let steps = |n: usize, at: usize| (at..at + n).map(|d| d as f64 + 0.5).collect::<Vec<_>>();
+        // Files of (steps, first step), named `prefix0`, `prefix1`, ….
+        let make = |prefix: &str, shape: &[(usize, usize)]| -> Vec<(String, Value)> {
+            shape
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, at))| {
+                    ncgen_indexed(
+                        dir.path(),
+                        &format!("{prefix}{i}"),
+                        &contiguous_cdl(n, at, "1850-01-01", &steps(n, at)),
+                    )
+                })
+                .collect()
+        };
         // 4, 4 and 2 steps (as 120, 120, 60 months): 2-step chunks.
-        let files: Vec<(String, Value)> = [(4, 0), (4, 4), (2, 8)]
-            .iter()
-            .enumerate()
-            .map(|(i, &(n, at))| {
-                ncgen_indexed(
-                    dir.path(),
-                    &format!("a{i}"),
-                    &contiguous_cdl(n, at, "1850-01-01", &steps(n, at)),
-                )
-            })
-            .collect();
+        let files = make("a", &[(4, 0), (4, 4), (2, 8)]);
         let v = build(&files).expect("refs");
         let refs = &v["refs"];
         let za: Value =
@@ -768,17 +772,7 @@ mod tests {
         assert_eq!(read_ta(refs), want);
         assert_eq!(inline_f64(refs, "time/0"), steps(10, 0));
         // 366 and 365 days' worth (3 and 2 steps here): one step per chunk.
-        let files: Vec<(String, Value)> = [(3, 0), (2, 3)]
-            .iter()
-            .enumerate()
-            .map(|(i, &(n, at))| {
-                ncgen_indexed(
-                    dir.path(),
-                    &format!("b{i}"),
-                    &contiguous_cdl(n, at, "1850-01-01", &steps(n, at)),
-                )
-            })
-            .collect();
+        let files = make("b", &[(3, 0), (2, 3)]);
         let v = build(&files).expect("refs");
         let refs = &v["refs"];
         let za: Value =
