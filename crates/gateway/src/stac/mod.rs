@@ -169,6 +169,26 @@ pub async fn collection(AxPath(id): AxPath<String>, headers: HeaderMap, uri: Uri
     Json(collection_doc(&o)).into_response()
 }
 
+/// The `next` link of a GET page: `href` with the request's parameters but its
+/// `token`, and the token of the page at the offset; `method` says GET (as search
+/// links do).
+fn get_next(href: String, params: Vec<(String, String)>, method: bool) -> Next {
+    let keep: Vec<(String, String)> = params.into_iter().filter(|(k, _)| k != "token").collect();
+    Box::new(move |off: usize| -> Value {
+        let mut q: Vec<String> = keep
+            .iter()
+            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+            .collect();
+        q.push(format!("token=next:{off}"));
+        let mut l = json!({"rel": "next", "href": format!("{href}?{}", q.join("&")),
+                           "type": "application/geo+json"});
+        if method {
+            l["method"] = json!("GET");
+        }
+        l
+    })
+}
+
 /// `GET /stac/search`.
 pub async fn search_get(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Response {
     let p = match pairs(uri.query()) {
@@ -179,18 +199,9 @@ pub async fn search_get(St(node): St<State>, headers: HeaderMap, uri: Uri) -> Re
         Ok(s) => s,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
-    let o = origin(&headers, &uri);
-    let keep: Vec<(String, String)> = p.into_iter().filter(|(k, _)| k != "token").collect();
-    let next = move |off: usize| -> Value {
-        let mut q: Vec<String> = keep
-            .iter()
-            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-            .collect();
-        q.push(format!("token=next:{off}"));
-        json!({"rel": "next", "href": format!("{o}/stac/search?{}", q.join("&")),
-               "type": "application/geo+json", "method": "GET"})
-    };
-    run(&node, &headers, &uri, s, "search", Box::new(next)).await
+    let href = format!("{}/stac/search", origin(&headers, &uri));
+    let next = get_next(href, p, true);
+    run(&node, &headers, &uri, s, "search", next).await
 }
 
 /// `POST /stac/search` (a JSON body of at most [`MAX_BODY`] bytes).
@@ -257,18 +268,12 @@ pub async fn items(
         Ok(s) => s,
         Err(e) => return fail(StatusCode::BAD_REQUEST, e),
     };
-    let o = origin(&headers, &uri);
-    let keep: Vec<(String, String)> = p.into_iter().filter(|(k, _)| k != "token").collect();
-    let next = move |off: usize| -> Value {
-        let mut q: Vec<String> = keep
-            .iter()
-            .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-            .collect();
-        q.push(format!("token=next:{off}"));
-        json!({"rel": "next", "href": format!("{o}/stac/collections/{COLLECTION}/items?{}", q.join("&")),
-               "type": "application/geo+json"})
-    };
-    run(&node, &headers, &uri, s, "items", Box::new(next)).await
+    let href = format!(
+        "{}/stac/collections/{COLLECTION}/items",
+        origin(&headers, &uri)
+    );
+    let next = get_next(href, p, false);
+    run(&node, &headers, &uri, s, "items", next).await
 }
 
 /// `GET /stac/collections/{id}/items/{item}`.
