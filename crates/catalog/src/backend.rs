@@ -129,3 +129,18 @@ impl Backend {
         both!(self, b => b.replicas(prefix, timeout_ms))
     }
 }
+
+/// Federation-wide settings (see `settings.rs`).
+impl Backend {
+    pub fn settings_rows(&mut self) -> Result<Vec<crate::settings::Row>> {
+        both!(self, b => b.settings_rows())
+    }
+    pub fn settings_gen(&mut self) -> Result<i64> {
+        both!(self, b => b.settings_gen())
+    }
+    /// Writes `(key, JSON value or None to unset)` rows under one new generation,
+    /// writers serialised; returns it.
+    pub fn settings_write(&mut self, rows: &[(String, Option<String>)], by: &str) -> Result<i64> {
+        both!(self, b => b.settings_write(rows, by))
+    }
+}

@@ -18,6 +18,7 @@ mod record;
 mod rename;
 pub mod replication;
 mod results;
+pub mod settings;
 mod sqlite;
 pub mod text;
 
@@ -30,6 +31,7 @@ pub use facet_index::DATASET_VERSION_FACET;
 pub use location::{order_nearest, Liveness, Location, NewLocation, NodeStatus, Replicas, Role};
 pub use query::{check_time, FacetSel, Page, Query, Sort, MAX_LIMIT, MAX_QUERY_TEXT};
 pub use record::{Record, MAX_FACETS, MAX_KEY, MAX_TEXT, MAX_VALUE};
+pub use settings::{FederationSettings, ReplicationRule, StoredSettings, SETTING_KEYS};
 
 use backend::Backend;
 use facet_index::{Builder, Index};

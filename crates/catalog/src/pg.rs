@@ -889,3 +889,74 @@ impl Pg {
             .collect()
     }
 }
+
+/// Federation-wide settings (see `settings.rs`): their own table, made by the first
+/// write (a database without it has no settings). Writers take a lock that only
+/// writers of this table wait on, so generations are handed out one at a time.
+impl Pg {
+    const SETTINGS: &'static str = "CREATE TABLE IF NOT EXISTS federation_settings (key TEXT COLLATE \"C\" PRIMARY KEY, value TEXT, gen BIGINT NOT NULL, changed TIMESTAMPTZ NOT NULL DEFAULT now(), changed_by TEXT NOT NULL)";
+
+    fn has_settings(c: &mut impl postgres::GenericClient) -> Result<bool> {
+        Ok(
+            c.query_one("SELECT to_regclass('federation_settings') IS NOT NULL", &[])?
+                .get(0),
+        )
+    }
+
+    pub fn settings_rows(&mut self) -> Result<Vec<crate::settings::Row>> {
+        let sql = format!(
+            "SELECT key, value, gen, {}, changed_by FROM federation_settings ORDER BY key",
+            ms("changed")
+        );
+        self.run(|c| {
+            if !Self::has_settings(c)? {
+                return Ok(Vec::new());
+            }
+            Ok(c.query(sql.as_str(), &[])?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+                .collect())
+        })
+    }
+
+    pub fn settings_gen(&mut self) -> Result<i64> {
+        self.run(|c| {
+            if !Self::has_settings(c)? {
+                return Ok(0);
+            }
+            Ok(c.query_one(
+                "SELECT coalesce(max(gen), 0)::int8 FROM federation_settings",
+                &[],
+            )?
+            .get(0))
+        })
+    }
+
+    pub fn settings_write(&mut self, rows: &[(String, Option<String>)], by: &str) -> Result<i64> {
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            if !Self::has_settings(&mut tx)? {
+                tx.execute("SELECT pg_advisory_xact_lock(7262738)", &[])?;
+                tx.batch_execute(Self::SETTINGS)?;
+            }
+            tx.batch_execute("LOCK TABLE federation_settings IN SHARE ROW EXCLUSIVE MODE")?;
+            let gen: i64 = tx
+                .query_one(
+                    "SELECT (coalesce(max(gen), 0) + 1)::int8 FROM federation_settings",
+                    &[],
+                )?
+                .get(0);
+            for (k, v) in rows {
+                tx.execute(
+                    "INSERT INTO federation_settings (key, value, gen, changed, changed_by)
+                     VALUES ($1, $2, $3, now(), $4) ON CONFLICT (key) DO UPDATE SET
+                     value = EXCLUDED.value, gen = EXCLUDED.gen, changed = EXCLUDED.changed,
+                     changed_by = EXCLUDED.changed_by",
+                    &[k, v, &gen, &by],
+                )?;
+            }
+            tx.commit()?;
+            Ok(gen)
+        })
+    }
+}

@@ -808,3 +808,66 @@ impl Sqlite {
             .collect()
     }
 }
+
+/// Federation-wide settings (see `settings.rs`): their own table, made by the first
+/// write (a catalog without it has no settings).
+impl Sqlite {
+    const SETTINGS: &'static str = "CREATE TABLE IF NOT EXISTS federation_settings (key TEXT PRIMARY KEY, value TEXT, gen INTEGER NOT NULL, changed INTEGER NOT NULL, changed_by TEXT NOT NULL)";
+
+    fn has_settings(&mut self) -> Result<bool> {
+        Ok(self.conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_schema WHERE name = 'federation_settings'",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    pub fn settings_rows(&mut self) -> Result<Vec<crate::settings::Row>> {
+        if !self.has_settings()? {
+            return Ok(Vec::new());
+        }
+        let mut st = self.conn.prepare_cached(
+            "SELECT key, value, gen, changed, changed_by FROM federation_settings ORDER BY key",
+        )?;
+        let rows = st.query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?;
+        Ok(rows.collect::<std::result::Result<_, _>>()?)
+    }
+
+    pub fn settings_gen(&mut self) -> Result<i64> {
+        if !self.has_settings()? {
+            return Ok(0);
+        }
+        Ok(self.conn.query_row(
+            "SELECT coalesce(max(gen), 0) FROM federation_settings",
+            [],
+            |r| r.get(0),
+        )?)
+    }
+
+    pub fn settings_write(&mut self, rows: &[(String, Option<String>)], by: &str) -> Result<i64> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute_batch(Self::SETTINGS)?;
+        let gen: i64 = tx.query_row(
+            "SELECT coalesce(max(gen), 0) + 1 FROM federation_settings",
+            [],
+            |r| r.get(0),
+        )?;
+        {
+            let mut st = tx.prepare_cached(&format!(
+                "INSERT INTO federation_settings (key, value, gen, changed, changed_by)
+                 VALUES (?1, ?2, ?3, {NOW_MS}, ?4) ON CONFLICT (key) DO UPDATE SET
+                 value = excluded.value, gen = excluded.gen, changed = excluded.changed,
+                 changed_by = excluded.changed_by"
+            ))?;
+            for (k, v) in rows {
+                st.execute(params![k, v, gen, by])?;
+            }
+        }
+        tx.commit()?;
+        Ok(gen)
+    }
+}

@@ -3,6 +3,7 @@
 
 mod chunk_refs;
 mod common;
+mod federation_settings;
 mod locations;
 mod postgres;
 mod replication_work;
