@@ -134,10 +134,10 @@ pub(crate) struct Index {
     col_ix: HashMap<String, usize>,
     /// Positions whose dataset has a newer DRS version (computed when first asked
     /// for after a change).
-    stale: std::cell::OnceCell<RoaringBitmap>,
+    stale: std::sync::OnceLock<RoaringBitmap>,
     /// The datasets no newer DRS version of whose directory is held (computed when
     /// first asked for after a change).
-    latest_datasets: std::cell::OnceCell<RoaringBitmap>,
+    latest_datasets: std::sync::OnceLock<RoaringBitmap>,
     /// The datasets, kept up to date whenever the versions of a name change
     /// ([`Index::relatest`], [`Index::unset`]).
     ds: datasets::Datasets,
@@ -320,8 +320,8 @@ impl Index {
                 }
             }
         }
-        self.stale = std::cell::OnceCell::new();
-        self.latest_datasets = std::cell::OnceCell::new();
+        self.stale = std::sync::OnceLock::new();
+        self.latest_datasets = std::sync::OnceLock::new();
         let holes = self.slots.len() as u64 - self.alive.len();
         if !late.is_empty() || holes > 4096 && holes > self.alive.len() {
             self.compact(late);

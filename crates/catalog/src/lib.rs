@@ -23,7 +23,7 @@ mod sqlite;
 pub mod text;
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 pub use dataset::{Break, Dataset, DatasetFile, DatasetPage, DatasetQuery};
 pub use error::{pg_message, redact, Error, Result};
@@ -37,11 +37,11 @@ use backend::Backend;
 use facet_index::{Builder, Index};
 use record::{check_int, check_name, check_plain, Prepared};
 
-struct Inner {
+/// The database connection. Lock order: the index (read or write) may be held while
+/// this is taken, never the other way round, so a search holding the index can read
+/// records while no one holding the connection waits for the index.
+struct Conn {
     backend: Backend,
-    index: Index,
-    words: WordCache,
-    results: results::Results,
 }
 
 /// Positions of the records holding a frequent word, kept between queries: valid within
@@ -70,10 +70,18 @@ const CACHE_WORDS: usize = 128;
 /// chunk before is written.
 const PREPARE_CHUNK: usize = 2048;
 
-/// A catalog handle. `Send + Sync`; calls are serialised on one connection. With
+/// A catalog handle. `Send + Sync`. Searches run side by side on the in-memory index
+/// (a reader-writer lock: only applying changes takes it exclusively); database calls
+/// are serialised on one connection, each held only for its own statement. With
 /// PostgreSQL, call it from blocking threads (`spawn_blocking`), not on a tokio worker.
 pub struct Catalog {
-    inner: Mutex<Inner>,
+    conn: Mutex<Conn>,
+    index: RwLock<Index>,
+    /// Held while changes are read and applied, so that two callers never apply the
+    /// same changes twice (taken before the connection and the index).
+    syncing: Mutex<()>,
+    words: Mutex<WordCache>,
+    results: Mutex<results::Results>,
     /// The node timeout this handle judges liveness with by default (ms).
     node_timeout_ms: std::sync::atomic::AtomicU64,
 }
@@ -81,27 +89,31 @@ pub struct Catalog {
 /// A node silent for longer than this is down (the default of `node_timeout`).
 pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-impl Inner {
-    /// Positions of the records whose text holds `word`.
-    fn word(&mut self, word: &str) -> Result<roaring::RoaringBitmap> {
-        let (gen, max) = (self.index.gen, self.index.max_rid());
-        self.words.tick += 1;
-        let tick = self.words.tick;
-        if let Some(e) = self.words.map.get_mut(word) {
+impl Catalog {
+    /// Positions of the records whose text holds `word` (`ix`: the index the caller
+    /// reads under).
+    fn word(&self, ix: &Index, word: &str) -> Result<roaring::RoaringBitmap> {
+        let (gen, max) = (ix.gen, ix.max_rid());
+        let mut words = self.words.lock().map_err(|_| Error::Poisoned)?;
+        words.tick += 1;
+        let tick = words.tick;
+        if let Some(e) = words.map.get_mut(word) {
             if e.gen == gen {
                 if e.upto < max {
-                    let mut ids = self.backend.text(&[word.to_string()], e.upto)?;
-                    e.bits |= self.index.positions(&mut ids);
+                    let mut ids = self.lock()?.backend.text(&[word.to_string()], e.upto)?;
+                    e.bits |= ix.positions(&mut ids);
                     e.upto = max;
                 }
                 e.used = tick;
                 return Ok(e.bits.clone());
             }
         }
-        let mut ids = self.backend.text(&[word.to_string()], i64::MIN)?;
-        let bits = self.index.positions(&mut ids);
+        drop(words);
+        let mut ids = self.lock()?.backend.text(&[word.to_string()], i64::MIN)?;
+        let bits = ix.positions(&mut ids);
         if bits.len() >= CACHE_MIN_HITS {
-            let map = &mut self.words.map;
+            let mut words = self.words.lock().map_err(|_| Error::Poisoned)?;
+            let map = &mut words.map;
             map.retain(|_, e| e.gen == gen);
             if map.len() >= CACHE_WORDS {
                 if let Some(k) = map
@@ -126,34 +138,64 @@ impl Inner {
     }
 
     /// Applies every change with a sequence number above the last one seen; a new epoch
-    /// (or the first call) loads everything in one bulk build.
-    fn sync(&mut self) -> Result<()> {
-        let head = self.backend.head()?;
-        if head == (self.index.epoch, self.index.seq) {
+    /// (or the first call) loads everything in one bulk build. Readers keep searching
+    /// the index while the changes are read; only applying them is exclusive.
+    fn sync(&self) -> Result<()> {
+        let seen = self.seen()?;
+        let head = self.lock()?.backend.head()?;
+        if head == seen {
             return Ok(());
         }
-        if head.0 == self.index.epoch {
+        let _one = self.syncing.lock().map_err(|_| Error::Poisoned)?;
+        // Another caller may have applied them while this one waited. (Heads are
+        // tokens, not ordered: PostgreSQL's are snapshots; so ask again.)
+        let seen = self.seen()?;
+        let head = self.lock()?.backend.head()?;
+        if head == seen {
+            return Ok(());
+        }
+        if head.0 == seen.0 {
             let mut rows = Vec::new();
-            let seen = self
+            let got = self
+                .lock()?
                 .backend
-                .changes(self.index.seq, Some(head.0), &mut |r| rows.push(r))?;
+                .changes(seen.1, Some(head.0), &mut |r| rows.push(r))?;
             // None: a clear (new epoch) came in between; fall through to a full load.
-            if let Some((head, removed)) = seen {
-                self.index.apply(rows, &removed);
-                self.index.epoch = head.0;
-                self.index.seq = head.1;
+            if let Some((head, removed)) = got {
+                let mut ix = self.index.write().map_err(|_| Error::Poisoned)?;
+                ix.apply(rows, &removed);
+                ix.epoch = head.0;
+                ix.seq = head.1;
                 return Ok(());
             }
         }
         let mut b = Builder::new();
         let (head, _) = self
+            .lock()?
             .backend
             .changes(0, None, &mut |r| b.push(r))?
             .ok_or_else(|| Error::Corrupt("full load refused".into()))?;
-        self.index = b.finish();
-        self.index.epoch = head.0;
-        self.index.seq = head.1;
+        let mut built = b.finish();
+        built.epoch = head.0;
+        built.seq = head.1;
+        *self.index.write().map_err(|_| Error::Poisoned)? = built;
         Ok(())
+    }
+
+    /// The (epoch, sequence) the index has applied.
+    fn seen(&self) -> Result<(i64, i64)> {
+        let ix = self.read()?;
+        Ok((ix.epoch, ix.seq))
+    }
+
+    fn read(&self) -> Result<RwLockReadGuard<'_, Index>> {
+        self.index.read().map_err(|_| Error::Poisoned)
+    }
+
+    /// The index, with every change applied first.
+    fn synced(&self) -> Result<RwLockReadGuard<'_, Index>> {
+        self.sync()?;
+        self.read()
     }
 }
 
@@ -183,34 +225,32 @@ impl Catalog {
             }
             Backend::Sqlite(sqlite::Sqlite::open(Path::new(spec))?)
         };
-        let mut inner = Inner {
-            backend,
-            index: Index::new(),
-            words: WordCache::default(),
-            results: Default::default(),
+        let c = Catalog {
+            conn: Mutex::new(Conn { backend }),
+            index: RwLock::new(Index::new()),
+            syncing: Mutex::new(()),
+            words: Mutex::new(WordCache::default()),
+            results: Mutex::new(Default::default()),
+            node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).
         if load {
-            match inner.sync() {
+            match c.sync() {
                 Err(e) if e.is_unavailable() => {}
                 r => r?,
             }
         }
-        Ok(Catalog {
-            inner: Mutex::new(inner),
-            node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
-        })
+        Ok(c)
     }
 
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
-        self.inner.lock().map_err(|_| Error::Poisoned)
+    /// The database connection (see [`Conn`] for the lock order).
+    fn lock(&self) -> Result<MutexGuard<'_, Conn>> {
+        self.conn.lock().map_err(|_| Error::Poisoned)
     }
 
-    fn synced(&self) -> Result<std::sync::MutexGuard<'_, Inner>> {
-        let mut g = self.lock()?;
-        g.sync()?;
-        Ok(g)
+    fn cache(&self) -> Result<MutexGuard<'_, results::Results>> {
+        self.results.lock().map_err(|_| Error::Poisoned)
     }
 
     /// Inserts or replaces the record for `(r.name, r.version)`.
@@ -265,14 +305,14 @@ impl Catalog {
     pub fn rename(&self, old: &str, new: &str) -> Result<usize> {
         check_name("old name", old)?;
         check_name("new name", new)?;
-        let mut g = self.lock()?;
         loop {
             // SQLite finds the names under `old` in the index (it keeps no name order
             // of its own); the back end refuses if a write came in after this sync.
-            g.sync()?;
-            let ids = g.index.ids_under(old);
-            let seen = (g.index.epoch, g.index.seq);
-            if let Some(n) = g.backend.rename(old, new, seen, &ids)? {
+            let (ids, seen) = {
+                let ix = self.synced()?;
+                (ix.ids_under(old), (ix.epoch, ix.seq))
+            };
+            if let Some(n) = self.lock()?.backend.rename(old, new, seen, &ids)? {
                 return Ok(n);
             }
         }
@@ -281,29 +321,29 @@ impl Catalog {
     /// The record of `name` at `version`, or its latest version.
     pub fn get(&self, name: &str, version: Option<u64>) -> Result<Option<Record>> {
         check_plain("name", name, MAX_VALUE)?;
-        let mut g = self.synced()?;
-        let Some(rid) = g.index.find(name, version) else {
+        let Some(rid) = self.synced()?.find(name, version) else {
             return Ok(None);
         };
-        Ok(g.backend.fetch(&[rid])?.into_iter().next())
+        Ok(self.lock()?.backend.fetch(&[rid])?.into_iter().next())
     }
 
     /// True when the catalog has a record of `name` at `version`.
     pub fn has(&self, name: &str, version: u64) -> Result<bool> {
         check_plain("name", name, MAX_VALUE)?;
-        Ok(self.synced()?.index.find(name, Some(version)).is_some())
+        Ok(self.synced()?.find(name, Some(version)).is_some())
     }
 
     /// The records of these (name, version) pairs that the catalog holds.
     pub fn get_many(&self, keys: &[(String, u64)]) -> Result<Vec<Record>> {
-        let mut g = self.synced()?;
-        let rids: Vec<i64> = keys
-            .iter()
-            .filter_map(|(n, v)| g.index.find(n, Some(*v)))
-            .collect();
+        let rids: Vec<i64> = {
+            let ix = self.synced()?;
+            keys.iter()
+                .filter_map(|(n, v)| ix.find(n, Some(*v)))
+                .collect()
+        };
         let mut out = Vec::with_capacity(rids.len());
         for c in rids.chunks(1000) {
-            out.extend(g.backend.fetch(c)?);
+            out.extend(self.lock()?.backend.fetch(c)?);
         }
         Ok(out)
     }
@@ -315,12 +355,12 @@ impl Catalog {
 
     /// The facet keys some record holds, sorted.
     pub fn facet_keys(&self) -> Result<Vec<String>> {
-        Ok(self.synced()?.index.facet_keys())
+        Ok(self.synced()?.facet_keys())
     }
 
     /// Every (name, version) the catalog holds, sorted.
     pub fn keys(&self) -> Result<Vec<(String, u64)>> {
-        let mut k = self.synced()?.index.keys();
+        let mut k = self.synced()?.keys();
         k.sort_unstable();
         Ok(k)
     }
@@ -328,15 +368,15 @@ impl Catalog {
     /// Versions of `name`, ascending.
     pub fn versions(&self, name: &str) -> Result<Vec<u64>> {
         check_plain("name", name, MAX_VALUE)?;
-        Ok(self.synced()?.index.versions(name))
+        Ok(self.synced()?.versions(name))
     }
 
-    fn select(g: &mut Inner, q: &Query) -> Result<facet_index::Selection> {
+    fn select(&self, ix: &Index, q: &Query) -> Result<facet_index::Selection> {
         q.validate()?;
         let words = q.text.as_deref().map(text::query_words).unwrap_or_default();
         let mut text: Option<roaring::RoaringBitmap> = None;
         for w in &words {
-            let b = g.word(w)?;
+            let b = self.word(ix, w)?;
             text = Some(match text {
                 None => b,
                 Some(t) => t & b,
@@ -345,29 +385,32 @@ impl Catalog {
                 break;
             }
         }
-        Ok(g.index.select(q, text.as_ref()))
+        Ok(ix.select(q, text.as_ref()))
     }
 
     /// One page of matches, the total, and the requested facet counts.
     pub fn query(&self, q: &Query) -> Result<Page> {
-        let mut g = self.synced()?;
         q.validate()?;
         let key = serde_json::to_string(q).map_err(|e| Error::Invalid(e.to_string()))?;
-        let gen = (g.index.epoch, g.index.seq, g.index.gen);
-        let a = match g.results.files(gen, &key) {
-            Some(a) => a,
-            None => {
-                let s = Self::select(&mut g, q)?;
-                let a = results::Answer {
-                    total: s.m.len(),
-                    ids: g.index.page(&s.m, q.sort, q.offset, q.limit),
-                    counts: g.index.counts(&s, &q.facets),
-                };
-                g.results.put_files(gen, key, a.clone());
-                a
+        let a = {
+            let ix = self.synced()?;
+            let gen = (ix.epoch, ix.seq, ix.gen);
+            let cached = self.cache()?.files(gen, &key);
+            match cached {
+                Some(a) => a,
+                None => {
+                    let s = self.select(&ix, q)?;
+                    let a = results::Answer {
+                        total: s.m.len(),
+                        ids: ix.page(&s.m, q.sort, q.offset, q.limit),
+                        counts: ix.counts(&s, &q.facets),
+                    };
+                    self.cache()?.put_files(gen, key, a.clone());
+                    a
+                }
             }
         };
-        let hits = g.backend.fetch(&a.ids)?;
+        let hits = self.lock()?.backend.fetch(&a.ids)?;
         Ok(Page {
             total: a.total,
             hits,
@@ -378,8 +421,8 @@ impl Catalog {
     /// Searches answered from the result cache, and computed, since the catalog
     /// was opened.
     pub fn result_cache_stats(&self) -> Result<(u64, u64)> {
-        let g = self.lock()?;
-        Ok((g.results.hits, g.results.misses))
+        let r = self.cache()?;
+        Ok((r.hits, r.misses))
     }
 
     /// Values of `facet` starting with `prefix` (case-insensitive), most frequent first,
@@ -393,8 +436,8 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("facet", facet, MAX_KEY)?;
         check_plain("prefix", prefix, MAX_VALUE)?;
-        let (g, m) = self.completing(limit, q)?;
-        Ok(g.index.autocomplete(facet, prefix, limit, &m))
+        let (ix, m) = self.completing(limit, q)?;
+        Ok(ix.autocomplete(facet, prefix, limit, &m))
     }
 
     /// Name-level autocomplete (browsing the name tree): the components directly under
@@ -410,8 +453,8 @@ impl Catalog {
     ) -> Result<Vec<(String, u64)>> {
         check_plain("parent", parent, MAX_VALUE)?;
         check_plain("prefix", partial, MAX_VALUE)?;
-        let (g, s) = self.completing(limit, q)?;
-        Ok(g.index.children(parent, partial, limit, &s.m))
+        let (ix, s) = self.completing(limit, q)?;
+        Ok(ix.children(parent, partial, limit, &s.m))
     }
 
     /// What both autocompletes start with: `limit` checked, then the matches of `q`
@@ -420,23 +463,23 @@ impl Catalog {
         &self,
         limit: usize,
         q: Option<&Query>,
-    ) -> Result<(std::sync::MutexGuard<'_, Inner>, facet_index::Selection)> {
+    ) -> Result<(RwLockReadGuard<'_, Index>, facet_index::Selection)> {
         if limit > MAX_LIMIT {
             return Err(Error::Invalid(format!(
                 "limit {limit} is more than {MAX_LIMIT}"
             )));
         }
-        let mut g = self.synced()?;
+        let ix = self.synced()?;
         let default = Query::default();
-        let s = Self::select(&mut g, q.unwrap_or(&default))?;
-        Ok((g, s))
+        let s = self.select(&ix, q.unwrap_or(&default))?;
+        Ok((ix, s))
     }
 
     /// One page of datasets (see [`dataset`]): those holding at least one file matching
     /// `dq.query`, in instance-id order, with their facet counts (datasets counted).
     pub fn datasets(&self, dq: &DatasetQuery) -> Result<DatasetPage> {
         dq.validate()?;
-        let mut g = self.synced()?;
+        let ix = self.synced()?;
         // The whole match is kept, not the page: the key leaves paging out.
         let unpaged = Query {
             offset: 0,
@@ -445,8 +488,9 @@ impl Catalog {
         };
         let key = serde_json::to_string(&(&unpaged, dq.latest, &dq.ids))
             .map_err(|e| Error::Invalid(e.to_string()))?;
-        let gen = (g.index.epoch, g.index.seq, g.index.gen);
-        let h = match g.results.datasets(gen, &key) {
+        let gen = (ix.epoch, ix.seq, ix.gen);
+        let cached = self.cache()?.datasets(gen, &key);
+        let h = match cached {
             Some(h) => h,
             None => {
                 // Members of an older DRS version may be older repository versions
@@ -456,22 +500,20 @@ impl Catalog {
                     latest_only: false,
                     ..dq.query.clone()
                 };
-                let s = Self::select(&mut g, &q)?;
-                let (hit, reps) = g.index.dataset_hits(&s.m, dq);
+                let s = self.select(&ix, &q)?;
+                let (hit, reps) = ix.dataset_hits(&s.m, dq);
                 let h = results::Hits {
                     hit: std::sync::Arc::new(hit),
-                    counts: g.index.dataset_counts(reps, &dq.query.facets),
+                    counts: ix.dataset_counts(reps, &dq.query.facets),
                 };
-                g.results.put_datasets(gen, key, h.clone());
+                self.cache()?.put_datasets(gen, key, h.clone());
                 h
             }
         };
-        let page = g
-            .index
-            .dataset_page(&h.hit, dq.query.offset, dq.query.limit);
+        let page = ix.dataset_page(&h.hit, dq.query.offset, dq.query.limit);
         let hits = page
             .into_iter()
-            .filter_map(|id| g.index.dataset(id, dq.files))
+            .filter_map(|id| ix.dataset(id, dq.files))
             .collect();
         Ok(DatasetPage {
             total: h.hit.len(),
@@ -482,7 +524,7 @@ impl Catalog {
 
     /// Number of datasets (latest file versions grouped).
     pub fn dataset_count(&self) -> Result<u64> {
-        Ok(self.synced()?.index.dataset_count() as u64)
+        Ok(self.synced()?.dataset_count() as u64)
     }
 
     /// Removes every record (before a rebuild).
@@ -492,7 +534,7 @@ impl Catalog {
 
     /// Number of records (all versions).
     pub fn len(&self) -> Result<u64> {
-        Ok(self.synced()?.index.len())
+        Ok(self.synced()?.len())
     }
 
     /// True when the catalog holds no record.
@@ -591,11 +633,13 @@ impl Catalog {
         location::check_node(node)?;
         check_name("old name", old)?;
         check_name("new name", new)?;
-        let mut g = self.lock()?;
         loop {
-            g.sync()?;
-            let ids = g.index.ids_under(old);
-            let seen = (g.index.epoch, g.index.seq);
+            // The index is read throughout (lock order: index, then connection); it
+            // is let go before syncing again.
+            let ix = self.synced()?;
+            let mut g = self.lock()?;
+            let ids = ix.ids_under(old);
+            let seen = (ix.epoch, ix.seq);
             let mut recs = Vec::with_capacity(ids.len());
             for c in ids.chunks(1000) {
                 recs.extend(g.backend.fetch(c)?);
@@ -612,6 +656,8 @@ impl Catalog {
                 if let Some(n) = g.backend.rename(old, new, seen, &ids)? {
                     return Ok(n);
                 }
+                drop(g);
+                drop(ix);
                 continue;
             }
             // Only the versions this node holds (or, registered by no node, were
@@ -632,7 +678,7 @@ impl Catalog {
             let mut moved = Vec::with_capacity(recs.len());
             for r in &recs {
                 let to = rename::moved_name(old, new, &r.name)?;
-                if g.index.find(&to, Some(r.version)).is_some() {
+                if ix.find(&to, Some(r.version)).is_some() {
                     return Err(Error::Conflict(format!(
                         "{to} version {} exists already",
                         r.version
@@ -759,5 +805,98 @@ impl Catalog {
             prefix
         };
         self.lock()?.backend.replicas(p, t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(name: &str, version: u64, text: &str) -> Record {
+        Record {
+            name: name.into(),
+            version,
+            title: name.rsplit('/').next().unwrap_or_default().into(),
+            size: 100,
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A search holding the index does not hold the others: while one reader keeps
+    /// it, another thread's searches, lookups and record reads are answered.
+    #[test]
+    fn a_search_in_progress_does_not_hold_the_others() {
+        let d = tempfile::tempdir().unwrap();
+        let c = std::sync::Arc::new(Catalog::open(&d.path().display().to_string()).unwrap());
+        let rs: Vec<Record> = (0..50)
+            .map(|i| rec(&format!("/a/f{i}"), 1, "tas monthly"))
+            .collect();
+        c.upsert_many(&rs).unwrap();
+        let held = c.synced().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c2 = c.clone();
+        std::thread::spawn(move || {
+            let q = Query {
+                text: Some("tas".into()),
+                limit: 10,
+                ..Default::default()
+            };
+            let total = c2.query(&q).map(|p| p.total);
+            let got = c2.get("/a/f7", None).map(|r| r.map(|r| r.version));
+            let _ = tx.send((total, got));
+        });
+        // Generous: a reader that waited on the held index would never answer.
+        let (total, got) = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .expect("a search waited on another reader");
+        drop(held);
+        assert_eq!(total.unwrap(), 50);
+        assert_eq!(got.unwrap(), Some(1));
+    }
+
+    /// Writers and readers side by side: each writer reads its own write back at
+    /// once, whichever thread applied the change, and the index ends with every record.
+    #[test]
+    fn writers_read_their_own_writes_beside_readers() {
+        let d = tempfile::tempdir().unwrap();
+        let c = std::sync::Arc::new(Catalog::open(&d.path().display().to_string()).unwrap());
+        let mut ts = Vec::new();
+        for t in 0..4 {
+            let c = c.clone();
+            ts.push(std::thread::spawn(move || {
+                for i in 0..40 {
+                    let name = format!("/w{t}/f{i}");
+                    c.upsert(&rec(&name, 1 + i % 3, "pr daily")).unwrap();
+                    assert_eq!(
+                        c.get(&name, None).unwrap().map(|r| r.version),
+                        Some(1 + i % 3),
+                        "{name} not seen by its writer"
+                    );
+                }
+            }));
+        }
+        for _ in 0..2 {
+            let c = c.clone();
+            ts.push(std::thread::spawn(move || {
+                for _ in 0..60 {
+                    let q = Query {
+                        text: Some("daily".into()),
+                        ..Default::default()
+                    };
+                    c.query(&q).unwrap();
+                }
+            }));
+        }
+        for t in ts {
+            t.join().unwrap();
+        }
+        assert_eq!(c.len().unwrap(), 160);
+        let q = Query {
+            text: Some("pr".into()),
+            limit: 0,
+            ..Default::default()
+        };
+        assert_eq!(c.query(&q).unwrap().total, 160);
     }
 }
