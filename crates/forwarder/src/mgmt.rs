@@ -864,6 +864,7 @@ pub(crate) fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 vip_capacity: fw.vip_face_capacity(h.info.id),
                 // Absent while zero: the element stays NFD's, byte for byte.
                 n_out_congestion_marks: Some(Counters::get(&c.out_marked)).filter(|&n| n > 0),
+                n_out_queue_drops: Some(Counters::get(&c.out_dropped)).filter(|&n| n > 0),
             }
         })
         .collect();
@@ -893,6 +894,7 @@ pub(crate) fn face_statuses<M: Managed>(fw: &M) -> Vec<FaceStatus> {
                 flags: 0,
                 vip_capacity: None,
                 n_out_congestion_marks: None,
+                n_out_queue_drops: None,
             });
         }
     }

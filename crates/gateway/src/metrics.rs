@@ -511,6 +511,20 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
             x.n_out_congestion_marks.unwrap_or(0),
         );
     }
+    let name = "granary_face_out_queue_drops_total";
+    t.family(
+        name,
+        "counter",
+        "Packets a face dropped because its send queue was full.",
+    );
+    for x in &f.faces {
+        let (id, remote, scope) = labels(x);
+        t.sample(
+            name,
+            &[("face", &id), ("remote", &remote), ("scope", scope)],
+            x.n_out_queue_drops.unwrap_or(0),
+        );
+    }
 }
 
 fn write_requests(t: &mut Text, m: &Metrics) {

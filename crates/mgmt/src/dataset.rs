@@ -88,9 +88,12 @@ pub struct FaceStatus {
     /// (Granary extension; absent while none was, so that the element is
     /// otherwise NFD's).
     pub n_out_congestion_marks: Option<u64>,
+    /// NOutQueueDrops: packets this face dropped because its send queue was
+    /// full (Granary extension; absent while none was).
+    pub n_out_queue_drops: Option<u64>,
 }
 
-const FACE_STATUS_ORDER: [u64; 21] = [
+const FACE_STATUS_ORDER: [u64; 22] = [
     FACE_ID,
     URI,
     LOCAL_URI,
@@ -112,6 +115,7 @@ const FACE_STATUS_ORDER: [u64; 21] = [
     FLAGS,
     VIP_CAPACITY,
     N_OUT_CONGESTION_MARKS,
+    N_OUT_QUEUE_DROPS,
 ];
 
 impl FaceStatus {
@@ -160,7 +164,7 @@ impl TlvElement for FaceStatus {
         let mut f = Fields::inside(r, el, true);
         let mut fs = FaceStatus::default();
         let (mut uri, mut local_uri) = (None, None);
-        let mut nnis: [Option<u64>; 21] = [None; 21];
+        let mut nnis: [Option<u64>; 22] = [None; 22];
         while let Some((i, e)) = f.next(&FACE_STATUS_ORDER)? {
             match e.typ {
                 URI => uri = Some(f.string(&e)?),
@@ -190,6 +194,7 @@ impl TlvElement for FaceStatus {
         fs.flags = req(18)?;
         fs.vip_capacity = nnis[19];
         fs.n_out_congestion_marks = nnis[20];
+        fs.n_out_queue_drops = nnis[21];
         Ok(fs)
     }
 
@@ -207,6 +212,7 @@ impl TlvElement for FaceStatus {
             + nnis_len(&self.counters())
             + opt_nni_len(VIP_CAPACITY, self.vip_capacity)
             + opt_nni_len(N_OUT_CONGESTION_MARKS, self.n_out_congestion_marks)
+            + opt_nni_len(N_OUT_QUEUE_DROPS, self.n_out_queue_drops)
     }
 
     fn encode_value<B: BufMut>(&self, buf: &mut B) {
@@ -221,6 +227,7 @@ impl TlvElement for FaceStatus {
         put_nnis(buf, &self.counters());
         put_opt_nni(buf, VIP_CAPACITY, self.vip_capacity);
         put_opt_nni(buf, N_OUT_CONGESTION_MARKS, self.n_out_congestion_marks);
+        put_opt_nni(buf, N_OUT_QUEUE_DROPS, self.n_out_queue_drops);
     }
 }
 
@@ -722,10 +729,12 @@ mod tests {
             flags: face_flags::CONGESTION_MARKING_ENABLED,
             vip_capacity: None,
             n_out_congestion_marks: None,
+            n_out_queue_drops: None,
         }
     }
 
-    /// Granary's extensions (VipCapacity 204, NOutCongestionMarks 208)
+    /// Granary's extensions (VipCapacity 204, NOutCongestionMarks 208,
+    /// NOutQueueDrops 210)
     /// round-trip; without them the element is NFD's, byte for byte.
     #[test]
     fn face_status_extensions_round_trip() {
@@ -737,13 +746,18 @@ mod tests {
             n_out_congestion_marks: Some(300),
             ..face()
         };
-        let both = FaceStatus {
-            vip_capacity: Some(12),
-            n_out_congestion_marks: Some(300),
+        let drops = FaceStatus {
+            n_out_queue_drops: Some(5),
             ..face()
         };
-        // Type, length and value: 3 bytes for 12, 4 for 300.
-        for (f, extra) in [(vip, 3), (marks, 4), (both, 7)] {
+        let all = FaceStatus {
+            vip_capacity: Some(12),
+            n_out_congestion_marks: Some(300),
+            n_out_queue_drops: Some(5),
+            ..face()
+        };
+        // Type, length and value: 3 bytes for 12 or 5, 4 for 300.
+        for (f, extra) in [(vip, 3), (marks, 4), (drops, 3), (all, 10)] {
             let wire = f.encode();
             assert_eq!(FaceStatus::decode(&wire).unwrap(), f);
             assert_eq!(face().encode().len() + extra, wire.len());

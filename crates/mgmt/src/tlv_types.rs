@@ -65,6 +65,10 @@ pub const VIP_CAPACITY: u64 = 204;
 /// CongestionMark (a Granary extension, non-critical; NFD's FaceStatus has no
 /// such counter).
 pub const N_OUT_CONGESTION_MARKS: u64 = 208;
+/// NOutQueueDrops in FaceStatus: packets the face dropped because its send
+/// queue was full (a Granary extension, non-critical; NFD's FaceStatus has no
+/// such counter).
+pub const N_OUT_QUEUE_DROPS: u64 = 210;
 /// FaceRate in ControlParameters: a face's Data rate in bits/s, from which
 /// VIP derives the face's capacity (a Granary extension, non-critical; 0 in
 /// faces/update: measure the rate instead).

@@ -10,6 +10,9 @@
 //! other Nack fatal. It counts what the tool prints: congestion marks,
 //! timeouts, retransmitted segments. It uses no Granary client code, only
 //! the packet codec and the NDNLPv2 decoder (for the CongestionMark field).
+//! The node's side is read by management afterwards (faces/list): the
+//! fetch passes when the node signalled congestion with marks and dropped
+//! nothing, whatever the load made the consumer ask again.
 
 use crate::common;
 
@@ -38,6 +41,9 @@ struct Report {
     timeouts: u64,
     retransmissions: u64,
     max_cwnd: f64,
+    /// Packets the node's faces dropped from a full send queue, read while
+    /// the consumer's face was still open.
+    node_drops: u64,
 }
 
 const CUBIC_C: f64 = 0.4;
@@ -369,7 +375,32 @@ fn catchunks(socket: &Path, name: &str, deadline: Duration) -> Report {
     for b in got.into_values() {
         r.bytes.extend_from_slice(&b);
     }
+    // The node's own account (faces/list, Granary's NOutQueueDrops), asked on
+    // another connection while this consumer's face still exists.
+    r.node_drops = node_queue_drops(socket);
+    drop(c);
     r
+}
+
+/// Packets every face of the node at `socket` dropped from a full send queue.
+fn node_queue_drops(socket: &Path) -> u64 {
+    use granary_mgmt::{decode_dataset, FaceStatus};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut c = granary_app::Client::connect(socket).await.unwrap();
+        let list = c
+            .dataset(&Name::from_uri("/localhost/nfd/faces/list").unwrap())
+            .await
+            .unwrap();
+        decode_dataset::<FaceStatus>(&list)
+            .unwrap()
+            .iter()
+            .map(|f| f.n_out_queue_drops.unwrap_or(0))
+            .sum()
+    })
 }
 
 /// The size: at 32 MiB the whole object could be in flight before
@@ -399,8 +430,8 @@ fn fetch_default_object(mib: usize, chunking: Option<&str>) {
     let r = catchunks(&d.socket, "/catchunks/obj", Duration::from_secs(120));
     let what = chunking.unwrap_or("default (FastCDC)");
     eprintln!(
-        "{what}: {} segments, {} marks ({} window decreases), {} timeouts, {} retransmitted, largest window {:.0}",
-        r.segments, r.marks, r.mark_decreases, r.timeouts, r.retransmissions, r.max_cwnd
+        "{what}: {} segments, {} marks ({} window decreases), {} timeouts, {} retransmitted, largest window {:.0}, {} dropped by the node",
+        r.segments, r.marks, r.mark_decreases, r.timeouts, r.retransmissions, r.max_cwnd, r.node_drops
     );
     assert!(r.bytes == data, "{what}: the fetched bytes differ");
     // The window grows until the node's send queue passes NFD's threshold:
@@ -409,11 +440,14 @@ fn fetch_default_object(mib: usize, chunking: Option<&str>) {
         r.marks > 0,
         "{what}: no congestion mark reached the consumer"
     );
-    assert!(
-        (r.retransmissions as f64) < 0.01 * r.segments as f64,
-        "{what}: {} of {} segments retransmitted (≥ 1%)",
-        r.retransmissions,
-        r.segments
+    // And no packet was lost at the node: what the consumer asked again it
+    // asked because its own timer fired (a starved consumer on a loaded
+    // machine), never because the node's queue overflowed. (How many it
+    // asked again depends on the machine's load; the count is printed above.)
+    assert_eq!(
+        r.node_drops, 0,
+        "{what}: the node dropped {} packets from a full send queue instead of marking",
+        r.node_drops
     );
 }
 
