@@ -226,7 +226,9 @@ pub fn keep_fetched(
     let run = || -> anyhow::Result<String> {
         crate::control::may_command(socket)?;
         let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
-        let Some(chunking) = guess_chunking(data_dir, p, &lengths, declared)? else {
+        let Some(chunking) =
+            guess_chunking(data_dir, p, &lengths, declared, ck.root.is_variable())?
+        else {
             anyhow::bail!("no known chunking reproduces the manifest's segments");
         };
         let path = std::fs::canonicalize(p)?;
@@ -330,7 +332,7 @@ pub fn replica_layout(
         crcs: Vec::new(),
     };
     let declared = ck.root.chunking.as_deref().and_then(|c| c.parse().ok());
-    let chunking = guess_chunking(data_dir, p, &lengths, declared)?
+    let chunking = guess_chunking(data_dir, p, &lengths, declared, ck.root.is_variable())?
         .ok_or_else(|| anyhow::anyhow!("no known chunking reproduces the manifest's segments"))?;
     Ok((chunking, granary_packet::sha256(&all), known))
 }
@@ -339,8 +341,9 @@ pub fn replica_layout(
 const GUESS_SEGMENTS: usize = 64;
 
 /// The chunking that cuts `file` into `lengths`, judged on its first
-/// [`GUESS_SEGMENTS`] segments (reading only those): fixed when every
-/// segment but a shorter last one has the same length, else the first of
+/// [`GUESS_SEGMENTS`] segments (reading only those): fixed when the
+/// manifest is of fixed segments (`variable` false) and every segment but a
+/// shorter last one has the same length, else the first of
 /// the manifest's declared chunking, the repository's default, FastCDC and
 /// Rabin that agrees. The daemon
 /// checks the whole file against the manifest's hashes before publishing,
@@ -350,6 +353,7 @@ fn guess_chunking(
     file: &Path,
     lengths: &[u64],
     declared: Option<granary_store::Chunking>,
+    variable: bool,
 ) -> anyhow::Result<Option<granary_store::Chunking>> {
     use granary_store::Chunking;
     use std::io::Read;
@@ -358,7 +362,10 @@ fn guess_chunking(
     };
     let last = *lengths.last().unwrap_or(&first);
     let but_last = &body[..body.len().saturating_sub(1)];
-    if but_last.iter().all(|&l| l == first) && last <= first {
+    // A variable manifest whose first segments happen to be equal (FastCDC
+    // cut at its maximum, in a run of zeros) is still variable: kept as
+    // fixed, its root would not be the publisher's.
+    if !variable && but_last.iter().all(|&l| l == first) && last <= first {
         if let Ok(c) = u32::try_from(first).map(Chunking::Fixed) {
             if c.validate().is_ok() {
                 return Ok(Some(c));

@@ -27,10 +27,13 @@ fn bin_dir() -> PathBuf {
 }
 
 /// A streaming standby of a primary on 127.0.0.1, made with
-/// `pg_basebackup -R`, in a temporary directory; stopped on drop.
-struct Standby {
+/// `pg_basebackup -R`, in a temporary directory; stopped on drop (also used
+/// by federation_walkthrough.rs).
+pub(crate) struct Standby {
+    /// Its data directory, log and socket.
     dir: tempfile::TempDir,
-    port: u16,
+    /// Its port on 127.0.0.1.
+    pub(crate) port: u16,
     as_postgres: bool,
 }
 
@@ -54,7 +57,7 @@ impl Standby {
         Ok(())
     }
 
-    fn of(primary_port: u16) -> Standby {
+    pub(crate) fn of(primary_port: u16) -> Standby {
         let as_postgres =
             String::from_utf8_lossy(&Command::new("id").arg("-u").output().unwrap().stdout).trim()
                 == "0";
@@ -92,7 +95,7 @@ impl Standby {
         s
     }
 
-    fn promote(&self) {
+    pub(crate) fn promote(&self) {
         let (b, d) = (bin_dir().display().to_string(), self.dir.path().display());
         self.run(&format!("{b}/pg_ctl -D {d}/data -w promote >/dev/null"))
             .unwrap();

@@ -15,6 +15,8 @@ mod dedup;
 mod federation;
 mod federation_locations;
 mod federation_roles;
+mod federation_settings;
+mod federation_walkthrough;
 mod forwarder;
 mod gateway;
 mod gateway_clients;
