@@ -1,5 +1,5 @@
-//! Flags that several commands share (catalog rules and trust, the HTTP
-//! gateway's), and reading a command's input file.
+//! Flags that several commands share (catalog rules and trust, chunking,
+//! the HTTP gateway's), and reading a command's input file.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -45,6 +45,54 @@ impl CatalogArgs {
             TrustArg::Name => Trust::Name,
             TrustArg::Attributes => Trust::Attributes,
         }
+    }
+}
+
+/// Chunking flags (put, dedup).
+#[derive(clap::Args, Clone, Default)]
+pub struct ChunkArgs {
+    /// How files are cut into segments: `fixed`, `fastcdc` (content-defined,
+    /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
+    /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
+    /// put: the repository's setting (`granary repo config`), else fastcdc
+    /// (3/5/8 KiB).
+    #[arg(long, value_name = "SCHEME")]
+    pub chunking: Option<String>,
+    /// Smallest chunk in bytes (content-defined; default 3072).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_min: Option<u32>,
+    /// Average chunk in bytes (default 5120).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_avg: Option<u32>,
+    /// Largest chunk in bytes (default 8192, at most 8192; for `fixed`, the
+    /// segment size).
+    #[arg(long, value_name = "BYTES", requires = "chunking")]
+    pub chunk_max: Option<u32>,
+}
+
+impl ChunkArgs {
+    /// The scheme the flags ask for, if any.
+    pub fn resolve(&self) -> anyhow::Result<Option<granary_node::repo::Chunking>> {
+        let Some(c) = &self.chunking else {
+            return Ok(None);
+        };
+        if c.contains(':') {
+            if self.chunk_min.is_some() || self.chunk_avg.is_some() || self.chunk_max.is_some() {
+                anyhow::bail!(
+                    "give sizes either in --chunking or with --chunk-min/avg/max, not both"
+                );
+            }
+            return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
+        }
+        Ok(Some(
+            granary_node::repo::Chunking::from_parts(
+                c,
+                self.chunk_min,
+                self.chunk_avg,
+                self.chunk_max,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+        ))
     }
 }
 

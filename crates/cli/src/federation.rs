@@ -87,50 +87,10 @@ pub fn run(
                 config.as_deref(),
                 timeout(node_timeout)?,
             )?;
-            let (t, nodes, under, rules) = (s.node_timeout, s.nodes, s.under_replicated, s.rules);
             if json {
-                let v = serde_json::json!({
-                    "node_timeout_ms": t.as_millis() as u64,
-                    "nodes": nodes,
-                    "under_replicated": under,
-                    "rules": rules.iter().map(|r| serde_json::json!({"prefix": r.prefix, "replicas": r.replicas})).collect::<Vec<_>>(),
-                });
-                println!("{v}");
-                return Ok(());
-            }
-            println!(
-                "{} node(s), node timeout {:.1} s",
-                nodes.len(),
-                t.as_secs_f64()
-            );
-            for n in &nodes {
-                println!(
-                    "  {:<32} {:<4} {:<7} last seen {:.1} s ago  {} version(s){}",
-                    n.prefix,
-                    if n.up { "up" } else { "DOWN" },
-                    n.role.as_str(),
-                    n.age_ms as f64 / 1e3,
-                    n.locations,
-                    if n.role == granary_catalog::Role::Storage {
-                        ""
-                    } else {
-                        " (caches)"
-                    }
-                );
-            }
-            if !rules.is_empty() {
-                println!("{} under-replicated name(s)", under.len());
-                for u in &under {
-                    println!(
-                        "  {} v={}: on {} up node(s) of {}, {} wanted ({})",
-                        u["name"].as_str().unwrap_or_default(),
-                        u["version"],
-                        u["up"],
-                        u["total"],
-                        u["wanted"],
-                        u["rule"].as_str().unwrap_or_default()
-                    );
-                }
+                println!("{}", s.json());
+            } else {
+                print!("{}", s.text());
             }
             Ok(())
         }
@@ -186,27 +146,10 @@ pub fn run(
                 t,
             )?;
             let bad = c.bad();
-            let (results, skipped) = (c.checked, c.down_skipped);
             if json {
-                crate::out::json_answer(
-                    &serde_json::json!({"checked": results, "bad": bad, "down_skipped": skipped}),
-                );
+                crate::out::json_answer(&c.json());
             } else {
-                for r in &results {
-                    let ok = r["ok"] == true;
-                    println!(
-                        "{} {} v={} at {}: {}",
-                        if ok { "ok  " } else { "BAD " },
-                        r["name"].as_str().unwrap_or_default(),
-                        r["version"],
-                        r["node"].as_str().unwrap_or_default(),
-                        r["detail"].as_str().unwrap_or_default()
-                    );
-                }
-                for s in &skipped {
-                    println!("down {s}: not checked");
-                }
-                println!("{} location(s) checked, {bad} bad", results.len());
+                print!("{}", c.text());
             }
             if bad > 0 {
                 anyhow::bail!("{bad} location(s) not served by the node that claims them");

@@ -5,9 +5,100 @@ use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
-use granary_node::fetch::{Config, DedupReport, Event, OpenOptions, PipelineType, Stats};
+use granary_node::fetch::{Config, Event, OpenOptions, PipelineType, Stats};
 use granary_node::fetched::Kept;
 use granary_packet::Name;
+
+/// `granary get`'s flags.
+#[derive(clap::Args)]
+pub struct GetArgs {
+    /// Name(s), with or without version.
+    #[arg(required_unless_present = "query")]
+    pub names: Vec<String>,
+    /// Fetch every file the catalog query matches (e.g. 'source_id=CanESM5
+    /// variable_id=tas experiment_id=historical'), under one congestion
+    /// window, into -o DIR in the DRS directory layout.
+    #[arg(
+        long,
+        value_name = "QUERY",
+        conflicts_with = "names",
+        requires = "output"
+    )]
+    pub query: Option<String>,
+    /// With --query: write every file straight into DIR (no DRS
+    /// directories).
+    #[arg(long, requires = "query")]
+    pub flat: bool,
+    /// With --query: list the files and the total size, fetch nothing.
+    #[arg(long, requires = "query")]
+    pub dry_run: bool,
+    /// Output file (one name) or directory (several names, an existing
+    /// directory, or a path ending in `/`, which is made when missing;
+    /// one file per name, named after its last component). A file's
+    /// directory must exist. Default (or `-`):
+    /// standard output. An existing FIFO, device or socket is written
+    /// straight into, in order (no FILE.part, no rename, no --resume);
+    /// a symbolic link's target is written and the link kept.
+    #[arg(short, long)]
+    pub output: Option<std::path::PathBuf>,
+    /// Continue an interrupted download: segments already in FILE.part
+    /// are re-verified and kept; only the rest is fetched.
+    #[arg(long)]
+    pub resume: bool,
+    /// Also print the statistics and per-object results as JSON (on
+    /// standard output with -o, else on standard error).
+    #[arg(long)]
+    pub json: bool,
+    /// No summary on standard error (errors are still reported).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Fetch every segment by name, in order. By default, for a file
+    /// whose signed manifest gives every chunk's SHA-256: a version the
+    /// local repository holds is copied from it (verified, no Interest);
+    /// one the node's repository holds (another application's data
+    /// directory on the node) is copied the same way from the node's file,
+    /// which the node passes over `<socket>.files` (verified against the
+    /// manifest; by name when the node cannot pass it);
+    /// otherwise the chunks the local repository has (one batch query) come
+    /// from it, neighbours are asked by hash request
+    /// (/localhop/granary/sha256/<hash>, short lifetime) when the node has
+    /// any, and the rest comes from the producer by name — the whole file
+    /// in the by-name pipeline when nothing was found nearby. Every chunk
+    /// is checked against the manifest; a chunk repeated inside the file is
+    /// fetched once.
+    #[arg(long)]
+    pub no_dedup: bool,
+    /// Do not keep the fetched file in the local repository (by default
+    /// the daemon copies it in, in the background, under the same
+    /// versioned name, so that neighbours can fetch its chunks by hash;
+    /// it is published only if its chunks are still the manifest's).
+    #[arg(long)]
+    pub no_publish: bool,
+    /// InterestLifetime of hash requests to neighbours (ms); on timeout
+    /// the producer is asked (carepo: 500).
+    #[arg(long, default_value_t = 500)]
+    pub hash_lifetime: u64,
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+}
+
+/// `granary cat`'s flags.
+#[derive(clap::Args)]
+pub struct CatArgs {
+    /// Name, with or without version.
+    pub name: String,
+    /// First byte.
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
+    /// Bytes to print (default: to the end).
+    #[arg(long)]
+    pub length: Option<u64>,
+    /// Print the fetch statistics on standard error.
+    #[arg(long)]
+    pub stats: bool,
+    #[command(flatten)]
+    pub fetch: FetchArgs,
+}
 
 /// Engine flags (ndncatchunks' names and defaults).
 #[derive(clap::Args, Debug, Clone)]
@@ -138,24 +229,7 @@ impl FetchArgs {
 
     fn config(&self) -> anyhow::Result<Config> {
         let pipeline_type: PipelineType = self.pipeline_type.parse().map_err(anyhow::Error::msg)?;
-        for (n, v) in [
-            ("--aimd-beta", self.aimd_beta),
-            ("--cubic-beta", self.cubic_beta),
-            ("--rto-alpha", self.rto_alpha),
-            ("--rto-beta", self.rto_beta),
-        ] {
-            if !(0.0..1.0).contains(&v) || v == 0.0 {
-                anyhow::bail!("{n} must be in (0, 1), not {v}");
-            }
-        }
-        let ok = |v: f64, min: f64| v.is_finite() && v >= min;
-        if !ok(self.init_cwnd, 1.0) || !ok(self.aimd_step, 1e-9) || !ok(self.rto_k, 0.0) {
-            anyhow::bail!("--init-cwnd must be ≥ 1, --aimd-step > 0, --rto-k ≥ 0");
-        }
-        if self.min_rto > self.max_rto || self.lifetime == 0 {
-            anyhow::bail!("--min-rto must not exceed --max-rto; --lifetime must be > 0");
-        }
-        Ok(Config {
+        let mut cfg = granary_node::fetch::checked(Config {
             pipeline_type,
             pipeline_size: self.pipeline_size as usize,
             init_cwnd: self.init_cwnd,
@@ -175,9 +249,10 @@ impl FetchArgs {
             lifetime: Duration::from_millis(self.lifetime),
             retries: self.retries,
             hystart: !self.no_hystart,
-            forwarding_hint: granary_node::fetch::hint_names(&self.fwhint)?,
             ..Config::default()
-        })
+        })?;
+        cfg.forwarding_hint = granary_node::fetch::hint_names(&self.fwhint)?;
+        Ok(cfg)
     }
 
     fn open_options(&self) -> OpenOptions {
@@ -217,44 +292,9 @@ macro_rules! say {
 
 /// ndncatchunks-style summary on standard error.
 fn print_stats(st: &Stats) {
-    let pct = |n: u64| {
-        if st.interests > 0 {
-            100.0 * n as f64 / st.interests as f64
-        } else {
-            0.0
-        }
-    };
-    say!("Time elapsed: {:.3} s", st.seconds);
-    say!("Segments received: {}", st.segments);
-    say!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3);
-    say!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6);
-    say!(
-        "Congestion marks: {} (caused {} window decreases)",
-        st.congestion_marks,
-        st.decreases_mark
-    );
-    say!(
-        "Timeouts: {} (caused {} window decreases)",
-        st.timeouts,
-        st.decreases_loss
-    );
-    say!(
-        "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
-        st.nacks_congestion,
-        st.decreases_nack,
-        st.nacks_duplicate,
-        st.nacks_other
-    );
-    say!(
-        "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
-        st.retransmissions,
-        pct(st.retransmissions),
-        st.rejected
-    );
-    say!(
-        "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
-        st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
-    );
+    for l in granary_node::fetch::stats_lines(st) {
+        say!("{l}");
+    }
 }
 
 fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
@@ -275,73 +315,58 @@ fn progress_bar(total: Option<u64>) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
-/// Switches of `granary get`.
-pub struct GetFlags {
-    /// --resume.
-    pub resume: bool,
-    /// --json.
-    pub json: bool,
-    /// --quiet.
-    pub quiet: bool,
-    /// --no-dedup.
-    pub no_dedup: bool,
-    /// --no-publish.
-    pub no_publish: bool,
-    /// --hash-lifetime (ms).
-    pub hash_lifetime: u64,
-}
-
-/// A fetch that met a NoRoute Nack without a hint: the error says what
-/// would help (the name may live at a site this node has no route for).
-pub fn suggest_hint(r: anyhow::Result<()>, args: &FetchArgs) -> anyhow::Result<()> {
-    match r {
-        Err(e) if args.fwhint.is_empty() && format!("{e:#}").contains("NoRoute") => Err(e.context(
-            if args.no_locate {
-                "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)"
-            } else {
-                "no route for the name from here, and no node the location lookup offered could serve it (see `granary federation locate NAME`); if a site holds it, name it with --fwhint <its node prefix>"
-            },
-        )),
-        r => r,
-    }
-}
-
 /// `granary get NAME… [-o FILE|DIR] [--resume] [--json] [-q]`: the fetch is
 /// `granary_node::fetch::get`; this prints what it tells.
-pub fn get(
-    socket: &Path,
-    data_dir: &Path,
-    names: &[String],
-    paths: Option<&[std::path::PathBuf]>,
-    output: Option<&Path>,
-    flags: GetFlags,
-    args: &FetchArgs,
-) -> anyhow::Result<()> {
+pub fn get(socket: &Path, data_dir: &Path, a: &GetArgs) -> anyhow::Result<()> {
+    let (names, paths) = match &a.query {
+        None => (a.names.clone(), None),
+        Some(q) => {
+            let catalog = granary_node::catalog::catalog_spec();
+            let plan = granary_node::query::plan_query_get(data_dir, socket, catalog, q, a.flat)?;
+            let total: u64 = plan.iter().map(|p| p.2).sum();
+            if a.dry_run || !a.quiet {
+                for (n, p, size) in &plan {
+                    println!("{n} -> {} ({size} bytes)", p.display());
+                }
+                eprintln!("{} file(s), {total} bytes", plan.len());
+            }
+            if a.dry_run {
+                return Ok(());
+            }
+            if plan.is_empty() {
+                anyhow::bail!("no file matches {q:?}");
+            }
+            let (names, paths): (Vec<String>, Vec<_>) =
+                plan.into_iter().map(|(n, p, _)| (n, p)).unzip();
+            (names, Some(paths))
+        }
+    };
+    let (args, output) = (&a.fetch, a.output.as_deref());
     let r = (|| {
         let cfg = args.config_located(socket)?;
         let names: Vec<Name> = names
             .iter()
             .map(|s| name(s))
             .collect::<anyhow::Result<_>>()?;
-        let quiet = flags.quiet;
+        let quiet = a.quiet;
         let g = granary_node::fetch::Get {
             names,
-            paths: paths.map(<[_]>::to_vec),
+            paths,
             output: output.map(Path::to_path_buf),
-            resume: flags.resume,
-            no_dedup: flags.no_dedup,
-            no_publish: flags.no_publish,
-            hash_lifetime: flags.hash_lifetime,
+            resume: a.resume,
+            no_dedup: a.no_dedup,
+            no_publish: a.no_publish,
+            hash_lifetime: a.hash_lifetime,
             integrity_only: args.integrity_only,
             open: args.open_options(),
             progress: !quiet && std::io::stderr().is_terminal(),
         };
-        let (json, to_stdout) = (flags.json, output.is_some_and(|p| p.as_os_str() != "-"));
+        let (json, to_stdout) = (a.json, output.is_some_and(|p| p.as_os_str() != "-"));
         let bar = std::sync::Mutex::new(None::<indicatif::ProgressBar>);
         let ev = move |e: Event<'_>| show(e, quiet, json, to_stdout, &bar);
         granary_node::fetch::get(socket, data_dir, cfg, g, std::sync::Arc::new(ev))
     })();
-    suggest_hint(r, args)
+    granary_node::fetch::suggest_hint(r, !args.fwhint.is_empty(), args.no_locate)
 }
 
 /// Prints one event of `get`.
@@ -397,7 +422,9 @@ fn show(
             say!("--resume: fetching by name (a dedup fetch is not resumable)")
         }
         Event::Deduped { report, stats } if !quiet => {
-            print_dedup(report);
+            for l in granary_node::fetch::dedup_lines(report) {
+                say!("{l}");
+            }
             print_stats(stats);
         }
         Event::Fetched(r) => match &r.error {
@@ -440,47 +467,13 @@ fn show(
     }
 }
 
-/// One line per source: where a dedup fetch's bytes came from.
-fn print_dedup(r: &DedupReport) {
-    say!(
-        "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
-        r.versioned,
-        r.size,
-        r.segments,
-        r.unique_chunks,
-        r.verified_by
-    );
-    say!(
-        "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
-        r.local.chunks,
-        r.local.bytes,
-        r.neighbours.chunks,
-        r.neighbours.bytes,
-        r.producer.chunks,
-        r.producer.bytes,
-        r.repeated.chunks,
-        r.repeated.bytes
-    );
-}
-
 /// `granary cat NAME [--offset N] [--length L]`: the bytes to standard output.
-pub fn cat(
-    socket: &Path,
-    data_dir: &Path,
-    uri: &str,
-    offset: u64,
-    length: Option<u64>,
-    stats: bool,
-    args: &FetchArgs,
-) -> anyhow::Result<()> {
+pub fn cat(socket: &Path, data_dir: &Path, a: &CatArgs) -> anyhow::Result<()> {
+    let (args, offset, length) = (&a.fetch, a.offset, a.length);
     let r = (|| {
         let cfg = args.config_located(socket)?;
-        let n = name(uri)?;
-        let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let out = PipeWatch {
-            inner: std::io::stdout(),
-            closed: closed.clone(),
-        };
+        let n = name(&a.name)?;
+        let (out, closed) = granary_node::fetch::PipeWatch::stdout();
         let opts = args.open_options();
         let c = granary_node::fetch::cat(
             socket,
@@ -504,7 +497,7 @@ pub fn cat(
             Err(_) if closed.load(std::sync::atomic::Ordering::Relaxed) => return Ok(()),
             Err(e) => return Err(e),
         };
-        if stats {
+        if a.stats {
             say!(
                 "{}: {} bytes at offset {offset}, verified against {}",
                 c.versioned,
@@ -515,35 +508,5 @@ pub fn cat(
         }
         Ok(())
     })();
-    suggest_hint(r, args)
-}
-
-/// Standard output that notes whether its reader went away (EPIPE).
-struct PipeWatch {
-    inner: std::io::Stdout,
-    closed: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PipeWatch {
-    fn note<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
-        if let Err(e) = &r {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                self.closed
-                    .store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        r
-    }
-}
-
-impl std::io::Write for PipeWatch {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let r = self.inner.write(buf);
-        self.note(r)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        let r = self.inner.flush();
-        self.note(r)
-    }
+    granary_node::fetch::suggest_hint(r, !args.fwhint.is_empty(), args.no_locate)
 }

@@ -3,7 +3,6 @@
 mod alloc;
 mod args;
 mod dedup;
-mod dissect;
 mod federation;
 mod fetch;
 mod key;
@@ -127,86 +126,15 @@ enum Command {
     #[command(subcommand)]
     Route(node::RouteCmd),
     /// Show strategy choices, or set one: `granary strategy set PREFIX best-route|multicast`.
-    Strategy {
-        /// `set` to change a choice (omit to list).
-        #[arg(value_parser = ["set", "list"])]
-        action: Option<String>,
-        /// Name prefix.
-        prefix: Option<String>,
-        /// Strategy: best-route, multicast, or a full strategy name.
-        strategy: Option<String>,
-    },
+    Strategy(node::StrategyArgs),
     /// Content Store information and configuration.
     #[command(subcommand)]
     Cs(node::CsCmd),
     /// Express one Interest and print the Data's content (or the Nack).
-    Peek {
-        /// Name.
-        name: String,
-        /// CanBePrefix.
-        #[arg(long)]
-        prefix: bool,
-        /// MustBeFresh.
-        #[arg(long)]
-        fresh: bool,
-        /// InterestLifetime in ms.
-        #[arg(long, default_value_t = 4000)]
-        lifetime: u64,
-        /// Print the content as hex.
-        #[arg(long)]
-        hex: bool,
-        /// ForwardingHint (as ndnpeek's --fwhint; repeatable, in order).
-        #[arg(long = "fwhint", value_name = "NAME")]
-        fwhint: Vec<String>,
-        /// ApplicationParameters from FILE (`-`: standard input), as
-        /// ndnpeek's --payload; the name gets its ParametersSha256Digest.
-        #[arg(short = 'P', long, value_name = "FILE")]
-        payload: Option<PathBuf>,
-    },
+    Peek(node::PeekArgs),
     /// Publish a file (or `-` for standard input) into the repository under
     /// NAME; a version component is added. Served as soon as this returns.
-    Put {
-        /// File to publish, or `-`.
-        file: PathBuf,
-        /// Name (without version), e.g. /cmip6/tas/file.nc.
-        name: String,
-        /// Version number (default: now, in microseconds).
-        #[arg(long)]
-        version: Option<u64>,
-        /// Signing: `manifest` (one signed manifest per version, segments
-        /// checked against it), `ed25519`/`ecdsa` (every packet signed when
-        /// served), `digest` (integrity only).
-        #[arg(long, default_value = "manifest", value_parser = ["manifest", "ed25519", "ecdsa", "digest"])]
-        sign: String,
-        /// Key (default: the keychain's default; one is created if there is none).
-        #[arg(long)]
-        key: Option<String>,
-        /// Keep only the newest N versions of this name (older ones are removed
-        /// once the new one is published). Default: keep all.
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-        keep: Option<u64>,
-        /// Content bytes per segment (256 … 1048576; default 8192). Above
-        /// 8 KiB every node on the path needs a larger `max_packet` (daemon
-        /// config), as NDN-DPDK and ndn-cxx apps keep the 8800-byte default.
-        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
-        segment_size: Option<u32>,
-        #[command(flatten)]
-        chunking: ChunkArgs,
-        /// Do not add the segments to the hash index (they are not served to
-        /// hash requests until `granary repo reindex`); for measurements.
-        #[arg(long)]
-        no_index: bool,
-        /// Also compute the SHA-256 of the whole file (one more hashing pass
-        /// at ingest); shown by `stat` and carried in the manifest root.
-        /// Without it the manifest's hash tree identifies the content.
-        #[arg(long)]
-        sha256: bool,
-        /// Print the result as JSON (version, size, segments, and `catalog`:
-        /// `done`, `queued` while the catalog is unavailable — kept on the
-        /// node and catalogued when it is back — or `failed`).
-        #[arg(long)]
-        json: bool,
-    },
+    Put(repo::PutArgs),
     /// Repository maintenance: hash index, settings.
     #[command(subcommand)]
     Repo(RepoCmd),
@@ -219,7 +147,7 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         #[command(flatten)]
-        chunking: ChunkArgs,
+        chunking: args::ChunkArgs,
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
@@ -235,76 +163,7 @@ enum Command {
     /// name. Bad bytes are never written as good: the output is written as
     /// FILE.part and renamed when every segment is verified. Several names
     /// share one congestion window. Flags follow ndncatchunks.
-    Get {
-        /// Name(s), with or without version.
-        #[arg(required_unless_present = "query")]
-        names: Vec<String>,
-        /// Fetch every file the catalog query matches (e.g. 'source_id=CanESM5
-        /// variable_id=tas experiment_id=historical'), under one congestion
-        /// window, into -o DIR in the DRS directory layout.
-        #[arg(
-            long,
-            value_name = "QUERY",
-            conflicts_with = "names",
-            requires = "output"
-        )]
-        query: Option<String>,
-        /// With --query: write every file straight into DIR (no DRS
-        /// directories).
-        #[arg(long, requires = "query")]
-        flat: bool,
-        /// With --query: list the files and the total size, fetch nothing.
-        #[arg(long, requires = "query")]
-        dry_run: bool,
-        /// Output file (one name) or directory (several names, an existing
-        /// directory, or a path ending in `/`, which is made when missing;
-        /// one file per name, named after its last component). A file's
-        /// directory must exist. Default (or `-`):
-        /// standard output. An existing FIFO, device or socket is written
-        /// straight into, in order (no FILE.part, no rename, no --resume);
-        /// a symbolic link's target is written and the link kept.
-        #[arg(short, long)]
-        output: Option<PathBuf>,
-        /// Continue an interrupted download: segments already in FILE.part
-        /// are re-verified and kept; only the rest is fetched.
-        #[arg(long)]
-        resume: bool,
-        /// Also print the statistics and per-object results as JSON (on
-        /// standard output with -o, else on standard error).
-        #[arg(long)]
-        json: bool,
-        /// No summary on standard error (errors are still reported).
-        #[arg(short, long)]
-        quiet: bool,
-        /// Fetch every segment by name, in order. By default, for a file
-        /// whose signed manifest gives every chunk's SHA-256: a version the
-        /// local repository holds is copied from it (verified, no Interest);
-        /// one the node's repository holds (another application's data
-        /// directory on the node) is copied the same way from the node's file,
-        /// which the node passes over `<socket>.files` (verified against the
-        /// manifest; by name when the node cannot pass it);
-        /// otherwise the chunks the local repository has (one batch query) come
-        /// from it, neighbours are asked by hash request
-        /// (/localhop/granary/sha256/<hash>, short lifetime) when the node has
-        /// any, and the rest comes from the producer by name — the whole file
-        /// in the by-name pipeline when nothing was found nearby. Every chunk
-        /// is checked against the manifest; a chunk repeated inside the file is
-        /// fetched once.
-        #[arg(long)]
-        no_dedup: bool,
-        /// Do not keep the fetched file in the local repository (by default
-        /// the daemon copies it in, in the background, under the same
-        /// versioned name, so that neighbours can fetch its chunks by hash;
-        /// it is published only if its chunks are still the manifest's).
-        #[arg(long)]
-        no_publish: bool,
-        /// InterestLifetime of hash requests to neighbours (ms); on timeout
-        /// the producer is asked (carepo: 500).
-        #[arg(long, default_value_t = 500)]
-        hash_lifetime: u64,
-        #[command(flatten)]
-        fetch: fetch::FetchArgs,
-    },
+    Get(fetch::GetArgs),
     /// Have other nodes hold a copy of a version, keeping the publisher's
     /// signature.
     ///
@@ -349,21 +208,7 @@ enum Command {
     Federation(federation::FederationCmd),
     /// Print a byte range of a remote file: only the segments covering it are
     /// fetched (and verified).
-    Cat {
-        /// Name, with or without version.
-        name: String,
-        /// First byte.
-        #[arg(long, default_value_t = 0)]
-        offset: u64,
-        /// Bytes to print (default: to the end).
-        #[arg(long)]
-        length: Option<u64>,
-        /// Print the fetch statistics on standard error.
-        #[arg(long)]
-        stats: bool,
-        #[command(flatten)]
-        fetch: fetch::FetchArgs,
-    },
+    Cat(fetch::CatArgs),
     /// Mount a namespace as a file system (FUSE): read-only and verified,
     /// or with --publish a writable NDNFS over the local repository.
     Mount(mount::MountArgs),
@@ -399,19 +244,7 @@ enum Command {
     },
     /// Serve synthetic Data under a prefix (a producer for tests and
     /// measurements): content is SIZE bytes derived from the name.
-    Serve {
-        /// Name prefix to register.
-        prefix: String,
-        /// Content size in bytes.
-        #[arg(long, default_value_t = 1024)]
-        size: usize,
-        /// FreshnessPeriod in ms.
-        #[arg(long, default_value_t = 10_000)]
-        freshness: u64,
-        /// Wait this long before answering each Interest (ms).
-        #[arg(long, default_value_t = 0)]
-        delay_ms: u64,
-    },
+    Serve(node::ServeArgs),
     /// Emulate a link for UDP: relay datagrams with delay, loss, rate and a
     /// bounded queue per direction (for testbeds on kernels without netem).
     Linkem(linkem::LinkemArgs),
@@ -461,54 +294,6 @@ pub enum RepoCmd {
     Scrub(scrub::ScrubArgs),
 }
 
-/// Chunking flags (put, dedup).
-#[derive(clap::Args, Clone, Default)]
-pub struct ChunkArgs {
-    /// How files are cut into segments: `fixed`, `fastcdc` (content-defined,
-    /// FastCDC 2020) or `rabin` (31-byte-window Rabin fingerprint, as
-    /// carepo), optionally with sizes as `fastcdc:MIN:AVG:MAX`. Default for
-    /// put: the repository's setting (`granary repo config`), else fastcdc
-    /// (3/5/8 KiB).
-    #[arg(long, value_name = "SCHEME")]
-    pub chunking: Option<String>,
-    /// Smallest chunk in bytes (content-defined; default 3072).
-    #[arg(long, value_name = "BYTES", requires = "chunking")]
-    pub chunk_min: Option<u32>,
-    /// Average chunk in bytes (default 5120).
-    #[arg(long, value_name = "BYTES", requires = "chunking")]
-    pub chunk_avg: Option<u32>,
-    /// Largest chunk in bytes (default 8192, at most 8192; for `fixed`, the
-    /// segment size).
-    #[arg(long, value_name = "BYTES", requires = "chunking")]
-    pub chunk_max: Option<u32>,
-}
-
-impl ChunkArgs {
-    /// The scheme the flags ask for, if any.
-    pub fn resolve(&self) -> anyhow::Result<Option<granary_node::repo::Chunking>> {
-        let Some(c) = &self.chunking else {
-            return Ok(None);
-        };
-        if c.contains(':') {
-            if self.chunk_min.is_some() || self.chunk_avg.is_some() || self.chunk_max.is_some() {
-                anyhow::bail!(
-                    "give sizes either in --chunking or with --chunk-min/avg/max, not both"
-                );
-            }
-            return Ok(Some(c.parse().map_err(|e: String| anyhow::anyhow!(e))?));
-        }
-        Ok(Some(
-            granary_node::repo::Chunking::from_parts(
-                c,
-                self.chunk_min,
-                self.chunk_avg,
-                self.chunk_max,
-            )
-            .map_err(|e| anyhow::anyhow!(e))?,
-        ))
-    }
-}
-
 fn default_data_dir() -> PathBuf {
     if let Some(x) = std::env::var_os("XDG_DATA_HOME") {
         return PathBuf::from(x).join("granary");
@@ -551,44 +336,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Status => node::status(&socket),
         Command::Face(c) => node::face(&socket, c),
         Command::Route(c) => node::route(&socket, c),
-        Command::Strategy {
-            action,
-            prefix,
-            strategy,
-        } => {
-            if action.as_deref() == Some("set") && (prefix.is_none() || strategy.is_none()) {
-                anyhow::bail!("usage: granary strategy set PREFIX STRATEGY");
-            }
-            node::strategy(&socket, prefix, strategy)
-        }
+        Command::Strategy(a) => node::strategy(&socket, a),
         Command::Cs(c) => node::cs(&socket, c),
-        Command::Put {
-            file,
-            name,
-            version,
-            sign,
-            key,
-            keep,
-            segment_size,
-            chunking,
-            no_index,
-            sha256,
-            json,
-        } => repo::put(
-            &data_dir,
-            &socket,
-            &file,
-            &name,
-            version,
-            &sign,
-            key.as_deref(),
-            keep,
-            segment_size,
-            chunking.resolve()?,
-            !no_index,
-            sha256,
-            json,
-        ),
+        Command::Put(a) => repo::put(&data_dir, &socket, &a),
         Command::Repo(RepoCmd::Reindex) => repo::reindex(&data_dir),
         Command::Repo(RepoCmd::Config {
             chunking,
@@ -600,65 +350,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             chunking,
             json,
         } => dedup::run(&files, chunking.resolve()?, json),
-        Command::Get {
-            names,
-            query,
-            flat,
-            dry_run,
-            output,
-            resume,
-            json,
-            quiet,
-            no_dedup,
-            no_publish,
-            hash_lifetime,
-            fetch,
-        } => {
-            let (names, paths) = match &query {
-                None => (names, None),
-                Some(q) => {
-                    let plan = science::plan_query_get(
-                        &data_dir,
-                        &socket,
-                        catalog::catalog_spec(),
-                        q,
-                        flat,
-                    )?;
-                    let total: u64 = plan.iter().map(|p| p.2).sum();
-                    if dry_run || !quiet {
-                        for (n, p, size) in &plan {
-                            println!("{n} -> {} ({size} bytes)", p.display());
-                        }
-                        eprintln!("{} file(s), {total} bytes", plan.len());
-                    }
-                    if dry_run {
-                        return Ok(());
-                    }
-                    if plan.is_empty() {
-                        anyhow::bail!("no file matches {q:?}");
-                    }
-                    let (names, paths): (Vec<String>, Vec<PathBuf>) =
-                        plan.into_iter().map(|(n, p, _)| (n, p)).unzip();
-                    (names, Some(paths))
-                }
-            };
-            fetch::get(
-                &socket,
-                &data_dir,
-                &names,
-                paths.as_deref(),
-                output.as_deref(),
-                fetch::GetFlags {
-                    resume,
-                    json,
-                    quiet,
-                    no_dedup,
-                    no_publish,
-                    hash_lifetime,
-                },
-                &fetch,
-            )
-        }
+        Command::Get(a) => fetch::get(&socket, &data_dir, &a),
         Command::Search(a) => science::search(&data_dir, &socket, catalog::catalog_spec(), &a),
         Command::PublishDir(a) => {
             science::publish_dir(&data_dir, &socket, catalog::catalog_spec(), &a)
@@ -666,13 +358,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ExampleData { dir } => science::example_data(&dir),
         Command::Catalog(c) => science::catalog_cmd(&data_dir, catalog::catalog_spec(), c),
         Command::Federation(c) => federation::run(&data_dir, &socket, catalog::catalog_spec(), c),
-        Command::Cat {
-            name,
-            offset,
-            length,
-            stats,
-            fetch,
-        } => fetch::cat(&socket, &data_dir, &name, offset, length, stats, &fetch),
+        Command::Cat(a) => fetch::cat(&socket, &data_dir, &a),
         Command::Mount(a) => {
             init_logging(&cli.log, cli.log_format);
             mount::run(&socket, &data_dir, a)
@@ -685,43 +371,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Rm { name, version } => {
             granary_node::repo::rm(&data_dir, &socket, catalog::catalog_spec(), &name, version)
         }
-        Command::Serve {
-            prefix,
-            size,
-            freshness,
-            delay_ms,
-        } => node::serve(&socket, &prefix, size, freshness, delay_ms),
-        Command::Peek {
-            name,
-            prefix,
-            fresh,
-            lifetime,
-            hex,
-            fwhint,
-            payload,
-        } => {
-            let payload = payload.map(|p| args::read_input(Some(&p))).transpose()?;
-            node::peek(
-                &socket, &name, prefix, fresh, lifetime, hex, &fwhint, payload,
-            )
-        }
+        Command::Serve(a) => node::serve(&socket, &a),
+        Command::Peek(a) => node::peek(&socket, &a),
         Command::Dissect {
             file,
             hex,
             base64,
             json,
         } => {
-            let input = dissect::decode_input(args::read_input(file.as_ref())?, hex, base64)?;
-            if json {
-                let mut out = String::new();
-                for v in dissect::render_json(&input)? {
-                    out.push_str(&serde_json::to_string(&v)?);
-                    out.push('\n');
-                }
-                print!("{out}");
-            } else {
-                print!("{}", dissect::render_text(&input)?);
-            }
+            print!(
+                "{}",
+                granary_node::dissect::dissect(
+                    args::read_input(file.as_ref())?,
+                    hex,
+                    base64,
+                    json
+                )?
+            );
             Ok(())
         }
         Command::Key(cmd) => key::run_with(cmd, &data_dir, &socket),
@@ -746,12 +412,12 @@ fn dies_quietly_on_a_closed_pipe(c: &Command) -> bool {
     !matches!(
         c,
         Command::Daemon(_)
-            | Command::Get { .. }
-            | Command::Cat { .. }
-            | Command::Put { .. }
+            | Command::Get(_)
+            | Command::Cat(_)
+            | Command::Put(_)
             | Command::PublishDir(_)
             | Command::Mount(_)
-            | Command::Serve { .. }
+            | Command::Serve(_)
             | Command::Linkem(_)
             | Command::Testbed(_)
             | Command::Perf(_)

@@ -83,39 +83,6 @@ pub struct MountArgs {
     pub no_locate: bool,
 }
 
-/// `256M`, `1G`, `4096`, `64k`.
-fn parse_size(s: &str) -> anyhow::Result<usize> {
-    let t = s.trim();
-    let (num, mul) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => {
-            let m = match t[i..].to_ascii_lowercase().trim_end_matches("ib") {
-                "k" | "kb" => 1u64 << 10,
-                "m" | "mb" => 1 << 20,
-                "g" | "gb" => 1 << 30,
-                "b" => 1,
-                u => anyhow::bail!("--cache-size {s}: unknown unit {u:?} (use K, M or G)"),
-            };
-            (&t[..i], m)
-        }
-        None => (t, 1),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--cache-size {s}: not a size (e.g. 256M)"))?;
-    if !n.is_finite() || n < 0.0 {
-        anyhow::bail!("--cache-size {s}: not a size");
-    }
-    Ok((n * mul as f64) as usize)
-}
-
-fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
-    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
-        anyhow::bail!("{flag} must be between 0 and 86400 seconds, not {v}");
-    }
-    Ok(Duration::from_secs_f64(v))
-}
-
 /// `granary mount …`.
 pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     if let Some(mp) = &a.unmount {
@@ -159,9 +126,9 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
         mountpoint: mountpoint.clone(),
         socket: socket.to_path_buf(),
         trust,
-        dir_ttl: secs("--dir-ttl", a.dir_ttl)?,
-        timeout: secs("--timeout", a.timeout)?.max(Duration::from_millis(100)),
-        cache_bytes: parse_size(&a.cache_size)?,
+        dir_ttl: granary_node::mount::secs("--dir-ttl", a.dir_ttl)?,
+        timeout: granary_node::mount::secs("--timeout", a.timeout)?.max(Duration::from_millis(100)),
+        cache_bytes: granary_node::mount::parse_size(&a.cache_size)?,
         allow_other: a.allow_other,
         uid: a.uid.or(me.as_ref().map(|m| m.uid())).unwrap_or(0),
         gid: a.gid.or(me.as_ref().map(|m| m.gid())).unwrap_or(0),
@@ -202,17 +169,4 @@ pub fn run(socket: &Path, data_dir: &Path, a: MountArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("mount {}: {e}", mountpoint.display()))?;
     eprintln!("unmounted {}", mountpoint.display());
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn sizes() {
-        assert_eq!(super::parse_size("256M").unwrap(), 256 << 20);
-        assert_eq!(super::parse_size("1GiB").unwrap(), 1 << 30);
-        assert_eq!(super::parse_size("0").unwrap(), 0);
-        assert_eq!(super::parse_size("64k").unwrap(), 64 << 10);
-        assert!(super::parse_size("12parsecs").is_err());
-        assert!(super::parse_size("-1").is_err());
-    }
 }

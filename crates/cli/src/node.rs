@@ -136,6 +136,60 @@ pub fn run_daemon(args: DaemonArgs, socket: PathBuf, data_dir: &Path) -> anyhow:
     granary_node::daemon::run(opts, socket, data_dir)
 }
 
+/// `granary strategy`'s flags.
+#[derive(clap::Args)]
+pub struct StrategyArgs {
+    /// `set` to change a choice (omit to list).
+    #[arg(value_parser = ["set", "list"])]
+    pub action: Option<String>,
+    /// Name prefix.
+    pub prefix: Option<String>,
+    /// Strategy: best-route, multicast, or a full strategy name.
+    pub strategy: Option<String>,
+}
+
+/// `granary peek`'s flags.
+#[derive(clap::Args)]
+pub struct PeekArgs {
+    /// Name.
+    pub name: String,
+    /// CanBePrefix.
+    #[arg(long)]
+    pub prefix: bool,
+    /// MustBeFresh.
+    #[arg(long)]
+    pub fresh: bool,
+    /// InterestLifetime in ms.
+    #[arg(long, default_value_t = 4000)]
+    pub lifetime: u64,
+    /// Print the content as hex.
+    #[arg(long)]
+    pub hex: bool,
+    /// ForwardingHint (as ndnpeek's --fwhint; repeatable, in order).
+    #[arg(long = "fwhint", value_name = "NAME")]
+    pub fwhint: Vec<String>,
+    /// ApplicationParameters from FILE (`-`: standard input), as
+    /// ndnpeek's --payload; the name gets its ParametersSha256Digest.
+    #[arg(short = 'P', long, value_name = "FILE")]
+    pub payload: Option<PathBuf>,
+}
+
+/// `granary serve`'s flags.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Name prefix to register.
+    pub prefix: String,
+    /// Content size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// FreshnessPeriod in ms.
+    #[arg(long, default_value_t = 10_000)]
+    pub freshness: u64,
+    /// Wait this long before answering each Interest (ms).
+    #[arg(long, default_value_t = 0)]
+    pub delay_ms: u64,
+}
+
 #[derive(Subcommand)]
 pub enum FaceCmd {
     /// List faces with counters.
@@ -281,40 +335,7 @@ fn name(s: &str) -> anyhow::Result<Name> {
 
 pub fn status(socket: &Path) -> anyhow::Result<()> {
     let (g, fwd) = mgmt::status(socket)?;
-    let up = (g.current_timestamp.saturating_sub(g.start_timestamp)) / 1000;
-    println!("version          {}", g.nfd_version);
-    println!("uptime           {up} s");
-    println!("fib entries      {}", g.n_fib_entries);
-    println!("pit entries      {}", g.n_pit_entries);
-    println!("cs entries       {}", g.n_cs_entries);
-    println!(
-        "interests        in {}  out {}",
-        g.n_in_interests, g.n_out_interests
-    );
-    println!("data             in {}  out {}", g.n_in_data, g.n_out_data);
-    println!(
-        "nacks            in {}  out {}",
-        g.n_in_nacks, g.n_out_nacks
-    );
-    println!(
-        "satisfied        {}  unsatisfied {}",
-        g.n_satisfied_interests, g.n_unsatisfied_interests
-    );
-    // Granary's forwarding counters (an NFD answers no such dataset).
-    if let Some(text) = fwd {
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
-                .unwrap_or("?")
-                .to_string()
-        };
-        println!(
-            "hinted           forwarded {}  stripped in region {}",
-            get("hinted_interests"),
-            get("hint_stripped")
-        );
-        println!("no-route nacks   {}", get("no_route_nacks"));
-    }
+    print!("{}", mgmt::status_text(&g, fwd.as_deref()));
     Ok(())
 }
 
@@ -353,49 +374,7 @@ pub fn face(socket: &Path, cmd: FaceCmd) -> anyhow::Result<()> {
                 anyhow::bail!("no face {id}");
             }
             for (f, down) in faces {
-                let persistency = match f.face_persistency {
-                    granary_mgmt::values::face_persistency::ON_DEMAND => "on-demand",
-                    granary_mgmt::values::face_persistency::PERSISTENT => "persistent",
-                    granary_mgmt::values::face_persistency::PERMANENT => "permanent",
-                    _ => "?",
-                };
-                let state = match down {
-                    Some(why) => format!("down ({why})"),
-                    None => "up".to_string(),
-                };
-                println!(
-                    "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}{}",
-                    f.face_id,
-                    f.uri,
-                    f.local_uri,
-                    if f.face_scope == 1 { "local" } else { "non-local" },
-                    persistency,
-                    state,
-                    f.n_in_interests,
-                    f.n_in_data,
-                    f.n_in_nacks,
-                    f.n_out_interests,
-                    f.n_out_data,
-                    f.n_out_nacks,
-                    f.n_in_bytes,
-                    f.n_out_bytes,
-                    if f.flags & granary_mgmt::values::face_flags::LP_RELIABILITY_ENABLED != 0 {
-                        " reliable"
-                    } else {
-                        ""
-                    },
-                    if f.flags & granary_mgmt::values::face_flags::CONGESTION_MARKING_ENABLED != 0 {
-                        " congestion-marking"
-                    } else {
-                        ""
-                    },
-                    f.n_out_congestion_marks
-                        .map(|n| format!(" marked={n}"))
-                        .unwrap_or_default(),
-                    f.vip_capacity
-                        .map(|v| format!(" vip-capacity={v}/period"))
-                        .unwrap_or_default()
-                );
+                println!("{}", mgmt::face_line(&f, down.as_deref()));
             }
         }
         FaceCmd::Create {
@@ -419,22 +398,7 @@ pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
     match cmd {
         RouteCmd::List => {
             let (rib, fib) = mgmt::routes(socket)?;
-            for r in rib {
-                for rt in r.routes {
-                    println!(
-                        "route {} face={} origin={} cost={} flags={}",
-                        r.name, rt.face_id, rt.origin, rt.cost, rt.flags
-                    );
-                }
-            }
-            for f in fib {
-                let hops: Vec<String> = f
-                    .next_hops
-                    .iter()
-                    .map(|h| format!("{}({})", h.face_id, h.cost))
-                    .collect();
-                println!("fib {} nexthops={}", f.name, hops.join(","));
-            }
+            print!("{}", mgmt::routes_text(&rib, &fib));
         }
         RouteCmd::Add {
             prefix,
@@ -460,12 +424,11 @@ pub fn route(socket: &Path, cmd: RouteCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn strategy(
-    socket: &Path,
-    prefix: Option<String>,
-    strategy: Option<String>,
-) -> anyhow::Result<()> {
-    let set = prefix.as_deref().zip(strategy.as_deref());
+pub fn strategy(socket: &Path, a: StrategyArgs) -> anyhow::Result<()> {
+    if a.action.as_deref() == Some("set") && (a.prefix.is_none() || a.strategy.is_none()) {
+        anyhow::bail!("usage: granary strategy set PREFIX STRATEGY");
+    }
+    let set = a.prefix.as_deref().zip(a.strategy.as_deref());
     let (chosen, list) = mgmt::strategy(socket, set)?;
     if let (Some((prefix, _)), Some(s)) = (set, chosen) {
         println!("{prefix} -> {s}");
@@ -515,22 +478,17 @@ pub fn cs(socket: &Path, cmd: CsCmd) -> anyhow::Result<()> {
 }
 
 /// `granary peek NAME`: one Interest, print what came back.
-#[allow(clippy::too_many_arguments)]
-pub fn peek(
-    socket: &Path,
-    uri: &str,
-    can_be_prefix: bool,
-    must_be_fresh: bool,
-    lifetime: u64,
-    hex_out: bool,
-    fwhint: &[String],
-    payload: Option<Vec<u8>>,
-) -> anyhow::Result<()> {
-    let mut f = InterestFields::new(name(uri)?);
-    f.forwarding_hint = granary_node::fetch::hint_names(fwhint)?;
-    f.can_be_prefix = can_be_prefix;
-    f.must_be_fresh = must_be_fresh;
-    f.lifetime = Some(lifetime);
+pub fn peek(socket: &Path, a: &PeekArgs) -> anyhow::Result<()> {
+    let payload = a
+        .payload
+        .as_ref()
+        .map(|p| crate::args::read_input(Some(p)))
+        .transpose()?;
+    let mut f = InterestFields::new(name(&a.name)?);
+    f.forwarding_hint = granary_node::fetch::hint_names(&a.fwhint)?;
+    f.can_be_prefix = a.prefix;
+    f.must_be_fresh = a.fresh;
+    f.lifetime = Some(a.lifetime);
     f.app_params = payload.map(bytes::Bytes::from);
     match mgmt::peek(socket, f)? {
         (Reply::Data(d), t) => {
@@ -543,7 +501,7 @@ pub fn peek(
             );
             use std::io::Write;
             let mut out = std::io::stdout().lock();
-            let written = if hex_out {
+            let written = if a.hex {
                 writeln!(out, "{}", hex::encode(d.content()))
             } else {
                 out.write_all(d.content())
@@ -555,27 +513,22 @@ pub fn peek(
             }
         }
         (Reply::Nack(r), _) => anyhow::bail!(
-            "nack {} for {uri}",
-            granary_packet::types::nack_reason::name(r)
+            "nack {} for {}",
+            granary_packet::types::nack_reason::name(r),
+            a.name
         ),
     }
 }
 
 /// `granary serve`: register a prefix, answer every Interest under it.
-pub fn serve(
-    socket: &Path,
-    prefix: &str,
-    size: usize,
-    freshness: u64,
-    delay_ms: u64,
-) -> anyhow::Result<()> {
+pub fn serve(socket: &Path, a: &ServeArgs) -> anyhow::Result<()> {
     let mut served = 0u64;
     mgmt::serve(
         socket,
-        &name(prefix)?,
-        size,
-        freshness,
-        delay_ms,
+        &name(&a.prefix)?,
+        a.size,
+        a.freshness,
+        a.delay_ms,
         || println!("ready"),
         |n| {
             served += 1;

@@ -62,16 +62,7 @@ pub fn run(
     if let Some(n) = a.replicas {
         return run_replicas(socket, data_dir, catalog, a, n);
     }
-    let targets =
-        a.to.iter()
-            .map(|t| {
-                let n = Name::from_uri(t).map_err(|e| anyhow::anyhow!("--to {t:?}: {e}"))?;
-                if n.is_empty() {
-                    anyhow::bail!("--to {t:?}: a node prefix such as /site/b, not /");
-                }
-                Ok(n)
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+    let targets = granary_node::replicate::targets(&a.to)?;
     let req = request(data_dir, a, a.version, Vec::new())?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -89,32 +80,14 @@ pub fn run(
     Ok(())
 }
 
-/// The command's parameters: `--from`, else the catalog's `sources` (when
-/// this node holds none), else this node's prefix.
+/// The command's parameters (granary_node::replicate::request).
 fn request(
     data_dir: &Path,
     a: &ReplicateArgs,
     version: Option<u64>,
     sources: Vec<String>,
 ) -> anyhow::Result<Request> {
-    let fwhint = if a.from.is_empty() && !sources.is_empty() {
-        sources
-    } else if a.from.is_empty() {
-        vec![granary_node::identity::node_prefix(data_dir)?.to_string()]
-    } else {
-        for f in &a.from {
-            let n = Name::from_uri(f).map_err(|e| anyhow::anyhow!("--from {f:?}: {e}"))?;
-            if n.is_empty() {
-                anyhow::bail!("--from {f:?}: a node prefix such as /site/a, not /");
-            }
-        }
-        a.from.clone()
-    };
-    Ok(Request {
-        name: a.name.clone(),
-        version,
-        fwhint,
-    })
+    granary_node::replicate::request(data_dir, &a.name, version, &a.from, sources)
 }
 
 /// Prints one target's outcome; false when it failed.
@@ -125,40 +98,10 @@ fn report(t: &str, r: anyhow::Result<serde_json::Value>, json: bool) -> bool {
             crate::out::json_answer(&v);
             v["state"] != "failed"
         }
-        Ok(v) if v["state"] == "done" => {
-            let how = match (&v["dedup"], &v["by_name"]) {
-                (d, _) if d.is_object() => format!(
-                    "{} chunks from its own store, {} from neighbours, {} fetched by name",
-                    d["local"]["chunks"], d["neighbours"]["chunks"], d["producer"]["chunks"]
-                ),
-                (_, b) if b.is_object() => {
-                    format!("{} segments fetched by name", b["segments"])
-                }
-                _ if v["already"] == true => "held already".to_string(),
-                _ => String::new(),
-            };
-            eprintln!(
-                "{t}: holds {} ({} bytes), manifest signed by {} kept as received; {how}; {:.2} s",
-                v["versioned"].as_str().unwrap_or("?"),
-                v["size"],
-                v["signer"].as_str().unwrap_or("?"),
-                v["seconds"].as_f64().unwrap_or(0.0)
-            );
-            true
-        }
-        Ok(v) if v["state"] == "running" => {
-            eprintln!(
-                "{t}: replication {} accepted (not waiting)",
-                v["id"].as_str().unwrap_or("?")
-            );
-            true
-        }
         Ok(v) => {
-            eprintln!(
-                "{t}: FAILED: {}",
-                v["error"].as_str().unwrap_or("no reason given")
-            );
-            false
+            let (line, ok) = granary_node::replicate::outcome_line(t, &v);
+            eprintln!("{line}");
+            ok
         }
         Err(e) => {
             if json {

@@ -8,9 +8,53 @@ use crate::out::{say, tell};
 use std::path::Path;
 use std::time::Instant;
 
-use granary_app::Client;
-use granary_node::control::{by_daemon_used, put_via_daemon, tell_daemon};
+use granary_node::control::tell_daemon;
 use granary_packet::Name;
+
+/// `granary put`'s flags.
+#[derive(clap::Args)]
+pub struct PutArgs {
+    /// File to publish, or `-`.
+    pub file: std::path::PathBuf,
+    /// Name (without version), e.g. /cmip6/tas/file.nc.
+    pub name: String,
+    /// Version number (default: now, in microseconds).
+    #[arg(long)]
+    pub version: Option<u64>,
+    /// Signing: `manifest` (one signed manifest per version, segments
+    /// checked against it), `ed25519`/`ecdsa` (every packet signed when
+    /// served), `digest` (integrity only).
+    #[arg(long, default_value = "manifest", value_parser = ["manifest", "ed25519", "ecdsa", "digest"])]
+    pub sign: String,
+    /// Key (default: the keychain's default; one is created if there is none).
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Keep only the newest N versions of this name (older ones are removed
+    /// once the new one is published). Default: keep all.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep: Option<u64>,
+    /// Content bytes per segment (256 … 1048576; default 8192). Above
+    /// 8 KiB every node on the path needs a larger `max_packet` (daemon
+    /// config), as NDN-DPDK and ndn-cxx apps keep the 8800-byte default.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(256..=1_048_576))]
+    pub segment_size: Option<u32>,
+    #[command(flatten)]
+    pub chunking: crate::args::ChunkArgs,
+    /// Do not add the segments to the hash index (they are not served to
+    /// hash requests until `granary repo reindex`); for measurements.
+    #[arg(long)]
+    pub no_index: bool,
+    /// Also compute the SHA-256 of the whole file (one more hashing pass
+    /// at ingest); shown by `stat` and carried in the manifest root.
+    /// Without it the manifest's hash tree identifies the content.
+    #[arg(long)]
+    pub sha256: bool,
+    /// Print the result as JSON (version, size, segments, and `catalog`:
+    /// `done`, `queued` while the catalog is unavailable — kept on the
+    /// node and catalogued when it is back — or `failed`).
+    #[arg(long)]
+    pub json: bool,
+}
 
 fn name(s: &str) -> anyhow::Result<Name> {
     Name::from_uri(s).map_err(|e| anyhow::anyhow!("{e}"))
@@ -20,25 +64,13 @@ fn name(s: &str) -> anyhow::Result<Name> {
 /// (`/localhost/granary/repo/put`, with a progress bar fed by
 /// `…/progress/<id>`); standard input, or no daemon, is ingested here into
 /// the same data directory (the daemon serves from the files either way).
-#[allow(clippy::too_many_arguments)]
-pub fn put(
-    data_dir: &Path,
-    socket: &Path,
-    file: &Path,
-    uri: &str,
-    version: Option<u64>,
-    policy: &str,
-    key: Option<&str>,
-    keep: Option<u64>,
-    segment_size: Option<u32>,
-    chunking: Option<granary_node::repo::Chunking>,
-    index: bool,
-    file_sha256: bool,
-    json: bool,
-) -> anyhow::Result<()> {
-    let n = name(uri)?;
+pub fn put(data_dir: &Path, socket: &Path, a: &PutArgs) -> anyhow::Result<()> {
+    let (file, version, policy, keep, segment_size) =
+        (&a.file, a.version, &a.sign, a.keep, a.segment_size);
+    let (chunking, index, file_sha256) = (a.chunking.resolve()?, !a.no_index, a.sha256);
+    let n = name(&a.name)?;
     granary_node::repo::check_name(&n)?;
-    let key = key.map(name).transpose()?;
+    let key = a.key.as_deref().map(name).transpose()?;
     let stdin = file.as_os_str() == "-";
     let total = if stdin {
         None
@@ -59,52 +91,21 @@ pub fn put(
     ) {
         bar.set_style(style);
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    let by_daemon = if stdin {
-        None
-    } else {
-        rt.block_on(Client::connect(socket)).ok()
+    let how = granary_node::repo::PutHere {
+        version,
+        policy,
+        key: key.as_ref(),
+        keep,
+        segment_size,
+        chunking,
+        index,
+        file_sha256,
     };
-    let result = match by_daemon {
-        Some(client) => {
-            let path = std::fs::canonicalize(file)?;
-            rt.block_on(put_via_daemon(
-                client,
-                socket,
-                &path,
-                &n,
-                version,
-                policy,
-                key.as_ref(),
-                keep,
-                segment_size,
-                chunking,
-                index,
-                file_sha256,
-                &|b| bar.set_position(b),
-            ))?
-        }
-        None => {
-            let how = granary_node::repo::PutHere {
-                version,
-                policy,
-                key: key.as_ref(),
-                keep,
-                segment_size,
-                chunking,
-                index,
-                file_sha256,
-            };
-            let (v, created) =
-                granary_node::repo::put_here(data_dir, file, &n, &how, |b| bar.set_position(b))?;
-            if let Some(k) = created {
-                tell!("created default publisher key {k}");
-            }
-            v
-        }
-    };
+    let (result, created) =
+        granary_node::repo::put(data_dir, socket, file, &n, &how, &|b| bar.set_position(b))?;
+    if let Some(k) = created {
+        tell!("created default publisher key {k}");
+    }
     bar.finish_and_clear();
     if result["ok"] != true {
         anyhow::bail!(
@@ -112,65 +113,23 @@ pub fn put(
             result["error"].as_str().unwrap_or("publishing failed")
         );
     }
-    if json {
+    if a.json {
         say!("{result}");
     } else {
         say!("{}", result["versioned"].as_str().unwrap_or_default());
     }
-    let size = result["size"].as_f64().unwrap_or(0.0);
-    let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
-    tell!(
-        "published {} bytes in {} segments ({}, {:.1} MB/s{}){}",
-        size,
-        result["segments"],
-        result["chunking"].as_str().unwrap_or("?"),
-        size / secs / 1e6,
-        match (by_daemon_used(&result), result["reflinked"] == true) {
-            (true, true) => ", reflinked by the daemon: no data copied",
-            (true, false) => ", streamed in by the daemon",
-            (false, true) => ", reflinked: no data copied",
-            (false, false) => "",
-        },
-        match result["sha256"].as_str() {
-            Some(h) => format!(", sha256 {h}"),
-            None => String::new(),
-        }
-    );
-    if let Some(theirs) = result["data_dir"].as_str() {
-        let same = std::fs::canonicalize(theirs).ok() == std::fs::canonicalize(data_dir).ok();
-        if !same {
-            tell!(
-                "note: the daemon at {} uses the data directory {theirs}, not {}: the file was published there{}",
-                socket.display(),
-                data_dir.display(),
-                match result["key"].as_str() {
-                    Some(k) => format!(", signed with its key {k}"),
-                    None => String::new(),
-                }
-            );
-        }
+    tell!("{}", granary_node::repo::put_summary(&result));
+    if let Some(note) = granary_node::repo::other_data_dir(&result, socket, data_dir) {
+        tell!("{note}");
     }
-    catalog_note(&result);
+    if let Some(note) = granary_node::repo::catalog_note(&result) {
+        eprintln!("{note}");
+    }
     if let Some(r) = result["removed_versions"].as_u64().filter(|r| *r > 0) {
         tell!("removed {r} older version(s) (--keep)");
         tell_daemon(socket, Some(&n));
     }
     Ok(())
-}
-
-/// Says on standard error what the catalog made of a publish, unless it is
-/// catalogued: queued (kept on the node until the catalog is back) or failed.
-fn catalog_note(result: &serde_json::Value) {
-    let why = result["catalog_note"].as_str().unwrap_or_default();
-    match result["catalog"].as_str() {
-        Some("queued") => eprintln!(
-            "catalog: queued ({why}); kept on the node and catalogued when the catalog is back"
-        ),
-        Some("failed") => eprintln!(
-            "catalog: not catalogued ({why}); `granary catalog check --repair` repairs it"
-        ),
-        _ => {}
-    }
 }
 
 /// `granary repo reindex`.
@@ -213,54 +172,9 @@ pub fn ls(data_dir: &Path, prefix: Option<&str>) -> anyhow::Result<()> {
 }
 
 pub fn stat(data_dir: &Path, uri: &str, json: bool) -> anyhow::Result<()> {
-    let (e, damaged) = granary_node::repo::stat(data_dir, &name(uri)?)?;
-    if json {
-        let manifest = granary_node::repo::manifest_signature(data_dir, &e)?;
-        let damaged: Vec<serde_json::Value> = damaged
-            .iter()
-            .map(|(v, d)| {
-                serde_json::json!({
-                    "version": v,
-                    "segments": d.segments.len(),
-                    "problems": d.problems,
-                    "by": d.by,
-                })
-            })
-            .collect();
-        let v = serde_json::json!({
-            "meta": e.meta,
-            "path": e.path,
-            "manifest": manifest,
-            "damaged": damaged,
-        });
-        println!("{v}");
-        return Ok(());
-    }
-    println!("{}", serde_json::to_string_pretty(&e.meta)?);
-    println!("path {}", e.path.display());
-    // Damage (serve-time check or scrub): this version and any other.
-    for (v, d) in damaged {
-        println!(
-            "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
-            d.segments.len(),
-            if d.problems.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", d.problems.join("; "))
-            },
-            d.by,
-            e.meta.name
-        );
-        for b in &d.segments {
-            println!(
-                "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
-                b.segment,
-                b.offset,
-                b.offset + b.len,
-                b.found,
-                b.expected
-            );
-        }
-    }
+    print!(
+        "{}",
+        granary_node::repo::stat_text(data_dir, &name(uri)?, json)?
+    );
     Ok(())
 }

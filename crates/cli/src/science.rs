@@ -1,15 +1,16 @@
 //! The science commands: `search`, `publish-dir`, `example-data`,
-//! `catalog …`, and the query side of `get --query`.
+//! `catalog …`.
 
 use crate::out::{say, tell};
 use std::path::{Path, PathBuf};
 
-use granary_catalog::{Page, Query};
+use granary_catalog::Query;
+use granary_node::query;
 use granary_packet::Name;
 use granary_search::Indexer;
 use serde_json::{json, Value};
 
-use granary_node::publish_dir::{walk, Tally};
+use granary_node::publish_dir::{self, walk};
 
 use crate::args::CatalogArgs;
 
@@ -112,7 +113,7 @@ pub fn search(
         if a.json {
             println!("{}", serde_json::to_string_pretty(&page)?);
         } else {
-            print_datasets(&page, dq.query.offset);
+            print!("{}", query::datasets_text(&page, dq.query.offset));
         }
         return Ok(());
     }
@@ -121,158 +122,8 @@ pub fn search(
         println!("{}", serde_json::to_string_pretty(&page)?);
         return Ok(());
     }
-    print_page(&page, q.offset);
+    print!("{}", query::page_text(&page, q.offset));
     Ok(())
-}
-
-fn print_page(page: &Page, offset: usize) {
-    let shown = page.hits.len();
-    println!(
-        "{} match{}{}",
-        page.total,
-        if page.total == 1 { "" } else { "es" },
-        if shown > 0 {
-            format!(", showing {}–{}", offset + 1, offset + shown)
-        } else {
-            String::new()
-        }
-    );
-    let w = page
-        .hits
-        .iter()
-        .map(|r| r.name.len())
-        .max()
-        .unwrap_or(4)
-        .min(110);
-    for r in &page.hits {
-        let time = match (&r.time_start, &r.time_end) {
-            (Some(a), Some(b)) => format!("{} – {}", &a[..a.len().min(10)], &b[..b.len().min(10)]),
-            _ => String::new(),
-        };
-        println!(
-            "{:<w$}  v={:<16}  {:>10}  {}",
-            r.name,
-            r.version,
-            human(r.size),
-            time,
-            w = w
-        );
-    }
-    for (facet, values) in &page.facet_counts {
-        let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();
-        println!("{facet}: {}", list.join(", "));
-    }
-}
-
-fn print_datasets(page: &granary_catalog::DatasetPage, offset: usize) {
-    let shown = page.hits.len();
-    println!(
-        "{} dataset{}{}",
-        page.total,
-        if page.total == 1 { "" } else { "s" },
-        if shown > 0 {
-            format!(", showing {}–{}", offset + 1, offset + shown)
-        } else {
-            String::new()
-        }
-    );
-    let day = |t: &Option<String>| {
-        t.as_deref()
-            .map_or("?", |t| &t[..t.len().min(10)])
-            .to_string()
-    };
-    for d in &page.hits {
-        let axis = if d.contiguous {
-            "contiguous".to_string()
-        } else {
-            let mut why = Vec::new();
-            if !d.gaps.is_empty() {
-                why.push(format!(
-                    "{} gap{}",
-                    d.gaps.len(),
-                    if d.gaps.len() == 1 { "" } else { "s" }
-                ));
-            }
-            if !d.overlaps.is_empty() {
-                why.push(format!(
-                    "{} overlap{}",
-                    d.overlaps.len(),
-                    if d.overlaps.len() == 1 { "" } else { "s" }
-                ));
-            }
-            if d.untimed_files > 0 {
-                why.push(format!("{} without time", d.untimed_files));
-            }
-            why.join(", ")
-        };
-        println!(
-            "{}  {} file{}  {}  {} – {}  {}{}",
-            d.instance_id,
-            d.number_of_files,
-            if d.number_of_files == 1 { "" } else { "s" },
-            human(d.size),
-            day(&d.time_start),
-            day(&d.time_end),
-            axis,
-            if d.latest { "" } else { "  (superseded)" }
-        );
-        for g in &d.gaps {
-            println!(
-                "  gap      {} → {}  ({} | {})",
-                g.from, g.to, g.after, g.before
-            );
-        }
-        for g in &d.overlaps {
-            println!(
-                "  overlap  {} → {}  ({} | {})",
-                g.from, g.to, g.after, g.before
-            );
-        }
-        for f in &d.files {
-            println!(
-                "  {}  v={}  {}  {} – {}",
-                f.name,
-                f.version,
-                human(f.size),
-                day(&f.time_start),
-                day(&f.time_end)
-            );
-        }
-    }
-    for (facet, values) in &page.facet_counts {
-        let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();
-        println!("{facet}: {}", list.join(", "));
-    }
-}
-
-fn human(n: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut x = n as f64;
-    let mut i = 0;
-    while x >= 1024.0 && i < U.len() - 1 {
-        x /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{x:.1} {}", U[i])
-    }
-}
-
-// ---------------------------------------------------------- get --query
-
-/// `granary get --query`: the names, output paths and sizes to fetch.
-pub fn plan_query_get(
-    data_dir: &Path,
-    socket: &Path,
-    catalog: Option<&str>,
-    query: &str,
-    flat: bool,
-) -> anyhow::Result<Vec<(String, PathBuf, u64)>> {
-    let terms: Vec<String> = query.split_whitespace().map(str::to_string).collect();
-    let q = query_of(&terms, None)?;
-    granary_node::query::plan_query_get(data_dir, socket, catalog, &q, flat)
 }
 
 // ------------------------------------------------------------ publish-dir
@@ -335,20 +186,14 @@ pub fn publish_dir(
     let (repo, signer, chunking) = if a.dry_run {
         (None, None, None)
     } else {
-        let (repo, signer, chunking, created) =
-            granary_node::publish_dir::open_publishing(data_dir, &ix)?;
+        let (repo, signer, chunking, created) = publish_dir::open_publishing(data_dir, &ix)?;
         if let Some(k) = created {
             tell!("created default publisher key {k}");
         }
         (Some(repo), Some(signer), Some(chunking))
     };
     let publish = repo.as_ref().zip(signer.as_ref());
-    let Tally {
-        entries,
-        counts,
-        fixes: fix_counts,
-        bytes,
-    } = granary_node::publish_dir::run(
+    let tally = publish_dir::run(
         &files,
         &root,
         &ix,
@@ -361,95 +206,23 @@ pub fn publish_dir(
     )?;
     bar.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
-    let mismatched = entries
-        .iter()
-        .filter(|e| {
-            e["outcome"]["mismatches"]
-                .as_array()
-                .is_some_and(|m| !m.is_empty())
-        })
-        .count();
-    let report = json!({
-        "dir": root,
-        "dry_run": a.dry_run,
-        "mismatched": mismatched,
-        "files": files.len(),
-        "counts": counts,
-        "fixes": fix_counts,
-        "seconds": secs,
-        "bytes_published": bytes,
-        "entries": entries,
-    });
-    let report_path =
-        granary_node::publish_dir::write_report(data_dir, a.report.as_deref(), &report)?;
-    // What each file became, then the totals.
-    for e in &entries {
-        let o = &e["outcome"];
-        let status = o["status"].as_str().unwrap_or("?");
-        let detail = match status {
-            "rejected" => o["reason"].as_str().unwrap_or_default().to_string(),
-            "fixed" => o["fixes"]
-                .as_array()
-                .map(|f| {
-                    f.iter()
-                        .map(|x| x["detail"].as_str().unwrap_or_default().to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
-        if status != "translated" || a.dry_run {
-            say!(
-                "{status:<10} {}{}{}",
-                e["path"].as_str().unwrap_or_default(),
-                e["name"]
-                    .as_str()
-                    .map(|n| format!(" -> {n}"))
-                    .unwrap_or_default(),
-                if detail.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({detail})")
-                }
-            );
-        }
-        // Disagreements between the name and the contents: published, and said.
-        for m in o["mismatches"].as_array().into_iter().flatten() {
-            say!(
-                "mismatch   {}: {} '{}' in the name, {} '{}' in the file",
-                e["path"].as_str().unwrap_or_default(),
-                m["facet"].as_str().unwrap_or_default(),
-                m["name_value"].as_str().unwrap_or_default(),
-                m["attribute"].as_str().unwrap_or_default(),
-                m["attribute_value"].as_str().unwrap_or_default(),
-            );
-        }
-        if let Some(err) = e["error"].as_str() {
-            say!(
-                "failed     {}: {err}",
-                e["path"].as_str().unwrap_or_default()
-            );
-        }
-    }
-    let mut summary: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
-    if mismatched > 0 {
-        summary.push(format!(
-            "{mismatched} with a name that disagrees with the contents (`mismatch` lines)"
-        ));
+    let (report, mismatched) = publish_dir::report(&root, a.dry_run, files.len(), &tally, secs);
+    let report_path = publish_dir::write_report(data_dir, a.report.as_deref(), &report)?;
+    for line in publish_dir::entry_lines(&tally.entries, a.dry_run) {
+        say!("{line}");
     }
     tell!(
         "{} files in {:.1} s ({:.0} files/s): {}; report {}",
         files.len(),
         secs,
         files.len() as f64 / secs.max(1e-9),
-        summary.join(", "),
+        publish_dir::summary(&tally, mismatched),
         report_path.display()
     );
     if !a.dry_run {
         granary_node::control::tell_daemon(socket, None);
     }
-    if counts.get("failed").copied().unwrap_or(0) > 0 {
+    if tally.counts.get("failed").copied().unwrap_or(0) > 0 {
         anyhow::bail!("some files failed to publish (see the report)");
     }
     Ok(())
@@ -615,7 +388,7 @@ pub fn example_data(dir: &Path) -> anyhow::Result<()> {
     eprintln!(
         "wrote {} netCDF files ({}) under {}; publish them with: granary publish-dir {}",
         files.len(),
-        human(total),
+        query::human(total),
         dir.display(),
         dir.display()
     );

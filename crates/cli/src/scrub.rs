@@ -60,58 +60,13 @@ pub fn scrub(data_dir: &Path, socket: &Path, args: &ScrubArgs) -> anyhow::Result
             }
         },
     )?;
-    let (damaged, repaired) = (s.damaged(), s.repaired());
-    let (scrubbed, bytes, seconds, threads) = (s.versions, s.bytes, s.seconds, s.threads);
-    let (crc_backfilled, reports, repair_error) = (s.crc_backfilled, s.reports, s.repair_error);
-    let rate = if seconds > 0.0 {
-        bytes as f64 / seconds / 1e9
-    } else {
-        0.0
-    };
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "versions": scrubbed,
-                "bytes": bytes,
-                "seconds": seconds,
-                "gb_per_s": rate,
-                "threads": threads,
-                "damaged": damaged,
-                "repaired_segments": repaired,
-                "crc_files_written": crc_backfilled,
-                "repair_error": repair_error,
-                "reports": reports,
-            })
-        );
+        println!("{}", s.json());
         crate::out::mark_json_answered();
     } else {
-        for r in &reports {
-            for b in &r.bad {
-                let fixed = r.repaired.contains(&b.segment);
-                println!(
-                    "{} {}",
-                    if fixed { "REPAIRED" } else { "DAMAGED " },
-                    r.describe(b)
-                );
-            }
-            for p in &r.problems {
-                println!("DAMAGED  {}/v={}: {p}", r.name, r.version);
-            }
-        }
-        println!(
-            "scrubbed {scrubbed} version(s), {:.2} GB in {seconds:.2} s ({rate:.2} GB/s, {threads} thread(s)): {damaged} damaged, {repaired} segment(s) repaired",
-            bytes as f64 / 1e9
-        );
-        if crc_backfilled > 0 {
-            println!(
-                "wrote the serve-time check file (.crc32) of {crc_backfilled} clean version(s) published before it existed: the node now serves them with one CRC-32 per segment instead of a second SHA-256"
-            );
-        }
-        if let Some(e) = &repair_error {
-            println!("repair: {e}");
-        }
+        print!("{}", s.text());
     }
+    let damaged = s.damaged();
     if damaged > 0 {
         let hint = if args.repair_from.is_some() {
             ""

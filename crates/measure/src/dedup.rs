@@ -89,3 +89,67 @@ pub fn analyse(files: &[PathBuf], c: Chunking, progress: &dyn Fn(u64)) -> anyhow
         },
     }))
 }
+
+/// `granary dedup`'s tables for the [`analyse`] answers of each scheme: per
+/// file, then the totals.
+pub fn table(schemes: &[Value]) -> String {
+    use std::fmt::Write as _;
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let mut out = String::new();
+    let short = |p: &str| {
+        std::path::Path::new(p)
+            .file_name()
+            .map_or(p.to_string(), |f| f.to_string_lossy().into_owned())
+    };
+    let _ = writeln!(
+        out,
+        "{:<24} {:<24} {:>14} {:>10} {:>10} {:>14}",
+        "chunking", "file", "bytes", "chunks", "unique", "unique bytes"
+    );
+    for s in schemes {
+        let c = s["chunking"].as_str().unwrap_or("");
+        for f in s["files"].as_array().into_iter().flatten() {
+            let _ = writeln!(
+                out,
+                "{:<24} {:<24} {:>14} {:>10} {:>10} {:>14}",
+                c,
+                short(f["path"].as_str().unwrap_or("")),
+                n(&f["bytes"]),
+                n(&f["chunks"]),
+                n(&f["unique_chunks"]),
+                n(&f["unique_bytes"])
+            );
+        }
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "{:<24} {:>14} {:>10} {:>10} {:>14} {:>14} {:>8} {:>8} {:>8}",
+        "chunking",
+        "bytes",
+        "chunks",
+        "unique",
+        "unique bytes",
+        "shared bytes",
+        "saving",
+        "within",
+        "across"
+    );
+    for s in schemes {
+        let t = &s["total"];
+        let _ = writeln!(
+            out,
+            "{:<24} {:>14} {:>10} {:>10} {:>14} {:>14} {:>7.2}% {:>7.2}% {:>7.2}%",
+            s["chunking"].as_str().unwrap_or(""),
+            n(&t["bytes"]),
+            n(&t["chunks"]),
+            n(&t["unique_chunks"]),
+            n(&t["unique_bytes"]),
+            n(&t["shared_bytes"]),
+            t["saving_percent"].as_f64().unwrap_or(0.0),
+            t["saving_within_files_percent"].as_f64().unwrap_or(0.0),
+            t["saving_across_files_percent"].as_f64().unwrap_or(0.0),
+        );
+    }
+    out
+}

@@ -74,6 +74,58 @@ pub struct Status {
     pub under_replicated: Vec<serde_json::Value>,
 }
 
+impl Status {
+    /// `federation status --json`'s answer.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "node_timeout_ms": self.node_timeout.as_millis() as u64,
+            "nodes": self.nodes,
+            "under_replicated": self.under_replicated,
+            "rules": self.rules.iter().map(|r| serde_json::json!({"prefix": r.prefix, "replicas": r.replicas})).collect::<Vec<_>>(),
+        })
+    }
+
+    /// `federation status`' text: one line per node, then (with rules) the
+    /// under-replicated names.
+    pub fn text(&self) -> String {
+        let mut out = format!(
+            "{} node(s), node timeout {:.1} s\n",
+            self.nodes.len(),
+            self.node_timeout.as_secs_f64()
+        );
+        for n in &self.nodes {
+            out += &format!(
+                "  {:<32} {:<4} {:<7} last seen {:.1} s ago  {} version(s){}\n",
+                n.prefix,
+                if n.up { "up" } else { "DOWN" },
+                n.role.as_str(),
+                n.age_ms as f64 / 1e3,
+                n.locations,
+                if n.role == granary_catalog::Role::Storage {
+                    ""
+                } else {
+                    " (caches)"
+                }
+            );
+        }
+        if !self.rules.is_empty() {
+            out += &format!("{} under-replicated name(s)\n", self.under_replicated.len());
+            for u in &self.under_replicated {
+                out += &format!(
+                    "  {} v={}: on {} up node(s) of {}, {} wanted ({})\n",
+                    u["name"].as_str().unwrap_or_default(),
+                    u["version"],
+                    u["up"],
+                    u["total"],
+                    u["wanted"],
+                    u["rule"].as_str().unwrap_or_default()
+                );
+            }
+        }
+        out
+    }
+}
+
 /// `federation status`: nodes, and with `config` the versions under its
 /// rules held by fewer up nodes than asked.
 pub fn status(
@@ -213,6 +265,35 @@ impl Check {
     /// Locations not served by the node that claims them.
     pub fn bad(&self) -> usize {
         self.checked.iter().filter(|r| r["ok"] != true).count()
+    }
+
+    /// `federation check --json`'s answer.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({"checked": self.checked, "bad": self.bad(), "down_skipped": self.down_skipped})
+    }
+
+    /// `federation check`'s text: one line per location probed and per node
+    /// down, then the count.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for r in &self.checked {
+            out += &format!(
+                "{} {} v={} at {}: {}\n",
+                if r["ok"] == true { "ok  " } else { "BAD " },
+                r["name"].as_str().unwrap_or_default(),
+                r["version"],
+                r["node"].as_str().unwrap_or_default(),
+                r["detail"].as_str().unwrap_or_default()
+            );
+        }
+        for s in &self.down_skipped {
+            out += &format!("down {s}: not checked\n");
+        }
+        out + &format!(
+            "{} location(s) checked, {} bad\n",
+            self.checked.len(),
+            self.bad()
+        )
     }
 }
 

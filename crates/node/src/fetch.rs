@@ -538,3 +538,144 @@ pub fn cat(
         })
     })
 }
+
+/// `cfg` when its engine settings make sense, else what is wrong, named by
+/// the `get`/`cat` flag that sets it.
+pub fn checked(cfg: Config) -> anyhow::Result<Config> {
+    for (n, v) in [
+        ("--aimd-beta", cfg.aimd_beta),
+        ("--cubic-beta", cfg.cubic_beta),
+        ("--rto-alpha", cfg.rto_alpha),
+        ("--rto-beta", cfg.rto_beta),
+    ] {
+        if !(0.0..1.0).contains(&v) || v == 0.0 {
+            anyhow::bail!("{n} must be in (0, 1), not {v}");
+        }
+    }
+    let ok = |v: f64, min: f64| v.is_finite() && v >= min;
+    if !ok(cfg.init_cwnd, 1.0) || !ok(cfg.aimd_step, 1e-9) || !ok(cfg.rto_k, 0.0) {
+        anyhow::bail!("--init-cwnd must be ≥ 1, --aimd-step > 0, --rto-k ≥ 0");
+    }
+    if cfg.min_rto > cfg.max_rto || cfg.lifetime.is_zero() {
+        anyhow::bail!("--min-rto must not exceed --max-rto; --lifetime must be > 0");
+    }
+    Ok(cfg)
+}
+
+/// A fetch that met a NoRoute Nack without a hint (`hinted`: --fwhint
+/// given): the error says what would help (the name may live at a site this
+/// node has no route for).
+pub fn suggest_hint(r: anyhow::Result<()>, hinted: bool, no_locate: bool) -> anyhow::Result<()> {
+    match r {
+        Err(e) if !hinted && format!("{e:#}").contains("NoRoute") => Err(e.context(
+            if no_locate {
+                "no route for the name from here: if a site holds it, name it with --fwhint <its node prefix> (e.g. --fwhint /site/a)"
+            } else {
+                "no route for the name from here, and no node the location lookup offered could serve it (see `granary federation locate NAME`); if a site holds it, name it with --fwhint <its node prefix>"
+            },
+        )),
+        r => r,
+    }
+}
+
+/// The ndncatchunks-style summary of a fetch, one line each.
+pub fn stats_lines(st: &Stats) -> Vec<String> {
+    let pct = |n: u64| {
+        if st.interests > 0 {
+            100.0 * n as f64 / st.interests as f64
+        } else {
+            0.0
+        }
+    };
+    vec![
+        format!("Time elapsed: {:.3} s", st.seconds),
+        format!("Segments received: {}", st.segments),
+        format!("Transferred size: {:.1} kB", st.bytes as f64 / 1e3),
+        format!("Goodput: {:.3} Mbit/s", st.goodput_bps() / 1e6),
+        format!(
+            "Congestion marks: {} (caused {} window decreases)",
+            st.congestion_marks, st.decreases_mark
+        ),
+        format!(
+            "Timeouts: {} (caused {} window decreases)",
+            st.timeouts, st.decreases_loss
+        ),
+        format!(
+            "Nacks: {} Congestion (caused {} window decreases), {} Duplicate, {} other",
+            st.nacks_congestion, st.decreases_nack, st.nacks_duplicate, st.nacks_other
+        ),
+        format!(
+            "Retransmitted segments: {} ({:.4}%), rejected (failed verification): {}",
+            st.retransmissions,
+            pct(st.retransmissions),
+            st.rejected
+        ),
+        format!(
+            "RTT min/avg/max = {:.3}/{:.3}/{:.3} ms, final RTO {:.0} ms, largest window {:.0}, slow start left on delay {} time(s)",
+            st.rtt_min_ms, st.rtt_avg_ms, st.rtt_max_ms, st.rto_ms, st.max_cwnd, st.slow_start_exits
+        ),
+    ]
+}
+
+/// Where a dedup fetch's bytes came from: the object, then one line per
+/// source.
+pub fn dedup_lines(r: &DedupReport) -> [String; 2] {
+    [
+        format!(
+            "{}: {} bytes, {} segments ({} unique chunks), every segment verified against {}",
+            r.versioned, r.size, r.segments, r.unique_chunks, r.verified_by
+        ),
+        format!(
+            "From local store: {} chunks, {} bytes; neighbours: {} chunks, {} bytes; producer: {} chunks, {} bytes; repeated within the file: {} segments, {} bytes",
+            r.local.chunks,
+            r.local.bytes,
+            r.neighbours.chunks,
+            r.neighbours.bytes,
+            r.producer.chunks,
+            r.producer.bytes,
+            r.repeated.chunks,
+            r.repeated.bytes
+        ),
+    ]
+}
+
+/// Standard output for [`cat`] that notes whether its reader went away
+/// (EPIPE): a reader that stopped early (`| head`) is not an error.
+pub struct PipeWatch {
+    inner: std::io::Stdout,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PipeWatch {
+    /// Standard output, and the flag set once its reader went away.
+    pub fn stdout() -> (Self, Arc<std::sync::atomic::AtomicBool>) {
+        let closed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let w = PipeWatch {
+            inner: std::io::stdout(),
+            closed: closed.clone(),
+        };
+        (w, closed)
+    }
+
+    fn note<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                self.closed
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        r
+    }
+}
+
+impl std::io::Write for PipeWatch {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}

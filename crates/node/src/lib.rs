@@ -8,7 +8,7 @@
 //! printing is here too: fetching ([`fetch`]), management requests
 //! ([`mgmt`]), scrub and repair ([`scrub`]), the federation's status and
 //! check ([`federation`]), replica placement ([`placement`]), the mount's
-//! publisher ([`mount`]); the binary reaches the store, transfer and
+//! publisher ([`mount`]), packet dissection ([`dissect`]); the binary reaches the store, transfer and
 //! repository crates only through this one. It knows nothing of
 //! command-line parsing: the binary turns its flags into the plain values
 //! taken here.
@@ -16,6 +16,7 @@
 pub mod catalog;
 pub mod control;
 pub mod daemon;
+pub mod dissect;
 pub mod federation;
 pub mod fetch;
 pub mod fetched;

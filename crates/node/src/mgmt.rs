@@ -340,3 +340,100 @@ pub fn serve(
         Ok(())
     })
 }
+
+/// `granary status`'s text: the general status and, from a Granary daemon,
+/// its forwarding counters (`fwd`, `key value` lines).
+pub fn status_text(g: &GeneralStatus, fwd: Option<&str>) -> String {
+    let up = (g.current_timestamp.saturating_sub(g.start_timestamp)) / 1000;
+    let mut out = format!(
+        "version          {}\nuptime           {up} s\nfib entries      {}\npit entries      {}\ncs entries       {}\n",
+        g.nfd_version, g.n_fib_entries, g.n_pit_entries, g.n_cs_entries
+    );
+    out += &format!(
+        "interests        in {}  out {}\ndata             in {}  out {}\nnacks            in {}  out {}\n",
+        g.n_in_interests, g.n_out_interests, g.n_in_data, g.n_out_data, g.n_in_nacks, g.n_out_nacks
+    );
+    out += &format!(
+        "satisfied        {}  unsatisfied {}\n",
+        g.n_satisfied_interests, g.n_unsatisfied_interests
+    );
+    if let Some(text) = fwd {
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                .unwrap_or("?")
+                .to_string()
+        };
+        out += &format!(
+            "hinted           forwarded {}  stripped in region {}\nno-route nacks   {}\n",
+            get("hinted_interests"),
+            get("hint_stripped"),
+            get("no_route_nacks")
+        );
+    }
+    out
+}
+
+/// `granary face list`'s line for a face (`down`: why a permanent face is
+/// down).
+pub fn face_line(f: &FaceStatus, down: Option<&str>) -> String {
+    use granary_mgmt::values::{face_flags, face_persistency};
+    let persistency = match f.face_persistency {
+        face_persistency::ON_DEMAND => "on-demand",
+        face_persistency::PERSISTENT => "persistent",
+        face_persistency::PERMANENT => "permanent",
+        _ => "?",
+    };
+    let state = match down {
+        Some(why) => format!("down ({why})"),
+        None => "up".to_string(),
+    };
+    let flag = |bit: u64, word: &'static str| if f.flags & bit != 0 { word } else { "" };
+    format!(
+        "faceid={} remote={} local={} scope={} persistency={} state={} in={}i/{}d/{}n out={}i/{}d/{}n bytes={}/{}{}{}{}{}",
+        f.face_id,
+        f.uri,
+        f.local_uri,
+        if f.face_scope == 1 { "local" } else { "non-local" },
+        persistency,
+        state,
+        f.n_in_interests,
+        f.n_in_data,
+        f.n_in_nacks,
+        f.n_out_interests,
+        f.n_out_data,
+        f.n_out_nacks,
+        f.n_in_bytes,
+        f.n_out_bytes,
+        flag(face_flags::LP_RELIABILITY_ENABLED, " reliable"),
+        flag(face_flags::CONGESTION_MARKING_ENABLED, " congestion-marking"),
+        f.n_out_congestion_marks
+            .map(|n| format!(" marked={n}"))
+            .unwrap_or_default(),
+        f.vip_capacity
+            .map(|v| format!(" vip-capacity={v}/period"))
+            .unwrap_or_default()
+    )
+}
+
+/// `granary route list`'s text: every RIB route, then every FIB entry.
+pub fn routes_text(rib: &[RibEntry], fib: &[FibEntry]) -> String {
+    let mut out = String::new();
+    for r in rib {
+        for rt in &r.routes {
+            out += &format!(
+                "route {} face={} origin={} cost={} flags={}\n",
+                r.name, rt.face_id, rt.origin, rt.cost, rt.flags
+            );
+        }
+    }
+    for f in fib {
+        let hops: Vec<String> = f
+            .next_hops
+            .iter()
+            .map(|h| format!("{}({})", h.face_id, h.cost))
+            .collect();
+        out += &format!("fib {} nexthops={}\n", f.name, hops.join(","));
+    }
+    out
+}

@@ -1,9 +1,11 @@
 //! `granary mount --publish`: the local repository as the mount's
 //! [`granary_mount::Publisher`], publishing, renaming and removing through
-//! `put`, `mv` and `rm`'s code ([`crate::repo`]).
+//! `put`, `mv` and `rm`'s code ([`crate::repo`]); and the mount's flag values
+//! ([`parse_size`], [`secs`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use granary_packet::Name;
 
@@ -187,5 +189,52 @@ impl granary_mount::Publisher for RepoPublisher {
             None,
         )
         .map_err(|e| e.to_string())
+    }
+}
+
+/// `--cache-size`: `256M`, `1G`, `4096`, `64k` in bytes.
+pub fn parse_size(s: &str) -> anyhow::Result<usize> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => {
+            let m = match t[i..].to_ascii_lowercase().trim_end_matches("ib") {
+                "k" | "kb" => 1u64 << 10,
+                "m" | "mb" => 1 << 20,
+                "g" | "gb" => 1 << 30,
+                "b" => 1,
+                u => anyhow::bail!("--cache-size {s}: unknown unit {u:?} (use K, M or G)"),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--cache-size {s}: not a size (e.g. 256M)"))?;
+    if !n.is_finite() || n < 0.0 {
+        anyhow::bail!("--cache-size {s}: not a size");
+    }
+    Ok((n * mul as f64) as usize)
+}
+
+/// `v` seconds of `flag`, between 0 and a day.
+pub fn secs(flag: &str, v: f64) -> anyhow::Result<Duration> {
+    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+        anyhow::bail!("{flag} must be between 0 and 86400 seconds, not {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::parse_size("256M").unwrap(), 256 << 20);
+        assert_eq!(super::parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(super::parse_size("0").unwrap(), 0);
+        assert_eq!(super::parse_size("64k").unwrap(), 64 << 10);
+        assert!(super::parse_size("12parsecs").is_err());
+        assert!(super::parse_size("-1").is_err());
     }
 }

@@ -472,3 +472,94 @@ pub fn write_report(data_dir: &Path, to: Option<&Path>, report: &Value) -> anyho
     granary_store::write_atomic(&path, serde_json::to_string_pretty(report)?.as_bytes())?;
     Ok(path)
 }
+
+/// `publish-dir`'s JSON report of a run over `files` files under `root`
+/// that took `seconds`, and how many files have a name that disagrees with
+/// their contents.
+pub fn report(root: &Path, dry_run: bool, files: usize, t: &Tally, seconds: f64) -> (Value, usize) {
+    let mismatched = t
+        .entries
+        .iter()
+        .filter(|e| {
+            e["outcome"]["mismatches"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty())
+        })
+        .count();
+    let report = json!({
+        "dir": root,
+        "dry_run": dry_run,
+        "mismatched": mismatched,
+        "files": files,
+        "counts": t.counts,
+        "fixes": t.fixes,
+        "seconds": seconds,
+        "bytes_published": t.bytes,
+        "entries": t.entries,
+    });
+    (report, mismatched)
+}
+
+/// What `publish-dir` says of each file: its outcome unless it was simply
+/// translated (every outcome with `dry_run`), each disagreement between its
+/// name and its contents (published, and said), and its failure.
+pub fn entry_lines(entries: &[Value], dry_run: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in entries {
+        let o = &e["outcome"];
+        let path = e["path"].as_str().unwrap_or_default();
+        let status = o["status"].as_str().unwrap_or("?");
+        let detail = match status {
+            "rejected" => o["reason"].as_str().unwrap_or_default().to_string(),
+            "fixed" => o["fixes"]
+                .as_array()
+                .map(|f| {
+                    f.iter()
+                        .map(|x| x["detail"].as_str().unwrap_or_default().to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        if status != "translated" || dry_run {
+            out.push(format!(
+                "{status:<10} {path}{}{}",
+                e["name"]
+                    .as_str()
+                    .map(|n| format!(" -> {n}"))
+                    .unwrap_or_default(),
+                if detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({detail})")
+                }
+            ));
+        }
+        for m in o["mismatches"].as_array().into_iter().flatten() {
+            out.push(format!(
+                "mismatch   {path}: {} '{}' in the name, {} '{}' in the file",
+                m["facet"].as_str().unwrap_or_default(),
+                m["name_value"].as_str().unwrap_or_default(),
+                m["attribute"].as_str().unwrap_or_default(),
+                m["attribute_value"].as_str().unwrap_or_default(),
+            ));
+        }
+        if let Some(err) = e["error"].as_str() {
+            out.push(format!("failed     {path}: {err}"));
+        }
+    }
+    out
+}
+
+/// The totals `publish-dir` ends with: each outcome's count, and the
+/// mismatches.
+pub fn summary(t: &Tally, mismatched: usize) -> String {
+    let mut s: Vec<String> = t.counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    if mismatched > 0 {
+        s.push(format!(
+            "{mismatched} with a name that disagrees with the contents (`mismatch` lines)"
+        ));
+    }
+    s.join(", ")
+}

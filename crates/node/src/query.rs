@@ -2,6 +2,7 @@
 //! runs, else the data directory's directly) or a remote node's, every page
 //! of an answer, and where `get --query` writes each match.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use granary_app::Client;
@@ -158,15 +159,18 @@ pub fn output_path(tr: &Translator, r: &Record, flat: bool) -> PathBuf {
 }
 
 /// `granary get --query`: the versioned names, output paths and sizes of
-/// the files `q` matches.
+/// the files `query` (facet constraints and words, as `search` takes them)
+/// matches.
 pub fn plan_query_get(
     data_dir: &Path,
     socket: &Path,
     catalog: Option<&str>,
-    q: &Query,
+    query: &str,
     flat: bool,
 ) -> anyhow::Result<Vec<(String, PathBuf, u64)>> {
-    let hits = all_matches(data_dir, socket, catalog, q)?;
+    let words: Vec<&str> = query.split_whitespace().collect();
+    let q = Query::parse_args(&words).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let hits = all_matches(data_dir, socket, catalog, &q)?;
     let tr = granary_search::translator(&settings(data_dir, catalog, &[], Trust::Name))
         .map_err(|e| anyhow::anyhow!(e))?;
     let mut seen = std::collections::HashSet::new();
@@ -183,4 +187,154 @@ pub fn plan_query_get(
         out.push((versioned, p, r.size));
     }
     Ok(out)
+}
+
+/// `granary search`'s text: the count, one line per file, the facet counts.
+pub fn page_text(page: &Page, offset: usize) -> String {
+    let mut out = String::new();
+    let shown = page.hits.len();
+    let _ = writeln!(
+        out,
+        "{} match{}{}",
+        page.total,
+        if page.total == 1 { "" } else { "es" },
+        if shown > 0 {
+            format!(", showing {}–{}", offset + 1, offset + shown)
+        } else {
+            String::new()
+        }
+    );
+    let w = page
+        .hits
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .min(110);
+    for r in &page.hits {
+        let time = match (&r.time_start, &r.time_end) {
+            (Some(a), Some(b)) => format!("{} – {}", &a[..a.len().min(10)], &b[..b.len().min(10)]),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<w$}  v={:<16}  {:>10}  {}",
+            r.name,
+            r.version,
+            human(r.size),
+            time,
+            w = w
+        );
+    }
+    for (facet, values) in &page.facet_counts {
+        let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();
+        let _ = writeln!(out, "{facet}: {}", list.join(", "));
+    }
+    out
+}
+
+/// `granary search --datasets`' text: the count, one line per dataset (its
+/// gaps, overlaps and files below it), the facet counts.
+pub fn datasets_text(page: &granary_catalog::DatasetPage, offset: usize) -> String {
+    let mut out = String::new();
+    let shown = page.hits.len();
+    let _ = writeln!(
+        out,
+        "{} dataset{}{}",
+        page.total,
+        if page.total == 1 { "" } else { "s" },
+        if shown > 0 {
+            format!(", showing {}–{}", offset + 1, offset + shown)
+        } else {
+            String::new()
+        }
+    );
+    let day = |t: &Option<String>| {
+        t.as_deref()
+            .map_or("?", |t| &t[..t.len().min(10)])
+            .to_string()
+    };
+    for d in &page.hits {
+        let axis = if d.contiguous {
+            "contiguous".to_string()
+        } else {
+            let mut why = Vec::new();
+            if !d.gaps.is_empty() {
+                why.push(format!(
+                    "{} gap{}",
+                    d.gaps.len(),
+                    if d.gaps.len() == 1 { "" } else { "s" }
+                ));
+            }
+            if !d.overlaps.is_empty() {
+                why.push(format!(
+                    "{} overlap{}",
+                    d.overlaps.len(),
+                    if d.overlaps.len() == 1 { "" } else { "s" }
+                ));
+            }
+            if d.untimed_files > 0 {
+                why.push(format!("{} without time", d.untimed_files));
+            }
+            why.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "{}  {} file{}  {}  {} – {}  {}{}",
+            d.instance_id,
+            d.number_of_files,
+            if d.number_of_files == 1 { "" } else { "s" },
+            human(d.size),
+            day(&d.time_start),
+            day(&d.time_end),
+            axis,
+            if d.latest { "" } else { "  (superseded)" }
+        );
+        for g in &d.gaps {
+            let _ = writeln!(
+                out,
+                "  gap      {} → {}  ({} | {})",
+                g.from, g.to, g.after, g.before
+            );
+        }
+        for g in &d.overlaps {
+            let _ = writeln!(
+                out,
+                "  overlap  {} → {}  ({} | {})",
+                g.from, g.to, g.after, g.before
+            );
+        }
+        for f in &d.files {
+            let _ = writeln!(
+                out,
+                "  {}  v={}  {}  {} – {}",
+                f.name,
+                f.version,
+                human(f.size),
+                day(&f.time_start),
+                day(&f.time_end)
+            );
+        }
+    }
+    for (facet, values) in &page.facet_counts {
+        let list: Vec<String> = values.iter().map(|(v, n)| format!("{v} ({n})")).collect();
+        let _ = writeln!(out, "{facet}: {}", list.join(", "));
+    }
+    out
+}
+
+/// A size in bytes for people: `512 B`, `1.5 KiB`, … `TiB`.
+pub fn human(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut x = n as f64;
+    let mut i = 0;
+    while x >= 1024.0 && i < U.len() - 1 {
+        x /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{x:.1} {}", U[i])
+    }
 }

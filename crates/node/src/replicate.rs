@@ -649,6 +649,83 @@ pub async fn replicate_to(
     }
 }
 
+/// Node prefixes given as `flag` (`--to`, `--from`), checked: each names a
+/// node, not `/`.
+fn node_prefixes(flag: &str, uris: &[String], example: &str) -> anyhow::Result<Vec<Name>> {
+    uris.iter()
+        .map(|t| {
+            let n = Name::from_uri(t).map_err(|e| anyhow::anyhow!("{flag} {t:?}: {e}"))?;
+            if n.is_empty() {
+                anyhow::bail!("{flag} {t:?}: a node prefix such as {example}, not /");
+            }
+            Ok(n)
+        })
+        .collect()
+}
+
+/// `replicate --to`'s node prefixes, checked.
+pub fn targets(to: &[String]) -> anyhow::Result<Vec<Name>> {
+    node_prefixes("--to", to, "/site/b")
+}
+
+/// The command `replicate` sends for `name` (at `version`): the target
+/// fetches with `from` as its hints (checked), else the catalog's `sources`
+/// (when this node holds none), else this node's prefix.
+pub fn request(
+    data_dir: &Path,
+    name: &str,
+    version: Option<u64>,
+    from: &[String],
+    sources: Vec<String>,
+) -> anyhow::Result<Request> {
+    let fwhint = if from.is_empty() && !sources.is_empty() {
+        sources
+    } else if from.is_empty() {
+        vec![crate::identity::node_prefix(data_dir)?.to_string()]
+    } else {
+        node_prefixes("--from", from, "/site/a")?;
+        from.to_vec()
+    };
+    Ok(Request {
+        name: name.to_string(),
+        version,
+        fwhint,
+    })
+}
+
+/// The line `replicate` says of target `t`'s answer `v`, and whether it
+/// did not fail.
+pub fn outcome_line(t: &str, v: &serde_json::Value) -> (String, bool) {
+    if v["state"] == "done" {
+        let how = match (&v["dedup"], &v["by_name"]) {
+            (d, _) if d.is_object() => format!(
+                "{} chunks from its own store, {} from neighbours, {} fetched by name",
+                d["local"]["chunks"], d["neighbours"]["chunks"], d["producer"]["chunks"]
+            ),
+            (_, b) if b.is_object() => format!("{} segments fetched by name", b["segments"]),
+            _ if v["already"] == true => "held already".to_string(),
+            _ => String::new(),
+        };
+        let line = format!(
+            "{t}: holds {} ({} bytes), manifest signed by {} kept as received; {how}; {:.2} s",
+            v["versioned"].as_str().unwrap_or("?"),
+            v["size"],
+            v["signer"].as_str().unwrap_or("?"),
+            v["seconds"].as_f64().unwrap_or(0.0)
+        );
+        return (line, true);
+    }
+    if v["state"] == "running" {
+        let id = v["id"].as_str().unwrap_or("?");
+        return (
+            format!("{t}: replication {id} accepted (not waiting)"),
+            true,
+        );
+    }
+    let why = v["error"].as_str().unwrap_or("no reason given");
+    (format!("{t}: FAILED: {why}"), false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

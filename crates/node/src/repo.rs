@@ -339,3 +339,170 @@ pub fn stat(data_dir: &Path, n: &Name) -> anyhow::Result<(Entry, Vec<(u64, Damag
     }
     Ok((e, damaged))
 }
+
+/// `granary put`: a file is streamed in by the daemon at `socket` when one
+/// runs (`/localhost/granary/repo/put`, `progress` fed by
+/// `…/progress/<id>`); standard input (`file` `-`), or no daemon, is
+/// ingested here ([`put_here`]) into the same data directory (the daemon
+/// serves from the files either way). Returns the publish result and the
+/// publisher key when it was made for this.
+pub fn put(
+    data_dir: &Path,
+    socket: &Path,
+    file: &Path,
+    n: &Name,
+    p: &PutHere<'_>,
+    progress: &dyn Fn(u64),
+) -> anyhow::Result<(serde_json::Value, Option<String>)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let by_daemon = if file.as_os_str() == "-" {
+        None
+    } else {
+        rt.block_on(Client::connect(socket)).ok()
+    };
+    let Some(client) = by_daemon else {
+        return put_here(data_dir, file, n, p, progress);
+    };
+    let path = std::fs::canonicalize(file)?;
+    let v = rt.block_on(put_via_daemon(
+        client,
+        socket,
+        &path,
+        n,
+        p.version,
+        p.policy,
+        p.key,
+        p.keep,
+        p.segment_size,
+        p.chunking,
+        p.index,
+        p.file_sha256,
+        progress,
+    ))?;
+    Ok((v, None))
+}
+
+/// What `put` says of a publish result: bytes, segments, chunking, rate,
+/// how the data went in, the file's SHA-256.
+pub fn put_summary(result: &serde_json::Value) -> String {
+    let size = result["size"].as_f64().unwrap_or(0.0);
+    let secs = result["seconds"].as_f64().unwrap_or(0.0).max(1e-9);
+    format!(
+        "published {} bytes in {} segments ({}, {:.1} MB/s{}){}",
+        size,
+        result["segments"],
+        result["chunking"].as_str().unwrap_or("?"),
+        size / secs / 1e6,
+        match (
+            crate::control::by_daemon_used(result),
+            result["reflinked"] == true
+        ) {
+            (true, true) => ", reflinked by the daemon: no data copied",
+            (true, false) => ", streamed in by the daemon",
+            (false, true) => ", reflinked: no data copied",
+            (false, false) => "",
+        },
+        match result["sha256"].as_str() {
+            Some(h) => format!(", sha256 {h}"),
+            None => String::new(),
+        }
+    )
+}
+
+/// A note when the daemon that published `result` keeps another data
+/// directory than `data_dir` (the file, and its key, are there).
+pub fn other_data_dir(
+    result: &serde_json::Value,
+    socket: &Path,
+    data_dir: &Path,
+) -> Option<String> {
+    let theirs = result["data_dir"].as_str()?;
+    if std::fs::canonicalize(theirs).ok() == std::fs::canonicalize(data_dir).ok() {
+        return None;
+    }
+    Some(format!(
+        "note: the daemon at {} uses the data directory {theirs}, not {}: the file was published there{}",
+        socket.display(),
+        data_dir.display(),
+        match result["key"].as_str() {
+            Some(k) => format!(", signed with its key {k}"),
+            None => String::new(),
+        }
+    ))
+}
+
+/// What the catalog made of a publish, unless it is catalogued: queued
+/// (kept on the node until the catalog is back) or failed.
+pub fn catalog_note(result: &serde_json::Value) -> Option<String> {
+    let why = result["catalog_note"].as_str().unwrap_or_default();
+    match result["catalog"].as_str() {
+        Some("queued") => Some(format!(
+            "catalog: queued ({why}); kept on the node and catalogued when the catalog is back"
+        )),
+        Some("failed") => Some(format!(
+            "catalog: not catalogued ({why}); `granary catalog check --repair` repairs it"
+        )),
+        _ => None,
+    }
+}
+
+/// What `granary stat` prints for `n`: its metadata, path and damage (the
+/// damage of every version), or with `json` one object with the signed
+/// manifest root it serves as well.
+pub fn stat_text(data_dir: &Path, n: &Name, json: bool) -> anyhow::Result<String> {
+    use std::fmt::Write as _;
+    let (e, damaged) = stat(data_dir, n)?;
+    let mut out = String::new();
+    if json {
+        let manifest = manifest_signature(data_dir, &e)?;
+        let damaged: Vec<serde_json::Value> = damaged
+            .iter()
+            .map(|(v, d)| {
+                serde_json::json!({
+                    "version": v,
+                    "segments": d.segments.len(),
+                    "problems": d.problems,
+                    "by": d.by,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "meta": e.meta,
+            "path": e.path,
+            "manifest": manifest,
+            "damaged": damaged,
+        });
+        return Ok(format!("{v}\n"));
+    }
+    let _ = writeln!(out, "{}", serde_json::to_string_pretty(&e.meta)?);
+    let _ = writeln!(out, "path {}", e.path.display());
+    // Damage (serve-time check or scrub): this version and any other.
+    for (v, d) in damaged {
+        let _ = writeln!(
+ out,
+            "DAMAGED v={v}: {} bad segment(s){} (detected by {}); `granary repo scrub {} --repair-from NODE` restores it",
+            d.segments.len(),
+            if d.problems.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", d.problems.join("; "))
+            },
+            d.by,
+            e.meta.name
+        );
+        for b in &d.segments {
+            let _ = writeln!(
+                out,
+                "  segment {} bytes {}..{}: SHA-256 {} (at ingest {})",
+                b.segment,
+                b.offset,
+                b.offset + b.len,
+                b.found,
+                b.expected
+            );
+        }
+    }
+    Ok(out)
+}

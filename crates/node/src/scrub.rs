@@ -45,6 +45,67 @@ impl Scrubbed {
     pub fn repaired(&self) -> usize {
         self.reports.iter().map(|r| r.repaired.len()).sum()
     }
+
+    /// Gigabytes re-hashed per second.
+    fn rate(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes as f64 / self.seconds / 1e9
+        } else {
+            0.0
+        }
+    }
+
+    /// `repo scrub --json`'s answer.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "versions": self.versions,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "gb_per_s": self.rate(),
+            "threads": self.threads,
+            "damaged": self.damaged(),
+            "repaired_segments": self.repaired(),
+            "crc_files_written": self.crc_backfilled,
+            "repair_error": self.repair_error,
+            "reports": self.reports,
+        })
+    }
+
+    /// `repo scrub`'s text: each bad segment (repaired or not) and problem,
+    /// the totals, the `.crc32` files written, why a repair failed.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for r in &self.reports {
+            for b in &r.bad {
+                let fixed = r.repaired.contains(&b.segment);
+                let what = if fixed { "REPAIRED" } else { "DAMAGED " };
+                out += &format!("{what} {}\n", r.describe(b));
+            }
+            for p in &r.problems {
+                out += &format!("DAMAGED  {}/v={}: {p}\n", r.name, r.version);
+            }
+        }
+        out += &format!(
+            "scrubbed {} version(s), {:.2} GB in {:.2} s ({:.2} GB/s, {} thread(s)): {} damaged, {} segment(s) repaired\n",
+            self.versions,
+            self.bytes as f64 / 1e9,
+            self.seconds,
+            self.rate(),
+            self.threads,
+            self.damaged(),
+            self.repaired()
+        );
+        if self.crc_backfilled > 0 {
+            out += &format!(
+                "wrote the serve-time check file (.crc32) of {} clean version(s) published before it existed: the node now serves them with one CRC-32 per segment instead of a second SHA-256\n",
+                self.crc_backfilled
+            );
+        }
+        if let Some(e) = &self.repair_error {
+            out += &format!("repair: {e}\n");
+        }
+        out
+    }
 }
 
 /// Scrubs every version under `prefix` (default: all) of the data

@@ -16,9 +16,10 @@
 //!    reach anywhere.
 //! 3. **Only through.** Some crates reach some others only through a third
 //!    ([`ONLY_THROUGH`]): the binary reaches the store, transfer and
-//!    repository crates only through `granary-node`. Neither its
-//!    `[dependencies]` nor its sources (outside `#[cfg(test)]`) name them;
-//!    its integration tests (dev-dependencies) may.
+//!    repository crates (and their manifest format) only through
+//!    `granary-node`. Neither its `[dependencies]` (build and per-target
+//!    ones too, renamed or not) nor its sources (outside `#[cfg(test)]`)
+//!    name them; its integration tests (dev-dependencies) may.
 //! 4. **One owner per engine.** Some third-party crates belong to one
 //!    workspace crate ([`OWNED`]): HTTP servers to the gateway, SQL clients to
 //!    the catalog, FUSE to the mount, terminal progress to the binary; the
@@ -76,7 +77,12 @@ const LAYERS: &[(&str, u32)] = &[
 /// through): neither in `[dependencies]` nor as a path in its sources.
 const ONLY_THROUGH: &[(&str, &[&str], &str)] = &[(
     "granary",
-    &["granary-store", "granary-transfer", "granary-repo"],
+    &[
+        "granary-store",
+        "granary-transfer",
+        "granary-repo",
+        "granary-manifest",
+    ],
     "granary-node",
 )];
 
@@ -323,15 +329,36 @@ fn check_layers(name: &str, manifest: &toml::Value, layers: &HashMap<&str, u32>)
     out
 }
 
-/// Rule 3 on a manifest: `[dependencies]` naming a crate [`ONLY_THROUGH`]
-/// forbids.
+/// The packages a manifest's build sees: `[dependencies]` and
+/// `[build-dependencies]`, also per target (`[target.'cfg(…)'.dependencies]`),
+/// each by its package name (`package = …` for a renamed one).
+fn built_with(manifest: &toml::Value) -> Vec<String> {
+    let tables = ["dependencies", "build-dependencies"];
+    let targets = manifest.get("target").and_then(|t| t.as_table());
+    let mut out = Vec::new();
+    let sections = tables.iter().filter_map(|t| manifest.get(*t)).chain(
+        targets
+            .into_iter()
+            .flat_map(|t| t.values())
+            .flat_map(|t| tables.iter().filter_map(move |k| t.get(*k))),
+    );
+    for deps in sections.filter_map(|d| d.as_table()) {
+        for (key, spec) in deps {
+            let package = spec.get("package").and_then(|p| p.as_str());
+            out.push(package.unwrap_or(key).to_string());
+        }
+    }
+    out
+}
+
+/// Rule 3 on a manifest: a dependency ([`built_with`]) on a crate
+/// [`ONLY_THROUGH`] forbids.
 fn check_only_through(name: &str, manifest: &toml::Value) -> Vec<String> {
     let Some((_, banned, via)) = ONLY_THROUGH.iter().find(|(c, _, _)| *c == name) else {
         return Vec::new();
     };
-    let deps = manifest.get("dependencies").and_then(|d| d.as_table());
-    deps.into_iter()
-        .flat_map(|t| t.keys())
+    built_with(manifest)
+        .into_iter()
         .filter(|d| banned.contains(&d.as_str()))
         .map(|d| {
             format!(
@@ -1107,6 +1134,16 @@ mod tests {
             v[0]
         );
         assert!(check_only_through("granary-node", &direct).is_empty());
+        // Build, per-target and renamed dependencies count too; the manifest
+        // format is the repository's.
+        let hidden: toml::Value = "[build-dependencies]\ngranary-transfer = \"1\"\n[target.'cfg(unix)'.dependencies]\nstore = { package = \"granary-store\", path = \"x\" }\n[target.'cfg(unix)'.dev-dependencies]\ngranary-repo = \"1\"\n[dependencies]\nm = { package = \"granary-manifest\", path = \"m\" }"
+            .parse()
+            .unwrap();
+        let v = check_only_through("granary", &hidden);
+        assert_eq!(v.len(), 3, "{v:?}");
+        for c in ["granary-transfer", "granary-store", "granary-manifest"] {
+            assert!(v.iter().any(|l| l.contains(&format!("depends on {c};"))), "{c}: {v:?}");
+        }
         let (_d, g) = graph(&[
             ("lib.rs", "mod a; use granary_node::repo::store;"),
             (

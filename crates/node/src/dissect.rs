@@ -1,4 +1,5 @@
-//! `granary dissect`: the TLV tree of a packet stream, as text or JSON.
+//! `granary dissect`: the TLV tree of a packet stream, as text or JSON
+//! ([`dissect`] is the whole command after reading its input).
 //!
 //! JSON output is one object per top-level TLV, one per line (JSONL). The
 //! `fields` object uses the same keys as the interop contract
@@ -12,6 +13,21 @@ use granary_packet::tree::{self, Node};
 use granary_packet::types::{self, sig_type};
 use granary_packet::{Data, Interest, KeyLocator, LpPacket, Name, SignatureInfo};
 use serde_json::{json, Map, Value};
+
+/// What `granary dissect` prints for `raw` (`--hex`/`--base64` text, or
+/// bytes): the text tree, or one JSON line per packet with `json`.
+pub fn dissect(raw: Vec<u8>, hex_in: bool, base64_in: bool, json: bool) -> anyhow::Result<String> {
+    let input = decode_input(raw, hex_in, base64_in)?;
+    if !json {
+        return render_text(&input);
+    }
+    let mut out = String::new();
+    for v in render_json(&input)? {
+        out.push_str(&serde_json::to_string(&v)?);
+        out.push('\n');
+    }
+    Ok(out)
+}
 
 /// Text form: one line per element, indented by depth.
 pub fn render_text(buf: &Bytes) -> anyhow::Result<String> {
