@@ -115,38 +115,11 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
             }
         }
         KeyCmd::List => {
-            let keys = kc.list()?;
-            if keys.is_empty() {
-                eprintln!(
-                    "no keys in {} — create one with `granary key gen /my/identity`",
-                    kc.dir().display()
-                );
+            let (empty, text) = granary_node::keys::list_text(&kc)?;
+            if let Some(hint) = empty {
+                eprintln!("{hint}");
             }
-            for k in keys {
-                let mark = if k.is_default { "*" } else { " " };
-                match &k.cert {
-                    Some(c) => {
-                        let v = c.validity();
-                        println!(
-                            "{mark} {} {} cert={} valid={}..{} sha256={}",
-                            k.name,
-                            k.key_type.as_str(),
-                            c.name(),
-                            v.not_before.format(),
-                            v.not_after.format(),
-                            granary_node::keys::fingerprint(c)
-                        );
-                    }
-                    None => println!("{mark} {} {}", k.name, k.key_type.as_str()),
-                }
-            }
-            for a in kc.trust_anchors()? {
-                println!(
-                    "  anchor {} sha256={}",
-                    a.name(),
-                    granary_node::keys::fingerprint(&a)
-                );
-            }
+            print!("{text}");
         }
         KeyCmd::Export {
             name,
@@ -213,15 +186,7 @@ pub fn run_with(cmd: KeyCmd, data_dir: &Path, socket: &Path) -> anyhow::Result<(
                 (None, None) => anyhow::bail!("give a certificate FILE or --fetch NAME"),
             };
             let fp = granary_node::keys::fingerprint(&c);
-            let v = c.validity();
-            eprintln!("certificate  {}", c.name());
-            eprintln!("key type     {}", granary_node::keys::key_kind(&c));
-            eprintln!(
-                "valid        {} .. {}",
-                v.not_before.format(),
-                v.not_after.format()
-            );
-            eprintln!("fingerprint  SHA-256 {fp}");
+            eprint!("{}", granary_node::keys::describe(&c));
             if let Some(want) = &pinned {
                 if granary_node::keys::normalize_fp(want) != granary_node::keys::normalize_fp(&fp) {
                     anyhow::bail!(
