@@ -8,6 +8,7 @@
 //! the binary turns its flags into the parameter structs defined here.
 
 pub mod dedup;
+pub mod federation_wan;
 pub mod perf;
 pub mod plot;
 pub mod sim;

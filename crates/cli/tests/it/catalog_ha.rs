@@ -95,6 +95,11 @@ impl Standby {
         s
     }
 
+    /// The directory of its Unix socket (`.s.PGSQL.<port>`).
+    pub(crate) fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     pub(crate) fn promote(&self) {
         let (b, d) = (bin_dir().display().to_string(), self.dir.path().display());
         self.run(&format!("{b}/pg_ctl -D {d}/data -w promote >/dev/null"))
