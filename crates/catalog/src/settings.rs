@@ -77,6 +77,13 @@ impl FederationSettings {
             .collect()
     }
 
+    /// The node timeout, when set (and within its range).
+    pub fn node_timeout(&self) -> Option<std::time::Duration> {
+        self.node_timeout
+            .filter(|t| t.is_finite() && (0.001..=30.0 * 86400.0).contains(t))
+            .map(std::time::Duration::from_secs_f64)
+    }
+
     /// True when nothing is set.
     pub fn is_empty(&self) -> bool {
         self == &FederationSettings::default()
@@ -230,6 +237,11 @@ impl Catalog {
     pub fn federation_settings(&self) -> Result<StoredSettings> {
         let rows = self.lock()?.backend.settings_rows()?;
         StoredSettings::from_rows(rows)
+    }
+
+    /// The federation's `node_timeout`, when its settings set one.
+    pub fn federation_node_timeout(&self) -> Result<Option<std::time::Duration>> {
+        Ok(self.federation_settings()?.settings.node_timeout())
     }
 
     /// The settings' generation alone (0: never written): one small query, cheap

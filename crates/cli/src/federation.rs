@@ -10,15 +10,16 @@ use granary_node::federation::node_timeout as timeout;
 #[derive(clap::Subcommand)]
 pub enum FederationCmd {
     /// Nodes up and down (last heartbeat), versions held per node, and names
-    /// below their `[[replication]] prefix, replicas` (from --config) on fewer
-    /// up nodes than asked.
+    /// below their `[[replication]] prefix, replicas` (from --config, else the
+    /// daemon's config, else the catalog's federation settings) on fewer up
+    /// nodes than asked.
     Status {
         /// Daemon config file whose `[[replication]]` tables (prefix,
         /// replicas) say how many up nodes each name should be on.
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// A node silent for longer than this (seconds) is down (default:
-        /// the config's node_timeout, else 60).
+        /// the config's node_timeout, else the catalog's, else 60).
         #[arg(long, value_name = "SECONDS")]
         node_timeout: Option<f64>,
         /// Print JSON.
@@ -39,7 +40,8 @@ pub enum FederationCmd {
         /// Per-Interest lifetime (ms).
         #[arg(long, default_value_t = 1000)]
         lifetime: u64,
-        /// Seconds of silence after which a node is down (default 60).
+        /// Seconds of silence after which a node is down (default: the
+        /// catalog's node_timeout, else 60).
         #[arg(long, value_name = "SECONDS")]
         node_timeout: Option<f64>,
         /// Print JSON.
@@ -66,6 +68,8 @@ pub enum FederationCmd {
         #[arg(long)]
         json: bool,
     },
+    /// The federation-wide settings in the catalog (node_timeout, replication policy): show, set, unset.
+    Settings(crate::settings::SettingsArgs),
 }
 
 /// Runs `granary federation …`.
@@ -76,6 +80,7 @@ pub fn run(
     cmd: FederationCmd,
 ) -> anyhow::Result<()> {
     match cmd {
+        FederationCmd::Settings(a) => crate::settings::run(data_dir, catalog, a),
         FederationCmd::Status {
             config,
             node_timeout,
@@ -85,7 +90,7 @@ pub fn run(
                 data_dir,
                 catalog,
                 config.as_deref(),
-                timeout(node_timeout)?,
+                node_timeout,
             )?;
             if json {
                 println!("{}", s.json());

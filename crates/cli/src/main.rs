@@ -16,6 +16,7 @@ mod repo;
 mod science;
 mod scrub;
 mod selfcheck;
+mod settings;
 mod sim;
 mod testbed;
 
@@ -327,6 +328,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     };
     catalog::set_catalog_spec(spec);
     catalog::set_default_node_timeout(timeout);
+    catalog::set_client_data_dir(&data_dir);
     let socket = socket_path(cli.socket.as_ref(), &data_dir);
     match cli.command {
         Command::Daemon(args) => {

@@ -18,15 +18,17 @@ pub struct DaemonSettings {
     /// The daemon's `--catalog` (absent: its embedded catalog).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub catalog: Option<String>,
-    /// Its `node_timeout`, seconds.
+    /// Its config file's `node_timeout` (seconds), when the file keeps it to
+    /// itself: it overrides the catalog's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_timeout: Option<f64>,
     /// Its role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub role: Option<granary_catalog::Role>,
-    /// Its `[[replication]]` rules.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub replication: Vec<crate::policy::Rule>,
+    /// Its `[[replication]]` rules, when its config file keeps them to itself
+    /// (`federation_settings = "local"`): they override the catalog's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Vec<crate::policy::Rule>>,
 }
 
 /// Where [`DaemonSettings`] are kept.
@@ -72,9 +74,49 @@ pub fn set_default_node_timeout(t: Option<std::time::Duration>) {
     let _ = DEFAULT_NODE_TIMEOUT.set(t);
 }
 
-/// The node timeout of this data directory's daemon, when it gave one.
-pub fn default_node_timeout() -> Option<std::time::Duration> {
+/// The node timeout of this data directory's daemon's config file, when the
+/// file keeps it to itself (not the catalog's).
+pub fn daemon_node_timeout() -> Option<std::time::Duration> {
     DEFAULT_NODE_TIMEOUT.get().copied().flatten()
+}
+
+/// The node timeout a client command uses without `--node-timeout`: its
+/// daemon's config file's (when the file keeps it to itself), else the
+/// catalog's federation settings' ([`crate::settings`]), if either gives one.
+pub fn default_node_timeout() -> Option<std::time::Duration> {
+    daemon_node_timeout().or_else(|| client_catalog_settings().and_then(|s| s.node_timeout()))
+}
+
+static CLIENT_DATA_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+static CLIENT_SETTINGS: std::sync::OnceLock<Option<granary_catalog::FederationSettings>> =
+    std::sync::OnceLock::new();
+
+/// Records the data directory of a client command (once, at start): its
+/// catalog's federation settings are read from there when no `--catalog` is given.
+pub fn set_client_data_dir(data_dir: &Path) {
+    let _ = CLIENT_DATA_DIR.set(data_dir.to_path_buf());
+}
+
+/// The federation settings of the catalog a client command uses (`--catalog`, the
+/// daemon's, or the data directory's when it has one), read once when first asked;
+/// `None` when there is no such catalog or it cannot be read now.
+pub fn client_catalog_settings() -> Option<granary_catalog::FederationSettings> {
+    CLIENT_SETTINGS
+        .get_or_init(|| {
+            let spec = match catalog_spec() {
+                Some(s) => s.to_string(),
+                None => {
+                    let dir = granary_search::default_catalog_dir(CLIENT_DATA_DIR.get()?);
+                    if !dir.exists() {
+                        return None;
+                    }
+                    dir.to_string_lossy().into_owned()
+                }
+            };
+            let cat = granary_catalog::Catalog::open_unindexed(&spec).ok()?;
+            cat.federation_settings().ok().map(|s| s.settings)
+        })
+        .clone()
 }
 
 /// Records the global `--catalog` (once, at start).

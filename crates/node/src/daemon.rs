@@ -9,7 +9,6 @@ use granary_forwarder::daemon::{self, DaemonConfig};
 use granary_mgmt::ControlParameters;
 use granary_packet::Name;
 use granary_science::drs::Trust;
-use serde::Deserialize;
 
 use crate::catalog::catalog_spec;
 use crate::control::{nfd, static_route};
@@ -56,46 +55,30 @@ pub struct Options {
 /// the repository, the catalog and the HTTP gateway, prints what it listens
 /// on and `ready`, and runs until SIGTERM/SIGINT.
 pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()> {
-    let mut http_file = crate::gateway::Flags::default();
-    let mut file_prefix: Option<String> = None;
-    let mut replication: Vec<crate::policy::Rule> = Vec::new();
-    let mut node_timeout = granary_catalog::DEFAULT_NODE_TIMEOUT;
-    let mut file_role: Option<granary_catalog::Role> = None;
-    let mut replication_settings = crate::policy::Settings::default();
-    let mut cfg = match &args.config {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?;
-            let mut t = toml::from_str::<toml::Table>(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            http_file = crate::gateway::take_config_keys(&mut t)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            replication = crate::policy::take_config(&mut t)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            replication_settings = crate::policy::take_settings(&mut t)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            file_prefix = match t.remove("node_prefix") {
-                None => None,
-                Some(toml::Value::String(s)) => Some(s),
-                Some(v) => anyhow::bail!(
-                    "{}: node_prefix: expected a name such as \"/site/a\", found {v}",
-                    p.display()
-                ),
-            };
-            if let Some(v) = t.remove("node_timeout") {
-                node_timeout = crate::locate::parse_node_timeout(&v)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-            }
-            if let Some(v) = t.remove("role") {
-                file_role = Some(
-                    crate::locate::parse_role(&v)
-                        .map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?,
-                );
-            }
-            DaemonConfig::deserialize(t).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?
-        }
-        None => DaemonConfig::default(),
+    // One typed config file (every key the daemon reads; an unknown key is
+    // an error naming it and the file).
+    let file = match &args.config {
+        Some(p) => crate::config::NodeConfig::load(p)?,
+        None => crate::config::NodeConfig::default(),
     };
+    let http_file = file.http_flags();
+    let file_prefix = file.node_prefix.clone();
+    let file_role = file.role;
+    // The federation-wide keys: this node's own (`local`, over the catalog's)
+    // or published to the catalog for every node (`publish`).
+    let mode = file.federation_settings.unwrap_or_default();
+    let (local, publish) = match mode {
+        crate::config::SettingsMode::Local => (file.federation(), None),
+        crate::config::SettingsMode::Publish => (
+            granary_catalog::FederationSettings::default(),
+            Some(file.federation()),
+        ),
+    };
+    // Until the catalog is read: the file's values over the defaults.
+    let start_settings = crate::settings::overlay(&file.federation(), &Default::default());
+    let node_timeout = crate::settings::node_timeout(&start_settings);
+    let policy = crate::policy::SharedPolicy::new(crate::settings::policy(&start_settings));
+    let mut cfg = file.forwarder;
     let http = crate::gateway::settings(&args.http, &http_file)?;
     // HTTPS's certificate, before anything starts: a bad one is an error.
     let tls = match http.https {
@@ -169,9 +152,11 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             } else {
                 catalog_spec().map(str::to_string)
             },
-            node_timeout: Some(node_timeout.as_secs_f64()),
+            // Only what this node keeps to itself: a client command
+            // reads the rest from the catalog, as the daemon does.
+            node_timeout: local.node_timeout,
             role: Some(role),
-            replication: replication.clone(),
+            replication: local.replication.clone(),
         },
     ) {
         tracing::warn!(
@@ -196,6 +181,16 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
                 ix.catalog
                     .set_node_timeout(node_timeout)
                     .map_err(|e| anyhow::anyhow!("node_timeout: {e}"))?;
+                // The federation settings: published (if asked), read, and
+                // followed while the daemon runs.
+                crate::settings::Follower::start(
+                    ix.catalog.clone(),
+                    local.clone(),
+                    publish.clone(),
+                    node.to_string(),
+                    policy.clone(),
+                )
+                .spawn()?;
                 Some(std::sync::Arc::new(ix))
             }
             // A shared catalog asked for by URL that is wrong (malformed,
@@ -231,19 +226,10 @@ pub fn run(args: Options, socket: PathBuf, data_dir: &Path) -> anyhow::Result<()
             .await?;
             attach_replicate(&running, repo.clone(), &node, &repo_dir).await?;
             // Every storage node on the shared catalog claims the copies
-            // offered to it, rules or not; only nodes with rules plan.
-            if role == granary_catalog::Role::Storage || !replication.is_empty() {
-                let locations = location_catalog(indexer.as_ref(), node_timeout);
-                start_policy(
-                    replication,
-                    repo,
-                    &node,
-                    &repo_dir,
-                    &running,
-                    locations,
-                    (role, replication_settings),
-                )?;
-            }
+            // offered to it, rules or not; only nodes with rules plan (rules
+            // may come later, from the catalog's federation settings).
+            let locations = location_catalog(indexer.as_ref());
+            start_policy(policy, repo, &node, &repo_dir, &running, locations, role)?;
         }
         if let (Some(ix), Some(socket)) = (&indexer, running.sockets.first()) {
             if catalog_spec().is_some_and(crate::locate::is_shared_spec) {
@@ -322,32 +308,30 @@ const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 /// what, which nodes are up): the node's catalog, when it has one.
 fn location_catalog(
     indexer: Option<&std::sync::Arc<granary_search::Indexer>>,
-    node_timeout: std::time::Duration,
 ) -> Option<std::sync::Arc<dyn crate::policy::Locations>> {
     let catalog = indexer?.catalog.clone();
-    Some(std::sync::Arc::new(CatalogLocations {
-        catalog,
-        node_timeout,
-    }))
+    Some(std::sync::Arc::new(CatalogLocations { catalog }))
 }
 
-/// [`crate::policy::Locations`] over the location catalog's tables.
+/// [`crate::policy::Locations`] over the location catalog's tables, judging
+/// liveness by the catalog handle's node timeout (the federation settings'
+/// current one).
 struct CatalogLocations {
     catalog: std::sync::Arc<granary_catalog::Catalog>,
-    node_timeout: std::time::Duration,
 }
 
 impl crate::policy::Locations for CatalogLocations {
     fn held_under(&self, prefix: &str) -> Result<Vec<crate::policy::Held>, String> {
+        let node_timeout = self.catalog.node_timeout();
         let rows = self
             .catalog
-            .replicas(prefix, self.node_timeout)
+            .replicas(prefix, node_timeout)
             .map_err(|e| e.to_string())?;
         rows.into_iter()
             .map(|r| {
                 let holders = self
                     .catalog
-                    .locations(&r.name, self.node_timeout)
+                    .locations(&r.name, node_timeout)
                     .map_err(|e| e.to_string())?
                     .into_iter()
                     .filter(|l| l.version == r.version && !l.is_cache())
@@ -365,7 +349,7 @@ impl crate::policy::Locations for CatalogLocations {
     fn up_nodes(&self) -> Result<Vec<String>, String> {
         Ok(self
             .catalog
-            .nodes(self.node_timeout)
+            .nodes(self.catalog.node_timeout())
             .map_err(|e| e.to_string())?
             .into_iter()
             .filter(|n| n.up && n.role == granary_catalog::Role::Storage)
@@ -378,20 +362,20 @@ impl crate::policy::Locations for CatalogLocations {
 /// it needs the shared PostgreSQL catalog (the work queue) and the
 /// location catalog.
 fn start_policy(
-    rules: Vec<crate::policy::Rule>,
+    policy: std::sync::Arc<crate::policy::SharedPolicy>,
     repo: std::sync::Arc<granary_repo::Repo>,
     node: &Name,
     repo_dir: &Path,
     running: &daemon::Running,
     locations: Option<std::sync::Arc<dyn crate::policy::Locations>>,
-    (role, settings): (granary_catalog::Role, crate::policy::Settings),
+    role: granary_catalog::Role,
 ) -> anyhow::Result<()> {
     let url =
         catalog_spec().filter(|c| c.starts_with("postgres://") || c.starts_with("postgresql://"));
     let (Some(url), Some(locations), Some(socket), Some(data_dir)) =
         (url, locations, running.sockets.first(), repo_dir.parent())
     else {
-        if !rules.is_empty() {
+        if !policy.get().1.rules.is_empty() {
             tracing::warn!(
                 "[[replication]] not enforced: the policy needs a shared PostgreSQL catalog (--catalog postgres://…) and the federation's location catalog"
             );
@@ -400,7 +384,7 @@ fn start_policy(
     };
     crate::policy::start(
         crate::policy::Task {
-            rules,
+            policy,
             locations,
             url: url.to_string(),
             node: node.clone(),
@@ -408,7 +392,6 @@ fn start_policy(
             data_dir: data_dir.to_path_buf(),
             socket: socket.clone(),
             role,
-            settings,
         },
         tokio::runtime::Handle::current(),
     )?;

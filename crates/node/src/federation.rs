@@ -1,8 +1,9 @@
 //! `granary federation status|check|locate`: the location catalog as an
 //! operator sees it (docs/federation.md). `status` counts holders against the
-//! daemon config's `[[replication]]` rules (read by [`crate::policy`]'s
-//! parser); `check` asks each up node, with hinted Interests, for a sample
-//! of the versions it claims and verifies their signed manifest roots.
+//! `[[replication]]` rules (the daemon config's, read by [`crate::config`],
+//! else the catalog's federation settings); `check` asks each up node, with
+//! hinted Interests, for a sample of the versions it claims and verifies
+//! their signed manifest roots.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -43,22 +44,10 @@ pub fn open(data_dir: &Path, catalog: Option<&str>) -> anyhow::Result<Catalog> {
 }
 
 /// The `[[replication]]` rules and `node_timeout` of a daemon config file,
-/// with the daemon's own checks ([`crate::policy::take_config`]).
-pub fn config_rules(config: &Path) -> anyhow::Result<(Vec<Rule>, Option<Duration>)> {
-    let text = std::fs::read_to_string(config)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", config.display()))?;
-    let mut t: toml::Table =
-        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-    let nt = match t.get("node_timeout") {
-        Some(v) => Some(
-            crate::locate::parse_node_timeout(v)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?,
-        ),
-        None => None,
-    };
-    let rules = crate::policy::take_config(&mut t)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-    Ok((rules, nt))
+/// read and checked as the daemon reads it ([`crate::config::NodeConfig`]).
+pub fn config_rules(config: &Path) -> anyhow::Result<(Option<Vec<Rule>>, Option<Duration>)> {
+    let c = crate::config::NodeConfig::load(config)?;
+    Ok((c.replication.clone(), c.node_timeout()))
 }
 
 /// What `federation status` shows.
@@ -126,27 +115,40 @@ impl Status {
     }
 }
 
-/// `federation status`: nodes, and with `config` the versions under its
-/// rules held by fewer up nodes than asked.
+/// `federation status`: nodes, and the versions under the rules held by
+/// fewer up nodes than asked. The rules and the node timeout: `flag`
+/// (`--node-timeout`, seconds) over `config` (a config file; without one,
+/// this data directory's daemon's own) over the catalog's federation
+/// settings over the defaults.
 pub fn status(
     data_dir: &Path,
     catalog: Option<&str>,
     config: Option<&Path>,
-    node_timeout: Option<Duration>,
+    flag: Option<f64>,
 ) -> anyhow::Result<Status> {
+    let flag = match flag {
+        Some(s) => node_timeout(Some(s))?,
+        None => None,
+    };
     // Without --config: the rules and timeout of this data directory's
-    // daemon.
+    // daemon; where neither gives them, the catalog's federation settings.
     let (rules, cfg_timeout) = match config {
         Some(c) => config_rules(c)?,
         None => (
             crate::catalog::daemon_settings(data_dir).replication,
-            crate::catalog::default_node_timeout(),
+            crate::catalog::daemon_node_timeout(),
         ),
     };
-    let t = node_timeout
-        .or(cfg_timeout)
-        .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
     let cat = open(data_dir, catalog)?;
+    let fed = cat
+        .federation_settings()
+        .map(|s| s.settings)
+        .unwrap_or_default();
+    let rules = rules.or(fed.replication.clone()).unwrap_or_default();
+    let t = flag
+        .or(cfg_timeout)
+        .or(fed.node_timeout())
+        .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
     let nodes = cat.nodes(t).map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut under = Vec::new();
     for rule in &rules {
@@ -186,7 +188,9 @@ pub fn locate(
 ) -> anyhow::Result<Vec<Location>> {
     if at.is_none() && catalog.is_some() {
         let cat = open(data_dir, catalog)?;
-        let t = node_timeout.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+        let t = node_timeout
+            .or_else(|| cat.federation_node_timeout().ok().flatten())
+            .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
         return cat
             .locate(name, version, t)
             .map_err(|e| anyhow::anyhow!("{e}"));

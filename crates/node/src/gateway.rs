@@ -12,7 +12,7 @@ use granary_forwarder::daemon::Running;
 /// `--tls-cert`, `--tls-key`, `--http-max-conns`,
 /// `--http-max-conns-per-client`, `--http-max-websockets`,
 /// `--http-header-timeout`, `--http-idle-timeout`, `--http-deadline`), or the same keys of its
-/// config file (`-` as `_`).
+/// config file (`-` as `_`; read by [`crate::config::NodeConfig`]).
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
     /// `IP:PORT`, a port (loopback), or `off`.
@@ -46,63 +46,6 @@ pub struct HttpSettings {
     pub limits: granary_gateway::Limits,
     /// Kept for callers that read it: `limits.max_conns`.
     pub max_conns: usize,
-}
-
-fn addr_key(t: &mut toml::Table, key: &str) -> anyhow::Result<Option<String>> {
-    Ok(match t.remove(key) {
-        None => None,
-        Some(toml::Value::String(s)) => Some(s),
-        Some(toml::Value::Boolean(false)) => Some("off".into()),
-        Some(toml::Value::Integer(p)) => Some(p.to_string()),
-        Some(other) => anyhow::bail!("{key} = {other}: expected \"IP:PORT\" or \"off\""),
-    })
-}
-
-fn count_key(t: &mut toml::Table, key: &str) -> anyhow::Result<Option<u64>> {
-    Ok(match t.remove(key) {
-        None => None,
-        Some(v) => match v.as_integer() {
-            Some(n) if (1..=1_000_000).contains(&n) => Some(n as u64),
-            _ => anyhow::bail!("{key} = {v}: expected a number from 1 to 1000000"),
-        },
-    })
-}
-
-fn seconds_key(t: &mut toml::Table, key: &str) -> anyhow::Result<Option<f64>> {
-    Ok(match t.remove(key) {
-        None => None,
-        Some(v) => match v.as_float().or(v.as_integer().map(|i| i as f64)) {
-            Some(s) if (0.1..=86400.0).contains(&s) => Some(s),
-            _ => anyhow::bail!("{key} = {v}: expected seconds from 0.1 to 86400"),
-        },
-    })
-}
-
-fn path_key(t: &mut toml::Table, key: &str) -> anyhow::Result<Option<PathBuf>> {
-    Ok(match t.remove(key) {
-        None => None,
-        Some(toml::Value::String(s)) => Some(PathBuf::from(s)),
-        Some(other) => anyhow::bail!("{key} = {other}: expected a file path"),
-    })
-}
-
-/// Takes the gateway's keys (`http`, `https`, `tls_cert`, `tls_key`,
-/// `http_max_conns`, `http_max_conns_per_client`, `http_max_websockets`,
-/// `http_header_timeout`, `http_idle_timeout`, `http_deadline`) out of a daemon config table,
-/// so the rest parses as the forwarder's `DaemonConfig`.
-pub fn take_config_keys(t: &mut toml::Table) -> anyhow::Result<Flags> {
-    Ok(Flags {
-        http: addr_key(t, "http")?,
-        https: addr_key(t, "https")?,
-        tls_cert: path_key(t, "tls_cert")?,
-        tls_key: path_key(t, "tls_key")?,
-        http_max_conns: count_key(t, "http_max_conns")?,
-        http_max_conns_per_client: count_key(t, "http_max_conns_per_client")?,
-        http_max_websockets: count_key(t, "http_max_websockets")?,
-        http_header_timeout: seconds_key(t, "http_header_timeout")?,
-        http_idle_timeout: seconds_key(t, "http_idle_timeout")?,
-        http_deadline: seconds_key(t, "http_deadline")?,
-    })
 }
 
 /// Flags over config file over defaults.
@@ -251,12 +194,13 @@ mod tests {
 
     #[test]
     fn config_keys_are_taken_and_flags_win() {
-        let mut t: toml::Table =
-            toml::from_str("http = false\nhttp_max_conns = 9\ncs_capacity = 5\n").unwrap();
-        let file = take_config_keys(&mut t).unwrap();
+        let c =
+            crate::config::NodeConfig::parse("http = false\nhttp_max_conns = 9\ncs_capacity = 5\n")
+                .unwrap();
+        let file = c.http_flags();
         assert_eq!(file.http.as_deref(), Some("off"));
         assert_eq!(file.http_max_conns, Some(9));
-        assert!(t.contains_key("cs_capacity") && !t.contains_key("http"));
+        assert_eq!(c.forwarder.cs_capacity, 5);
         let s = settings(&Flags::default(), &file).unwrap();
         assert_eq!((s.addr, s.max_conns), (None, 9));
         let flags = Flags {
@@ -265,15 +209,13 @@ mod tests {
         };
         let s = settings(&flags, &file).unwrap();
         assert_eq!(s.addr, Some("127.0.0.1:8181".parse().unwrap()));
-        let mut bad: toml::Table = toml::from_str("http_max_conns = 0\n").unwrap();
-        assert!(take_config_keys(&mut bad).is_err());
+        assert!(crate::config::NodeConfig::parse("http_max_conns = 0\n").is_err());
         // The serving keys: timeouts in seconds (integer or not), caps, HTTPS.
-        let mut t: toml::Table = toml::from_str(
+        let file = crate::config::NodeConfig::parse(
             "https = 8443\ntls_cert = \"/c.pem\"\ntls_key = \"/k.pem\"\nhttp_header_timeout = 2.5\nhttp_idle_timeout = 30\nhttp_max_conns_per_client = 7\nhttp_max_websockets = 3\n",
         )
-        .unwrap();
-        let file = take_config_keys(&mut t).unwrap();
-        assert!(t.is_empty(), "{t:?}");
+        .unwrap()
+        .http_flags();
         let s = settings(&Flags::default(), &file).unwrap();
         assert_eq!(s.https, Some("127.0.0.1:8443".parse().unwrap()));
         assert_eq!(s.limits.header_timeout, Duration::from_millis(2500));
@@ -298,7 +240,6 @@ mod tests {
             ..Flags::default()
         };
         assert!(settings(&only_cert, &Flags::default()).is_err());
-        let mut bad: toml::Table = toml::from_str("http_header_timeout = 0\n").unwrap();
-        assert!(take_config_keys(&mut bad).is_err());
+        assert!(crate::config::NodeConfig::parse("http_header_timeout = 0\n").is_err());
     }
 }

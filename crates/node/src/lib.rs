@@ -4,8 +4,9 @@
 //! from outside the daemon ([`repo`]), what `get` does with the local
 //! repository ([`fetched`]), asking the catalog ([`query`]), `publish-dir`'s
 //! per-file work ([`publish_dir`]), and the daemon itself ([`daemon`], with
-//! its HTTP gateway in [`gateway`]). The commands' work beyond parsing and
-//! printing is here too: fetching ([`fetch`]), management requests
+//! its HTTP gateway in [`gateway`], its config file in [`config`] and the
+//! federation-wide settings it follows in [`settings`]). The commands' work
+//! beyond parsing and printing is here too: fetching ([`fetch`]), management requests
 //! ([`mgmt`]), scrub and repair ([`scrub`]), the federation's status and
 //! check ([`federation`]), replica placement ([`placement`]), the mount's
 //! publisher ([`mount`]), packet dissection ([`dissect`]); the binary reaches the store, transfer and
@@ -14,6 +15,7 @@
 //! taken here.
 
 pub mod catalog;
+pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod dissect;
@@ -35,3 +37,4 @@ pub mod replicate;
 pub mod repo;
 pub mod scrub;
 pub mod selfcheck;
+pub mod settings;

@@ -18,35 +18,6 @@ pub fn is_shared_spec(spec: &str) -> bool {
     spec.starts_with("postgres://") || spec.starts_with("postgresql://")
 }
 
-/// `node_timeout` from a config file: seconds (whole or decimal), more than 0.
-pub fn parse_node_timeout(v: &toml::Value) -> Result<Duration, String> {
-    let s = match v {
-        toml::Value::Integer(i) => *i as f64,
-        toml::Value::Float(f) => *f,
-        v => {
-            return Err(format!(
-                "node_timeout: expected seconds (a number), found {v}"
-            ))
-        }
-    };
-    if !s.is_finite() || !(0.001..=30.0 * 86400.0).contains(&s) {
-        return Err(format!(
-            "node_timeout: {s} s is out of range (0.001 s to 30 days)"
-        ));
-    }
-    Ok(Duration::from_secs_f64(s))
-}
-
-/// `role` from a config file: "storage", "router" or "client".
-pub fn parse_role(v: &toml::Value) -> Result<granary_catalog::Role, String> {
-    match v {
-        toml::Value::String(s) => granary_catalog::Role::parse(s).map_err(|e| e.to_string()),
-        v => Err(format!(
-            "role: expected \"storage\", \"router\" or \"client\", found {v}"
-        )),
-    }
-}
-
 /// How often the daemon sends its heartbeat: a quarter of the node timeout
 /// (so that three in a row may fail before it is taken for down), within
 /// 0.1 s to 15 s.
@@ -280,7 +251,9 @@ pub fn locator(
         (Some(url), None) => {
             let cat = Catalog::open_unindexed(url)
                 .map_err(|e| anyhow::anyhow!("location catalog {}: {e}", redact(url)))?;
-            let t = node_timeout.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+            let t = node_timeout
+                .or_else(|| cat.federation_node_timeout().ok().flatten())
+                .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
             cat.set_node_timeout(t)
                 .map_err(|e| anyhow::anyhow!("--node-timeout: {e}"))?;
             Source::Direct(Arc::new(cat), t)

@@ -114,9 +114,11 @@ pub fn choose_replicas(
                 "--replicas chooses among the up nodes of the federation's location catalog: give it with --catalog postgres://…, or name the target nodes with --to NODE_PREFIX"
             )
         })?;
-    let t = node_timeout.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
     let cat = granary_catalog::Catalog::open_unindexed(spec)
         .map_err(|e| anyhow::anyhow!("location catalog {}: {e}", crate::locate::redact(spec)))?;
+    let t = node_timeout
+        .or_else(|| cat.federation_node_timeout().ok().flatten())
+        .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
     let me = crate::identity::node_prefix(data_dir)?.to_string();
     choose(&cat, name, version, &me, n, t)
 }

@@ -30,45 +30,11 @@ use std::time::Duration;
 
 use granary_packet::Name;
 
-/// One `[[replication]]` table.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rule {
-    /// Names under this prefix…
-    pub prefix: String,
-    /// …are to be held by this many up nodes (at least 1).
-    pub replicas: u32,
-}
-
-/// Takes the `[[replication]]` tables out of a config file's table,
-/// checked: a prefix that is not a name, `replicas` 0, or a prefix given
-/// twice is an error naming it.
-pub fn take_config(t: &mut toml::Table) -> Result<Vec<Rule>, String> {
-    let Some(v) = t.remove("replication") else {
-        return Ok(Vec::new());
-    };
-    let rules: Vec<Rule> = v.try_into().map_err(|e| {
-        format!("[[replication]]: {e} (each needs prefix = \"/…\" and replicas = N)")
-    })?;
-    let mut seen = BTreeSet::new();
-    for r in &rules {
-        let n = Name::from_uri(&r.prefix)
-            .map_err(|e| format!("[[replication]] prefix {:?}: {e}", r.prefix))?;
-        if r.replicas == 0 {
-            return Err(format!(
-                "[[replication]] prefix {:?}: replicas must be at least 1",
-                r.prefix
-            ));
-        }
-        if !seen.insert(n.to_string()) {
-            return Err(format!(
-                "[[replication]] prefix {:?} is given twice",
-                r.prefix
-            ));
-        }
-    }
-    Ok(rules)
-}
+/// One `[[replication]]` table (prefix, replicas): the catalog's typed rule, so
+/// that what a config file says and what the catalog's federation settings hold
+/// are one type, checked by one routine
+/// ([`granary_catalog::settings::check_rules`]).
+pub use granary_catalog::ReplicationRule as Rule;
 
 /// A version and the nodes that hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,44 +214,78 @@ impl Default for Settings {
     }
 }
 
-/// Takes `replication_period`, `replication_retry` (seconds, 0.1 to 86400)
-/// and `replication_attempts` (1 to 100) out of a config file's table.
-pub fn take_settings(t: &mut toml::Table) -> Result<Settings, String> {
-    let mut s = Settings::default();
-    let secs = |k: &str, v: toml::Value| -> Result<Duration, String> {
-        let f = match v {
-            toml::Value::Integer(i) => i as f64,
-            toml::Value::Float(f) => f,
-            v => return Err(format!("{k}: expected seconds (a number), found {v}")),
+impl Settings {
+    /// The timing a node's federation settings give (each key unset: its default).
+    /// The values were checked where they were read (config file or catalog).
+    pub fn from_federation(f: &granary_catalog::FederationSettings) -> Settings {
+        let d = Settings::default();
+        let secs = |v: Option<f64>, dflt: Duration| {
+            v.filter(|s| s.is_finite() && *s > 0.0)
+                .map_or(dflt, Duration::from_secs_f64)
         };
-        if !f.is_finite() || !(0.1..=86400.0).contains(&f) {
-            return Err(format!("{k}: {f} s is out of range (0.1 s to 1 day)"));
+        Settings {
+            period: secs(f.replication_period, d.period),
+            retry: secs(f.replication_retry, d.retry),
+            attempts: f
+                .replication_attempts
+                .filter(|a| *a > 0)
+                .unwrap_or(d.attempts),
         }
-        Ok(Duration::from_secs_f64(f))
-    };
-    if let Some(v) = t.remove("replication_period") {
-        s.period = secs("replication_period", v)?;
     }
-    if let Some(v) = t.remove("replication_retry") {
-        s.retry = secs("replication_retry", v)?;
+}
+
+/// The policy a node applies now: its rules and timing, changed while it runs
+/// when the federation settings change ([`crate::settings`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Policy {
+    /// The rules (none: this node only claims what others offer it).
+    pub rules: Vec<Rule>,
+    /// Timing.
+    pub settings: Settings,
+}
+
+/// A [`Policy`] shared between the task that applies it and the one that
+/// follows the settings, with a count of its changes.
+#[derive(Debug, Default)]
+pub struct SharedPolicy {
+    now: std::sync::RwLock<(u64, Policy)>,
+}
+
+impl SharedPolicy {
+    /// A shared policy starting at `p`.
+    pub fn new(p: Policy) -> Arc<SharedPolicy> {
+        Arc::new(SharedPolicy {
+            now: std::sync::RwLock::new((0, p)),
+        })
     }
-    if let Some(v) = t.remove("replication_attempts") {
-        s.attempts = match v {
-            toml::Value::Integer(i) if (1..=100).contains(&i) => i as u32,
-            v => {
-                return Err(format!(
-                    "replication_attempts: expected 1 to 100, found {v}"
-                ))
-            }
+
+    /// The policy now, and how many times it changed.
+    pub fn get(&self) -> (u64, Policy) {
+        match self.now.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Replaces the policy; true when it changed.
+    pub fn set(&self, p: Policy) -> bool {
+        let mut g = match self.now.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
         };
+        if g.1 == p {
+            return false;
+        }
+        g.0 += 1;
+        g.1 = p;
+        true
     }
-    Ok(s)
 }
 
 /// What the policy task needs of its node.
 pub struct Task {
-    /// The rules (none: this node only claims what others offer it).
-    pub rules: Vec<Rule>,
+    /// The rules and timing, as the federation settings give them now.
+    pub policy: Arc<SharedPolicy>,
     /// The location catalog.
     pub locations: Arc<dyn Locations>,
     /// The catalog's PostgreSQL URL (the shared work queue).
@@ -300,8 +300,6 @@ pub struct Task {
     pub socket: PathBuf,
     /// Its role: only a storage node claims copies.
     pub role: granary_catalog::Role,
-    /// Timing.
-    pub settings: Settings,
 }
 
 /// Runs the policy on a thread of its own, for as long as the daemon runs:
@@ -316,14 +314,22 @@ pub fn start(task: Task, rt: tokio::runtime::Handle) -> std::io::Result<()> {
             let mut queue = None;
             let mut last_warning = String::new();
             loop {
-                if let Err(e) = round(&task, &me, &mut queue, &rt) {
+                let (changes, policy) = task.policy.get();
+                if let Err(e) = round(&task, &policy, &me, &mut queue, &rt) {
                     if e != last_warning {
                         tracing::warn!("replication policy: {e}; trying again");
                         last_warning = e;
                     }
                     queue = None;
                 }
-                std::thread::sleep(task.settings.period);
+                // The period, cut short when the policy changes (a new one
+                // applies at once, not after the old period).
+                let t = std::time::Instant::now();
+                while t.elapsed() < policy.settings.period && task.policy.get().0 == changes {
+                    std::thread::sleep(
+                        (policy.settings.period - t.elapsed()).min(Duration::from_millis(500)),
+                    );
+                }
             }
         })
         .map(|_| ())
@@ -385,10 +391,15 @@ impl Locations for Answering<'_> {
 
 fn round(
     task: &Task,
+    policy: &Policy,
     me: &str,
     queue: &mut Option<granary_catalog::replication::WorkQueue>,
     rt: &tokio::runtime::Handle,
 ) -> Result<(), String> {
+    // Nothing to plan and nothing to claim: no connection either.
+    if policy.rules.is_empty() && task.role != granary_catalog::Role::Storage {
+        return Ok(());
+    }
     if queue.is_none() {
         *queue = Some(
             granary_catalog::replication::WorkQueue::connect(&task.url)
@@ -399,7 +410,7 @@ fn round(
         return Ok(());
     };
     let e = |e: granary_catalog::Error| e.to_string();
-    if !task.rules.is_empty() {
+    if !policy.rules.is_empty() {
         let (given_up, _) = q.forget_abandoned(UNCLAIMED, FORGET).map_err(e)?;
         if given_up > 0 {
             tracing::warn!(
@@ -420,7 +431,7 @@ fn round(
             inner: task.locations.as_ref(),
             up: answering(rt, &task.socket, me, up).into_iter().collect(),
         };
-        for o in plan_with(&task.rules, &live, &queued)? {
+        for o in plan_with(&policy.rules, &live, &queued)? {
             if q.offer(&o.name, o.version, &o.target, Some(&o.source), me)
                 .map_err(e)?
             {
@@ -439,7 +450,7 @@ fn round(
     }
     while let Some(w) = q.claim(me, LEASE).map_err(e)? {
         let attempt = w.attempts + 1;
-        if w.attempts >= task.settings.attempts as i32 {
+        if w.attempts >= policy.settings.attempts as i32 {
             // Claimed that often without an outcome (leases that ran out).
             q.abandon(
                 w.id,
@@ -472,7 +483,7 @@ fn round(
                 tracing::info!("replication policy: holds {} v={} now", w.name, w.version);
                 q.done(w.id).map_err(e)?;
             }
-            Err(err) if attempt >= task.settings.attempts as i32 => {
+            Err(err) if attempt >= policy.settings.attempts as i32 => {
                 tracing::warn!(
                     "replication policy: copy of {} v={} failed {attempt} times here ({err:#}); abandoned: offered to another node",
                     w.name,
@@ -485,9 +496,9 @@ fn round(
                     "replication policy: copy of {} v={} failed (attempt {attempt} of {}): {err:#}",
                     w.name,
                     w.version,
-                    task.settings.attempts
+                    policy.settings.attempts
                 );
-                q.failed(w.id, &format!("{err:#}"), task.settings.retry)
+                q.failed(w.id, &format!("{err:#}"), policy.settings.retry)
                     .map_err(e)?;
             }
         }
@@ -670,46 +681,29 @@ mod tests {
     }
 
     #[test]
-    fn replication_settings_are_read_and_checked() {
-        let parse = |s: &str| take_settings(&mut toml::from_str::<toml::Table>(s).unwrap());
-        assert_eq!(parse("").unwrap(), Settings::default());
-        let s =
-            parse("replication_period = 2\nreplication_retry = 0.5\nreplication_attempts = 5\n")
-                .unwrap();
+    fn timing_comes_from_the_federation_settings_and_changes_are_counted() {
+        let f = granary_catalog::FederationSettings {
+            replication_period: Some(2.0),
+            replication_retry: Some(0.5),
+            replication_attempts: Some(5),
+            ..Default::default()
+        };
+        let s = Settings::from_federation(&f);
         assert_eq!(
             (s.period, s.retry, s.attempts),
             (Duration::from_secs(2), Duration::from_millis(500), 5)
         );
-        for bad in [
-            "replication_period = 0",
-            "replication_retry = \"soon\"",
-            "replication_attempts = 0",
-            "replication_attempts = 1.5",
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn bad_rules_are_refused_with_the_reason() {
-        let parse = |s: &str| take_config(&mut toml::from_str::<toml::Table>(s).unwrap());
         assert_eq!(
-            parse("[[replication]]\nprefix = \"/cmip6\"\nreplicas = 2\n").unwrap(),
-            [rule("/cmip6", 2)]
+            Settings::from_federation(&Default::default()),
+            Settings::default()
         );
-        assert!(parse("x = 1\n").unwrap().is_empty());
-        for (bad, says) in [
-            ("[[replication]]\nprefix = \"/a\"\nreplicas = 0\n", "at least 1"),
-            ("[[replication]]\nprefix = \"/a\"\n", "replicas"),
-            ("[[replication]]\nprefix = \"/a\"\nreplicas = 1\ncopies = 2\n", "copies"),
-            (
-                "[[replication]]\nprefix = \"/a\"\nreplicas = 1\n[[replication]]\nprefix = \"/a/\"\nreplicas = 2\n",
-                "twice",
-            ),
-            ("replication = 3\n", "replication"),
-        ] {
-            let e = parse(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
-        }
+        let shared = SharedPolicy::new(Policy::default());
+        assert!(!shared.set(Policy::default()), "no change");
+        let p = Policy {
+            rules: vec![rule("/cmip6", 2)],
+            settings: s,
+        };
+        assert!(shared.set(p.clone()));
+        assert_eq!(shared.get(), (1, p));
     }
 }
