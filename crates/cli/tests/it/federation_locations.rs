@@ -138,6 +138,29 @@ fn consumers_find_names_through_the_location_catalog_and_fail_over() {
         "--version",
         &wv.to_string(),
     ]);
+    // The catalog offers the least loaded holder first: B (one location) once
+    // A's heartbeat has reported its three. Under load a heartbeat can lag the
+    // puts; wait for the order this part is about rather than assume it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let o = c.cli(&[
+            "--catalog",
+            &url,
+            "federation",
+            "locate",
+            "/cmip6/w",
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        if v["locations"][0]["node"] == "/site/b" && v["locations"][1]["node"] == "/site/a" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the catalog never offered B before A: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let out = work.path().join("w1");
     let (o, v) = get(&c, "/cmip6/w", &out, &["--catalog", &url]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
