@@ -9,15 +9,10 @@ use granary_packet::Name;
 /// at first use it is made from the host name and a random suffix
 /// (`/granary/<host>-<4 hex digits>`) and written there, so it stays the same.
 pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
-    let file = data_dir.join("node.toml");
-    if let Ok(text) = std::fs::read_to_string(&file) {
-        let v: toml::Value =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-        if let Some(p) = v.get("node_prefix").and_then(|p| p.as_str()) {
-            return Name::from_uri(p)
-                .map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display()));
-        }
+    if let Some(n) = stored_prefix(data_dir)? {
+        return Ok(n);
     }
+    let file = data_dir.join("node.toml");
     let host: String = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .unwrap_or_default()
         .trim()
@@ -48,16 +43,22 @@ pub fn node_prefix(data_dir: &Path) -> anyhow::Result<Name> {
     Name::from_uri(&uri).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
+/// `<data-dir>/node.toml`, typed.
+#[derive(serde::Deserialize)]
+struct NodeFile {
+    node_prefix: Option<String>,
+}
+
 /// The prefix in `<data-dir>/node.toml`, if one was made or set.
 fn stored_prefix(data_dir: &Path) -> anyhow::Result<Option<Name>> {
     let file = data_dir.join("node.toml");
     let Ok(text) = std::fs::read_to_string(&file) else {
         return Ok(None);
     };
-    let v: toml::Value =
+    let f: NodeFile =
         toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-    match v.get("node_prefix").and_then(|p| p.as_str()) {
-        Some(p) => Name::from_uri(p)
+    match f.node_prefix {
+        Some(p) => Name::from_uri(&p)
             .map(Some)
             .map_err(|e| anyhow::anyhow!("{}: node_prefix: {e}", file.display())),
         None => Ok(None),
