@@ -82,6 +82,8 @@ pub struct Catalog {
     syncing: Mutex<()>,
     words: Mutex<WordCache>,
     results: Mutex<results::Results>,
+    /// Searches being computed (see [`results::Flights`]).
+    flights: results::Flights,
     /// The node timeout this handle judges liveness with by default (ms).
     node_timeout_ms: std::sync::atomic::AtomicU64,
 }
@@ -231,6 +233,7 @@ impl Catalog {
             syncing: Mutex::new(()),
             words: Mutex::new(WordCache::default()),
             results: Mutex::new(Default::default()),
+            flights: Default::default(),
             node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
@@ -395,19 +398,26 @@ impl Catalog {
         let a = {
             let ix = self.synced()?;
             let gen = (ix.epoch, ix.seq, ix.gen);
-            let cached = self.cache()?.files(gen, &key);
-            match cached {
-                Some(a) => a,
-                None => {
-                    let s = self.select(&ix, q)?;
-                    let a = results::Answer {
-                        total: s.m.len(),
-                        ids: ix.page(&s.m, q.sort, q.offset, q.limit),
-                        counts: ix.counts(&s, &q.facets),
-                    };
-                    self.cache()?.put_files(gen, key, a.clone());
-                    a
+            let flight = format!("files {gen:?} {key}");
+            loop {
+                if let Some(a) = self.cache()?.files(gen, &key) {
+                    break a;
                 }
+                let _lead = match self.flights.turn(&flight) {
+                    results::Turn::Wait(f) => {
+                        f.wait();
+                        continue;
+                    }
+                    results::Turn::Lead(l) => l,
+                };
+                let s = self.select(&ix, q)?;
+                let a = results::Answer {
+                    total: s.m.len(),
+                    ids: ix.page(&s.m, q.sort, q.offset, q.limit),
+                    counts: ix.counts(&s, &q.facets),
+                };
+                self.cache()?.put_files(gen, key, a.clone());
+                break a;
             }
         };
         let hits = self.lock()?.backend.fetch(&a.ids)?;
@@ -489,10 +499,19 @@ impl Catalog {
         let key = serde_json::to_string(&(&unpaged, dq.latest, &dq.ids))
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let gen = (ix.epoch, ix.seq, ix.gen);
-        let cached = self.cache()?.datasets(gen, &key);
-        let h = match cached {
-            Some(h) => h,
-            None => {
+        let flight = format!("datasets {gen:?} {key}");
+        let h = loop {
+            if let Some(h) = self.cache()?.datasets(gen, &key) {
+                break h;
+            }
+            let _lead = match self.flights.turn(&flight) {
+                results::Turn::Wait(f) => {
+                    f.wait();
+                    continue;
+                }
+                results::Turn::Lead(l) => l,
+            };
+            {
                 // Members of an older DRS version may be older repository versions
                 // of their names: every version is selected, the members among
                 // them count.
@@ -507,7 +526,7 @@ impl Catalog {
                     counts: ix.dataset_counts(reps, &dq.query.facets),
                 };
                 self.cache()?.put_datasets(gen, key, h.clone());
-                h
+                break h;
             }
         };
         let page = ix.dataset_page(&h.hit, dq.query.offset, dq.query.limit);

@@ -161,6 +161,74 @@ impl Results {
     }
 }
 
+/// Searches being computed, by their cache key: a second caller of the same
+/// search waits for the first one's answer (then finds it in the cache) instead
+/// of computing it again beside it. A crowd asking a portal's first page at once
+/// costs one pass over the matches, not one per search thread.
+#[derive(Default)]
+pub(crate) struct Flights {
+    map: std::sync::Mutex<HashMap<String, std::sync::Arc<Flight>>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Flight {
+    done: std::sync::Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+/// Whose turn it is to compute a search.
+pub(crate) enum Turn<'a> {
+    /// This caller computes it; the others are woken when this is dropped
+    /// (an error or a panic included).
+    Lead(#[allow(dead_code)] Lead<'a>),
+    /// Another caller is computing it: wait, then look in the cache again.
+    Wait(std::sync::Arc<Flight>),
+}
+
+pub(crate) struct Lead<'a> {
+    flights: &'a Flights,
+    key: String,
+    flight: std::sync::Arc<Flight>,
+}
+
+impl Flights {
+    pub fn turn(&self, key: &str) -> Turn<'_> {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = map.get(key) {
+            return Turn::Wait(f.clone());
+        }
+        let flight = std::sync::Arc::new(Flight::default());
+        map.insert(key.to_string(), flight.clone());
+        Turn::Lead(Lead {
+            flights: self,
+            key: key.to_string(),
+            flight,
+        })
+    }
+}
+
+impl Flight {
+    /// Returns once the leader is done (whatever its outcome).
+    pub fn wait(&self) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            done = self.cv.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+impl Drop for Lead<'_> {
+    fn drop(&mut self) {
+        self.flights
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+        *self.flight.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.flight.cv.notify_all();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +239,32 @@ mod tests {
             ids: (0..n as i64).collect(),
             counts: Counts::new(),
         }
+    }
+
+    /// One leader per key at a time; the others wait for it, and the next
+    /// caller after it leads again.
+    #[test]
+    fn one_caller_computes_a_search_the_others_wait() {
+        let f = Flights::default();
+        let lead = match f.turn("k") {
+            Turn::Lead(l) => l,
+            Turn::Wait(_) => panic!("the first caller leads"),
+        };
+        let waiter = match f.turn("k") {
+            Turn::Wait(w) => w,
+            Turn::Lead(_) => panic!("a second caller waits"),
+        };
+        assert!(
+            matches!(f.turn("other"), Turn::Lead(_)),
+            "keys are separate"
+        );
+        let t = std::thread::spawn(move || waiter.wait());
+        drop(lead);
+        t.join().unwrap();
+        assert!(
+            matches!(f.turn("k"), Turn::Lead(_)),
+            "the key is free again"
+        );
     }
 
     #[test]
