@@ -128,7 +128,10 @@ impl Metrics {
     /// The body-bytes counter of `route`.
     fn bytes_of(&self, route: &str) -> Arc<AtomicU64> {
         match self.bytes.lock() {
-            Ok(mut b) => b.entry(route.to_string()).or_default().clone(),
+            Ok(mut b) => match b.get(route) {
+                Some(c) => c.clone(),
+                None => b.entry(route.to_string()).or_default().clone(),
+            },
             Err(_) => Arc::default(),
         }
     }
@@ -497,33 +500,30 @@ fn write_forwarder(t: &mut Text, f: &Forwarder) {
             );
         }
     }
-    let name = "granary_face_out_congestion_marks_total";
-    t.family(
-        name,
-        "counter",
-        "Data a face sent with a congestion mark (NFD's rule over its send queue).",
-    );
-    for x in &f.faces {
-        let (id, remote, scope) = labels(x);
-        t.sample(
-            name,
-            &[("face", &id), ("remote", &remote), ("scope", scope)],
-            x.n_out_congestion_marks.unwrap_or(0),
-        );
-    }
-    let name = "granary_face_out_queue_drops_total";
-    t.family(
-        name,
-        "counter",
-        "Packets a face dropped because its send queue was full.",
-    );
-    for x in &f.faces {
-        let (id, remote, scope) = labels(x);
-        t.sample(
-            name,
-            &[("face", &id), ("remote", &remote), ("scope", scope)],
-            x.n_out_queue_drops.unwrap_or(0),
-        );
+    // Granary's extensions to FaceStatus, absent (zero) on most faces.
+    type Extension = fn(&granary_mgmt::FaceStatus) -> Option<u64>;
+    let extensions: [(&str, &str, Extension); 2] = [
+        (
+            "granary_face_out_congestion_marks_total",
+            "Data a face sent with a congestion mark (NFD's rule over its send queue).",
+            |x| x.n_out_congestion_marks,
+        ),
+        (
+            "granary_face_out_queue_drops_total",
+            "Packets a face dropped because its send queue was full.",
+            |x| x.n_out_queue_drops,
+        ),
+    ];
+    for (name, help, value) in extensions {
+        t.family(name, "counter", help);
+        for x in &f.faces {
+            let (id, remote, scope) = labels(x);
+            t.sample(
+                name,
+                &[("face", &id), ("remote", &remote), ("scope", scope)],
+                value(x).unwrap_or(0),
+            );
+        }
     }
 }
 
