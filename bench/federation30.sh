@@ -30,12 +30,14 @@ SECS=${3:-120}
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)" >&2; exit 1; }
 PGBIN=/usr/lib/postgresql/15/bin
 [ -x $PGBIN/initdb ] || PGBIN=$(dirname "$(command -v initdb)")
+T=${CARGO_TARGET_DIR:-target}/release
 cargo build --release -q -p granary-bench --bin granary-bench-federation-wan
 if [ -z "${GRANARY:-}" ]; then
   cargo build --release -q -p granary
-  GRANARY=target/release/granary
+  GRANARY=$T/granary
 fi
 W=$(mktemp -d /tmp/granary-fed30-XXXXXX)
+chmod 755 "$W"                 # the postgres user goes through it
 P=$W/primary S=$W/standby
 mkdir -p $P $S
 chown postgres:postgres $P $S
@@ -59,14 +61,14 @@ cleanup() {
 trap cleanup EXIT INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PP=$(free_port) SP=$(free_port)
-su postgres -c "$PGBIN/initdb -D $P/data -A trust -U postgres" >$W/initdb.log 2>&1
+su postgres -c "$PGBIN/initdb -D $P/data -A trust -U postgres" >$W/initdb.log 2>&1 || { cat $W/initdb.log; exit 1; }
 su postgres -c "$PGBIN/pg_ctl -D $P/data -l $P/server.log -w -o '-p $PP -c listen_addresses=127.0.0.1 -k $P -c max_connections=300' start" >/dev/null
 su postgres -c "$PGBIN/createdb -h $P -p $PP -U postgres fed30"
-su postgres -c "$PGBIN/pg_basebackup -h 127.0.0.1 -p $PP -U postgres -D $S/data -R -X stream -c fast" >$W/basebackup.log 2>&1
+su postgres -c "$PGBIN/pg_basebackup -h 127.0.0.1 -p $PP -U postgres -D $S/data -R -X stream -c fast" >$W/basebackup.log 2>&1 || { cat $W/basebackup.log; exit 1; }
 su postgres -c "$PGBIN/pg_ctl -D $S/data -l $S/server.log -w -o '-p $SP -c listen_addresses=127.0.0.1 -k $S -c max_connections=300' start" >/dev/null
 URL="postgres://postgres@/fed30?host=$P&host=$S&port=$PP,$SP&target_session_attrs=read-write"
 echo "== $((PER * 3)) sites in 3 regions, $FILES files per publisher (1/2/4 MiB), consumers for $SECS s; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-target/release/granary-bench-federation-wan \
+$T/granary-bench-federation-wan \
   --granary "$GRANARY" --url "$URL" --work "$W/run" \
   --pg-stop "su postgres -c '$PGBIN/pg_ctl -D $P/data -m fast -w stop' >/dev/null" \
   --pg-promote "su postgres -c '$PGBIN/pg_ctl -D $S/data -w promote' >/dev/null" \
