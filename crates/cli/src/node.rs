@@ -15,15 +15,22 @@ pub struct DaemonArgs {
     /// cs_bytes, cs_policy, pit_max, send_queue, max_packet, udp_mtu,
     /// udp_reliability, shards, vip_slot_ms (VIP slot, 10–60000 ms; default
     /// 100), vip_object_bytes (VIP object size z, default 8192: a face's VIP
-    /// capacity is ⌊rate · slot / (8 · z)⌋), node_prefix, node_timeout (seconds of
-    /// silence before other nodes take this one for down; default 60),
-    /// network_region = ["/prefix",
-    /// …], and static routes as `[[route]]` tables with prefix, face
+    /// capacity is ⌊rate · slot / (8 · z)⌋), node_prefix, role (storage,
+    /// router or client), node_timeout (seconds of silence before other nodes
+    /// take this one for down; default 60), network_region = ["/prefix",
+    /// …], static routes as `[[route]]` tables with prefix, face
     /// (tcp4://IP:PORT, udp4://IP:PORT or unix:///path) and cost, each on a
-    /// permanent face re-dialled with back-off, and replication policies as
+    /// permanent face re-dialled with back-off, replication policies as
     /// `[[replication]]` tables with prefix and replicas (copies on up
-    /// nodes; needs a postgres:// catalog); see docs/federation.md).
-    /// Flags override it.
+    /// storage nodes; needs a postgres:// catalog), replication_period,
+    /// replication_retry, replication_attempts, federation_settings ("local":
+    /// these federation keys stay this node's; "publish": written to the
+    /// catalog's federation settings at start), and the HTTP keys http, https,
+    /// tls_cert, tls_key, http_max_conns, http_max_conns_per_client,
+    /// http_max_websockets, http_header_timeout, http_idle_timeout,
+    /// http_deadline; see docs/federation.md). An unknown key is an error.
+    /// Flags override it; the catalog's federation settings fill what neither
+    /// gives.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Extra listener: tcp://IP:PORT, udp://IP:PORT, ws://IP:PORT (WebSocket
