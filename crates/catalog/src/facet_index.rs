@@ -684,6 +684,14 @@ impl Index {
     }
 
     /// Record ids of one page of `m` in `sort` order.
+    /// True when walking the name order to the `want`-th match of `m` is expected
+    /// to take at most twice |m| steps (matches spread through the order): cheaper
+    /// than selecting the page among |m| names by comparing them.
+    fn walk_fits(&self, m: &RoaringBitmap, want: usize) -> bool {
+        let (n, all) = (m.len() as u128, self.alive.len() as u128);
+        n > 0 && (want as u128).saturating_mul(all) <= 2 * n * n
+    }
+
     pub fn page(&self, m: &RoaringBitmap, sort: Sort, offset: usize, limit: usize) -> Vec<i64> {
         let want = offset.saturating_add(limit);
         if limit == 0 || offset as u64 >= m.len() {
@@ -707,31 +715,13 @@ impl Index {
                         .collect()
                 }
             }
-            _ => {
-                let mut v: Vec<(u32, &Slot)> =
-                    m.iter().filter_map(|i| slot(i).map(|s| (i, s))).collect();
-                let cmp = |a: &(u32, &Slot), b: &(u32, &Slot)| {
-                    let (a, b) = (a.1, b.1);
-                    match sort {
-                        Sort::Name => (&a.name, a.version).cmp(&(&b.name, b.version)),
-                        Sort::NameDesc => (&b.name, b.version).cmp(&(&a.name, a.version)),
-                        Sort::Newest => {
-                            (Reverse(a.version), &a.name).cmp(&(Reverse(b.version), &b.name))
-                        }
-                        Sort::Size => (Reverse(a.size), &a.name, a.version).cmp(&(
-                            Reverse(b.size),
-                            &b.name,
-                            b.version,
-                        )),
-                    }
-                };
-                if want < v.len() {
-                    v.select_nth_unstable_by(want, cmp);
-                    v.truncate(want);
+            Sort::Name | Sort::NameDesc if self.walk_fits(m, want) => {
+                match self.walk(m, sort == Sort::NameDesc, offset, limit) {
+                    Some(v) => v,
+                    None => self.select_page(m, sort, offset, want),
                 }
-                v.sort_unstable_by(cmp);
-                v.into_iter().skip(offset).map(|(i, _)| i).collect()
             }
+            _ => self.select_page(m, sort, offset, want),
         };
         idx.into_iter()
             .filter_map(|i| {
@@ -739,6 +729,58 @@ impl Index {
                 self.rids.get(i as usize).copied()
             })
             .collect()
+    }
+
+    /// The page by walking the name order, or `None` when the walk passes twice |m|
+    /// entries first (the matches bunch late in the order): then selecting is cheaper.
+    fn walk(&self, m: &RoaringBitmap, desc: bool, offset: usize, limit: usize) -> Option<Vec<u32>> {
+        let budget = (m.len() as usize).saturating_mul(2).max(64);
+        let it: Box<dyn Iterator<Item = u32>> = if desc {
+            Box::new(self.order.values().rev().copied())
+        } else {
+            Box::new(self.order.values().copied())
+        };
+        let (mut out, mut seen) = (Vec::with_capacity(limit), 0usize);
+        for (steps, i) in it.enumerate() {
+            if steps >= budget {
+                return None;
+            }
+            if m.contains(i) {
+                if seen >= offset {
+                    out.push(i);
+                    if out.len() == limit {
+                        break;
+                    }
+                }
+                seen += 1;
+            }
+        }
+        Some(out)
+    }
+
+    /// The page by selecting the first `want` of `m` in `sort` order, then sorting them.
+    fn select_page(&self, m: &RoaringBitmap, sort: Sort, offset: usize, want: usize) -> Vec<u32> {
+        let slot = |i: u32| self.slots.get(i as usize).and_then(Option::as_ref);
+        let mut v: Vec<(u32, &Slot)> = m.iter().filter_map(|i| slot(i).map(|s| (i, s))).collect();
+        let cmp = |a: &(u32, &Slot), b: &(u32, &Slot)| {
+            let (a, b) = (a.1, b.1);
+            match sort {
+                Sort::Name => (&a.name, a.version).cmp(&(&b.name, b.version)),
+                Sort::NameDesc => (&b.name, b.version).cmp(&(&a.name, a.version)),
+                Sort::Newest => (Reverse(a.version), &a.name).cmp(&(Reverse(b.version), &b.name)),
+                Sort::Size => (Reverse(a.size), &a.name, a.version).cmp(&(
+                    Reverse(b.size),
+                    &b.name,
+                    b.version,
+                )),
+            }
+        };
+        if want < v.len() {
+            v.select_nth_unstable_by(want, cmp);
+            v.truncate(want);
+        }
+        v.sort_unstable_by(cmp);
+        v.into_iter().skip(offset).map(|(i, _)| i).collect()
     }
 }
 
@@ -918,6 +960,58 @@ fn overlaps(s: &Slot, from: Option<&str>, to: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page by name is the same whichever way it is found: by walking the name
+    /// order (matches spread through it) or, when the walk's budget runs out
+    /// (matches bunched at its end), by selecting among the matches.
+    #[test]
+    fn pages_by_name_walk_or_select_alike() {
+        let mut b = Builder::new();
+        for i in 0..1000u32 {
+            b.push(IndexRow {
+                rid: i as i64 + 1,
+                name: format!("/a/{:04}", (i * 7919) % 1000),
+                version: 1,
+                size: 1,
+                time_start: None,
+                time_end: None,
+                facets: String::new(),
+            });
+        }
+        let ix = b.finish();
+        let name_of = |rid: i64| format!("/a/{:04}", ((rid as u32 - 1) * 7919) % 1000);
+        let by_name = |m: &RoaringBitmap, desc: bool| -> Vec<String> {
+            let mut v: Vec<String> = m.iter().map(|p| name_of(ix.rids[p as usize])).collect();
+            v.sort();
+            if desc {
+                v.reverse();
+            }
+            v
+        };
+        // Spread: every 10th name. Bunched: the last 100 names.
+        let spread: RoaringBitmap = (0..1000u32)
+            .filter(|&p| name_of(ix.rids[p as usize]).ends_with('0'))
+            .collect();
+        let late: RoaringBitmap = (0..1000u32)
+            .filter(|&p| name_of(ix.rids[p as usize]).as_str() >= "/a/0900")
+            .collect();
+        for (m, walks) in [(&spread, true), (&late, false)] {
+            assert!(ix.walk_fits(m, 10));
+            assert_eq!(ix.walk(m, false, 0, 10).is_some(), walks);
+            for (sort, desc) in [(Sort::Name, false), (Sort::NameDesc, true)] {
+                for offset in [0, 5, 95] {
+                    let got: Vec<String> = ix
+                        .page(m, sort, offset, 10)
+                        .into_iter()
+                        .map(name_of)
+                        .collect();
+                    let want: Vec<String> =
+                        by_name(m, desc).into_iter().skip(offset).take(10).collect();
+                    assert_eq!(got, want, "offset {offset}, desc {desc}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn times_pack_both_ways() {
