@@ -1142,7 +1142,10 @@ mod tests {
         let v = check_only_through("granary", &hidden);
         assert_eq!(v.len(), 3, "{v:?}");
         for c in ["granary-transfer", "granary-store", "granary-manifest"] {
-            assert!(v.iter().any(|l| l.contains(&format!("depends on {c};"))), "{c}: {v:?}");
+            assert!(
+                v.iter().any(|l| l.contains(&format!("depends on {c};"))),
+                "{c}: {v:?}"
+            );
         }
         let (_d, g) = graph(&[
             ("lib.rs", "mod a; use granary_node::repo::store;"),
