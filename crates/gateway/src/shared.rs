@@ -19,8 +19,8 @@ use granary_transfer::{ObjectInfo, SegmentMap, Trust, INTEGRITY_ONLY};
 
 /// How often the keychain is looked at for changes (at most).
 const ANCHORS_RECHECK: Duration = Duration::from_secs(1);
-/// Lookups the gateway's store handle caches (each holds up to three open
-/// files; the cache lives [`granary_store::CACHE_TTL`]).
+/// Lookups the gateway's store handle caches (each holds its data file open;
+/// the cache lives [`granary_store::CACHE_TTL`]).
 const STORE_CACHE_MAX: usize = 128;
 /// Verified manifests kept: at most this many versions…
 const INFOS_MAX: usize = 4096;
@@ -92,8 +92,11 @@ impl Shared {
         let store = if repo.join("objects").is_dir() {
             match Store::open(&repo) {
                 Ok(s) => {
-                    // Each cached lookup holds up to three open files.
+                    // Each cached lookup holds one open file: every segment
+                    // is checked against the signed manifest, so the
+                    // store's own hash, CRC and damage files are not opened.
                     s.set_cache_max(STORE_CACHE_MAX);
+                    s.set_data_only(true);
                     Some(Arc::new(s))
                 }
                 Err(e) => {

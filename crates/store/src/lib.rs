@@ -285,6 +285,8 @@ pub struct Store {
     /// Set by [`Store::index_in_background`]: lookups never index marks
     /// themselves.
     background: std::sync::atomic::AtomicBool,
+    /// Set by [`Store::set_data_only`]: lookups open the data file alone.
+    data_only: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -347,6 +349,7 @@ impl Store {
             backend,
             cache: lookup::swept_cache(),
             cache_max: CACHE_MAX.into(),
+            data_only: false.into(),
             index: Default::default(),
             catching: Default::default(),
             background: Default::default(),

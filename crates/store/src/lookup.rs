@@ -127,6 +127,16 @@ impl Store {
             .store(n.max(1), std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Lookups open the data file alone: the entries' `hashes`, `crcs` and
+    /// `offsets` are `None` (what reads them opens the file by its path) and
+    /// no damage record is read. For a reader that checks every segment
+    /// against a signed manifest itself (the gateway's `/data`), so that a
+    /// lookup costs one `open` instead of five.
+    pub fn set_data_only(&self, on: bool) {
+        self.data_only
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Drops the cached lookups older than [`CACHE_TTL`] (a lookup would
     /// not use them any more), closing their files: for a long-lived
     /// reader to call now and then, so that descriptors are released
@@ -155,11 +165,32 @@ impl Store {
                 .ok_or_else(|| Error::NotFound(name.to_string()))?,
         };
         let p = self.objects.join(path::version_file(name, v)?);
-        if !p.is_file() {
-            return Err(Error::NotFound(format!("{name} version {v}")));
+        // Opened first, then checked to be a file through the descriptor,
+        // and its attributes read through it too: no path walk each.
+        let not_found = || Error::NotFound(format!("{name} version {v}"));
+        let file = match fs::File::open(&p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound || !p.is_file() => {
+                return Err(not_found())
+            }
+            Err(e) => return Err(Error::io(&p)(e)),
+        };
+        match file.metadata() {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(not_found()),
+            Err(e) => return Err(Error::io(&p)(e)),
         }
-        let file = fs::File::open(&p).map_err(Error::io(&p))?;
-        let meta = meta::read(self.backend, &p)?;
+        let meta = meta::read_at(self.backend, &p, Some(&file))?;
+        if self.data_only.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(Entry {
+                meta,
+                file: Some(std::sync::Arc::new(OpenData::new(file, Box::default()))),
+                offsets: None,
+                hashes: None,
+                crcs: None,
+                path: p,
+            });
+        }
         let offsets = if meta.is_fixed() {
             None
         } else {

@@ -164,11 +164,26 @@ pub fn write(backend: Backend, path: &Path, m: &FileMeta) -> Result<()> {
 
 /// Reads the metadata of the data file at `path`.
 pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
+    read_at(backend, path, None)
+}
+
+/// [`read`], the attributes read through `open` (the data file at `path`,
+/// already open) when given: no path walk per attribute.
+pub(crate) fn read_at(backend: Backend, path: &Path, open: Option<&fs::File>) -> Result<FileMeta> {
+    use xattr::FileExt;
+    let list = || match open {
+        Some(f) => f.list_xattr(),
+        None => xattr::list(path),
+    };
+    let get = |key: &str| match open {
+        Some(f) => f.get_xattr(key),
+        None => xattr::get(path, key),
+    };
     match backend {
         Backend::Xattr => {
             let mut o = serde_json::Map::new();
             // Every `user.granary.*` attribute present (so new fields need no list here).
-            let keys: Vec<String> = xattr::list(path)
+            let keys: Vec<String> = list()
                 .map_err(Error::io(path))?
                 .filter_map(|k| {
                     k.to_str()
@@ -179,7 +194,7 @@ pub fn read(backend: Backend, path: &Path) -> Result<FileMeta> {
             let mut tags = serde_json::Map::new();
             for k in keys.iter().map(String::as_str) {
                 let key = format!("{PREFIX}{k}");
-                if let Some(v) = xattr::get(path, &key).map_err(Error::io(path))? {
+                if let Some(v) = get(&key).map_err(Error::io(path))? {
                     let s = String::from_utf8_lossy(&v).into_owned();
                     if let Some(tag) = k.strip_prefix(TAG) {
                         tags.insert(tag.to_string(), serde_json::Value::String(s));
