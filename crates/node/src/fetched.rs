@@ -406,3 +406,43 @@ fn guess_chunking(
     }
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::guess_chunking;
+    use granary_store::Chunking;
+
+    /// A FastCDC file whose first segments are all cut at the maximum (a run
+    /// of zeros, as in a netCDF file's unwritten variables) has lengths a
+    /// fixed layout could give: a variable manifest keeps it FastCDC (kept
+    /// as fixed, the copy's root was not the publisher's and `replicate`
+    /// failed); a fixed one is still taken for fixed.
+    #[test]
+    fn a_variable_manifest_with_equal_first_segments_is_not_taken_for_fixed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        let mut bytes = vec![0u8; 24 * 1024];
+        bytes.extend_from_slice(&granary_store::chunking::noise(1500, 9));
+        std::fs::write(&file, &bytes).unwrap();
+        let cdc = Chunking::fastcdc();
+        let mut lengths = Vec::new();
+        granary_store::chunking::for_each_chunk(&bytes[..], &cdc.cutter(), |c| {
+            lengths.push(c.len() as u64)
+        })
+        .unwrap();
+        let (first, last) = (lengths[0], *lengths.last().unwrap());
+        assert!(
+            lengths.len() >= 3
+                && lengths[..lengths.len() - 1].iter().all(|&l| l == first)
+                && last <= first,
+            "not the case under test: {lengths:?}"
+        );
+        let got = guess_chunking(dir.path(), &file, &lengths, Some(cdc), true).unwrap();
+        assert_eq!(got.map(|c| c.to_string()), Some(cdc.to_string()));
+        let got = guess_chunking(dir.path(), &file, &lengths, None, false).unwrap();
+        assert_eq!(
+            got.map(|c| c.to_string()),
+            Some(Chunking::Fixed(first as u32).to_string())
+        );
+    }
+}
