@@ -23,7 +23,7 @@ if [ -z "$bin" ]; then
   bin=target/release/granary
 fi
 [ -x "$bin" ] || { echo "build-deb: $bin is not an executable" >&2; exit 1; }
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+version=$(awk -F'"' '/^version = /{ print $2; exit }' Cargo.toml)
 arch=$(dpkg --print-architecture)
 mkdir -p "$out"
 stage=$(mktemp -d)

@@ -48,6 +48,7 @@ mod replicate;
 mod repo;
 mod repo_insert;
 mod science;
+mod scripts;
 mod segment_size;
 mod transfer;
 mod trust;
