@@ -140,7 +140,7 @@ pub fn run(
             node_timeout,
             json,
         } => {
-            let t = timeout(node_timeout)?.unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
+            let t = timeout(node_timeout)?;
             let c = granary_node::federation::check(
                 data_dir,
                 socket,

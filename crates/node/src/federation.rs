@@ -263,6 +263,8 @@ pub struct Check {
     pub checked: Vec<serde_json::Value>,
     /// Nodes down, not checked.
     pub down_skipped: Vec<String>,
+    /// The silence after which a node counted as down.
+    pub node_timeout: Duration,
 }
 
 impl Check {
@@ -273,7 +275,7 @@ impl Check {
 
     /// `federation check --json`'s answer.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::json!({"checked": self.checked, "bad": self.bad(), "down_skipped": self.down_skipped})
+        serde_json::json!({"checked": self.checked, "bad": self.bad(), "down_skipped": self.down_skipped, "node_timeout_ms": self.node_timeout.as_millis() as u64})
     }
 
     /// `federation check`'s text: one line per location probed and per node
@@ -311,9 +313,14 @@ pub fn check(
     sample: u64,
     only: Option<&str>,
     lifetime: Duration,
-    node_timeout: Duration,
+    node_timeout: Option<Duration>,
 ) -> anyhow::Result<Check> {
     let cat = open(data_dir, catalog)?;
+    // As every command judges liveness: the flag or this data directory's
+    // daemon config, else the catalog's federation setting, else the default.
+    let node_timeout = node_timeout
+        .or_else(|| cat.federation_node_timeout().ok().flatten())
+        .unwrap_or(granary_catalog::DEFAULT_NODE_TIMEOUT);
     let nodes = cat
         .nodes(node_timeout)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -378,5 +385,6 @@ pub fn check(
     Ok(Check {
         checked: results,
         down_skipped: skipped,
+        node_timeout,
     })
 }

@@ -141,6 +141,34 @@ fn a_running_federation_follows_the_catalogs_settings_without_a_restart() {
     assert_eq!(st["under_replicated"], serde_json::json!([]), "{st}");
     let loc = json(&a, &["federation", "locate", "/cmip6/x", "--json"]);
     assert_eq!(loc["locations"].as_array().unwrap().len(), 2, "{loc}");
+    // `federation check` judges liveness by the catalog's value too, from a
+    // site and from an operator's own data directory where no daemon ever ran
+    // (there it took 60 s whatever the catalog said).
+    let ck = json(&b, &["federation", "check", "--json"]);
+    assert_eq!(ck["node_timeout_ms"], 7000, "{ck}");
+    assert_eq!(ck["bad"], 0, "{ck}");
+    let operator = work.path().join("operator");
+    let out = granary()
+        .arg("--data-dir")
+        .arg(&operator)
+        .arg("--socket")
+        .arg(&b.socket)
+        .args([
+            "--catalog",
+            fed.url.as_str(),
+            "federation",
+            "check",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let ck: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "operator's check: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(ck["node_timeout_ms"], 7000, "{ck}");
 
     // Precedence: a flag over a config file over the catalog.
     let st = json(
