@@ -122,7 +122,7 @@ impl Daemon {
         Self::start_cmd(granary(), dir, data, extra, stderr)
     }
 
-    /// [`Daemon::start`] from the release build when the test command has
+    /// [`Daemon::start`] from the optimised build when the test command has
     /// one (`GRANARY_RELEASE_BIN`, set by scripts/test.sh), for tests whose
     /// subject is how the node behaves at speed (a debug node serves several
     /// times slower, and the consumer then measures that).

@@ -6,8 +6,8 @@
 use granary_testbed::{Options, Testbed};
 
 /// The `granary` binary the testbed runs: `GRANARY_NETNS_BIN` when set
-/// (scripts/test.sh points it at the release build of the same checkout, so
-/// goodput is measured with the binary users run and does not depend on how
+/// (scripts/test.sh points it at the optimised `test-node` build of the same
+/// checkout: the release code without LTO, so the testbed does not depend on how
 /// slowly a debug build copes with a busy machine), else this test build's.
 pub fn bin() -> std::ffi::OsString {
     std::env::var_os("GRANARY_NETNS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into())
