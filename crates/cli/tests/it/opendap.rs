@@ -218,7 +218,7 @@ fn compare(clients: &str, pairs: &[(String, PathBuf)]) -> Vec<Value> {
 
 #[test]
 fn opendap_of_ncgen_files_of_every_kind_and_type_equals_the_files() {
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let made = d.dir.path().join("made");
     std::fs::create_dir_all(&made).expect("mkdir");
@@ -353,7 +353,7 @@ fn dap_error(base: &str, path_and_ce: &str) -> u16 {
 
 #[test]
 fn opendap_subsets_read_few_blocks_and_hostile_constraints_are_dap_errors() {
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let made = d.dir.path().join("made");
     std::fs::create_dir_all(&made).expect("mkdir");
@@ -486,7 +486,7 @@ fn sample_files(root: &Path, per_model: usize) -> Vec<PathBuf> {
 #[test]
 fn opendap_of_sample_cmip6_files_equals_the_files() {
     let root = sample_root();
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let tree = d.dir.path().join("tree");
     let mut pairs = Vec::new();
@@ -528,12 +528,12 @@ fn opendap_of_sample_cmip6_files_equals_the_files() {
 fn opendap_of_a_version_held_by_another_node_comes_over_ndn() {
     let catalog = tempfile::tempdir().expect("tmp");
     let cat = catalog.path().to_str().expect("utf-8");
-    let b = Daemon::start(&["--listen", "tcp://127.0.0.1:0", "--catalog", cat]);
+    let b = Daemon::start_release(&["--listen", "tcp://127.0.0.1:0", "--catalog", cat]);
     let made = b.dir.path().join("made");
     std::fs::create_dir_all(&made).expect("mkdir");
     let f = ncgen(&made, "nc4", &cdl("nc4"));
     b.ok(&["put", f.to_str().expect("utf-8"), "/test/remote/nc4.nc"]);
-    let a = Daemon::start(&["--http", "127.0.0.1:0", "--catalog", cat]);
+    let a = Daemon::start_release(&["--http", "127.0.0.1:0", "--catalog", cat]);
     let base = format!("http://{}", a.http.clone().expect("gateway address"));
     a.ok(&["route", "add", "/test/remote", &tcp(&b)]);
     trust(&b, &a);

@@ -74,7 +74,7 @@ fn wait_catalogued(base: &str, name: &str) {
 #[test]
 fn previews_decode_like_netcdf4_python_and_refuse_hostile_files() {
     let root = sample_root();
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let tree = d.dir.path().join("tree");
     let made = d.dir.path().join("made");
@@ -254,7 +254,7 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn a_flood_of_previews_leaves_rss_within_the_cache_bound() {
     let root = sample_root();
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let pid = d.child.id();
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     d.ok(&["publish-dir", root.to_str().expect("utf-8")]);
@@ -367,7 +367,7 @@ fn time_series_at_a_point_and_over_an_area_match_netcdf4_python() {
     const MIROC: &str = "CMIP6/CMIP/MIROC/MIROC6/historical/r1i1p1f1/Amon/ta/gn/v20190311";
     const CAMS: &str = "CMIP6/CMIP/CAMS/CAMS-CSM1-0/historical/r1i1p1f1/Amon/ta/gn/v20190708";
     let root = sample_root();
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let tree = d.dir.path().join("tree");
     let made = d.dir.path().join("made");

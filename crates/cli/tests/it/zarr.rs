@@ -45,7 +45,7 @@ fn percent_decode(s: &str) -> String {
 #[test]
 fn virtual_zarr_of_published_cmip6_datasets_matches_the_files() {
     let root = sample_root();
-    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let d = Daemon::start_release(&["--http", "127.0.0.1:0"]);
     let base = format!("http://{}", d.http.clone().expect("gateway address"));
     let tree = d.dir.path().join("tree");
     let mut sample = Vec::new();
