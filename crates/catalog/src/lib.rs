@@ -86,12 +86,33 @@ pub struct Catalog {
     flights: results::Flights,
     /// The node timeout this handle judges liveness with by default (ms).
     node_timeout_ms: std::sync::atomic::AtomicU64,
+    /// PostgreSQL: the URL, and the free-text lookups' own connection (opened at
+    /// their first use; see [`pg::Pg::connect_text`]). Taken on its own, never with
+    /// `conn`.
+    pg_url: Option<String>,
+    text: Mutex<Option<Box<pg::Pg>>>,
 }
 
 /// A node silent for longer than this is down (the default of `node_timeout`).
 pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Catalog {
+    /// Ids above `after` of the records whose text holds `word`: on PostgreSQL from
+    /// the free-text connection, so that a slow first ask of a frequent word never
+    /// holds the connection other calls wait for.
+    fn text_ids(&self, word: &str, after: i64) -> Result<Vec<i64>> {
+        let words = [word.to_string()];
+        let Some(url) = &self.pg_url else {
+            return self.lock()?.backend.text(&words, after);
+        };
+        let mut t = self.text.lock().map_err(|_| Error::Poisoned)?;
+        let pg = match t.as_mut() {
+            Some(pg) => pg,
+            None => t.insert(Box::new(pg::Pg::connect_text(url)?)),
+        };
+        pg.text(&words, after)
+    }
+
     /// Positions of the records whose text holds `word` (`ix`: the index the caller
     /// reads under).
     fn word(&self, ix: &Index, word: &str) -> Result<roaring::RoaringBitmap> {
@@ -102,7 +123,7 @@ impl Catalog {
         if let Some(e) = words.map.get_mut(word) {
             if e.gen == gen {
                 if e.upto < max {
-                    let mut ids = self.lock()?.backend.text(&[word.to_string()], e.upto)?;
+                    let mut ids = self.text_ids(word, e.upto)?;
                     e.bits |= ix.positions(&mut ids);
                     e.upto = max;
                 }
@@ -111,7 +132,7 @@ impl Catalog {
             }
         }
         drop(words);
-        let mut ids = self.lock()?.backend.text(&[word.to_string()], i64::MIN)?;
+        let mut ids = self.text_ids(word, i64::MIN)?;
         let bits = ix.positions(&mut ids);
         if bits.len() >= CACHE_MIN_HITS {
             let mut words = self.words.lock().map_err(|_| Error::Poisoned)?;
@@ -219,7 +240,8 @@ impl Catalog {
     }
 
     fn open_with(spec: &str, load: bool) -> Result<Catalog> {
-        let backend = if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        let is_pg = spec.starts_with("postgres://") || spec.starts_with("postgresql://");
+        let backend = if is_pg {
             Backend::Pg(Box::new(pg::Pg::connect(spec)?))
         } else {
             if spec.is_empty() {
@@ -235,6 +257,8 @@ impl Catalog {
             results: Mutex::new(Default::default()),
             flights: Default::default(),
             node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
+            pg_url: is_pg.then(|| spec.to_string()),
+            text: Mutex::new(None),
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).

@@ -650,6 +650,18 @@ pub async fn render(node: &State, m: &Metrics) -> String {
             );
         }
     }
+    let reads = &node.shared.local_reads;
+    let name = "granary_gateway_data_local_reads_total";
+    t.family(
+        name,
+        "counter",
+        "Small /data bodies read from the node's repository, by where: on the async \
+         worker (lookup and manifest cached, bytes in the page cache) or on a blocking \
+         thread.",
+    );
+    for (thread, n) in [("worker", &reads.worker), ("blocking", &reads.blocking)] {
+        t.sample(name, &[("thread", thread)], n.load(Ordering::Relaxed));
+    }
     write_requests(&mut t, m);
     t.finish()
 }

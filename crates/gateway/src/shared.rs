@@ -34,6 +34,9 @@ pub struct Shared {
     /// Trust anchors and own certificates.
     pub(crate) anchors: Anchors,
     infos: Mutex<Infos>,
+    /// `/data` bodies read from the repository on the async worker (lookup and
+    /// manifest cached, bytes in the page cache) and on a blocking thread.
+    pub(crate) local_reads: LocalReads,
     /// Catalog calls running at once (on blocking threads).
     pub(crate) catalog_slots: Arc<tokio::sync::Semaphore>,
     /// The low-priority threads the catalog calls run on (one per slot).
@@ -44,6 +47,13 @@ pub struct Shared {
     pub(crate) previews: crate::preview::Cache,
     /// The catalog's length as last read (`/api/status`, `/metrics`).
     catalog_len: Arc<Mutex<CatalogLen>>,
+}
+
+/// How `/data` bodies of versions the node holds were read (`/metrics`).
+#[derive(Default)]
+pub(crate) struct LocalReads {
+    pub(crate) worker: std::sync::atomic::AtomicU64,
+    pub(crate) blocking: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -115,6 +125,7 @@ impl Shared {
             anchors: Anchors::new(data_dir.join("keychain")),
             infos: Default::default(),
             previews: Default::default(),
+            local_reads: LocalReads::default(),
             catalog_slots: catalog_slots(),
             eval: crate::pool::Pool::new(slots()),
             pool: Default::default(),
@@ -129,6 +140,7 @@ impl Shared {
             anchors: Anchors::new(keychain.to_path_buf()),
             infos: Default::default(),
             previews: Default::default(),
+            local_reads: LocalReads::default(),
             catalog_slots: catalog_slots(),
             eval: crate::pool::Pool::new(slots()),
             pool: Default::default(),
@@ -199,6 +211,27 @@ impl Shared {
             Err(_) => return Ok(None),
         };
         Ok(self.verified(store, trust, generation, target, &name, entry))
+    }
+
+    /// [`Shared::open_local`] when the lookup and the verified manifest are both
+    /// cached: no read of the repository, so an async worker may call it. `None`
+    /// means "take the blocking route", not "not held".
+    pub(crate) fn open_local_cached(&self, generation: u64, target: &Name) -> Option<Local> {
+        let store = self.store.as_ref()?;
+        let (name, version) = match target.last() {
+            Some(c) if c.typ == COMP_VERSION => (target.prefix(-1), Some(c.as_version()?)),
+            _ => (target.clone(), None),
+        };
+        let entry = store.get_cached(&name, version)?;
+        let digest = entry.meta.manifest.clone()?;
+        entry.file.as_ref()?;
+        let key = (entry.path.clone(), digest.clone(), generation);
+        let info = self.infos.lock().ok()?.map.get(&key).cloned()?;
+        Some(Local {
+            entry,
+            info,
+            digest,
+        })
     }
 
     fn verified(

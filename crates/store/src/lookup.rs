@@ -76,25 +76,11 @@ impl Store {
     /// [`Store::get`] without copying the entry: what serving uses, once
     /// per Interest.
     pub fn get_shared(&self, name: &Name, version: Option<u64>) -> Result<Arc<Entry>> {
-        let key = (name.clone(), version);
-        let now = std::time::Instant::now();
-        if let Ok(mut c) = self.cache.lock() {
-            if let Some(hit) = c.get_mut(&key) {
-                // Still fresh, and the file still there: checked with one
-                // `stat` at most every RECHECK, so a rename or removal by
-                // another process is seen within that (the CLI's mv and rm
-                // also tell a running daemon to forget at once).
-                if now.duration_since(hit.inserted) < CACHE_TTL {
-                    if now.duration_since(hit.checked) < RECHECK {
-                        return Ok(hit.entry.clone());
-                    }
-                    if hit.entry.path.exists() {
-                        hit.checked = now;
-                        return Ok(hit.entry.clone());
-                    }
-                }
-            }
+        if let Some(e) = self.get_cached(name, version) {
+            return Ok(e);
         }
+        let now = std::time::Instant::now();
+        let key = (name.clone(), version);
         let e = Arc::new(self.get_uncached(name, version)?);
         if let Ok(mut c) = self.cache.lock() {
             // Expired lookups hold open files (data, .hashes, .offsets):
@@ -117,6 +103,31 @@ impl Store {
             );
         }
         Ok(e)
+    }
+
+    /// [`Store::get_shared`] when its answer is cached and fresh; `None` otherwise,
+    /// without reading the repository (but for one `stat` of the cached file's path,
+    /// at most every RECHECK). For a caller that must not wait for the disk (an
+    /// async worker): it takes the blocking route on `None`.
+    pub fn get_cached(&self, name: &Name, version: Option<u64>) -> Option<Arc<Entry>> {
+        let key = (name.clone(), version);
+        let now = std::time::Instant::now();
+        let mut c = self.cache.lock().ok()?;
+        let hit = c.get_mut(&key)?;
+        // Still fresh, and the file still there: checked with one `stat` at most
+        // every RECHECK, so a rename or removal by another process is seen within
+        // that (the CLI's mv and rm also tell a running daemon to forget at once).
+        // The entry holds the file open: its path's dentries are in memory.
+        if now.duration_since(hit.inserted) >= CACHE_TTL {
+            return None;
+        }
+        if now.duration_since(hit.checked) >= RECHECK {
+            if !hit.entry.path.exists() {
+                return None;
+            }
+            hit.checked = now;
+        }
+        Some(hit.entry.clone())
     }
 
     /// Caps the lookups cached (each holds up to three open files; 4096

@@ -36,7 +36,8 @@ pub use file::{
 pub use items_job::{Item, ItemsJob, Outcome};
 pub use link::{AppLink, ChannelLink, Link, UnixLink};
 pub use local_copy::{
-    copy_verified, copy_verified_from, read_verified, read_verified_pooled, BufferPool, CopyReport,
+    copy_verified, copy_verified_from, read_verified, read_verified_cached, read_verified_pooled,
+    BufferPool, CopyReport,
 };
 pub use locate::{LocateFuture, Located, Locator};
 pub use object::{

@@ -456,8 +456,84 @@ pub fn read_verified_pooled(
     info: &ObjectInfo,
     start: u64,
     end: u64,
-    mut emit: impl FnMut(bytes::Bytes) -> bool,
+    emit: impl FnMut(bytes::Bytes) -> bool,
 ) -> Result<(), Error> {
+    read_verified_by(pool, file, info, start, end, emit, |f, buf, at| {
+        f.read_exact_at(buf, at).map(|()| true)
+    })
+    .map(|_| ())
+}
+
+/// Bytes `start..end` (at most [`RANGE_BLOCK`] of whole segments) of the object
+/// `info`, checked as [`read_verified_pooled`] checks them, when every byte is in the
+/// page cache: `Ok(None)` when a read would wait for the disk (`RWF_NOWAIT`), or the
+/// file system cannot say. For a caller that must not block (an async worker): it
+/// takes the blocking route on `None`.
+pub fn read_verified_cached(
+    pool: &std::sync::Arc<BufferPool>,
+    file: &std::fs::File,
+    info: &ObjectInfo,
+    start: u64,
+    end: u64,
+) -> Result<Option<bytes::Bytes>, Error> {
+    let mut got = Vec::new();
+    let all = read_verified_by(
+        pool,
+        file,
+        info,
+        start,
+        end,
+        |b| {
+            got.push(b);
+            // One block only: a longer range is not this route's.
+            false
+        },
+        read_nowait,
+    )?;
+    match (all, got.len()) {
+        (true, 1) if got[0].len() as u64 == end.min(info.map.file_size().unwrap_or(0)) - start => {
+            Ok(got.pop())
+        }
+        (true, 0) if start >= end => Ok(Some(bytes::Bytes::new())),
+        _ => Ok(None),
+    }
+}
+
+/// Fills `buf` from `f` at `at` only from the page cache: false when a read would
+/// wait for the disk, the file ended early, or the file system does not take
+/// `RWF_NOWAIT`.
+fn read_nowait(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<bool> {
+    let mut got = 0;
+    while got < buf.len() {
+        let mut io = [std::io::IoSliceMut::new(&mut buf[got..])];
+        match rustix::io::preadv2(
+            f,
+            &mut io,
+            at + got as u64,
+            rustix::io::ReadWriteFlags::NOWAIT,
+        ) {
+            Ok(0) => return Ok(false),
+            Ok(n) => got += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// The checked read of [`read_verified_pooled`] with its reads made by `read` (which
+/// fills the whole buffer and returns true, or returns false to stop without an
+/// error). True when every block asked for was read, checked and emitted, or `emit`
+/// stopped it.
+fn read_verified_by(
+    pool: &std::sync::Arc<BufferPool>,
+    file: &std::fs::File,
+    info: &ObjectInfo,
+    start: u64,
+    end: u64,
+    mut emit: impl FnMut(bytes::Bytes) -> bool,
+    read: impl Fn(&std::fs::File, &mut [u8], u64) -> std::io::Result<bool>,
+) -> Result<bool, Error> {
     let Check::Manifest(ck) = &info.check else {
         return Err(Error::Verify(format!(
             "{}: no signed manifest to check a local copy against",
@@ -467,7 +543,7 @@ pub fn read_verified_pooled(
     let size = info.map.file_size().unwrap_or(0);
     let end = end.min(size);
     if start >= end {
-        return Ok(());
+        return Ok(true);
     }
     let last = info.map.segment_of(end - 1);
     let mut s = info.map.segment_of(start);
@@ -497,12 +573,19 @@ pub fn read_verified_pooled(
         }
         let n = len as usize;
         let mut buf = pool.take(n);
-        if let Err(x) = file.read_exact_at(&mut buf[..n], lo) {
-            pool.give(buf);
-            return Err(Error::Output(format!(
-                "local copy of {}: {x}",
-                info.versioned
-            )));
+        match read(file, &mut buf[..n], lo) {
+            Ok(true) => {}
+            Ok(false) => {
+                pool.give(buf);
+                return Ok(false);
+            }
+            Err(x) => {
+                pool.give(buf);
+                return Err(Error::Output(format!(
+                    "local copy of {}: {x}",
+                    info.versioned
+                )));
+            }
         }
         if let Some(k) = first_bad(&plan, &buf[..n], 0) {
             pool.give(buf);
@@ -521,11 +604,11 @@ pub fn read_verified_pooled(
         })
         .slice(from..to);
         if !emit(b) {
-            return Ok(());
+            return Ok(true);
         }
         s = e;
     }
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -216,3 +216,60 @@ fn opening_takes_no_lock_while_others_write() {
     t.join().unwrap();
     tx.commit().unwrap();
 }
+
+/// Free-text lookups run on a connection of their own (`granary-catalog-text`, with
+/// a statement ceiling), never on the one every other catalog call of the node waits
+/// for: at CMIP6 scale the first ask of a frequent word returns millions of ids and
+/// takes seconds, and on the shared connection it held publishing, `locate` and every
+/// other search behind it.
+#[test]
+fn free_text_runs_on_its_own_connection() {
+    let pg = PgCluster::start().unwrap_or_else(|e| panic!("{e}"));
+    let url = pg.create_db("text");
+    let cat = granary_catalog::Catalog::open(&url).unwrap();
+    let mut recs = common::random_records(300, 17);
+    for r in recs.iter_mut().step_by(3) {
+        r.text.push_str(" frequentword");
+    }
+    cat.upsert_many(&recs).unwrap();
+    let q = granary_catalog::Query {
+        text: Some("frequentword".into()),
+        latest_only: false,
+        limit: 1_000,
+        ..Default::default()
+    };
+    let p = cat.query(&q).unwrap();
+    let want: std::collections::BTreeSet<(String, u64)> = recs
+        .iter()
+        .filter(|r| r.text.contains("frequentword"))
+        .map(|r| (r.name.clone(), r.version))
+        .collect();
+    let got: std::collections::BTreeSet<(String, u64)> =
+        p.hits.iter().map(|r| (r.name.clone(), r.version)).collect();
+    assert_eq!(got, want);
+    // What each of the node's connections ran last.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let rows = c
+        .query(
+            "SELECT application_name, query FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+    let ran: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let text_query = |q: &str| q.contains("plainto_tsquery");
+    assert!(
+        ran.iter()
+            .any(|(app, q)| app == "granary-catalog-text" && text_query(q)),
+        "no free-text statement on the text connection: {ran:?}"
+    );
+    assert!(
+        ran.iter().any(|(app, _)| app == "granary-catalog"),
+        "no main connection: {ran:?}"
+    );
+    assert!(
+        !ran.iter()
+            .any(|(app, q)| app == "granary-catalog" && text_query(q)),
+        "a free-text statement ran on the main connection: {ran:?}"
+    );
+}

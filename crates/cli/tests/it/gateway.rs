@@ -775,3 +775,85 @@ fn config_file_http_keys() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("not an address"), "{err}");
 }
+
+/// `/data`'s worker route: a small body of a version whose lookup and verified
+/// manifest are cached, with its bytes in the page cache, is read and checked on the
+/// async worker (`granary_gateway_data_local_reads_total{thread="worker"}`); the
+/// first request of a version takes the blocking route. Both send the same bytes, and
+/// on the worker route a copy corrupted on disk is refused as on the other.
+#[test]
+fn small_bodies_of_cached_versions_are_read_on_the_worker() {
+    let d = Daemon::start(&["--http", "127.0.0.1:0"]);
+    let b = format!("http://{}", d.http.clone().expect("gateway line"));
+    let reads = |thread: &str| -> u64 {
+        let (c, body) = get(&format!("{b}/metrics"), &[]);
+        assert_eq!(c, 200);
+        let key = format!("granary_gateway_data_local_reads_total{{thread=\"{thread}\"}} ");
+        String::from_utf8(body)
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix(&key).map(|v| v.parse().unwrap()))
+            .unwrap_or_else(|| panic!("no {key}in /metrics"))
+    };
+    let small: Vec<u8> = noise(100_000, 21);
+    let src = d.dir.path().join("small.bin");
+    std::fs::write(&src, &small).unwrap();
+    d.ok(&["put", src.to_str().unwrap(), "/test/small.bin"]);
+    let url = format!("{b}/data/test/small.bin");
+    assert_eq!(get(&url, &[]), (200, small.clone()));
+    assert!(
+        reads("blocking") >= 1,
+        "the first read took the blocking route"
+    );
+    // The lookup is cached for a second: a request right after the previous one
+    // finds it (tried until one does, however loaded the machine).
+    for _ in 0..50 {
+        assert_eq!(get(&url, &[]), (200, small.clone()));
+        if reads("worker") > 0 {
+            break;
+        }
+    }
+    assert!(reads("worker") > 0, "no small body was read on the worker");
+    // A range too.
+    assert_eq!(
+        get(&url, &["-r", "5000-5099"]),
+        (206, small[5000..5100].to_vec())
+    );
+
+    // The stored copy corrupted in place (the cached lookup holds the same file
+    // open): every answer is cut short, on whichever route.
+    let stored = files_at(&d.data.join("repo"))
+        .into_iter()
+        .find(|p| std::fs::metadata(p).unwrap().len() == small.len() as u64)
+        .expect("the stored copy of small.bin");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&stored)
+        .unwrap();
+    use std::io::Seek;
+    f.seek(std::io::SeekFrom::Start(60_000)).unwrap();
+    f.write_all(&[0x55; 64]).unwrap();
+    drop(f);
+    let before = reads("worker");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("got");
+    for _ in 0..50 {
+        let o = curl(&["-o", out.to_str().unwrap(), &url]);
+        let got = std::fs::read(&out).unwrap_or_default();
+        assert!(!o.status.success(), "curl succeeded on a corrupted file");
+        assert!(
+            got.len() < small.len(),
+            "all bytes sent despite the corruption"
+        );
+        assert_eq!(&got[..], &small[..got.len()], "bad bytes were sent");
+        if reads("worker") > before {
+            break;
+        }
+    }
+    assert!(
+        reads("worker") > before,
+        "no corrupted read was tried on the worker"
+    );
+    // The daemon is still serving.
+    assert_eq!(get(&format!("{b}/api/status"), &[]).0, 200);
+}
