@@ -4,7 +4,8 @@
 #     checked against the signed manifest) beside nginx serving the same bytes
 #     from disk (Debian nginx, started here on loopback with a temporary
 #     config; sendfile on): one MiB-sized file, and 1,000 files of 100 KB
-#     fetched by one curl over one keep-alive connection. HTTP/1.1, and HTTPS
+#     fetched by one curl over one keep-alive connection (and one of them fetched
+#     1,000 times: a popular file). HTTP/1.1, and HTTPS
 #     when the daemon has `--https` (nginx with `ssl` on the same self-signed
 #     certificate). Gbit/s, the ratio to nginx, and the peak RSS of the daemon
 #     and of nginx's worker during each measurement (VmHWM, reset before it).
@@ -136,6 +137,13 @@ small_cfg() {
   : > "$out"
   for i in $(seq "$small"); do printf 'url = "%s%s/f%s.bin"\noutput = "/dev/null"\n' "$base" "$path" "$i" >> "$out"; done
 }
+# The same for one popular file asked $small times (what many clients of one
+# dataset do; the gateway's worker route: lookup and manifest cached).
+hot_cfg() {
+  local base=$1 path=$2 out=$3
+  : > "$out"
+  for _ in $(seq "$small"); do printf 'url = "%s%s/f1.bin"\noutput = "/dev/null"\n' "$base" "$path" >> "$out"; done
+}
 if [[ " $parts " == *" 1 "* ]]; then
 echo
 echo "1. /data vs nginx on loopback (curl -o /dev/null); peak RSS of each server during the measurement"
@@ -151,7 +159,7 @@ for r in $(seq "$runs"); do
   for proto in $schemes; do
     if [ "$proto" = http ]; then gbase="http://$http"; nbase="http://127.0.0.1:$nport"; k=; else gbase="https://$https"; nbase="https://127.0.0.1:$tport"; k=--cacert; fi
     copt=(); [ "$proto" = https ] && copt=(--cacert "$tmp/nginx/cert.pem" --http2)
-    for what in big small; do
+    for what in big small hot; do
       for who in gateway nginx; do
         if [ $who = gateway ]; then pid=$gpid; base=$gbase; dpath=/data/bench; else pid=$nworker; base=$nbase; dpath=; fi
         reset_peak "$pid"
@@ -160,9 +168,15 @@ for r in $(seq "$runs"); do
           if [ $who = gateway ]; then url="$base/data/bench/obj"; else url="$base/obj"; fi
           secs=$(curl -s "${copt[@]}" -o /dev/null -w '%{time_total}' "$url")
         else
-          label="$small x 100 KB, keep-alive"; n=$sbytes
-          small_cfg "$base" "$dpath/small" "$tmp/small.cfg"
-          [ $who = nginx ] && small_cfg "$base" "/small" "$tmp/small.cfg"
+          if [ $what = small ]; then
+            label="$small x 100 KB, keep-alive"; n=$sbytes
+            small_cfg "$base" "$dpath/small" "$tmp/small.cfg"
+            [ $who = nginx ] && small_cfg "$base" "/small" "$tmp/small.cfg"
+          else
+            label="one 100 KB file x $small, keep-alive"; n=$sbytes
+            hot_cfg "$base" "$dpath/small" "$tmp/small.cfg"
+            [ $who = nginx ] && hot_cfg "$base" "/small" "$tmp/small.cfg"
+          fi
           t0=$(date +%s.%N)
           curl -s "${copt[@]}" -K "$tmp/small.cfg"
           secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{ printf "%.3f", b-a }')

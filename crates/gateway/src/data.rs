@@ -289,6 +289,10 @@ pub async fn download(
                     Ok(None) => return Ok(None),
                     Err(e) => return Err(e),
                 };
+                // No size in the manifest: fetched over NDN.
+                if l.info.map.file_size().is_none() {
+                    return Ok(None);
+                }
                 // A small body is read and checked here, at once: no second
                 // blocking task, no channel.
                 let small = body_range(&l, &h2, get)
@@ -435,6 +439,8 @@ fn on_worker(
     get: bool,
 ) -> Option<Option<LocalHit>> {
     let l = shared.open_local_cached(generation, target)?;
+    // No size in the manifest: the blocking route decides (it fetches over NDN).
+    l.info.map.file_size()?;
     let small = match body_range(&l, headers, get) {
         None => None,
         Some((a, b)) if b - a > SMALL_BODY => None,
