@@ -499,9 +499,10 @@ pub fn read_verified_cached(
     }
 }
 
-/// Fills `buf` from `f` at `at` only from the page cache: false when a read would
-/// wait for the disk, the file ended early, or the file system does not take
-/// `RWF_NOWAIT`.
+/// Fills `buf` from `f` at `at` only from memory: false when a read would wait for
+/// the disk, the file ended early, or the file system can say neither. A file system
+/// that does not take `RWF_NOWAIT` is read as usual only when it lives in memory
+/// (tmpfs, ramfs); any other (NFS, FUSE, …) is left to the blocking route.
 fn read_nowait(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<bool> {
     let mut got = 0;
     while got < buf.len() {
@@ -515,10 +516,22 @@ fn read_nowait(f: &std::fs::File, buf: &mut [u8], at: u64) -> std::io::Result<bo
             Ok(0) => return Ok(false),
             Ok(n) => got += n,
             Err(rustix::io::Errno::INTR) => {}
+            Err(rustix::io::Errno::OPNOTSUPP) if in_memory(f) => {
+                return f
+                    .read_exact_at(&mut buf[got..], at + got as u64)
+                    .map(|()| true)
+            }
             Err(_) => return Ok(false),
         }
     }
     Ok(true)
+}
+
+/// True for a file on a file system held in memory (tmpfs, ramfs).
+fn in_memory(f: &std::fs::File) -> bool {
+    const TMPFS: u64 = 0x0102_1994;
+    const RAMFS: u64 = 0x8584_58f6;
+    rustix::fs::fstatfs(f).is_ok_and(|s| [TMPFS, RAMFS].contains(&(s.f_type as u64)))
 }
 
 /// The checked read of [`read_verified_pooled`] with its reads made by `read` (which
@@ -776,6 +789,54 @@ mod tests {
         let e = copy_verified(&src, &info, &Output::File(out.clone()), |_| {}).unwrap_err();
         assert!(matches!(e, Error::Verify(_)), "{e}");
         assert!(!out.exists(), "nothing published");
+    }
+
+    /// The worker's read: the checked bytes of the range, or nothing (not all in
+    /// memory, or longer than one block), never a part or an unchecked byte.
+    #[test]
+    fn cached_reads_give_the_checked_range_or_nothing() {
+        let seg = 64 << 10;
+        let data = pattern(RANGE_BLOCK as usize + 300_000);
+        let info = object(&data, seg);
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, &data).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        let pool = Arc::new(BufferPool::default());
+        for (a, b) in [
+            (0u64, 100_000u64),
+            (5, 9000),
+            (70_000, 70_001),
+            (200_000, 400_000),
+        ] {
+            match read_verified_cached(&pool, &f, &info, a, b).unwrap() {
+                Some(got) => assert_eq!(&got[..], &data[a as usize..b as usize]),
+                None => eprintln!("{a}..{b}: not read from memory here"),
+            }
+        }
+        assert_eq!(
+            read_verified_cached(&pool, &f, &info, 10, 10).unwrap(),
+            Some(bytes::Bytes::new())
+        );
+        // More than one block: never only its first.
+        assert_eq!(
+            read_verified_cached(&pool, &f, &info, 0, data.len() as u64).unwrap(),
+            None
+        );
+        // A flipped byte: refused (or not read at all), never handed on.
+        let mut bad = data.clone();
+        bad[150_000] ^= 1;
+        std::fs::write(&p, &bad).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        match read_verified_cached(&pool, &f, &info, 100_000, 200_000) {
+            Err(e) => assert!(e.to_string().contains("segment 2"), "{e}"),
+            Ok(None) => eprintln!("not read from memory here"),
+            Ok(Some(_)) => panic!("a corrupted segment was handed on"),
+        }
+        // A good range beside it still reads.
+        if let Some(got) = read_verified_cached(&pool, &f, &info, 0, 100_000).unwrap() {
+            assert_eq!(&got[..], &data[..100_000]);
+        }
     }
 
     #[test]
