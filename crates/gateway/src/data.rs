@@ -278,8 +278,17 @@ pub async fn download(
     // from its file (every segment checked against the signed manifest
     // kept beside it); anything else is fetched over NDN.
     let get = method == Method::GET;
-    let local = match on_worker(&node.shared, generation, &target, &headers, get) {
-        Some(l) => l,
+    // A small body of a version whose lookup and verified manifest are cached, read
+    // on this worker when its bytes are in memory (`Shared::worker_read`).
+    let on_worker = node.shared.worker_read(
+        generation,
+        &target,
+        |size, digest| body_range(size, digest, &headers, get),
+        SMALL_BODY,
+        WORKER_BODY,
+    );
+    let local = match on_worker {
+        Some(l) => Some(l),
         None => {
             let shared = node.shared.clone();
             let (t2, tr2, h2) = (target.clone(), trust.clone(), headers.clone());
@@ -295,7 +304,11 @@ pub async fn download(
                 }
                 // A small body is read and checked here, at once: no second
                 // blocking task, no channel.
-                let small = body_range(&l, &h2, get)
+                let small = l
+                    .info
+                    .map
+                    .file_size()
+                    .and_then(|size| body_range(size, &l.digest, &h2, get))
                     .filter(|(a, b)| b - a <= SMALL_BODY)
                     .and_then(|(a, b)| {
                         let file = l.entry.file.as_ref()?;
@@ -401,18 +414,11 @@ pub async fn download(
     )
 }
 
-/// A version the node holds, and the small body asked of it (`(start, end, bytes)`)
-/// when it was read at once.
-type LocalHit = (
-    crate::shared::Local,
-    Option<(u64, u64, Result<Bytes, String>)>,
-);
-
-/// The bytes `start..end` a GET of `l` with `headers` sends (`None`: no body — a
-/// HEAD, a 304, an unsatisfiable range — or an empty one).
-fn body_range(l: &crate::shared::Local, headers: &HeaderMap, get: bool) -> Option<(u64, u64)> {
-    let size = l.info.map.file_size()?;
-    let etag = format!("\"{}\"", l.digest);
+/// The bytes `start..end` a GET of a version of `size` bytes whose manifest digest
+/// is `digest` sends with `headers` (`None`: no body — a HEAD, a 304, an
+/// unsatisfiable range — or an empty one).
+fn body_range(size: u64, digest: &str, headers: &HeaderMap, get: bool) -> Option<(u64, u64)> {
+    let etag = format!("\"{digest}\"");
     match (
         get && !not_modified(headers, &etag),
         range_for(headers, &etag, size),
@@ -422,47 +428,6 @@ fn body_range(l: &crate::shared::Local, headers: &HeaderMap, get: bool) -> Optio
         _ => None,
     }
     .filter(|(a, b)| b > a)
-}
-
-/// `/data` of a version the node holds, answered on the async worker when that waits
-/// for nothing: its lookup and verified manifest are cached, and a small body (at
-/// most [`WORKER_BODY`]) is in the page cache (read with `RWF_NOWAIT`, every segment
-/// checked against the manifest). A larger body streams from blocking reads as
-/// before. Saves the hand-off to a blocking thread and back: ≈ 85 µs of the daemon's
-/// CPU for each 100 KB file (bench/RESULTS.md, "HTTP gateway"). `None`: take the
-/// blocking route (which bounds the wait by the request's deadline).
-fn on_worker(
-    shared: &crate::shared::Shared,
-    generation: u64,
-    target: &Name,
-    headers: &HeaderMap,
-    get: bool,
-) -> Option<Option<LocalHit>> {
-    let l = shared.open_local_cached(generation, target)?;
-    // No size in the manifest: the blocking route decides (it fetches over NDN).
-    l.info.map.file_size()?;
-    let small = match body_range(&l, headers, get) {
-        None => None,
-        Some((a, b)) if b - a > SMALL_BODY => None,
-        Some((a, b)) if b - a > WORKER_BODY => return None,
-        Some((a, b)) => {
-            let file = l.entry.file.as_ref()?;
-            let body = match granary_transfer::read_verified_cached(
-                &shared.pool,
-                &file.file,
-                &l.info,
-                a,
-                b,
-            ) {
-                Ok(Some(body)) => Ok(body),
-                Ok(None) => return None,
-                Err(e) => Err(e.to_string()),
-            };
-            shared.local_reads.worker.fetch_add(1, Ordering::Relaxed);
-            Some((a, b, body))
-        }
-    };
-    Some(Some((l, small)))
 }
 
 /// What was found for a request, whichever route it came by.
