@@ -17,12 +17,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 phase "architecture: crate layers and no module cycles (tools/archcheck)"
 cargo run -q --locked -p archcheck
 # The test binaries carry no line tables (panics still name file and line); a
-# developer's own `cargo test` keeps them (decision 0111).
+# developer's own `cargo test` keeps them (decision 0111). One build serves every
+# test: the debug profile is optimised (decision 0112), so the network-namespace and
+# node-at-speed tests run the `granary` binary `cargo test` builds.
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-false}"
-phase "cargo build --profile test-node (release code without LTO or line tables: the network-namespace and node-at-speed tests run it)"
-cargo build --profile test-node --locked -p granary
-export GRANARY_NETNS_BIN="$PWD/target/test-node/granary"
-export GRANARY_RELEASE_BIN="$PWD/target/test-node/granary"
 phase "cargo test"
 # Every test binary runs under scripts/test-runner.sh, which records each test's time.
 times=$(mktemp)

@@ -122,10 +122,9 @@ impl Daemon {
         Self::start_cmd(granary(), dir, data, extra, stderr)
     }
 
-    /// [`Daemon::start`] from the optimised build when the test command has
-    /// one (`GRANARY_RELEASE_BIN`, set by scripts/test.sh), for tests whose
-    /// subject is how the node behaves at speed (a debug node serves several
-    /// times slower, and the consumer then measures that).
+    /// [`Daemon::start`] from `GRANARY_RELEASE_BIN` when set (a release build to
+    /// try), else from this test build, which is optimised (decision 0112): for
+    /// tests whose subject is how the node behaves at speed.
     #[allow(dead_code)] // not every test file uses it
     pub fn start_release(extra: &[&str]) -> Daemon {
         let bin = std::env::var_os("GRANARY_RELEASE_BIN")

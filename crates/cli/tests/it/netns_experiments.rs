@@ -21,8 +21,8 @@ fn skip() -> bool {
 }
 
 /// The binary that runs the experiment (and its nodes):
-/// `GRANARY_NETNS_BIN` when set (scripts/test.sh: the optimised test-node build), else
-/// this test build's.
+/// `GRANARY_NETNS_BIN` when set (another build to try), else this test build's
+/// (optimised: decision 0112).
 fn bin() -> std::ffi::OsString {
     std::env::var_os("GRANARY_NETNS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into())
 }

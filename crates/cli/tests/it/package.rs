@@ -57,8 +57,8 @@ fn the_debian_package_installs_a_unit_that_verifies_and_a_node_that_runs() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    // The optimised binary when scripts/test.sh built it (its test-node profile:
-    // the release code without LTO or line tables, decision 0111).
+    // `GRANARY_RELEASE_BIN` when set (another build to package), else this test
+    // build's binary (optimised: decision 0112).
     let bin: PathBuf = std::env::var_os("GRANARY_RELEASE_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into());

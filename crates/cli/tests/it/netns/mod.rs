@@ -5,10 +5,10 @@
 
 use granary_testbed::{Options, Testbed};
 
-/// The `granary` binary the testbed runs: `GRANARY_NETNS_BIN` when set
-/// (scripts/test.sh points it at the optimised `test-node` build of the same
-/// checkout: the release code without LTO, so the testbed does not depend on how
-/// slowly a debug build copes with a busy machine), else this test build's.
+/// The `granary` binary the testbed runs: `GRANARY_NETNS_BIN` when set (another
+/// build to try), else this test build's, which is optimised (decision 0112), so the
+/// testbed does not depend on how slowly an unoptimised build copes with a busy
+/// machine.
 pub fn bin() -> std::ffi::OsString {
     std::env::var_os("GRANARY_NETNS_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_granary").into())
 }
