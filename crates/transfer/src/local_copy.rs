@@ -791,18 +791,31 @@ mod tests {
         assert!(!out.exists(), "nothing published");
     }
 
+    /// `data` as a file in a temporary directory, opened, with its object (segments of
+    /// `seg` bytes) and a buffer pool.
+    fn stored(
+        data: &[u8],
+        seg: u64,
+    ) -> (
+        ObjectInfo,
+        tempfile::TempDir,
+        PathBuf,
+        std::fs::File,
+        Arc<BufferPool>,
+    ) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, data).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        (object(data, seg), d, p, f, Arc::new(BufferPool::default()))
+    }
+
     /// The worker's read: the checked bytes of the range, or nothing (not all in
     /// memory, or longer than one block), never a part or an unchecked byte.
     #[test]
     fn cached_reads_give_the_checked_range_or_nothing() {
-        let seg = 64 << 10;
         let data = pattern(RANGE_BLOCK as usize + 300_000);
-        let info = object(&data, seg);
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("f");
-        std::fs::write(&p, &data).unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        let pool = Arc::new(BufferPool::default());
+        let (info, _d, p, f, pool) = stored(&data, 64 << 10);
         for (a, b) in [
             (0u64, 100_000u64),
             (5, 9000),
@@ -843,12 +856,7 @@ mod tests {
     fn pooled_reads_give_exact_ranges_reuse_buffers_and_stop_at_a_bad_segment() {
         let seg = 256 << 10;
         let data = pattern(2 * (RANGE_BLOCK as usize) + 1000);
-        let info = object(&data, seg);
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("f");
-        std::fs::write(&p, &data).unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        let pool = Arc::new(BufferPool::default());
+        let (info, _d, p, f, pool) = stored(&data, seg);
         for (a, b) in [
             (0u64, data.len() as u64),
             (5, 9000),
