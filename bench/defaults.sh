@@ -6,7 +6,9 @@
 # (`nobody`, decision 0103), (3) node B, whose daemon reaches A over TCP
 # loopback; beside `cp` of the same file and beside `get --no-dedup` for (2) and (3)
 # (dedup on must cost ≤ 10% when there is nothing to dedupe). Each case starts cold:
-# B without the object, A's and B's content stores erased.
+# B without the object, A's and B's content stores erased, and (run as root) the page
+# cache dropped, `cp` included: what a first fetch of a version sees (COLD=0 keeps the
+# page cache as the previous case left it).
 # Wall time and peak RSS from GNU time; CPU seconds (and CPU seconds per GiB) of `get`
 # (GNU time) and of daemons A and B (/proc/<pid>/stat, before and after); every output
 # is compared with the original. bench/between-nodes.sh compares builds on node B's case.
@@ -54,10 +56,17 @@ gbps() { awk -v b=$bytes -v s="$1" 'BEGIN{ printf "%.2f", b*8/s/1e9 }'; }
 mibrss() { awk -v k="$1" 'BEGIN{ printf "%.0f MiB", k/1024 }'; }
 # CPU seconds (user + system) a daemon has used so far.
 cpu() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
-echo "$mib MiB random file; default put took ${put_s} s ($(gbps "$put_s") Gbit/s, peak RSS $(mibrss "$put_rss")); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg)"
+# The page cache dropped (root only; COLD=0 keeps it).
+cold=no
+if [ "${COLD:-1}" != 0 ] && [ -w /proc/sys/vm/drop_caches ]; then cold=yes; fi
+# The binary is read back at once: a user's first fetch finds `granary` cached, not
+# the version it asks for.
+drop() { if [ $cold = yes ]; then sync; echo 3 > /proc/sys/vm/drop_caches; cat "$G" > /dev/null; fi; }
+echo "$mib MiB random file; default put took ${put_s} s ($(gbps "$put_s") Gbit/s, peak RSS $(mibrss "$put_rss")); $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg); page cache dropped before each case: $cold"
 printf "%-4s %-46s %8s %8s %10s %8s\n" run case seconds "Gbit/s" "peak RSS" "vs cp"
 for r in $(seq "$runs"); do
   out="$tmp/out"
+  drop
   /usr/bin/time -f "%e %M" -o "$tmp/time" cp "$tmp/file" "$out"
   read -r cp_s cp_rss < "$tmp/time"
   rm -f "$out"
@@ -83,6 +92,7 @@ for r in $(seq "$runs"); do
     "${B[@]}" rm /bench/obj > /dev/null 2>&1 || true
     "${B[@]}" cs erase /bench > /dev/null
     "${A[@]}" cs erase /bench > /dev/null
+    drop
     a0=$(cpu "$pid_a"); b0=$(cpu "$pid_b")
     /usr/bin/time -f "%e %M %U %S" -o "$tmp/time" "${cmd[@]}" > /dev/null 2> "$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
     a1=$(cpu "$pid_a"); b1=$(cpu "$pid_b")

@@ -407,9 +407,14 @@ fn show(
             } else {
                 "the local repository,"
             };
+            let how = match r.read_direct {
+                0 => "through the page cache",
+                n if n == r.size => "with direct I/O",
+                _ => "partly with direct I/O",
+            };
             if !quiet {
                 say!(
-                    "{}: {} bytes, {} segments, copied from {whose} {}, every segment verified against {}",
+                    "{}: {} bytes, {} segments, copied from {whose} {} (read {how}), every segment verified against {}",
                     r.versioned, r.size, r.segments, r.source.display(), r.verified_by
                 );
             }

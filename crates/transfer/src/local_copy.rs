@@ -17,8 +17,10 @@ use crate::Error;
 
 /// Bytes read, checked and written per step (whole segments).
 const BLOCK: u64 = 8 << 20;
-/// Blocks between the reading/hashing thread and the writing one.
-const IN_FLIGHT: usize = 4;
+/// Blocks between the checking thread and the writing one.
+const IN_FLIGHT: usize = 3;
+/// Blocks the reading thread may be ahead of the checking one.
+const READ_AHEAD: usize = 2;
 /// Sources at least this large are read without growing the page cache:
 /// pages more than [`DROP_WINDOW`] behind the read are dropped (the values
 /// of the repository's serving path).
@@ -40,6 +42,8 @@ pub struct CopyReport {
     pub segments: u64,
     /// What they were checked against.
     pub verified_by: String,
+    /// Bytes read with direct I/O (the rest came through the page cache).
+    pub read_direct: u64,
 }
 
 fn io(p: &Path, e: std::io::Error) -> Error {
@@ -140,11 +144,13 @@ fn copy_read_by(
         // same open file.
         Output::Special(st) | Output::Stdout(st) => (st.path(), None, Box::new(st.writer()?)),
     };
-    // This thread reads and checks; a second one writes, so that hashing
-    // and the disk overlap. A block travels with the range of it that
-    // holds the bytes (direct reads start at an aligned address before it).
+    // Three stages, so that the disk, the hashing and the writing overlap:
+    // a reading thread stays up to `READ_AHEAD` blocks ahead of this one,
+    // which checks each block and hands it to a writing thread. A block
+    // travels with the range of it that holds the bytes (direct reads start
+    // at an aligned address before it); buffers go back to the reader.
     let (tx, rx) = mpsc::sync_channel::<(Vec<u8>, std::ops::Range<usize>)>(IN_FLIGHT);
-    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + 1);
+    let (back_tx, back_rx) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + READ_AHEAD + 2);
     let writer = std::thread::Builder::new()
         .name("local-copy-write".into())
         .spawn(move || -> std::io::Result<Box<dyn Write + Send>> {
@@ -164,88 +170,92 @@ fn copy_read_by(
             Ok(w)
         })
         .map_err(|e| Error::Output(format!("cannot start a thread: {e}")))?;
+    // Blocks: runs of whole segments, at most BLOCK bytes unless one
+    // segment is larger (first segment, end, offset, length).
+    let mut blocks: Vec<(usize, usize, u64, u64)> = Vec::new();
+    let mut s = 0usize;
+    while s < plan.len() {
+        let (mut end, mut len) = (s, 0u64);
+        while end < plan.len() && (end == s || len + plan[end].1 <= BLOCK) {
+            len += plan[end].1;
+            end += 1;
+        }
+        blocks.push((s, end, plan[s].0, len));
+        s = end;
+    }
     // A source that is not in the page cache is read with direct I/O where
     // the file system allows it: the repository writes its files that way,
     // so right after a `put` the file is not cached, and filling fresh cache
-    // pages costs more than the disk on this kind of VM (128 MiB: 0.32 s
-    // buffered, 0.07 s direct; bench/RESULTS.md, "Defaults"). A cached one
-    // is read from the cache (faster than the disk). Otherwise a large
-    // source streams through the page cache without growing it (as the
-    // repository serves it: `granary_store::DROP_BEHIND_MIN`).
-    let mut direct = if is_cached(&from, size) {
-        None
-    } else {
-        open_direct(src)
-    };
-    let mut dropped = 0u64;
-    let mut paths = ReadPaths::default();
-    let read = (|| -> Result<(), Error> {
-        let mut s = 0usize;
-        while s < plan.len() {
-            let start = plan[s].0;
-            let mut end = s;
-            let mut len = 0u64;
-            while end < plan.len() && (end == s || len + plan[end].1 <= BLOCK) {
-                len += plan[end].1;
-                end += 1;
-            }
-            let mut buf = back_rx.try_recv().unwrap_or_default();
-            let mut range = None;
-            if let Some(d) = &direct {
-                match read_direct(d, &mut buf, start, len as usize) {
-                    Ok(r) => {
-                        paths.direct += len;
-                        range = Some(r)
+    // pages costs CPU the hashing needs. A cached one is read from the
+    // cache (faster than the disk). Otherwise a large source streams
+    // through the page cache without growing it (as the repository serves
+    // it: `granary_store::DROP_BEHIND_MIN`).
+    // The descriptor itself is switched to direct I/O (`F_SETFL`), not the
+    // path opened again: a descriptor passed by the node (`<socket>.files`)
+    // has no path this process may open, and it is the route every other
+    // application and user on the node takes.
+    let direct = (!is_cached(&from, size))
+        .then(|| direct_view(&from))
+        .flatten();
+    let from = &from;
+    type Block = (usize, Vec<u8>, std::ops::Range<usize>);
+    let (read, paths) = std::thread::scope(|sc| {
+        let (rd_tx, rd_rx) = mpsc::sync_channel::<Result<Block, Error>>(READ_AHEAD);
+        let blocks = &blocks;
+        let reader = sc.spawn(move || {
+            let mut direct = direct;
+            let mut paths = ReadPaths::default();
+            let mut dropped = 0u64;
+            for (i, &(_, _, start, len)) in blocks.iter().enumerate() {
+                let mut buf = back_rx.try_recv().unwrap_or_default();
+                let got = read_block(from, &mut direct, &mut buf, start, len, &mut paths);
+                let range = match got {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = rd_tx.send(Err(io(src, e)));
+                        break;
                     }
-                    // Refused (a file system that takes O_DIRECT at open
-                    // but not this read): buffered from here on.
-                    Err(e)
-                        if [rustix::io::Errno::INVAL, rustix::io::Errno::OPNOTSUPP]
-                            .iter()
-                            .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
-                    {
-                        direct = None
-                    }
-                    Err(e) => return Err(io(src, e)),
+                };
+                if direct.is_none() && size >= DROP_BEHIND_MIN && start >= dropped + 2 * DROP_WINDOW
+                {
+                    let to = start - DROP_WINDOW;
+                    let _ = rustix::fs::fadvise(
+                        from,
+                        dropped,
+                        std::num::NonZeroU64::new(to - dropped),
+                        rustix::fs::Advice::DontNeed,
+                    );
+                    dropped = to;
+                }
+                if rd_tx.send(Ok((i, buf, range))).is_err() {
+                    break; // the checker stopped
                 }
             }
-            let range = match range {
-                Some(r) => r,
-                None => {
-                    buf.resize(len as usize, 0);
-                    from.read_exact_at(&mut buf[..len as usize], start)
-                        .map_err(|e| io(src, e))?;
-                    paths.buffered += len;
-                    0..len as usize
+            paths
+        });
+        let checked = (|| -> Result<(), Error> {
+            for got in rd_rx.iter() {
+                let (i, buf, range) = got?;
+                let (s, end, _, len) = blocks[i];
+                if let Some(k) = first_bad(&plan[s..end], &buf, range.start) {
+                    return Err(Error::Verify(format!(
+                        "{}: segment {} of the local copy {} does not match the signed manifest",
+                        info.versioned,
+                        s + k,
+                        src.display()
+                    )));
                 }
-            };
-            if direct.is_none() && size >= DROP_BEHIND_MIN && start >= dropped + 2 * DROP_WINDOW {
-                let to = start - DROP_WINDOW;
-                let _ = rustix::fs::fadvise(
-                    &from,
-                    dropped,
-                    std::num::NonZeroU64::new(to - dropped),
-                    rustix::fs::Advice::DontNeed,
-                );
-                dropped = to;
+                if tx.send((buf, range)).is_err() {
+                    return Ok(()); // the writer stopped: its error follows
+                }
+                progress(len);
             }
-            let bad = first_bad(&plan[s..end], &buf, range.start);
-            if let Some(k) = bad {
-                return Err(Error::Verify(format!(
-                    "{}: segment {} of the local copy {} does not match the signed manifest",
-                    info.versioned,
-                    s + k,
-                    src.display()
-                )));
-            }
-            if tx.send((buf, range)).is_err() {
-                return Ok(()); // the writer stopped: its error follows
-            }
-            progress(len);
-            s = end;
-        }
-        Ok(())
-    })();
+            Ok(())
+        })();
+        drop(rd_rx);
+        let paths = reader.join().unwrap_or_default();
+        (checked, paths)
+    });
     drop(tx);
     let written = writer
         .join()
@@ -283,6 +293,7 @@ fn copy_read_by(
         size,
         segments: count,
         verified_by: info.verified_by.clone(),
+        read_direct: paths.direct,
     };
     Ok((report, paths))
 }
@@ -333,14 +344,62 @@ fn cached(f: &std::fs::File, size: u64) -> bool {
         .is_ok_and(|n| n == want)
 }
 
-/// `src` opened for direct I/O, if its file system takes it.
-fn open_direct(src: &Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::DIRECT.bits() as i32)
-        .open(src)
-        .ok()
+/// `f` switched to direct I/O, if its file system takes it: a second
+/// descriptor of the same open file, whose flags (`O_DIRECT` set with
+/// `F_SETFL`) `f` now shares until [`buffered_again`].
+fn direct_view(f: &std::fs::File) -> Option<std::fs::File> {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    let d = f.try_clone().ok()?;
+    let flags = fcntl_getfl(&d).ok()?;
+    fcntl_setfl(&d, flags | OFlags::DIRECT).ok()?;
+    Some(d)
+}
+
+/// Clears `O_DIRECT` from the open file `d` (and so from the descriptor it
+/// was cloned from), for buffered reads.
+fn buffered_again(d: std::fs::File) -> std::io::Result<()> {
+    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
+    let flags = fcntl_getfl(&d)?;
+    fcntl_setfl(&d, flags - OFlags::DIRECT)?;
+    Ok(())
+}
+
+/// Reads the block of `len` bytes at `start` of `from` into `buf`: with
+/// direct I/O through `direct` while the file system takes it (a refused
+/// read turns it back to buffered for good), else through the page cache.
+/// Counts the bytes in `paths`; returns where in `buf` they are.
+fn read_block(
+    from: &std::fs::File,
+    direct: &mut Option<std::fs::File>,
+    buf: &mut Vec<u8>,
+    start: u64,
+    len: u64,
+    paths: &mut ReadPaths,
+) -> std::io::Result<std::ops::Range<usize>> {
+    if let Some(d) = direct.as_ref() {
+        match read_direct(d, buf, start, len as usize) {
+            Ok(r) => {
+                paths.direct += len;
+                return Ok(r);
+            }
+            // Refused (a file system that takes O_DIRECT at open but not
+            // this read): buffered from here on.
+            Err(e)
+                if [rustix::io::Errno::INVAL, rustix::io::Errno::OPNOTSUPP]
+                    .iter()
+                    .any(|n| e.raw_os_error() == Some(n.raw_os_error())) =>
+            {
+                if let Some(d) = direct.take() {
+                    buffered_again(d)?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    buf.resize(len as usize, 0);
+    from.read_exact_at(&mut buf[..len as usize], start)?;
+    paths.buffered += len;
+    Ok(0..len as usize)
 }
 
 /// Reads `len` bytes at `start` of the direct-I/O file `f` into `buf`
@@ -689,7 +748,8 @@ mod tests {
         let p = dir.path().join("f");
         let data = pattern(3 * ALIGN + 123);
         std::fs::write(&p, &data).unwrap();
-        let f = open_direct(&p).expect("this file system takes O_DIRECT");
+        let f = direct_view(&std::fs::File::open(&p).unwrap())
+            .expect("this file system takes O_DIRECT");
         let mut buf = Vec::new();
         for (start, len) in [(0, 10), (5, ALIGN), (ALIGN - 1, 2), (100, data.len() - 100)] {
             let r = read_direct(&f, &mut buf, start as u64, len).unwrap();
@@ -697,7 +757,7 @@ mod tests {
         }
         let e = read_direct(&f, &mut buf, 100, data.len()).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
-        // What the reads went through: a descriptor opened with O_DIRECT.
+        // What the reads went through: a descriptor switched to O_DIRECT.
         let flags = rustix::fs::fcntl_getfl(&f).unwrap();
         assert!(flags.contains(rustix::fs::OFlags::DIRECT), "{flags:?}");
     }
@@ -742,6 +802,25 @@ mod tests {
                 buffered: 0
             },
             "direct I/O was not used for every byte"
+        );
+        // A descriptor passed by the node: its name (the file socket) is no
+        // file this process could open, and the copy is still direct.
+        let passed = dir.path().join("node.sock.files");
+        let out3 = dir.path().join("out3");
+        let (_, paths) = copy_read_by(
+            std::fs::File::open(&src).unwrap(),
+            &passed,
+            &info,
+            &Output::File(out3.clone()),
+            |_| {},
+            |_, _| false,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read(&out3).unwrap(), data);
+        assert_eq!(
+            paths.direct,
+            data.len() as u64,
+            "a passed descriptor was read through the page cache"
         );
         // The public entry point on the same file: exact whichever path
         // the real probe picks.

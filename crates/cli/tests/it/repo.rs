@@ -1015,6 +1015,15 @@ fn another_application_gets_what_the_node_holds_by_name() {
                 .is_some(),
             "{v}"
         );
+        // How the bytes were read (direct I/O or the page cache: which one
+        // depends on what is cached, so only its range is checked).
+        assert!(
+            v["local"][0]["local_copy"]["read_direct"]
+                .as_u64()
+                .is_some_and(|n| n <= data.len() as u64),
+            "{v}"
+        );
+        assert!(err.contains("(read "), "{err}");
         assert!(!err.contains("being kept"), "kept again: {err}");
     }
     // Without the local copy (--no-dedup): by name over NDN, no chunk asked
