@@ -44,6 +44,126 @@ pub struct CopyReport {
     pub verified_by: String,
     /// Bytes read with direct I/O (the rest came through the page cache).
     pub read_direct: u64,
+    /// Bytes written with direct I/O (to a regular file whose file system
+    /// takes it; the rest went through the page cache).
+    pub written_direct: u64,
+}
+
+/// Where the writing thread of a local copy puts the checked bytes.
+enum Dest {
+    /// A regular file, written with direct I/O.
+    Direct(DirectOut),
+    /// Anything else, and a regular file whose file system refuses direct
+    /// I/O (written back as it goes when a `Recycler` is given).
+    Plain(Box<dyn Write + Send>, Option<crate::object::Recycler>),
+}
+
+/// A file written from its start with direct I/O: bytes are staged in an
+/// aligned buffer and written in whole aligned blocks; the last block is
+/// padded with zeros and the file cut back to its size by
+/// [`DirectOut::finish`]. A write the file system refuses turns the file
+/// back to buffered writes, nothing lost.
+struct DirectOut {
+    file: std::fs::File,
+    stage: Vec<u8>,
+    /// Where the aligned part of `stage` starts.
+    at: usize,
+    /// Bytes staged.
+    len: usize,
+    /// File offset of the first staged byte (a multiple of [`ALIGN`]
+    /// while direct).
+    off: u64,
+    direct: bool,
+    /// Bytes written with direct I/O.
+    done_direct: u64,
+}
+
+impl DirectOut {
+    /// Bytes staged between writes (a multiple of [`ALIGN`]).
+    const STAGE: usize = 8 << 20;
+
+    /// A second descriptor of `f` (empty, just created) switched to direct
+    /// I/O, if its file system takes it.
+    fn new(f: &std::fs::File) -> Option<DirectOut> {
+        let file = direct_view(f)?;
+        let stage = vec![0u8; Self::STAGE + ALIGN];
+        let at = stage.as_ptr().align_offset(ALIGN).min(ALIGN);
+        Some(DirectOut {
+            file,
+            stage,
+            at,
+            len: 0,
+            off: 0,
+            direct: true,
+            done_direct: 0,
+        })
+    }
+
+    fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let n = (Self::STAGE - self.len).min(bytes.len());
+            self.stage[self.at + self.len..self.at + self.len + n].copy_from_slice(&bytes[..n]);
+            self.len += n;
+            bytes = &bytes[n..];
+            if self.len == Self::STAGE {
+                self.flush(Self::STAGE)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the first `n` staged bytes (`n` a multiple of [`ALIGN`], or
+    /// all of them once buffered) and moves the rest to the front.
+    fn flush(&mut self, n: usize) -> std::io::Result<()> {
+        let bytes = &self.stage[self.at..self.at + n];
+        if self.direct {
+            match self.file.write_all_at(bytes, self.off) {
+                Ok(()) => self.done_direct += n as u64,
+                Err(e)
+                    if [rustix::io::Errno::INVAL, rustix::io::Errno::OPNOTSUPP]
+                        .iter()
+                        .any(|x| e.raw_os_error() == Some(x.raw_os_error())) =>
+                {
+                    // Refused (a file system that takes O_DIRECT at
+                    // F_SETFL but not this write): buffered from here on.
+                    self.direct = false;
+                    buffered_again(self.file.try_clone()?)?;
+                    self.file.write_all_at(bytes, self.off)?;
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            self.file.write_all_at(bytes, self.off)?;
+        }
+        self.stage
+            .copy_within(self.at + n..self.at + self.len, self.at);
+        self.len -= n;
+        self.off += n as u64;
+        Ok(())
+    }
+
+    /// Writes what is staged (the last block padded to [`ALIGN`], then
+    /// cut off) and returns the bytes written with direct I/O.
+    fn finish(mut self, size: u64) -> std::io::Result<u64> {
+        if self.len > 0 {
+            let whole = if self.direct {
+                let whole = self.len.div_ceil(ALIGN) * ALIGN;
+                self.stage[self.at + self.len..self.at + whole].fill(0);
+                whole
+            } else {
+                self.len
+            };
+            let real = self.len;
+            self.len = whole;
+            let was_direct = self.direct;
+            self.flush(whole)?;
+            if was_direct && self.direct {
+                self.done_direct -= (whole - real) as u64;
+            }
+            self.file.set_len(size)?;
+        }
+        Ok(self.done_direct)
+    }
 }
 
 fn io(p: &Path, e: std::io::Error) -> Error {
@@ -128,21 +248,31 @@ fn copy_read_by(
         };
         plan.push((info.map.start(s), len, h));
     }
-    // A regular file is written back (and its clean pages dropped) as it
-    // goes, as a network download's is (`Recycler`): the final sync waits
-    // only for the tail, and the copy reuses the pages it just freed.
-    let mut recycler = None;
-    let (path, part, mut w): (Option<PathBuf>, Option<PathBuf>, Box<dyn Write + Send>) = match out {
+    // A regular file is written with direct I/O where its file system takes
+    // it, as the repository writes at ingest (decision 0015): the checked
+    // bytes go from an aligned buffer to the disk, with no page-cache fill
+    // and no write-back left for the final sync. Elsewhere it is written
+    // back (and its clean pages dropped) as it goes, as a network
+    // download's is (`Recycler`).
+    let (path, part, dest): (Option<PathBuf>, Option<PathBuf>, Dest) = match out {
         Output::File(p) => {
             let (part, _, _) = part_paths(p);
             let f = std::fs::File::create(&part).map_err(|e| io(&part, e))?;
-            recycler = crate::object::Recycler::start(&f);
-            (Some(p.clone()), Some(part), Box::new(f))
+            let dest = match DirectOut::new(&f) {
+                Some(d) => Dest::Direct(d),
+                None => Dest::Plain(
+                    Box::new(f.try_clone().map_err(|e| io(&part, e))?),
+                    crate::object::Recycler::start(&f),
+                ),
+            };
+            (Some(p.clone()), Some(part), dest)
         }
         // Opened once for whatever writes it (see `Stream`): if this copy
         // stops, the network fetch goes on from where it stopped, on the
         // same open file.
-        Output::Special(st) | Output::Stdout(st) => (st.path(), None, Box::new(st.writer()?)),
+        Output::Special(st) | Output::Stdout(st) => {
+            (st.path(), None, Dest::Plain(Box::new(st.writer()?), None))
+        }
     };
     // Three stages, so that the disk, the hashing and the writing overlap:
     // a reading thread stays up to `READ_AHEAD` blocks ahead of this one,
@@ -153,21 +283,32 @@ fn copy_read_by(
     let (back_tx, back_rx) = mpsc::sync_channel::<Vec<u8>>(IN_FLIGHT + READ_AHEAD + 2);
     let writer = std::thread::Builder::new()
         .name("local-copy-write".into())
-        .spawn(move || -> std::io::Result<Box<dyn Write + Send>> {
+        .spawn(move || -> std::io::Result<u64> {
+            let mut dest = dest;
             for (buf, range) in rx {
-                w.write_all(&buf[range.clone()])?;
-                if let Some(r) = recycler.as_mut() {
-                    r.written(range.len() as u64);
+                match &mut dest {
+                    Dest::Direct(d) => d.write(&buf[range.clone()])?,
+                    Dest::Plain(w, recycler) => {
+                        w.write_all(&buf[range.clone()])?;
+                        if let Some(r) = recycler.as_mut() {
+                            r.written(range.len() as u64);
+                        }
+                    }
                 }
                 // Never blocks: a buffer the reader has no room for is dropped
                 // (blocking here while the reader blocks on `tx` would deadlock).
                 let _ = back_tx.try_send(buf);
             }
-            w.flush()?;
-            if let Some(r) = recycler {
-                r.stop();
+            match dest {
+                Dest::Direct(d) => d.finish(size),
+                Dest::Plain(mut w, recycler) => {
+                    w.flush()?;
+                    if let Some(r) = recycler {
+                        r.stop();
+                    }
+                    Ok(0)
+                }
             }
-            Ok(w)
         })
         .map_err(|e| Error::Output(format!("cannot start a thread: {e}")))?;
     // Blocks: runs of whole segments, at most BLOCK bytes unless one
@@ -269,11 +410,10 @@ fn copy_read_by(
     if let Err(e) = read {
         return fail(e);
     }
-    let w = match written {
-        Ok(w) => w,
+    let written_direct = match written {
+        Ok(n) => n,
         Err(e) => return fail(Error::Output(format!("writing: {e}"))),
     };
-    drop(w);
     if let (Some(part), Some(p)) = (&part, &path) {
         let synced = std::fs::OpenOptions::new()
             .write(true)
@@ -294,6 +434,7 @@ fn copy_read_by(
         segments: count,
         verified_by: info.verified_by.clone(),
         read_direct: paths.direct,
+        written_direct,
     };
     Ok((report, paths))
 }
@@ -795,6 +936,10 @@ mod tests {
         assert_eq!(probed, Some(data.len() as u64), "the probe chose the path");
         assert_eq!(r.size, data.len() as u64);
         assert_eq!(std::fs::read(&out).unwrap(), data);
+        // The output, a regular file on the same file system, was written
+        // with direct I/O: every byte, the padded tail cut back.
+        assert_eq!(r.written_direct, data.len() as u64, "output not direct");
+        assert_eq!(std::fs::metadata(&out).unwrap().len(), data.len() as u64);
         assert_eq!(
             paths,
             ReadPaths {
@@ -827,6 +972,37 @@ mod tests {
         let out2 = dir.path().join("out2");
         copy_verified(&src, &info, &Output::File(out2.clone()), |_| {}).unwrap();
         assert_eq!(std::fs::read(&out2).unwrap(), data);
+    }
+
+    /// Direct output gives the exact bytes for any size and any pattern of
+    /// writes: the padded last block is cut back, an empty file stays
+    /// empty, and every byte is counted as written directly.
+    #[test]
+    fn direct_output_is_exact_for_any_size() {
+        let dir = on_disk();
+        if !takes_direct_io(dir.path()) {
+            return;
+        }
+        let stage = DirectOut::STAGE;
+        for size in [
+            0,
+            1,
+            ALIGN - 1,
+            ALIGN,
+            stage,
+            stage + 1,
+            2 * stage + ALIGN + 7,
+        ] {
+            let data = pattern(size);
+            let p = dir.path().join(format!("out-{size}"));
+            let f = std::fs::File::create(&p).unwrap();
+            let mut d = DirectOut::new(&f).expect("this file system takes O_DIRECT");
+            for piece in data.chunks(6001) {
+                d.write(piece).unwrap();
+            }
+            assert_eq!(d.finish(size as u64).unwrap(), size as u64, "{size}");
+            assert_eq!(std::fs::read(&p).unwrap(), data, "{size}");
+        }
     }
 
     /// A source the probe says is in the page cache is read through it
