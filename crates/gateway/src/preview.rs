@@ -683,9 +683,19 @@ pub(crate) async fn open_source(
             kept: Mutex::default(),
         }));
     }
+    // Every caller found this version in the catalog: it exists, so a fetch
+    // that fails now (no route yet, its holder down or slow) is temporary, a
+    // 503 with Retry-After; bytes that do not verify are the holder's fault.
     let f = match crate::data::open_remote(node, target, trust).await? {
         Ok(f) => f,
-        Err(e) => return Err(error(StatusCode::NOT_FOUND, e.to_string())),
+        Err(e @ granary_transfer::Error::Verify(_)) => {
+            return Err(error(StatusCode::BAD_GATEWAY, e.to_string()))
+        }
+        Err(e) => {
+            return Err(crate::unavailable(format!(
+                "{target} is in the catalog but cannot be fetched now ({e}); try again shortly"
+            )))
+        }
     };
     let st = f.stat();
     let Some(size) = st.size else {
