@@ -227,6 +227,31 @@ fn fetch_status(e: &granary_transfer::Error) -> StatusCode {
     }
 }
 
+/// The answer to a fetch of `target` that failed with `e`. A "not found" of
+/// a version the catalog lists is temporary (its holder cannot be reached
+/// now: no route yet, down, slow): 503 with Retry-After, so that download
+/// scripts and clients try again instead of taking the file for missing.
+/// A catalog that cannot answer is a 503 too.
+async fn fetch_failed(node: &State, target: &Name, e: granary_transfer::Error) -> Response {
+    let status = fetch_status(&e);
+    if status != StatusCode::NOT_FOUND || node.catalog.is_none() {
+        return error(status, e.to_string());
+    }
+    let (name, version) = match target.last() {
+        Some(c) if c.typ == COMP_VERSION => (target.prefix(-1), c.as_version()),
+        _ => (target.clone(), None),
+    };
+    let n = name.to_string();
+    let listed = crate::api::with_catalog(node, move |c| Ok(c.get(&n, version)?.is_some())).await;
+    match listed {
+        Ok(true) => crate::unavailable(format!(
+            "{target} is in the catalog but cannot be fetched now ({e}); try again shortly"
+        )),
+        Ok(false) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(r) => r,
+    }
+}
+
 fn content_type(name: &Name) -> &'static str {
     let last = name
         .components()
@@ -372,7 +397,7 @@ pub async fn download(
     }
     let f = match opened {
         Ok(Ok(f)) => f,
-        Ok(Err(e)) => return error(fetch_status(&e), e.to_string()),
+        Ok(Err(e)) => return fetch_failed(&node, &target, e).await,
         Err(r) => return r,
     };
     let st = f.stat();

@@ -540,9 +540,17 @@ fn opendap_of_a_version_held_by_another_node_comes_over_ndn() {
     // In the catalog but not reachable yet (no route to its holder): a
     // temporary condition, 503 with Retry-After, never a 404 ("file not
     // found" to netCDF and to download scripts).
-    let (s, head, body) = get(&format!("{url}.das"));
-    assert_eq!(s, 503, "{}", String::from_utf8_lossy(&body));
-    assert!(head.contains("retry-after:"), "{head}");
+    for u in [
+        format!("{url}.das"),
+        format!("{base}/data/test/remote/nc4.nc"),
+    ] {
+        let (s, head, body) = get(&u);
+        assert_eq!(s, 503, "{u}: {}", String::from_utf8_lossy(&body));
+        assert!(head.contains("retry-after:"), "{u}: {head}");
+    }
+    // A name nothing lists stays a 404.
+    let (s, _, _) = get(&format!("{base}/data/test/remote/none.nc"));
+    assert_eq!(s, 404);
     a.ok(&["route", "add", "/test/remote", &tcp(&b)]);
     trust(&b, &a);
     // Until the face to B is up and the trust loaded: 503s, then the answer.
