@@ -1,7 +1,8 @@
 //! The in-memory facet index: dictionary-encoded facet columns, a roaring posting list
 //! per facet value, a name-ordered map, and the set of latest versions. Filters, counts,
-//! sorting and paging are answered here; the database only stores records and answers
-//! free text with record ids.
+//! sorting and paging are answered here. Free text is answered here too when the back end
+//! hands each record's words to the index (PostgreSQL: a posting list per word, see
+//! [`Words`]); otherwise the database answers it with record ids (SQLite's FTS5).
 //!
 //! Positions are assigned in record-id order (`rids` is strictly increasing), so a
 //! sorted list of record ids (what free-text search returns) becomes a bitmap of
@@ -109,6 +110,41 @@ impl Col {
     }
 }
 
+/// Free-text words → positions, for back ends that hand the index each record's words
+/// ([`IndexRow::words`]). PostgreSQL's text index visits a table row for every match,
+/// so the first ask of a word held by a fifth of 10 M records took longer than a
+/// request's deadline; here it is one bitmap. A position's old words are taken out when
+/// its record is replaced in place ([`Index::apply`]); a removed record's stay until the
+/// next rebuild, unseen, since every search intersects with the live positions.
+#[derive(Default)]
+struct Words {
+    dict: HashMap<Box<str>, u32>,
+    post: Vec<RoaringBitmap>,
+}
+
+impl Words {
+    fn code(&mut self, w: &str) -> usize {
+        if let Some(&c) = self.dict.get(w) {
+            return c as usize;
+        }
+        let c = self.post.len();
+        self.post.push(RoaringBitmap::new());
+        self.dict.insert(w.into(), c as u32);
+        c
+    }
+
+    /// Adds position `i` to the posting list of each word of `words`.
+    fn add(&mut self, words: &str, i: u32) {
+        for w in words.split(' ').filter(|w| !w.is_empty()) {
+            let c = self.code(w);
+            let p = &mut self.post[c];
+            if p.try_push(i).is_err() {
+                p.insert(i);
+            }
+        }
+    }
+}
+
 /// A fresh generation number (never reused in this process).
 fn next_gen() -> u64 {
     static GEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -141,6 +177,7 @@ pub(crate) struct Index {
     /// The datasets, kept up to date whenever the versions of a name change
     /// ([`Index::relatest`], [`Index::unset`]).
     ds: datasets::Datasets,
+    words: Words,
 }
 
 /// The facet holding a record's DRS (dataset) version, e.g. `v20190429`.
@@ -257,8 +294,20 @@ impl Index {
         self.ds_name(&all);
     }
 
+    /// Positions holding `word` (live or not: callers intersect), when the back end
+    /// hands the index its records' words.
+    pub fn word(&self, word: &str) -> RoaringBitmap {
+        match self.words.dict.get(word) {
+            Some(&c) => self.words.post[c as usize].clone(),
+            None => RoaringBitmap::new(),
+        }
+    }
+
     /// Fills the empty position `i` with `r`.
     fn set(&mut self, i: u32, r: IndexRow) {
+        if let Some(w) = r.words.as_deref() {
+            self.words.add(w, i);
+        }
         let name: Arc<str> = Arc::from(r.name);
         for (k, v) in decode_facets(&r.facets) {
             let j = self.col_mut(k);
@@ -290,6 +339,16 @@ impl Index {
     /// Applies a batch of the change feed: upserted rows, then removed record ids.
     pub fn apply(&mut self, mut rows: Vec<IndexRow>, removed: &[i64]) {
         rows.sort_by_key(|r| r.rid);
+        // Records replaced in place lose their old words first (once per batch: one
+        // pass over the posting lists, not one per row).
+        if !self.words.post.is_empty() {
+            let replaced: RoaringBitmap = rows.iter().filter_map(|r| self.pos_of(r.rid)).collect();
+            if !replaced.is_empty() {
+                for p in &mut self.words.post {
+                    *p -= &replaced;
+                }
+            }
+        }
         let mut late = Vec::new();
         for r in rows {
             match self.rids.binary_search(&r.rid) {
@@ -330,6 +389,7 @@ impl Index {
 
     /// Rebuilds the index from its live rows plus `extra`, in record-id order.
     fn compact(&mut self, extra: Vec<IndexRow>) {
+        let extra_n = extra.len();
         let mut rows = extra;
         for (p, s) in self.slots.iter().enumerate() {
             let Some(s) = s else { continue };
@@ -354,8 +414,13 @@ impl Index {
                 time_start: ts.map(str::to_string),
                 time_end: te.map(str::to_string),
                 facets,
+                // Carried over below, position by position.
+                words: None,
             });
         }
+        // Rows given anew (`extra`) bring their own words and replace the old ones.
+        let mut fresh: Vec<i64> = rows.iter().take(extra_n).map(|r| r.rid).collect();
+        fresh.sort_unstable();
         rows.sort_by_key(|r| r.rid);
         rows.dedup_by_key(|r| r.rid);
         let mut b = Builder::new();
@@ -363,10 +428,44 @@ impl Index {
             b.push(r);
         }
         let (epoch, seq) = (self.epoch, self.seq);
-        *self = b.finish();
+        let old = std::mem::replace(self, b.finish());
         self.epoch = epoch;
         self.seq = seq;
         self.gen = next_gen();
+        self.carry_words(old, &fresh);
+    }
+
+    /// Moves the words of `old`'s live positions to their positions here (record ids
+    /// keep their order, so each list stays sorted), except for the record ids in
+    /// `fresh` (sorted), whose rows came with words of their own.
+    fn carry_words(&mut self, old: Index, fresh: &[i64]) {
+        if old.words.post.is_empty() {
+            return;
+        }
+        let to: Vec<u32> = (0..old.rids.len())
+            .map(|p| {
+                let rid = old.rids[p];
+                if !old.alive.contains(p as u32) || fresh.binary_search(&rid).is_ok() {
+                    return NONE;
+                }
+                self.pos_of(rid).unwrap_or(NONE)
+            })
+            .collect();
+        let Words { dict, post } = old.words;
+        for (w, c) in dict {
+            let moved = RoaringBitmap::from_sorted_iter(
+                post[c as usize]
+                    .iter()
+                    .map(|p| to[p as usize])
+                    .filter(|&p| p != NONE),
+            )
+            .unwrap_or_default();
+            if moved.is_empty() {
+                continue;
+            }
+            let c = self.words.code(&w);
+            self.words.post[c] |= moved;
+        }
     }
 
     /// Record id of `name` at `version` (the latest when `None`).
@@ -837,6 +936,9 @@ impl Builder {
         }
         let i = idx.rids.len() as u32;
         idx.rids.push(r.rid);
+        if let Some(w) = r.words.as_deref() {
+            idx.words.add(w, i);
+        }
         for (n, (k, v)) in decode_facets(&r.facets).enumerate() {
             let j = match self.keys.get(n) {
                 Some(&j) if idx.cols[j].key == k => j,
@@ -961,6 +1063,61 @@ fn overlaps(s: &Slot, from: Option<&str>, to: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
+    /// Words handed with the rows answer free text through every kind of change: a
+    /// record replaced in place loses its old words, a removed one leaves the live
+    /// positions, and a rebuild (a record id arriving late, at load or later) carries
+    /// every word to its record's new position.
+    #[test]
+    fn words_follow_their_records_through_changes() {
+        let row = |rid: i64, words: &str| IndexRow {
+            rid,
+            name: format!("/w/{rid}"),
+            version: 1,
+            size: 1,
+            time_start: None,
+            time_end: None,
+            facets: String::new(),
+            words: Some(words.into()),
+        };
+        let live = |ix: &Index, w: &str| -> Vec<i64> {
+            let m = ix.word(w) & &ix.alive;
+            m.iter().map(|p| ix.rids[p as usize]).collect()
+        };
+        let mut b = Builder::new();
+        // 25 arrives after 30: the load itself rebuilds.
+        for (rid, w) in [
+            (10, "air odd"),
+            (20, "air even"),
+            (30, "air odd"),
+            (25, "air quarter"),
+            (40, "air even"),
+        ] {
+            b.push(row(rid, w));
+        }
+        let mut ix = b.finish();
+        assert_eq!(live(&ix, "air"), [10, 20, 25, 30, 40]);
+        assert_eq!(live(&ix, "even"), [20, 40]);
+        assert_eq!(live(&ix, "quarter"), [25]);
+        assert!(ix.word("nothing").is_empty());
+        // Replaced in place (20 loses "even"), removed (30: a hole keeps its id).
+        ix.apply(vec![row(20, "air odd sea")], &[30]);
+        assert_eq!(live(&ix, "even"), [40]);
+        assert_eq!(live(&ix, "odd"), [10, 20]);
+        assert_eq!(live(&ix, "sea"), [20]);
+        assert!(ix.pos_of(30).is_some());
+        // A record id below the highest arrives late: a rebuild, which drops the hole.
+        ix.apply(vec![row(15, "sea late"), row(50, "air")], &[]);
+        assert!(ix.pos_of(30).is_none(), "no rebuild");
+        assert_eq!(live(&ix, "sea"), [15, 20]);
+        assert_eq!(live(&ix, "air"), [10, 20, 25, 40, 50]);
+        assert_eq!(live(&ix, "odd"), [10, 20]);
+        assert_eq!(live(&ix, "late"), [15]);
+        assert_eq!(live(&ix, "quarter"), [25]);
+        // Appended after the rebuild.
+        ix.apply(vec![row(60, "late")], &[]);
+        assert_eq!(live(&ix, "late"), [15, 60]);
+    }
+
     /// A page by name is the same whichever way it is found: by walking the name
     /// order (matches spread through it) or, when the walk's budget runs out
     /// (matches bunched at its end), by selecting among the matches.
@@ -976,6 +1133,7 @@ mod tests {
                 time_start: None,
                 time_end: None,
                 facets: String::new(),
+                words: None,
             });
         }
         let ix = b.finish();

@@ -14,6 +14,10 @@ pub(crate) struct IndexRow {
     pub time_start: Option<String>,
     pub time_end: Option<String>,
     pub facets: String,
+    /// The words free text matches the record by, separated by single spaces, when the
+    /// back end hands them to the index (PostgreSQL: the lexemes of the record's text
+    /// vector). `None`: the back end answers free text itself (SQLite's FTS5).
+    pub words: Option<String>,
 }
 
 /// What `changes` found: the (epoch, seq) of its snapshot and the removed record ids

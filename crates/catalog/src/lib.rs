@@ -44,9 +44,10 @@ struct Conn {
     backend: Backend,
 }
 
-/// Positions of the records holding a frequent word, kept between queries: valid within
-/// one index generation, and brought up to date by asking the database only for the
-/// record ids appended since (the text index answers `rowid >` ranges directly).
+/// SQLite: positions of the records holding a frequent word, kept between queries: valid
+/// within one index generation, and brought up to date by asking the database only for
+/// the record ids appended since (the text index answers `rowid >` ranges directly).
+/// (PostgreSQL hands the index every record's words: see `facet_index::Words`.)
 #[derive(Default)]
 struct WordCache {
     map: std::collections::HashMap<String, CachedWord>,
@@ -86,36 +87,26 @@ pub struct Catalog {
     flights: results::Flights,
     /// The node timeout this handle judges liveness with by default (ms).
     node_timeout_ms: std::sync::atomic::AtomicU64,
-    /// PostgreSQL: the URL, and the free-text lookups' own connection (opened at
-    /// their first use; see [`pg::Pg::connect_text`]). Taken on its own, never with
-    /// `conn`.
-    pg_url: Option<String>,
-    text: Mutex<Option<Box<pg::Pg>>>,
+    /// PostgreSQL: free text is answered by the index alone (it holds every record's
+    /// words); SQLite: by FTS5, through the word cache.
+    words_in_index: bool,
 }
 
 /// A node silent for longer than this is down (the default of `node_timeout`).
 pub const DEFAULT_NODE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Catalog {
-    /// Ids above `after` of the records whose text holds `word`: on PostgreSQL from
-    /// the free-text connection, so that a slow first ask of a frequent word never
-    /// holds the connection other calls wait for.
+    /// Ids above `after` of the records whose text holds `word` (SQLite's FTS5).
     fn text_ids(&self, word: &str, after: i64) -> Result<Vec<i64>> {
-        let words = [word.to_string()];
-        let Some(url) = &self.pg_url else {
-            return self.lock()?.backend.text(&words, after);
-        };
-        let mut t = self.text.lock().map_err(|_| Error::Poisoned)?;
-        let pg = match t.as_mut() {
-            Some(pg) => pg,
-            None => t.insert(Box::new(pg::Pg::connect_text(url)?)),
-        };
-        pg.text(&words, after)
+        self.lock()?.backend.text(&[word.to_string()], after)
     }
 
     /// Positions of the records whose text holds `word` (`ix`: the index the caller
     /// reads under).
     fn word(&self, ix: &Index, word: &str) -> Result<roaring::RoaringBitmap> {
+        if self.words_in_index {
+            return Ok(ix.word(word));
+        }
         let (gen, max) = (ix.gen, ix.max_rid());
         let mut words = self.words.lock().map_err(|_| Error::Poisoned)?;
         words.tick += 1;
@@ -257,8 +248,7 @@ impl Catalog {
             results: Mutex::new(Default::default()),
             flights: Default::default(),
             node_timeout_ms: (DEFAULT_NODE_TIMEOUT.as_millis() as u64).into(),
-            pg_url: is_pg.then(|| spec.to_string()),
-            text: Mutex::new(None),
+            words_in_index: is_pg,
         };
         // A PostgreSQL server that cannot be reached now is connected to later (the
         // index loads on the first call that reaches it).

@@ -180,12 +180,6 @@ fn open_client(config: &postgres::Config) -> std::result::Result<Client, postgre
 
 /// `application_name` of a node's catalog connection (in `pg_stat_activity`).
 pub const MAIN_APPLICATION: &str = "granary-catalog";
-/// `application_name` of its free-text connection ([`Pg::connect_text`]).
-pub const TEXT_APPLICATION: &str = "granary-catalog-text";
-/// The longest a free-text statement may run before PostgreSQL cancels it: six
-/// request deadlines (the gateway answers 503 at its deadline; the statement goes on
-/// so that the word is cached for the next ask, up to this).
-pub const TEXT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Drop for Pg {
     fn drop(&mut self) {
@@ -202,29 +196,16 @@ impl Pg {
     /// (calls meanwhile fail with [`Error::Unavailable`]); a bad URL, a refused login
     /// or a failing schema is.
     pub fn connect(url: &str) -> Result<Pg> {
-        Self::connect_as(url, MAIN_APPLICATION, None)
+        Self::connect_as(url, MAIN_APPLICATION)
     }
 
-    /// [`Pg::connect`] for the catalog's free-text lookups alone: its own connection
-    /// (`application_name` [`TEXT_APPLICATION`]), so that the first ask of a frequent
-    /// word — millions of record ids at CMIP6 scale, seconds of work — never holds the
-    /// connection every other catalog call uses; and a ceiling on each statement
-    /// ([`TEXT_STATEMENT_TIMEOUT`]), after which PostgreSQL cancels it.
-    pub fn connect_text(url: &str) -> Result<Pg> {
-        Self::connect_as(url, TEXT_APPLICATION, Some(TEXT_STATEMENT_TIMEOUT))
-    }
-
-    fn connect_as(url: &str, application: &str, statement_timeout: Option<Duration>) -> Result<Pg> {
+    fn connect_as(url: &str, application: &str) -> Result<Pg> {
         let mut config: postgres::Config = url
             .parse()
             .map_err(|e| Error::Invalid(format!("catalog URL: {e}")))?;
         // The URL's own name, if it gives one, is kept.
         if config.get_application_name().is_none() {
             config.application_name(application);
-        }
-        if let Some(t) = statement_timeout {
-            let own = config.get_options().unwrap_or_default().to_string();
-            config.options(format!("{own} -c statement_timeout={}", t.as_millis()).trim());
         }
         config.connect_timeout(CONNECT_TIMEOUT);
         config.keepalives(true);
@@ -391,7 +372,9 @@ impl Pg {
             }
             {
                 let mut rows = tx.query_raw(
-                    "SELECT id, name, version, size, time_start, time_end, facets FROM records WHERE seq >= $1 ORDER BY id",
+                    "SELECT id, name, version, size, time_start, time_end, facets,
+                            array_to_string(tsvector_to_array(tsv), ' ')
+                       FROM records WHERE seq >= $1 ORDER BY id",
                     [&from as &(dyn postgres::types::ToSql + Sync)],
                 )?;
                 while let Some(r) = rows.next()? {
@@ -404,6 +387,7 @@ impl Pg {
                         time_start: r.get(4),
                         time_end: r.get(5),
                         facets: r.get(6),
+                        words: Some(r.get(7)),
                     });
                 }
             }
@@ -579,33 +563,6 @@ impl Pg {
             by.insert(r.get(0), decode_record(c)?);
         }
         Ok(rids.iter().filter_map(|id| by.remove(id)).collect())
-    }
-
-    pub fn text(&mut self, words: &[String], after: i64) -> Result<Vec<i64>> {
-        let q = words.join(" ");
-        let r = self.run(|c| {
-            Ok(c.query(
-                "SELECT id FROM records WHERE tsv @@ plainto_tsquery('simple', $1) AND id > $2",
-                &[&q, &after],
-            )?
-            .iter()
-            .map(|r| r.get(0))
-            .collect())
-        });
-        match r {
-            // Cancelled at the statement ceiling (the free-text connection's): a
-            // temporary refusal, not a failure of the catalog.
-            Err(Error::Postgres(e))
-                if e.code() == Some(&postgres::error::SqlState::QUERY_CANCELED) =>
-            {
-                Err(Error::Unavailable(format!(
-                    "the catalog's free-text lookup of {q:?} passed its ceiling and was cancelled \
-                     ({})",
-                    crate::error::pg_message(&e)
-                )))
-            }
-            r => r,
-        }
     }
 
     pub fn clear(&mut self) -> Result<()> {

@@ -244,6 +244,7 @@ impl Sqlite {
                     time_start: r.get(4)?,
                     time_end: r.get(5)?,
                     facets: r.get(6)?,
+                    words: None,
                 });
             }
         }
