@@ -7,6 +7,7 @@
 
 pub mod command;
 mod consumer;
+pub mod digests;
 pub mod keeps;
 pub mod local_commands;
 pub mod manifest;
@@ -114,7 +115,8 @@ pub const LATEST_SEGMENT_FRESHNESS_MS: u64 = 1;
 
 /// Signs served Data per each version's policy: DigestSha256, or the
 /// publisher's key for `ed25519` / `ecdsa` (computed when served, never
-/// stored; the forwarder's CS keeps recent ones).
+/// stored on disk; DigestSha256 values are kept in memory once computed,
+/// [`digests`], and the forwarder's CS keeps recent key-signed Data).
 pub struct Repo {
     /// The store served.
     pub store: Store,
@@ -654,7 +656,14 @@ pub fn segment_checked(
                 b.sig_info = granary_packet::SignatureInfo::new(sig_type::NULL);
                 b.sign_with_content(len as usize, fill, 0, |_| Ok(Bytes::new()))
             } else {
-                b.sign_with_content(len as usize, fill, digest::LEN, digest::value)
+                // A segment served before: its digest is kept (its bytes are
+                // checked above all the same).
+                match digests::table(e, &b.name, seg, freshness_ms) {
+                    Some(t) => b.sign_with_content(len as usize, fill, digest::LEN, |s| {
+                        Ok(Bytes::copy_from_slice(&t.value(seg, s)))
+                    }),
+                    None => b.sign_with_content(len as usize, fill, digest::LEN, digest::value),
+                }
             }
         }
     }
@@ -777,7 +786,8 @@ pub fn metadata(interest_name: &Name, e: &Entry) -> Data {
 /// What the repository asks of the content store for a reply: Data signed
 /// with DigestSha256 (segments of manifest- and digest-signed versions,
 /// manifest blocks, metadata, hash-request answers) are rebuilt from the
-/// file for one SHA-256, so caching them would only hold a second copy of
+/// file for one read (segments' digests are kept, [`digests`]) or one
+/// SHA-256, so caching them would only hold a second copy of
 /// the file in memory — NDNLPv2 CachePolicy NoCache. Data signed with a
 /// key (ed25519, ecdsa: a signature costs far more) are cached.
 fn no_cache(p: &NetPacket) -> Option<u64> {
