@@ -19,9 +19,13 @@ use granary_transfer::{ObjectInfo, SegmentMap, Trust, INTEGRITY_ONLY};
 
 /// How often the keychain is looked at for changes (at most).
 const ANCHORS_RECHECK: Duration = Duration::from_secs(1);
-/// Lookups the gateway's store handle caches (each holds its data file open;
-/// the cache lives [`granary_store::CACHE_TTL`]).
-const STORE_CACHE_MAX: usize = 128;
+/// Lookups the gateway's store handle caches (each holds its data file open).
+const STORE_CACHE_MAX: usize = 1024;
+/// How long the gateway trusts a lookup: a file asked for again within it (the
+/// next user of a dataset, a script's second pass) is answered on the async
+/// worker when its bytes are in memory. Other processes' changes are seen through
+/// each hit's checks (the file's inode, the name's directory), not by expiry.
+const STORE_CACHE_TTL: Duration = Duration::from_secs(30);
 /// Verified manifests kept: at most this many versions…
 const INFOS_MAX: usize = 4096;
 /// …and this many segment hashes in all (32 bytes each, plus spans).
@@ -109,6 +113,7 @@ impl Shared {
                     // is checked against the signed manifest, so the
                     // store's own hash, CRC and damage files are not opened.
                     s.set_cache_max(STORE_CACHE_MAX);
+                    s.set_cache_ttl(STORE_CACHE_TTL);
                     s.set_data_only(true);
                     Some(Arc::new(s))
                 }

@@ -270,10 +270,11 @@ pub struct Store {
     backend: Backend,
     /// Recently resolved versions and their open files, for serving: a
     /// lookup costs a `readdir`, an `open` and a dozen `getxattr`s
-    /// otherwise. A hit costs a `stat` at most every 2 ms (renames and
-    /// removals by other processes are seen within that, or at once after
-    /// [`Store::forget`]); a new version published by another process is
-    /// seen within [`CACHE_TTL`].
+    /// otherwise. A hit costs a `stat` at most every 2 ms, two for a latest
+    /// version: renames, removals and (through the name's directory) new
+    /// versions by other processes are seen within that, or at once after
+    /// [`Store::forget`]. Lookups are trusted for [`CACHE_TTL`] unless
+    /// [`Store::set_cache_ttl`] says otherwise.
     cache: Arc<std::sync::Mutex<LookupCache>>,
     /// Most cached lookups ([`Store::set_cache_max`]).
     cache_max: std::sync::atomic::AtomicUsize,
@@ -298,15 +299,59 @@ struct IndexState {
     error: Option<String>,
 }
 
-type LookupCache = std::collections::HashMap<(Name, Option<u64>), Cached>;
+#[derive(Debug)]
+struct LookupCache {
+    map: std::collections::HashMap<(Name, Option<u64>), Cached>,
+    /// How long a lookup is trusted ([`Store::set_cache_ttl`]).
+    ttl: std::time::Duration,
+}
+
+impl Default for LookupCache {
+    fn default() -> Self {
+        LookupCache {
+            map: Default::default(),
+            ttl: CACHE_TTL,
+        }
+    }
+}
+
+impl LookupCache {
+    /// Drops the lookups no longer trusted (closing their files).
+    fn sweep(&mut self, now: std::time::Instant) {
+        self.map
+            .retain(|_, x| now.duration_since(x.inserted) < x.ttl);
+    }
+}
 
 #[derive(Debug)]
 struct Cached {
     inserted: std::time::Instant,
-    /// Last time the file was seen to exist.
+    /// How long it is trusted: the cache's, or [`CACHE_TTL`] when the name's
+    /// directory had changed just before (see [`Dir`]).
+    ttl: std::time::Duration,
+    /// Last time the file was seen to be the one open.
     checked: std::time::Instant,
+    /// Inode of the open data file (a file put at the same path since is
+    /// another one).
+    ino: Option<u64>,
+    /// For a latest-version lookup: the name's directory as it was before
+    /// its versions were listed.
+    dir: Option<Dir>,
     entry: Arc<Entry>,
 }
+
+/// A directory's modification time, taken before its versions were listed: a
+/// version added since changes it (one `stat` tells).
+#[derive(Debug, Clone)]
+struct Dir {
+    path: PathBuf,
+    mtime: std::time::SystemTime,
+}
+
+/// A directory changed less than this long before it was looked at may change
+/// again within the same clock tick of the file system's timestamps, unseen:
+/// lookups through it are trusted for [`CACHE_TTL`] only.
+const DIR_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// How often a cached lookup's file is checked to still exist.
 const RECHECK: std::time::Duration = std::time::Duration::from_millis(2);

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use granary_packet::Name;
 
 use crate::{
-    extra_path, hashes_path, meta, path, Cached, Entry, Error, FileMeta, LookupCache, Result, Side,
-    Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
+    extra_path, hashes_path, meta, path, Cached, Dir, Entry, Error, FileMeta, LookupCache, Result,
+    Side, Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
 };
 
 /// How often the process's lookup caches are swept of expired lookups.
@@ -45,7 +45,7 @@ pub(crate) fn swept_cache() -> Arc<std::sync::Mutex<LookupCache>> {
                 let now = std::time::Instant::now();
                 for c in live {
                     if let Ok(mut c) = c.lock() {
-                        c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+                        c.sweep(now);
                     }
                 }
             });
@@ -81,23 +81,49 @@ impl Store {
         }
         let now = std::time::Instant::now();
         let key = (name.clone(), version);
+        // The latest version: the name's directory before its versions are
+        // listed, so that one added meanwhile shows as a change.
+        let dir = match version {
+            Some(_) => None,
+            None => {
+                let path = self.objects.join(path::object_dir(name)?);
+                fs::metadata(&path)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .map(|mtime| Dir { path, mtime })
+            }
+        };
         let e = Arc::new(self.get_uncached(name, version)?);
+        let ino = e
+            .file
+            .as_ref()
+            .and_then(|f| f.file.metadata().ok())
+            .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
         if let Ok(mut c) = self.cache.lock() {
             // Expired lookups hold open files (data, .hashes, .offsets):
             // dropped every SWEEP_EVERY insertions, so a server that looks
-            // up many distinct versions keeps only those of the last
-            // CACHE_TTL open, not the whole cap's.
-            if c.len() % SWEEP_EVERY == SWEEP_EVERY - 1 {
-                c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+            // up many distinct versions keeps only those of the last TTL
+            // open, not the whole cap's.
+            if c.map.len() % SWEEP_EVERY == SWEEP_EVERY - 1 {
+                c.sweep(now);
             }
-            if c.len() >= self.cache_max.load(std::sync::atomic::Ordering::Relaxed) {
-                c.clear();
+            if c.map.len() >= self.cache_max.load(std::sync::atomic::Ordering::Relaxed) {
+                c.map.clear();
             }
-            c.insert(
+            let settled = dir.as_ref().is_none_or(|d| {
+                d.mtime
+                    .elapsed()
+                    .is_ok_and(|since| since >= crate::DIR_SETTLE)
+            });
+            let ttl = if settled { c.ttl } else { CACHE_TTL.min(c.ttl) };
+            c.map.insert(
                 key,
                 Cached {
                     inserted: now,
+                    ttl,
                     checked: now,
+                    ino,
+                    dir,
                     entry: e.clone(),
                 },
             );
@@ -113,16 +139,28 @@ impl Store {
         let key = (name.clone(), version);
         let now = std::time::Instant::now();
         let mut c = self.cache.lock().ok()?;
-        let hit = c.get_mut(&key)?;
-        // Still fresh, and the file still there: checked with one `stat` at most
-        // every RECHECK, so a rename or removal by another process is seen within
-        // that (the CLI's mv and rm also tell a running daemon to forget at once).
-        // The entry holds the file open: its path's dentries are in memory.
-        if now.duration_since(hit.inserted) >= CACHE_TTL {
+        let hit = c.map.get_mut(&key)?;
+        // Still fresh, the file still the one open, and for a latest version
+        // its directory unchanged: checked with one `stat` (two) at most every
+        // RECHECK, so a rename, removal or new version by another process is
+        // seen within that (the CLI's mv and rm also tell a running daemon to
+        // forget at once). The entry holds the file open: its path's dentries
+        // are in memory.
+        if now.duration_since(hit.inserted) >= hit.ttl {
             return None;
         }
         if now.duration_since(hit.checked) >= RECHECK {
-            if !hit.entry.path.exists() {
+            let same_file = fs::metadata(&hit.entry.path).is_ok_and(|m| {
+                hit.ino
+                    .is_none_or(|i| std::os::unix::fs::MetadataExt::ino(&m) == i)
+            });
+            let same_dir = hit.dir.as_ref().is_none_or(|d| {
+                fs::metadata(&d.path)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t == d.mtime)
+            });
+            if !(same_file && same_dir) {
+                c.map.remove(&key);
                 return None;
             }
             hit.checked = now;
@@ -148,14 +186,14 @@ impl Store {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Drops the cached lookups older than [`CACHE_TTL`] (a lookup would
-    /// not use them any more), closing their files: for a long-lived
+    /// Drops the cached lookups older than their time to live (a lookup
+    /// would not use them any more), closing their files: for a long-lived
     /// reader to call now and then, so that descriptors are released
     /// when lookups stop.
     pub fn sweep(&self) {
         let now = std::time::Instant::now();
         if let Ok(mut c) = self.cache.lock() {
-            c.retain(|_, x| now.duration_since(x.inserted) < CACHE_TTL);
+            c.sweep(now);
         }
     }
 
@@ -163,7 +201,17 @@ impl Store {
     /// a daemon told that another process renamed or removed a version).
     pub fn forget(&self) {
         if let Ok(mut c) = self.cache.lock() {
-            c.clear();
+            c.map.clear();
+        }
+    }
+
+    /// How long a lookup is trusted ([`CACHE_TTL`] by default). Changes by
+    /// other processes are seen through the checks of every hit, not by
+    /// expiry: a longer time keeps more files open (up to the cap) for a
+    /// reader of many distinct versions, each looked up once per time.
+    pub fn set_cache_ttl(&self, ttl: std::time::Duration) {
+        if let Ok(mut c) = self.cache.lock() {
+            c.ttl = ttl;
         }
     }
 

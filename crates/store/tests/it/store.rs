@@ -343,3 +343,54 @@ fn finish_rename_completes_a_version_moved_halfway() {
         vec![7]
     );
 }
+
+/// Cached lookups trusted for an hour still see what other processes change: a new
+/// version (through the name's directory), a removal, and a file put back at the same
+/// path (another inode). The waits only let the per-hit check interval (2 ms) and a
+/// clock tick of the file system's timestamps pass; nothing is timed.
+#[test]
+fn long_lived_lookups_see_changes_by_other_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = Store::open(dir.path()).unwrap();
+    reader.set_cache_ttl(std::time::Duration::from_secs(3600));
+    let writer = Store::open(dir.path()).unwrap();
+    let name = n("/ttl/obj");
+    let put = |v: u64, bytes: &[u8]| {
+        let opts = PutOptions {
+            version: Some(v),
+            ..Default::default()
+        };
+        writer.put(&name, bytes, &opts, |_| {}).unwrap()
+    };
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(60));
+    put(1, b"one");
+    tick();
+    let first = reader.get_shared(&name, None).unwrap();
+    assert_eq!(first.meta.version, 1);
+    tick();
+    assert!(reader.get_cached(&name, None).is_some(), "not cached");
+    // A new version: the latest lookup follows it.
+    put(2, b"two");
+    tick();
+    assert!(reader.get_cached(&name, None).is_none(), "a new version unseen");
+    assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 2);
+    // A version looked up by number, removed, then put back at the same path.
+    let two = reader.get_shared(&name, Some(2)).unwrap();
+    assert_eq!(two.meta.size, 3);
+    writer.remove(&name, Some(2)).unwrap();
+    tick();
+    assert!(reader.get_cached(&name, Some(2)).is_none(), "a removal unseen");
+    put(2, b"two again");
+    tick();
+    assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.size, 9);
+    let again = reader.get_shared(&name, Some(2)).unwrap();
+    writer.remove(&name, Some(2)).unwrap();
+    put(2, b"two, third time");
+    tick();
+    assert!(
+        reader.get_cached(&name, Some(2)).is_none(),
+        "a file put back at the same path unseen"
+    );
+    assert_eq!(again.meta.size, 9);
+    assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.size, 15);
+}
