@@ -372,14 +372,20 @@ fn long_lived_lookups_see_changes_by_other_processes() {
     // A new version: the latest lookup follows it.
     put(2, b"two");
     tick();
-    assert!(reader.get_cached(&name, None).is_none(), "a new version unseen");
+    assert!(
+        reader.get_cached(&name, None).is_none(),
+        "a new version unseen"
+    );
     assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 2);
     // A version looked up by number, removed, then put back at the same path.
     let two = reader.get_shared(&name, Some(2)).unwrap();
     assert_eq!(two.meta.size, 3);
     writer.remove(&name, Some(2)).unwrap();
     tick();
-    assert!(reader.get_cached(&name, Some(2)).is_none(), "a removal unseen");
+    assert!(
+        reader.get_cached(&name, Some(2)).is_none(),
+        "a removal unseen"
+    );
     put(2, b"two again");
     tick();
     assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.size, 9);
