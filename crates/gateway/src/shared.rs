@@ -24,8 +24,9 @@ const STORE_CACHE_MAX: usize = 1024;
 /// How long the gateway trusts a lookup: a file asked for again within it (the
 /// next user of a dataset, a script's second pass) is answered on the async
 /// worker when its bytes are in memory. Other processes' changes are seen through
-/// each hit's checks (the file's inode, the name's directory), not by expiry.
-const STORE_CACHE_TTL: Duration = Duration::from_secs(30);
+/// each hit's checks (the file's inode, the name's directory), not by expiry; an
+/// idle gateway closes the files it served within this and the sweep's 2 s.
+const STORE_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Verified manifests kept: at most this many versions…
 const INFOS_MAX: usize = 4096;
 /// …and this many segment hashes in all (32 bytes each, plus spans).

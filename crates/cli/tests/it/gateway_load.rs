@@ -194,12 +194,13 @@ fn curl_body(url: &str) -> (u16, Vec<u8>) {
 }
 
 /// Waits until the daemon's descriptors are at most `limit` (files of
-/// versions served are closed within a few seconds of the last request).
+/// versions served are closed within the gateway's lookup time to live, 10 s,
+/// and the store's 2 s sweep after the last request; up to 30 s is waited).
 fn fds_settle(pid: u32, limit: usize) -> usize {
     let t = Instant::now();
     loop {
         let n = fds(pid);
-        if n <= limit || t.elapsed() > Duration::from_secs(15) {
+        if n <= limit || t.elapsed() > Duration::from_secs(30) {
             return n;
         }
         std::thread::sleep(Duration::from_millis(200));
