@@ -27,7 +27,10 @@ times=$(mktemp)
 trap 'rm -f "$times"' EXIT
 export GRANARY_TEST_TIMES="$times"
 status=0
-cargo test --workspace --locked \
+# `--tests`: unit tests of every library and binary and the integration tests; not
+# the examples (clippy checks them) nor doc tests (there are none): each would be one
+# more binary linked, or the crate parsed again by rustdoc.
+cargo test --workspace --locked --tests \
   --config "target.'cfg(all())'.runner='$PWD/scripts/test-runner.sh'" || status=$?
 phase "the ten slowest tests (seconds; the machine's load decides these, nothing asserts them)"
 bash scripts/slowest-tests.sh "$times"
