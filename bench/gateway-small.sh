@@ -11,12 +11,11 @@
 #   defaults: 5 starts, 300 files, target/release/granary (built if not given)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/nginx.sh
 starts=${1:-5}
 files=${2:-300}
 G=${3:-}
 if [ -z "$G" ]; then cargo build --release -q -p granary; G=$PWD/target/release/granary; fi
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$NGINX" ] || { echo "nginx missing: run scripts/setup-test-deps.sh (apt nginx)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl missing" >&2; exit 1; }
 tmp=$(mktemp -d -p "${BENCH_TMP:-/tmp}")
 gpid=
@@ -39,27 +38,7 @@ $G --data-dir "$tmp/d" --socket "$tmp/g.sock" publish-dir "$tmp/www/small" --oth
   || { cat "$tmp/puberr" >&2; exit 1; }
 
 nport=$(free_port)
-cat > "$tmp/nginx/nginx.conf" <<CONF
-daemon on;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  fastcgi_temp_path $tmp/nginx/fastcgi;
-  uwsgi_temp_path $tmp/nginx/uwsgi;
-  scgi_temp_path $tmp/nginx/scgi;
-  keepalive_requests 100000;
-  server { listen 127.0.0.1:$nport; root $tmp/www; }
-}
-CONF
-"$NGINX" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" -e "$tmp/nginx/error.log"
-for _ in $(seq 100); do [ -f "$tmp/nginx/nginx.pid" ] && break; sleep 0.05; done
+nginx_start "$tmp/nginx" "$tmp/www" "$nport"
 
 cfg() {
   local base=$1 out=$2

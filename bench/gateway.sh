@@ -22,6 +22,7 @@
 #   part, 1000 small files of 100 KB
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/nginx.sh
 mib=${1:-1024}
 runs=${2:-3}
 records=${3:-1000000}
@@ -31,8 +32,6 @@ cargo build --release -q -p granary
 cargo build --release -q -p granary-gateway --example search_bench
 G=$PWD/target/release/granary
 NTS=$PWD/tests/interop/ndnts/fetch.mjs
-NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-[ -x "$NGINX" ] || { echo "nginx missing: run scripts/setup-test-deps.sh (apt nginx)" >&2; exit 1; }
 command -v curl >/dev/null || { echo "curl missing" >&2; exit 1; }
 tmp=$(mktemp -d -p "${BENCH_TMP:-/tmp}")
 pids=()
@@ -88,28 +87,7 @@ fi
 
 # nginx on loopback, serving the same bytes.
 nport=$(free_port)
-cat > "$tmp/nginx/nginx.conf" <<CONF
-daemon on;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 64; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  client_body_temp_path $tmp/nginx/body;
-  proxy_temp_path $tmp/nginx/proxy;
-  fastcgi_temp_path $tmp/nginx/fastcgi;
-  uwsgi_temp_path $tmp/nginx/uwsgi;
-  scgi_temp_path $tmp/nginx/scgi;
-  keepalive_requests 100000;
-  server { listen 127.0.0.1:$nport; root $tmp/www; }
-$NGINX_TLS
-}
-CONF
-"$NGINX" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" -e "$tmp/nginx/error.log"
-for _ in $(seq 100); do [ -f "$tmp/nginx/nginx.pid" ] && break; sleep 0.05; done
+nginx_start "$tmp/nginx" "$tmp/www" "$nport" "$NGINX_TLS"
 
 # Correctness first: both serve the same bytes.
 [ "$(curl -s "http://$http/data/bench/obj" | sha256sum | cut -d' ' -f1)" = "$want" ] || { echo "gateway: wrong bytes" >&2; exit 1; }
