@@ -302,6 +302,11 @@ struct IndexState {
 #[derive(Debug)]
 struct LookupCache {
     map: std::collections::HashMap<(Name, Option<u64>), Cached>,
+    /// Data-only lookups past their time to live, their files closed: what
+    /// the lookup found, and the data file's inode and change time as it was
+    /// read. [`Store::get_cached`] brings one back without waiting for the
+    /// disk when the file is still that one, unchanged (see [`Dormant`]).
+    dormant: std::collections::HashMap<(Name, Option<u64>), Dormant>,
     /// How long a lookup is trusted ([`Store::set_cache_ttl`]).
     ttl: std::time::Duration,
 }
@@ -310,17 +315,72 @@ impl Default for LookupCache {
     fn default() -> Self {
         LookupCache {
             map: Default::default(),
+            dormant: Default::default(),
             ttl: CACHE_TTL,
         }
     }
 }
 
 impl LookupCache {
-    /// Drops the lookups no longer trusted (closing their files).
+    /// Drops the lookups no longer trusted (closing their files); those that
+    /// can come back are kept dormant.
     fn sweep(&mut self, now: std::time::Instant) {
-        self.map
-            .retain(|_, x| now.duration_since(x.inserted) < x.ttl);
+        let expired: Vec<_> = self
+            .map
+            .iter()
+            .filter(|(_, x)| now.duration_since(x.inserted) >= x.ttl)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in expired {
+            if let Some(c) = self.map.remove(&k) {
+                self.put_dormant(k, c);
+            }
+        }
     }
+
+    /// Keeps what an expired lookup found, without its files, when it can be
+    /// checked again without a lookup (a data-only lookup of a settled file).
+    fn put_dormant(&mut self, key: (Name, Option<u64>), c: Cached) {
+        let Some(stamp) = c.stamp else {
+            return;
+        };
+        if self.dormant.len() >= DORMANT_MAX {
+            self.dormant.clear();
+        }
+        let d = Dormant {
+            path: c.entry.path.clone(),
+            meta: c.entry.meta.clone(),
+            stamp,
+            dir: c.dir,
+        };
+        self.dormant.insert(key, d);
+    }
+}
+
+/// Most dormant lookups kept per store (a few hundred bytes each).
+const DORMANT_MAX: usize = 8192;
+
+/// A data file as a lookup opened it: inode and change time, taken before its
+/// attributes were read. An attribute written since, a `chmod`, a rename or a
+/// write changes the change time; a file put at the path since has another
+/// inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    ctime: (i64, i64),
+}
+
+/// What an expired data-only lookup found ([`LookupCache::dormant`]). It comes
+/// back only through `RESOLVE_CACHED` opens (no wait for the disk) of a file
+/// with the same [`Stamp`] and, for a latest version, a directory with the same
+/// modification time: what a live hit checks, plus the change time for what a
+/// live lookup's time to live covered (attributes rewritten in place).
+#[derive(Debug, Clone)]
+struct Dormant {
+    path: PathBuf,
+    meta: FileMeta,
+    stamp: Stamp,
+    dir: Option<Dir>,
 }
 
 #[derive(Debug)]
@@ -337,6 +397,10 @@ struct Cached {
     /// For a latest-version lookup: the name's directory as it was before
     /// its versions were listed.
     dir: Option<Dir>,
+    /// Set when the lookup may be kept dormant after its time to live: a
+    /// data-only lookup through extended attributes, whose file and directory
+    /// had settled (unchanged for [`DIR_SETTLE`]) when it was made.
+    stamp: Option<Stamp>,
     entry: Arc<Entry>,
 }
 

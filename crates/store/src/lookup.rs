@@ -8,8 +8,8 @@ use std::sync::Arc;
 use granary_packet::Name;
 
 use crate::{
-    extra_path, hashes_path, meta, path, Cached, Dir, Entry, Error, FileMeta, LookupCache, Result,
-    Side, Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
+    extra_path, hashes_path, meta, path, Cached, Dir, Dormant, Entry, Error, FileMeta, LookupCache,
+    Result, Side, Stamp, Store, CACHE_TTL, RECHECK, SWEEP_EVERY,
 };
 
 /// How often the process's lookup caches are swept of expired lookups.
@@ -93,12 +93,9 @@ impl Store {
                     .map(|mtime| Dir { path, mtime })
             }
         };
-        let e = Arc::new(self.get_uncached(name, version)?);
-        let ino = e
-            .file
-            .as_ref()
-            .and_then(|f| f.file.metadata().ok())
-            .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
+        let (e, stamp, file_settled) = self.get_uncached(name, version)?;
+        let e = Arc::new(e);
+        let ino = stamp.map(|s| s.ino);
         if let Ok(mut c) = self.cache.lock() {
             // Expired lookups hold open files (data, .hashes, .offsets):
             // dropped every SWEEP_EVERY insertions, so a server that looks
@@ -116,6 +113,11 @@ impl Store {
                     .is_ok_and(|since| since >= crate::DIR_SETTLE)
             });
             let ttl = if settled { c.ttl } else { CACHE_TTL.min(c.ttl) };
+            let dormant_ok = settled
+                && file_settled
+                && self.backend == meta::Backend::Xattr
+                && self.data_only.load(std::sync::atomic::Ordering::Relaxed);
+            c.dormant.remove(&key);
             c.map.insert(
                 key,
                 Cached {
@@ -124,6 +126,7 @@ impl Store {
                     checked: now,
                     ino,
                     dir,
+                    stamp: stamp.filter(|_| dormant_ok),
                     entry: e.clone(),
                 },
             );
@@ -135,11 +138,19 @@ impl Store {
     /// without reading the repository (but for one `stat` of the cached file's path,
     /// at most every RECHECK). For a caller that must not wait for the disk (an
     /// async worker): it takes the blocking route on `None`.
+    ///
+    /// A data-only lookup past its time to live comes back here too, without a
+    /// lookup, when its file is still the one it found, unchanged: opened with
+    /// `RESOLVE_CACHED` (the open fails rather than wait for the disk) and
+    /// checked by inode and change time, and for a latest version the name's
+    /// directory by its modification time ([`Dormant`]).
     pub fn get_cached(&self, name: &Name, version: Option<u64>) -> Option<Arc<Entry>> {
         let key = (name.clone(), version);
         let now = std::time::Instant::now();
         let mut c = self.cache.lock().ok()?;
-        let hit = c.map.get_mut(&key)?;
+        let Some(hit) = c.map.get_mut(&key) else {
+            return self.revive(c, key, now);
+        };
         // Still fresh, the file still the one open, and for a latest version
         // its directory unchanged: checked with one `stat` (two) at most every
         // RECHECK, so a rename, removal or new version by another process is
@@ -147,7 +158,10 @@ impl Store {
         // forget at once). The entry holds the file open: its path's dentries
         // are in memory.
         if now.duration_since(hit.inserted) >= hit.ttl {
-            return None;
+            if let Some(old) = c.map.remove(&key) {
+                c.put_dormant(key.clone(), old);
+            }
+            return self.revive(c, key, now);
         }
         if now.duration_since(hit.checked) >= RECHECK {
             let same_file = fs::metadata(&hit.entry.path).is_ok_and(|m| {
@@ -166,6 +180,58 @@ impl Store {
             hit.checked = now;
         }
         Some(hit.entry.clone())
+    }
+
+    /// A dormant lookup of `key` brought back (and cached again) when it can be
+    /// checked without waiting for the disk and is unchanged; dropped when it
+    /// changed; kept when it cannot be checked now (the caller looks up).
+    fn revive(
+        &self,
+        mut c: std::sync::MutexGuard<'_, LookupCache>,
+        key: (Name, Option<u64>),
+        now: std::time::Instant,
+    ) -> Option<Arc<Entry>> {
+        if !self.data_only.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        let d = c.dormant.remove(&key)?;
+        let ttl = c.ttl;
+        drop(c);
+        let file = match reopen_unchanged(&d) {
+            Revival::Unchanged(f) => f,
+            Revival::NotNow => {
+                if let Ok(mut c) = self.cache.lock() {
+                    c.dormant.insert(key, d);
+                }
+                return None;
+            }
+            Revival::Changed => return None,
+        };
+        let entry = Arc::new(Entry {
+            meta: d.meta,
+            file: Some(Arc::new(OpenData::new(file, Box::default()))),
+            offsets: None,
+            hashes: None,
+            crcs: None,
+            path: d.path,
+        });
+        let mut c = self.cache.lock().ok()?;
+        if c.map.len() >= self.cache_max.load(std::sync::atomic::Ordering::Relaxed) {
+            c.map.clear();
+        }
+        c.map.insert(
+            key,
+            Cached {
+                inserted: now,
+                ttl,
+                checked: now,
+                ino: Some(d.stamp.ino),
+                dir: d.dir,
+                stamp: Some(d.stamp),
+                entry: entry.clone(),
+            },
+        );
+        Some(entry)
     }
 
     /// Caps the lookups cached (each holds up to three open files; 4096
@@ -202,6 +268,7 @@ impl Store {
     pub fn forget(&self) {
         if let Ok(mut c) = self.cache.lock() {
             c.map.clear();
+            c.dormant.clear();
         }
     }
 
@@ -215,7 +282,16 @@ impl Store {
         }
     }
 
-    fn get_uncached(&self, name: &Name, version: Option<u64>) -> Result<Entry> {
+    /// A lookup read from the repository: the entry, the data file's
+    /// [`Stamp`] taken before its attributes were read, and whether the file
+    /// had settled then (unchanged for [`crate::DIR_SETTLE`]: a change within
+    /// the same tick of the file system's clock would not show in its change
+    /// time).
+    fn get_uncached(
+        &self,
+        name: &Name,
+        version: Option<u64>,
+    ) -> Result<(Entry, Option<Stamp>, bool)> {
         let v = match version {
             Some(v) => v,
             None => *self
@@ -234,21 +310,34 @@ impl Store {
             }
             Err(e) => return Err(Error::io(&p)(e)),
         };
-        match file.metadata() {
-            Ok(m) if m.is_file() => {}
+        let (stamp, settled) = match file.metadata() {
+            Ok(m) if m.is_file() => {
+                use std::os::unix::fs::MetadataExt;
+                let ctime = std::time::UNIX_EPOCH
+                    + std::time::Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32);
+                let settled = ctime
+                    .elapsed()
+                    .is_ok_and(|since| since >= crate::DIR_SETTLE);
+                let stamp = Stamp {
+                    ino: m.ino(),
+                    ctime: (m.ctime(), m.ctime_nsec()),
+                };
+                (Some(stamp), settled)
+            }
             Ok(_) => return Err(not_found()),
             Err(e) => return Err(Error::io(&p)(e)),
-        }
+        };
         let meta = meta::read_at(self.backend, &p, Some(&file))?;
         if self.data_only.load(std::sync::atomic::Ordering::Relaxed) {
-            return Ok(Entry {
+            let e = Entry {
                 meta,
                 file: Some(std::sync::Arc::new(OpenData::new(file, Box::default()))),
                 offsets: None,
                 hashes: None,
                 crcs: None,
                 path: p,
-            });
+            };
+            return Ok((e, stamp, settled));
         }
         let offsets = if meta.is_fixed() {
             None
@@ -269,14 +358,15 @@ impl Store {
         // per segment, and sees a new record when the entry is looked up
         // again (within CACHE_TTL, or at once after `forget`).
         let withheld = crate::integrity::damaged_segments(&p);
-        Ok(Entry {
+        let e = Entry {
             meta,
             file: Some(std::sync::Arc::new(OpenData::new(file, withheld))),
             offsets,
             hashes,
             crcs,
             path: p,
-        })
+        };
+        Ok((e, stamp, settled))
     }
 
     /// Hash of one segment (from the `.hashes` file).
@@ -724,4 +814,72 @@ pub fn usage(root: &std::path::Path) -> Usage {
         }
     }
     u
+}
+
+/// What a dormant lookup's file is now ([`Store::get_cached`]).
+enum Revival {
+    /// The same file, unchanged, open again.
+    Unchanged(fs::File),
+    /// Not known without waiting for the disk (a path not in the dentry
+    /// cache), or not knowable here (a kernel without `RESOLVE_CACHED`).
+    NotNow,
+    /// Replaced, removed, renamed or changed (or its directory changed).
+    Changed,
+}
+
+/// Opens a dormant lookup's data file (and for a latest version its
+/// directory) with `RESOLVE_CACHED`, so that nothing waits for the disk, and
+/// compares them with what the lookup saw.
+fn reopen_unchanged(d: &Dormant) -> Revival {
+    use rustix::fs::{fstat, openat2, FileType, Mode, OFlags, ResolveFlags, CWD};
+    use rustix::io::Errno;
+    let open = |path: &std::path::Path, flags: OFlags| {
+        openat2(
+            CWD,
+            path,
+            flags | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::CACHED,
+        )
+    };
+    let fail = |e: Errno| {
+        // EAGAIN: a component is not cached; ENOSYS/EINVAL: no openat2 or no
+        // RESOLVE_CACHED (kernels before 5.12).
+        if e == Errno::AGAIN || e == Errno::NOSYS || e == Errno::INVAL {
+            Revival::NotNow
+        } else {
+            Revival::Changed
+        }
+    };
+    if let Some(dir) = &d.dir {
+        let fd = match open(&dir.path, OFlags::PATH | OFlags::DIRECTORY) {
+            Ok(fd) => fd,
+            Err(e) => return fail(e),
+        };
+        let Ok(st) = fstat(&fd) else {
+            return Revival::NotNow;
+        };
+        let mtime = std::time::UNIX_EPOCH
+            + std::time::Duration::new(st.st_mtime.max(0) as u64, st.st_mtime_nsec as u32);
+        if mtime != dir.mtime {
+            return Revival::Changed;
+        }
+    }
+    let fd = match open(&d.path, OFlags::RDONLY) {
+        Ok(fd) => fd,
+        Err(e) => return fail(e),
+    };
+    let Ok(st) = fstat(&fd) else {
+        return Revival::NotNow;
+    };
+    // The stat fields' integer types differ between targets (i64 here).
+    #[allow(clippy::unnecessary_cast)]
+    let now = Stamp {
+        ino: st.st_ino as u64,
+        ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+    };
+    if !FileType::from_raw_mode(st.st_mode).is_file() || now != d.stamp {
+        return Revival::Changed;
+    }
+    Revival::Unchanged(fs::File::from(fd))
 }

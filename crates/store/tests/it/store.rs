@@ -400,3 +400,105 @@ fn long_lived_lookups_see_changes_by_other_processes() {
     assert_eq!(again.meta.size, 9);
     assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.size, 15);
 }
+
+/// A data-only lookup past its time to live comes back without a lookup
+/// (`get_cached` makes none) while its file is the one it found, unchanged, and
+/// for a latest version while the name's directory is unchanged; a new version, a
+/// file put back at the same path, a change in place (here a `chmod`, which moves
+/// the change time as an attribute written in place does) and `forget` each stop it.
+/// The sleeps only let the file system's clock tick; nothing is timed.
+#[test]
+fn expired_lookups_come_back_only_while_their_file_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = Store::open(dir.path()).unwrap();
+    assert_eq!(
+        reader.backend(),
+        Backend::Xattr,
+        "this test needs user xattrs"
+    );
+    reader.set_data_only(true);
+    let ttl = std::time::Duration::from_millis(1);
+    reader.set_cache_ttl(ttl);
+    let writer = Store::open(dir.path()).unwrap();
+    let name = n("/dormant/obj");
+    let put = |v: u64, bytes: &[u8]| {
+        let opts = PutOptions {
+            version: Some(v),
+            ..Default::default()
+        };
+        writer.put(&name, bytes, &opts, |_| {}).unwrap()
+    };
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(60));
+    let expire = || std::thread::sleep(ttl * 5);
+    let body = |e: &granary_store::Entry| {
+        let mut b = vec![0u8; e.meta.size as usize];
+        reader.read_at(e, 0, &mut b).unwrap();
+        b
+    };
+    put(1, b"one");
+    tick();
+    // Latest version: looked up, expired, back from the dormant lookup.
+    assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 1);
+    expire();
+    let back = reader.get_cached(&name, None).expect("not brought back");
+    assert_eq!(back.meta.version, 1);
+    assert_eq!(body(&back), b"one");
+    // Again after the sweep a long-lived reader calls (the daemon's sweeper).
+    expire();
+    reader.sweep();
+    assert!(
+        reader.get_cached(&name, None).is_some(),
+        "lost by the sweep"
+    );
+    // A new version changes the directory: the dormant latest lookup is dropped.
+    expire();
+    put(2, b"two");
+    tick();
+    assert!(
+        reader.get_cached(&name, None).is_none(),
+        "a new version unseen"
+    );
+    assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 2);
+    // By number: a file put back at the same path is another inode.
+    assert_eq!(reader.get_shared(&name, Some(1)).unwrap().meta.size, 3);
+    expire();
+    assert!(
+        reader.get_cached(&name, Some(1)).is_some(),
+        "not brought back"
+    );
+    expire();
+    writer.remove(&name, Some(1)).unwrap();
+    put(1, b"one again");
+    tick();
+    assert!(
+        reader.get_cached(&name, Some(1)).is_none(),
+        "a file put back at the same path unseen"
+    );
+    let one = reader.get_shared(&name, Some(1)).unwrap();
+    assert_eq!(body(&one), b"one again");
+    // A change in place moves the change time.
+    tick();
+    expire();
+    assert!(
+        reader.get_cached(&name, Some(1)).is_some(),
+        "not brought back"
+    );
+    expire();
+    let mut mode = std::fs::metadata(&one.path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o600);
+    std::fs::set_permissions(&one.path, mode).unwrap();
+    assert!(
+        reader.get_cached(&name, Some(1)).is_none(),
+        "a change in place unseen"
+    );
+    // `forget` drops the dormant lookups too.
+    assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.version, 2);
+    tick();
+    assert_eq!(reader.get_shared(&name, Some(2)).unwrap().meta.version, 2);
+    expire();
+    reader.forget();
+    assert!(
+        reader.get_cached(&name, Some(2)).is_none(),
+        "kept through forget"
+    );
+}
