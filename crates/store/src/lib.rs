@@ -404,6 +404,28 @@ struct Cached {
     entry: Arc<Entry>,
 }
 
+impl Cached {
+    /// A lookup made (or brought back) `now`.
+    fn new(
+        now: std::time::Instant,
+        ttl: std::time::Duration,
+        dir: Option<Dir>,
+        stamp: Option<Stamp>,
+        entry: Arc<Entry>,
+        ino: Option<u64>,
+    ) -> Cached {
+        Cached {
+            inserted: now,
+            ttl,
+            checked: now,
+            ino,
+            dir,
+            stamp,
+            entry,
+        }
+    }
+}
+
 /// A directory's modification time, taken before its versions were listed: a
 /// version added since changes it (one `stat` tells).
 #[derive(Debug, Clone)]

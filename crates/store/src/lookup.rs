@@ -118,18 +118,9 @@ impl Store {
                 && self.backend == meta::Backend::Xattr
                 && self.data_only.load(std::sync::atomic::Ordering::Relaxed);
             c.dormant.remove(&key);
-            c.map.insert(
-                key,
-                Cached {
-                    inserted: now,
-                    ttl,
-                    checked: now,
-                    ino,
-                    dir,
-                    stamp: stamp.filter(|_| dormant_ok),
-                    entry: e.clone(),
-                },
-            );
+            let stamp = stamp.filter(|_| dormant_ok);
+            c.map
+                .insert(key, Cached::new(now, ttl, dir, stamp, e.clone(), ino));
         }
         Ok(e)
     }
@@ -219,18 +210,9 @@ impl Store {
         if c.map.len() >= self.cache_max.load(std::sync::atomic::Ordering::Relaxed) {
             c.map.clear();
         }
-        c.map.insert(
-            key,
-            Cached {
-                inserted: now,
-                ttl,
-                checked: now,
-                ino: Some(d.stamp.ino),
-                dir: d.dir,
-                stamp: Some(d.stamp),
-                entry: entry.clone(),
-            },
-        );
+        let (ino, stamp) = (Some(d.stamp.ino), Some(d.stamp));
+        c.map
+            .insert(key, Cached::new(now, ttl, d.dir, stamp, entry.clone(), ino));
         Some(entry)
     }
 

@@ -344,6 +344,33 @@ fn finish_rename_completes_a_version_moved_halfway() {
     );
 }
 
+/// Puts `bytes` as version `v` of `name` (another process's writes, for the
+/// lookup-cache tests).
+fn put_version(writer: &Store, name: &Name, v: u64, bytes: &[u8]) {
+    let opts = PutOptions {
+        version: Some(v),
+        ..Default::default()
+    };
+    writer.put(name, bytes, &opts, |_| {}).unwrap();
+}
+
+/// Puts version 2 of `name` (the latest) and checks that `reader`'s cached latest
+/// lookup does not hide it.
+fn version_two_is_seen(reader: &Store, writer: &Store, name: &Name) {
+    put_version(writer, name, 2, b"two");
+    tick();
+    assert!(
+        reader.get_cached(name, None).is_none(),
+        "a new version unseen"
+    );
+    assert_eq!(reader.get_shared(name, None).unwrap().meta.version, 2);
+}
+
+/// Lets the file system's timestamps tick past a change (50 ms settle, and more).
+fn tick() {
+    std::thread::sleep(std::time::Duration::from_millis(60));
+}
+
 /// Cached lookups trusted for an hour still see what other processes change: a new
 /// version (through the name's directory), a removal, and a file put back at the same
 /// path (another inode). The waits only let the per-hit check interval (2 ms) and a
@@ -355,14 +382,7 @@ fn long_lived_lookups_see_changes_by_other_processes() {
     reader.set_cache_ttl(std::time::Duration::from_secs(3600));
     let writer = Store::open(dir.path()).unwrap();
     let name = n("/ttl/obj");
-    let put = |v: u64, bytes: &[u8]| {
-        let opts = PutOptions {
-            version: Some(v),
-            ..Default::default()
-        };
-        writer.put(&name, bytes, &opts, |_| {}).unwrap()
-    };
-    let tick = || std::thread::sleep(std::time::Duration::from_millis(60));
+    let put = |v: u64, bytes: &[u8]| put_version(&writer, &name, v, bytes);
     put(1, b"one");
     tick();
     let first = reader.get_shared(&name, None).unwrap();
@@ -370,13 +390,7 @@ fn long_lived_lookups_see_changes_by_other_processes() {
     tick();
     assert!(reader.get_cached(&name, None).is_some(), "not cached");
     // A new version: the latest lookup follows it.
-    put(2, b"two");
-    tick();
-    assert!(
-        reader.get_cached(&name, None).is_none(),
-        "a new version unseen"
-    );
-    assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 2);
+    version_two_is_seen(&reader, &writer, &name);
     // A version looked up by number, removed, then put back at the same path.
     let two = reader.get_shared(&name, Some(2)).unwrap();
     assert_eq!(two.meta.size, 3);
@@ -421,14 +435,7 @@ fn expired_lookups_come_back_only_while_their_file_is_unchanged() {
     reader.set_cache_ttl(ttl);
     let writer = Store::open(dir.path()).unwrap();
     let name = n("/dormant/obj");
-    let put = |v: u64, bytes: &[u8]| {
-        let opts = PutOptions {
-            version: Some(v),
-            ..Default::default()
-        };
-        writer.put(&name, bytes, &opts, |_| {}).unwrap()
-    };
-    let tick = || std::thread::sleep(std::time::Duration::from_millis(60));
+    let put = |v: u64, bytes: &[u8]| put_version(&writer, &name, v, bytes);
     let expire = || std::thread::sleep(ttl * 5);
     let body = |e: &granary_store::Entry| {
         let mut b = vec![0u8; e.meta.size as usize];
@@ -452,13 +459,7 @@ fn expired_lookups_come_back_only_while_their_file_is_unchanged() {
     );
     // A new version changes the directory: the dormant latest lookup is dropped.
     expire();
-    put(2, b"two");
-    tick();
-    assert!(
-        reader.get_cached(&name, None).is_none(),
-        "a new version unseen"
-    );
-    assert_eq!(reader.get_shared(&name, None).unwrap().meta.version, 2);
+    version_two_is_seen(&reader, &writer, &name);
     // By number: a file put back at the same path is another inode.
     assert_eq!(reader.get_shared(&name, Some(1)).unwrap().meta.size, 3);
     expire();
